@@ -1,0 +1,25 @@
+# Thin wrapper over CMake. `make` builds build/diffattn; `make test` runs the
+# suite twice: the optimised build, then an ASan+UBSan build.
+JOBS ?= $(shell nproc)
+
+.PHONY: all test test-fast test-asan demo clean
+
+all:
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build build -j $(JOBS)
+
+build-asan/CMakeCache.txt:
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDA_SANITIZE=ON >/dev/null
+
+test-fast: all
+	cd build && ctest --output-on-failure
+
+test-asan: build-asan/CMakeCache.txt
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+
+test: all test-asan
+	cd build && ctest --output-on-failure
+
+clean:
+	rm -rf build build-asan

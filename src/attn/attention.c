@@ -1,0 +1,208 @@
+/* Reference causal attention, DIFF and softmax, built from CBLAS calls per
+ * (batch, head) and row-parallel softmax passes. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "attn/attention.h"
+
+#define SUBLN_EPS 1e-5f
+
+size_t attn_backward_scratch(const attn_shape *s) {
+    return 4 * (size_t)s->T * s->T + (size_t)s->B * s->T * s->C;
+}
+
+/* A: (T, T) = scale * Q: (T, d) @ K: (T, d)^T, rows strided by ldq, ldk. */
+static void scores(float *A, const float *Q, int ldq, const float *K, int ldk, int T, int d, float scale) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d, scale, Q, ldq, K, ldk, 0.0f, A, T);
+}
+
+/* In place: row t becomes softmax over columns 0..t, zero beyond (causal). */
+static void causal_softmax(float *A, int T) {
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        float *a = A + (size_t)t * T;
+        float mx = a[0];
+        for (int j = 1; j <= t; j++) mx = a[j] > mx ? a[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j <= t; j++) {
+            a[j] = expf(a[j] - mx);
+            sum += a[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j <= t; j++) a[j] *= inv;
+        for (int j = t + 1; j < T; j++) a[j] = 0.0f;
+    }
+}
+
+/* In place: dA: (T, T) -> dS = A * (c*dA - rowsum(c*dA * A)), the gradient
+ * through the softmax of map A scaled by c (1 for A1, -lambda for A2). */
+static void softmax_map_backward(float *dS, const float *dA, const float *A, float c, int T) {
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        const float *a = A + (size_t)t * T, *da = dA + (size_t)t * T;
+        float *ds = dS + (size_t)t * T;
+        float dot = 0.0f;
+        for (int j = 0; j <= t; j++) dot += c * da[j] * a[j];
+        for (int j = 0; j <= t; j++) ds[j] = a[j] * (c * da[j] - dot);
+        for (int j = t + 1; j < T; j++) ds[j] = 0.0f;
+    }
+}
+
+/* dQ: (T, d) = scale * dS @ K (overwrite); dK: (T, d) += scale * dS^T @ Q. */
+static void map_input_grads(float *dQ, int ldq, float *dK, int ldk, const float *dS, const float *Q,
+                            const float *K, int T, int d, float scale) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, T, scale, dS, T, K, ldk, 0.0f, dQ, ldq);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, d, T, scale, dS, T, Q, ldq, 1.0f, dK, ldk);
+}
+
+/* P = A1 - lambda * A2, (T, T). */
+static void combine_maps(float *P, const float *A1, const float *A2, float lambda, int T) {
+    size_t n = (size_t)T * T;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) P[i] = A1[i] - lambda * A2[i];
+}
+
+void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att, const float *q,
+                            const float *k, const float *v, const float *subln_w, float lambda,
+                            float lambda_init, const attn_shape *s, float *scratch) {
+    const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Ckv = s->Ckv;
+    const int n_rep = H / s->n_kv_heads, d2 = 2 * d;
+    const float scale = 1.0f / sqrtf((float)d);
+    const size_t TT = (size_t)T * T;
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < H; h++) {
+            int g = h / n_rep;
+            const float *Q1 = q + (size_t)b * T * C + (size_t)(2 * h) * d, *Q2 = Q1 + d;
+            const float *K1 = k + (size_t)b * T * Ckv + (size_t)(2 * g) * d, *K2 = K1 + d;
+            const float *V = v + (size_t)b * T * Ckv + (size_t)g * d2;
+            float *A1 = att + ((size_t)b * H + h) * 2 * TT, *A2 = A1 + TT;
+            scores(A1, Q1, C, K1, Ckv, T, d, scale);
+            scores(A2, Q2, C, K2, Ckv, T, d, scale);
+            causal_softmax(A1, T);
+            causal_softmax(A2, T);
+            combine_maps(scratch, A1, A2, lambda, T);
+            /* opre[b, :, h] : (T, 2d) = P @ V */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d2, T, 1.0f, scratch, T, V, Ckv, 0.0f,
+                        opre + (size_t)b * T * C + (size_t)h * d2, C);
+        }
+    }
+    /* Per-head RMSNorm over 2d, shared weight, then the (1 - lambda_init) scale. */
+    const float post = 1.0f - lambda_init;
+#pragma omp parallel for schedule(static)
+    for (int row = 0; row < B * T * H; row++) {
+        const float *x = opre + (size_t)row * d2;
+        float *y = out + (size_t)row * d2;
+        float ss = 0.0f;
+        for (int i = 0; i < d2; i++) ss += x[i] * x[i];
+        float r = 1.0f / sqrtf(ss / d2 + SUBLN_EPS);
+        sub_rstd[row] = r;
+        for (int i = 0; i < d2; i++) y[i] = x[i] * r * subln_w[i] * post;
+    }
+}
+
+void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, float *dlambda,
+                             const float *dout, const float *opre, const float *sub_rstd,
+                             const float *att, const float *q, const float *k, const float *v,
+                             const float *subln_w, float lambda, float lambda_init,
+                             const attn_shape *s, float *scratch) {
+    const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Ckv = s->Ckv;
+    const int n_rep = H / s->n_kv_heads, d2 = 2 * d;
+    const float scale = 1.0f / sqrtf((float)d);
+    const size_t TT = (size_t)T * T;
+    const int rows = B * T * H;
+    float *P = scratch, *dP = P + TT, *dS1 = dP + TT, *dS2 = dS1 + TT, *dopre = dS2 + TT;
+    const float post = 1.0f - lambda_init;
+
+    /* Through the head norm: y = xhat * w * post. */
+#pragma omp parallel for schedule(static)
+    for (int row = 0; row < rows; row++) {
+        const float *x = opre + (size_t)row * d2, *dy = dout + (size_t)row * d2;
+        float *dx = dopre + (size_t)row * d2;
+        float r = sub_rstd[row], dot = 0.0f;
+        for (int i = 0; i < d2; i++) dot += dy[i] * subln_w[i] * post * x[i] * r;
+        dot /= d2;
+        for (int i = 0; i < d2; i++) dx[i] = r * (dy[i] * subln_w[i] * post - x[i] * r * dot);
+    }
+    for (int row = 0; row < rows; row++) {
+        const float *x = opre + (size_t)row * d2, *dy = dout + (size_t)row * d2;
+        float r = sub_rstd[row] * post;
+        for (int i = 0; i < d2; i++) dsubln[i] += dy[i] * x[i] * r;
+    }
+
+    memset(dk, 0, (size_t)B * T * Ckv * sizeof(float));
+    memset(dv, 0, (size_t)B * T * Ckv * sizeof(float));
+    double dlam = 0.0;
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < H; h++) {
+            int g = h / n_rep;
+            size_t qoff = (size_t)b * T * C + (size_t)(2 * h) * d;
+            size_t koff = (size_t)b * T * Ckv + (size_t)(2 * g) * d;
+            size_t voff = (size_t)b * T * Ckv + (size_t)g * d2;
+            const float *A1 = att + ((size_t)b * H + h) * 2 * TT, *A2 = A1 + TT;
+            const float *dO = dopre + (size_t)b * T * C + (size_t)h * d2;
+            /* dP: (T, T) = dO: (T, 2d) @ V^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d2, 1.0f, dO, C, v + voff, Ckv, 0.0f,
+                        dP, T);
+            /* dV += P^T @ dO */
+            combine_maps(P, A1, A2, lambda, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, d2, T, 1.0f, P, T, dO, C, 1.0f, dv + voff,
+                        Ckv);
+            /* d lambda = -sum(dP * A2), causal part only (A2 is zero above it). */
+            for (size_t i = 0; i < TT; i++) dlam -= (double)dP[i] * A2[i];
+            softmax_map_backward(dS1, dP, A1, 1.0f, T);
+            softmax_map_backward(dS2, dP, A2, -lambda, T);
+            map_input_grads(dq + qoff, C, dk + koff, Ckv, dS1, q + qoff, k + koff, T, d, scale);
+            map_input_grads(dq + qoff + d, C, dk + koff + d, Ckv, dS2, q + qoff + d, k + koff + d, T, d, scale);
+        }
+    }
+    *dlambda = (float)dlam;
+}
+
+void softmax_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                               const attn_shape *s) {
+    const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Ckv = s->Ckv;
+    const int n_rep = H / s->n_kv_heads;
+    const float scale = 1.0f / sqrtf((float)d);
+    const size_t TT = (size_t)T * T;
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < H; h++) {
+            int g = h / n_rep;
+            const float *Q = q + (size_t)b * T * C + (size_t)h * d;
+            const float *K = k + (size_t)b * T * Ckv + (size_t)g * d;
+            const float *V = v + (size_t)b * T * Ckv + (size_t)g * d;
+            float *A = att + ((size_t)b * H + h) * TT;
+            scores(A, Q, C, K, Ckv, T, d, scale);
+            causal_softmax(A, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, T, 1.0f, A, T, V, Ckv, 0.0f,
+                        out + (size_t)b * T * C + (size_t)h * d, C);
+        }
+    }
+}
+
+void softmax_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,
+                                const float *q, const float *k, const float *v, const attn_shape *s,
+                                float *scratch) {
+    const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Ckv = s->Ckv;
+    const int n_rep = H / s->n_kv_heads;
+    const float scale = 1.0f / sqrtf((float)d);
+    const size_t TT = (size_t)T * T;
+    float *dA = scratch, *dS = dA + TT;
+    memset(dk, 0, (size_t)B * T * Ckv * sizeof(float));
+    memset(dv, 0, (size_t)B * T * Ckv * sizeof(float));
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < H; h++) {
+            int g = h / n_rep;
+            size_t qoff = (size_t)b * T * C + (size_t)h * d;
+            size_t kvoff = (size_t)b * T * Ckv + (size_t)g * d;
+            const float *A = att + ((size_t)b * H + h) * TT;
+            const float *dO = dout + qoff;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d, 1.0f, dO, C, v + kvoff, Ckv, 0.0f, dA,
+                        T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, d, T, 1.0f, A, T, dO, C, 1.0f, dv + kvoff,
+                        Ckv);
+            softmax_map_backward(dS, dA, A, 1.0f, T);
+            map_input_grads(dq + qoff, C, dk + kvoff, Ckv, dS, q + qoff, k + kvoff, T, d, scale);
+        }
+    }
+}

@@ -1,0 +1,46 @@
+/* Reference (non-fused) causal attention for both architectures: clear, exact,
+ * and O(T^2) in memory. It stores the probability maps for the backward and
+ * for the evaluations that inspect them.
+ *
+ * Layouts: q: (B, T, C) and k, v: (B, T, Ckv), RoPE already applied.
+ *   DIFF:    head i owns q sub-heads 2i (Q1), 2i+1 (Q2), each d wide; its KV
+ *            group g = i / n_rep gives K1 = k sub-head 2g, K2 = 2g+1 and V =
+ *            v columns [2d*g, 2d*(g+1)). att: (B, H, 2, T, T) holds A1, A2.
+ *   softmax: head i is q columns [d*i, d*(i+1)), group g = i / n_rep.
+ *            att: (B, H, T, T). */
+#ifndef DA_ATTENTION_H
+#define DA_ATTENTION_H
+
+typedef struct {
+    int B, T;
+    int n_heads, n_kv_heads;
+    int d; /* DIFF: sub-head size; softmax: head size */
+    int C, Ckv;
+} attn_shape;
+
+/* Scratch floats the backward needs (the forward needs T*T). */
+size_t attn_backward_scratch(const attn_shape *s);
+
+/* out: (B, T, C) = subln((A1 - lambda*A2) V) * (1 - lambda_init), per head.
+ * opre: (B, T, C) the pre-norm head outputs, sub_rstd: (B, T, H) the norm's
+ * rstd, att: the maps; all three saved for the backward. */
+void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att, const float *q,
+                            const float *k, const float *v, const float *subln_w, float lambda,
+                            float lambda_init, const attn_shape *s, float *scratch);
+/* dq overwritten; dk, dv overwritten; dsubln (2d) +=; *dlambda overwritten
+ * with d loss / d lambda. dout: (B, T, C). */
+void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, float *dlambda,
+                             const float *dout, const float *opre, const float *sub_rstd,
+                             const float *att, const float *q, const float *k, const float *v,
+                             const float *subln_w, float lambda, float lambda_init,
+                             const attn_shape *s, float *scratch);
+
+/* out: (B, T, C) = softmax(Q K^T / sqrt(d)) V per head; att saved. */
+void softmax_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                               const attn_shape *s);
+/* dq, dk, dv overwritten. */
+void softmax_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,
+                                const float *q, const float *k, const float *v, const attn_shape *s,
+                                float *scratch);
+
+#endif

@@ -1,0 +1,181 @@
+/* Model files: safetensors with the tensor names of docs/formats.md and the
+ * configuration in __metadata__. Loading trusts nothing in the file. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diffattn.h"
+#include "checkpoint.h"
+#include "io/safetensors.h"
+
+/* Shortest decimal that reads back as the same float. */
+static void format_float(char *buf, size_t n, float v) {
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, n, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) return;
+    }
+}
+
+static da_status meta_int(const da_st_file *f, const char *key, int *out) {
+    const char *s = da_st_meta_get(f, key);
+    if (!s) return da_errorf("%s: __metadata__ lacks \"%s\"", f->path, key);
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < INT_MIN || v > INT_MAX)
+        return da_errorf("%s: __metadata__.%s = \"%s\" is not an integer", f->path, key, s);
+    *out = (int)v;
+    return da_ok();
+}
+
+static da_status meta_float(const da_st_file *f, const char *key, float *out) {
+    const char *s = da_st_meta_get(f, key);
+    if (!s) return da_errorf("%s: __metadata__ lacks \"%s\"", f->path, key);
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end)
+        return da_errorf("%s: __metadata__.%s = \"%s\" is not a number", f->path, key, s);
+    *out = v;
+    return da_ok();
+}
+
+da_status da_config_from_meta(const da_st_file *f, da_config *c) {
+    memset(c, 0, sizeof *c);
+    const char *fmt = da_st_meta_get(f, "format");
+    if (!fmt || strcmp(fmt, "diffattn"))
+        return da_errorf("%s: not a diffattn model (__metadata__.format is %s%s%s, expected \"diffattn\")", f->path,
+                         fmt ? "\"" : "absent", fmt ? fmt : "", fmt ? "\"" : "");
+    int version;
+    da_status st = meta_int(f, "version", &version);
+    if (st.code) return st;
+    if (version != DA_FORMAT_VERSION)
+        return da_errorf("%s: format version %d is not supported (this build reads version %d)", f->path, version,
+                         DA_FORMAT_VERSION);
+    const char *arch = da_st_meta_get(f, "arch");
+    if (!arch) return da_errorf("%s: __metadata__ lacks \"arch\"", f->path);
+    if (da_arch_parse(arch, &c->arch))
+        return da_errorf("%s: __metadata__.arch = \"%s\" (expected diff or softmax)", f->path, arch);
+    struct { const char *key; int *dst; } ints[] = {
+        {"dim", &c->dim},           {"n_layers", &c->n_layers},     {"n_heads", &c->n_heads},
+        {"n_kv_heads", &c->n_kv_heads}, {"vocab_size", &c->vocab_size}, {"ffn_hidden", &c->ffn_hidden},
+        {"max_seq_len", &c->max_seq_len},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if ((st = meta_int(f, ints[i].key, ints[i].dst)).code) return st;
+    if ((st = meta_float(f, "norm_eps", &c->norm_eps)).code) return st;
+    if ((st = meta_float(f, "rope_theta", &c->rope_theta)).code) return st;
+    const char *tie = da_st_meta_get(f, "tie_embeddings");
+    if (!tie) return da_errorf("%s: __metadata__ lacks \"tie_embeddings\"", f->path);
+    if (!strcmp(tie, "true")) c->tie_embeddings = 1;
+    else if (!strcmp(tie, "false")) c->tie_embeddings = 0;
+    else return da_errorf("%s: __metadata__.tie_embeddings = \"%s\" (expected true or false)", f->path, tie);
+    st = da_config_validate(c);
+    if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
+    return da_ok();
+}
+
+/* A hint for a shape mismatch, from which dimension the tensor depends on. */
+static const char *shape_hint(const char *name) {
+    if (strstr(name, "k_proj") || strstr(name, "v_proj")) return " (was this model saved with another n_kv_heads?)";
+    if (strstr(name, "lambda_") || strstr(name, "subln")) return " (was this model saved with another n_heads?)";
+    if (strstr(name, "feed_forward")) return " (was this model saved with another ffn_hidden?)";
+    if (strstr(name, "tok_embeddings") || strstr(name, "output")) return " (does vocab_size match?)";
+    return "";
+}
+
+da_status da_model_load(da_model *m, const char *path) {
+    memset(m, 0, sizeof *m);
+    da_st_file f;
+    da_status st = da_st_open(&f, path);
+    if (st.code) return st;
+    da_config cfg;
+    if ((st = da_config_from_meta(&f, &cfg)).code) goto done;
+    if ((st = da_model_create(m, &cfg)).code) goto done;
+    for (int i = 0; i < f.n_tensors; i++) {
+        const da_st_tensor *ft = &f.tensors[i];
+        const da_tensor *t = da_model_find(m, ft->name);
+        if (!t) {
+            st = da_errorf("%s: unknown tensor \"%s\" for a %s model with %d layers%s", path, ft->name,
+                           da_arch_name(cfg.arch), cfg.n_layers,
+                           !strcmp(ft->name, "output.weight") ? " (tie_embeddings is true, so output.weight must be absent)"
+                           : strstr(ft->name, "lambda_") || strstr(ft->name, "subln") ? " (is __metadata__.arch right?)"
+                                                                                      : "");
+            goto done;
+        }
+        if (ft->dtype != DA_ST_F32 && ft->dtype != DA_ST_BF16) {
+            st = da_errorf("%s: tensor %s has dtype %s, expected F32 or BF16", path, ft->name,
+                           da_st_dtype_name(ft->dtype));
+            goto done;
+        }
+        int same = ft->ndim == t->ndim;
+        for (int k = 0; same && k < t->ndim; k++) same = ft->shape[k] == t->shape[k];
+        if (!same) {
+            char got[128] = "[", want[64];
+            for (int k = 0; k < ft->ndim; k++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", k ? ", " : "", (long long)ft->shape[k]);
+            strncat(got, "]", sizeof got - strlen(got) - 1);
+            if (t->ndim == 2) snprintf(want, sizeof want, "[%d, %d]", t->shape[0], t->shape[1]);
+            else snprintf(want, sizeof want, "[%d]", t->shape[0]);
+            st = da_errorf("%s: tensor %s has shape %s, expected %s%s", path, ft->name, got, want, shape_hint(ft->name));
+            goto done;
+        }
+        if ((st = da_st_read_f32(&f, ft, m->params + t->offset)).code) goto done;
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        if (!da_st_find(&f, m->tensors[i].name)) {
+            st = da_errorf("%s: missing tensor %s%s", path, m->tensors[i].name,
+                           !strcmp(m->tensors[i].name, "output.weight") ? " (set tie_embeddings=true if the head is tied)"
+                                                                        : "");
+            goto done;
+        }
+    }
+done:
+    da_st_close(&f);
+    if (st.code) da_model_free(m);
+    return st;
+}
+
+void da_config_to_meta(const da_config *c, da_config_meta *cm) {
+    static const char *keys[DA_CONFIG_META_N] = {"format", "version", "arch", "dim", "n_layers", "n_heads", "n_kv_heads",
+                                              "vocab_size", "ffn_hidden", "norm_eps", "rope_theta", "max_seq_len",
+                                              "tie_embeddings"};
+    char(*v)[32] = cm->buf;
+    snprintf(v[0], 32, "%d", DA_FORMAT_VERSION);
+    snprintf(v[1], 32, "%d", c->dim);
+    snprintf(v[2], 32, "%d", c->n_layers);
+    snprintf(v[3], 32, "%d", c->n_heads);
+    snprintf(v[4], 32, "%d", c->n_kv_heads);
+    snprintf(v[5], 32, "%d", c->vocab_size);
+    snprintf(v[6], 32, "%d", c->ffn_hidden);
+    format_float(v[7], 32, c->norm_eps);
+    format_float(v[8], 32, c->rope_theta);
+    snprintf(v[9], 32, "%d", c->max_seq_len);
+    const char *vals[DA_CONFIG_META_N] = {"diffattn", v[0], da_arch_name(c->arch), v[1], v[2], v[3], v[4], v[5],
+                                          v[6], v[7], v[8], v[9], c->tie_embeddings ? "true" : "false"};
+    for (int i = 0; i < DA_CONFIG_META_N; i++) {
+        cm->keys[i] = keys[i];
+        cm->vals[i] = vals[i];
+    }
+}
+
+da_status da_model_save(const da_model *m, const char *path) {
+    const da_config *c = &m->cfg;
+    da_st_write_tensor *ts = calloc((size_t)m->n_tensors, sizeof *ts);
+    if (!ts) return da_errorf("%s: out of memory", path);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const da_tensor *t = &m->tensors[i];
+        ts[i].name = t->name;
+        ts[i].ndim = t->ndim;
+        ts[i].shape[0] = t->shape[0];
+        ts[i].shape[1] = t->shape[1];
+        ts[i].data = m->params + t->offset;
+    }
+    da_config_meta cm;
+    da_config_to_meta(c, &cm);
+    da_status st = da_st_write(path, ts, m->n_tensors, cm.keys, cm.vals, DA_CONFIG_META_N);
+    free(ts);
+    return st;
+}

@@ -1,0 +1,22 @@
+/* The model configuration as safetensors __metadata__, shared by model files
+ * and training-state files. */
+#ifndef DA_CHECKPOINT_H
+#define DA_CHECKPOINT_H
+
+#include "diffattn.h"
+#include "io/safetensors.h"
+
+#define DA_CONFIG_META_N 13
+
+typedef struct {
+    const char *keys[DA_CONFIG_META_N];
+    const char *vals[DA_CONFIG_META_N];
+    char buf[10][32];
+} da_config_meta;
+
+/* Reads and validates the configuration keys; errors name the file and key. */
+da_status da_config_from_meta(const da_st_file *f, da_config *c);
+/* Fills cm with the keys and string values (pointing into cm and static text). */
+void da_config_to_meta(const da_config *c, da_config_meta *cm);
+
+#endif

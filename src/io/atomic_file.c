@@ -1,0 +1,115 @@
+/* Atomic file replacement (see atomic_file.h). */
+#include "io/atomic_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+da_status da_atomic_open(da_atomic_file *af, const char *path) {
+    memset(af, 0, sizeof *af);
+    if (!path || !path[0]) return da_errorf("atomic write: empty output path");
+    size_t n = strlen(path);
+    if (n >= sizeof af->path) return da_errorf("%.200s...: output path is too long", path);
+    int w = snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (w < 0 || (size_t)w >= sizeof af->tmp) {
+        af->tmp[0] = 0;
+        return da_errorf("%.200s...: output path is too long", path);
+    }
+    memcpy(af->path, path, n + 1);
+
+    int fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        af->tmp[0] = 0;
+        return da_errorf("%s: cannot create temporary file for writing: %s", path, strerror(e));
+    }
+    /* Keep the permissions of a file being replaced. */
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) (void)fchmod(fd, st.st_mode & 07777);
+
+    af->fp = fdopen(fd, "wb");
+    if (!af->fp) {
+        int e = errno;
+        close(fd);
+        unlink(af->tmp);
+        af->tmp[0] = 0;
+        return da_errorf("%s: cannot open temporary file for writing: %s", path, strerror(e));
+    }
+    return da_ok();
+}
+
+/* Directory part of path: "." when there is none, "/" for a file in the root. */
+static void dir_of(const char *path, char *dir, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(dir, cap, ".");
+    } else if (slash == path) {
+        snprintf(dir, cap, "/");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n >= cap) n = cap - 1;
+        memcpy(dir, path, n);
+        dir[n] = 0;
+    }
+}
+
+da_status da_atomic_commit(da_atomic_file *af) {
+    if (!af->fp) {
+        da_atomic_abort(af);
+        return da_errorf("%s: atomic commit of a file that is not open", af->path);
+    }
+    FILE *fp = af->fp;
+    const char *what = NULL;
+    int e = 0;
+    if (ferror(fp)) {
+        what = "write failed";
+        e = errno ? errno : EIO;
+    } else if (fflush(fp) != 0) {
+        what = "write failed";
+        e = errno;
+    } else if (fsync(fileno(fp)) != 0) {
+        what = "fsync failed";
+        e = errno;
+    }
+    af->fp = NULL;
+    if (fclose(fp) != 0 && !what) {
+        what = "close failed";
+        e = errno;
+    }
+    if (!what && rename(af->tmp, af->path) != 0) {
+        what = "cannot rename the temporary file over it";
+        e = errno;
+    }
+    if (what) {
+        unlink(af->tmp);
+        af->tmp[0] = 0;
+        return da_errorf("%s: %s: %s", af->path, what, strerror(e));
+    }
+    af->tmp[0] = 0;
+
+    /* Make the rename itself durable. Some file systems cannot fsync a
+     * directory (EINVAL); that is not an error of ours. */
+    char dir[4096];
+    dir_of(af->path, dir, sizeof dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return da_errorf("%s: written, but cannot open its directory to sync it: %s", af->path, strerror(errno));
+    int rc = fsync(dfd);
+    e = errno;
+    close(dfd);
+    if (rc != 0 && e != EINVAL && e != EROFS)
+        return da_errorf("%s: written, but syncing its directory failed: %s", af->path, strerror(e));
+    return da_ok();
+}
+
+void da_atomic_abort(da_atomic_file *af) {
+    if (af->fp) {
+        fclose(af->fp);
+        af->fp = NULL;
+    }
+    if (af->tmp[0]) {
+        unlink(af->tmp);
+        af->tmp[0] = 0;
+    }
+}

@@ -1,0 +1,30 @@
+/* Atomic file replacement: write to a temporary file beside the target, then
+ * fsync it and rename it over the target. A process killed at any moment
+ * leaves either the previous file or the complete new one at `path`, never a
+ * partial one (at worst a stray `path.tmp.<pid>` remains). */
+#ifndef DA_IO_ATOMIC_FILE_H
+#define DA_IO_ATOMIC_FILE_H
+
+#include <stdio.h>
+
+#include "diffattn.h"
+
+typedef struct {
+    FILE *fp;        /* the temporary file, open for writing; NULL when closed */
+    char path[4096]; /* the target */
+    char tmp[4096];  /* path + ".tmp.<pid>"; empty once removed or renamed */
+} da_atomic_file;
+
+/* Creates (truncating) path + ".tmp.<pid>" for binary writing. On failure af
+ * is left closed, so da_atomic_abort on it is harmless. */
+da_status da_atomic_open(da_atomic_file *af, const char *path);
+
+/* fflush, fsync, fclose, rename over path, fsync the directory. On any
+ * failure the temporary is removed and the error names the path and the
+ * reason. af is closed afterwards either way. */
+da_status da_atomic_commit(da_atomic_file *af);
+
+/* Closes and removes the temporary; the target is untouched. Idempotent. */
+void da_atomic_abort(da_atomic_file *af);
+
+#endif

@@ -1,0 +1,37 @@
+/* Rotary position embedding, GPT-J interleaved, with the official DIFF
+ * framework's frequencies theta^(-j/(d/2-1)) (a linspace over [0, 1]). */
+#include <math.h>
+
+#include "ops/ops.h"
+
+void rope_tables(float *cos_tab, float *sin_tab, int T, int d, float theta) {
+    int half = d / 2;
+    for (int j = 0; j < half; j++) {
+        double inv_freq = pow((double)theta, -(double)j / (double)(half - 1));
+        for (int t = 0; t < T; t++) {
+            double a = (double)t * inv_freq;
+            cos_tab[(size_t)t * half + j] = (float)cos(a);
+            sin_tab[(size_t)t * half + j] = (float)sin(a);
+        }
+    }
+}
+
+void rope_apply(float *x, const float *cos_tab, const float *sin_tab, int B, int T, int n_sub, int d,
+                int inverse) {
+    const int half = d / 2;
+    const float sgn = inverse ? -1.0f : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        int t = bt % T;
+        const float *c = cos_tab + (size_t)t * half, *s = sin_tab + (size_t)t * half;
+        float *row = x + (size_t)bt * n_sub * d;
+        for (int h = 0; h < n_sub; h++) {
+            float *v = row + (size_t)h * d;
+            for (int j = 0; j < half; j++) {
+                float x0 = v[2 * j], x1 = v[2 * j + 1], sn = sgn * s[j];
+                v[2 * j] = x0 * c[j] - x1 * sn;
+                v[2 * j + 1] = x0 * sn + x1 * c[j];
+            }
+        }
+    }
+}

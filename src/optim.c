@@ -1,0 +1,65 @@
+/* AdamW with decoupled weight decay, global-norm clipping, and the
+ * warmup + cosine learning-rate schedule. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diffattn.h"
+
+da_status da_adamw_create(da_adamw *opt, size_t n_params) {
+    memset(opt, 0, sizeof *opt);
+    opt->n = n_params;
+    opt->m = calloc(n_params, sizeof(float));
+    opt->v = calloc(n_params, sizeof(float));
+    if (!opt->m || !opt->v) {
+        da_adamw_free(opt);
+        return da_errorf("out of memory allocating AdamW moments (%.1f MB)", (double)n_params * 8 / 1e6);
+    }
+    return da_ok();
+}
+
+void da_adamw_free(da_adamw *opt) {
+    free(opt->m);
+    free(opt->v);
+    memset(opt, 0, sizeof *opt);
+}
+
+void da_adamw_step(da_adamw *opt, da_model *m, const da_adamw_config *cfg, float lr) {
+    opt->step++;
+    const float b1 = cfg->beta1, b2 = cfg->beta2;
+    const float bc1 = 1.0f - powf(b1, (float)opt->step), bc2 = 1.0f - powf(b2, (float)opt->step);
+    for (int t = 0; t < m->n_tensors; t++) {
+        const da_tensor *tt = &m->tensors[t];
+        const float wd = tt->decay ? cfg->weight_decay : 0.0f;
+        float *p = m->params + tt->offset, *g = m->grads + tt->offset;
+        float *mm = opt->m + tt->offset, *vv = opt->v + tt->offset;
+        const long n = (long)tt->numel;
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < n; i++) {
+            float gi = g[i];
+            mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
+            vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
+            float mhat = mm[i] / bc1, vhat = vv[i] / bc2;
+            p[i] -= lr * (mhat / (sqrtf(vhat) + cfg->eps) + wd * p[i]);
+        }
+    }
+}
+
+float da_grad_norm(const da_model *m) {
+    double s = 0.0; /* serial: the same sum on every run */
+    for (size_t i = 0; i < m->n_params; i++) s += (double)m->grads[i] * m->grads[i];
+    return (float)sqrt(s);
+}
+
+void da_grad_scale(da_model *m, float s) {
+    for (size_t i = 0; i < m->n_params; i++) m->grads[i] *= s;
+}
+
+float da_lr_schedule(long step, long warmup, long total, float lr_max, float lr_min) {
+    if (warmup > 0 && step < warmup) return lr_max * (float)(step + 1) / (float)warmup;
+    if (step >= total) return lr_min;
+    long span = total - warmup;
+    if (span <= 0) return lr_max;
+    double progress = (double)(step - warmup) / (double)span;
+    return lr_min + 0.5f * (lr_max - lr_min) * (float)(1.0 + cos(3.141592653589793 * progress));
+}

@@ -1,0 +1,20 @@
+/* da_status construction. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "diffattn.h"
+
+da_status da_ok(void) {
+    da_status s = {0, {0}};
+    return s;
+}
+
+da_status da_errorf(const char *fmt, ...) {
+    da_status s;
+    s.code = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s.msg, sizeof s.msg, fmt, ap);
+    va_end(ap);
+    return s;
+}

@@ -1,0 +1,249 @@
+/* The whole model, forward and backward, over a (B, T) batch: embedding,
+ * L pre-norm blocks (attention, SwiGLU), final norm, LM head, cross-entropy. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attention.h"
+#include "diffattn.h"
+#include "ops/ops.h"
+
+typedef struct {
+    float *resid_in;    /* (B, T, C) block input */
+    float *xn1, *rstd1; /* (B, T, C), (B, T) */
+    float *q, *k, *v;   /* (B, T, C), (B, T, Ckv) x2; q, k after RoPE */
+    float *att;         /* DIFF (B, H, 2, T, T); softmax (B, H, T, T) */
+    float *opre;        /* DIFF (B, T, C): (A1 - lambda A2) V before the head norm */
+    float *sub_rstd;    /* DIFF (B, T, H) */
+    float *attn_out;    /* (B, T, C): input of out_proj */
+    float *resid_mid;   /* (B, T, C): after the attention residual */
+    float *xn2, *rstd2; /* (B, T, C), (B, T) */
+    float *h1, *h3;     /* (B, T, F) */
+    float *gate;        /* (B, T, F) silu(h1) * h3 */
+} layer_acts;
+
+struct da_acts {
+    da_config cfg;
+    int B, T;         /* shape of the last forward */
+    int cap_B, cap_T; /* shape the buffers were sized for */
+    layer_acts *layers;
+    float *resid_out;   /* (B, T, C) */
+    float *xf, *rstdf;  /* (B, T, C), (B, T) */
+    float *logits;      /* (B, T, V); the backward overwrites it with dlogits */
+    float *losses;      /* (B, T) */
+    int *tokens, *targets;
+    int have_targets;
+    float *rope_cos, *rope_sin; /* (T, d/2) */
+    float *lambda;      /* (L) lambda_full used by the forward */
+    /* backward scratch */
+    float *dresid, *dxn, *dattn, *dq, *dk, *dv, *dh1, *dh3, *dgate, *scratch;
+    float *pool;        /* one allocation behind every float array above */
+};
+
+const float *da_acts_logits(const da_acts *a) { return a->logits; }
+
+da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T) {
+    *out = NULL;
+    da_status st = da_config_validate(cfg);
+    if (st.code) return st;
+    if (B <= 0 || T <= 0) return da_errorf("batch %d x seq %d: both must be positive", B, T);
+    if (T > cfg->max_seq_len)
+        return da_errorf("sequence length %d exceeds the model's max_seq_len %d", T, cfg->max_seq_len);
+    const size_t C = cfg->dim, F = cfg->ffn_hidden, V = cfg->vocab_size, L = cfg->n_layers;
+    const size_t H = cfg->n_heads, Ckv = C / (H / cfg->n_kv_heads), d = da_head_dim(cfg);
+    const size_t BT = (size_t)B * T, TT = (size_t)T * T;
+    const int diff = cfg->arch == DA_ARCH_DIFF;
+    const size_t maps = diff ? 2 : 1;
+    attn_shape as = {B, T, (int)H, cfg->n_kv_heads, (int)d, (int)C, (int)Ckv};
+
+    size_t per_layer = BT * C * 7 + BT * 2 + BT * Ckv * 2 + (size_t)B * H * maps * TT + BT * F * 3 +
+                       (diff ? BT * C + BT * H : 0);
+    size_t total = per_layer * L + BT * C * 2 + BT + BT * V + BT + (size_t)T * d + L +
+                   BT * C * 3 + BT * Ckv * 2 + BT * C + BT * F * 3 + attn_backward_scratch(&as);
+    da_acts *a = calloc(1, sizeof *a);
+    if (!a) return da_errorf("out of memory");
+    a->cfg = *cfg;
+    a->B = a->cap_B = B;
+    a->T = a->cap_T = T;
+    a->layers = calloc(L, sizeof(layer_acts));
+    a->tokens = malloc(BT * sizeof(int));
+    a->targets = malloc(BT * sizeof(int));
+    a->pool = malloc(total * sizeof(float));
+    if (!a->layers || !a->tokens || !a->targets || !a->pool) {
+        da_acts_free(a);
+        return da_errorf("out of memory allocating activations for batch %d x seq %d (%.1f MB); "
+                         "lower --batch or --seq",
+                         B, T, (double)total * 4 / 1e6);
+    }
+    float *p = a->pool;
+#define TAKE(n) (p += (n), p - (n))
+    for (size_t l = 0; l < L; l++) {
+        layer_acts *la = &a->layers[l];
+        la->resid_in = TAKE(BT * C);
+        la->xn1 = TAKE(BT * C);
+        la->rstd1 = TAKE(BT);
+        la->q = TAKE(BT * C);
+        la->k = TAKE(BT * Ckv);
+        la->v = TAKE(BT * Ckv);
+        la->att = TAKE((size_t)B * H * maps * TT);
+        la->opre = diff ? TAKE(BT * C) : NULL;
+        la->sub_rstd = diff ? TAKE(BT * H) : NULL;
+        la->attn_out = TAKE(BT * C);
+        la->resid_mid = TAKE(BT * C);
+        la->xn2 = TAKE(BT * C);
+        la->rstd2 = TAKE(BT);
+        la->h1 = TAKE(BT * F);
+        la->h3 = TAKE(BT * F);
+        la->gate = TAKE(BT * F);
+    }
+    a->resid_out = TAKE(BT * C);
+    a->xf = TAKE(BT * C);
+    a->rstdf = TAKE(BT);
+    a->logits = TAKE(BT * V);
+    a->losses = TAKE(BT);
+    a->rope_cos = TAKE((size_t)T * d / 2);
+    a->rope_sin = TAKE((size_t)T * d / 2);
+    a->lambda = TAKE(L);
+    a->dresid = TAKE(BT * C);
+    a->dxn = TAKE(BT * C);
+    a->dattn = TAKE(BT * C);
+    a->dq = TAKE(BT * C);
+    a->dk = TAKE(BT * Ckv);
+    a->dv = TAKE(BT * Ckv);
+    a->dh1 = TAKE(BT * F);
+    a->dh3 = TAKE(BT * F);
+    a->dgate = TAKE(BT * F);
+    a->scratch = TAKE(attn_backward_scratch(&as));
+#undef TAKE
+    (void)per_layer;
+    rope_tables(a->rope_cos, a->rope_sin, T, (int)d, cfg->rope_theta);
+    *out = a;
+    return da_ok();
+}
+
+void da_acts_free(da_acts *a) {
+    if (!a) return;
+    free(a->layers);
+    free(a->tokens);
+    free(a->targets);
+    free(a->pool);
+    free(a);
+}
+
+static attn_shape shape_of(const da_acts *a) {
+    const da_config *c = &a->cfg;
+    attn_shape s = {a->B, a->T, c->n_heads, c->n_kv_heads, da_head_dim(c), c->dim,
+                    c->dim / (c->n_heads / c->n_kv_heads)};
+    return s;
+}
+
+float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets, int B, int T) {
+    const da_config *c = &m->cfg;
+    /* A smaller (B, T) than the acts were made for reuses their buffers. */
+    if (B <= 0 || T <= 0 || B > a->cap_B || T > a->cap_T) return NAN;
+    a->B = B;
+    a->T = T;
+    const int C = c->dim, F = c->ffn_hidden, V = c->vocab_size, N = B * T;
+    attn_shape as = shape_of(a);
+    const int d = as.d, Ckv = as.Ckv;
+    memcpy(a->tokens, tokens, (size_t)N * sizeof(int));
+    a->have_targets = targets != NULL;
+    if (targets) memcpy(a->targets, targets, (size_t)N * sizeof(int));
+
+    embedding_forward(a->layers[0].resid_in, tokens, m->w.tok_embeddings, N, C);
+    for (int l = 0; l < c->n_layers; l++) {
+        layer_acts *la = &a->layers[l];
+        const da_layer_weights *w = &m->w.layers[l];
+        float *next = l + 1 < c->n_layers ? a->layers[l + 1].resid_in : a->resid_out;
+
+        rmsnorm_forward(la->xn1, la->rstd1, la->resid_in, w->attention_norm, N, C, c->norm_eps);
+        matmul_forward(la->q, la->xn1, w->wq, N, C, C, 0);
+        matmul_forward(la->k, la->xn1, w->wk, N, C, Ckv, 0);
+        matmul_forward(la->v, la->xn1, w->wv, N, C, Ckv, 0);
+        rope_apply(la->q, a->rope_cos, a->rope_sin, B, T, C / d, d, 0);
+        rope_apply(la->k, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 0);
+        if (c->arch == DA_ARCH_DIFF) {
+            a->lambda[l] = da_model_lambda(m, l);
+            diff_attention_forward(la->attn_out, la->opre, la->sub_rstd, la->att, la->q, la->k, la->v, w->subln,
+                                   a->lambda[l], da_lambda_init(l), &as, a->scratch);
+        } else {
+            softmax_attention_forward(la->attn_out, la->att, la->q, la->k, la->v, &as);
+        }
+        memcpy(la->resid_mid, la->resid_in, (size_t)N * C * sizeof(float));
+        matmul_forward(la->resid_mid, la->attn_out, w->wo, N, C, C, 1);
+
+        rmsnorm_forward(la->xn2, la->rstd2, la->resid_mid, w->ffn_norm, N, C, c->norm_eps);
+        matmul_forward(la->h1, la->xn2, w->w1, N, C, F, 0);
+        matmul_forward(la->h3, la->xn2, w->w3, N, C, F, 0);
+        swiglu_forward(la->gate, la->h1, la->h3, (size_t)N * F);
+        memcpy(next, la->resid_mid, (size_t)N * C * sizeof(float));
+        matmul_forward(next, la->gate, w->w2, N, F, C, 1);
+    }
+    rmsnorm_forward(a->xf, a->rstdf, a->resid_out, m->w.norm, N, C, c->norm_eps);
+    matmul_forward(a->logits, a->xf, m->w.output, N, C, V, 0);
+    if (!targets) return 0.0f;
+    return cross_entropy_forward(a->losses, a->logits, targets, N, V);
+}
+
+/* d lambda_full -> the four lambda vectors: lambda = exp(q1.k1) - exp(q2.k2) + init. */
+static void lambda_backward(da_layer_weights *g, const da_layer_weights *w, float dlambda, int d) {
+    float a = 0, b = 0;
+    for (int i = 0; i < d; i++) {
+        a += w->lambda_q1[i] * w->lambda_k1[i];
+        b += w->lambda_q2[i] * w->lambda_k2[i];
+    }
+    float e1 = expf(a) * dlambda, e2 = expf(b) * dlambda;
+    for (int i = 0; i < d; i++) {
+        g->lambda_q1[i] += e1 * w->lambda_k1[i];
+        g->lambda_k1[i] += e1 * w->lambda_q1[i];
+        g->lambda_q2[i] -= e2 * w->lambda_k2[i];
+        g->lambda_k2[i] -= e2 * w->lambda_q2[i];
+    }
+}
+
+void da_backward(da_model *m, da_acts *a) {
+    const da_config *c = &m->cfg;
+    const int B = a->B, T = a->T, C = c->dim, F = c->ffn_hidden, V = c->vocab_size, N = B * T;
+    attn_shape as = shape_of(a);
+    const int d = as.d, Ckv = as.Ckv;
+    if (!a->have_targets || !m->grads) return;
+
+    cross_entropy_backward(a->logits, a->targets, N, V);
+    float *dlogits = a->logits;
+    matmul_backward(a->dxn, m->g.output, dlogits, a->xf, m->w.output, N, C, V, 0);
+    memset(a->dresid, 0, (size_t)N * C * sizeof(float));
+    rmsnorm_backward(a->dresid, m->g.norm, a->dxn, a->resid_out, m->w.norm, a->rstdf, N, C);
+
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        layer_acts *la = &a->layers[l];
+        const da_layer_weights *w = &m->w.layers[l];
+        da_layer_weights *g = &m->g.layers[l];
+
+        /* feed-forward: dresid holds d loss / d block output */
+        matmul_backward(a->dgate, g->w2, a->dresid, la->gate, w->w2, N, F, C, 0);
+        swiglu_backward(a->dh1, a->dh3, a->dgate, la->h1, la->h3, (size_t)N * F);
+        matmul_backward(a->dxn, g->w1, a->dh1, la->xn2, w->w1, N, C, F, 0);
+        matmul_backward(a->dxn, g->w3, a->dh3, la->xn2, w->w3, N, C, F, 1);
+        rmsnorm_backward(a->dresid, g->ffn_norm, a->dxn, la->resid_mid, w->ffn_norm, la->rstd2, N, C);
+
+        /* attention: dresid now holds d loss / d resid_mid */
+        matmul_backward(a->dattn, g->wo, a->dresid, la->attn_out, w->wo, N, C, C, 0);
+        if (c->arch == DA_ARCH_DIFF) {
+            float dlambda = 0.0f;
+            diff_attention_backward(a->dq, a->dk, a->dv, g->subln, &dlambda, a->dattn, la->opre, la->sub_rstd,
+                                    la->att, la->q, la->k, la->v, w->subln, a->lambda[l], da_lambda_init(l), &as,
+                                    a->scratch);
+            lambda_backward(g, w, dlambda, d);
+        } else {
+            softmax_attention_backward(a->dq, a->dk, a->dv, a->dattn, la->att, la->q, la->k, la->v, &as,
+                                       a->scratch);
+        }
+        rope_apply(a->dq, a->rope_cos, a->rope_sin, B, T, C / d, d, 1);
+        rope_apply(a->dk, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 1);
+        matmul_backward(a->dxn, g->wq, a->dq, la->xn1, w->wq, N, C, C, 0);
+        matmul_backward(a->dxn, g->wk, a->dk, la->xn1, w->wk, N, C, Ckv, 1);
+        matmul_backward(a->dxn, g->wv, a->dv, la->xn1, w->wv, N, C, Ckv, 1);
+        rmsnorm_backward(a->dresid, g->attention_norm, a->dxn, la->resid_in, w->attention_norm, la->rstd1, N, C);
+    }
+    embedding_backward(m->g.tok_embeddings, a->dresid, a->tokens, N, C);
+}

@@ -1,0 +1,455 @@
+#!/usr/bin/python3
+"""PyTorch reference for diffattn: the Differential Transformer (DIFF V1) and
+its softmax baseline, computed in float64.
+
+Module use:
+    cfg, params = load_model("m.safetensors")
+    logits = forward(cfg, params, ids)                 # [T, V] float64
+    loss, grads = loss_and_grads(cfg, params, ids)     # mean CE of ids[1:] given ids[:-1]
+    save_model("copy.safetensors", cfg, params)
+
+CLI (mirrors the C tool so outputs can be compared):
+    reference.py logits  --model M --ids IDS.txt --out OUT.npy
+    reference.py grads   --model M --ids IDS.txt --out G.safetensors
+    reference.py compare --ref A --test B      (.npy logits or .safetensors grads)
+
+Needs torch and numpy only (run it with /usr/bin/python3 on Debian). The
+safetensors reader/writer uses json + numpy; no safetensors package.
+"""
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+# ----------------------------------------------------------------- config
+
+CONFIG_INT_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
+                   "ffn_hidden", "max_seq_len")
+CONFIG_KEYS = ("arch",) + CONFIG_INT_KEYS + ("norm_eps", "rope_theta", "tie_embeddings")
+SUBLN_EPS = 1e-5  # fixed eps of the DIFF per-head RMSNorm (subln)
+
+
+def lambda_init(depth):
+    """lambda_init of layer `depth` (0-based)."""
+    return 0.8 - 0.6 * math.exp(-0.3 * depth)
+
+
+def head_dim(cfg):
+    """d: the size of one RoPE'd sub-head. diff: dim/H/2. softmax: dim/H."""
+    if cfg["arch"] == "diff":
+        return cfg["dim"] // cfg["n_heads"] // 2
+    return cfg["dim"] // cfg["n_heads"]
+
+
+def validate_config(cfg):
+    missing = [k for k in CONFIG_KEYS if k not in cfg]
+    if missing:
+        raise ValueError("config lacks %s" % ", ".join(missing))
+    if cfg["arch"] not in ("diff", "softmax"):
+        raise ValueError("arch must be 'diff' or 'softmax', got %r" % (cfg["arch"],))
+    for k in CONFIG_INT_KEYS:
+        if not isinstance(cfg[k], int) or cfg[k] <= 0:
+            raise ValueError("%s must be a positive int, got %r" % (k, cfg[k]))
+    C, H, Hkv = cfg["dim"], cfg["n_heads"], cfg["n_kv_heads"]
+    if H % Hkv:
+        raise ValueError("n_heads (%d) must be a multiple of n_kv_heads (%d)" % (H, Hkv))
+    div = 2 * H if cfg["arch"] == "diff" else H
+    if C % div:
+        raise ValueError("dim (%d) must be a multiple of %d" % (C, div))
+    d = head_dim(cfg)
+    if d % 2:
+        raise ValueError("head dim %d must be even for RoPE" % d)
+    if not (cfg["norm_eps"] > 0 and cfg["rope_theta"] > 0):
+        raise ValueError("norm_eps and rope_theta must be > 0")
+    if not isinstance(cfg["tie_embeddings"], bool):
+        raise ValueError("tie_embeddings must be a bool")
+
+
+def param_shapes(cfg):
+    """Ordered {name: shape} of every parameter tensor of cfg."""
+    validate_config(cfg)
+    C, V, F = cfg["dim"], cfg["vocab_size"], cfg["ffn_hidden"]
+    n_rep = cfg["n_heads"] // cfg["n_kv_heads"]
+    Ckv = C // n_rep
+    d = head_dim(cfg)
+    s = {"tok_embeddings.weight": (V, C)}
+    for i in range(cfg["n_layers"]):
+        p = "layers.%d." % i
+        s[p + "attention_norm.weight"] = (C,)
+        s[p + "attn.q_proj.weight"] = (C, C)
+        s[p + "attn.k_proj.weight"] = (Ckv, C)
+        s[p + "attn.v_proj.weight"] = (Ckv, C)
+        s[p + "attn.out_proj.weight"] = (C, C)
+        if cfg["arch"] == "diff":
+            for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                s[p + "attn." + n] = (d,)
+            s[p + "attn.subln.weight"] = (2 * d,)
+        s[p + "ffn_norm.weight"] = (C,)
+        s[p + "feed_forward.w1.weight"] = (F, C)
+        s[p + "feed_forward.w2.weight"] = (C, F)
+        s[p + "feed_forward.w3.weight"] = (F, C)
+    s["norm.weight"] = (C,)
+    if not cfg["tie_embeddings"]:
+        s["output.weight"] = (V, C)
+    return s
+
+
+def _fmt_float(x):
+    x = float(x)
+    if x.is_integer() and abs(x) < 1e15:
+        return str(int(x))  # 10000.0 -> "10000"
+    return repr(x)          # 1e-05 -> "1e-05"
+
+
+def config_to_metadata(cfg):
+    validate_config(cfg)
+    md = {"format": "diffattn", "version": "1", "arch": cfg["arch"]}
+    for k in CONFIG_INT_KEYS:
+        md[k] = str(cfg[k])
+    md["norm_eps"] = _fmt_float(cfg["norm_eps"])
+    md["rope_theta"] = _fmt_float(cfg["rope_theta"])
+    md["tie_embeddings"] = "true" if cfg["tie_embeddings"] else "false"
+    return md
+
+
+def metadata_to_config(md):
+    if md.get("format") != "diffattn":
+        raise ValueError("metadata format is %r, expected 'diffattn'" % (md.get("format"),))
+    if md.get("version") != "1":
+        raise ValueError("metadata version is %r, expected '1'" % (md.get("version"),))
+    cfg = {"arch": md.get("arch")}
+    for k in CONFIG_INT_KEYS:
+        if k not in md:
+            raise ValueError("metadata lacks %s" % k)
+        cfg[k] = int(md[k])
+    for k in ("norm_eps", "rope_theta"):
+        if k not in md:
+            raise ValueError("metadata lacks %s" % k)
+        cfg[k] = float(md[k])
+    tie = md.get("tie_embeddings")
+    if tie not in ("true", "false"):
+        raise ValueError("metadata tie_embeddings is %r, expected 'true' or 'false'" % (tie,))
+    cfg["tie_embeddings"] = tie == "true"
+    validate_config(cfg)
+    return cfg
+
+# ----------------------------------------------------------------- safetensors (json + numpy)
+
+_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "F16": np.dtype("<f2"),
+           "I32": np.dtype("<i4"), "I64": np.dtype("<i8")}
+
+
+def read_safetensors(path):
+    """Returns (metadata dict, {name: np.ndarray}) in file order. Accepts F32,
+    F64, F16, BF16 (widened to float32), I32, I64."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError("%s: shorter than the 8-byte header length" % path)
+    (n,) = struct.unpack("<Q", raw[:8])
+    if 8 + n > len(raw):
+        raise ValueError("%s: header length %d runs past the file end" % (path, n))
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    data = raw[8 + n:]
+    md = header.pop("__metadata__", {}) or {}
+    out = {}
+    for name, e in header.items():
+        dt, shape, (b, end) = e["dtype"], [int(x) for x in e["shape"]], e["data_offsets"]
+        numel = int(np.prod(shape)) if shape else 1
+        if not (0 <= b <= end <= len(data)):
+            raise ValueError("%s: %s data_offsets %r outside the data" % (path, name, [b, end]))
+        buf = data[b:end]
+        if dt == "BF16":
+            if len(buf) != 2 * numel:
+                raise ValueError("%s: %s has %d bytes, shape needs %d" % (path, name, len(buf), 2 * numel))
+            u = np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16
+            arr = u.view(np.float32).reshape(shape)
+        elif dt in _DTYPES:
+            npdt = _DTYPES[dt]
+            if len(buf) != npdt.itemsize * numel:
+                raise ValueError("%s: %s has %d bytes, shape needs %d" % (path, name, len(buf), npdt.itemsize * numel))
+            arr = np.frombuffer(buf, dtype=npdt).reshape(shape).copy()
+        else:
+            raise ValueError("%s: %s has unsupported dtype %s" % (path, name, dt))
+        out[name] = arr
+    return md, out
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: {name: array-like} stored as F32 in the given order; metadata:
+    {str: str}. Written atomically (path.tmp then rename)."""
+    header = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    blobs, off = [], 0
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor):
+            t = t.detach().cpu().to(torch.float64).numpy()
+        a = np.asarray(t, dtype=np.float64).astype("<f4", order="C")  # keeps 0-d shape []
+        b = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hj += b" " * ((8 - (8 + len(hj)) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)))
+        f.write(hj)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def load_model(path):
+    """Returns (config dict, {name: float32 torch tensor}); checks every name and shape."""
+    md, arrs = read_safetensors(path)
+    cfg = metadata_to_config(md)
+    want = param_shapes(cfg)
+    extra = sorted(set(arrs) - set(want))
+    missing = [k for k in want if k not in arrs]
+    if missing or extra:
+        raise ValueError("%s: missing tensors %s; unexpected tensors %s" % (path, missing, extra))
+    params = {}
+    for k, shape in want.items():
+        if tuple(arrs[k].shape) != tuple(shape):
+            raise ValueError("%s: %s has shape %s, expected %s" % (path, k, list(arrs[k].shape), list(shape)))
+        params[k] = torch.from_numpy(np.asarray(arrs[k], dtype=np.float32).copy())
+    return cfg, params
+
+
+def save_model(path, config, tensors):
+    want = param_shapes(config)
+    missing = [k for k in want if k not in tensors]
+    if missing:
+        raise ValueError("save_model: missing tensors %s" % missing)
+    ordered = {}
+    for k, shape in want.items():
+        t = tensors[k]
+        if tuple(t.shape) != tuple(shape):
+            raise ValueError("save_model: %s has shape %s, expected %s" % (k, list(t.shape), list(shape)))
+        ordered[k] = t
+    write_safetensors(path, ordered, config_to_metadata(config))
+
+# ----------------------------------------------------------------- model
+
+
+def rmsnorm(x, w, eps):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def rope_inv_freq(d, theta, dtype=torch.float64):
+    """inv_freq_j = theta^(-j/(d/2-1)), j = 0..d/2-1 (= 1/theta**linspace(0,1,d/2))."""
+    h = d // 2
+    j = np.arange(h, dtype=np.float64)
+    expo = j / (h - 1) if h > 1 else np.zeros(1)
+    return torch.tensor(float(theta) ** (-expo), dtype=dtype)
+
+
+def apply_rope(x, theta):
+    """x: [T, n, d]; GPT-J interleaved pairs (0,1),(2,3)..., positions 0..T-1."""
+    T, n, d = x.shape
+    inv = rope_inv_freq(d, theta, x.dtype)
+    ang = torch.arange(T, dtype=x.dtype)[:, None] * inv[None, :]  # [T, d/2]
+    cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).reshape(T, n, d)
+
+
+def layer_lambda(cfg, params, layer, dtype=torch.float64):
+    """lambda_full of a DIFF layer: exp(q1.k1) - exp(q2.k2) + lambda_init."""
+    p = "layers.%d.attn." % layer
+    g = lambda n: params[p + n].to(dtype)
+    return (torch.exp(torch.sum(g("lambda_q1") * g("lambda_k1")))
+            - torch.exp(torch.sum(g("lambda_q2") * g("lambda_k2"))) + lambda_init(layer))
+
+
+def _attention(cfg, P, i, x, trace):
+    T, C = x.shape
+    H, Hkv = cfg["n_heads"], cfg["n_kv_heads"]
+    n_rep = H // Hkv
+    d = head_dim(cfg)
+    th = cfg["rope_theta"]
+    p = "layers.%d.attn." % i
+    q = x @ P[p + "q_proj.weight"].T
+    k = x @ P[p + "k_proj.weight"].T
+    v = x @ P[p + "v_proj.weight"].T
+    group = torch.arange(H) // n_rep  # head i -> KV group i // n_rep
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    if cfg["arch"] == "diff":
+        q = apply_rope(q.view(T, 2 * H, d), th).view(T, H, 2, d)      # [.., h, (Q1,Q2), d]
+        k = apply_rope(k.view(T, 2 * Hkv, d), th).view(T, Hkv, 2, d)  # [.., g, (K1,K2), d]
+        v = v.view(T, Hkv, 2 * d)
+        kk, vv = k[:, group], v[:, group]                             # [T, H, 2, d], [T, H, 2d]
+        s = torch.einsum("thmd,shmd->hmts", q, kk) / math.sqrt(d)
+        a = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)  # [H, 2, T, T]
+        lam = layer_lambda(cfg, P, i, x.dtype)
+        lam_init = lambda_init(i)
+        attn = a[:, 0] - lam * a[:, 1]
+        o = torch.einsum("hts,she->the", attn, vv)                    # [T, H, 2d]
+        o = rmsnorm(o, P[p + "subln.weight"], SUBLN_EPS) * (1.0 - lam_init)
+        if trace is not None:
+            trace.append({"layer": i, "lambda": float(lam), "lambda_init": lam_init,
+                          "A1": a[:, 0].detach(), "A2": a[:, 1].detach(), "V": vv.detach()})
+    else:
+        q = apply_rope(q.view(T, H, d), th)
+        k = apply_rope(k.view(T, Hkv, d), th)
+        v = v.view(T, Hkv, d)
+        kk, vv = k[:, group], v[:, group]
+        s = torch.einsum("thd,shd->hts", q, kk) / math.sqrt(d)
+        a = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)  # [H, T, T]
+        o = torch.einsum("hts,shd->thd", a, vv)
+        if trace is not None:
+            trace.append({"layer": i, "A": a.detach(), "V": vv.detach()})
+    return o.reshape(T, C) @ P[p + "out_proj.weight"].T
+
+
+def forward(config, params, ids, dtype=torch.float64, trace=None):
+    """logits [T, V] (in `dtype`, default float64) of ids (length T sequence).
+    trace: optional list that receives per-layer attention maps and lambdas."""
+    validate_config(config)
+    ids = torch.as_tensor(np.asarray(ids, dtype=np.int64))
+    T = ids.shape[0]
+    if ids.dim() != 1 or not (1 <= T <= config["max_seq_len"]):
+        raise ValueError("ids must be 1-D with 1 <= T <= max_seq_len (%d); got shape %s"
+                         % (config["max_seq_len"], list(ids.shape)))
+    if int(ids.min()) < 0 or int(ids.max()) >= config["vocab_size"]:
+        raise ValueError("ids must lie in [0, %d)" % config["vocab_size"])
+    P = {k: v.to(dtype) for k, v in params.items()}
+    eps = config["norm_eps"]
+    x = P["tok_embeddings.weight"][ids]
+    for i in range(config["n_layers"]):
+        p = "layers.%d." % i
+        x = x + _attention(config, P, i, rmsnorm(x, P[p + "attention_norm.weight"], eps), trace)
+        h = rmsnorm(x, P[p + "ffn_norm.weight"], eps)
+        f = p + "feed_forward."
+        x = x + (torch.nn.functional.silu(h @ P[f + "w1.weight"].T) * (h @ P[f + "w3.weight"].T)) @ P[f + "w2.weight"].T
+    x = rmsnorm(x, P["norm.weight"], eps)
+    head = P["tok_embeddings.weight"] if config["tie_embeddings"] else P["output.weight"]
+    return x @ head.T
+
+
+def loss_of(config, params, ids, dtype=torch.float64):
+    """Mean cross-entropy of predicting ids[1:] from a forward on ids[:-1]."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.ndim != 1 or ids.shape[0] < 2:
+        raise ValueError("need at least 2 ids for a loss")
+    logits = forward(config, params, ids[:-1], dtype=dtype)
+    return torch.nn.functional.cross_entropy(logits, torch.from_numpy(ids[1:]), reduction="mean")
+
+
+def loss_and_grads(config, params, ids, dtype=torch.float64):
+    """(loss float, {name: grad tensor in `dtype`}) of the mean CE of ids[1:] given ids[:-1]."""
+    leaves = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in params.items()}
+    loss = loss_of(config, leaves, ids, dtype=dtype)
+    names = list(leaves)
+    grads = torch.autograd.grad(loss, [leaves[k] for k in names], allow_unused=True)
+    out = {}
+    for k, g in zip(names, grads):
+        out[k] = torch.zeros_like(leaves[k]) if g is None else g.detach()
+    return float(loss.detach()), out
+
+# ----------------------------------------------------------------- comparison (the C side's metrics)
+
+
+def logits_error(ref, test):
+    """max abs err / max abs ref logit."""
+    ref, test = np.asarray(ref, np.float64), np.asarray(test, np.float64)
+    if ref.shape != test.shape:
+        raise ValueError("shape %s vs %s" % (ref.shape, test.shape))
+    return float(np.max(np.abs(ref - test)) / max(np.max(np.abs(ref)), 1e-30))
+
+
+def grads_errors(ref, test):
+    """{name: max abs err / max abs ref} for every tensor of ref (incl. 'loss')."""
+    out = {}
+    for k, r in ref.items():
+        if k not in test:
+            out[k] = float("inf")
+            continue
+        r, t = np.asarray(r, np.float64), np.asarray(test[k], np.float64)
+        if r.shape != t.shape:
+            out[k] = float("inf")
+            continue
+        out[k] = float(np.max(np.abs(r - t)) / max(np.max(np.abs(r)), 1e-30))
+    for k in test:
+        if k not in ref:
+            out[k] = float("inf")
+    return out
+
+# ----------------------------------------------------------------- CLI
+
+
+def read_ids(path):
+    with open(path) as f:
+        return np.array([int(t) for t in f.read().split()], dtype=np.int64)
+
+
+def _cmd_logits(a):
+    cfg, params = load_model(a.model)
+    logits = forward(cfg, params, read_ids(a.ids))
+    np.save(a.out, logits.numpy().astype("<f4"))
+    print("logits %s -> %s" % (list(logits.shape), a.out))
+
+
+def _cmd_grads(a):
+    cfg, params = load_model(a.model)
+    loss, grads = loss_and_grads(cfg, params, read_ids(a.ids))
+    out = dict(grads)
+    out["loss"] = np.array(loss, dtype=np.float64)  # scalar, shape []
+    write_safetensors(a.out, out)
+    print("loss %.9g, %d grads -> %s" % (loss, len(grads), a.out))
+
+
+def _cmd_compare(a):
+    if a.ref.endswith(".npy"):
+        err = logits_error(np.load(a.ref), np.load(a.test))
+        tol = a.tol if a.tol is not None else 1e-4
+        print("logits rel err %.3e (tol %.0e)" % (err, tol))
+        return 0 if err <= tol else 1
+    tol = a.tol if a.tol is not None else 1e-3
+    _, ref = read_safetensors(a.ref)
+    _, test = read_safetensors(a.test)
+    errs = grads_errors(ref, test)
+    bad = 0
+    for k, e in errs.items():
+        flag = "" if e <= tol else "  FAIL"
+        bad += e > tol
+        if a.verbose or flag:
+            print("%-44s %.3e%s" % (k, e, flag))
+    print("%d tensors, worst %.3e (%s), tol %.0e, %d over" % (
+        len(errs), max(errs.values()), max(errs, key=errs.get), tol, bad))
+    return 1 if bad else 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("logits", help="forward on all ids, write float32 [T, V] .npy")
+    s.add_argument("--model", required=True)
+    s.add_argument("--ids", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(fn=_cmd_logits)
+    s = sub.add_parser("grads", help="loss of ids[1:] given ids[:-1]; write grads + scalar 'loss'")
+    s.add_argument("--model", required=True)
+    s.add_argument("--ids", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(fn=_cmd_grads)
+    s = sub.add_parser("compare", help="compare logits (.npy) or grads (.safetensors) with the C tool's metrics")
+    s.add_argument("--ref", required=True)
+    s.add_argument("--test", required=True)
+    s.add_argument("--tol", type=float, default=None, help="default 1e-4 logits, 1e-3 grads")
+    s.add_argument("-v", "--verbose", action="store_true")
+    s.set_defaults(fn=_cmd_compare)
+    a = ap.parse_args(argv)
+    return a.fn(a) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
