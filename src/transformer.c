@@ -1,6 +1,7 @@
 /* The whole model, forward and backward, over a (B, T) batch: embedding,
  * L pre-norm blocks (attention, SwiGLU), final norm, LM head, cross-entropy. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@ struct da_acts {
     da_config cfg;
     int B, T;         /* shape of the last forward */
     int cap_B, cap_T; /* shape the buffers were sized for */
+    int n_threads;    /* OpenMP threads the attention scratch was sized for */
     layer_acts *layers;
     float *resid_out;   /* (B, T, C) */
     float *xf, *rstdf;  /* (B, T, C), (B, T) */
@@ -54,17 +56,18 @@ da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T) {
     const size_t BT = (size_t)B * T, TT = (size_t)T * T;
     const int diff = cfg->arch == DA_ARCH_DIFF;
     const size_t maps = diff ? 2 : 1;
-    attn_shape as = {B, T, (int)H, cfg->n_kv_heads, (int)d, (int)C, (int)Ckv};
+    attn_shape as = {B, T, (int)H, cfg->n_kv_heads, (int)d, (int)C, (int)Ckv, omp_get_max_threads()};
 
     size_t per_layer = BT * C * 7 + BT * 2 + BT * Ckv * 2 + (size_t)B * H * maps * TT + BT * F * 3 +
                        (diff ? BT * C + BT * H : 0);
     size_t total = per_layer * L + BT * C * 2 + BT + BT * V + BT + (size_t)T * d + L +
-                   BT * C * 3 + BT * Ckv * 2 + BT * C + BT * F * 3 + attn_backward_scratch(&as);
+                   BT * C * 3 + BT * Ckv * 2 + BT * C + BT * F * 3 + attn_scratch_size(&as);
     da_acts *a = calloc(1, sizeof *a);
     if (!a) return da_errorf("out of memory");
     a->cfg = *cfg;
     a->B = a->cap_B = B;
     a->T = a->cap_T = T;
+    a->n_threads = as.n_threads;
     a->layers = calloc(L, sizeof(layer_acts));
     a->tokens = malloc(BT * sizeof(int));
     a->targets = malloc(BT * sizeof(int));
@@ -113,7 +116,7 @@ da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T) {
     a->dh1 = TAKE(BT * F);
     a->dh3 = TAKE(BT * F);
     a->dgate = TAKE(BT * F);
-    a->scratch = TAKE(attn_backward_scratch(&as));
+    a->scratch = TAKE(attn_scratch_size(&as));
 #undef TAKE
     (void)per_layer;
     rope_tables(a->rope_cos, a->rope_sin, T, (int)d, cfg->rope_theta);
@@ -133,7 +136,7 @@ void da_acts_free(da_acts *a) {
 static attn_shape shape_of(const da_acts *a) {
     const da_config *c = &a->cfg;
     attn_shape s = {a->B, a->T, c->n_heads, c->n_kv_heads, da_head_dim(c), c->dim,
-                    c->dim / (c->n_heads / c->n_kv_heads)};
+                    c->dim / (c->n_heads / c->n_kv_heads), a->n_threads};
     return s;
 }
 

@@ -2,14 +2,15 @@
  * (batch, head) and row-parallel softmax passes. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "attn/attention.h"
 
 #define SUBLN_EPS 1e-5f
 
-size_t attn_backward_scratch(const attn_shape *s) {
-    return 4 * (size_t)s->T * s->T + (size_t)s->B * s->T * s->C;
+size_t attn_scratch_size(const attn_shape *s) {
+    return (size_t)s->n_threads * 4 * s->T * s->T + (size_t)s->B * s->T * s->C + (size_t)s->B * s->n_heads;
 }
 
 /* A: (T, T) = scale * Q: (T, d) @ K: (T, d)^T, rows strided by ldq, ldk. */
@@ -19,7 +20,6 @@ static void scores(float *A, const float *Q, int ldq, const float *K, int ldk, i
 
 /* In place: row t becomes softmax over columns 0..t, zero beyond (causal). */
 static void causal_softmax(float *A, int T) {
-#pragma omp parallel for schedule(static)
     for (int t = 0; t < T; t++) {
         float *a = A + (size_t)t * T;
         float mx = a[0];
@@ -38,7 +38,6 @@ static void causal_softmax(float *A, int T) {
 /* In place: dA: (T, T) -> dS = A * (c*dA - rowsum(c*dA * A)), the gradient
  * through the softmax of map A scaled by c (1 for A1, -lambda for A2). */
 static void softmax_map_backward(float *dS, const float *dA, const float *A, float c, int T) {
-#pragma omp parallel for schedule(static)
     for (int t = 0; t < T; t++) {
         const float *a = A + (size_t)t * T, *da = dA + (size_t)t * T;
         float *ds = dS + (size_t)t * T;
@@ -59,7 +58,6 @@ static void map_input_grads(float *dQ, int ldq, float *dK, int ldk, const float 
 /* P = A1 - lambda * A2, (T, T). */
 static void combine_maps(float *P, const float *A1, const float *A2, float lambda, int T) {
     size_t n = (size_t)T * T;
-#pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) P[i] = A1[i] - lambda * A2[i];
 }
 
@@ -70,9 +68,12 @@ void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att
     const int n_rep = H / s->n_kv_heads, d2 = 2 * d;
     const float scale = 1.0f / sqrtf((float)d);
     const size_t TT = (size_t)T * T;
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-            int g = h / n_rep;
+    /* One (batch, head) per iteration; BLAS runs single-threaded inside. */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
+    for (int bh = 0; bh < B * H; bh++) {
+        {
+            const int b = bh / H, h = bh % H, g = h / n_rep;
+            float *P = scratch + (size_t)omp_get_thread_num() * TT;
             const float *Q1 = q + (size_t)b * T * C + (size_t)(2 * h) * d, *Q2 = Q1 + d;
             const float *K1 = k + (size_t)b * T * Ckv + (size_t)(2 * g) * d, *K2 = K1 + d;
             const float *V = v + (size_t)b * T * Ckv + (size_t)g * d2;
@@ -81,9 +82,9 @@ void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att
             scores(A2, Q2, C, K2, Ckv, T, d, scale);
             causal_softmax(A1, T);
             causal_softmax(A2, T);
-            combine_maps(scratch, A1, A2, lambda, T);
+            combine_maps(P, A1, A2, lambda, T);
             /* opre[b, :, h] : (T, 2d) = P @ V */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d2, T, 1.0f, scratch, T, V, Ckv, 0.0f,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d2, T, 1.0f, P, T, V, Ckv, 0.0f,
                         opre + (size_t)b * T * C + (size_t)h * d2, C);
         }
     }
@@ -111,7 +112,8 @@ void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, flo
     const float scale = 1.0f / sqrtf((float)d);
     const size_t TT = (size_t)T * T;
     const int rows = B * T * H;
-    float *P = scratch, *dP = P + TT, *dS1 = dP + TT, *dS2 = dS1 + TT, *dopre = dS2 + TT;
+    float *dopre = scratch + (size_t)s->n_threads * 4 * TT;
+    float *dlam_part = dopre + (size_t)B * T * C; /* (B, H) */
     const float post = 1.0f - lambda_init;
 
     /* Through the head norm: y = xhat * w * post. */
@@ -132,10 +134,13 @@ void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, flo
 
     memset(dk, 0, (size_t)B * T * Ckv * sizeof(float));
     memset(dv, 0, (size_t)B * T * Ckv * sizeof(float));
-    double dlam = 0.0;
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-            int g = h / n_rep;
+    /* One (batch, KV group) per iteration: the heads that share dK/dV run in
+     * order on one thread, so there is no race and the sums are fixed. */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
+    for (int bg = 0; bg < B * s->n_kv_heads; bg++) {
+        const int b = bg / s->n_kv_heads, g = bg % s->n_kv_heads;
+        float *P = scratch + (size_t)omp_get_thread_num() * 4 * TT, *dP = P + TT, *dS1 = dP + TT, *dS2 = dS1 + TT;
+        for (int h = g * n_rep; h < (g + 1) * n_rep; h++) {
             size_t qoff = (size_t)b * T * C + (size_t)(2 * h) * d;
             size_t koff = (size_t)b * T * Ckv + (size_t)(2 * g) * d;
             size_t voff = (size_t)b * T * Ckv + (size_t)g * d2;
@@ -149,13 +154,17 @@ void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, flo
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, d2, T, 1.0f, P, T, dO, C, 1.0f, dv + voff,
                         Ckv);
             /* d lambda = -sum(dP * A2), causal part only (A2 is zero above it). */
-            for (size_t i = 0; i < TT; i++) dlam -= (double)dP[i] * A2[i];
+            double dl = 0.0;
+            for (size_t i = 0; i < TT; i++) dl -= (double)dP[i] * A2[i];
+            dlam_part[(size_t)b * H + h] = (float)dl;
             softmax_map_backward(dS1, dP, A1, 1.0f, T);
             softmax_map_backward(dS2, dP, A2, -lambda, T);
             map_input_grads(dq + qoff, C, dk + koff, Ckv, dS1, q + qoff, k + koff, T, d, scale);
             map_input_grads(dq + qoff + d, C, dk + koff + d, Ckv, dS2, q + qoff + d, k + koff + d, T, d, scale);
         }
     }
+    double dlam = 0.0;
+    for (int i = 0; i < B * H; i++) dlam += dlam_part[i];
     *dlambda = (float)dlam;
 }
 
@@ -165,9 +174,10 @@ void softmax_attention_forward(float *out, float *att, const float *q, const flo
     const int n_rep = H / s->n_kv_heads;
     const float scale = 1.0f / sqrtf((float)d);
     const size_t TT = (size_t)T * T;
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-            int g = h / n_rep;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
+    for (int bh = 0; bh < B * H; bh++) {
+        {
+            const int b = bh / H, h = bh % H, g = h / n_rep;
             const float *Q = q + (size_t)b * T * C + (size_t)h * d;
             const float *K = k + (size_t)b * T * Ckv + (size_t)g * d;
             const float *V = v + (size_t)b * T * Ckv + (size_t)g * d;
@@ -187,12 +197,13 @@ void softmax_attention_backward(float *dq, float *dk, float *dv, const float *do
     const int n_rep = H / s->n_kv_heads;
     const float scale = 1.0f / sqrtf((float)d);
     const size_t TT = (size_t)T * T;
-    float *dA = scratch, *dS = dA + TT;
     memset(dk, 0, (size_t)B * T * Ckv * sizeof(float));
     memset(dv, 0, (size_t)B * T * Ckv * sizeof(float));
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-            int g = h / n_rep;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
+    for (int bg = 0; bg < B * s->n_kv_heads; bg++) {
+        const int b = bg / s->n_kv_heads, g = bg % s->n_kv_heads;
+        float *dA = scratch + (size_t)omp_get_thread_num() * 4 * TT, *dS = dA + TT;
+        for (int h = g * n_rep; h < (g + 1) * n_rep; h++) {
             size_t qoff = (size_t)b * T * C + (size_t)h * d;
             size_t kvoff = (size_t)b * T * Ckv + (size_t)g * d;
             const float *A = att + ((size_t)b * H + h) * TT;

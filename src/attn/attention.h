@@ -16,10 +16,11 @@ typedef struct {
     int n_heads, n_kv_heads;
     int d; /* DIFF: sub-head size; softmax: head size */
     int C, Ckv;
+    int n_threads; /* OpenMP threads the scratch was sized for */
 } attn_shape;
 
-/* Scratch floats the backward needs (the forward needs T*T). */
-size_t attn_backward_scratch(const attn_shape *s);
+/* Scratch floats the forward and backward need with s->n_threads threads. */
+size_t attn_scratch_size(const attn_shape *s);
 
 /* out: (B, T, C) = subln((A1 - lambda*A2) V) * (1 - lambda_init), per head.
  * opre: (B, T, C) the pre-norm head outputs, sub_rstd: (B, T, H) the norm's

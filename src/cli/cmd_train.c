@@ -1,0 +1,125 @@
+/* diffattn train: flags, progress display, Ctrl-C handling. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+
+static volatile int stop_requested;
+
+static void on_signal(int sig) {
+    stop_requested = 1;
+    signal(sig, SIG_DFL); /* a second Ctrl-C ends the process at once */
+}
+
+static void format_duration(char *buf, size_t n, double s) {
+    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
+    else if (s < 60) snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
+}
+
+/* One line, rewritten in place on a terminal, appended otherwise. */
+static void on_log(void *ctx, const da_train_log *g) {
+    int tty = *(int *)ctx;
+    char eta[32], line[256];
+    format_duration(eta, sizeof eta, g->eta_s);
+    int n = snprintf(line, sizeof line, "step %ld/%ld", g->step, g->steps);
+    if (g->train_loss == g->train_loss) n += snprintf(line + n, sizeof line - n, " | loss %.4f", (double)g->train_loss);
+    if (g->val_loss == g->val_loss) n += snprintf(line + n, sizeof line - n, " | val %.4f", (double)g->val_loss);
+    if (g->step > 0)
+        snprintf(line + n, sizeof line - n, " | lr %.2e | %.0f tok/s | ETA %s", (double)g->lr, (double)g->tok_per_s,
+                 eta);
+    if (tty) fprintf(stderr, "\r\033[K%s%s", line, g->val_loss == g->val_loss || g->step == g->steps ? "\n" : "");
+    else fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+}
+
+int cmd_train(int argc, char **argv) {
+    cli_model_flags mf;
+    cli_model_flags_default(&mf);
+    da_train_config tc;
+    da_train_config_default(&tc);
+    const char *data = NULL, *out = NULL;
+    int resume = 0;
+    long stop_at = 0;
+    enum { NT = 18 };
+    cli_opt opts[CLI_N_MODEL_OPTS + NT];
+    cli_model_opts(&mf, opts);
+    cli_opt topts[NT] = {
+        {"data", OPT_STR, &data, "text file, or folder of text files (bytes are tokens)", 0},
+        {"out", OPT_STR, &out, "run folder: model.safetensors, train_state.safetensors, metrics.jsonl", 0},
+        {"batch", OPT_INT, &tc.batch, "sequences per optimizer step (summed over --grad-accum micro-batches)", 0},
+        {"steps", OPT_LONG, &tc.steps, "optimizer steps", 0},
+        {"lr", OPT_FLOAT, &tc.lr, "peak learning rate", 0},
+        {"warmup", OPT_LONG, &tc.warmup, "linear warmup steps", 0},
+        {"min-lr", OPT_FLOAT, &tc.min_lr, "learning rate at the end of the cosine decay", 0},
+        {"weight-decay", OPT_FLOAT, &tc.weight_decay, "AdamW decoupled weight decay (2-D matrices only)", 0},
+        {"clip", OPT_FLOAT, &tc.clip, "global gradient-norm clip (0 = off)", 0},
+        {"grad-accum", OPT_INT, &tc.grad_accum, "micro-batches per step; must divide --batch", 0},
+        {"seed", OPT_U64, &tc.seed, "seed of the initialisation and of the data sampler", 0},
+        {"eval-every", OPT_LONG, &tc.eval_every, "steps between validation passes (0 = start and end only)", 0},
+        {"eval-batches", OPT_INT, &tc.eval_batches, "validation windows = this x --batch", 0},
+        {"save-every", OPT_LONG, &tc.save_every, "steps between checkpoints (0 = end only)", 0},
+        {"log-every", OPT_LONG, &tc.log_every, "steps between metrics lines", 0},
+        {"val-fraction", OPT_FLOAT, &tc.val_fraction, "share of the text held out for validation (the tail)", 0},
+        {"resume", OPT_FLAG, &resume, "continue the run in --out exactly where its last checkpoint left it", 0},
+        {"stop-at", OPT_LONG, &stop_at, "end this invocation after this step with a checkpoint, as Ctrl-C would (0 = run to --steps)", 0},
+    };
+    memcpy(opts + CLI_N_MODEL_OPTS, topts, sizeof topts);
+    const int n = CLI_N_MODEL_OPTS + NT;
+    const char *req[] = {"data", "out", NULL};
+    int rc = cli_parse("train",
+                       "Trains a DIFF Transformer (or the softmax baseline) on byte-level text with AdamW, warmup and "
+                       "cosine decay.\nCtrl-C saves a checkpoint and exits; --resume continues it. Threads: "
+                       "OMP_NUM_THREADS.",
+                       argc, argv, opts, n, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    tc.seq = mf.seq;
+    da_config cfg;
+    da_status st;
+    if (resume) {
+        for (int i = 0; i < CLI_N_MODEL_OPTS; i++)
+            if (opts[i].set && strcmp(opts[i].name, "seq")) {
+                fprintf(stderr, "diffattn train: --%s cannot change on --resume (the model comes from %s)\n",
+                        opts[i].name, out);
+                return 1;
+            }
+        da_train_config saved;
+        long step;
+        if ((st = da_train_state_peek(out, &cfg, &saved, &step)).code) return cli_fail(st.msg);
+        /* Start from the saved run's settings; flags given now override them. */
+        da_train_config given = tc;
+        tc = saved;
+        for (int i = CLI_N_MODEL_OPTS; i < n; i++) {
+            if (!opts[i].set || !strcmp(opts[i].name, "stop-at")) continue;
+            const char *f = opts[i].name;
+#define OVERRIDE(flag, field) if (!strcmp(f, flag)) tc.field = given.field
+            OVERRIDE("batch", batch); OVERRIDE("steps", steps); OVERRIDE("lr", lr); OVERRIDE("warmup", warmup);
+            OVERRIDE("min-lr", min_lr); OVERRIDE("weight-decay", weight_decay); OVERRIDE("clip", clip);
+            OVERRIDE("grad-accum", grad_accum); OVERRIDE("eval-every", eval_every);
+            OVERRIDE("eval-batches", eval_batches); OVERRIDE("save-every", save_every);
+            OVERRIDE("log-every", log_every); OVERRIDE("val-fraction", val_fraction);
+#undef OVERRIDE
+        }
+        if (cli_was_set(opts, n, "seq")) tc.seq = given.seq;
+        fprintf(stderr, "resuming %s at step %ld of %ld\n", out, step, tc.steps);
+    } else {
+        if ((st = cli_model_config(&mf, opts, n, &cfg)).code) return cli_fail(st.msg);
+    }
+
+    int tty = isatty(2);
+    da_train_hooks hooks = {on_log, &tty, &stop_requested, stop_at};
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    st = da_train(&cfg, &tc, data, out, resume, &hooks);
+    if (st.code == DA_INTERRUPTED) {
+        fprintf(stderr, "%sdiffattn: %s\n", tty ? "\n" : "", st.msg);
+        return stop_requested ? 130 : 0; /* --stop-at is a normal end */
+    }
+    if (st.code) return cli_fail(st.msg);
+    fprintf(stderr, "done: %s/model.safetensors\n", out);
+    return 0;
+}

@@ -1,0 +1,15 @@
+/* The subcommands; each returns the process exit code. */
+#ifndef DA_CLI_COMMANDS_H
+#define DA_CLI_COMMANDS_H
+
+int cmd_init(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_grads(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+
+/* Prints "diffattn: <msg>" to stderr and returns 1. */
+int cli_fail(const char *msg);
+
+#endif

@@ -1,0 +1,73 @@
+/* Greedy, temperature and nucleus (top-p) sampling over one logits vector. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "sample.h"
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* Descending order. */
+static int cmp_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+int da_sample_token(const float *logits, int V, float temperature, float top_p, da_rng *rng, float *scratch) {
+    if (V <= 0) return -1;
+    if (!(temperature > 0.0f)) return argmax(logits, V);
+
+    /* probs: (V) = softmax(logits / temperature) */
+    float *probs = scratch, *sorted = scratch + V;
+    const float inv_t = 1.0f / temperature;
+    float mx = logits[0];
+    for (int i = 1; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) {
+        probs[i] = expf((logits[i] - mx) * inv_t);
+        sum += probs[i];
+    }
+    for (int i = 0; i < V; i++) probs[i] = (float)(probs[i] / sum);
+
+    /* The nucleus: the k most likely tokens, k the smallest count whose mass
+     * reaches top_p. It is every token above the k-th largest probability
+     * `cut`, plus the first `ties` tokens (by index) equal to it. */
+    float cut = 0.0f;
+    int ties = V; /* top_p >= 1: everything (cut 0 admits every token) */
+    if (top_p < 1.0f) {
+        for (int i = 0; i < V; i++) sorted[i] = probs[i];
+        qsort(sorted, (size_t)V, sizeof(float), cmp_desc);
+        double mass = 0.0, target = top_p > 0.0f ? (double)top_p : 0.0;
+        int k = 0;
+        do mass += sorted[k++];
+        while (k < V && mass < target);
+        cut = sorted[k - 1];
+        int above = 0;
+        while (above < k && sorted[above] > cut) above++;
+        ties = k - above;
+    }
+
+    /* Draw u in [0, nucleus mass) and walk the nucleus in index order. */
+    double mass = 0.0;
+    int taken = 0, last = -1;
+    for (int i = 0; i < V; i++) {
+        int in = probs[i] > cut || (probs[i] == cut && taken < ties);
+        if (probs[i] == cut && in) taken++;
+        sorted[i] = in ? probs[i] : -1.0f; /* marks membership; sorted is free again */
+        if (in) {
+            mass += probs[i];
+            last = i;
+        }
+    }
+    double u = (double)da_rng_uniform(rng) * mass, acc = 0.0;
+    for (int i = 0; i < V; i++) {
+        if (sorted[i] < 0.0f) continue;
+        acc += sorted[i];
+        if (u < acc) return i;
+    }
+    return last; /* u landed on the rounding edge of the last member */
+}

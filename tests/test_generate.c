@@ -1,0 +1,323 @@
+/* KV-cache decoding against the batched forward, and the token sampler. */
+#include "diffattn.h"
+#include "harness.h"
+#include "sample.h"
+
+#define SEQ 24
+
+/* A small model with weights large enough that attention is far from
+ * uniform (so a wrong RoPE position or KV group changes the logits), and
+ * non-trivial lambda vectors and norm gains. */
+static int make_model_len(da_model *m, da_arch arch, int dim, int heads, int kv_heads, int tied, int max_seq,
+                          uint64_t seed) {
+    da_config c;
+    da_config_default(&c);
+    c.arch = arch;
+    c.dim = dim;
+    c.n_layers = 2;
+    c.n_heads = heads;
+    c.n_kv_heads = kv_heads;
+    c.vocab_size = 64;
+    c.ffn_hidden = da_default_ffn_hidden(dim);
+    c.max_seq_len = max_seq;
+    c.tie_embeddings = tied;
+    da_status st = da_model_create(m, &c);
+    if (st.code) {
+        fprintf(stderr, "  da_model_create: %s\n", st.msg);
+        return 1;
+    }
+    da_model_init(m, seed);
+    da_rng rng;
+    da_rng_seed(&rng, seed ^ 0x5eed);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const da_tensor *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        for (size_t k = 0; k < t->numel; k++) {
+            if (t->ndim == 2) p[k] *= 10.0f; /* std 0.2 (0.1 for out_proj, w2) */
+            else if (strstr(t->name, "lambda_")) p[k] = 0.4f * da_rng_normal(&rng);
+            else p[k] = 1.0f + 0.3f * da_rng_normal(&rng); /* norms and subln */
+        }
+    }
+    return 0;
+}
+
+static int make_model(da_model *m, da_arch arch, int dim, int heads, int kv_heads, int tied, uint64_t seed) {
+    return make_model_len(m, arch, dim, heads, kv_heads, tied, 32, seed);
+}
+
+static void make_tokens(int *tok, int n, int V, uint64_t seed) {
+    da_rng rng;
+    da_rng_seed(&rng, seed);
+    for (int i = 0; i < n; i++) tok[i] = (int)(da_rng_next(&rng) % (uint64_t)V);
+}
+
+/* Runs n decode steps from an empty cache, copying every step's logits to out: (n, V). */
+static int decode_all(const da_model *m, da_kv_cache *kv, const int *tok, int n, float *out) {
+    const int V = m->cfg.vocab_size;
+    for (int t = 0; t < n; t++) {
+        const float *lg = NULL;
+        da_status st = da_decode_step(m, kv, tok[t], &lg);
+        if (st.code) {
+            fprintf(stderr, "  da_decode_step at %d: %s\n", t, st.msg);
+            return 1;
+        }
+        memcpy(out + (size_t)t * V, lg, (size_t)V * sizeof(float));
+    }
+    return 0;
+}
+
+/* All T positions' logits from da_forward vs T da_decode_step calls. */
+static int check_decode_len(da_arch arch, int dim, int heads, int kv_heads, int tied, int T, const char *what) {
+    da_model m;
+    if (make_model_len(&m, arch, dim, heads, kv_heads, tied, T, 1234)) return 1;
+    const int V = m.cfg.vocab_size;
+    int *tok = malloc((size_t)T * sizeof(int));
+    CHECK(tok);
+    make_tokens(tok, T, V, 99);
+
+    da_acts *a = NULL;
+    da_status st = da_acts_create(&a, &m.cfg, 1, T);
+    CHECK(st.code == 0);
+    da_forward(&m, a, tok, NULL, 1, T);
+    const float *ref = da_acts_logits(a);
+
+    da_kv_cache *kv = NULL;
+    st = da_kv_create(&kv, &m.cfg, T);
+    CHECK(st.code == 0);
+    float *got = malloc((size_t)T * V * sizeof(float));
+    CHECK(got);
+    int rc = decode_all(&m, kv, tok, T, got);
+    if (!rc) rc = expect_close_rel(what, got, ref, (size_t)T * V, 1e-4, 1e-6);
+    free(got);
+    free(tok);
+    da_kv_free(kv);
+    da_acts_free(a);
+    da_model_free(&m);
+    return rc;
+}
+
+static int check_decode_matches_forward(da_arch arch, int dim, int heads, int kv_heads, int tied, const char *what) {
+    return check_decode_len(arch, dim, heads, kv_heads, tied, SEQ, what);
+}
+
+static int test_decode_diff_mha(void) { return check_decode_matches_forward(DA_ARCH_DIFF, 32, 2, 2, 0, "diff mha"); }
+/* 4 heads over 2 KV groups, so a head->group mapping off by one shows. */
+static int test_decode_diff_gqa(void) { return check_decode_matches_forward(DA_ARCH_DIFF, 64, 4, 2, 0, "diff gqa"); }
+static int test_decode_softmax_untied(void) {
+    return check_decode_matches_forward(DA_ARCH_SOFTMAX, 32, 4, 4, 0, "softmax untied");
+}
+static int test_decode_softmax_tied(void) {
+    return check_decode_matches_forward(DA_ARCH_SOFTMAX, 32, 4, 4, 1, "softmax tied");
+}
+static int test_decode_softmax_gqa(void) {
+    return check_decode_matches_forward(DA_ARCH_SOFTMAX, 32, 4, 2, 0, "softmax gqa");
+}
+
+/* 160 positions, 8 heads over 4 and 2 KV groups, wider heads (d 8 and 16). */
+static int test_decode_long(void) {
+    return check_decode_len(DA_ARCH_DIFF, 128, 8, 4, 0, 160, "diff gqa, 160 positions") ||
+           check_decode_len(DA_ARCH_SOFTMAX, 128, 8, 2, 1, 160, "softmax gqa tied, 160 positions");
+}
+
+/* After da_kv_reset a second pass gives the same logits, bit for bit. */
+static int test_reset_reproduces(void) {
+    da_model m;
+    if (make_model(&m, DA_ARCH_DIFF, 64, 4, 2, 0, 7)) return 1;
+    const int V = m.cfg.vocab_size;
+    int tok[SEQ], other[SEQ];
+    make_tokens(tok, SEQ, V, 5);
+    make_tokens(other, SEQ, V, 6);
+    da_kv_cache *kv = NULL;
+    CHECK(da_kv_create(&kv, &m.cfg, SEQ).code == 0);
+    float *first = malloc((size_t)SEQ * V * sizeof(float)), *second = malloc((size_t)SEQ * V * sizeof(float));
+    CHECK(first && second);
+    int rc = decode_all(&m, kv, tok, SEQ, first);
+    /* a different, partial sequence in between */
+    da_kv_reset(kv);
+    if (!rc) rc = decode_all(&m, kv, other, SEQ / 2, second);
+    da_kv_reset(kv);
+    if (!rc) rc = decode_all(&m, kv, tok, SEQ, second);
+    if (!rc) rc = expect_close_rel("after reset", second, first, (size_t)SEQ * V, 0.0, 1e-6);
+    free(first);
+    free(second);
+    da_kv_free(kv);
+    da_model_free(&m);
+    return rc;
+}
+
+static int test_decode_errors(void) {
+    da_model m;
+    if (make_model(&m, DA_ARCH_DIFF, 32, 2, 2, 0, 3)) return 1;
+    const float *lg = (const float *)&m; /* set to NULL on error */
+    da_kv_cache *kv = NULL;
+
+    /* cache longer than max_seq_len, or empty */
+    da_status st = da_kv_create(&kv, &m.cfg, m.cfg.max_seq_len + 1);
+    CHECK(st.code != 0 && kv == NULL && strstr(st.msg, "max_seq_len"));
+    st = da_kv_create(&kv, &m.cfg, 0);
+    CHECK(st.code != 0 && kv == NULL);
+
+    CHECK(da_kv_create(&kv, &m.cfg, 4).code == 0);
+    /* out-of-range tokens are refused and leave the cache empty */
+    st = da_decode_step(&m, kv, -1, &lg);
+    CHECK(st.code != 0 && lg == NULL && strstr(st.msg, "token -1"));
+    st = da_decode_step(&m, kv, m.cfg.vocab_size, &lg);
+    CHECK(st.code != 0 && strstr(st.msg, "token 64"));
+    /* position 0 is still free: same logits as a fresh cache's first step */
+    float first[64];
+    CHECK(da_decode_step(&m, kv, 3, &lg).code == 0 && lg != NULL);
+    memcpy(first, lg, sizeof first);
+    da_kv_cache *fresh = NULL;
+    CHECK(da_kv_create(&fresh, &m.cfg, 4).code == 0);
+    CHECK(da_decode_step(&m, fresh, 3, &lg).code == 0);
+    CHECK(memcmp(first, lg, sizeof first) == 0);
+    da_kv_free(fresh);
+
+    /* overflow: 4 positions, the 5th step fails and says so */
+    for (int t = 1; t < 4; t++) CHECK(da_decode_step(&m, kv, t, &lg).code == 0);
+    st = da_decode_step(&m, kv, 1, &lg);
+    CHECK(st.code != 0 && lg == NULL);
+    CHECK(strstr(st.msg, "full") && strstr(st.msg, "4 positions") && strstr(st.msg, "--max-new"));
+    da_kv_reset(kv);
+    CHECK(da_decode_step(&m, kv, 1, &lg).code == 0);
+    da_kv_free(kv);
+
+    /* a cache made for another config */
+    da_config other = m.cfg;
+    other.n_heads = 4;
+    other.n_kv_heads = 4;
+    other.dim = 64;
+    CHECK(da_kv_create(&kv, &other, 4).code == 0);
+    st = da_decode_step(&m, kv, 1, &lg);
+    CHECK(st.code != 0 && strstr(st.msg, "different model"));
+    da_kv_free(kv);
+    da_model_free(&m);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- sampler */
+
+#define SV 10
+static const float sample_logits[SV] = {0.3f, -1.2f, 2.1f, 0.0f, 1.4f, -0.5f, 1.9f, -2.0f, 0.8f, 1.0f};
+
+static void softmax_ref(double *p, const float *x, int n, double temp) {
+    double mx = x[0], s = 0;
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    for (int i = 0; i < n; i++) s += p[i] = exp((x[i] - mx) / temp);
+    for (int i = 0; i < n; i++) p[i] /= s;
+}
+
+static int test_sample_greedy(void) {
+    float scratch[2 * SV];
+    da_rng rng;
+    da_rng_seed(&rng, 1);
+    da_rng before = rng;
+    CHECK(da_sample_token(sample_logits, SV, 0.0f, 1.0f, &rng, scratch) == 2);
+    CHECK(da_sample_token(sample_logits, SV, 0.0f, 0.5f, &rng, scratch) == 2);
+    CHECK(memcmp(&rng, &before, sizeof rng) == 0); /* greedy draws nothing */
+    /* ties go to the lowest index */
+    const float tied[4] = {0.0f, 5.0f, 5.0f, 1.0f};
+    CHECK(da_sample_token(tied, 4, 0.0f, 1.0f, &rng, scratch) == 1);
+    /* a tiny top_p leaves only the argmax, at any temperature */
+    for (int i = 0; i < 1000; i++) {
+        CHECK(da_sample_token(sample_logits, SV, 1.0f, 1e-6f, &rng, scratch) == 2);
+        CHECK(da_sample_token(sample_logits, SV, 5.0f, 1e-6f, &rng, scratch) == 2);
+    }
+    return 0;
+}
+
+/* 20000 draws at temperature 1, top_p 1 against softmax; then temperature 2. */
+static int test_sample_distribution(void) {
+    float scratch[2 * SV];
+    const double temps[2] = {1.0, 2.0};
+    for (int k = 0; k < 2; k++) {
+        da_rng rng;
+        da_rng_seed(&rng, 2024);
+        const int n = 20000;
+        int count[SV] = {0};
+        for (int i = 0; i < n; i++) {
+            int t = da_sample_token(sample_logits, SV, (float)temps[k], 1.0f, &rng, scratch);
+            CHECK(t >= 0 && t < SV);
+            count[t]++;
+        }
+        double p[SV], worst = 0;
+        int wi = 0;
+        softmax_ref(p, sample_logits, SV, temps[k]);
+        for (int i = 0; i < SV; i++) {
+            double e = fabs((double)count[i] / n - p[i]);
+            if (e > worst) { worst = e; wi = i; }
+        }
+        if (worst > 0.02) {
+            fprintf(stderr, "  temperature %g: token %d drawn %.4f, softmax %.4f\n", temps[k], wi,
+                    (double)count[wi] / n, p[wi]);
+            return 1;
+        }
+    }
+    /* same seed, same draws */
+    da_rng r1, r2;
+    da_rng_seed(&r1, 77);
+    da_rng_seed(&r2, 77);
+    for (int i = 0; i < 200; i++)
+        CHECK(da_sample_token(sample_logits, SV, 0.8f, 0.9f, &r1, scratch) ==
+              da_sample_token(sample_logits, SV, 0.8f, 0.9f, &r2, scratch));
+    return 0;
+}
+
+/* top_p 0.5: only the nucleus (computed here by sorting) is ever drawn, every
+ * member is drawn, and in proportion to the renormalised probabilities. */
+static int test_sample_nucleus(void) {
+    float scratch[2 * SV];
+    double p[SV];
+    softmax_ref(p, sample_logits, SV, 1.0);
+    int order[SV], in[SV] = {0};
+    for (int i = 0; i < SV; i++) order[i] = i;
+    for (int i = 0; i < SV; i++) /* selection sort, descending probability */
+        for (int j = i + 1; j < SV; j++)
+            if (p[order[j]] > p[order[i]]) { int t = order[i]; order[i] = order[j]; order[j] = t; }
+    double mass = 0;
+    for (int i = 0; i < SV && mass < 0.5; i++) {
+        mass += p[order[i]];
+        in[order[i]] = 1;
+    }
+    int n_in = 0;
+    for (int i = 0; i < SV; i++) n_in += in[i];
+    CHECK(n_in >= 2 && n_in < SV); /* the fixture makes the test meaningful */
+
+    da_rng rng;
+    da_rng_seed(&rng, 31337);
+    const int n = 20000;
+    int count[SV] = {0};
+    for (int i = 0; i < n; i++) {
+        int t = da_sample_token(sample_logits, SV, 1.0f, 0.5f, &rng, scratch);
+        CHECK(t >= 0 && t < SV);
+        if (!in[t]) {
+            fprintf(stderr, "  draw %d: token %d is outside the nucleus (p %.4f)\n", i, t, p[t]);
+            return 1;
+        }
+        count[t]++;
+    }
+    for (int i = 0; i < SV; i++) {
+        if (!in[i]) continue;
+        double want = p[i] / mass, got = (double)count[i] / n;
+        if (fabs(got - want) > 0.02) {
+            fprintf(stderr, "  nucleus token %d drawn %.4f, expected %.4f\n", i, got, want);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int main(void) {
+    RUN(test_decode_diff_mha);
+    RUN(test_decode_diff_gqa);
+    RUN(test_decode_softmax_untied);
+    RUN(test_decode_softmax_tied);
+    RUN(test_decode_softmax_gqa);
+    RUN(test_decode_long);
+    RUN(test_reset_reproduces);
+    RUN(test_decode_errors);
+    RUN(test_sample_greedy);
+    RUN(test_sample_distribution);
+    RUN(test_sample_nucleus);
+    TH_SUMMARY();
+}
