@@ -12,8 +12,8 @@ bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
 # A small corpus from the repository's own docs and sources (always present).
 cat include/*.h src/*.c src/*/*.c > "$T/corpus.txt"
-MODEL=(--dim 32 --layers 2 --heads 2 --seq 32 --batch 4)
-RUN=(--data "$T/corpus.txt" --steps 16 --warmup 2 --lr 3e-3 --log-every 1 --eval-every 4 --eval-batches 1 --save-every 4)
+MODEL=(--dim 64 --layers 2 --heads 2 --seq 64 --batch 4)
+RUN=(--data "$T/corpus.txt" --steps 40 --warmup 2 --lr 3e-3 --log-every 1 --eval-every 4 --eval-batches 1 --save-every 4)
 losses() { grep -o '"step":[0-9]*,"train_loss":[^,]*' "$1" | sort -t: -k2 -n; }
 
 for arch in diff softmax; do
@@ -30,9 +30,9 @@ for arch in diff softmax; do
   # 2. SIGINT mid-run: exit 130, a checkpoint, and an identical finish
   "$BIN" train --arch $arch "${MODEL[@]}" "${RUN[@]}" --save-every 0 --out "$T/int_$arch" 2>/dev/null &
   pid=$!
-  for _ in $(seq 200); do grep -q '"step":3,' "$T/int_$arch/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+  for _ in $(seq 1000); do grep -q '"step":3,' "$T/int_$arch/metrics.jsonl" 2>/dev/null && break; sleep 0.01; done
   kill -INT $pid; wait $pid; rc=$?
-  if [[ $rc == 130 && -f "$T/int_$arch/train_state.safetensors" ]] || [[ $rc == 0 ]]; then
+  if [[ $rc == 130 && -f "$T/int_$arch/train_state.safetensors" ]]; then
     "$BIN" train "${RUN[@]}" --save-every 0 --out "$T/int_$arch" --resume 2>/dev/null || true
     if cmp -s "$T/full_$arch/model.safetensors" "$T/int_$arch/model.safetensors"; then
       ok "Ctrl-C saves a checkpoint and resume finishes identically ($arch, rc $rc)"
@@ -42,8 +42,10 @@ for arch in diff softmax; do
   # 3. SIGKILL after the first checkpoint: the last checkpoint is intact and resumes exactly
   "$BIN" train --arch $arch "${MODEL[@]}" "${RUN[@]}" --out "$T/kill_$arch" 2>/dev/null &
   pid=$!
-  for _ in $(seq 400); do grep -q '"step":6,' "$T/kill_$arch/metrics.jsonl" 2>/dev/null && break; sleep 0.02; done
+  for _ in $(seq 1000); do grep -q '"step":6,' "$T/kill_$arch/metrics.jsonl" 2>/dev/null && break; sleep 0.01; done
   kill -KILL $pid; wait $pid 2>/dev/null
+  last=$(grep -o '"step":[0-9]*' "$T/kill_$arch/metrics.jsonl" | tail -1)
+  echo "     killed after step ${last#*:} of 40; resuming from its last checkpoint"
   "$BIN" train "${RUN[@]}" --out "$T/kill_$arch" --resume 2>/dev/null
   if cmp -s "$T/full_$arch/model.safetensors" "$T/kill_$arch/model.safetensors" &&
      diff <(losses "$T/full_$arch/metrics.jsonl") <(losses "$T/kill_$arch/metrics.jsonl") >/dev/null; then

@@ -89,7 +89,10 @@ int cmd_train(int argc, char **argv) {
             }
         da_train_config saved;
         long step;
-        if ((st = da_train_state_peek(out, &cfg, &saved, &step)).code) return cli_fail(st.msg);
+        if ((st = da_train_state_peek(out, &cfg, &saved, &step)).code) {
+            fprintf(stderr, "diffattn: %s (is %s a run folder? drop --resume to start a new run)\n", st.msg, out);
+            return 1;
+        }
         /* Start from the saved run's settings; flags given now override them. */
         da_train_config given = tc;
         tc = saved;

@@ -90,10 +90,11 @@ da_status da_text_data_load(da_text_data *d, const char *path, float val_fractio
     size_t need = (size_t)seq_len + 1;
     if (d->n_train < need || n_val < need) {
         size_t total_needed = (size_t)((double)need / (val_fraction < 0.5 ? val_fraction : 1 - val_fraction)) + 1;
+        size_t have = d->n;
         da_text_data_free(d);
         return da_errorf("%s: %zu bytes of text is too little for windows of %d tokens with validation fraction %g "
                          "(need at least %zu bytes; use more text or a smaller --seq)",
-                         path, d->n, seq_len, (double)val_fraction, total_needed);
+                         path, have, seq_len, (double)val_fraction, total_needed);
     }
     return da_ok();
 }

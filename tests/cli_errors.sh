@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Every command has --help; bad flags, values and files get a clear one-line
+# message and exit code 1, never a crash (signals give codes >= 128).
+set -u
+BIN=${1:-build/diffattn}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+passed=0; failed=0
+
+# expect_error "what" "pattern" cmd...: exit 1 and stderr containing pattern
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  local err rc
+  err=$("$@" 2>&1 >/dev/null); rc=$?
+  if [[ $rc == 1 && $err == *"$pattern"* ]]; then passed=$((passed + 1)); echo "ok   $what"
+  else failed=$((failed + 1)); echo "FAIL $what: rc=$rc, stderr: $err"; fi
+}
+expect_ok() {
+  local what=$1; shift
+  if "$@" >/dev/null 2>&1; then passed=$((passed + 1)); echo "ok   $what"
+  else failed=$((failed + 1)); echo "FAIL $what: rc=$?"; fi
+}
+
+for cmd in init info logits grads train sample; do
+  expect_ok "$cmd --help" "$BIN" $cmd --help
+  expect_error "$cmd: unknown flag" "unknown flag --bogus" "$BIN" $cmd --bogus 1
+done
+expect_ok "--help" "$BIN" --help
+expect_error "unknown command" "unknown command" "$BIN" frobnicate
+expect_error "no command" "usage" "$BIN"
+
+M="$T/m.safetensors"
+expect_ok "init" "$BIN" init --out "$M" --dim 32 --layers 2 --heads 2 --seq 32
+expect_error "init: missing --out" "--out is required" "$BIN" init
+expect_error "init: bad arch" "expected diff or softmax" "$BIN" init --out "$T/x" --arch mamba
+expect_error "init: indivisible heads" "not divisible" "$BIN" init --out "$T/x" --dim 30 --heads 4
+expect_error "init: GQA not dividing" "n_kv_heads" "$BIN" init --out "$T/x" --heads 4 --kv-heads 3
+expect_error "init: head too small" "must be even and >= 4" "$BIN" init --out "$T/x" --dim 32 --heads 8
+expect_error "init: not a number" "not a valid integer" "$BIN" init --out "$T/x" --dim 3x2
+expect_error "init: missing value" "needs a value" "$BIN" init --out
+expect_error "init: unwritable" "$T/none/m" "$BIN" init --out "$T/none/m/x.safetensors"
+
+head -c 1000 "$M" > "$T/trunc.safetensors"
+expect_error "info: truncated model" "trunc.safetensors" "$BIN" info --model "$T/trunc.safetensors"
+expect_error "info: missing model" "No such file" "$BIN" info --model "$T/nope.safetensors"
+printf 'not a model at all' > "$T/junk.safetensors"
+expect_error "info: junk file" "junk.safetensors" "$BIN" info --model "$T/junk.safetensors"
+expect_error "info: folder" "$T" "$BIN" info --model "$T"
+
+echo "1 2 3 4" > "$T/ids.txt"
+echo "1 2 999" > "$T/big.txt"
+echo "1 two 3" > "$T/word.txt"
+echo "-1 2" > "$T/neg.txt"
+: > "$T/empty.txt"
+echo "5" > "$T/one.txt"
+seq 1 40 | tr '\n' ' ' > "$T/long.txt"
+expect_ok "logits" "$BIN" logits --model "$M" --ids "$T/ids.txt" --out "$T/l.npy"
+expect_ok "grads" "$BIN" grads --model "$M" --ids "$T/ids.txt" --out "$T/g.safetensors"
+expect_error "logits: id out of range" "outside the vocabulary" "$BIN" logits --model "$M" --ids "$T/big.txt" --out "$T/l.npy"
+expect_error "logits: negative id" "outside the vocabulary" "$BIN" logits --model "$M" --ids "$T/neg.txt" --out "$T/l.npy"
+expect_error "logits: non-integer id" "not an integer" "$BIN" logits --model "$M" --ids "$T/word.txt" --out "$T/l.npy"
+expect_error "logits: empty ids" "no token ids" "$BIN" logits --model "$M" --ids "$T/empty.txt" --out "$T/l.npy"
+expect_error "logits: too long" "max_seq_len" "$BIN" logits --model "$M" --ids "$T/long.txt" --out "$T/l.npy"
+expect_error "grads: one id" "at least 2" "$BIN" grads --model "$M" --ids "$T/one.txt" --out "$T/g.safetensors"
+
+cat include/*.h src/*.c > "$T/corpus.txt"
+TR=(--dim 32 --layers 1 --heads 2 --seq 32 --batch 2)
+expect_error "train: missing data" "No such file" "$BIN" train --data "$T/nope" --out "$T/r" "${TR[@]}"
+expect_error "train: empty data" "empty" "$BIN" train --data "$T/empty.txt" --out "$T/r" "${TR[@]}"
+mkdir "$T/emptydir"
+expect_error "train: empty folder" "no text" "$BIN" train --data "$T/emptydir" --out "$T/r" "${TR[@]}"
+expect_error "train: too little text" "too little" "$BIN" train --data "$T/ids.txt" --out "$T/r" "${TR[@]}"
+expect_error "train: grad-accum" "must divide" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --grad-accum 3
+expect_error "train: negative steps" "--steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --steps -5
+expect_error "train: bad lr" "--lr" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --lr 0
+expect_error "train: min-lr above lr" "--min-lr" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --min-lr 1
+expect_error "train: val fraction" "val-fraction" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --val-fraction 1.5
+expect_error "train: resume nothing" "drop --resume" "$BIN" train --data "$T/corpus.txt" --out "$T/fresh" --resume
+expect_error "train: missing --data" "--data is required" "$BIN" train --out "$T/r"
+expect_error "train: lr NaN" "not a valid number" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --lr nan
+expect_ok "train: tiny run" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --steps 3 --eval-batches 1
+expect_error "train: resume past the end" "larger --steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume
+expect_error "train: resume changes the model" "cannot change on --resume" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --dim 64
+expect_ok "train: resume with more steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --steps 5
+
+expect_error "sample: too long" "max_seq_len" "$BIN" sample --model "$M" --max-new 100
+expect_error "sample: bad top-p" "--top-p" "$BIN" sample --model "$M" --top-p 0
+expect_error "sample: negative temperature" "--temperature" "$BIN" sample --model "$M" --temperature -1
+expect_ok "sample" "$BIN" sample --model "$T/r/model.safetensors" --prompt "int " --max-new 8
+
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]
