@@ -21,5 +21,8 @@ test-asan: build-asan/CMakeCache.txt
 test: all test-asan
 	cd build && ctest --output-on-failure
 
+demo: all
+	bash tools/demo.sh
+
 clean:
 	rm -rf build build-asan
