@@ -59,7 +59,7 @@ static da_status read_dir(da_text_data *d, size_t *cap, const char *dir) {
         n++;
     }
     closedir(dp);
-    if (!st.code) qsort(names, n, sizeof *names, cmp_str);
+    if (!st.code && n > 1) qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; i < n && !st.code; i++) {
         struct stat sb;
         if (stat(names[i], &sb) == 0 && S_ISREG(sb.st_mode)) st = append_file(d, cap, names[i]);
