@@ -15,11 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/attention.h"
 #include "diffattn.h"
 #include "ops/ops.h"
 
-/* The per-head norm's epsilon; must match SUBLN_EPS in attn/attention.c. */
-#define SUBLN_EPS 1e-5f
 
 /* Threading: the matrix-vector products are left to the BLAS's own threads.
  * The attention stays serial on purpose: with the pthreads OpenBLAS this
@@ -188,7 +187,7 @@ static void attend(da_kv_cache *kv, int l, int pos, float lambda, float lambda_i
             /* RMSNorm over the head's 2d, shared weight, then the (1 - lambda_init) scale. */
             float ss = 0.0f;
             for (int i = 0; i < d2; i++) ss += o[i] * o[i];
-            const float r = 1.0f / sqrtf(ss / d2 + SUBLN_EPS), post = 1.0f - lambda_init;
+            const float r = 1.0f / sqrtf(ss / d2 + DA_SUBLN_EPS), post = 1.0f - lambda_init;
             for (int i = 0; i < d2; i++) o[i] = o[i] * r * subln_w[i] * post;
         } else {
             /* head h: q columns [d*h, d*(h+1)); K, V columns [d*g, d*(g+1)). */

@@ -7,8 +7,6 @@
 
 #include "attn/attention.h"
 
-#define SUBLN_EPS 1e-5f
-
 size_t attn_scratch_size(const attn_shape *s) {
     return (size_t)s->n_threads * 4 * s->T * s->T + (size_t)s->B * s->T * s->C + (size_t)s->B * s->n_heads;
 }
@@ -88,18 +86,7 @@ void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att
                         opre + (size_t)b * T * C + (size_t)h * d2, C);
         }
     }
-    /* Per-head RMSNorm over 2d, shared weight, then the (1 - lambda_init) scale. */
-    const float post = 1.0f - lambda_init;
-#pragma omp parallel for schedule(static)
-    for (int row = 0; row < B * T * H; row++) {
-        const float *x = opre + (size_t)row * d2;
-        float *y = out + (size_t)row * d2;
-        float ss = 0.0f;
-        for (int i = 0; i < d2; i++) ss += x[i] * x[i];
-        float r = 1.0f / sqrtf(ss / d2 + SUBLN_EPS);
-        sub_rstd[row] = r;
-        for (int i = 0; i < d2; i++) y[i] = x[i] * r * subln_w[i] * post;
-    }
+    head_norm_forward(out, sub_rstd, opre, subln_w, 1.0f - lambda_init, B * T * H, d2);
 }
 
 void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, float *dlambda,
@@ -114,23 +101,7 @@ void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, flo
     const int rows = B * T * H;
     float *dopre = scratch + (size_t)s->n_threads * 4 * TT;
     float *dlam_part = dopre + (size_t)B * T * C; /* (B, H) */
-    const float post = 1.0f - lambda_init;
-
-    /* Through the head norm: y = xhat * w * post. */
-#pragma omp parallel for schedule(static)
-    for (int row = 0; row < rows; row++) {
-        const float *x = opre + (size_t)row * d2, *dy = dout + (size_t)row * d2;
-        float *dx = dopre + (size_t)row * d2;
-        float r = sub_rstd[row], dot = 0.0f;
-        for (int i = 0; i < d2; i++) dot += dy[i] * subln_w[i] * post * x[i] * r;
-        dot /= d2;
-        for (int i = 0; i < d2; i++) dx[i] = r * (dy[i] * subln_w[i] * post - x[i] * r * dot);
-    }
-    for (int row = 0; row < rows; row++) {
-        const float *x = opre + (size_t)row * d2, *dy = dout + (size_t)row * d2;
-        float r = sub_rstd[row] * post;
-        for (int i = 0; i < d2; i++) dsubln[i] += dy[i] * x[i] * r;
-    }
+    head_norm_backward(dopre, dsubln, dout, opre, sub_rstd, subln_w, 1.0f - lambda_init, rows, d2);
 
     memset(dk, 0, (size_t)B * T * Ckv * sizeof(float));
     memset(dv, 0, (size_t)B * T * Ckv * sizeof(float));

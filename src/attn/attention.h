@@ -11,6 +11,8 @@
 #ifndef DA_ATTENTION_H
 #define DA_ATTENTION_H
 
+#include <stddef.h>
+
 typedef struct {
     int B, T;
     int n_heads, n_kv_heads;
@@ -18,6 +20,15 @@ typedef struct {
     int C, Ckv;
     int n_threads; /* OpenMP threads the scratch was sized for */
 } attn_shape;
+
+#define DA_SUBLN_EPS 1e-5f /* the DIFF head norm's epsilon, fixed by the paper's code */
+
+/* The DIFF head norm: y = x * rstd * w * post over each 2d-wide row, with
+ * rstd = 1/sqrt(mean(x^2) + DA_SUBLN_EPS) saved. x, y: (rows, d2). */
+void head_norm_forward(float *y, float *rstd, const float *x, const float *w, float post, int rows, int d2);
+/* dx: (rows, d2) overwritten; dw: (d2) +=. */
+void head_norm_backward(float *dx, float *dw, const float *dy, const float *x, const float *rstd, const float *w,
+                        float post, int rows, int d2);
 
 /* Scratch floats the forward and backward need with s->n_threads threads. */
 size_t attn_scratch_size(const attn_shape *s);
