@@ -117,7 +117,13 @@ da_status da_model_save(const da_model *m, const char *path); /* atomic */
 
 typedef struct da_acts da_acts; /* activations for one (B, T) shape */
 
+/* The attention kernel: the fused flash kernel (memory linear in T, the
+ * default) or the reference one that stores every T x T probability map. */
+typedef enum { DA_ATTN_FLASH = 0, DA_ATTN_REFERENCE = 1 } da_attn_kernel;
+
+/* Activations for batches of up to B sequences of up to T tokens, flash kernel. */
 da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T);
+da_status da_acts_create_kernel(da_acts **out, const da_config *cfg, int B, int T, da_attn_kernel kernel);
 void da_acts_free(da_acts *a);
 
 /* tokens, targets: (B, T), B and T at most those of da_acts_create; else NAN.

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attn/attention.h"
+#include "attn/flash_attention.h"
 #include "diffattn.h"
 #include "ops/ops.h"
 
@@ -13,7 +14,9 @@ typedef struct {
     float *resid_in;    /* (B, T, C) block input */
     float *xn1, *rstd1; /* (B, T, C), (B, T) */
     float *q, *k, *v;   /* (B, T, C), (B, T, Ckv) x2; q, k after RoPE */
-    float *att;         /* DIFF (B, H, 2, T, T); softmax (B, H, T, T) */
+    float *att;         /* reference kernel: DIFF (B, H, 2, T, T); softmax (B, H, T, T) */
+    float *lse;         /* flash kernel: (B, H, maps, T) */
+    float *o1, *o2;     /* flash kernel, DIFF: (B, T, C) normalised A1 V and A2 V */
     float *opre;        /* DIFF (B, T, C): (A1 - lambda A2) V before the head norm */
     float *sub_rstd;    /* DIFF (B, T, H) */
     float *attn_out;    /* (B, T, C): input of out_proj */
@@ -28,6 +31,7 @@ struct da_acts {
     int B, T;         /* shape of the last forward */
     int cap_B, cap_T; /* shape the buffers were sized for */
     int n_threads;    /* OpenMP threads the attention scratch was sized for */
+    da_attn_kernel kernel;
     layer_acts *layers;
     float *resid_out;   /* (B, T, C) */
     float *xf, *rstdf;  /* (B, T, C), (B, T) */
@@ -38,48 +42,25 @@ struct da_acts {
     float *rope_cos, *rope_sin; /* (T, d/2) */
     float *lambda;      /* (L) lambda_full used by the forward */
     /* backward scratch */
-    float *dresid, *dxn, *dattn, *dq, *dk, *dv, *dh1, *dh3, *dgate, *scratch;
+    float *dresid, *dxn, *dattn, *dopre, *dq, *dk, *dv, *dh1, *dh3, *dgate, *scratch;
     float *pool;        /* one allocation behind every float array above */
 };
 
 const float *da_acts_logits(const da_acts *a) { return a->logits; }
 
-da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T) {
-    *out = NULL;
-    da_status st = da_config_validate(cfg);
-    if (st.code) return st;
-    if (B <= 0 || T <= 0) return da_errorf("batch %d x seq %d: both must be positive", B, T);
-    if (T > cfg->max_seq_len)
-        return da_errorf("sequence length %d exceeds the model's max_seq_len %d", T, cfg->max_seq_len);
-    const size_t C = cfg->dim, F = cfg->ffn_hidden, V = cfg->vocab_size, L = cfg->n_layers;
-    const size_t H = cfg->n_heads, Ckv = C / (H / cfg->n_kv_heads), d = da_head_dim(cfg);
-    const size_t BT = (size_t)B * T, TT = (size_t)T * T;
-    const int diff = cfg->arch == DA_ARCH_DIFF;
+/* Assigns every array of a from base (or only counts, when base is NULL) and
+ * returns the floats used: one layout, used both to size and to fill the pool. */
+static size_t layout(da_acts *a, float *base) {
+    const da_config *cfg = &a->cfg;
+    const size_t B = a->cap_B, T = a->cap_T, C = cfg->dim, F = cfg->ffn_hidden, V = cfg->vocab_size;
+    const size_t L = cfg->n_layers, H = cfg->n_heads, Ckv = C / (H / cfg->n_kv_heads), d = da_head_dim(cfg);
+    const size_t BT = B * T;
+    const int diff = cfg->arch == DA_ARCH_DIFF, flash = a->kernel == DA_ATTN_FLASH;
     const size_t maps = diff ? 2 : 1;
-    attn_shape as = {B, T, (int)H, cfg->n_kv_heads, (int)d, (int)C, (int)Ckv, omp_get_max_threads()};
-
-    size_t per_layer = BT * C * 7 + BT * 2 + BT * Ckv * 2 + (size_t)B * H * maps * TT + BT * F * 3 +
-                       (diff ? BT * C + BT * H : 0);
-    size_t total = per_layer * L + BT * C * 2 + BT + BT * V + BT + (size_t)T * d + L +
-                   BT * C * 3 + BT * Ckv * 2 + BT * C + BT * F * 3 + attn_scratch_size(&as);
-    da_acts *a = calloc(1, sizeof *a);
-    if (!a) return da_errorf("out of memory");
-    a->cfg = *cfg;
-    a->B = a->cap_B = B;
-    a->T = a->cap_T = T;
-    a->n_threads = as.n_threads;
-    a->layers = calloc(L, sizeof(layer_acts));
-    a->tokens = malloc(BT * sizeof(int));
-    a->targets = malloc(BT * sizeof(int));
-    a->pool = malloc(total * sizeof(float));
-    if (!a->layers || !a->tokens || !a->targets || !a->pool) {
-        da_acts_free(a);
-        return da_errorf("out of memory allocating activations for batch %d x seq %d (%.1f MB); "
-                         "lower --batch or --seq",
-                         B, T, (double)total * 4 / 1e6);
-    }
-    float *p = a->pool;
-#define TAKE(n) (p += (n), p - (n))
+    attn_shape as = {(int)B, (int)T, (int)H, cfg->n_kv_heads, (int)d, (int)C, (int)Ckv, a->n_threads};
+    size_t used = 0;
+    /* TAKE(n): the next n floats (a NULL-based pointer while counting, never dereferenced) */
+#define TAKE(n) (used += (n), base ? base + used - (n) : NULL)
     for (size_t l = 0; l < L; l++) {
         layer_acts *la = &a->layers[l];
         la->resid_in = TAKE(BT * C);
@@ -88,7 +69,10 @@ da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T) {
         la->q = TAKE(BT * C);
         la->k = TAKE(BT * Ckv);
         la->v = TAKE(BT * Ckv);
-        la->att = TAKE((size_t)B * H * maps * TT);
+        la->att = flash ? NULL : TAKE(B * H * maps * T * T);
+        la->lse = flash ? TAKE(B * H * maps * T) : NULL;
+        la->o1 = flash && diff ? TAKE(BT * C) : NULL;
+        la->o2 = flash && diff ? TAKE(BT * C) : NULL;
         la->opre = diff ? TAKE(BT * C) : NULL;
         la->sub_rstd = diff ? TAKE(BT * H) : NULL;
         la->attn_out = TAKE(BT * C);
@@ -104,24 +88,57 @@ da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T) {
     a->rstdf = TAKE(BT);
     a->logits = TAKE(BT * V);
     a->losses = TAKE(BT);
-    a->rope_cos = TAKE((size_t)T * d / 2);
-    a->rope_sin = TAKE((size_t)T * d / 2);
+    a->rope_cos = TAKE(T * d / 2);
+    a->rope_sin = TAKE(T * d / 2);
     a->lambda = TAKE(L);
     a->dresid = TAKE(BT * C);
     a->dxn = TAKE(BT * C);
     a->dattn = TAKE(BT * C);
+    a->dopre = flash && diff ? TAKE(BT * C) : NULL;
     a->dq = TAKE(BT * C);
     a->dk = TAKE(BT * Ckv);
     a->dv = TAKE(BT * Ckv);
     a->dh1 = TAKE(BT * F);
     a->dh3 = TAKE(BT * F);
     a->dgate = TAKE(BT * F);
-    a->scratch = TAKE(attn_scratch_size(&as));
+    a->scratch = TAKE(flash ? flash_scratch_size(&as, diff) : attn_scratch_size(&as));
 #undef TAKE
-    (void)per_layer;
-    rope_tables(a->rope_cos, a->rope_sin, T, (int)d, cfg->rope_theta);
+    return used;
+}
+
+da_status da_acts_create_kernel(da_acts **out, const da_config *cfg, int B, int T, da_attn_kernel kernel) {
+    *out = NULL;
+    da_status st = da_config_validate(cfg);
+    if (st.code) return st;
+    if (B <= 0 || T <= 0) return da_errorf("batch %d x seq %d: both must be positive", B, T);
+    if (T > cfg->max_seq_len)
+        return da_errorf("sequence length %d exceeds the model's max_seq_len %d", T, cfg->max_seq_len);
+    da_acts *a = calloc(1, sizeof *a);
+    if (!a) return da_errorf("out of memory");
+    a->cfg = *cfg;
+    a->B = a->cap_B = B;
+    a->T = a->cap_T = T;
+    a->kernel = kernel;
+    a->n_threads = omp_get_max_threads();
+    a->layers = calloc((size_t)cfg->n_layers, sizeof(layer_acts));
+    a->tokens = malloc((size_t)B * T * sizeof(int));
+    a->targets = malloc((size_t)B * T * sizeof(int));
+    size_t total = a->layers ? layout(a, NULL) : 0;
+    a->pool = malloc(total * sizeof(float));
+    if (!a->layers || !a->tokens || !a->targets || !a->pool) {
+        da_acts_free(a);
+        return da_errorf("out of memory allocating activations for batch %d x seq %d (%.1f MB); "
+                         "lower --batch or --seq",
+                         B, T, (double)total * 4 / 1e6);
+    }
+    layout(a, a->pool);
+    rope_tables(a->rope_cos, a->rope_sin, T, da_head_dim(cfg), cfg->rope_theta);
     *out = a;
     return da_ok();
+}
+
+da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T) {
+    return da_acts_create_kernel(out, cfg, B, T, DA_ATTN_FLASH);
 }
 
 void da_acts_free(da_acts *a) {
@@ -165,8 +182,15 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
         matmul_forward(la->v, la->xn1, w->wv, N, C, Ckv, 0);
         rope_apply(la->q, a->rope_cos, a->rope_sin, B, T, C / d, d, 0);
         rope_apply(la->k, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 0);
-        if (c->arch == DA_ARCH_DIFF) {
-            a->lambda[l] = da_model_lambda(m, l);
+        const int diff = c->arch == DA_ARCH_DIFF;
+        if (diff) a->lambda[l] = da_model_lambda(m, l);
+        if (a->kernel == DA_ATTN_FLASH) {
+            flash_attention_forward(diff ? la->opre : la->attn_out, la->o1, la->o2, la->lse, la->q, la->k, la->v,
+                                    diff ? a->lambda[l] : 0.0f, diff, &as, a->scratch);
+            if (diff)
+                head_norm_forward(la->attn_out, la->sub_rstd, la->opre, w->subln, 1.0f - da_lambda_init(l),
+                                  N * c->n_heads, 2 * d);
+        } else if (diff) {
             diff_attention_forward(la->attn_out, la->opre, la->sub_rstd, la->att, la->q, la->k, la->v, w->subln,
                                    a->lambda[l], da_lambda_init(l), &as, a->scratch);
         } else {
@@ -231,7 +255,17 @@ void da_backward(da_model *m, da_acts *a) {
 
         /* attention: dresid now holds d loss / d resid_mid */
         matmul_backward(a->dattn, g->wo, a->dresid, la->attn_out, w->wo, N, C, C, 0);
-        if (c->arch == DA_ARCH_DIFF) {
+        if (a->kernel == DA_ATTN_FLASH && c->arch == DA_ARCH_DIFF) {
+            float dlambda = 0.0f;
+            head_norm_backward(a->dopre, g->subln, a->dattn, la->opre, la->sub_rstd, w->subln,
+                               1.0f - da_lambda_init(l), N * c->n_heads, 2 * d);
+            flash_attention_backward(a->dq, a->dk, a->dv, &dlambda, a->dopre, la->opre, la->o1, la->o2, la->lse,
+                                     la->q, la->k, la->v, a->lambda[l], 1, &as, a->scratch);
+            lambda_backward(g, w, dlambda, d);
+        } else if (a->kernel == DA_ATTN_FLASH) {
+            flash_attention_backward(a->dq, a->dk, a->dv, NULL, a->dattn, la->attn_out, NULL, NULL, la->lse, la->q,
+                                     la->k, la->v, 0.0f, 0, &as, a->scratch);
+        } else if (c->arch == DA_ARCH_DIFF) {
             float dlambda = 0.0f;
             diff_attention_backward(a->dq, a->dk, a->dv, g->subln, &dlambda, a->dattn, la->opre, la->sub_rstd,
                                     la->att, la->q, la->k, la->v, w->subln, a->lambda[l], da_lambda_init(l), &as,

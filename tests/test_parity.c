@@ -6,7 +6,7 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 
-static int check_config(const char *name) {
+static int check_config_kernel(const char *name, da_attn_kernel kernel) {
     char path[256];
     da_model m;
     snprintf(path, sizeof path, "tests/fixtures/%s.model.safetensors", name);
@@ -18,7 +18,7 @@ static int check_config(const char *name) {
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
     int fail = 0;
     da_acts *a;
-    CHECK(!da_acts_create(&a, &m.cfg, 1, T).code);
+    CHECK(!da_acts_create_kernel(&a, &m.cfg, 1, T, kernel).code);
 
     /* logits over all T ids */
     float *want;
@@ -66,13 +66,17 @@ static int check_config(const char *name) {
         if (e > grad_err) grad_err = e;
         free(ref);
     }
-    printf("     %s: loss %.6f (reference %.6f), logits rel err %.2e, worst grad rel err %.2e\n", name, loss,
-           ref_loss, logit_err, grad_err);
+    printf("     %s (%s): loss %.6f (reference %.6f), logits rel err %.2e, worst grad rel err %.2e\n", name,
+           kernel == DA_ATTN_FLASH ? "flash" : "reference", loss, ref_loss, logit_err, grad_err);
     da_st_close(&g);
     da_acts_free(a);
     free(ids);
     da_model_free(&m);
     return fail;
+}
+
+static int check_config(const char *name) {
+    return check_config_kernel(name, DA_ATTN_FLASH) | check_config_kernel(name, DA_ATTN_REFERENCE);
 }
 
 static int test_diff_mha(void) { return check_config("diff_mha"); }

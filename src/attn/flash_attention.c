@@ -1,0 +1,246 @@
+/* Fused causal flash attention for DIFF and softmax (see flash_attention.h).
+ *
+ * Forward: one (batch, head, query tile) per iteration. For each key tile up
+ * to the diagonal it forms S_m = Q_m K_m^T / sqrt(d) for each map, keeps an
+ * online softmax (running max and sum per row and map), and accumulates
+ * P_m V with the V tile loaded once for both maps. Tiles above the diagonal
+ * are never formed.
+ *
+ * Backward: one (batch, KV group) per iteration, so the heads that share
+ * dK/dV run in order on one thread: no races, a fixed summation order. For
+ * each key tile, the query tiles at or below the diagonal recompute P_m =
+ * exp(S_m - lse_m), then dS_m = c_m P_m (dO V^T - D_m) with D_m = rowsum(dO
+ * O_m), and accumulate dQ, dK, dV. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "attn/flash_attention.h"
+#include "attn/vexp.h"
+
+int da_attn_simd = 1;
+
+/* Column offsets of head h / group g within q, k, v rows. */
+typedef struct {
+    int maps, d, dv; /* maps per head, sub-head size, value width */
+    int qcol[2], kcol[2], vcol;
+} head_cols;
+
+static head_cols cols_of(int h, int g, int d, int diff) {
+    head_cols c;
+    c.maps = diff ? 2 : 1;
+    c.d = d;
+    c.dv = diff ? 2 * d : d;
+    for (int m = 0; m < c.maps; m++) {
+        c.qcol[m] = diff ? (2 * h + m) * d : h * d;
+        c.kcol[m] = diff ? (2 * g + m) * d : g * d;
+    }
+    c.vcol = g * c.dv;
+    return c;
+}
+
+/* Per-thread scratch, in floats. */
+static size_t per_thread(const attn_shape *s, int diff) {
+    const int maps = diff ? 2 : 1, dv = diff ? 2 * s->d : s->d;
+    return (size_t)FLASH_BR * FLASH_BC * (maps + 3) /* S/P per map, dPv, Pc, dS */
+           + (size_t)FLASH_BR * dv * maps            /* output accumulators */
+           + (size_t)4 * FLASH_BR                    /* running max and sum per map */
+           + (size_t)maps * s->T;                    /* D_m for every row of a head */
+}
+
+size_t flash_scratch_size(const attn_shape *s, int diff) {
+    return (size_t)s->n_threads * per_thread(s, diff) + (size_t)s->B * s->n_heads;
+}
+
+/* Keys of tile k0.. visible from query row r: k0..r (causal), at most nc. */
+static inline int visible(int r, int k0, int nc) {
+    int n = r - k0 + 1;
+    return n < 0 ? 0 : n > nc ? nc : n;
+}
+
+static void forward_tile(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
+                         const float *v, float lambda, int diff, const attn_shape *s, int b, int h, int r0,
+                         float *ws) {
+    const int T = s->T, C = s->C, Ckv = s->Ckv, H = s->n_heads, g = h / (H / s->n_kv_heads);
+    const head_cols hc = cols_of(h, g, s->d, diff);
+    const int maps = hc.maps, d = hc.d, dv = hc.dv;
+    const int nr = T - r0 < FLASH_BR ? T - r0 : FLASH_BR;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *S[2], *acc[2], *mx[2], *sum[2];
+    float *p = ws;
+    for (int m = 0; m < maps; m++) {
+        S[m] = p;
+        p += FLASH_BR * FLASH_BC;
+        acc[m] = p;
+        p += (size_t)FLASH_BR * dv;
+        mx[m] = p;
+        p += FLASH_BR;
+        sum[m] = p;
+        p += FLASH_BR;
+        memset(acc[m], 0, (size_t)nr * dv * sizeof(float));
+        for (int i = 0; i < nr; i++) {
+            mx[m][i] = -INFINITY;
+            sum[m][i] = 0.0f;
+        }
+    }
+    const float *qrow = q + ((size_t)b * T + r0) * C, *kb = k + (size_t)b * T * Ckv, *vb = v + (size_t)b * T * Ckv;
+    const int r_end = r0 + nr; /* keys < r_end are visible to some row */
+    for (int k0 = 0; k0 < r_end; k0 += FLASH_BC) {
+        const int nc = r_end - k0 < FLASH_BC ? r_end - k0 : FLASH_BC;
+        const int diag = k0 + nc - 1 > r0; /* some keys lie above some rows' diagonal */
+        for (int m = 0; m < maps; m++) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, d, scale, qrow + hc.qcol[m], C,
+                        kb + (size_t)k0 * Ckv + hc.kcol[m], Ckv, 0.0f, S[m], FLASH_BC);
+            for (int i = 0; i < nr; i++) {
+                float *row = S[m] + (size_t)i * FLASH_BC;
+                const int nv = diag ? visible(r0 + i, k0, nc) : nc;
+                float *a = acc[m] + (size_t)i * dv;
+                if (nv == 0) {
+                    memset(row, 0, (size_t)nc * sizeof(float));
+                    continue;
+                }
+                float rmax = row[0];
+                for (int j = 1; j < nv; j++) rmax = row[j] > rmax ? row[j] : rmax;
+                const float mnew = rmax > mx[m][i] ? rmax : mx[m][i];
+                const float corr = expf(mx[m][i] - mnew); /* 0 on the first tile */
+                const float rs = exp_shift_sum(row, nv, mnew);
+                for (int j = nv; j < nc; j++) row[j] = 0.0f;
+                sum[m][i] = sum[m][i] * corr + rs;
+                mx[m][i] = mnew;
+                if (corr != 1.0f)
+                    for (int c = 0; c < dv; c++) a[c] *= corr;
+            }
+            /* acc_m += P_m V: the V tile is the same for both maps, so it stays in cache */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dv, nc, 1.0f, S[m], FLASH_BC,
+                        vb + (size_t)k0 * Ckv + hc.vcol, Ckv, 1.0f, acc[m], dv);
+        }
+    }
+    for (int i = 0; i < nr; i++) {
+        const size_t orow = ((size_t)b * T + r0 + i) * C + (size_t)h * dv;
+        for (int m = 0; m < maps; m++) {
+            const float inv = 1.0f / sum[m][i];
+            float *a = acc[m] + (size_t)i * dv;
+            for (int c = 0; c < dv; c++) a[c] *= inv;
+            lse[(((size_t)b * H + h) * maps + m) * T + r0 + i] = mx[m][i] + logf(sum[m][i]);
+        }
+        float *out = opre + orow;
+        if (diff) {
+            memcpy(o1 + orow, acc[0] + (size_t)i * dv, (size_t)dv * sizeof(float));
+            memcpy(o2 + orow, acc[1] + (size_t)i * dv, (size_t)dv * sizeof(float));
+            for (int c = 0; c < dv; c++) out[c] = acc[0][(size_t)i * dv + c] - lambda * acc[1][(size_t)i * dv + c];
+        } else {
+            memcpy(out, acc[0] + (size_t)i * dv, (size_t)dv * sizeof(float));
+        }
+    }
+}
+
+void flash_attention_forward(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
+                             const float *v, float lambda, int diff, const attn_shape *s, float *scratch) {
+    const int n_tiles = (s->T + FLASH_BR - 1) / FLASH_BR, H = s->n_heads;
+    const int items = s->B * H * n_tiles;
+    const size_t pt = per_thread(s, diff);
+    /* Longest tiles (nearest the end of the sequence) first, for balance. */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
+    for (int it = 0; it < items; it++) {
+        const int tile = n_tiles - 1 - it / (s->B * H), bh = it % (s->B * H);
+        forward_tile(opre, o1, o2, lse, q, k, v, lambda, diff, s, bh / H, bh % H, tile * FLASH_BR, scratch + (size_t)omp_get_thread_num() * pt);
+    }
+}
+
+/* All query tiles against key tile k0 for head h: dQ, dK, dV accumulate. */
+static void backward_head(float *dq, float *dk, float *dv, const float *dopre, const float *lse, const float *q,
+                          const float *k, const float *v, const float *D, float lambda, int diff,
+                          const attn_shape *s, int b, int h, float *ws) {
+    const int T = s->T, C = s->C, Ckv = s->Ckv, H = s->n_heads, g = h / (H / s->n_kv_heads);
+    const head_cols hc = cols_of(h, g, s->d, diff);
+    const int maps = hc.maps, d = hc.d, dv_w = hc.dv;
+    const float scale = 1.0f / sqrtf((float)d);
+    const float coef[2] = {1.0f, -lambda};
+    float *P[2] = {ws, ws + FLASH_BR * FLASH_BC};
+    float *dPv = ws + (size_t)maps * FLASH_BR * FLASH_BC, *Pc = dPv + FLASH_BR * FLASH_BC, *dS = Pc + FLASH_BR * FLASH_BC;
+    const float *qb = q + (size_t)b * T * C, *kb = k + (size_t)b * T * Ckv, *vb = v + (size_t)b * T * Ckv;
+    const float *dob = dopre + (size_t)b * T * C + (size_t)h * dv_w;
+    float *dqb = dq + (size_t)b * T * C, *dkb = dk + (size_t)b * T * Ckv, *dvb = dv + (size_t)b * T * Ckv;
+    const float *lse_h = lse + ((size_t)b * H + h) * maps * T;
+
+    for (int k0 = 0; k0 < T; k0 += FLASH_BC) {
+        const int nc = T - k0 < FLASH_BC ? T - k0 : FLASH_BC;
+        for (int r0 = k0 / FLASH_BR * FLASH_BR; r0 < T; r0 += FLASH_BR) {
+            const int nr = T - r0 < FLASH_BR ? T - r0 : FLASH_BR;
+            const int diag = k0 + nc - 1 > r0;
+            /* dPv: (nr, nc) = dO V^T, shared by both maps */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, dv_w, 1.0f, dob + (size_t)r0 * C, C,
+                        vb + (size_t)k0 * Ckv + hc.vcol, Ckv, 0.0f, dPv, FLASH_BC);
+            for (int m = 0; m < maps; m++) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, d, scale,
+                            qb + (size_t)r0 * C + hc.qcol[m], C, kb + (size_t)k0 * Ckv + hc.kcol[m], Ckv, 0.0f,
+                            P[m], FLASH_BC);
+                const float *lse_m = lse_h + (size_t)m * T + r0;
+                const float *D_m = D + (size_t)m * T + r0;
+                for (int i = 0; i < nr; i++) {
+                    float *prow = P[m] + (size_t)i * FLASH_BC, *ds = dS + (size_t)i * FLASH_BC;
+                    float *pc = Pc + (size_t)i * FLASH_BC;
+                    const float *dp = dPv + (size_t)i * FLASH_BC;
+                    const int nv = diag ? visible(r0 + i, k0, nc) : nc;
+                    exp_shift_sum(prow, nv, lse_m[i]);
+                    const float c = coef[m], Di = D_m[i];
+                    for (int j = 0; j < nv; j++) ds[j] = c * prow[j] * (dp[j] - Di);
+                    for (int j = nv; j < nc; j++) ds[j] = prow[j] = 0.0f;
+                    if (m == 0)
+                        for (int j = 0; j < nc; j++) pc[j] = c * prow[j];
+                    else
+                        for (int j = 0; j < nc; j++) pc[j] += c * prow[j];
+                }
+                /* dQ_m += scale dS K_m;  dK_m += scale dS^T Q_m */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d, nc, scale, dS, FLASH_BC,
+                            kb + (size_t)k0 * Ckv + hc.kcol[m], Ckv, 1.0f, dqb + (size_t)r0 * C + hc.qcol[m], C);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, d, nr, scale, dS, FLASH_BC,
+                            qb + (size_t)r0 * C + hc.qcol[m], C, 1.0f, dkb + (size_t)k0 * Ckv + hc.kcol[m], Ckv);
+            }
+            /* dV += (sum_m c_m P_m)^T dO */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, dv_w, nr, 1.0f, Pc, FLASH_BC,
+                        dob + (size_t)r0 * C, C, 1.0f, dvb + (size_t)k0 * Ckv + hc.vcol, Ckv);
+        }
+    }
+}
+
+void flash_attention_backward(float *dq, float *dk, float *dv, float *dlambda, const float *dopre,
+                              const float *opre, const float *o1, const float *o2, const float *lse,
+                              const float *q, const float *k, const float *v, float lambda, int diff,
+                              const attn_shape *s, float *scratch) {
+    const int B = s->B, T = s->T, C = s->C, H = s->n_heads, n_kv = s->n_kv_heads, n_rep = H / n_kv;
+    const int maps = diff ? 2 : 1, dv_w = diff ? 2 * s->d : s->d;
+    const size_t pt = per_thread(s, diff);
+    float *dlam_part = scratch + (size_t)s->n_threads * pt; /* (B, H) */
+    memset(dq, 0, (size_t)B * T * C * sizeof(float));
+    memset(dk, 0, (size_t)B * T * s->Ckv * sizeof(float));
+    memset(dv, 0, (size_t)B * T * s->Ckv * sizeof(float));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
+    for (int bg = 0; bg < B * n_kv; bg++) {
+        const int b = bg / n_kv, g = bg % n_kv;
+        float *ws = scratch + (size_t)omp_get_thread_num() * pt;
+        float *D = ws + pt - (size_t)maps * T;
+        for (int h = g * n_rep; h < (g + 1) * n_rep; h++) {
+            /* D_m[t] = dO_t . O_m,t */
+            double dl = 0.0;
+            for (int m = 0; m < maps; m++) {
+                const float *O = diff ? (m ? o2 : o1) : opre;
+                for (int t = 0; t < T; t++) {
+                    const size_t off = ((size_t)b * T + t) * C + (size_t)h * dv_w;
+                    float acc = 0.0f;
+                    for (int c = 0; c < dv_w; c++) acc += dopre[off + c] * O[off + c];
+                    D[(size_t)m * T + t] = acc;
+                    if (m == 1) dl -= acc; /* d lambda = -sum dO . (A2 V) */
+                }
+            }
+            dlam_part[(size_t)b * H + h] = (float)dl;
+            backward_head(dq, dk, dv, dopre, lse, q, k, v, D, lambda, diff, s, b, h, ws);
+        }
+    }
+    if (dlambda) {
+        double total = 0.0;
+        for (int i = 0; i < B * H; i++) total += diff ? dlam_part[i] : 0.0f;
+        *dlambda = (float)total;
+    }
+}
