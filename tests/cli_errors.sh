@@ -88,5 +88,18 @@ expect_error "sample: bad top-p" "--top-p" "$BIN" sample --model "$M" --top-p 0
 expect_error "sample: negative temperature" "--temperature" "$BIN" sample --model "$M" --temperature -1
 expect_ok "sample" "$BIN" sample --model "$T/r/model.safetensors" --prompt "int " --max-new 8
 
+expect_ok "bench --help" "$BIN" bench --help
+expect_ok "bench train --help" "$BIN" bench train --help
+expect_error "bench: no target" "expected 'train' or 'attn'" "$BIN" bench
+expect_error "bench: bad kernel" "--kernel" "$BIN" bench attn --kernel fast
+expect_error "bench: unknown flag" "unknown flag --bogus" "$BIN" bench train --bogus 1
+out=$("$BIN" bench train --dim 32 --layers 1 --heads 2 --seq 16 --batch 2 --steps 2 --json 2>/dev/null)
+if [[ $out == *'"tok_per_s":'* && $out == *'"ms_per_step":'* && $out == *'"gflops":'* && $out == *'"peak_gflops":'* && $out == *'"mfu":'* ]]; then
+  passed=$((passed + 1)); echo "ok   bench train --json has the documented keys"
+else failed=$((failed + 1)); echo "FAIL bench train --json: $out"; fi
+out=$("$BIN" bench attn --arch softmax --dim 32 --heads 2 --seq 70 --batch 1 --steps 1 --json 2>/dev/null)
+if [[ $out == *'"bench":"attn"'* && $out == *'"mfu":'* ]]; then passed=$((passed + 1)); echo "ok   bench attn --json"
+else failed=$((failed + 1)); echo "FAIL bench attn --json: $out"; fi
+
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Side-by-side training throughput, diffattn against eager PyTorch (bench/peer.py)
+# on the same machine, same model, same batch and thread count, in one run:
+# both archs at the issue's two configurations. Best of STEPS timed steps each.
+#
+#   bench/compare.sh                 # OpenBLAS kernels as the environment sets them
+#   bench/compare.sh --native-blas   # unsets OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
+#                                    # for both programs (this command only)
+#
+# Needs Debian's python3-torch for the peer. Check that /proc/loadavg is near
+# zero first: one stray process halves a 2-core figure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-build/diffattn}
+PY=${PY:-/usr/bin/python3}
+STEPS=${STEPS:-3}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+if [[ ${1:-} == --native-blas ]]; then
+  unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+  echo "note: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for this comparison"
+fi
+echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg), threads: $OMP_NUM_THREADS, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+configs=("--dim 256 --layers 4 --heads 4 --seq 256 --batch 8" "--dim 768 --layers 6 --heads 6 --seq 512 --batch 4")
+field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
+printf '\n| config | arch | diffattn tok/s | PyTorch tok/s | speed-up | diffattn ms/step (best, median) | PyTorch ms/step (best, median) | MFU |\n'
+printf '|---|---|---|---|---|---|---|---|\n'
+for cfg in "${configs[@]}"; do
+  for arch in diff softmax; do
+    c=$("$BIN" bench train --arch $arch $cfg --steps "$STEPS" --json)
+    p=$("$PY" bench/peer.py --arch $arch $cfg --steps "$STEPS")
+    ct=$(field tok_per_s <<<"$c"); pt=$(field tok_per_s <<<"$p")
+    printf '| %s | %s | %s | %s | %.2fx | %s, %s | %s, %s | %s |\n' "$(sed 's/--//g' <<<"$cfg")" $arch "$ct" "$pt" \
+      "$(awk "BEGIN { print $ct / $pt }")" "$(field ms_per_step <<<"$c")" "$(field ms_per_step_median <<<"$c")" \
+      "$(field ms_per_step <<<"$p")" "$(field ms_per_step_median <<<"$p")" "$(field mfu <<<"$c")"
+  done
+done

@@ -1,0 +1,77 @@
+/* diffattn bench train | attn: throughput and MFU against the same run's sgemm peak. */
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+
+int cmd_bench(int argc, char **argv) {
+    if (argc < 2 || (strcmp(argv[1], "train") && strcmp(argv[1], "attn"))) {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+            printf("usage: diffattn bench train|attn [flags]\n\n"
+                   "  train  a whole training step: forward, backward, AdamW\n"
+                   "  attn   the attention kernel of one layer, forward + backward\n\n"
+                   "Run 'diffattn bench train --help' for the flags.\n");
+            return 0;
+        }
+        fprintf(stderr, "diffattn bench: expected 'train' or 'attn' (see diffattn bench --help)\n");
+        return 1;
+    }
+    const int is_train = !strcmp(argv[1], "train");
+    cli_model_flags mf;
+    cli_model_flags_default(&mf);
+    int batch = 8, steps = 5, warmup = 1, json = 0;
+    const char *kernel = "flash";
+    enum { NB = 5 };
+    cli_opt opts[CLI_N_MODEL_OPTS + NB];
+    cli_model_opts(&mf, opts);
+    cli_opt bopts[NB] = {
+        {"batch", OPT_INT, &batch, "sequences per step (of --seq tokens)", 0},
+        {"steps", OPT_INT, &steps, "timed steps (the best and the median are reported)", 0},
+        {"warmup-steps", OPT_INT, &warmup, "untimed steps first", 0},
+        {"kernel", OPT_STR, &kernel, "attention kernel: flash or reference", 0},
+        {"json", OPT_FLAG, &json, "print one JSON object", 0},
+    };
+    memcpy(opts + CLI_N_MODEL_OPTS, bopts, sizeof bopts);
+    const int n = CLI_N_MODEL_OPTS + NB;
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "bench %s", argv[1]);
+    int rc = cli_parse(cmd,
+                       is_train ? "Times whole training steps (forward, backward, AdamW) on random tokens and reports "
+                                  "tokens/s, GFLOP/s and MFU\nagainst the sgemm peak measured in the same run. "
+                                  "Threads: OMP_NUM_THREADS."
+                                : "Times one layer's attention (forward + backward) on random q, k, v.",
+                       argc - 1, argv + 1, opts, n, NULL);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    da_attn_kernel k;
+    if (!strcmp(kernel, "flash")) k = DA_ATTN_FLASH;
+    else if (!strcmp(kernel, "reference")) k = DA_ATTN_REFERENCE;
+    else return cli_fail("--kernel: expected flash or reference");
+    if (batch <= 0) return cli_fail("--batch must be positive");
+    da_config cfg;
+    da_status st = cli_model_config(&mf, opts, n, &cfg);
+    if (st.code) return cli_fail(st.msg);
+    da_bench_result r;
+    st = is_train ? da_bench_train(&cfg, batch, mf.seq, warmup, steps, k, &r)
+                  : da_bench_attn(&cfg, batch, mf.seq, warmup, steps, k, &r);
+    if (st.code) return cli_fail(st.msg);
+    if (json) {
+        printf("{\"bench\":\"%s\",\"arch\":\"%s\",\"kernel\":\"%s\",\"dim\":%d,\"layers\":%d,\"n_heads\":%d,"
+               "\"n_kv_heads\":%d,\"ffn_hidden\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,\"threads\":%d,"
+               "\"n_params\":%zu,\"steps\":%d,\"tok_per_s\":%.1f,\"ms_per_step\":%.3f,\"ms_per_step_median\":%.3f,"
+               "\"gflops\":%.2f,\"peak_gflops\":%.2f,\"mfu\":%.4f,\"peak_rss_mb\":%.1f}\n",
+               argv[1], da_arch_name(cfg.arch), kernel, cfg.dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads,
+               cfg.ffn_hidden, cfg.vocab_size, mf.seq, batch, omp_get_max_threads(), r.n_params, r.steps,
+               r.tok_per_s, r.ms_min, r.ms_median, r.gflops, r.peak_gflops, r.mfu, r.peak_rss_mb);
+    } else {
+        printf("%s %s (%s kernel), dim %d, %d layers, %d heads, batch %d x %d\n", cmd, da_arch_name(cfg.arch),
+               kernel, cfg.dim, cfg.n_layers, cfg.n_heads, batch, mf.seq);
+        printf("  %.1f tokens/s   %.2f ms/step (best of %d; median %.2f)\n", r.tok_per_s, r.ms_min, r.steps,
+               r.ms_median);
+        printf("  %.1f GFLOP/s   sgemm peak %.1f GFLOP/s   MFU %.3f   peak RSS %.0f MB\n", r.gflops, r.peak_gflops,
+               r.mfu, r.peak_rss_mb);
+    }
+    return 0;
+}
