@@ -6,6 +6,8 @@
 #include "bench.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "ops/bf16_gemm.h"
+#include "ops/ops.h"
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || (strcmp(argv[1], "train") && strcmp(argv[1], "attn"))) {
@@ -22,9 +24,9 @@ int cmd_bench(int argc, char **argv) {
     const int is_train = !strcmp(argv[1], "train");
     cli_model_flags mf;
     cli_model_flags_default(&mf);
-    int batch = 8, steps = 5, warmup = 1, json = 0;
+    int batch = 8, steps = 5, warmup = 1, json = 0, bf16 = 0;
     const char *kernel = "flash";
-    enum { NB = 5 };
+    enum { NB = 6 };
     cli_opt opts[CLI_N_MODEL_OPTS + NB];
     cli_model_opts(&mf, opts);
     cli_opt bopts[NB] = {
@@ -33,6 +35,7 @@ int cmd_bench(int argc, char **argv) {
         {"warmup-steps", OPT_INT, &warmup, "untimed steps first", 0},
         {"kernel", OPT_STR, &kernel, "attention kernel: flash or reference", 0},
         {"json", OPT_FLAG, &json, "print one JSON object", 0},
+        {"bf16", OPT_FLAG, &bf16, "bf16 inputs, fp32 accumulation for the large matmuls (AVX512-BF16 CPUs)", 0},
     };
     memcpy(opts + CLI_N_MODEL_OPTS, bopts, sizeof bopts);
     const int n = CLI_N_MODEL_OPTS + NB;
@@ -53,16 +56,18 @@ int cmd_bench(int argc, char **argv) {
     da_config cfg;
     da_status st = cli_model_config(&mf, opts, n, &cfg);
     if (st.code) return cli_fail(st.msg);
+    if (bf16 && !bf16_gemm_available()) return cli_fail("--bf16: this build has no AVX512-BF16 kernel");
+    da_matmul_bf16 = bf16;
     da_bench_result r;
     st = is_train ? da_bench_train(&cfg, batch, mf.seq, warmup, steps, k, &r)
                   : da_bench_attn(&cfg, batch, mf.seq, warmup, steps, k, &r);
     if (st.code) return cli_fail(st.msg);
     if (json) {
         printf("{\"bench\":\"%s\",\"arch\":\"%s\",\"kernel\":\"%s\",\"dim\":%d,\"layers\":%d,\"n_heads\":%d,"
-               "\"n_kv_heads\":%d,\"ffn_hidden\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,\"threads\":%d,"
+               "\"bf16\":%s,\"n_kv_heads\":%d,\"ffn_hidden\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,\"threads\":%d,"
                "\"n_params\":%zu,\"steps\":%d,\"tok_per_s\":%.1f,\"ms_per_step\":%.3f,\"ms_per_step_median\":%.3f,"
                "\"gflops\":%.2f,\"peak_gflops\":%.2f,\"mfu\":%.4f,\"peak_rss_mb\":%.1f}\n",
-               argv[1], da_arch_name(cfg.arch), kernel, cfg.dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads,
+               argv[1], da_arch_name(cfg.arch), kernel, cfg.dim, cfg.n_layers, cfg.n_heads, bf16 ? "true" : "false", cfg.n_kv_heads,
                cfg.ffn_hidden, cfg.vocab_size, mf.seq, batch, omp_get_max_threads(), r.n_params, r.steps,
                r.tok_per_s, r.ms_min, r.ms_median, r.gflops, r.peak_gflops, r.mfu, r.peak_rss_mb);
     } else {

@@ -6,6 +6,10 @@
 
 #include <stddef.h>
 
+/* 1: large matmuls take bf16 inputs with fp32 accumulation (AVX512-BF16
+ * builds only); 0 (default): fp32 throughout. */
+extern int da_matmul_bf16;
+
 /* out: (N, Cout) = inp: (N, Cin) @ W: (Cout, Cin)^T. Overwrites out (beta=0), or adds
  * to it when accumulate is 1. */
 void matmul_forward(float *out, const float *inp, const float *W, int N, int Cin, int Cout, int accumulate);
