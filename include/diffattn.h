@@ -175,6 +175,7 @@ typedef struct {
     long log_every;
     uint64_t seed;
     float val_fraction;
+    int bf16; /* 1: large matmuls in bf16 with fp32 accumulation (AVX512-BF16 builds) */
 } da_train_config;
 
 void da_train_config_default(da_train_config *tc);

@@ -9,6 +9,8 @@
 #include "attn/attention.h"
 #include "attn/flash_attention.h"
 #include "bench.h"
+#include "ops/bf16_gemm.h"
+#include "ops/ops.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -69,6 +71,24 @@ static double peak_rss_mb(void) {
     return kb / 1024.0;
 }
 
+double da_bf16_peak_gflops(void) {
+    if (!bf16_gemm_available()) return 0;
+    const int n = 2048;
+    float *a = malloc((size_t)n * n * 4), *b = malloc((size_t)n * n * 4), *cc = malloc((size_t)n * n * 4);
+    double best = 1e30;
+    if (a && b && cc) {
+        for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = 1e-3f * (float)(i % 97);
+        for (int rep = 0; rep < 4; rep++) {
+            double t = now_s();
+            bf16_gemm(n, n, n, 1.0f, a, n, 1, b, n, 1, 0.0f, cc, n);
+            t = now_s() - t;
+            if (rep && t < best) best = t;
+        }
+    }
+    free(a), free(b), free(cc);
+    return best < 1e30 ? 2.0 * n * n * (double)n / best / 1e9 : 0;
+}
+
 static void summarise(double *times, int steps, double flops_per_step, int tokens, da_bench_result *r) {
     qsort(times, (size_t)steps, sizeof *times, cmp_d);
     r->steps = steps;
@@ -78,7 +98,9 @@ static void summarise(double *times, int steps, double flops_per_step, int token
     r->gflops = flops_per_step / times[0] / 1e9;
     r->peak_rss_mb = peak_rss_mb(); /* before the sgemm peak's own 48 MB */
     r->peak_gflops = da_sgemm_peak_gflops();
-    r->mfu = r->peak_gflops > 0 ? r->gflops / r->peak_gflops : 0;
+    r->peak_bf16_gflops = da_matmul_bf16 ? da_bf16_peak_gflops() : 0;
+    double peak = da_matmul_bf16 ? r->peak_bf16_gflops : r->peak_gflops;
+    r->mfu = peak > 0 ? r->gflops / peak : 0;
 }
 
 da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,

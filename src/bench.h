@@ -10,7 +10,8 @@ typedef struct {
     double tok_per_s;         /* at ms_min: the best of the timed steps */
     double gflops;            /* model FLOPs per step / ms_min */
     double peak_gflops;       /* sgemm n=2048, best of 3, this run */
-    double mfu;               /* gflops / peak_gflops */
+    double peak_bf16_gflops;  /* bf16 GEMM n=2048, best of 3, this run (bf16 mode only, else 0) */
+    double mfu;               /* gflops / the peak of the arithmetic in use (bf16 peak in bf16 mode) */
     double flops_per_token;
     double peak_rss_mb;       /* the process's high-water resident memory (VmHWM) */
     size_t n_params;
@@ -23,8 +24,9 @@ typedef struct {
 double da_train_flops_per_token(const da_config *c, int T);
 /* Attention forward + backward alone, per token and layer. */
 double da_attn_flops_per_token(const da_config *c, int T);
-/* Best of 3 sgemm runs at n = 2048, in GFLOP/s. */
+/* Best of 3 sgemm (or bf16 GEMM) runs at n = 2048, in GFLOP/s. */
 double da_sgemm_peak_gflops(void);
+double da_bf16_peak_gflops(void);
 
 /* Times `steps` training steps (zero grads, forward, backward, AdamW) after
  * `warmup` untimed ones, on random tokens. */

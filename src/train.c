@@ -11,6 +11,8 @@
 #include "data/text_data.h"
 #include "diffattn.h"
 #include "io/atomic_file.h"
+#include "ops/bf16_gemm.h"
+#include "ops/ops.h"
 #include "train_state.h"
 
 void da_train_config_default(da_train_config *tc) {
@@ -56,6 +58,9 @@ da_status da_train_config_validate(const da_train_config *tc) {
     if (tc->eval_batches <= 0) return da_errorf("--eval-batches %d must be positive", tc->eval_batches);
     if (!(tc->val_fraction > 0 && tc->val_fraction < 1))
         return da_errorf("--val-fraction %g must lie in (0, 1)", (double)tc->val_fraction);
+    if (tc->bf16 != 0 && tc->bf16 != 1) return da_errorf("bf16 must be 0 or 1");
+    if (tc->bf16 && !bf16_gemm_available())
+        return da_errorf("--bf16: this build has no AVX512-BF16 kernel (needs a CPU with avx512_bf16 and -march=native)");
     return da_ok();
 }
 
@@ -144,6 +149,7 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
     char path[4096];
 
     if ((st = make_dir(out_dir)).code) return st;
+    da_matmul_bf16 = tc.bf16;
     if (resume) {
         da_train_config saved;
         snprintf(path, sizeof path, "%s/train_state.safetensors", out_dir);
@@ -263,5 +269,6 @@ done:
     da_text_data_free(&data);
     da_adamw_free(&opt);
     da_model_free(&m);
+    da_matmul_bf16 = 0;
     return st;
 }

@@ -9,7 +9,7 @@
 #include "io/safetensors.h"
 #include "train_state.h"
 
-#define N_TRAIN_KEYS 18
+#define N_TRAIN_KEYS 19
 
 /* Training config <-> strings; floats with %.9g so they read back exactly. */
 static void train_to_strings(const da_train_config *tc, char v[N_TRAIN_KEYS][40]) {
@@ -31,13 +31,14 @@ static void train_to_strings(const da_train_config *tc, char v[N_TRAIN_KEYS][40]
     snprintf(v[15], 40, "%ld", tc->log_every);
     snprintf(v[16], 40, "%" PRIu64, tc->seed);
     snprintf(v[17], 40, "%.9g", (double)tc->val_fraction);
+    snprintf(v[18], 40, "%d", tc->bf16);
 }
 
 static const char *train_keys[N_TRAIN_KEYS] = {
     "train.batch", "train.seq", "train.grad_accum", "train.steps", "train.warmup", "train.lr",
     "train.min_lr", "train.weight_decay", "train.clip", "train.beta1", "train.beta2", "train.adam_eps",
     "train.eval_every", "train.eval_batches", "train.save_every", "train.log_every", "train.seed",
-    "train.val_fraction"};
+    "train.val_fraction", "train.bf16"};
 
 da_status da_train_state_save(const char *path, const da_model *m, const da_adamw *opt, const da_train_config *tc,
                               const da_rng *rng) {
@@ -97,6 +98,7 @@ static da_status train_from_meta(const da_st_file *f, da_train_config *tc, long 
     /* the seed is a u64: re-read it as one, not through a double */
     tc->seed = strtoull(da_st_meta_get(f, "train.seed"), NULL, 10);
     tc->val_fraction = (float)v[17];
+    tc->bf16 = (int)v[18];
     *step = (long)v[N_TRAIN_KEYS];
     st = da_train_config_validate(tc);
     if (st.code) return da_errorf("%s: stored training config is invalid: %s", f->path, st.msg);

@@ -67,13 +67,16 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
     const int maps = hc.maps, d = hc.d, dv = hc.dv;
     const int nr = T - r0 < FLASH_BR ? T - r0 : FLASH_BR;
     const float scale = 1.0f / sqrtf((float)d);
+    /* The maps' probability tiles and accumulators are stacked by rows, so
+     * one GEMM multiplies both by the V tile: [P1; P2] V -> [acc1; acc2]. */
     float *S[2], *acc[2], *mx[2], *sum[2];
-    float *p = ws;
+    float *p = ws, *acc_base = ws + (size_t)maps * FLASH_BR * FLASH_BC;
     for (int m = 0; m < maps; m++) {
-        S[m] = p;
-        p += FLASH_BR * FLASH_BC;
-        acc[m] = p;
-        p += (size_t)FLASH_BR * dv;
+        S[m] = ws + (size_t)m * nr * FLASH_BC;
+        acc[m] = acc_base + (size_t)m * nr * dv;
+    }
+    p = acc_base + (size_t)maps * FLASH_BR * dv;
+    for (int m = 0; m < maps; m++) {
         mx[m] = p;
         p += FLASH_BR;
         sum[m] = p;
@@ -111,10 +114,10 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
                 if (corr != 1.0f)
                     for (int c = 0; c < dv; c++) a[c] *= corr;
             }
-            /* acc_m += P_m V: the V tile is the same for both maps, so it stays in cache */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dv, nc, 1.0f, S[m], FLASH_BC,
-                        vb + (size_t)k0 * Ckv + hc.vcol, Ckv, 1.0f, acc[m], dv);
         }
+        /* [acc1; acc2] += [P1; P2] V: the V tile is loaded once for both maps */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, maps * nr, dv, nc, 1.0f, S[0], FLASH_BC,
+                    vb + (size_t)k0 * Ckv + hc.vcol, Ckv, 1.0f, acc[0], dv);
     }
     for (int i = 0; i < nr; i++) {
         const size_t orow = ((size_t)b * T + r0 + i) * C + (size_t)h * dv;

@@ -66,17 +66,18 @@ int cmd_bench(int argc, char **argv) {
         printf("{\"bench\":\"%s\",\"arch\":\"%s\",\"kernel\":\"%s\",\"dim\":%d,\"layers\":%d,\"n_heads\":%d,"
                "\"bf16\":%s,\"n_kv_heads\":%d,\"ffn_hidden\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,\"threads\":%d,"
                "\"n_params\":%zu,\"steps\":%d,\"tok_per_s\":%.1f,\"ms_per_step\":%.3f,\"ms_per_step_median\":%.3f,"
-               "\"gflops\":%.2f,\"peak_gflops\":%.2f,\"mfu\":%.4f,\"peak_rss_mb\":%.1f}\n",
+               "\"gflops\":%.2f,\"peak_gflops\":%.2f,\"peak_bf16_gflops\":%.2f,\"mfu\":%.4f,\"peak_rss_mb\":%.1f}\n",
                argv[1], da_arch_name(cfg.arch), kernel, cfg.dim, cfg.n_layers, cfg.n_heads, bf16 ? "true" : "false", cfg.n_kv_heads,
                cfg.ffn_hidden, cfg.vocab_size, mf.seq, batch, omp_get_max_threads(), r.n_params, r.steps,
-               r.tok_per_s, r.ms_min, r.ms_median, r.gflops, r.peak_gflops, r.mfu, r.peak_rss_mb);
+               r.tok_per_s, r.ms_min, r.ms_median, r.gflops, r.peak_gflops, r.peak_bf16_gflops, r.mfu, r.peak_rss_mb);
     } else {
         printf("%s %s (%s kernel), dim %d, %d layers, %d heads, batch %d x %d\n", cmd, da_arch_name(cfg.arch),
                kernel, cfg.dim, cfg.n_layers, cfg.n_heads, batch, mf.seq);
         printf("  %.1f tokens/s   %.2f ms/step (best of %d; median %.2f)\n", r.tok_per_s, r.ms_min, r.steps,
                r.ms_median);
-        printf("  %.1f GFLOP/s   sgemm peak %.1f GFLOP/s   MFU %.3f   peak RSS %.0f MB\n", r.gflops, r.peak_gflops,
-               r.mfu, r.peak_rss_mb);
+        printf("  %.1f GFLOP/s   sgemm peak %.1f GFLOP/s", r.gflops, r.peak_gflops);
+        if (bf16) printf("   bf16 peak %.1f GFLOP/s", r.peak_bf16_gflops);
+        printf("   MFU %.3f%s   peak RSS %.0f MB\n", r.mfu, bf16 ? " (of the bf16 peak)" : "", r.peak_rss_mb);
     }
     return 0;
 }
