@@ -34,7 +34,7 @@ void da_adamw_step(da_adamw *opt, da_model *m, const da_adamw_config *cfg, float
         float *p = m->params + tt->offset, *g = m->grads + tt->offset;
         float *mm = opt->m + tt->offset, *vv = opt->v + tt->offset;
         const long n = (long)tt->numel;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (long i = 0; i < n; i++) {
             float gi = g[i];
             mm[i] = b1 * mm[i] + (1.0f - b1) * gi;

@@ -6,7 +6,9 @@
 
 /* 1 when this build has the AVX512-BF16 kernel (-march=native on such a CPU). */
 int bf16_gemm_available(void);
-void bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b, long b_rs,
-               long b_cs, float beta, float *c, long ldc);
+/* Returns 0, or -1 (C untouched) when the kernel is unavailable or its
+ * packing buffer cannot be allocated: the caller falls back to fp32. */
+int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b, long b_rs,
+              long b_cs, float beta, float *c, long ldc);
 
 #endif
