@@ -44,6 +44,7 @@ int da_arch_parse(const char *s, da_arch *out) {
 #define DA_MAX_LAYERS 1024
 #define DA_MAX_VOCAB (1 << 24)
 #define DA_MAX_SEQ (1 << 20)
+#define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
 
 da_status da_config_validate(const da_config *c) {
     if (c->arch != DA_ARCH_DIFF && c->arch != DA_ARCH_SOFTMAX)
@@ -63,6 +64,9 @@ da_status da_config_validate(const da_config *c) {
                          c->arch == DA_ARCH_DIFF ? "each DIFF head holds two sub-heads"
                                                  : "heads split dim evenly");
     int d = da_head_dim(c);
+    if (d > DA_MAX_HEAD_DIM)
+        return da_errorf("head size %d (dim=%d, n_heads=%d, arch=%s) exceeds %d; use more heads", d, c->dim,
+                         c->n_heads, da_arch_name(c->arch), DA_MAX_HEAD_DIM);
     if (d < 4 || d % 2)
         return da_errorf("head size %d (dim=%d, n_heads=%d, arch=%s) must be even and >= 4 for RoPE; "
                          "use fewer heads",

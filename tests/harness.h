@@ -33,33 +33,35 @@ static int th_passed, th_failed;
         return th_failed ? 1 : 0;                                 \
     } while (0)
 
-/* max |a-b| / max(max|b|, floor): the error measure every parity check uses. */
-static inline double max_rel_error(const float *a, const float *b, size_t n, double floor) {
-    double maxb = floor, worst = 0;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(b[i]) > maxb) maxb = fabs(b[i]);
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (!(e <= worst)) worst = e;
-    }
-    return maxb > 0 ? worst / maxb : worst;
-}
-
-/* max |a-b| / max(max|b|, floor) <= tol; prints the worst element otherwise. */
-static inline int expect_close_rel(const char *what, const float *a, const float *b, size_t n,
-                                   double tol, double floor) {
+/* max |a-b| / max(max|b|, floor), the error measure every parity check uses;
+ * *where gets the worst element's index (NaN counts as worst). */
+static inline double rel_error_at(const float *a, const float *b, size_t n, double floor, size_t *where,
+                                  double *scale) {
     double maxb = floor, worst = 0;
     size_t wi = 0;
     for (size_t i = 0; i < n; i++)
         if (fabs(b[i]) > maxb) maxb = fabs(b[i]);
     for (size_t i = 0; i < n; i++) {
         double e = fabs((double)a[i] - b[i]);
-        if (!(e <= worst)) { worst = e; wi = i; } /* NaN counts as worst */
+        if (!(e <= worst)) { worst = e; wi = i; }
     }
-    double rel = worst / maxb;
+    if (where) *where = wi;
+    if (scale) *scale = maxb;
+    return maxb > 0 ? worst / maxb : worst;
+}
+
+static inline double max_rel_error(const float *a, const float *b, size_t n, double floor) {
+    return rel_error_at(a, b, n, floor, NULL, NULL);
+}
+
+/* max_rel_error <= tol; prints the worst element otherwise. */
+static inline int expect_close_rel(const char *what, const float *a, const float *b, size_t n,
+                                   double tol, double floor) {
+    size_t wi;
+    double scale, rel = rel_error_at(a, b, n, floor, &wi, &scale);
     if (!(rel <= tol)) {
         fprintf(stderr, "  %s: rel error %.3g > %.3g at [%zu]: got %.8g want %.8g (scale %.4g)\n",
-                what, rel, tol, wi, a[wi], b[wi], maxb);
+                what, rel, tol, wi, a[wi], b[wi], scale);
         return 1;
     }
     return 0;

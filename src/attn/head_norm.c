@@ -1,36 +1,28 @@
-/* The DIFF per-head RMSNorm (subln) and its (1 - lambda_init) scale. */
-#include <math.h>
+/* The DIFF per-head RMSNorm (subln) and its (1 - lambda_init) scale: the
+ * model's RMSNorm over each 2d-wide head row, with the gain w * post. */
+#include <stdlib.h>
 
 #include "attn/attention.h"
+#include "ops/ops.h"
+
+#define MAX_D2 2048 /* head rows are 2d wide, d <= 1024 (da_config_validate) */
+
+static void scaled_gain(float *wp, const float *w, float post, int d2) {
+    for (int i = 0; i < d2; i++) wp[i] = w[i] * post;
+}
 
 void head_norm_forward(float *y, float *rstd, const float *x, const float *w, float post, int rows, int d2) {
-#pragma omp parallel for schedule(static)
-    for (int row = 0; row < rows; row++) {
-        const float *xr = x + (size_t)row * d2;
-        float *yr = y + (size_t)row * d2;
-        float ss = 0.0f;
-        for (int i = 0; i < d2; i++) ss += xr[i] * xr[i];
-        float r = 1.0f / sqrtf(ss / d2 + DA_SUBLN_EPS);
-        rstd[row] = r;
-        for (int i = 0; i < d2; i++) yr[i] = xr[i] * r * w[i] * post;
-    }
+    float wp[MAX_D2] = {0};
+    scaled_gain(wp, w, post, d2);
+    rmsnorm_forward(y, rstd, x, wp, rows, d2, DA_SUBLN_EPS);
 }
 
 void head_norm_backward(float *dx, float *dw, const float *dy, const float *x, const float *rstd, const float *w,
                         float post, int rows, int d2) {
-#pragma omp parallel for schedule(static)
-    for (int row = 0; row < rows; row++) {
-        const float *xr = x + (size_t)row * d2, *g = dy + (size_t)row * d2;
-        float *dxr = dx + (size_t)row * d2;
-        float r = rstd[row], dot = 0.0f;
-        for (int i = 0; i < d2; i++) dot += g[i] * w[i] * post * xr[i] * r;
-        dot /= d2;
-        for (int i = 0; i < d2; i++) dxr[i] = r * (g[i] * w[i] * post - xr[i] * r * dot);
-    }
-    /* Serial over rows: a fixed summation order. */
-    for (int row = 0; row < rows; row++) {
-        const float *xr = x + (size_t)row * d2, *g = dy + (size_t)row * d2;
-        float r = rstd[row] * post;
-        for (int i = 0; i < d2; i++) dw[i] += g[i] * xr[i] * r;
-    }
+    float wp[MAX_D2] = {0}, dwp[MAX_D2] = {0};
+    scaled_gain(wp, w, post, d2);
+    for (size_t i = 0; i < (size_t)rows * d2; i++) dx[i] = 0.0f;
+    rmsnorm_backward(dx, dwp, dy, x, wp, rstd, rows, d2);
+    /* d(w * post)/dw = post */
+    for (int i = 0; i < d2; i++) dw[i] += dwp[i] * post;
 }

@@ -199,22 +199,6 @@ int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long 
 }
 #else
 int bf16_gemm_available(void) { return 0; }
-/* The packing buffers persist (per calling thread) and only grow: a fresh
- * multi-megabyte allocation per call costs page faults and zeroing on every
- * matmul (11% of a training step). */
-static _Thread_local void *pack_buf;
-static _Thread_local size_t pack_cap;
-
-static void *pack_space(size_t bytes) {
-    if (bytes > pack_cap) {
-        free(pack_buf);
-        pack_cap = (bytes + 4095) / 4096 * 4096;
-        pack_buf = aligned_alloc(64, pack_cap);
-        if (!pack_buf) pack_cap = 0;
-    }
-    return pack_buf;
-}
-
 int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b, long b_rs,
                long b_cs, float beta, float *c, long ldc) {
     (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)a_rs, (void)a_cs, (void)b, (void)b_rs, (void)b_cs;
