@@ -2,7 +2,7 @@
 # Installs, from Debian's packages, what building, testing and the demo need
 # and this machine lacks. Needs root (or sudo) only when something is missing.
 set -euo pipefail
-PKGS=(build-essential cmake libopenblas-openmp-dev libcjson-dev fortunes)
+PKGS=(build-essential cmake libopenblas-openmp-dev libcjson-dev libpcre2-dev fortunes)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

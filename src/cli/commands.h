@@ -9,6 +9,8 @@ int cmd_grads(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_encode(int argc, char **argv);
+int cmd_decode(int argc, char **argv);
 
 /* Prints "diffattn: <msg>" to stderr and returns 1. */
 int cli_fail(const char *msg);

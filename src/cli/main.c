@@ -22,6 +22,8 @@ static const struct {
     {"info", cmd_info, "show a model's config, parameter count and lambda per layer"},
     {"logits", cmd_logits, "write the logits of a token sequence as .npy"},
     {"grads", cmd_grads, "write the loss gradient of every parameter as safetensors"},
+    {"encode", cmd_encode, "print the token ids of a text file (byte-level BPE)"},
+    {"decode", cmd_decode, "write the text of token ids"},
     {"bench", cmd_bench, "time training steps or the attention kernel (tokens/s, MFU)"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])

@@ -1,0 +1,115 @@
+/* diffattn encode / decode: text <-> token ids with a byte-level BPE tokenizer. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "data/ids_file.h"
+#include "tok/tokenizer.h"
+
+static const char *TOK_HELP = "tokenizer.json (Hugging Face byte-level BPE), GPT-2's encoder.json (vocab.bpe beside it), "
+                              "or a folder holding either";
+
+static da_status read_all(const char *path, uint8_t **data, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 20, len = 0;
+    uint8_t *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + len, 1, cap - len, fp)) > 0) {
+        len += got;
+        if (len == cap) {
+            uint8_t *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    int err = ferror(fp);
+    fclose(fp);
+    if (!buf) return da_errorf("%s: out of memory", path);
+    if (err) {
+        free(buf);
+        return da_errorf("%s: read error (is it a folder?)", path);
+    }
+    *data = buf;
+    *n = len;
+    return da_ok();
+}
+
+int cmd_encode(int argc, char **argv) {
+    const char *tok_path = NULL, *in = NULL, *out = NULL;
+    int timing = 0;
+    cli_opt opts[] = {
+        {"tokenizer", OPT_STR, &tok_path, TOK_HELP, 0},
+        {"in", OPT_STR, &in, "text file to encode (any bytes)", 0},
+        {"out", OPT_STR, &out, "write the ids here instead of standard output", 0},
+        {"time", OPT_FLAG, &timing, "report the encoding speed on standard error", 0},
+    };
+    const char *req[] = {"tokenizer", "in", NULL};
+    int rc = cli_parse("encode", "Prints the token ids of a file, whitespace-separated.", argc, argv, opts, 4, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    da_tokenizer *t;
+    da_status st = da_tokenizer_load(&t, tok_path);
+    if (st.code) return cli_fail(st.msg);
+    uint8_t *text = NULL;
+    int *ids = NULL;
+    size_t n = 0, n_ids = 0, cap = 0;
+    if (!(st = read_all(in, &text, &n)).code) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        st = da_tokenizer_encode(t, text, n, &ids, &n_ids, &cap);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (!st.code && timing)
+            fprintf(stderr, "%zu bytes -> %zu ids in %.3f s = %.2f MB/s\n", n, n_ids, s, (double)n / s / 1e6);
+    }
+    if (!st.code) {
+        FILE *fp = out ? fopen(out, "w") : stdout;
+        if (!fp) st = da_errorf("%s: cannot open for writing: %s", out, strerror(errno));
+        for (size_t i = 0; fp && i < n_ids; i++) fprintf(fp, i + 1 < n_ids ? "%d " : "%d", ids[i]);
+        if (fp) {
+            fputc('\n', fp);
+            if ((fp != stdout && fclose(fp)) || (fp == stdout && fflush(fp))) st = da_errorf("write error");
+        }
+    }
+    free(text);
+    free(ids);
+    da_tokenizer_free(t);
+    return st.code ? cli_fail(st.msg) : 0;
+}
+
+int cmd_decode(int argc, char **argv) {
+    const char *tok_path = NULL, *ids_path = NULL, *out = NULL;
+    cli_opt opts[] = {
+        {"tokenizer", OPT_STR, &tok_path, TOK_HELP, 0},
+        {"ids", OPT_STR, &ids_path, "file of whitespace-separated token ids", 0},
+        {"out", OPT_STR, &out, "write the bytes here instead of standard output", 0},
+    };
+    const char *req[] = {"tokenizer", "ids", NULL};
+    int rc = cli_parse("decode", "Writes the bytes that token ids stand for (the inverse of encode).", argc, argv, opts,
+                       3, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    da_tokenizer *t;
+    da_status st = da_tokenizer_load(&t, tok_path);
+    if (st.code) return cli_fail(st.msg);
+    int *ids = NULL, n = 0;
+    uint8_t *bytes = NULL;
+    size_t nb = 0, cap = 0;
+    st = da_ids_read(ids_path, da_tokenizer_vocab_size(t), &ids, &n);
+    if (!st.code) st = da_tokenizer_decode(t, ids, (size_t)n, &bytes, &nb, &cap);
+    if (!st.code) {
+        FILE *fp = out ? fopen(out, "wb") : stdout;
+        if (!fp) st = da_errorf("%s: cannot open for writing: %s", out, strerror(errno));
+        else {
+            if (fwrite(bytes, 1, nb, fp) != nb) st = da_errorf("write error");
+            if (fp != stdout) fclose(fp);
+        }
+    }
+    free(ids);
+    free(bytes);
+    da_tokenizer_free(t);
+    return st.code ? cli_fail(st.msg) : 0;
+}

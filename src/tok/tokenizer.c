@@ -1,0 +1,564 @@
+/* Byte-level BPE tokenizer: loading, encoding, decoding (see tokenizer.h). */
+#define _GNU_SOURCE /* memmem */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tok/tokenizer.h"
+
+/* GPT-2's pre-tokenisation pattern (tiktoken's "gpt2" spelling). */
+static const char *GPT2_PATTERN = "'(?:[sdmt]|ll|ve|re)| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+#define MAX_SPECIAL 64
+
+/* ------------------------------------------------------------ hash maps */
+
+static uint64_t fnv1a(const void *p, size_t n) {
+    const uint8_t *b = p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* bytes -> id, open addressing; keys point into the tokenizer's token bytes. */
+typedef struct {
+    int32_t *slot; /* id or -1 */
+    size_t mask;
+} bytes_map;
+
+/* (left, right) -> (rank, merged) */
+typedef struct {
+    uint64_t *key; /* (left << 32 | right) + 1; 0 = empty */
+    int32_t *rank, *merged;
+    size_t mask;
+} pair_map;
+
+struct da_tokenizer {
+    int vocab_size;
+    uint8_t **tok;     /* (vocab) raw bytes of each id; NULL for unused ids */
+    uint32_t *tok_len; /* (vocab) */
+    int byte_id[256];  /* the id of each single byte */
+    bytes_map vocab;   /* raw bytes -> id (ordinary tokens) */
+    pair_map merges;
+    int n_special;
+    int special_id[MAX_SPECIAL];
+    int cp_to_byte[512]; /* GPT-2's byte alphabet, inverted */
+    pcre2_code *re;
+};
+
+static size_t pow2_at_least(size_t n) {
+    size_t c = 16;
+    while (c < n) c <<= 1;
+    return c;
+}
+
+static int bytes_map_init(bytes_map *m, size_t n) {
+    size_t cap = pow2_at_least(2 * n);
+    m->slot = malloc(cap * sizeof(int32_t));
+    if (!m->slot) return -1;
+    memset(m->slot, 0xff, cap * sizeof(int32_t));
+    m->mask = cap - 1;
+    return 0;
+}
+
+static int bytes_map_get(const da_tokenizer *t, const uint8_t *b, size_t n) {
+    const bytes_map *m = &t->vocab;
+    for (size_t i = fnv1a(b, n) & m->mask;; i = (i + 1) & m->mask) {
+        int32_t id = m->slot[i];
+        if (id < 0) return -1;
+        if (t->tok_len[id] == n && !memcmp(t->tok[id], b, n)) return id;
+    }
+}
+
+static void bytes_map_put(da_tokenizer *t, int id) {
+    bytes_map *m = &t->vocab;
+    size_t i = fnv1a(t->tok[id], t->tok_len[id]) & m->mask;
+    while (m->slot[i] >= 0) i = (i + 1) & m->mask;
+    m->slot[i] = id;
+}
+
+static int pair_map_init(pair_map *m, size_t n) {
+    size_t cap = pow2_at_least(2 * n + 2);
+    m->key = calloc(cap, sizeof(uint64_t));
+    m->rank = malloc(cap * sizeof(int32_t));
+    m->merged = malloc(cap * sizeof(int32_t));
+    m->mask = cap - 1;
+    return m->key && m->rank && m->merged ? 0 : -1;
+}
+
+static inline uint64_t pair_key(int a, int b) { return ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1; }
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Returns 0 when added, 1 when the pair was already there (first rank wins). */
+static int pair_map_put(pair_map *m, int a, int b, int rank, int merged) {
+    uint64_t k = pair_key(a, b);
+    size_t i = mix64(k) & m->mask;
+    while (m->key[i]) {
+        if (m->key[i] == k) return 1;
+        i = (i + 1) & m->mask;
+    }
+    m->key[i] = k;
+    m->rank[i] = rank;
+    m->merged[i] = merged;
+    return 0;
+}
+
+static inline int pair_map_get(const pair_map *m, int a, int b, int *merged) {
+    uint64_t k = pair_key(a, b);
+    for (size_t i = mix64(k) & m->mask;; i = (i + 1) & m->mask) {
+        if (!m->key[i]) return -1;
+        if (m->key[i] == k) {
+            *merged = m->merged[i];
+            return m->rank[i];
+        }
+    }
+}
+
+/* ------------------------------------------------------------ GPT-2 byte alphabet */
+
+/* GPT-2 writes every byte as one printable code point: these bytes stand for
+ * themselves, the other 68 map to U+0100 onwards, in byte order. */
+static void byte_alphabet(int byte_to_cp[256], int cp_to_byte[512]) {
+    int n = 0;
+    for (int i = 0; i < 512; i++) cp_to_byte[i] = -1;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        byte_to_cp[b] = printable ? b : 256 + n++;
+        cp_to_byte[byte_to_cp[b]] = b;
+    }
+}
+
+/* UTF-8 of a token string in GPT-2's alphabet -> raw bytes (malloc'd). */
+static int token_bytes(const char *s, const int cp_to_byte[512], uint8_t **out, uint32_t *len) {
+    size_t n = strlen(s);
+    uint8_t *b = malloc(n + 1);
+    if (!b) return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned c = (uint8_t)s[i];
+        int cp, w;
+        if (c < 0x80) cp = (int)c, w = 1;
+        else if ((c & 0xE0) == 0xC0 && i + 1 < n) cp = (int)((c & 0x1F) << 6 | ((uint8_t)s[i + 1] & 0x3F)), w = 2;
+        else {
+            free(b);
+            return -1;
+        }
+        if (cp >= 512 || cp_to_byte[cp] < 0) {
+            free(b);
+            return -1;
+        }
+        b[k++] = (uint8_t)cp_to_byte[cp];
+        i += (size_t)w;
+    }
+    *out = b;
+    *len = (uint32_t)k;
+    return 0;
+}
+
+/* ------------------------------------------------------------ loading */
+
+static da_status read_file(const char *path, char **data, size_t *n) {
+    struct stat sb;
+    if (stat(path, &sb)) return da_errorf("%s: %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) return da_errorf("%s: is a folder", path);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    *data = malloc((size_t)sb.st_size + 1);
+    if (!*data) {
+        fclose(fp);
+        return da_errorf("%s: out of memory", path);
+    }
+    *n = fread(*data, 1, (size_t)sb.st_size, fp);
+    fclose(fp);
+    if (*n != (size_t)sb.st_size) {
+        free(*data);
+        return da_errorf("%s: read error", path);
+    }
+    (*data)[*n] = 0;
+    return da_ok();
+}
+
+static da_status add_merge(da_tokenizer *t, const char *path, const char *line, size_t len, int rank) {
+    const int *cp_to_byte = t->cp_to_byte;
+    char buf[1024];
+    if (len >= sizeof buf) return da_errorf("%s: merge #%d is too long", path, rank + 1);
+    memcpy(buf, line, len);
+    buf[len] = 0;
+    char *sp = strchr(buf, ' ');
+    if (!sp || strchr(sp + 1, ' ')) return da_errorf("%s: merge #%d \"%s\" is not two tokens", path, rank + 1, buf);
+    *sp = 0;
+    uint8_t *a, *b;
+    uint32_t la, lb;
+    if (token_bytes(buf, cp_to_byte, &a, &la) || token_bytes(sp + 1, cp_to_byte, &b, &lb))
+        return da_errorf("%s: merge #%d has characters outside GPT-2's byte alphabet", path, rank + 1);
+    uint8_t ab[2048];
+    memcpy(ab, a, la);
+    memcpy(ab + la, b, lb);
+    int ia = bytes_map_get(t, a, la), ib = bytes_map_get(t, b, lb), iab = bytes_map_get(t, ab, la + lb);
+    free(a);
+    free(b);
+    if (ia < 0 || ib < 0 || iab < 0)
+        return da_errorf("%s: merge #%d (\"%s\" + \"%s\") refers to a token missing from the vocabulary", path,
+                         rank + 1, buf, sp + 1);
+    pair_map_put(&t->merges, ia, ib, rank, iab);
+    return da_ok();
+}
+
+/* vocab: object token -> id; specials: names that are special tokens. */
+static da_status build_vocab(da_tokenizer *t, const char *path, cJSON *vocab, const cJSON *added) {
+    const int *cp_to_byte = t->cp_to_byte;
+    int max_id = -1, count = 0;
+    for (cJSON *e = vocab->child; e; e = e->next) {
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 16777215 || e->valuedouble != (int)e->valuedouble)
+            return da_errorf("%s: vocabulary entry \"%.40s\" has no valid id", path, e->string);
+        if ((int)e->valuedouble > max_id) max_id = (int)e->valuedouble;
+        count++;
+    }
+    for (const cJSON *e = added ? added->child : NULL; e; e = e->next) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+        if (cJSON_IsNumber(id) && id->valueint > max_id) max_id = id->valueint;
+    }
+    if (count == 0) return da_errorf("%s: the vocabulary is empty", path);
+    t->vocab_size = max_id + 1;
+    t->tok = calloc((size_t)t->vocab_size, sizeof(uint8_t *));
+    t->tok_len = calloc((size_t)t->vocab_size, sizeof(uint32_t));
+    if (!t->tok || !t->tok_len || bytes_map_init(&t->vocab, (size_t)count))
+        return da_errorf("%s: out of memory", path);
+    /* specials first: their text is not in the byte alphabet in general */
+    for (const cJSON *e = added ? added->child : NULL; e; e = e->next) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *c = cJSON_GetObjectItemCaseSensitive(e, "content");
+        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "special");
+        if (!cJSON_IsNumber(id) || !cJSON_IsString(c) || id->valueint < 0)
+            return da_errorf("%s: added_tokens entry lacks an id or content", path);
+        if (sp && !cJSON_IsTrue(sp)) continue;
+        if (t->n_special == MAX_SPECIAL) return da_errorf("%s: more than %d special tokens", path, MAX_SPECIAL);
+        int i = id->valueint;
+        if (t->tok[i]) continue;
+        t->tok_len[i] = (uint32_t)strlen(c->valuestring);
+        t->tok[i] = (uint8_t *)strdup(c->valuestring);
+        if (!t->tok[i] || !t->tok_len[i]) return da_errorf("%s: empty or unallocatable special token", path);
+        t->special_id[t->n_special++] = i;
+    }
+    for (cJSON *e = vocab->child; e; e = e->next) {
+        int id = (int)e->valuedouble;
+        if (t->tok[id]) {
+            int special = 0;
+            for (int s = 0; s < t->n_special; s++) special |= t->special_id[s] == id;
+            if (special) continue;
+            return da_errorf("%s: id %d appears twice in the vocabulary", path, id);
+        }
+        if (token_bytes(e->string, cp_to_byte, &t->tok[id], &t->tok_len[id]) || t->tok_len[id] == 0) {
+            /* GPT-2's <|endoftext|> sits in encoder.json itself */
+            if (!strcmp(e->string, "<|endoftext|>") && t->n_special < MAX_SPECIAL) {
+                t->tok[id] = (uint8_t *)strdup(e->string);
+                t->tok_len[id] = (uint32_t)strlen(e->string);
+                t->special_id[t->n_special++] = id;
+                continue;
+            }
+            return da_errorf("%s: token \"%.40s\" (id %d) has characters outside GPT-2's byte alphabet "
+                             "(only byte-level BPE is supported)",
+                             path, e->string, id);
+        }
+        if (bytes_map_get(t, t->tok[id], t->tok_len[id]) >= 0)
+            return da_errorf("%s: token \"%.40s\" appears twice", path, e->string);
+        bytes_map_put(t, id);
+    }
+    for (int b = 0; b < 256; b++) {
+        uint8_t c = (uint8_t)b;
+        t->byte_id[b] = bytes_map_get(t, &c, 1);
+        if (t->byte_id[b] < 0)
+            return da_errorf("%s: the vocabulary lacks the single byte 0x%02x (not a byte-level BPE?)", path, b);
+    }
+    return da_ok();
+}
+
+static da_status compile_regex(da_tokenizer *t) {
+    int err;
+    PCRE2_SIZE off;
+    t->re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off, NULL);
+    if (!t->re) return da_errorf("PCRE2 cannot compile the GPT-2 pattern (error %d at %zu)", err, (size_t)off);
+    pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
+    return da_ok();
+}
+
+static da_status load_gpt2(da_tokenizer *t, const char *enc_path, const char *bpe_path) {
+    char *js = NULL, *bpe = NULL;
+    size_t n_js, n_bpe;
+    cJSON *vocab = NULL;
+    da_status st = read_file(enc_path, &js, &n_js);
+    if (st.code) return st;
+    vocab = cJSON_ParseWithLength(js, n_js);
+    if (!vocab || !cJSON_IsObject(vocab)) {
+        st = da_errorf("%s: not a JSON object of token -> id", enc_path);
+        goto done;
+    }
+    if ((st = build_vocab(t, enc_path, vocab, NULL)).code) goto done;
+    if ((st = read_file(bpe_path, &bpe, &n_bpe)).code) goto done;
+    size_t lines = 1;
+    for (size_t i = 0; i < n_bpe; i++) lines += bpe[i] == '\n';
+    if (pair_map_init(&t->merges, lines)) {
+        st = da_errorf("%s: out of memory", bpe_path);
+        goto done;
+    }
+    int rank = 0;
+    for (char *p = bpe; p < bpe + n_bpe;) {
+        char *e = memchr(p, '\n', (size_t)(bpe + n_bpe - p));
+        size_t len = e ? (size_t)(e - p) : (size_t)(bpe + n_bpe - p);
+        if (len && p[len - 1] == '\r') len--;
+        if (len && !(p == bpe && !strncmp(p, "#version", 8))) {
+            if ((st = add_merge(t, bpe_path, p, len, rank)).code) goto done;
+            rank++;
+        }
+        p = e ? e + 1 : bpe + n_bpe;
+    }
+    st = compile_regex(t);
+done:
+    cJSON_Delete(vocab);
+    free(js);
+    free(bpe);
+    return st;
+}
+
+void da_tokenizer_free(da_tokenizer *t) {
+    if (!t) return;
+    for (int i = 0; t->tok && i < t->vocab_size; i++) free(t->tok[i]);
+    free(t->tok);
+    free(t->tok_len);
+    free(t->vocab.slot);
+    free(t->merges.key);
+    free(t->merges.rank);
+    free(t->merges.merged);
+    if (t->re) pcre2_code_free(t->re);
+    free(t);
+}
+
+/* Hugging Face tokenizer.json whose model is byte-level BPE. */
+static da_status load_hf(da_tokenizer *t, const char *path) {
+    char *js = NULL;
+    size_t n;
+    da_status st = read_file(path, &js, &n);
+    if (st.code) return st;
+    cJSON *root = cJSON_ParseWithLength(js, n);
+    free(js);
+    if (!root) return da_errorf("%s: not valid JSON", path);
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
+    cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    if (!cJSON_IsObject(model) || !cJSON_IsString(type) || strcmp(type->valuestring, "BPE"))
+        st = da_errorf("%s: model.type is %s; only byte-level BPE tokenizers are supported", path,
+                       cJSON_IsString(type) ? type->valuestring : "missing");
+    else if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
+        st = da_errorf("%s: model.vocab must be an object and model.merges an array", path);
+    else if (added && !cJSON_IsArray(added))
+        st = da_errorf("%s: added_tokens must be an array", path);
+    if (!st.code) st = build_vocab(t, path, vocab, added);
+    if (!st.code && pair_map_init(&t->merges, (size_t)cJSON_GetArraySize(merges))) st = da_errorf("%s: out of memory", path);
+    int rank = 0;
+    for (const cJSON *m = merges ? merges->child : NULL; m && !st.code; m = m->next, rank++) {
+        if (cJSON_IsString(m)) {
+            st = add_merge(t, path, m->valuestring, strlen(m->valuestring), rank);
+        } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 && cJSON_IsString(m->child) &&
+                   cJSON_IsString(m->child->next)) {
+            char buf[1024];
+            int len = snprintf(buf, sizeof buf, "%s %s", m->child->valuestring, m->child->next->valuestring);
+            st = len < (int)sizeof buf ? add_merge(t, path, buf, (size_t)len, rank)
+                                       : da_errorf("%s: merge #%d is too long", path, rank + 1);
+        } else {
+            st = da_errorf("%s: merge #%d is neither \"a b\" nor [\"a\", \"b\"]", path, rank + 1);
+        }
+    }
+    cJSON_Delete(root);
+    if (!st.code) st = compile_regex(t);
+    return st;
+}
+
+static int exists(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+da_status da_tokenizer_load(da_tokenizer **out, const char *path) {
+    *out = NULL;
+    da_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return da_errorf("out of memory");
+    int byte_to_cp[256];
+    byte_alphabet(byte_to_cp, t->cp_to_byte);
+    char a[4096], b[4096];
+    struct stat sb;
+    da_status st;
+    if (stat(path, &sb)) {
+        st = da_errorf("%s: %s", path, strerror(errno));
+    } else if (S_ISDIR(sb.st_mode)) {
+        snprintf(a, sizeof a, "%s/tokenizer.json", path);
+        snprintf(b, sizeof b, "%s/encoder.json", path);
+        if (exists(a)) st = load_hf(t, a);
+        else if (exists(b)) {
+            snprintf(a, sizeof a, "%s/vocab.bpe", path);
+            st = load_gpt2(t, b, a);
+        } else st = da_errorf("%s: holds neither tokenizer.json nor encoder.json + vocab.bpe", path);
+    } else {
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        if (!strcmp(base, "encoder.json")) {
+            snprintf(a, sizeof a, "%.*svocab.bpe", (int)(base - path), path);
+            st = load_gpt2(t, path, a);
+        } else {
+            st = load_hf(t, path);
+        }
+    }
+    if (st.code) {
+        da_tokenizer_free(t);
+        return st;
+    }
+    *out = t;
+    return da_ok();
+}
+
+int da_tokenizer_vocab_size(const da_tokenizer *t) { return t->vocab_size; }
+
+int da_tokenizer_special_id(const da_tokenizer *t, const char *text) {
+    size_t n = strlen(text);
+    for (int i = 0; i < t->n_special; i++) {
+        int id = t->special_id[i];
+        if (t->tok_len[id] == n && !memcmp(t->tok[id], text, n)) return id;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------ encoding */
+
+static int push(int **ids, size_t *n, size_t *cap, int v) {
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 1024;
+        int *p = realloc(*ids, nc * sizeof(int));
+        if (!p) return -1;
+        *ids = p;
+        *cap = nc;
+    }
+    (*ids)[(*n)++] = v;
+    return 0;
+}
+
+/* BPE over one pre-token: repeatedly merge the adjacent pair of lowest rank
+ * (leftmost on ties), as tiktoken does. sym, rank: scratch of n entries. */
+static int bpe_piece(const da_tokenizer *t, const uint8_t *p, size_t n, int *sym, int *rank, int *merged_at,
+                     int **ids, size_t *n_ids, size_t *cap) {
+    if (n == 1) return push(ids, n_ids, cap, t->byte_id[p[0]]);
+    size_t m = n;
+    for (size_t i = 0; i < n; i++) sym[i] = t->byte_id[p[i]];
+    for (size_t i = 0; i + 1 < m; i++) rank[i] = pair_map_get(&t->merges, sym[i], sym[i + 1], &merged_at[i]);
+    for (;;) {
+        int best = -1;
+        size_t bi = 0;
+        for (size_t i = 0; i + 1 < m; i++)
+            if (rank[i] >= 0 && (best < 0 || rank[i] < best)) best = rank[i], bi = i;
+        if (best < 0) break;
+        sym[bi] = merged_at[bi];
+        memmove(sym + bi + 1, sym + bi + 2, (m - bi - 2) * sizeof(int));
+        const size_t pairs_after = m >= bi + 3 ? m - bi - 3 : 0; /* pairs right of the merged one */
+        memmove(rank + bi + 1, rank + bi + 2, pairs_after * sizeof(int));
+        memmove(merged_at + bi + 1, merged_at + bi + 2, pairs_after * sizeof(int));
+        m--;
+        if (bi > 0) rank[bi - 1] = pair_map_get(&t->merges, sym[bi - 1], sym[bi], &merged_at[bi - 1]);
+        if (bi + 1 < m) rank[bi] = pair_map_get(&t->merges, sym[bi], sym[bi + 1], &merged_at[bi]);
+    }
+    for (size_t i = 0; i < m; i++)
+        if (push(ids, n_ids, cap, sym[i])) return -1;
+    return 0;
+}
+
+/* Ordinary text (no special tokens): regex pieces, BPE each; bytes the
+ * pattern skips (invalid UTF-8) become single-byte tokens. */
+static da_status encode_ordinary(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
+                                 size_t *cap, pcre2_match_data *md, int *scratch, size_t scratch_n) {
+    size_t pos = 0;
+    while (pos < n) {
+        int rc = pcre2_match(t->re, text, n, pos, 0, md, NULL);
+        size_t s = n, e = n;
+        if (rc >= 0) {
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+            s = ov[0];
+            e = ov[1];
+        } else if (rc != PCRE2_ERROR_NOMATCH) {
+            return da_errorf("pre-tokeniser failed at byte %zu (PCRE2 error %d)", pos, rc);
+        }
+        for (size_t i = pos; i < s; i++)
+            if (push(ids, n_ids, cap, t->byte_id[text[i]])) return da_errorf("out of memory");
+        if (s == n) break;
+        if (e - s > scratch_n) {
+            int *big = malloc(3 * (e - s) * sizeof(int));
+            if (!big) return da_errorf("out of memory");
+            int r = bpe_piece(t, text + s, e - s, big, big + (e - s), big + 2 * (e - s), ids, n_ids, cap);
+            free(big);
+            if (r) return da_errorf("out of memory");
+        } else if (bpe_piece(t, text + s, e - s, scratch, scratch + scratch_n, scratch + 2 * scratch_n, ids, n_ids,
+                             cap)) {
+            return da_errorf("out of memory");
+        }
+        pos = e > s ? e : s + 1;
+    }
+    return da_ok();
+}
+
+da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
+                              size_t *cap) {
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(t->re, NULL);
+    enum { SCRATCH = 256 };
+    int scratch[3 * SCRATCH];
+    if (!md) return da_errorf("out of memory");
+    da_status st = da_ok();
+    size_t pos = 0;
+    while (pos < n && !st.code) {
+        /* the next special token, if any */
+        size_t next = n;
+        int sid = -1;
+        for (int i = 0; i < t->n_special; i++) {
+            int id = t->special_id[i];
+            const uint8_t *hit = memmem(text + pos, n - pos, t->tok[id], t->tok_len[id]);
+            if (hit && (size_t)(hit - text) < next) next = (size_t)(hit - text), sid = id;
+        }
+        st = encode_ordinary(t, text + pos, next - pos, ids, n_ids, cap, md, scratch, SCRATCH);
+        if (!st.code && sid >= 0) {
+            if (push(ids, n_ids, cap, sid)) st = da_errorf("out of memory");
+            next += t->tok_len[sid];
+        }
+        pos = next;
+    }
+    pcre2_match_data_free(md);
+    return st;
+}
+
+da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, uint8_t **out, size_t *n_out,
+                              size_t *cap) {
+    for (size_t i = 0; i < n; i++) {
+        int id = ids[i];
+        if (id < 0 || id >= t->vocab_size || !t->tok[id])
+            return da_errorf("id #%zu = %d is not in the vocabulary (0..%d)", i + 1, id, t->vocab_size - 1);
+        size_t len = t->tok_len[id];
+        if (*n_out + len > *cap) {
+            size_t nc = *cap ? *cap : 4096;
+            while (nc < *n_out + len) nc *= 2;
+            uint8_t *p = realloc(*out, nc);
+            if (!p) return da_errorf("out of memory");
+            *out = p;
+            *cap = nc;
+        }
+        memcpy(*out + *n_out, t->tok[id], len);
+        *n_out += len;
+    }
+    return da_ok();
+}

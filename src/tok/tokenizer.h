@@ -1,0 +1,34 @@
+/* Byte-level BPE (GPT-2 style): GPT-2's pre-tokenisation regex (PCRE2, UTF +
+ * Unicode properties, invalid UTF-8 left to a byte fallback), rank-ordered
+ * merges, special tokens matched before the regex. Loads GPT-2's
+ * encoder.json + vocab.bpe pair and Hugging Face byte-level BPE
+ * tokenizer.json files. */
+#ifndef DA_TOKENIZER_H
+#define DA_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diffattn.h"
+
+typedef struct da_tokenizer da_tokenizer;
+
+/* path: a tokenizer.json (Hugging Face), an encoder.json (vocab.bpe beside
+ * it), or a folder holding either. */
+da_status da_tokenizer_load(da_tokenizer **out, const char *path);
+void da_tokenizer_free(da_tokenizer *t);
+int da_tokenizer_vocab_size(const da_tokenizer *t);
+/* The id of a special token such as "<|endoftext|>", or -1. */
+int da_tokenizer_special_id(const da_tokenizer *t, const char *text);
+
+/* Appends the ids of text[0..n) to *ids (grown with realloc; *n_ids and *cap
+ * track it). Special tokens in the text become their ids. Any bytes,
+ * including invalid UTF-8, encode losslessly. */
+da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
+                              size_t *cap);
+/* Appends the bytes of ids to *out (grown with realloc). An id outside the
+ * vocabulary is an error naming its position. */
+da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, uint8_t **out, size_t *n_out,
+                              size_t *cap);
+
+#endif
