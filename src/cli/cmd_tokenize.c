@@ -57,7 +57,8 @@ int cmd_encode(int argc, char **argv) {
     uint8_t *text = NULL;
     int *ids = NULL;
     size_t n = 0, n_ids = 0, cap = 0;
-    if (!(st = read_all(in, &text, &n)).code) {
+    if (!(st = read_all(in, &text, &n)).code && n == 0) st = da_errorf("%s: the file is empty; nothing to encode", in);
+    if (!st.code) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         st = da_tokenizer_encode(t, text, n, &ids, &n_ids, &cap);

