@@ -124,6 +124,36 @@ static void json_float(FILE *fp, const char *key, float v) {
     if (isfinite(v)) fprintf(fp, ",\"%s\":%.6g", key, (double)v);
 }
 
+/* Copies the tokenizer files of a shard folder next to the model, so that
+ * sample and eval decode with the tokenizer the model was trained on. */
+static da_status copy_tokenizer(const char *data_dir, const char *out_dir) {
+    static const char *names[] = {"tokenizer.json", "encoder.json", "vocab.bpe"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char src[4096], dst[4096];
+        snprintf(src, sizeof src, "%s/%s", data_dir, names[i]);
+        snprintf(dst, sizeof dst, "%s/%s", out_dir, names[i]);
+        FILE *in = fopen(src, "rb");
+        if (!in) continue;
+        da_atomic_file af;
+        da_status st = da_atomic_open(&af, dst);
+        if (st.code) {
+            fclose(in);
+            return st;
+        }
+        char buf[1 << 16];
+        size_t got;
+        while ((got = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, got, af.fp);
+        int err = ferror(in);
+        fclose(in);
+        if (err) {
+            da_atomic_abort(&af);
+            return da_errorf("%s: read error", src);
+        }
+        if ((st = da_atomic_commit(&af)).code) return st;
+    }
+    return da_ok();
+}
+
 static da_status save_checkpoint(const char *out_dir, const da_model *m, const da_adamw *opt,
                                  const da_train_config *tc, const da_rng *rng) {
     char path[4096];
@@ -170,11 +200,13 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
         st = da_errorf("--seq %d exceeds the model's max_seq_len %d", tc.seq, m.cfg.max_seq_len);
         goto done;
     }
-    if (m.cfg.vocab_size < 256) {
-        st = da_errorf("byte-level training needs vocab_size >= 256 (the model has %d)", m.cfg.vocab_size);
+    if ((st = da_text_data_load(&data, data_path, tc.val_fraction, tc.seq)).code) goto done;
+    if (m.cfg.vocab_size < data.vocab_size) {
+        st = da_errorf("%s: the data's vocabulary has %d tokens but the model only %d (--vocab)", data_path,
+                       data.vocab_size, m.cfg.vocab_size);
         goto done;
     }
-    if ((st = da_text_data_load(&data, data_path, tc.val_fraction, tc.seq)).code) goto done;
+    if (data.from_shards && (st = copy_tokenizer(data_path, out_dir)).code) goto done;
 
     const int micro = tc.batch / tc.grad_accum;
     if ((st = da_acts_create(&acts, &m.cfg, micro, tc.seq)).code) goto done;

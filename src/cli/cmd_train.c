@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "data/text_data.h"
 
 static volatile int stop_requested;
 
@@ -49,7 +50,8 @@ int cmd_train(int argc, char **argv) {
     cli_opt opts[CLI_N_MODEL_OPTS + NT];
     cli_model_opts(&mf, opts);
     cli_opt topts[NT] = {
-        {"data", OPT_STR, &data, "text file, or folder of text files (bytes are tokens)", 0},
+        {"data", OPT_STR, &data, "text file or folder of text files (bytes are tokens), or a folder of token shards "
+                                 "from diffattn prepare", 0},
         {"out", OPT_STR, &out, "run folder: model.safetensors, train_state.safetensors, metrics.jsonl", 0},
         {"batch", OPT_INT, &tc.batch, "sequences per optimizer step (summed over --grad-accum micro-batches)", 0},
         {"steps", OPT_LONG, &tc.steps, "optimizer steps", 0},
@@ -111,6 +113,8 @@ int cmd_train(int argc, char **argv) {
         if (cli_was_set(opts, n, "seq")) tc.seq = given.seq;
         fprintf(stderr, "resuming %s at step %ld of %ld\n", out, step, tc.steps);
     } else {
+        /* token shards bring their tokenizer's vocabulary */
+        if (!cli_was_set(opts, n, "vocab")) mf.vocab = da_data_vocab_size(data);
         if ((st = cli_model_config(&mf, opts, n, &cfg)).code) return cli_fail(st.msg);
     }
 

@@ -1,16 +1,27 @@
-/* Reading a byte corpus from a file or folder. */
+/* Training data from text or token shards. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "data/shard.h"
 #include "data/text_data.h"
+
+/* The raw bytes of a text corpus while it is read. */
+typedef struct {
+    uint8_t *bytes;
+    size_t n;
+    int n_files;
+} byte_buf;
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static da_status append_file(da_text_data *d, size_t *cap, const char *path) {
+static da_status append_file(byte_buf *d, size_t *cap, const char *path) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return da_errorf("%s: cannot open: %s", path, strerror(errno));
     char buf[1 << 16];
@@ -37,7 +48,7 @@ static da_status append_file(da_text_data *d, size_t *cap, const char *path) {
     return da_ok();
 }
 
-static da_status read_dir(da_text_data *d, size_t *cap, const char *dir) {
+static da_status read_dir(byte_buf *d, size_t *cap, const char *dir) {
     DIR *dp = opendir(dir);
     if (!dp) return da_errorf("%s: cannot open folder: %s", dir, strerror(errno));
     char **names = NULL;
@@ -69,59 +80,191 @@ static da_status read_dir(da_text_data *d, size_t *cap, const char *dir) {
     return st;
 }
 
-da_status da_text_data_load(da_text_data *d, const char *path, float val_fraction, int seq_len) {
-    memset(d, 0, sizeof *d);
+static da_status too_little(const char *path, size_t have, const char *unit, int seq_len, const char *which) {
+    return da_errorf("%s: the %s split holds %zu %s, too few for windows of %d tokens (need at least %d; use more "
+                     "data or a smaller --seq)",
+                     path, which, have, unit, seq_len, seq_len + 1);
+}
+
+static da_status load_text(da_text_data *d, const char *path, float val_fraction, int seq_len) {
     if (!(val_fraction > 0 && val_fraction < 1))
         return da_errorf("--val-fraction %g must be in (0, 1)", (double)val_fraction);
     struct stat sb;
     if (stat(path, &sb)) return da_errorf("%s: %s", path, strerror(errno));
+    byte_buf b = {0};
     size_t cap = 0;
-    da_status st = S_ISDIR(sb.st_mode) ? read_dir(d, &cap, path) : append_file(d, &cap, path);
+    da_status st = S_ISDIR(sb.st_mode) ? read_dir(&b, &cap, path) : append_file(&b, &cap, path);
+    if (!st.code && b.n == 0)
+        st = da_errorf("%s: no text (%s)", path,
+                       S_ISDIR(sb.st_mode) ? "the folder has no non-empty regular files" : "the file is empty");
+    size_t n_val = (size_t)((double)b.n * val_fraction), need = (size_t)seq_len + 1;
+    if (!st.code && (b.n - n_val < need || n_val < need)) {
+        size_t total = (size_t)((double)need / (val_fraction < 0.5 ? val_fraction : 1 - val_fraction)) + 1;
+        st = da_errorf("%s: %zu bytes of text is too little for windows of %d tokens with validation fraction %g "
+                       "(need at least %zu bytes; use more text or a smaller --seq)",
+                       path, b.n, seq_len, (double)val_fraction, total);
+    }
+    if (!st.code) {
+        d->owned = malloc(b.n * sizeof(uint32_t));
+        d->spans = calloc(2, sizeof(da_token_span));
+        if (!d->owned || !d->spans) st = da_errorf("%s: out of memory", path);
+    }
     if (st.code) {
-        da_text_data_free(d);
+        free(b.bytes);
         return st;
     }
-    if (d->n == 0) {
-        da_text_data_free(d);
-        return da_errorf("%s: no text (%s)", path, S_ISDIR(sb.st_mode) ? "the folder has no non-empty regular files" : "the file is empty");
+    for (size_t i = 0; i < b.n; i++) d->owned[i] = b.bytes[i];
+    free(b.bytes);
+    d->n_train = b.n - n_val;
+    d->n_val = n_val;
+    d->spans[0] = (da_token_span){d->owned, d->n_train};
+    d->spans[1] = (da_token_span){d->owned + d->n_train, n_val};
+    d->n_train_spans = d->n_val_spans = 1;
+    d->vocab_size = 256;
+    d->n_files = b.n_files;
+    return da_ok();
+}
+
+int da_data_is_shards(const char *path) {
+    char p[4096];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/train_000000.bin", path);
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int da_data_vocab_size(const char *path) {
+    if (!da_data_is_shards(path)) return 256;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/train_000000.bin", path);
+    FILE *fp = fopen(p, "rb");
+    da_shard_header h;
+    int ok = fp && fread(&h, sizeof h, 1, fp) == 1 && h.magic == DA_SHARD_MAGIC && h.vocab_size > 0 &&
+             h.vocab_size <= (1u << 24);
+    if (fp) fclose(fp);
+    return ok ? (int)h.vocab_size : 256;
+}
+
+/* Maps one shard and checks its header against its size and vocabulary. */
+static da_status map_shard(da_text_data *d, const char *path, da_token_span *span) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) || sb.st_size < (off_t)sizeof(da_shard_header)) {
+        close(fd);
+        return da_errorf("%s: shorter than a shard header (%d bytes); the file is truncated or not a shard", path,
+                         (int)sizeof(da_shard_header));
     }
-    size_t n_val = (size_t)((double)d->n * val_fraction);
-    d->n_train = d->n - n_val;
-    size_t need = (size_t)seq_len + 1;
-    if (d->n_train < need || n_val < need) {
-        size_t total_needed = (size_t)((double)need / (val_fraction < 0.5 ? val_fraction : 1 - val_fraction)) + 1;
-        size_t have = d->n;
-        da_text_data_free(d);
-        return da_errorf("%s: %zu bytes of text is too little for windows of %d tokens with validation fraction %g "
-                         "(need at least %zu bytes; use more text or a smaller --seq)",
-                         path, have, seq_len, (double)val_fraction, total_needed);
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return da_errorf("%s: cannot map: %s", path, strerror(errno));
+    d->maps[d->n_maps] = m;
+    d->map_sizes[d->n_maps++] = (size_t)sb.st_size;
+    da_shard_header h;
+    memcpy(&h, m, sizeof h);
+    if (h.magic != DA_SHARD_MAGIC) return da_errorf("%s: wrong magic (not a diffattn token shard)", path);
+    if (h.version != DA_SHARD_VERSION)
+        return da_errorf("%s: shard version %u is not supported (this build reads %u)", path, h.version, DA_SHARD_VERSION);
+    if (h.vocab_size == 0 || h.vocab_size > (1u << 24)) return da_errorf("%s: impossible vocab_size %u", path, h.vocab_size);
+    if (h.n_tokens > ((uint64_t)sb.st_size - sizeof h) / 4 || sizeof h + 4 * h.n_tokens != (uint64_t)sb.st_size)
+        return da_errorf("%s: the header counts %llu tokens but the file holds %llu; the shard is truncated or corrupt",
+                         path, (unsigned long long)h.n_tokens, (unsigned long long)(((uint64_t)sb.st_size - sizeof h) / 4));
+    if (d->vocab_size && (int)h.vocab_size != d->vocab_size)
+        return da_errorf("%s: vocab_size %u differs from the other shards' %d", path, h.vocab_size, d->vocab_size);
+    d->vocab_size = (int)h.vocab_size;
+    const uint32_t *tok = (const uint32_t *)((const uint8_t *)m + sizeof h);
+    for (uint64_t i = 0; i < h.n_tokens; i++)
+        if (tok[i] >= h.vocab_size)
+            return da_errorf("%s: token #%llu = %u is outside the vocabulary (%u)", path, (unsigned long long)i, tok[i],
+                             h.vocab_size);
+    *span = (da_token_span){tok, (size_t)h.n_tokens};
+    return da_ok();
+}
+
+static da_status load_shards(da_text_data *d, const char *dir, int seq_len) {
+    int counts[2] = {0, 0};
+    const char *kinds[2] = {"train", "val"};
+    char p[4096];
+    struct stat sb;
+    for (int k = 0; k < 2; k++)
+        for (;; counts[k]++) {
+            snprintf(p, sizeof p, "%s/%s_%06d.bin", dir, kinds[k], counts[k]);
+            if (stat(p, &sb)) break;
+        }
+    if (counts[1] == 0) return da_errorf("%s: has train shards but no val_000000.bin", dir);
+    int total = counts[0] + counts[1];
+    d->spans = calloc((size_t)total, sizeof(da_token_span));
+    d->maps = calloc((size_t)total, sizeof(void *));
+    d->map_sizes = calloc((size_t)total, sizeof(size_t));
+    if (!d->spans || !d->maps || !d->map_sizes) return da_errorf("%s: out of memory", dir);
+    d->from_shards = 1;
+    int s = 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < counts[k]; i++, s++) {
+            snprintf(p, sizeof p, "%s/%s_%06d.bin", dir, kinds[k], i);
+            da_status st = map_shard(d, p, &d->spans[s]);
+            if (st.code) return st;
+            if (k == 0) d->n_train += d->spans[s].n;
+            else d->n_val += d->spans[s].n;
+        }
+    d->n_train_spans = counts[0];
+    d->n_val_spans = counts[1];
+    d->n_files = total;
+    /* windows never straddle shards: each split needs one long enough */
+    for (int k = 0; k < 2; k++) {
+        size_t longest = 0;
+        for (int i = 0; i < (k ? counts[1] : counts[0]); i++) {
+            size_t n = d->spans[(k ? counts[0] : 0) + i].n;
+            if (n > longest) longest = n;
+        }
+        if (longest < (size_t)seq_len + 1) return too_little(dir, longest, "tokens in its longest shard", seq_len, kinds[k]);
     }
     return da_ok();
 }
 
+da_status da_text_data_load(da_text_data *d, const char *path, float val_fraction, int seq_len) {
+    memset(d, 0, sizeof *d);
+    da_status st = da_data_is_shards(path) ? load_shards(d, path, seq_len) : load_text(d, path, val_fraction, seq_len);
+    if (st.code) da_text_data_free(d);
+    return st;
+}
+
 void da_text_data_free(da_text_data *d) {
-    free(d->bytes);
+    for (int i = 0; i < d->n_maps; i++) munmap(d->maps[i], d->map_sizes[i]);
+    free(d->maps);
+    free(d->map_sizes);
+    free(d->spans);
+    free(d->owned);
     memset(d, 0, sizeof *d);
 }
 
-static void fill_window(const uint8_t *src, int T, int *tokens, int *targets) {
+static void fill_window(const uint32_t *src, int T, int *tokens, int *targets) {
     for (int t = 0; t < T; t++) {
-        tokens[t] = src[t];
-        targets[t] = src[t + 1];
+        tokens[t] = (int)src[t];
+        targets[t] = (int)src[t + 1];
     }
 }
 
+/* Start offsets of windows: span i offers n_i - T of them (0 when too short). */
+static size_t starts(const da_token_span *s, int T) { return s->n > (size_t)T ? s->n - (size_t)T : 0; }
+
 void da_text_data_sample(const da_text_data *d, da_rng *rng, int B, int T, int *tokens, int *targets) {
-    uint64_t span = d->n_train - (size_t)T; /* start offsets 0 .. n_train - T - 1 */
+    size_t total = 0;
+    for (int i = 0; i < d->n_train_spans; i++) total += starts(&d->spans[i], T);
     for (int b = 0; b < B; b++) {
-        uint64_t off = da_rng_next(rng) % span;
-        fill_window(d->bytes + off, T, tokens + (size_t)b * T, targets + (size_t)b * T);
+        uint64_t off = da_rng_next(rng) % total;
+        int i = 0;
+        while (off >= starts(&d->spans[i], T)) off -= starts(&d->spans[i++], T);
+        fill_window(d->spans[i].tok + off, T, tokens + (size_t)b * T, targets + (size_t)b * T);
     }
 }
 
 void da_text_data_val_window(const da_text_data *d, long i, long n_windows, int T, int *tokens, int *targets) {
-    size_t n_val = d->n - d->n_train;
-    size_t span = n_val - (size_t)T - 1; /* last valid start offset */
-    size_t off = n_windows > 1 ? (size_t)((double)span * (double)i / (double)(n_windows - 1)) : 0;
-    fill_window(d->bytes + d->n_train + off, T, tokens, targets);
+    /* evenly spaced over the validation split's window starts */
+    const da_token_span *v = d->spans + d->n_train_spans;
+    size_t total = 0;
+    for (int k = 0; k < d->n_val_spans; k++) total += starts(&v[k], T);
+    size_t off = n_windows > 1 ? (size_t)((double)(total - 1) * (double)i / (double)(n_windows - 1)) : 0;
+    int k = 0;
+    while (off >= starts(&v[k], T)) off -= starts(&v[k++], T);
+    fill_window(v[k].tok + off, T, tokens, targets);
 }

@@ -1,5 +1,8 @@
-/* Byte-level text data: a file, or every regular file of a folder (sorted by
- * name), read as bytes (vocabulary 256) and split into train and validation. */
+/* Training data: token windows for the train loop, from either
+ *  - text: a file or every regular file of a folder (sorted by name), read as
+ *    bytes (vocabulary 256) and split into train (head) and validation (tail);
+ *  - token shards: a folder written by `diffattn prepare` (train_*.bin and
+ *    val_*.bin, see shard.h), mapped read-only with no copy. */
 #ifndef DA_TEXT_DATA_H
 #define DA_TEXT_DATA_H
 
@@ -9,18 +12,33 @@
 #include "diffattn.h"
 
 typedef struct {
-    uint8_t *bytes;
-    size_t n;       /* total bytes */
-    size_t n_train; /* train = [0, n_train), validation = [n_train, n) */
+    const uint32_t *tok;
+    size_t n;
+} da_token_span;
+
+typedef struct {
+    da_token_span *spans; /* train spans, then validation spans */
+    int n_train_spans, n_val_spans;
+    size_t n_train, n_val; /* tokens in each split */
+    int vocab_size;        /* 256 for text; the shards' vocabulary otherwise */
+    int from_shards;
+    uint32_t *owned;       /* text: the tokens */
+    void **maps;           /* shards: the mappings */
+    size_t *map_sizes;
+    int n_maps;
     int n_files;
 } da_text_data;
 
-enum { DA_SPLIT_TRAIN = 0, DA_SPLIT_VAL = 1 };
-
-/* Both splits must hold at least seq_len + 1 bytes; the error says how much
- * text is needed otherwise. */
+/* Both splits must hold a window of seq_len + 1 tokens; the error says how
+ * much is needed otherwise. val_fraction applies to text only (shards carry
+ * their own split). */
 da_status da_text_data_load(da_text_data *d, const char *path, float val_fraction, int seq_len);
 void da_text_data_free(da_text_data *d);
+/* 1 when path is a folder of token shards. */
+int da_data_is_shards(const char *path);
+/* The vocabulary the data needs: its shards' vocab_size, or 256 for text
+ * (also when the shard header cannot be read: loading reports that). */
+int da_data_vocab_size(const char *path);
 
 /* tokens, targets: (B, T), windows of the train split at offsets drawn from
  * rng; targets are the tokens shifted by one. */

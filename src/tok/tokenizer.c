@@ -489,6 +489,8 @@ static da_status encode_ordinary(const da_tokenizer *t, const uint8_t *text, siz
     size_t pos = 0;
     while (pos < n) {
         int rc = pcre2_match(t->re, text, n, pos, 0, md, NULL);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT) /* a very long piece: the interpreter has no such limit */
+            rc = pcre2_match(t->re, text, n, pos, PCRE2_NO_JIT, md, NULL);
         size_t s = n, e = n;
         if (rc >= 0) {
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);

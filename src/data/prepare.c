@@ -1,0 +1,381 @@
+/* Text -> token shards, streaming: documents are read in chunks cut at line
+ * ends, a batch of chunks is encoded in parallel, and the ids are appended in
+ * order to the current shard. Shards are written under temporary names and
+ * renamed only when the whole input is done, so an error or a kill never
+ * leaves a half-written data set behind. */
+#include <dirent.h>
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/prepare.h"
+#include "data/shard.h"
+#include "data/text_data.h"
+#include "io/atomic_file.h"
+
+void da_prepare_config_default(da_prepare_config *pc) {
+    pc->val_fraction = 0.01f;
+    pc->shard_tokens = 100L * 1000 * 1000;
+    pc->chunk_bytes = 4 << 20;
+    pc->quiet = 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------ input files */
+
+typedef struct {
+    char **path;
+    size_t *size;
+    int n, cap;
+} file_list;
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static da_status add_path(file_list *fl, const char *path, int depth) {
+    struct stat sb;
+    if (stat(path, &sb)) return da_errorf("%s: %s", path, strerror(errno));
+    if (S_ISREG(sb.st_mode)) {
+        if (fl->n == fl->cap) {
+            fl->cap = fl->cap ? 2 * fl->cap : 64;
+            char **p = realloc(fl->path, (size_t)fl->cap * sizeof *p);
+            size_t *s = realloc(fl->size, (size_t)fl->cap * sizeof *s);
+            if (p) fl->path = p;
+            if (s) fl->size = s;
+            if (!p || !s) return da_errorf("out of memory listing inputs");
+        }
+        fl->path[fl->n] = strdup(path);
+        fl->size[fl->n++] = (size_t)sb.st_size;
+        return fl->path[fl->n - 1] ? da_ok() : da_errorf("out of memory");
+    }
+    if (!S_ISDIR(sb.st_mode)) return da_ok(); /* sockets, devices: not text */
+    if (depth > 32) return da_errorf("%s: folders nest too deeply", path);
+    DIR *dp = opendir(path);
+    if (!dp) return da_errorf("%s: cannot open folder: %s", path, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    da_status st = da_ok();
+    while ((e = readdir(dp)) && !st.code) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn) { st = da_errorf("out of memory"); break; }
+            names = nn;
+        }
+        size_t len = strlen(path) + strlen(e->d_name) + 2;
+        if (!(names[n] = malloc(len))) { st = da_errorf("out of memory"); break; }
+        snprintf(names[n++], len, "%s/%s", path, e->d_name);
+    }
+    closedir(dp);
+    if (n > 1) qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n && !st.code; i++) st = add_path(fl, names[i], depth + 1);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return st;
+}
+
+/* ------------------------------------------------------------ shard writer */
+
+typedef struct {
+    const char *dir, *kind;
+    int index;          /* shards finished */
+    FILE *fp;           /* the open temporary shard */
+    uint64_t n;         /* tokens in it */
+    uint32_t vocab;
+    long long total;
+} shard_writer;
+
+static void shard_name(char *buf, size_t n, const shard_writer *w, int index, int tmp) {
+    snprintf(buf, n, "%s/%s%s_%06d.bin%s", w->dir, tmp ? "." : "", w->kind, index, tmp ? ".tmp" : "");
+}
+
+static da_status shard_finish(shard_writer *w) {
+    if (!w->fp) return da_ok();
+    da_shard_header h = {DA_SHARD_MAGIC, DA_SHARD_VERSION, w->vocab, 0, w->n};
+    int bad = fseek(w->fp, 0, SEEK_SET) || fwrite(&h, sizeof h, 1, w->fp) != 1 || fflush(w->fp) || fsync(fileno(w->fp));
+    bad |= fclose(w->fp) != 0;
+    w->fp = NULL;
+    w->index++;
+    return bad ? da_errorf("%s: write error (disk full?)", w->dir) : da_ok();
+}
+
+static da_status shard_append(shard_writer *w, const int *ids, size_t n, long max_tokens) {
+    while (n > 0) {
+        if (!w->fp) {
+            char p[4096];
+            shard_name(p, sizeof p, w, w->index, 1);
+            w->fp = fopen(p, "wb");
+            if (!w->fp) return da_errorf("%s: cannot create: %s", p, strerror(errno));
+            da_shard_header h = {0};
+            fwrite(&h, sizeof h, 1, w->fp);
+            w->n = 0;
+        }
+        size_t take = n;
+        if (w->n + take > (uint64_t)max_tokens) take = (size_t)((uint64_t)max_tokens - w->n);
+        _Static_assert(sizeof(int) == sizeof(uint32_t), "ids are written as they lie in memory");
+        if (fwrite(ids, 4, take, w->fp) != take) return da_errorf("%s: write error (disk full?)", w->dir);
+        w->n += take;
+        w->total += (long long)take;
+        ids += take;
+        n -= take;
+        if (w->n >= (uint64_t)max_tokens) {
+            da_status st = shard_finish(w);
+            if (st.code) return st;
+        }
+    }
+    return da_ok();
+}
+
+/* Temporary shards become the real ones, or are removed. */
+static da_status shard_publish(shard_writer *w, int keep) {
+    for (int i = 0; i < w->index; i++) {
+        char tmp[4096], fin[4096];
+        shard_name(tmp, sizeof tmp, w, i, 1);
+        shard_name(fin, sizeof fin, w, i, 0);
+        if (!keep) unlink(tmp);
+        else if (rename(tmp, fin)) return da_errorf("%s: cannot rename: %s", fin, strerror(errno));
+    }
+    return da_ok();
+}
+
+/* ------------------------------------------------------------ chunks */
+
+typedef struct {
+    uint8_t *text;
+    size_t n, cap;
+    int val;      /* goes to the validation split */
+    int eot;      /* append end-of-text after it (a document ends here) */
+    int *ids;
+    size_t n_ids, ids_cap;
+    da_status st;
+} chunk;
+
+/* Where to cut a chunk of n bytes: after the last line end, else the last
+ * space, else before a UTF-8 lead byte. */
+static size_t cut_point(const uint8_t *b, size_t n) {
+    for (size_t i = n; i > n / 2; i--)
+        if (b[i - 1] == '\n') return i;
+    for (size_t i = n; i > n / 2; i--)
+        if (b[i - 1] == ' ') return i;
+    size_t i = n;
+    while (i > n - 4 && i > 1 && (b[i - 1] & 0xC0) == 0x80) i--;
+    return i > 1 ? i - ((b[i - 1] & 0xC0) == 0xC0) : n;
+}
+
+static void progress(const da_prepare_config *pc, double done, double total, double t0, int final) {
+    if (pc->quiet) return;
+    double el = now_s() - t0, rate = done / (el > 1e-9 ? el : 1e-9);
+    double eta = rate > 0 ? (total - done) / rate : 0;
+    fprintf(stderr, "\rprepare: %.1f / %.1f MB  %.1f MB/s  ETA %.0fs   %s", done / 1e6, total / 1e6, rate / 1e6, eta,
+            final ? "\n" : "");
+    fflush(stderr);
+}
+
+static da_status copy_file(const char *src, const char *dst) {
+    FILE *in = fopen(src, "rb");
+    if (!in) return da_errorf("%s: cannot open: %s", src, strerror(errno));
+    da_atomic_file af;
+    da_status st = da_atomic_open(&af, dst);
+    if (st.code) {
+        fclose(in);
+        return st;
+    }
+    char buf[1 << 16];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, got, af.fp);
+    int err = ferror(in);
+    fclose(in);
+    if (err) {
+        da_atomic_abort(&af);
+        return da_errorf("%s: read error", src);
+    }
+    return da_atomic_commit(&af);
+}
+
+/* The tokenizer's files, copied into the shard folder (the folder form that
+ * da_tokenizer_load reads). */
+static da_status copy_tokenizer_files(const char *tok_path, const char *out_dir) {
+    struct stat sb;
+    char src[4096], dst[4096];
+    if (stat(tok_path, &sb)) return da_errorf("%s: %s", tok_path, strerror(errno));
+    const char *names[3] = {"tokenizer.json", "encoder.json", "vocab.bpe"};
+    if (S_ISDIR(sb.st_mode)) {
+        for (int i = 0; i < 3; i++) {
+            snprintf(src, sizeof src, "%s/%s", tok_path, names[i]);
+            if (stat(src, &sb)) continue;
+            snprintf(dst, sizeof dst, "%s/%s", out_dir, names[i]);
+            da_status st = copy_file(src, dst);
+            if (st.code) return st;
+            if (i == 0) break; /* a tokenizer.json is the whole tokenizer */
+        }
+        return da_ok();
+    }
+    const char *base = strrchr(tok_path, '/');
+    base = base ? base + 1 : tok_path;
+    if (!strcmp(base, "encoder.json")) {
+        snprintf(dst, sizeof dst, "%s/encoder.json", out_dir);
+        da_status st = copy_file(tok_path, dst);
+        if (st.code) return st;
+        snprintf(src, sizeof src, "%.*svocab.bpe", (int)(base - tok_path), tok_path);
+        snprintf(dst, sizeof dst, "%s/vocab.bpe", out_dir);
+        return copy_file(src, dst);
+    }
+    snprintf(dst, sizeof dst, "%s/tokenizer.json", out_dir);
+    return copy_file(tok_path, dst);
+}
+
+da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int n_inputs, const char *out_dir,
+                     const da_prepare_config *pc, da_prepare_stats *stats) {
+    memset(stats, 0, sizeof *stats);
+    if (!(pc->val_fraction > 0 && pc->val_fraction < 1))
+        return da_errorf("--val-fraction %g must lie in (0, 1)", (double)pc->val_fraction);
+    if (pc->shard_tokens < 1024) return da_errorf("--shard-tokens %ld must be at least 1024", pc->shard_tokens);
+    if (n_inputs < 1) return da_errorf("no input: give --in FILE_OR_FOLDER");
+    da_tokenizer *tok;
+    da_status st = da_tokenizer_load(&tok, tokenizer_path);
+    if (st.code) return st;
+    file_list fl = {0};
+    for (int i = 0; i < n_inputs && !st.code; i++) st = add_path(&fl, inputs[i], 0);
+    double total = 0;
+    for (int i = 0; i < fl.n; i++) total += (double)fl.size[i];
+    if (!st.code && total == 0)
+        st = da_errorf("no text: the %d input file(s) are all empty", fl.n);
+    if (!st.code && mkdir(out_dir, 0755) && errno != EEXIST)
+        st = da_errorf("%s: cannot create folder: %s", out_dir, strerror(errno));
+    if (!st.code && da_data_is_shards(out_dir))
+        st = da_errorf("%s: already holds shards; choose an empty folder", out_dir);
+
+    const int threads = omp_get_max_threads(), batch = 2 * threads;
+    const int eot = da_tokenizer_special_id(tok, "<|endoftext|>");
+    const double val_start = total - (double)(size_t)(total * pc->val_fraction); /* first val byte */
+    shard_writer tw = {out_dir, "train", 0, NULL, 0, (uint32_t)da_tokenizer_vocab_size(tok), 0};
+    shard_writer vw = {out_dir, "val", 0, NULL, 0, (uint32_t)da_tokenizer_vocab_size(tok), 0};
+    chunk *ch = calloc((size_t)batch, sizeof(chunk));
+    if (!st.code && !ch) st = da_errorf("out of memory");
+    const double t0 = now_s();
+    double offset = 0; /* input bytes consumed */
+    int fi = 0;
+    FILE *fp = NULL;
+    uint8_t *carry = malloc((size_t)pc->chunk_bytes);
+    size_t n_carry = 0;
+    if (!carry && !st.code) st = da_errorf("out of memory");
+    double last_progress = 0;
+    while (!st.code) {
+        /* fill a batch of chunks */
+        int nb = 0;
+        while (nb < batch && !st.code) {
+            if (!fp) {
+                if (fi == fl.n) break;
+                if (fl.size[fi] == 0) {
+                    stats->empty_files++;
+                    fi++;
+                    continue;
+                }
+                fp = fopen(fl.path[fi], "rb");
+                if (!fp) { st = da_errorf("%s: cannot open: %s", fl.path[fi], strerror(errno)); break; }
+                stats->files++;
+            }
+            chunk *c = &ch[nb];
+            if (c->cap < (size_t)pc->chunk_bytes) {
+                uint8_t *nt = realloc(c->text, (size_t)pc->chunk_bytes);
+                if (!nt) { st = da_errorf("out of memory"); break; }
+                c->text = nt;
+                c->cap = (size_t)pc->chunk_bytes;
+            }
+            memcpy(c->text, carry, n_carry);
+            size_t want = (size_t)pc->chunk_bytes - n_carry;
+            /* never let a chunk cross the train/val boundary */
+            int is_val = offset >= val_start;
+            if (!is_val && offset + (double)n_carry + (double)want > val_start)
+                want = (size_t)(val_start - offset) - n_carry;
+            size_t got = fread(c->text + n_carry, 1, want, fp);
+            if (ferror(fp)) { st = da_errorf("%s: read error", fl.path[fi]); break; }
+            size_t n = n_carry + got;
+            int doc_end = got < want && feof(fp);
+            int at_split = !is_val && offset + (double)n >= val_start;
+            size_t cut = doc_end || at_split || n < (size_t)pc->chunk_bytes ? n : cut_point(c->text, n);
+            n_carry = n - cut;
+            memcpy(carry, c->text + cut, n_carry);
+            c->n = cut;
+            c->val = is_val;
+            c->eot = doc_end && eot >= 0 && fi + 1 < fl.n;
+            offset += (double)cut;
+            if (doc_end) {
+                fclose(fp);
+                fp = NULL;
+                fi++;
+            }
+            if (c->n > 0 || c->eot) nb++;
+        }
+        if (st.code || nb == 0) break;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int i = 0; i < nb; i++) {
+            ch[i].n_ids = 0;
+            ch[i].st = ch[i].n ? da_tokenizer_encode(tok, ch[i].text, ch[i].n, &ch[i].ids, &ch[i].n_ids, &ch[i].ids_cap)
+                               : da_ok();
+            if (!ch[i].st.code && ch[i].eot) {
+                int e = eot;
+                size_t one = 1;
+                if (ch[i].n_ids == ch[i].ids_cap) {
+                    int *p = realloc(ch[i].ids, (ch[i].ids_cap + 1) * sizeof(int));
+                    if (!p) ch[i].st = da_errorf("out of memory");
+                    else ch[i].ids = p, ch[i].ids_cap++;
+                }
+                if (!ch[i].st.code) ch[i].ids[ch[i].n_ids] = e, ch[i].n_ids += one;
+            }
+        }
+        for (int i = 0; i < nb && !st.code; i++) {
+            st = ch[i].st;
+            if (!st.code) st = shard_append(ch[i].val ? &vw : &tw, ch[i].ids, ch[i].n_ids, pc->shard_tokens);
+        }
+        if (now_s() - last_progress > 0.5) {
+            progress(pc, offset, total, t0, 0);
+            last_progress = now_s();
+        }
+    }
+    if (fp) fclose(fp);
+    if (!st.code) st = shard_finish(&tw);
+    if (!st.code) st = shard_finish(&vw);
+    if (!st.code && (tw.total == 0 || vw.total == 0))
+        st = da_errorf("the %s split is empty (%.0f bytes of input); use more text or another --val-fraction",
+                       tw.total == 0 ? "train" : "validation", total);
+    if (!st.code) st = copy_tokenizer_files(tokenizer_path, out_dir);
+    if (!st.code) st = shard_publish(&tw, 1);
+    if (!st.code) st = shard_publish(&vw, 1);
+    if (st.code) {
+        if (tw.fp) fclose(tw.fp), tw.fp = NULL, tw.index++;
+        if (vw.fp) fclose(vw.fp), vw.fp = NULL, vw.index++;
+        shard_publish(&tw, 0);
+        shard_publish(&vw, 0);
+    } else {
+        progress(pc, total, total, t0, 1);
+    }
+    stats->bytes = total;
+    stats->seconds = now_s() - t0;
+    stats->train_tokens = tw.total;
+    stats->val_tokens = vw.total;
+    stats->train_shards = tw.index;
+    stats->val_shards = vw.index;
+    for (int i = 0; i < batch && ch; i++) {
+        free(ch[i].text);
+        free(ch[i].ids);
+    }
+    free(ch);
+    free(carry);
+    for (int i = 0; i < fl.n; i++) free(fl.path[i]);
+    free(fl.path);
+    free(fl.size);
+    da_tokenizer_free(tok);
+    return st;
+}
