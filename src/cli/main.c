@@ -24,6 +24,7 @@ static const struct {
     {"grads", cmd_grads, "write the loss gradient of every parameter as safetensors"},
     {"encode", cmd_encode, "print the token ids of a text file (byte-level BPE)"},
     {"decode", cmd_decode, "write the text of token ids"},
+    {"tokenizer", cmd_tokenizer, "train a byte-level BPE tokenizer (tokenizer train)"},
     {"prepare", cmd_prepare, "tokenize text files into token shards for train --data DIR"},
     {"bench", cmd_bench, "time training steps or the attention kernel (tokens/s, MFU)"},
 };

@@ -3,7 +3,6 @@
  * order to the current shard. Shards are written under temporary names and
  * renamed only when the whole input is done, so an error or a kill never
  * leaves a half-written data set behind. */
-#include <dirent.h>
 #include <errno.h>
 #include <omp.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "data/file_list.h"
 #include "data/prepare.h"
 #include "data/shard.h"
 #include "data/text_data.h"
@@ -29,60 +29,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* ------------------------------------------------------------ input files */
-
-typedef struct {
-    char **path;
-    size_t *size;
-    int n, cap;
-} file_list;
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static da_status add_path(file_list *fl, const char *path, int depth) {
-    struct stat sb;
-    if (stat(path, &sb)) return da_errorf("%s: %s", path, strerror(errno));
-    if (S_ISREG(sb.st_mode)) {
-        if (fl->n == fl->cap) {
-            fl->cap = fl->cap ? 2 * fl->cap : 64;
-            char **p = realloc(fl->path, (size_t)fl->cap * sizeof *p);
-            size_t *s = realloc(fl->size, (size_t)fl->cap * sizeof *s);
-            if (p) fl->path = p;
-            if (s) fl->size = s;
-            if (!p || !s) return da_errorf("out of memory listing inputs");
-        }
-        fl->path[fl->n] = strdup(path);
-        fl->size[fl->n++] = (size_t)sb.st_size;
-        return fl->path[fl->n - 1] ? da_ok() : da_errorf("out of memory");
-    }
-    if (!S_ISDIR(sb.st_mode)) return da_ok(); /* sockets, devices: not text */
-    if (depth > 32) return da_errorf("%s: folders nest too deeply", path);
-    DIR *dp = opendir(path);
-    if (!dp) return da_errorf("%s: cannot open folder: %s", path, strerror(errno));
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    da_status st = da_ok();
-    while ((e = readdir(dp)) && !st.code) {
-        if (e->d_name[0] == '.') continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **nn = realloc(names, cap * sizeof *nn);
-            if (!nn) { st = da_errorf("out of memory"); break; }
-            names = nn;
-        }
-        size_t len = strlen(path) + strlen(e->d_name) + 2;
-        if (!(names[n] = malloc(len))) { st = da_errorf("out of memory"); break; }
-        snprintf(names[n++], len, "%s/%s", path, e->d_name);
-    }
-    closedir(dp);
-    if (n > 1) qsort(names, n, sizeof *names, cmp_str);
-    for (size_t i = 0; i < n && !st.code; i++) st = add_path(fl, names[i], depth + 1);
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
-    return st;
 }
 
 /* ------------------------------------------------------------ shard writer */
@@ -246,7 +192,7 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
     da_status st = da_tokenizer_load(&tok, tokenizer_path);
     if (st.code) return st;
     file_list fl = {0};
-    for (int i = 0; i < n_inputs && !st.code; i++) st = add_path(&fl, inputs[i], 0);
+    for (int i = 0; i < n_inputs && !st.code; i++) st = file_list_add(&fl, inputs[i]);
     double total = 0;
     for (int i = 0; i < fl.n; i++) total += (double)fl.size[i];
     if (!st.code && total == 0)
@@ -373,9 +319,7 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
     }
     free(ch);
     free(carry);
-    for (int i = 0; i < fl.n; i++) free(fl.path[i]);
-    free(fl.path);
-    free(fl.size);
+    file_list_free(&fl);
     da_tokenizer_free(tok);
     return st;
 }

@@ -12,7 +12,7 @@
 #include "tok/tokenizer.h"
 
 /* GPT-2's pre-tokenisation pattern (tiktoken's "gpt2" spelling). */
-static const char *GPT2_PATTERN = "'(?:[sdmt]|ll|ve|re)| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const char *const DA_GPT2_PATTERN = "'(?:[sdmt]|ll|ve|re)| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 #define MAX_SPECIAL 64
 
@@ -287,7 +287,7 @@ static da_status build_vocab(da_tokenizer *t, const char *path, cJSON *vocab, co
 static da_status compile_regex(da_tokenizer *t) {
     int err;
     PCRE2_SIZE off;
-    t->re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
+    t->re = pcre2_compile((PCRE2_SPTR)DA_GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
                           PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off, NULL);
     if (!t->re) return da_errorf("PCRE2 cannot compile the GPT-2 pattern (error %d at %zu)", err, (size_t)off);
     pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */

@@ -6,6 +6,9 @@
 #ifndef DA_TOKENIZER_H
 #define DA_TOKENIZER_H
 
+/* GPT-2's pre-tokenisation pattern (tiktoken's "gpt2" spelling), for PCRE2 with UTF and UCP. */
+extern const char *const DA_GPT2_PATTERN;
+
 #include <stddef.h>
 #include <stdint.h>
 

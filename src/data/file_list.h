@@ -1,0 +1,20 @@
+/* The regular files under a list of paths, each folder walked in name order. */
+#ifndef DA_FILE_LIST_H
+#define DA_FILE_LIST_H
+
+#include <stddef.h>
+
+#include "diffattn.h"
+
+typedef struct {
+    char **path;
+    size_t *size;
+    int n, cap;
+} file_list;
+
+/* Appends path (a file) or every regular file below it (a folder, sorted,
+ * hidden entries skipped). */
+da_status file_list_add(file_list *fl, const char *path);
+void file_list_free(file_list *fl);
+
+#endif
