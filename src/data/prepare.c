@@ -107,18 +107,6 @@ typedef struct {
     da_status st;
 } chunk;
 
-/* Where to cut a chunk of n bytes: after the last line end, else the last
- * space, else before a UTF-8 lead byte. */
-static size_t cut_point(const uint8_t *b, size_t n) {
-    for (size_t i = n; i > n / 2; i--)
-        if (b[i - 1] == '\n') return i;
-    for (size_t i = n; i > n / 2; i--)
-        if (b[i - 1] == ' ') return i;
-    size_t i = n;
-    while (i > n - 4 && i > 1 && (b[i - 1] & 0xC0) == 0x80) i--;
-    return i > 1 ? i - ((b[i - 1] & 0xC0) == 0xC0) : n;
-}
-
 static void progress(const da_prepare_config *pc, double done, double total, double t0, int final) {
     if (pc->quiet) return;
     double el = now_s() - t0, rate = done / (el > 1e-9 ? el : 1e-9);
@@ -250,7 +238,7 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
             size_t n = n_carry + got;
             int doc_end = got < want && feof(fp);
             int at_split = !is_val && offset + (double)n >= val_start;
-            size_t cut = doc_end || at_split || n < (size_t)pc->chunk_bytes ? n : cut_point(c->text, n);
+            size_t cut = doc_end || at_split || n < (size_t)pc->chunk_bytes ? n : da_safe_cut(c->text, n);
             n_carry = n - cut;
             memcpy(carry, c->text + cut, n_carry);
             c->n = cut;

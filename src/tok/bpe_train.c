@@ -240,28 +240,40 @@ da_status da_bpe_train(const char *const *inputs, int n_inputs, const char *out_
     da_status st = da_ok();
     for (int i = 0; i < n_inputs && !st.code; i++) st = file_list_add(&fl, inputs[i]);
 
-    /* 1. count pre-tokens, file by file (the text is not kept) */
+    /* 1. count pre-tokens, streaming each file in chunks cut at line ends:
+     * memory holds one chunk and the distinct pre-tokens, not the text */
+    enum { CHUNK = 4 << 20 };
+    uint8_t *text = malloc(CHUNK);
+    if (!text) st = da_errorf("out of memory");
     for (int f = 0; f < fl.n && !st.code; f++) {
         FILE *fp = fopen(fl.path[f], "rb");
         if (!fp) { st = da_errorf("%s: cannot open: %s", fl.path[f], strerror(errno)); break; }
-        uint8_t *text = malloc(fl.size[f] + 1);
-        size_t n = text ? fread(text, 1, fl.size[f], fp) : 0;
-        fclose(fp);
-        if (!text) { st = da_errorf("out of memory"); break; }
-        stats->bytes += (double)n;
-        size_t pos = 0;
-        while (pos < n && !st.code) {
-            int rc = pcre2_match(re, text, n, pos, 0, md, NULL);
-            if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match(re, text, n, pos, PCRE2_NO_JIT, md, NULL);
-            size_t s = n, e = n;
-            if (rc >= 0) s = pcre2_get_ovector_pointer(md)[0], e = pcre2_get_ovector_pointer(md)[1];
-            for (size_t i = pos; i < s; i++)
-                if (word_map_add(&wm, text + i, 1)) st = da_errorf("out of memory counting words");
-            if (s < e && word_map_add(&wm, text + s, e - s)) st = da_errorf("out of memory counting words");
-            pos = e > s ? e : s + 1;
+        size_t have = 0;
+        for (;;) {
+            size_t got = fread(text + have, 1, CHUNK - have, fp);
+            if (ferror(fp)) { st = da_errorf("%s: read error", fl.path[f]); break; }
+            size_t n = have + got, cut = n;
+            int last = got < CHUNK - have;
+            if (!last) cut = da_safe_cut(text, n);
+            stats->bytes += (double)cut;
+            size_t pos = 0;
+            while (pos < cut && !st.code) {
+                int rc = pcre2_match(re, text, cut, pos, 0, md, NULL);
+                if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match(re, text, cut, pos, PCRE2_NO_JIT, md, NULL);
+                size_t s = cut, e = cut;
+                if (rc >= 0) s = pcre2_get_ovector_pointer(md)[0], e = pcre2_get_ovector_pointer(md)[1];
+                for (size_t i = pos; i < s; i++)
+                    if (word_map_add(&wm, text + i, 1)) st = da_errorf("out of memory counting words");
+                if (s < e && word_map_add(&wm, text + s, e - s)) st = da_errorf("out of memory counting words");
+                pos = e > s ? e : s + 1;
+            }
+            memmove(text, text + cut, n - cut);
+            have = n - cut;
+            if (last || st.code) break;
         }
-        free(text);
+        fclose(fp);
     }
+    free(text);
     if (!st.code && stats->bytes == 0) st = da_errorf("no text to train on: the inputs are empty");
 
     /* 2. words as byte symbols, and their pairs */

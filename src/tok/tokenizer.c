@@ -565,3 +565,13 @@ da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, u
     }
     return da_ok();
 }
+
+size_t da_safe_cut(const uint8_t *b, size_t n) {
+    for (size_t i = n - 1; i > n / 2 && i >= 2; i--)
+        if (b[i - 1] == '\n' && b[i] < 0x80 && b[i] > ' ' && b[i - 2] < 0x80 && b[i - 2] > ' ') return i;
+    for (size_t i = n; i > n / 2; i--)
+        if (b[i - 1] == '\n') return i;
+    size_t i = n;
+    while (i > n - 4 && i > 1 && (b[i - 1] & 0xC0) == 0x80) i--;
+    return i > 1 && (b[i - 1] & 0xC0) == 0xC0 ? i - 1 : n;
+}

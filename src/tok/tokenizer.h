@@ -34,4 +34,11 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
 da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, uint8_t **out, size_t *n_out,
                               size_t *cap);
 
+/* Where to cut a buffer of n bytes so that encoding the two parts gives the
+ * same ids as the whole (no pre-token spans the cut): after a lone line end
+ * between two ASCII non-space bytes, searched backwards from the end; else after
+ * the last line end; else before a UTF-8 lead byte. Returns n when nothing
+ * fits in the second half. */
+size_t da_safe_cut(const uint8_t *b, size_t n);
+
 #endif
