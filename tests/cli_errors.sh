@@ -21,7 +21,7 @@ expect_ok() {
   else failed=$((failed + 1)); echo "FAIL $what: rc=$?"; fi
 }
 
-for cmd in init info logits grads train sample; do
+for cmd in init info logits grads train sample encode decode prepare; do
   expect_ok "$cmd --help" "$BIN" $cmd --help
   expect_error "$cmd: unknown flag" "unknown flag --bogus" "$BIN" $cmd --bogus 1
 done
@@ -88,6 +88,9 @@ expect_error "sample: bad top-p" "--top-p" "$BIN" sample --model "$M" --top-p 0
 expect_error "sample: negative temperature" "--temperature" "$BIN" sample --model "$M" --temperature -1
 expect_ok "sample" "$BIN" sample --model "$T/r/model.safetensors" --prompt "int " --max-new 8
 
+expect_ok "tokenizer --help" "$BIN" tokenizer --help
+expect_ok "tokenizer train --help" "$BIN" tokenizer train --help
+expect_error "tokenizer: no subcommand" "expected 'train'" "$BIN" tokenizer
 expect_ok "bench --help" "$BIN" bench --help
 expect_ok "bench train --help" "$BIN" bench train --help
 expect_error "bench: no target" "expected 'train' or 'attn'" "$BIN" bench
