@@ -70,19 +70,6 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static da_status make_dir(const char *dir) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) && errno != EEXIST) return da_errorf("%s: cannot create folder: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST) return da_errorf("%s: cannot create folder: %s", tmp, strerror(errno));
-    return da_ok();
-}
-
 /* Mean validation loss over eval_batches * batch fixed windows. */
 static float evaluate(da_model *m, da_acts *a, const da_text_data *data, const da_train_config *tc, int micro,
                       int *tokens, int *targets) {
@@ -178,7 +165,7 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
     da_text_data data = {0};
     char path[4096];
 
-    if ((st = make_dir(out_dir)).code) return st;
+    if ((st = da_make_dirs(out_dir)).code) return st;
     da_matmul_bf16 = tc.bf16;
     if (resume) {
         da_train_config saved;

@@ -185,8 +185,7 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
     for (int i = 0; i < fl.n; i++) total += (double)fl.size[i];
     if (!st.code && total == 0)
         st = da_errorf("no text: the %d input file(s) are all empty", fl.n);
-    if (!st.code && mkdir(out_dir, 0755) && errno != EEXIST)
-        st = da_errorf("%s: cannot create folder: %s", out_dir, strerror(errno));
+    if (!st.code) st = da_make_dirs(out_dir);
     if (!st.code && da_data_is_shards(out_dir))
         st = da_errorf("%s: already holds shards; choose an empty folder", out_dir);
 

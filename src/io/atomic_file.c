@@ -113,3 +113,17 @@ void da_atomic_abort(da_atomic_file *af) {
         af->tmp[0] = 0;
     }
 }
+
+da_status da_make_dirs(const char *dir) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) && errno != EEXIST) return da_errorf("%s: cannot create folder: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) && errno != EEXIST) return da_errorf("%s: cannot create folder: %s", tmp, strerror(errno));
+    return da_ok();
+}
+
