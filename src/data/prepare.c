@@ -116,27 +116,6 @@ static void progress(const da_prepare_config *pc, double done, double total, dou
     fflush(stderr);
 }
 
-static da_status copy_file(const char *src, const char *dst) {
-    FILE *in = fopen(src, "rb");
-    if (!in) return da_errorf("%s: cannot open: %s", src, strerror(errno));
-    da_atomic_file af;
-    da_status st = da_atomic_open(&af, dst);
-    if (st.code) {
-        fclose(in);
-        return st;
-    }
-    char buf[1 << 16];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, got, af.fp);
-    int err = ferror(in);
-    fclose(in);
-    if (err) {
-        da_atomic_abort(&af);
-        return da_errorf("%s: read error", src);
-    }
-    return da_atomic_commit(&af);
-}
-
 /* The tokenizer's files, copied into the shard folder (the folder form that
  * da_tokenizer_load reads). */
 static da_status copy_tokenizer_files(const char *tok_path, const char *out_dir) {
@@ -149,7 +128,7 @@ static da_status copy_tokenizer_files(const char *tok_path, const char *out_dir)
             snprintf(src, sizeof src, "%s/%s", tok_path, names[i]);
             if (stat(src, &sb)) continue;
             snprintf(dst, sizeof dst, "%s/%s", out_dir, names[i]);
-            da_status st = copy_file(src, dst);
+            da_status st = da_copy_file(src, dst);
             if (st.code) return st;
             if (i == 0) break; /* a tokenizer.json is the whole tokenizer */
         }
@@ -159,14 +138,14 @@ static da_status copy_tokenizer_files(const char *tok_path, const char *out_dir)
     base = base ? base + 1 : tok_path;
     if (!strcmp(base, "encoder.json")) {
         snprintf(dst, sizeof dst, "%s/encoder.json", out_dir);
-        da_status st = copy_file(tok_path, dst);
+        da_status st = da_copy_file(tok_path, dst);
         if (st.code) return st;
         snprintf(src, sizeof src, "%.*svocab.bpe", (int)(base - tok_path), tok_path);
         snprintf(dst, sizeof dst, "%s/vocab.bpe", out_dir);
-        return copy_file(src, dst);
+        return da_copy_file(src, dst);
     }
     snprintf(dst, sizeof dst, "%s/tokenizer.json", out_dir);
-    return copy_file(tok_path, dst);
+    return da_copy_file(tok_path, dst);
 }
 
 da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int n_inputs, const char *out_dir,

@@ -1,5 +1,4 @@
 /* Training data from text or token shards. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/file_list.h"
 #include "data/shard.h"
 #include "data/text_data.h"
 
@@ -18,8 +18,6 @@ typedef struct {
     size_t n;
     int n_files;
 } byte_buf;
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static da_status append_file(byte_buf *d, size_t *cap, const char *path) {
     FILE *fp = fopen(path, "rb");
@@ -48,38 +46,6 @@ static da_status append_file(byte_buf *d, size_t *cap, const char *path) {
     return da_ok();
 }
 
-static da_status read_dir(byte_buf *d, size_t *cap, const char *dir) {
-    DIR *dp = opendir(dir);
-    if (!dp) return da_errorf("%s: cannot open folder: %s", dir, strerror(errno));
-    char **names = NULL;
-    size_t n = 0, ncap = 0;
-    struct dirent *e;
-    da_status st = da_ok();
-    while ((e = readdir(dp))) {
-        if (e->d_name[0] == '.') continue;
-        if (n == ncap) {
-            ncap = ncap ? 2 * ncap : 64;
-            char **nn = realloc(names, ncap * sizeof *nn);
-            if (!nn) { st = da_errorf("%s: out of memory listing files", dir); break; }
-            names = nn;
-        }
-        size_t len = strlen(dir) + strlen(e->d_name) + 2;
-        names[n] = malloc(len);
-        if (!names[n]) { st = da_errorf("%s: out of memory listing files", dir); break; }
-        snprintf(names[n], len, "%s/%s", dir, e->d_name);
-        n++;
-    }
-    closedir(dp);
-    if (!st.code && n > 1) qsort(names, n, sizeof *names, cmp_str);
-    for (size_t i = 0; i < n && !st.code; i++) {
-        struct stat sb;
-        if (stat(names[i], &sb) == 0 && S_ISREG(sb.st_mode)) st = append_file(d, cap, names[i]);
-    }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
-    return st;
-}
-
 static da_status too_little(const char *path, size_t have, const char *unit, int seq_len, const char *which) {
     return da_errorf("%s: the %s split holds %zu %s, too few for windows of %d tokens (need at least %d; use more "
                      "data or a smaller --seq)",
@@ -93,7 +59,10 @@ static da_status load_text(da_text_data *d, const char *path, float val_fraction
     if (stat(path, &sb)) return da_errorf("%s: %s", path, strerror(errno));
     byte_buf b = {0};
     size_t cap = 0;
-    da_status st = S_ISDIR(sb.st_mode) ? read_dir(&b, &cap, path) : append_file(&b, &cap, path);
+    file_list fl = {0};
+    da_status st = file_list_add(&fl, path); /* a file, or every regular file below a folder, sorted */
+    for (int i = 0; i < fl.n && !st.code; i++) st = append_file(&b, &cap, fl.path[i]);
+    file_list_free(&fl);
     if (!st.code && b.n == 0)
         st = da_errorf("%s: no text (%s)", path,
                        S_ISDIR(sb.st_mode) ? "the folder has no non-empty regular files" : "the file is empty");

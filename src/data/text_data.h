@@ -1,5 +1,5 @@
 /* Training data: token windows for the train loop, from either
- *  - text: a file or every regular file of a folder (sorted by name), read as
+ *  - text: a file or every regular file below a folder (sorted by path), read as
  *    bytes (vocabulary 256) and split into train (head) and validation (tail);
  *  - token shards: a folder written by `diffattn prepare` (train_*.bin and
  *    val_*.bin, see shard.h), mapped read-only with no copy. */

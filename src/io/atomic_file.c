@@ -127,3 +127,25 @@ da_status da_make_dirs(const char *dir) {
     return da_ok();
 }
 
+
+da_status da_copy_file(const char *src, const char *dst) {
+    FILE *in = fopen(src, "rb");
+    if (!in) return da_errorf("%s: cannot open: %s", src, strerror(errno));
+    da_atomic_file af;
+    da_status st = da_atomic_open(&af, dst);
+    if (st.code) {
+        fclose(in);
+        return st;
+    }
+    char buf[1 << 16];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, got, af.fp);
+    int err = ferror(in);
+    fclose(in);
+    if (err) {
+        da_atomic_abort(&af);
+        return da_errorf("%s: read error", src);
+    }
+    return da_atomic_commit(&af);
+}
+

@@ -27,6 +27,9 @@ da_status da_atomic_commit(da_atomic_file *af);
 /* Closes and removes the temporary; the target is untouched. Idempotent. */
 void da_atomic_abort(da_atomic_file *af);
 
+/* Copies src over dst atomically. */
+da_status da_copy_file(const char *src, const char *dst);
+
 /* mkdir -p: creates dir and its missing parents. */
 da_status da_make_dirs(const char *dir);
 
