@@ -10,6 +10,7 @@
 
 #include "data/text_data.h"
 #include "diffattn.h"
+#include "eval/eval_loss.h"
 #include "io/atomic_file.h"
 #include "ops/bf16_gemm.h"
 #include "ops/ops.h"
@@ -73,18 +74,7 @@ static double now_s(void) {
 /* Mean validation loss over eval_batches * batch fixed windows. */
 static float evaluate(da_model *m, da_acts *a, const da_text_data *data, const da_train_config *tc, int micro,
                       int *tokens, int *targets) {
-    long n_windows = (long)tc->eval_batches * tc->batch;
-    double total = 0.0;
-    long done = 0;
-    while (done < n_windows) {
-        int b = (int)(n_windows - done < micro ? n_windows - done : micro);
-        for (int i = 0; i < b; i++)
-            da_text_data_val_window(data, done + i, n_windows, tc->seq, tokens + (size_t)i * tc->seq,
-                                    targets + (size_t)i * tc->seq);
-        total += (double)da_forward(m, a, tokens, targets, b, tc->seq) * b;
-        done += b;
-    }
-    return (float)(total / n_windows);
+    return da_eval_val_loss(m, a, data, (long)tc->eval_batches * tc->batch, tc->seq, micro, tokens, targets);
 }
 
 /* On resume, drop metrics lines past the checkpoint, which the interrupted

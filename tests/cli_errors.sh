@@ -88,6 +88,14 @@ expect_error "sample: bad top-p" "--top-p" "$BIN" sample --model "$M" --top-p 0
 expect_error "sample: negative temperature" "--temperature" "$BIN" sample --model "$M" --temperature -1
 expect_ok "sample" "$BIN" sample --model "$T/r/model.safetensors" --prompt "int " --max-new 8
 
+expect_ok "eval --help" "$BIN" eval --help
+expect_ok "eval loss --help" "$BIN" eval loss --help
+expect_error "eval: no subcommand" "expected 'loss'" "$BIN" eval
+expect_error "eval loss: missing data" "No such file" "$BIN" eval loss --model "$M" --data "$T/nope"
+expect_error "eval loss: window too long" "max_seq_len" "$BIN" eval loss --model "$M" --data "$T/corpus.txt" --seq 4096
+out=$("$BIN" eval loss --model "$T/r/model.safetensors" --data "$T/corpus.txt" --seq 32 --windows 4 --json 2>/dev/null)
+if [[ $out == *'"loss":'* && $out == *'"ppl":'* ]]; then passed=$((passed + 1)); echo "ok   eval loss --json"
+else failed=$((failed + 1)); echo "FAIL eval loss --json: $out"; fi
 expect_ok "tokenizer --help" "$BIN" tokenizer --help
 expect_ok "tokenizer train --help" "$BIN" tokenizer train --help
 expect_error "tokenizer: no subcommand" "expected 'train'" "$BIN" tokenizer

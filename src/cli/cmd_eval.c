@@ -1,0 +1,63 @@
+/* diffattn eval: evaluations of a model file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "eval/eval_loss.h"
+
+static int eval_loss(int argc, char **argv) {
+    const char *model = NULL, *data = NULL;
+    int seq = 0, batch = 8, json = 0;
+    long windows = 64;
+    float val_fraction = 0.1f;
+    cli_opt opts[] = {
+        {"model", OPT_STR, &model, "model file (.safetensors)", 0},
+        {"data", OPT_STR, &data, "text file or folder (bytes), or a folder of token shards", 0},
+        {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
+        {"windows", OPT_LONG, &windows, "validation windows, spread evenly over the validation split", 0},
+        {"batch", OPT_INT, &batch, "windows per forward pass", 0},
+        {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
+        {"json", OPT_FLAG, &json, "print one JSON object", 0},
+    };
+    const char *req[] = {"model", "data", NULL};
+    int rc = cli_parse("eval loss",
+                       "Mean next-token cross-entropy (nats per token) and perplexity on the validation split, over "
+                       "fixed windows:\nthe same windows for every model, so runs and architectures compare.",
+                       argc, argv, opts, 7, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    da_model m;
+    da_status st = da_model_load(&m, model);
+    if (st.code) return cli_fail(st.msg);
+    if (seq == 0) seq = m.cfg.max_seq_len;
+    da_text_data d;
+    da_eval_loss_result r;
+    if (seq <= 0) st = da_errorf("--seq must be positive");
+    if (!st.code) st = da_text_data_load(&d, data, val_fraction, seq);
+    if (!st.code) {
+        st = da_eval_loss(&m, &d, seq, windows, batch, &r);
+        da_text_data_free(&d);
+    }
+    if (!st.code) {
+        if (json)
+            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"loss\":%.6f,\"ppl\":%.4f,\"windows\":%ld,\"seq\":%d,"
+                   "\"tokens\":%ld}\n",
+                   model, da_arch_name(m.cfg.arch), r.loss, r.ppl, r.windows, seq, r.tokens);
+        else
+            printf("%s (%s): validation loss %.4f nats/token, perplexity %.3f (%ld windows of %d tokens)\n", model,
+                   da_arch_name(m.cfg.arch), r.loss, r.ppl, r.windows, seq);
+    }
+    da_model_free(&m);
+    return st.code ? cli_fail(st.msg) : 0;
+}
+
+int cmd_eval(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "loss")) return eval_loss(argc - 1, argv + 1);
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: diffattn eval loss --model M --data D [--seq T --windows N --json]\n\n"
+               "  loss   validation loss and perplexity\n");
+        return 0;
+    }
+    fprintf(stderr, "diffattn eval: expected 'loss' (see diffattn eval --help)\n");
+    return 1;
+}
