@@ -132,6 +132,12 @@ void da_acts_free(da_acts *a);
 float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets, int B, int T);
 /* (B, T, V) logits of the last da_forward. */
 const float *da_acts_logits(const da_acts *a);
+/* Views into the last da_forward, for evaluations. Layer l's queries and
+ * keys after RoPE: q (B, T, C), k (B, T, Ckv); the residual stream after
+ * layer l (its output): (B, T, C). */
+void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k);
+const float *da_acts_hidden(const da_acts *a, int layer);
+
 /* Gradient of the mean loss of the last da_forward (which needed targets);
  * accumulates (+=) into m->grads. */
 void da_backward(da_model *m, da_acts *a);

@@ -48,6 +48,15 @@ struct da_acts {
 
 const float *da_acts_logits(const da_acts *a) { return a->logits; }
 
+void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k) {
+    *q = a->layers[layer].q;
+    *k = a->layers[layer].k;
+}
+
+const float *da_acts_hidden(const da_acts *a, int layer) {
+    return layer + 1 < a->cfg.n_layers ? a->layers[layer + 1].resid_in : a->resid_out;
+}
+
 /* Assigns every array of a from base (or only counts, when base is NULL) and
  * returns the floats used: one layout, used both to size and to fill the pool. */
 static size_t layout(da_acts *a, float *base) {

@@ -96,6 +96,11 @@ expect_error "eval loss: window too long" "max_seq_len" "$BIN" eval loss --model
 out=$("$BIN" eval loss --model "$T/r/model.safetensors" --data "$T/corpus.txt" --seq 32 --windows 4 --json 2>/dev/null)
 if [[ $out == *'"loss":'* && $out == *'"ppl":'* ]]; then passed=$((passed + 1)); echo "ok   eval loss --json"
 else failed=$((failed + 1)); echo "FAIL eval loss --json: $out"; fi
+expect_ok "eval outliers --help" "$BIN" eval outliers --help
+out=$("$BIN" eval outliers --model "$T/r/model.safetensors" --data "$T/corpus.txt" --seq 16 --windows 2 --json 2>/dev/null)
+if [[ $out == *'"attention_logits":{"top1":'* && $out == *'"hidden_states":'*'"median":'* ]]; then
+  passed=$((passed + 1)); echo "ok   eval outliers --json"
+else failed=$((failed + 1)); echo "FAIL eval outliers --json: $out"; fi
 expect_ok "tokenizer --help" "$BIN" tokenizer --help
 expect_ok "tokenizer train --help" "$BIN" tokenizer train --help
 expect_error "tokenizer: no subcommand" "expected 'train'" "$BIN" tokenizer

@@ -5,6 +5,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "eval/eval_loss.h"
+#include "eval/outliers.h"
 
 static int eval_loss(int argc, char **argv) {
     const char *model = NULL, *data = NULL;
@@ -51,13 +52,73 @@ static int eval_loss(int argc, char **argv) {
     return st.code ? cli_fail(st.msg) : 0;
 }
 
+static void print_stats(const char *what, const da_outlier_stats *s, int json, int last) {
+    if (json)
+        printf("\"%s\":{\"top1\":%.4f,\"top2\":%.4f,\"top3\":%.4f,\"top10\":%.4f,\"top100\":%.4f,\"median\":%.4f,"
+               "\"count\":%zu}%s",
+               what, s->top[0], s->top[1], s->top[2], s->top[3], s->top[4], s->median, s->count, last ? "" : ",");
+    else
+        printf("  %-16s top-1 %9.3f  top-2 %9.3f  top-3 %9.3f  top-10 %9.3f  top-100 %9.3f  median %8.4f  (%zu values)\n",
+               what, s->top[0], s->top[1], s->top[2], s->top[3], s->top[4], s->median, s->count);
+}
+
+static int eval_outliers(int argc, char **argv) {
+    const char *model = NULL, *data = NULL;
+    int seq = 0, json = 0;
+    long windows = 8;
+    float val_fraction = 0.1f;
+    cli_opt opts[] = {
+        {"model", OPT_STR, &model, "model file (.safetensors)", 0},
+        {"data", OPT_STR, &data, "text file or folder (bytes), or a folder of token shards", 0},
+        {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
+        {"windows", OPT_LONG, &windows, "validation windows (tokens = windows x seq)", 0},
+        {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
+        {"json", OPT_FLAG, &json, "print one JSON object", 0},
+    };
+    const char *req[] = {"model", "data", NULL};
+    int rc = cli_parse("eval outliers",
+                       "Top-1, 2, 3, 10, 100 and median of |attention logits| (q.k/sqrt(d) over every causal pair; "
+                       "for DIFF both maps'\nq1.k1 and q2.k2) and of |hidden states| (every layer's output), on "
+                       "validation windows.",
+                       argc, argv, opts, 6, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    da_model m;
+    da_status st = da_model_load(&m, model);
+    if (st.code) return cli_fail(st.msg);
+    if (seq == 0) seq = m.cfg.max_seq_len;
+    da_text_data d;
+    da_outliers_result r;
+    if (seq <= 0) st = da_errorf("--seq must be positive");
+    if (!st.code) st = da_text_data_load(&d, data, val_fraction, seq);
+    if (!st.code) {
+        st = da_eval_outliers(&m, &d, seq, windows, &r);
+        da_text_data_free(&d);
+    }
+    if (!st.code) {
+        if (json) {
+            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"tokens\":%ld,", model, da_arch_name(m.cfg.arch), r.tokens);
+            print_stats("attention_logits", &r.logits, 1, 0);
+            print_stats("hidden_states", &r.hidden, 1, 1);
+            printf("}\n");
+        } else {
+            printf("%s (%s), %ld tokens:\n", model, da_arch_name(m.cfg.arch), r.tokens);
+            print_stats("attention logits", &r.logits, 0, 0);
+            print_stats("hidden states", &r.hidden, 0, 1);
+        }
+    }
+    da_model_free(&m);
+    return st.code ? cli_fail(st.msg) : 0;
+}
+
 int cmd_eval(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "outliers")) return eval_outliers(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "loss")) return eval_loss(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: diffattn eval loss --model M --data D [--seq T --windows N --json]\n\n"
-               "  loss   validation loss and perplexity\n");
+        printf("usage: diffattn eval loss|outliers --model M --data D [--seq T --windows N --json]\n\n"
+               "  loss       validation loss and perplexity\n"
+               "  outliers   top and median |attention logits| and |hidden states|\n");
         return 0;
     }
-    fprintf(stderr, "diffattn eval: expected 'loss' (see diffattn eval --help)\n");
+    fprintf(stderr, "diffattn eval: expected 'loss' or 'outliers' (see diffattn eval --help)\n");
     return 1;
 }

@@ -1,0 +1,106 @@
+/* Activation outlier statistics (see outliers.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval/outliers.h"
+
+static int cmp_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Hoare-style selection: afterwards v[k] is the k-th smallest (0-based),
+ * everything before it is <= v[k] and everything after it >= v[k]. */
+static float select_kth(float *v, size_t n, size_t k) {
+    long lo = 0, hi = (long)n - 1, kk = (long)k;
+    while (lo < hi) {
+        float pivot = v[lo + (hi - lo) / 2];
+        long i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot) i++;
+            while (v[j] > pivot) j--;
+            if (i <= j) {
+                float t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (kk <= j) hi = j;
+        else if (kk >= i) lo = i;
+        else break;
+    }
+    return v[kk];
+}
+
+void da_outlier_stats_of(const float *x, size_t n, float *scratch, da_outlier_stats *s) {
+    memset(s, 0, sizeof *s);
+    s->count = n;
+    if (n == 0) return;
+    for (size_t i = 0; i < n; i++) scratch[i] = fabsf(x[i]);
+    /* the 100 largest, sorted, then the median of everything */
+    size_t m = n < 100 ? n : 100;
+    if (n > m) select_kth(scratch, n, n - m); /* the top m now sit in scratch[n-m..n) */
+    float top[100];
+    memcpy(top, scratch + (n - m), m * sizeof(float));
+    qsort(top, m, sizeof(float), cmp_desc);
+    const size_t ranks[5] = {1, 2, 3, 10, 100};
+    for (int r = 0; r < 5; r++) s->top[r] = ranks[r] <= m ? top[ranks[r] - 1] : 0.0;
+    if (n % 2) s->median = select_kth(scratch, n, n / 2);
+    else {
+        float hi = select_kth(scratch, n, n / 2), lo = scratch[0];
+        for (size_t i = 0; i < n / 2; i++) lo = scratch[i] > lo ? scratch[i] : lo; /* max of the lower half */
+        s->median = 0.5 * ((double)lo + hi);
+    }
+}
+
+da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long windows, da_outliers_result *r) {
+    memset(r, 0, sizeof *r);
+    const da_config *c = &m->cfg;
+    if (T > c->max_seq_len) return da_errorf("--seq %d exceeds the model's max_seq_len %d", T, c->max_seq_len);
+    if (windows < 1) return da_errorf("--windows must be positive");
+    if (data->n_val < (size_t)T + 1) return da_errorf("the validation split is shorter than one window of %d", T);
+    const int d = da_head_dim(c), C = c->dim, Ckv = C / (c->n_heads / c->n_kv_heads);
+    const int n_q = C / d, rep = c->n_heads / c->n_kv_heads; /* q sub-heads; heads per KV group */
+    const size_t pairs = (size_t)T * (T + 1) / 2;
+    const size_t n_logits = (size_t)windows * c->n_layers * n_q * pairs, n_hidden = (size_t)windows * c->n_layers * T * C;
+    float *logits = malloc(n_logits * sizeof(float)), *hidden = malloc(n_hidden * sizeof(float));
+    float *scratch = malloc((n_logits > n_hidden ? n_logits : n_hidden) * sizeof(float));
+    int *tok = malloc((size_t)T * sizeof(int)), *tgt = malloc((size_t)T * sizeof(int));
+    da_acts *a = NULL;
+    da_status st = da_ok();
+    if (!logits || !hidden || !scratch || !tok || !tgt)
+        st = da_errorf("out of memory for %zu attention logits (lower --windows or --seq)", n_logits);
+    if (!st.code) st = da_acts_create(&a, c, 1, T);
+    size_t nl = 0, nh = 0;
+    const float scale = 1.0f / sqrtf((float)d);
+    for (long w = 0; w < windows && !st.code; w++) {
+        da_text_data_val_window(data, w, windows, T, tok, tgt);
+        da_forward(m, a, tok, NULL, 1, T);
+        for (int l = 0; l < c->n_layers; l++) {
+            const float *q, *k;
+            da_acts_qk(a, l, &q, &k);
+            /* DIFF: q sub-head 2i+m pairs with k sub-head 2g+m; softmax: head i with k head g */
+            for (int s = 0; s < n_q; s++) {
+                int ks = c->arch == DA_ARCH_DIFF ? 2 * ((s / 2) / rep) + s % 2 : s / rep;
+                for (int t = 0; t < T; t++)
+                    for (int j = 0; j <= t; j++) {
+                        const float *qv = q + (size_t)t * C + (size_t)s * d, *kv = k + (size_t)j * Ckv + (size_t)ks * d;
+                        float dot = 0.0f;
+                        for (int e = 0; e < d; e++) dot += qv[e] * kv[e];
+                        logits[nl++] = dot * scale;
+                    }
+            }
+            memcpy(hidden + nh, da_acts_hidden(a, l), (size_t)T * C * sizeof(float));
+            nh += (size_t)T * C;
+        }
+    }
+    if (!st.code) {
+        da_outlier_stats_of(logits, nl, scratch, &r->logits);
+        da_outlier_stats_of(hidden, nh, scratch, &r->hidden);
+        r->tokens = windows * T;
+    }
+    da_acts_free(a);
+    free(logits), free(hidden), free(scratch), free(tok), free(tgt);
+    return st;
+}

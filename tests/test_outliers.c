@@ -1,0 +1,88 @@
+/* eval outliers on known tensors: the statistics of hand-made arrays, and a
+ * hand-built model whose hidden states are its embeddings and whose
+ * attention logits are all zero. */
+#include <unistd.h>
+
+#include "diffattn.h"
+#include "eval/outliers.h"
+#include "harness.h"
+
+static int cmp_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int test_known_array(void) {
+    /* x = i - 500, i = 0..1000: |x| holds 0 once and 1..500 twice */
+    float x[1001], scratch[1001];
+    for (int i = 0; i <= 1000; i++) x[i] = (float)(i - 500);
+    da_outlier_stats s;
+    da_outlier_stats_of(x, 1001, scratch, &s);
+    CHECK(s.count == 1001);
+    CHECK(s.top[0] == 500 && s.top[1] == 500 && s.top[2] == 499 && s.top[3] == 496 && s.top[4] == 451);
+    CHECK(s.median == 250); /* sorted |x|: 0, 1, 1, 2, 2, ...: index 500 is 250 */
+    /* even count: the median is the mean of the two middle values */
+    float y[4] = {-4, 1, 3, -2}, sy[4];
+    da_outlier_stats_of(y, 4, sy, &s);
+    CHECK(s.median == 2.5 && s.top[0] == 4 && s.top[3] == 0 /* fewer than 10 values */);
+    return 0;
+}
+
+static int test_random_against_sort(void) {
+    enum { N = 20011 };
+    static float x[N], scratch[N], sorted[N];
+    da_rng r;
+    da_rng_seed(&r, 9);
+    for (int i = 0; i < N; i++) x[i] = 3.0f * da_rng_normal(&r);
+    for (int i = 0; i < N; i++) sorted[i] = fabsf(x[i]);
+    qsort(sorted, N, sizeof(float), cmp_desc);
+    da_outlier_stats s;
+    da_outlier_stats_of(x, N, scratch, &s);
+    CHECK(s.top[0] == sorted[0] && s.top[1] == sorted[1] && s.top[2] == sorted[2]);
+    CHECK(s.top[3] == sorted[9] && s.top[4] == sorted[99]);
+    CHECK(s.median == sorted[N / 2]);
+    return 0;
+}
+
+static int test_hand_built_model(void) {
+    const char *corpus = "/tmp/da_outliers_corpus.txt";
+    FILE *fp = fopen(corpus, "w");
+    for (int i = 0; i < 200; i++) fprintf(fp, "outlier %d? ABC xyz.\n", i);
+    fclose(fp);
+    da_config c;
+    da_config_default(&c);
+    c.dim = 32, c.n_layers = 2, c.n_heads = 2, c.n_kv_heads = 2, c.ffn_hidden = 64, c.max_seq_len = 16;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    /* every weight 0 except the embedding: each layer passes its input through,
+     * so the hidden states are the embeddings and q = k = 0 */
+    for (int v = 0; v < 256; v++)
+        for (int e = 0; e < 32; e++) m.w.tok_embeddings[v * 32 + e] = (float)(v + 1) * 0.01f * (e % 2 ? -1.0f : 1.0f);
+    da_text_data d;
+    CHECK(!da_text_data_load(&d, corpus, 0.1f, 16).code);
+    da_outliers_result r;
+    CHECK(!da_eval_outliers(&m, &d, 16, 3, &r).code);
+    /* the largest byte in the windows decides the top hidden value */
+    int tok[16], tgt[16], maxv = 0;
+    for (long w = 0; w < 3; w++) {
+        da_text_data_val_window(&d, w, 3, 16, tok, tgt);
+        for (int t = 0; t < 16; t++) maxv = tok[t] > maxv ? tok[t] : maxv;
+    }
+    printf("     hidden top-1 %.4f (expected %.4f), logits top-1 %.4f\n", r.hidden.top[0], (maxv + 1) * 0.01,
+           r.logits.top[0]);
+    CHECK(fabs(r.hidden.top[0] - (maxv + 1) * 0.01) < 1e-6);
+    CHECK(r.logits.top[0] == 0 && r.logits.median == 0);
+    CHECK(r.logits.count == (size_t)3 * 2 * 4 * (16 * 17 / 2)); /* windows x layers x sub-heads x causal pairs */
+    CHECK(r.hidden.count == (size_t)3 * 2 * 16 * 32);
+    da_text_data_free(&d);
+    da_model_free(&m);
+    unlink(corpus);
+    return 0;
+}
+
+int main(void) {
+    RUN(test_known_array);
+    RUN(test_random_against_sort);
+    RUN(test_hand_built_model);
+    TH_SUMMARY();
+}
