@@ -97,6 +97,9 @@ out=$("$BIN" eval loss --model "$T/r/model.safetensors" --data "$T/corpus.txt" -
 if [[ $out == *'"loss":'* && $out == *'"ppl":'* ]]; then passed=$((passed + 1)); echo "ok   eval loss --json"
 else failed=$((failed + 1)); echo "FAIL eval loss --json: $out"; fi
 expect_ok "eval outliers --help" "$BIN" eval outliers --help
+expect_ok "eval quant-logits --help" "$BIN" eval quant-logits --help
+expect_error "eval quant-logits: bad --bits" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 16,x
+expect_error "eval quant-logits: 1 bit" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 1
 out=$("$BIN" eval outliers --model "$T/r/model.safetensors" --data "$T/corpus.txt" --seq 16 --windows 2 --json 2>/dev/null)
 if [[ $out == *'"attention_logits":{"top1":'* && $out == *'"hidden_states":'*'"median":'* ]]; then
   passed=$((passed + 1)); echo "ok   eval outliers --json"

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "diffattn.h"
+#include "attn/attention.h"
 #include "eval/eval_loss.h"
 #include "harness.h"
 
@@ -29,7 +30,7 @@ static int test_zero_logits_give_log_vocab(void) {
     da_text_data d;
     CHECK(!da_text_data_load(&d, corpus, 0.1f, 32).code);
     da_eval_loss_result r;
-    CHECK(!da_eval_loss(&m, &d, 32, 10, 4, &r).code);
+    CHECK(!da_eval_loss(&m, &d, 32, 10, 4, DA_ATTN_FLASH, &r).code);
     printf("     zero model: loss %.7f, ln(256) = %.7f\n", r.loss, log(256.0));
     CHECK(fabs(r.loss - log(256.0)) < 1e-5);
     CHECK(fabs(r.ppl - 256.0) < 1e-2);
@@ -62,7 +63,7 @@ static int test_matches_train_loop(void) {
     da_text_data d;
     CHECK(!da_text_data_load(&d, corpus, tc.val_fraction, 32).code);
     da_eval_loss_result r;
-    CHECK(!da_eval_loss(&m, &d, 32, (long)tc.eval_batches * tc.batch, tc.batch, &r).code);
+    CHECK(!da_eval_loss(&m, &d, 32, (long)tc.eval_batches * tc.batch, tc.batch, DA_ATTN_FLASH, &r).code);
     printf("     train loop logged %.6g, eval loss %.6g\n", logged, r.loss);
     CHECK(fabs(r.loss - logged) <= 1e-5 * fabs(logged));
     da_text_data_free(&d);
@@ -72,10 +73,49 @@ static int test_matches_train_loop(void) {
     return 0;
 }
 
+/* Quantizing the attention logits to 16 bits changes nothing measurable;
+ * 2 bits does change the loss (so the quantizer is really applied). */
+static int quant_case(da_arch arch) {
+    da_config c;
+    tiny(&c);
+    c.arch = arch;
+    if (arch == DA_ARCH_SOFTMAX) c.n_heads = c.n_kv_heads = 4;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    da_model_init(&m, 3);
+    da_rng r;
+    da_rng_seed(&r, 4);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] += 0.2f * da_rng_normal(&r); /* peaked attention */
+    da_text_data d;
+    CHECK(!da_text_data_load(&d, corpus, 0.1f, 32).code);
+    da_eval_loss_result exact, flash, q16, q3;
+    da_attn_logit_bits = 0;
+    CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_REFERENCE, &exact).code);
+    CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_FLASH, &flash).code);
+    da_attn_logit_bits = 16;
+    CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_REFERENCE, &q16).code);
+    da_attn_logit_bits = 2;
+    CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_REFERENCE, &q3).code);
+    da_attn_logit_bits = 0;
+    printf("     %s: exact %.6f (flash %.6f), 16-bit %.6f, 2-bit %.6f\n", da_arch_name(arch), exact.loss, flash.loss,
+           q16.loss, q3.loss);
+    CHECK(fabs(flash.loss - exact.loss) < 1e-5 * exact.loss);
+    CHECK(fabs(q16.loss - exact.loss) < 1e-5 * exact.loss);
+    CHECK(fabs(q3.loss - exact.loss) > 1e-3 * exact.loss); /* 2-bit logits: -amax, 0 or amax */
+    da_text_data_free(&d);
+    da_model_free(&m);
+    return 0;
+}
+
+static int test_quant_logits_diff(void) { return quant_case(DA_ARCH_DIFF); }
+static int test_quant_logits_softmax(void) { return quant_case(DA_ARCH_SOFTMAX); }
+
 int main(void) {
     if (write_corpus()) return 1;
     RUN(test_zero_logits_give_log_vocab);
     RUN(test_matches_train_loop);
+    RUN(test_quant_logits_diff);
+    RUN(test_quant_logits_softmax);
     unlink(corpus);
     TH_SUMMARY();
 }

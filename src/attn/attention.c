@@ -16,8 +16,23 @@ static void scores(float *A, const float *Q, int ldq, const float *K, int ldk, i
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d, scale, Q, ldq, K, ldk, 0.0f, A, T);
 }
 
+int da_attn_logit_bits = 0;
+
+/* Dynamic absmax fake quantization of one causal logit map to `bits` (the
+ * paper's Figure 8): the scale comes from the largest |logit| of this map. */
+static void quantize_logits(float *A, int T, int bits) {
+    float amax = 0.0f;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j <= t; j++) amax = fabsf(A[(size_t)t * T + j]) > amax ? fabsf(A[(size_t)t * T + j]) : amax;
+    if (amax == 0.0f) return;
+    const float levels = (float)((1 << (bits - 1)) - 1), step = amax / levels;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j <= t; j++) A[(size_t)t * T + j] = roundf(A[(size_t)t * T + j] / step) * step;
+}
+
 /* In place: row t becomes softmax over columns 0..t, zero beyond (causal). */
 static void causal_softmax(float *A, int T) {
+    if (da_attn_logit_bits > 0) quantize_logits(A, T, da_attn_logit_bits);
     for (int t = 0; t < T; t++) {
         float *a = A + (size_t)t * T;
         float mx = a[0];

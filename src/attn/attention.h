@@ -21,7 +21,12 @@ typedef struct {
     int n_threads; /* OpenMP threads the scratch was sized for */
 } attn_shape;
 
-#define DA_SUBLN_EPS 1e-5f /* the DIFF head norm's epsilon, fixed by the paper's code */
+#define DA_SUBLN_EPS 1e-5f
+
+/* Evaluation only, reference kernel only: when > 0, every attention logit
+ * map is fake-quantized to this many bits (dynamic absmax, symmetric) before
+ * its softmax. 0 (default): exact. */
+extern int da_attn_logit_bits; /* the DIFF head norm's epsilon, fixed by the paper's code */
 
 /* The DIFF head norm: y = x * rstd * w * post over each 2d-wide row, with
  * rstd = 1/sqrt(mean(x^2) + DA_SUBLN_EPS) saved. x, y: (rows, d2). */

@@ -5,7 +5,9 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "eval/eval_loss.h"
+#include "attn/attention.h"
 #include "eval/outliers.h"
+#include <stdlib.h>
 
 static int eval_loss(int argc, char **argv) {
     const char *model = NULL, *data = NULL;
@@ -36,7 +38,7 @@ static int eval_loss(int argc, char **argv) {
     if (seq <= 0) st = da_errorf("--seq must be positive");
     if (!st.code) st = da_text_data_load(&d, data, val_fraction, seq);
     if (!st.code) {
-        st = da_eval_loss(&m, &d, seq, windows, batch, &r);
+        st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_FLASH, &r);
         da_text_data_free(&d);
     }
     if (!st.code) {
@@ -110,15 +112,87 @@ static int eval_outliers(int argc, char **argv) {
     return st.code ? cli_fail(st.msg) : 0;
 }
 
+static int eval_quant_logits(int argc, char **argv) {
+    const char *model = NULL, *data = NULL, *bits_list = "16,8,6,4";
+    int seq = 0, batch = 4, json = 0;
+    long windows = 32;
+    float val_fraction = 0.1f;
+    cli_opt opts[] = {
+        {"model", OPT_STR, &model, "model file (.safetensors)", 0},
+        {"data", OPT_STR, &data, "text file or folder (bytes), or a folder of token shards", 0},
+        {"bits", OPT_STR, &bits_list, "comma-separated bit widths of the attention logits", 0},
+        {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
+        {"windows", OPT_LONG, &windows, "validation windows", 0},
+        {"batch", OPT_INT, &batch, "windows per forward pass", 0},
+        {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
+        {"json", OPT_FLAG, &json, "print one JSON object", 0},
+    };
+    const char *req[] = {"model", "data", NULL};
+    int rc = cli_parse("eval quant-logits",
+                       "Validation loss with the attention logits fake-quantized before the softmax (dynamic absmax "
+                       "per map, symmetric),\nper bit width, against the exact model (the paper's Figure 8, loss "
+                       "side). Uses the reference attention kernel.",
+                       argc, argv, opts, 8, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    int bits[16], n_bits = 0;
+    for (const char *p = bits_list; *p && n_bits < 16;) {
+        char *end;
+        long b = strtol(p, &end, 10);
+        if (end == p || b < 2 || b > 24 || (*end && *end != ',')) {
+            fprintf(stderr, "diffattn eval quant-logits: --bits \"%s\": expected widths in 2..24, like 16,8,6,4\n",
+                    bits_list);
+            return 1;
+        }
+        bits[n_bits++] = (int)b;
+        p = *end ? end + 1 : end;
+    }
+    da_model m;
+    da_status st = da_model_load(&m, model);
+    if (st.code) return cli_fail(st.msg);
+    if (seq == 0) seq = m.cfg.max_seq_len;
+    da_text_data d;
+    da_eval_loss_result exact, q[16];
+    if (seq <= 0) st = da_errorf("--seq must be positive");
+    if (!st.code) st = da_text_data_load(&d, data, val_fraction, seq);
+    if (!st.code) {
+        da_attn_logit_bits = 0;
+        st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &exact);
+        for (int i = 0; i < n_bits && !st.code; i++) {
+            da_attn_logit_bits = bits[i];
+            st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &q[i]);
+        }
+        da_attn_logit_bits = 0;
+        da_text_data_free(&d);
+    }
+    if (!st.code) {
+        if (json) {
+            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"exact_loss\":%.6f,\"bits\":[", model,
+                   da_arch_name(m.cfg.arch), exact.loss);
+            for (int i = 0; i < n_bits; i++)
+                printf("%s{\"bits\":%d,\"loss\":%.6f,\"delta\":%.6f}", i ? "," : "", bits[i], q[i].loss,
+                       q[i].loss - exact.loss);
+            printf("]}\n");
+        } else {
+            printf("%s (%s): exact validation loss %.4f\n", model, da_arch_name(m.cfg.arch), exact.loss);
+            for (int i = 0; i < n_bits; i++)
+                printf("  %2d-bit logits: loss %.4f (%+.4f)\n", bits[i], q[i].loss, q[i].loss - exact.loss);
+        }
+    }
+    da_model_free(&m);
+    return st.code ? cli_fail(st.msg) : 0;
+}
+
 int cmd_eval(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "quant-logits")) return eval_quant_logits(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "outliers")) return eval_outliers(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "loss")) return eval_loss(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: diffattn eval loss|outliers --model M --data D [--seq T --windows N --json]\n\n"
+        printf("usage: diffattn eval loss|outliers|quant-logits --model M --data D [--seq T --windows N --json]\n\n"
                "  loss       validation loss and perplexity\n"
-               "  outliers   top and median |attention logits| and |hidden states|\n");
+               "  outliers   top and median |attention logits| and |hidden states|\n"
+               "  quant-logits   validation loss with the attention logits quantized to fewer bits\n");
         return 0;
     }
-    fprintf(stderr, "diffattn eval: expected 'loss' or 'outliers' (see diffattn eval --help)\n");
+    fprintf(stderr, "diffattn eval: expected 'loss', 'outliers' or 'quant-logits' (see diffattn eval --help)\n");
     return 1;
 }

@@ -18,7 +18,8 @@ float da_eval_val_loss(da_model *m, da_acts *a, const da_text_data *data, long n
     return (float)(total / n_windows);
 }
 
-da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_windows, int batch, da_eval_loss_result *r) {
+da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_windows, int batch, da_attn_kernel kernel,
+                       da_eval_loss_result *r) {
     if (n_windows < 1 || batch < 1) return da_errorf("--windows and --batch must be positive");
     if (T > m->cfg.max_seq_len) return da_errorf("--seq %d exceeds the model's max_seq_len %d", T, m->cfg.max_seq_len);
     if (data->vocab_size > m->cfg.vocab_size)
@@ -27,7 +28,7 @@ da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_wind
     if (data->n_val < (size_t)T + 1)
         return da_errorf("the validation split holds %zu tokens, too few for windows of %d", data->n_val, T);
     da_acts *a;
-    da_status st = da_acts_create(&a, &m->cfg, batch, T);
+    da_status st = da_acts_create_kernel(&a, &m->cfg, batch, T, kernel);
     if (st.code) return st;
     int *tok = malloc((size_t)batch * T * sizeof(int)), *tgt = malloc((size_t)batch * T * sizeof(int));
     if (!tok || !tgt) st = da_errorf("out of memory");

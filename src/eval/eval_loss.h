@@ -18,7 +18,9 @@ typedef struct {
     long windows, tokens;
 } da_eval_loss_result;
 
-/* Loads nothing: the model and data are the caller's. */
-da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_windows, int batch, da_eval_loss_result *r);
+/* Loads nothing: the model and data are the caller's. kernel: the flash one
+ * for speed, the reference one where logits are inspected or quantized. */
+da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_windows, int batch, da_attn_kernel kernel,
+                       da_eval_loss_result *r);
 
 #endif
