@@ -98,6 +98,10 @@ if [[ $out == *'"loss":'* && $out == *'"ppl":'* ]]; then passed=$((passed + 1));
 else failed=$((failed + 1)); echo "FAIL eval loss --json: $out"; fi
 expect_ok "eval outliers --help" "$BIN" eval outliers --help
 expect_ok "eval quant-logits --help" "$BIN" eval quant-logits --help
+expect_ok "eval needle --help" "$BIN" eval needle --help
+expect_error "eval needle: bad context" "--context" "$BIN" eval needle --model "$M" --context 12
+expect_error "eval needle: bad depth" "--depths" "$BIN" eval needle --model "$M" --depths 0,150
+expect_error "eval needle: too long for the model" "max_seq_len" "$BIN" eval needle --model "$M" --context 1024 --samples 1
 expect_error "eval quant-logits: bad --bits" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 16,x
 expect_error "eval quant-logits: 1 bit" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 1
 out=$("$BIN" eval outliers --model "$T/r/model.safetensors" --data "$T/corpus.txt" --seq 16 --windows 2 --json 2>/dev/null)

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "eval/eval_loss.h"
 #include "attn/attention.h"
+#include "eval/needle.h"
 #include "eval/outliers.h"
 #include <stdlib.h>
 
@@ -182,7 +183,81 @@ static int eval_quant_logits(int argc, char **argv) {
     return st.code ? cli_fail(st.msg) : 0;
 }
 
+/* "1024,2048" -> ints; 0 ok, -1 on a bad list. */
+static int parse_ints(const char *s, int *out, int max, int *n, int lo, int hi) {
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < lo || v > hi || (*end && *end != ',') || *n == max) return -1;
+        out[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return *n ? 0 : -1;
+}
+
+static int eval_needle(int argc, char **argv) {
+    const char *model = NULL, *contexts = "1024", *depths = "0,25,50,75,100";
+    int json = 0;
+    da_needle_config c;
+    da_needle_config_default(&c);
+    cli_opt opts[] = {
+        {"model", OPT_STR, &model, "model file (.safetensors); byte-level", 0},
+        {"needles", OPT_INT, &c.needles, "needle sentences per prompt (1..16)", 0},
+        {"queries", OPT_INT, &c.queries, "needles asked for per prompt", 0},
+        {"context", OPT_STR, &contexts, "comma-separated prompt lengths in bytes", 0},
+        {"depths", OPT_STR, &depths, "comma-separated depths (percent) of the asked needles", 0},
+        {"samples", OPT_INT, &c.samples, "prompts per (context, depth)", 0},
+        {"seed", OPT_U64, &c.seed, "prompt seed (the same prompts for every model)", 0},
+        {"json", OPT_FLAG, &json, "print one JSON object", 0},
+    };
+    const char *req[] = {"model", NULL};
+    int rc = cli_parse("eval needle",
+                       "Multi-needle retrieval: N \"The special magic {key} number is: {value}.\" sentences in filler "
+                       "text, R asked for\nat the end; the score is the exact match of the greedily generated value.",
+                       argc, argv, opts, 8, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    if (parse_ints(contexts, c.contexts, DA_NEEDLE_MAX_CONTEXTS, &c.n_contexts, 128, 1 << 20))
+        return cli_fail("--context: expected lengths >= 128, like 1024,2048");
+    if (parse_ints(depths, c.depths, DA_NEEDLE_MAX_DEPTHS, &c.n_depths, 0, 100))
+        return cli_fail("--depths: expected percentages 0..100, like 0,25,50,75,100");
+    if (c.samples < 1) return cli_fail("--samples must be positive");
+    da_model m;
+    da_status st = da_model_load(&m, model);
+    if (st.code) return cli_fail(st.msg);
+    da_needle_model nm = {&m, 10};
+    da_needle_result r;
+    st = da_needle_eval(&c, da_needle_predict_model, &nm, &r);
+    if (!st.code) {
+        if (json) {
+            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"needles\":%d,\"queries\":%d,\"overall\":%.4f,\"asked\":%ld,"
+                   "\"results\":[",
+                   model, da_arch_name(m.cfg.arch), c.needles, c.queries, r.overall, r.asked);
+            for (int i = 0; i < c.n_contexts; i++)
+                for (int j = 0; j < c.n_depths; j++)
+                    printf("%s{\"context\":%d,\"depth\":%d,\"accuracy\":%.4f}", i || j ? "," : "", c.contexts[i],
+                           c.depths[j], r.acc[i][j]);
+            printf("]}\n");
+        } else {
+            printf("%s (%s): N=%d needles, R=%d asked, %d samples each; accuracy by context (rows) and depth %%\n",
+                   model, da_arch_name(m.cfg.arch), c.needles, c.queries, c.samples);
+            printf("%8s", "");
+            for (int j = 0; j < c.n_depths; j++) printf(" %6d", c.depths[j]);
+            printf("\n");
+            for (int i = 0; i < c.n_contexts; i++) {
+                printf("%8d", c.contexts[i]);
+                for (int j = 0; j < c.n_depths; j++) printf(" %6.2f", r.acc[i][j]);
+                printf("\n");
+            }
+            printf("overall %.3f (%ld answers)\n", r.overall, r.asked);
+        }
+    }
+    da_model_free(&m);
+    return st.code ? cli_fail(st.msg) : 0;
+}
+
 int cmd_eval(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "needle")) return eval_needle(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "quant-logits")) return eval_quant_logits(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "outliers")) return eval_outliers(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "loss")) return eval_loss(argc - 1, argv + 1);
@@ -190,9 +265,10 @@ int cmd_eval(int argc, char **argv) {
         printf("usage: diffattn eval loss|outliers|quant-logits --model M --data D [--seq T --windows N --json]\n\n"
                "  loss       validation loss and perplexity\n"
                "  outliers   top and median |attention logits| and |hidden states|\n"
-               "  quant-logits   validation loss with the attention logits quantized to fewer bits\n");
+               "  quant-logits   validation loss with the attention logits quantized to fewer bits\n"
+               "  needle     multi-needle retrieval accuracy (eval needle --model M [--context ...])\n");
         return 0;
     }
-    fprintf(stderr, "diffattn eval: expected 'loss', 'outliers' or 'quant-logits' (see diffattn eval --help)\n");
+    fprintf(stderr, "diffattn eval: expected 'loss', 'outliers', 'quant-logits' or 'needle' (see diffattn eval --help)\n");
     return 1;
 }

@@ -1,0 +1,49 @@
+/* Multi-needle retrieval (the paper's protocol): N sentences "The special
+ * magic {key} number is: {value}." hidden in filler text; R of them are asked
+ * for at the end, each as "The special magic {key} number is:", and the
+ * answer is the exact match of the value generated greedily. The R asked
+ * needles sit at the given depth; the others at random depths. */
+#ifndef DA_NEEDLE_H
+#define DA_NEEDLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diffattn.h"
+
+#define DA_NEEDLE_MAX_CONTEXTS 16
+#define DA_NEEDLE_MAX_DEPTHS 16
+
+typedef struct {
+    int needles, queries, samples;
+    int n_contexts, contexts[DA_NEEDLE_MAX_CONTEXTS]; /* prompt length in bytes of filler + needles */
+    int n_depths, depths[DA_NEEDLE_MAX_DEPTHS];       /* percent */
+    uint64_t seed;
+} da_needle_config;
+
+/* Answers one prompt: writes the continuation (at most cap-1 bytes, NUL-
+ * terminated). A model, or a test's oracle. */
+typedef da_status (*da_needle_predict)(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap);
+
+typedef struct {
+    double acc[DA_NEEDLE_MAX_CONTEXTS][DA_NEEDLE_MAX_DEPTHS]; /* per (context, depth) */
+    double overall;
+    long asked;
+} da_needle_result;
+
+void da_needle_config_default(da_needle_config *c);
+/* Builds the prompt of one sample: text (malloc'd) and the asked keys and
+ * values, deterministic in (config, context, depth, sample). */
+da_status da_needle_prompt(const da_needle_config *c, int ctx_i, int depth_i, int sample, uint8_t **text, size_t *n,
+                           char keys[][16], char values[][16]);
+da_status da_needle_eval(const da_needle_config *c, da_needle_predict predict, void *ctx, da_needle_result *r);
+
+/* The predictor for a model: greedy decoding with the KV cache, bytes as
+ * tokens (byte-level models). */
+typedef struct {
+    const da_model *m;
+    int max_new;
+} da_needle_model;
+da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap);
+
+#endif
