@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "eval/eval_loss.h"
 #include "attn/attention.h"
+#include "eval/compare.h"
 #include "eval/needle.h"
 #include "eval/outliers.h"
 #include <stdlib.h>
@@ -271,4 +272,36 @@ int cmd_eval(int argc, char **argv) {
     }
     fprintf(stderr, "diffattn eval: expected 'loss', 'outliers', 'quant-logits' or 'needle' (see diffattn eval --help)\n");
     return 1;
+}
+
+int cmd_compare(int argc, char **argv) {
+    da_compare_config c;
+    da_compare_config_default(&c);
+    cli_opt opts[] = {
+        {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md and report.json", 0},
+        {"data", OPT_STR, &c.data, "training text or shards (default: the built-in needle mix)", 0},
+        {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
+        {"seeds", OPT_INT, &c.seeds, "seeds per architecture (mean and spread are reported)", 0},
+        {"dim", OPT_INT, &c.dim, "model width", 0},
+        {"layers", OPT_INT, &c.layers, "blocks", 0},
+        {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
+        {"seq", OPT_INT, &c.seq, "context length (needle prompts use seq - 64 bytes)", 0},
+        {"batch", OPT_INT, &c.batch, "sequences per step", 0},
+        {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
+    };
+    int rc = cli_parse("compare",
+                       "Trains DIFF and the softmax baseline at equal parameters, tokens, data and seed, runs the same "
+                       "evaluations on both\n(validation loss, needle retrieval, outliers, quantized logits) and writes "
+                       "report.md and report.json.",
+                       argc, argv, opts, 10, NULL);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    da_status st = da_compare(&c);
+    if (st.code) return cli_fail(st.msg);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/report.md", c.out_dir);
+    FILE *fp = fopen(path, "r");
+    char line[1024];
+    while (fp && fgets(line, sizeof line, fp)) fputs(line, stdout);
+    if (fp) fclose(fp);
+    return 0;
 }

@@ -14,6 +14,7 @@ int cmd_decode(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 /* Prints "diffattn: <msg>" to stderr and returns 1. */
 int cli_fail(const char *msg);

@@ -18,6 +18,7 @@ static const struct {
 } commands[] = {
     {"train", cmd_train, "train a DIFF or softmax model on text"},
     {"sample", cmd_sample, "generate text from a model (KV cache)"},
+    {"compare", cmd_compare, "train DIFF and the baseline side by side and compare them (report.md, report.json)"},
     {"eval", cmd_eval, "evaluate a model (eval loss)"},
     {"init", cmd_init, "write a freshly initialised model"},
     {"info", cmd_info, "show a model's config, parameter count and lambda per layer"},

@@ -1,0 +1,24 @@
+/* `diffattn compare`: DIFF and the softmax baseline trained at equal
+ * parameters, tokens, data and seed, then the same evaluations on both, with
+ * a side-by-side report (report.md, report.json). */
+#ifndef DA_COMPARE_H
+#define DA_COMPARE_H
+
+#include "diffattn.h"
+
+typedef struct {
+    const char *out_dir;
+    const char *data;  /* NULL: the built-in needle mix */
+    long steps;
+    int dim, layers, heads, seq, batch;
+    int seeds;
+    int quiet;
+} da_compare_config;
+
+void da_compare_config_default(da_compare_config *c);
+/* Writes the built-in training mix (filler text with needle sentences, each
+ * document ending in a question and its answer) of about `bytes` bytes. */
+da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed);
+da_status da_compare(const da_compare_config *c);
+
+#endif

@@ -1,0 +1,91 @@
+/* compare on a tiny budget: both archs trained and evaluated, report.json
+ * parses and holds every number, report.md has the table; the built-in mix
+ * asks only for needles present in the same document. */
+#include <cjson/cJSON.h>
+#include <unistd.h>
+
+#include "diffattn.h"
+#include "eval/compare.h"
+#include "harness.h"
+
+static char *slurp(const char *p) {
+    FILE *fp = fopen(p, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (fread(s, 1, (size_t)n, fp) != (size_t)n) n = 0;
+    s[n] = 0;
+    fclose(fp);
+    return s;
+}
+
+static int test_mix_answers_are_in_context(void) {
+    const char *p = "/tmp/da_mix_test.txt";
+    CHECK(!da_needle_mix_write(p, 20000, 512, 3).code);
+    char *s = slurp(p);
+    CHECK(s && strlen(s) >= 20000);
+    int docs = 0;
+    for (char *doc = s; *doc; docs++) {
+        char *end = strstr(doc, "\n\n");
+        CHECK(end);
+        *end = 0;
+        char *q = strrchr(doc, '\n'); /* the question line and its answer */
+        CHECK(q);
+        *q = 0;
+        CHECK(strstr(doc, q + 1)); /* the asked sentence is in the document */
+        doc = end + 2;
+    }
+    CHECK(docs > 20);
+    free(s);
+    unlink(p);
+    return 0;
+}
+
+static int test_compare_tiny(void) {
+    char dir[] = "/tmp/da_compare_XXXXXX";
+    CHECK(mkdtemp(dir));
+    da_compare_config c;
+    da_compare_config_default(&c);
+    c.out_dir = dir, c.steps = 10, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 2;
+    c.quiet = 1;
+    da_status st = da_compare(&c);
+    if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
+    char p[128];
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    char *js = slurp(p);
+    cJSON *root = cJSON_Parse(js);
+    CHECK(root);
+    const cJSON *archs = cJSON_GetObjectItem(root, "archs");
+    for (int a = 0; a < 2; a++) {
+        const cJSON *runs = cJSON_GetObjectItem(archs, a ? "softmax" : "diff");
+        CHECK(cJSON_GetArraySize(runs) == 2);
+        for (const cJSON *r = runs->child; r; r = r->next) {
+            CHECK(cJSON_IsNumber(cJSON_GetObjectItem(r, "val_loss")));
+            double nd = cJSON_GetObjectItem(r, "needle")->valuedouble;
+            CHECK(nd >= 0 && nd <= 1);
+            CHECK(cJSON_GetObjectItem(r, "attn_logit_top1")->valuedouble > 0);
+            CHECK(cJSON_IsObject(cJSON_GetObjectItem(r, "quant_delta_loss")));
+        }
+    }
+    /* equal parameters, up to DIFF's lambda vectors and head norm */
+    long pd = (long)cJSON_GetObjectItem(cJSON_GetObjectItem(archs, "diff")->child, "n_params")->valuedouble;
+    long ps = (long)cJSON_GetObjectItem(cJSON_GetObjectItem(archs, "softmax")->child, "n_params")->valuedouble;
+    CHECK(pd > ps && pd - ps < 200);
+    cJSON_Delete(root);
+    free(js);
+    snprintf(p, sizeof p, "%s/report.md", dir);
+    char *md = slurp(p);
+    CHECK(md && strstr(md, "| metric | DIFF | softmax |") && strstr(md, "needle retrieval accuracy"));
+    free(md);
+    snprintf(p, sizeof p, "rm -rf %s", dir);
+    if (system(p)) {}
+    return 0;
+}
+
+int main(void) {
+    RUN(test_mix_answers_are_in_context);
+    RUN(test_compare_tiny);
+    TH_SUMMARY();
+}
