@@ -88,6 +88,9 @@ expect_error "sample: bad top-p" "--top-p" "$BIN" sample --model "$M" --top-p 0
 expect_error "sample: negative temperature" "--temperature" "$BIN" sample --model "$M" --temperature -1
 expect_ok "sample" "$BIN" sample --model "$T/r/model.safetensors" --prompt "int " --max-new 8
 
+expect_ok "compare --help" "$BIN" compare --help
+expect_error "compare: bad seeds" "--seeds" "$BIN" compare --out "$T/cmp" --seeds 0
+expect_error "compare: context too short" "--seq" "$BIN" compare --out "$T/cmp" --seq 64
 expect_ok "eval --help" "$BIN" eval --help
 expect_ok "eval loss --help" "$BIN" eval loss --help
 expect_error "eval: no subcommand" "expected 'loss'" "$BIN" eval
