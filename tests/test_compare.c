@@ -1,6 +1,7 @@
 /* compare on a tiny budget: both archs trained and evaluated, report.json
  * parses and holds every number, report.md has the table; the built-in mix
  * asks only for needles present in the same document. */
+#include <cairo.h>
 #include <cjson/cJSON.h>
 #include <unistd.h>
 
@@ -78,6 +79,16 @@ static int test_compare_tiny(void) {
     snprintf(p, sizeof p, "%s/report.md", dir);
     char *md = slurp(p);
     CHECK(md && strstr(md, "| metric | DIFF | softmax |") && strstr(md, "needle retrieval accuracy"));
+    /* every figure the report links is a valid PNG of the documented size */
+    const char *figs[] = {"loss_curves.png", "needle_by_depth.png", "outliers.png", "quant_logits.png"};
+    for (int i = 0; i < 4; i++) {
+        CHECK(strstr(md, figs[i]));
+        snprintf(p, sizeof p, "%s/%s", dir, figs[i]);
+        cairo_surface_t *img = cairo_image_surface_create_from_png(p);
+        CHECK(cairo_surface_status(img) == CAIRO_STATUS_SUCCESS);
+        CHECK(cairo_image_surface_get_width(img) == 800 && cairo_image_surface_get_height(img) == 500);
+        cairo_surface_destroy(img);
+    }
     free(md);
     snprintf(p, sizeof p, "rm -rf %s", dir);
     if (system(p)) {}

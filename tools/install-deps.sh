@@ -2,7 +2,7 @@
 # Installs, from Debian's packages, what building, testing and the demo need
 # and this machine lacks. Needs root (or sudo) only when something is missing.
 set -euo pipefail
-PKGS=(build-essential cmake libopenblas-openmp-dev libcjson-dev libpcre2-dev fortunes)
+PKGS=(build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev libpcre2-dev libcairo2-dev fonts-dejavu-core fortunes)
 # node and npm run the reference tokenizers of the tests (tools/tokref)
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()

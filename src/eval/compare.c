@@ -9,6 +9,7 @@
 #include "eval/eval_loss.h"
 #include "eval/needle.h"
 #include "eval/outliers.h"
+#include "eval/plot.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
 
@@ -133,6 +134,84 @@ done:
     return st;
 }
 
+/* Loss curves from a run's metrics.jsonl: train loss per logged step, val
+ * loss at evaluation steps (NAN elsewhere). */
+static int read_curves(const char *dir, double *step, double *train, double *val, int cap) {
+    char p[4300], line[512];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    FILE *fp = fopen(p, "r");
+    int n = 0;
+    while (fp && n < cap && fgets(line, sizeof line, fp)) {
+        long st;
+        if (sscanf(line, "{\"step\":%ld", &st) != 1) continue;
+        const char *t = strstr(line, "\"train_loss\":"), *v = strstr(line, "\"val_loss\":");
+        step[n] = (double)st;
+        train[n] = t ? atof(t + 13) : NAN;
+        val[n] = v ? atof(v + 11) : NAN;
+        n++;
+    }
+    if (fp) fclose(fp);
+    return n;
+}
+
+static da_status figures(const da_compare_config *c, const da_needle_config *nc, arch_result res[2][16]) {
+    char p[4200];
+    da_status st;
+    /* loss curves, first seed */
+    enum { CAP = 4096 };
+    static double step[2][CAP], tr[2][CAP], va[2][CAP];
+    int n[2];
+    for (int a = 0; a < 2; a++) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/%s_seed1337", c->out_dir, a ? "softmax" : "diff");
+        n[a] = read_curves(dir, step[a], tr[a], va[a], CAP);
+    }
+    da_series ls[4] = {{"DIFF train", step[0], tr[0], n[0]}, {"softmax train", step[1], tr[1], n[1]},
+                       {"DIFF validation", step[0], va[0], n[0]}, {"softmax validation", step[1], va[1], n[1]}};
+    snprintf(p, sizeof p, "%s/loss_curves.png", c->out_dir);
+    if ((st = da_plot_lines(p, "Loss (first seed)", "step", "loss (nats/token)", ls, 4)).code) return st;
+    /* needle accuracy by depth, mean over seeds */
+    const char *groups[2] = {"DIFF", "softmax"};
+    char labels[DA_NEEDLE_MAX_DEPTHS][16];
+    const char *cats[DA_NEEDLE_MAX_DEPTHS];
+    double acc[2][DA_NEEDLE_MAX_DEPTHS];
+    for (int j = 0; j < nc->n_depths; j++) {
+        snprintf(labels[j], sizeof labels[j], "%d%%", nc->depths[j]);
+        cats[j] = labels[j];
+        for (int a = 0; a < 2; a++) {
+            acc[a][j] = 0;
+            for (int s = 0; s < c->seeds; s++) acc[a][j] += res[a][s].needle_by_depth[j] / c->seeds;
+        }
+    }
+    const double *av[2] = {acc[0], acc[1]};
+    snprintf(p, sizeof p, "%s/needle_by_depth.png", c->out_dir);
+    if ((st = da_plot_bars(p, "Needle retrieval accuracy by depth", "accuracy", cats, nc->n_depths, groups, av, 2)).code)
+        return st;
+    /* outliers, mean over seeds */
+    const char *ocats[4] = {"top-1 |logit|", "top-10 |logit|", "top-1 |hidden|", "top-10 |hidden|"};
+    double ov[2][4] = {{0}};
+    for (int a = 0; a < 2; a++)
+        for (int s = 0; s < c->seeds; s++) {
+            const da_outliers_result *o = &res[a][s].out;
+            ov[a][0] += o->logits.top[0] / c->seeds, ov[a][1] += o->logits.top[3] / c->seeds;
+            ov[a][2] += o->hidden.top[0] / c->seeds, ov[a][3] += o->hidden.top[3] / c->seeds;
+        }
+    const double *ovp[2] = {ov[0], ov[1]};
+    snprintf(p, sizeof p, "%s/outliers.png", c->out_dir);
+    if ((st = da_plot_bars(p, "Largest attention logits and hidden states", "|value|", ocats, 4, groups, ovp, 2)).code)
+        return st;
+    /* loss cost of quantized attention logits */
+    static const double bits_x[4] = {16, 8, 6, 4};
+    double qd[2][4] = {{0}};
+    for (int a = 0; a < 2; a++)
+        for (int s = 0; s < c->seeds; s++)
+            for (int i = 0; i < 4; i++) qd[a][i] += res[a][s].quant[i] / c->seeds;
+    da_series qs[2] = {{"DIFF", bits_x, qd[0], 4}, {"softmax", bits_x, qd[1], 4}};
+    snprintf(p, sizeof p, "%s/quant_logits.png", c->out_dir);
+    return da_plot_lines(p, "Validation loss increase with quantized attention logits", "bits", "loss increase (nats)",
+                         qs, 2);
+}
+
 static void mean_sd(const double *x, int n, double *mean, double *sd) {
     double s = 0, ss = 0;
     for (int i = 0; i < n; i++) s += x[i];
@@ -190,6 +269,7 @@ da_status da_compare(const da_compare_config *c) {
     fprintf(fp, "}}\n");
     if ((st = da_atomic_commit(&af)).code) return st;
 
+    if ((st = figures(c, &nc, res)).code) return st;
     snprintf(path, sizeof path, "%s/report.md", c->out_dir);
     if ((st = da_atomic_open(&af, path)).code) return st;
     fp = af.fp;
@@ -223,5 +303,7 @@ da_status da_compare(const da_compare_config *c) {
                 "noise. Needle prompts: %d needles, %d asked, %d bytes of context, %d samples per depth at depths "
                 "0..100%%; every number is in report.json.\n",
             nc.needles, nc.queries, nc.contexts[0], nc.samples);
+    fprintf(fp, "\n![loss curves](loss_curves.png)\n\n![needle retrieval by depth](needle_by_depth.png)\n\n"
+                "![outliers](outliers.png)\n\n![quantized logits](quant_logits.png)\n");
     return da_atomic_commit(&af);
 }

@@ -1,0 +1,180 @@
+/* Line and bar charts with cairo (see plot.h). */
+#include <cairo.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "eval/plot.h"
+
+static const double COLORS[][3] = {{0.12, 0.47, 0.71}, {1.0, 0.50, 0.05}, {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16}};
+#define ML 80.0  /* margins: left, right, top, bottom */
+#define MR 30.0
+#define MT 50.0
+#define MB 60.0
+
+/* A "nice" tick step for a range: 1, 2 or 5 times a power of ten. */
+static double nice_step(double range, int ticks) {
+    double raw = range / ticks, p = pow(10, floor(log10(raw))), f = raw / p;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+}
+
+static void text(cairo_t *cr, double x, double y, const char *s, double size, double align_x, double align_y,
+                 int vertical) {
+    cairo_text_extents_t e;
+    cairo_set_font_size(cr, size);
+    cairo_text_extents(cr, s, &e);
+    cairo_save(cr);
+    cairo_translate(cr, x, y);
+    if (vertical) cairo_rotate(cr, -M_PI / 2);
+    cairo_move_to(cr, -e.width * align_x - e.x_bearing, e.height * align_y);
+    cairo_show_text(cr, s);
+    cairo_restore(cr);
+}
+
+typedef struct {
+    cairo_surface_t *surf;
+    cairo_t *cr;
+    double x0, x1, y0, y1; /* data ranges */
+} canvas;
+
+static void canvas_open(canvas *c, const char *title) {
+    c->surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, DA_PLOT_WIDTH, DA_PLOT_HEIGHT);
+    c->cr = cairo_create(c->surf);
+    cairo_set_source_rgb(c->cr, 1, 1, 1);
+    cairo_paint(c->cr);
+    cairo_select_font_face(c->cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_source_rgb(c->cr, 0, 0, 0);
+    text(c->cr, DA_PLOT_WIDTH / 2.0, 30, title, 16, 0.5, 0, 0);
+}
+
+static double px(const canvas *c, double x) { return ML + (x - c->x0) / (c->x1 - c->x0) * (DA_PLOT_WIDTH - ML - MR); }
+static double py(const canvas *c, double y) { return DA_PLOT_HEIGHT - MB - (y - c->y0) / (c->y1 - c->y0) * (DA_PLOT_HEIGHT - MT - MB); }
+
+/* Axes, y grid and ticks; x ticks only when numeric. */
+static void axes(canvas *c, const char *xlabel, const char *ylabel, int x_ticks) {
+    cairo_t *cr = c->cr;
+    char buf[32];
+    double ys = nice_step(c->y1 - c->y0, 5);
+    cairo_set_line_width(cr, 1);
+    for (double v = ceil(c->y0 / ys) * ys; v <= c->y1 + 1e-12; v += ys) {
+        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+        cairo_move_to(cr, ML, py(c, v));
+        cairo_line_to(cr, DA_PLOT_WIDTH - MR, py(c, v));
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        snprintf(buf, sizeof buf, "%g", fabs(v) < ys * 1e-6 ? 0.0 : v);
+        text(cr, ML - 8, py(c, v), buf, 11, 1, 0.5, 0);
+    }
+    if (x_ticks) {
+        double xs = nice_step(c->x1 - c->x0, 6);
+        for (double v = ceil(c->x0 / xs) * xs; v <= c->x1 + 1e-12; v += xs) {
+            snprintf(buf, sizeof buf, "%g", v);
+            text(cr, px(c, v), DA_PLOT_HEIGHT - MB + 8, buf, 11, 0.5, 1, 0);
+        }
+    }
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_rectangle(cr, ML, MT, DA_PLOT_WIDTH - ML - MR, DA_PLOT_HEIGHT - MT - MB);
+    cairo_stroke(cr);
+    text(cr, (ML + DA_PLOT_WIDTH - MR) / 2, DA_PLOT_HEIGHT - 18, xlabel, 13, 0.5, 0, 0);
+    text(cr, 22, (MT + DA_PLOT_HEIGHT - MB) / 2, ylabel, 13, 0.5, 0, 1);
+}
+
+static void legend(canvas *c, const char *const *names, int n) {
+    cairo_t *cr = c->cr;
+    for (int i = 0; i < n; i++) {
+        double y = MT + 18 + 20 * i, x = DA_PLOT_WIDTH - MR - 150;
+        cairo_set_source_rgb(cr, COLORS[i % 4][0], COLORS[i % 4][1], COLORS[i % 4][2]);
+        cairo_rectangle(cr, x, y - 6, 14, 12);
+        cairo_fill(cr);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text(cr, x + 20, y, names[i], 12, 0, 0.5, 0);
+    }
+}
+
+static da_status canvas_close(canvas *c, const char *path) {
+    cairo_destroy(c->cr);
+    cairo_status_t s = cairo_surface_write_to_png(c->surf, path);
+    cairo_surface_destroy(c->surf);
+    return s == CAIRO_STATUS_SUCCESS ? da_ok() : da_errorf("%s: cannot write PNG: %s", path, cairo_status_to_string(s));
+}
+
+static void pad_range(double *lo, double *hi, int from_zero) {
+    if (from_zero && *lo > 0) *lo = 0;
+    if (*hi - *lo < 1e-12) *hi = *lo + (fabs(*lo) > 0 ? fabs(*lo) * 0.1 : 1);
+    double pad = (*hi - *lo) * 0.05;
+    if (!from_zero || *lo < 0) *lo -= pad;
+    *hi += pad;
+}
+
+da_status da_plot_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                        const da_series *s, int n_series) {
+    canvas c = {0};
+    c.x0 = c.y0 = INFINITY;
+    c.x1 = c.y1 = -INFINITY;
+    for (int k = 0; k < n_series; k++)
+        for (int i = 0; i < s[k].n; i++) {
+            if (isnan(s[k].y[i])) continue;
+            c.x0 = fmin(c.x0, s[k].x[i]), c.x1 = fmax(c.x1, s[k].x[i]);
+            c.y0 = fmin(c.y0, s[k].y[i]), c.y1 = fmax(c.y1, s[k].y[i]);
+        }
+    if (!isfinite(c.x0)) c.x0 = 0, c.x1 = 1, c.y0 = 0, c.y1 = 1;
+    if (c.x1 - c.x0 < 1e-12) c.x1 = c.x0 + 1;
+    pad_range(&c.y0, &c.y1, 0);
+    canvas_open(&c, title);
+    axes(&c, xlabel, ylabel, 1);
+    const char *names[8];
+    for (int k = 0; k < n_series && k < 8; k++) {
+        cairo_t *cr = c.cr;
+        cairo_set_source_rgb(cr, COLORS[k % 4][0], COLORS[k % 4][1], COLORS[k % 4][2]);
+        cairo_set_line_width(cr, 2);
+        int started = 0;
+        for (int i = 0; i < s[k].n; i++) {
+            if (isnan(s[k].y[i])) continue;
+            if (!started) cairo_move_to(cr, px(&c, s[k].x[i]), py(&c, s[k].y[i]));
+            else cairo_line_to(cr, px(&c, s[k].x[i]), py(&c, s[k].y[i]));
+            started = 1;
+        }
+        cairo_stroke(cr);
+        for (int i = 0; i < s[k].n; i++) {
+            if (isnan(s[k].y[i])) continue;
+            cairo_arc(cr, px(&c, s[k].x[i]), py(&c, s[k].y[i]), 3, 0, 2 * M_PI);
+            cairo_fill(cr);
+        }
+        names[k] = s[k].name;
+    }
+    legend(&c, names, n_series < 8 ? n_series : 8);
+    return canvas_close(&c, path);
+}
+
+da_status da_plot_bars(const char *path, const char *title, const char *ylabel, const char *const *categories,
+                       int n_cat, const char *const *groups, const double *const *values, int n_groups) {
+    canvas c = {0};
+    c.x0 = 0, c.x1 = n_cat;
+    c.y0 = INFINITY, c.y1 = -INFINITY;
+    for (int g = 0; g < n_groups; g++)
+        for (int k = 0; k < n_cat; k++) c.y0 = fmin(c.y0, values[g][k]), c.y1 = fmax(c.y1, values[g][k]);
+    if (!isfinite(c.y0)) c.y0 = 0, c.y1 = 1;
+    pad_range(&c.y0, &c.y1, 1);
+    canvas_open(&c, title);
+    axes(&c, "", ylabel, 0);
+    cairo_t *cr = c.cr;
+    const double slot = 1.0 / (n_groups + 1);
+    char buf[32];
+    for (int k = 0; k < n_cat; k++) {
+        for (int g = 0; g < n_groups; g++) {
+            double x = k + slot * (g + 0.5), v = values[g][k];
+            double xa = px(&c, x), xb = px(&c, x + slot), ya = py(&c, v > 0 ? v : 0), yb = py(&c, v > 0 ? 0 : v);
+            if (c.y0 > 0) yb = py(&c, c.y0);
+            cairo_set_source_rgb(cr, COLORS[g % 4][0], COLORS[g % 4][1], COLORS[g % 4][2]);
+            cairo_rectangle(cr, xa, ya, xb - xa - 2, yb - ya);
+            cairo_fill(cr);
+            cairo_set_source_rgb(cr, 0, 0, 0);
+            snprintf(buf, sizeof buf, "%.3g", v);
+            text(cr, (xa + xb) / 2, ya - 4, buf, 10, 0.5, 0, 0);
+        }
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text(cr, px(&c, k + 0.5), DA_PLOT_HEIGHT - MB + 8, categories[k], 11, 0.5, 1, 0);
+    }
+    legend(&c, groups, n_groups);
+    return canvas_close(&c, path);
+}

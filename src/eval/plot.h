@@ -1,0 +1,24 @@
+/* PNG figures for reports, drawn with cairo: line charts and grouped bar
+ * charts, 800 x 500, one color per series (DIFF blue, baseline orange). */
+#ifndef DA_PLOT_H
+#define DA_PLOT_H
+
+#include "diffattn.h"
+
+#define DA_PLOT_WIDTH 800
+#define DA_PLOT_HEIGHT 500
+
+typedef struct {
+    const char *name;
+    const double *x, *y; /* n points; NAN y values are skipped */
+    int n;
+} da_series;
+
+da_status da_plot_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                        const da_series *s, int n_series);
+
+/* values[g][c]: group g (a series, e.g. an architecture), category c. */
+da_status da_plot_bars(const char *path, const char *title, const char *ylabel, const char *const *categories,
+                       int n_cat, const char *const *groups, const double *const *values, int n_groups);
+
+#endif
