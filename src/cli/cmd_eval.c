@@ -11,6 +11,19 @@
 #include "eval/outliers.h"
 #include <stdlib.h>
 
+/* The model and its validation data, with --seq 0 meaning the model's
+ * context. On failure nothing is left allocated. */
+static da_status load_model_data(const char *model, const char *data, float val_fraction, int *seq, da_model *m,
+                                 da_text_data *d) {
+    da_status st = da_model_load(m, model);
+    if (st.code) return st;
+    if (*seq == 0) *seq = m->cfg.max_seq_len;
+    if (*seq <= 0) st = da_errorf("--seq must be positive");
+    if (!st.code) st = da_text_data_load(d, data, val_fraction, *seq);
+    if (st.code) da_model_free(m);
+    return st;
+}
+
 static int eval_loss(int argc, char **argv) {
     const char *model = NULL, *data = NULL;
     int seq = 0, batch = 8, json = 0;
@@ -32,17 +45,12 @@ static int eval_loss(int argc, char **argv) {
                        argc, argv, opts, 7, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     da_model m;
-    da_status st = da_model_load(&m, model);
-    if (st.code) return cli_fail(st.msg);
-    if (seq == 0) seq = m.cfg.max_seq_len;
     da_text_data d;
     da_eval_loss_result r;
-    if (seq <= 0) st = da_errorf("--seq must be positive");
-    if (!st.code) st = da_text_data_load(&d, data, val_fraction, seq);
-    if (!st.code) {
-        st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_FLASH, &r);
-        da_text_data_free(&d);
-    }
+    da_status st = load_model_data(model, data, val_fraction, &seq, &m, &d);
+    if (st.code) return cli_fail(st.msg);
+    st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_FLASH, &r);
+    da_text_data_free(&d);
     if (!st.code) {
         if (json)
             printf("{\"model\":\"%s\",\"arch\":\"%s\",\"loss\":%.6f,\"ppl\":%.4f,\"windows\":%ld,\"seq\":%d,"
@@ -87,17 +95,12 @@ static int eval_outliers(int argc, char **argv) {
                        argc, argv, opts, 6, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     da_model m;
-    da_status st = da_model_load(&m, model);
-    if (st.code) return cli_fail(st.msg);
-    if (seq == 0) seq = m.cfg.max_seq_len;
     da_text_data d;
     da_outliers_result r;
-    if (seq <= 0) st = da_errorf("--seq must be positive");
-    if (!st.code) st = da_text_data_load(&d, data, val_fraction, seq);
-    if (!st.code) {
-        st = da_eval_outliers(&m, &d, seq, windows, &r);
-        da_text_data_free(&d);
-    }
+    da_status st = load_model_data(model, data, val_fraction, &seq, &m, &d);
+    if (st.code) return cli_fail(st.msg);
+    st = da_eval_outliers(&m, &d, seq, windows, &r);
+    da_text_data_free(&d);
     if (!st.code) {
         if (json) {
             printf("{\"model\":\"%s\",\"arch\":\"%s\",\"tokens\":%ld,", model, da_arch_name(m.cfg.arch), r.tokens);
@@ -149,14 +152,11 @@ static int eval_quant_logits(int argc, char **argv) {
         p = *end ? end + 1 : end;
     }
     da_model m;
-    da_status st = da_model_load(&m, model);
-    if (st.code) return cli_fail(st.msg);
-    if (seq == 0) seq = m.cfg.max_seq_len;
     da_text_data d;
     da_eval_loss_result exact, q[16];
-    if (seq <= 0) st = da_errorf("--seq must be positive");
-    if (!st.code) st = da_text_data_load(&d, data, val_fraction, seq);
-    if (!st.code) {
+    da_status st = load_model_data(model, data, val_fraction, &seq, &m, &d);
+    if (st.code) return cli_fail(st.msg);
+    {
         da_attn_logit_bits = 0;
         st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &exact);
         for (int i = 0; i < n_bits && !st.code; i++) {
