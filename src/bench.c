@@ -6,17 +6,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "attn/attention.h"
 #include "attn/flash_attention.h"
 #include "bench.h"
 #include "ops/bf16_gemm.h"
 #include "ops/ops.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 
 static int cmp_d(const void *a, const void *b) {
@@ -50,9 +45,9 @@ double da_sgemm_peak_gflops(void) {
     for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = 1e-3f * (float)(i % 97);
     double best = 1e30;
     for (int rep = 0; rep < 4; rep++) { /* the first warms up */
-        double t = now_s();
+        double t = da_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, cc, n);
-        t = now_s() - t;
+        t = da_now_s() - t;
         if (rep && t < best) best = t;
     }
     free(a), free(b), free(cc);
@@ -79,9 +74,9 @@ double da_bf16_peak_gflops(void) {
     if (a && b && cc) {
         for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = 1e-3f * (float)(i % 97);
         for (int rep = 0; rep < 4; rep++) {
-            double t = now_s();
+            double t = da_now_s();
             bf16_gemm(n, n, n, 1.0f, a, n, 1, b, n, 1, 0.0f, cc, n);
-            t = now_s() - t;
+            t = da_now_s() - t;
             if (rep && t < best) best = t;
         }
     }
@@ -128,12 +123,12 @@ da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps
         }
         da_adamw_config ac = {0.9f, 0.95f, 1e-8f, 0.1f};
         for (int s = 0; s < warmup + steps; s++) {
-            double t = now_s();
+            double t = da_now_s();
             da_model_zero_grads(&m);
             da_forward(&m, a, tok, tgt, B, T);
             da_backward(&m, a);
             da_adamw_step(&opt, &m, &ac, 1e-4f);
-            if (s >= warmup) times[s - warmup] = now_s() - t;
+            if (s >= warmup) times[s - warmup] = da_now_s() - t;
         }
         r->n_params = m.n_params;
         r->flops_per_token = da_train_flops_per_token(c, T);
@@ -191,7 +186,7 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
     for (int i = 0; i < d2; i++) w[i] = 1.0f;
     float dl;
     for (int it = 0; it < warmup + steps; it++) {
-        double t = now_s();
+        double t = da_now_s();
         if (flash) {
             flash_attention_forward(diff ? opre : out, o1, o2, maps_or_lse, q, k, v, 0.5f, diff, &s, scratch);
             if (diff) {
@@ -208,7 +203,7 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
             softmax_attention_forward(out, maps_or_lse, q, k, v, &s);
             softmax_attention_backward(dq, dk, dv, dout, maps_or_lse, q, k, v, &s, scratch);
         }
-        if (it >= warmup) times[it - warmup] = now_s() - t;
+        if (it >= warmup) times[it - warmup] = da_now_s() - t;
     }
     r->flops_per_token = da_attn_flops_per_token(c, T);
     summarise(times, steps, r->flops_per_token * B * T, B * T, r);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "clock.h"
 #include "data/text_data.h"
 #include "diffattn.h"
 #include "eval/eval_loss.h"
@@ -63,12 +64,6 @@ da_status da_train_config_validate(const da_train_config *tc) {
     if (tc->bf16 && !bf16_gemm_available())
         return da_errorf("--bf16: this build has no AVX512-BF16 kernel (needs a CPU with avx512_bf16 and -march=native)");
     return da_ok();
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Mean validation loss over eval_batches * batch fixed windows. */
@@ -187,7 +182,7 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
         goto done;
     }
 
-    const double t_start = now_s();
+    const double t_start = da_now_s();
     const long first_step = opt.step;
     if (opt.step == 0) {
         float vl = evaluate(&m, acts, &data, &tc, micro, tokens, targets);
@@ -198,7 +193,7 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
         da_train_log log = {0, tc.steps, NAN, vl, 0, 0, 0, 0, 0};
         if (hooks && hooks->on_log) hooks->on_log(hooks->ctx, &log);
     }
-    double t_last = now_s();
+    double t_last = da_now_s();
     long tokens_since = 0;
     while (opt.step < tc.steps) {
         da_model_zero_grads(&m);
@@ -230,7 +225,7 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
         if (is_last || (tc.eval_every > 0 && step % tc.eval_every == 0))
             vl = evaluate(&m, acts, &data, &tc, micro, tokens, targets);
         if (is_last || step % tc.log_every == 0 || isfinite(vl)) {
-            double t = now_s();
+            double t = da_now_s();
             float tps = (float)(tokens_since / (t - t_last + 1e-9));
             double elapsed = t - t_start;
             double eta = elapsed / (double)(step - first_step) * (double)(tc.steps - step);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "data/file_list.h"
 #include "data/prepare.h"
 #include "data/shard.h"
@@ -23,12 +24,6 @@ void da_prepare_config_default(da_prepare_config *pc) {
     pc->shard_tokens = 100L * 1000 * 1000;
     pc->chunk_bytes = 4 << 20;
     pc->quiet = 0;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* ------------------------------------------------------------ shard writer */
@@ -109,7 +104,7 @@ typedef struct {
 
 static void progress(const da_prepare_config *pc, double done, double total, double t0, int final) {
     if (pc->quiet) return;
-    double el = now_s() - t0, rate = done / (el > 1e-9 ? el : 1e-9);
+    double el = da_now_s() - t0, rate = done / (el > 1e-9 ? el : 1e-9);
     double eta = rate > 0 ? (total - done) / rate : 0;
     fprintf(stderr, "\rprepare: %.1f / %.1f MB  %.1f MB/s  ETA %.0fs   %s", done / 1e6, total / 1e6, rate / 1e6, eta,
             final ? "\n" : "");
@@ -175,7 +170,7 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
     shard_writer vw = {out_dir, "val", 0, NULL, 0, (uint32_t)da_tokenizer_vocab_size(tok), 0};
     chunk *ch = calloc((size_t)batch, sizeof(chunk));
     if (!st.code && !ch) st = da_errorf("out of memory");
-    const double t0 = now_s();
+    const double t0 = da_now_s();
     double offset = 0; /* input bytes consumed */
     int fi = 0;
     FILE *fp = NULL;
@@ -251,9 +246,9 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
             st = ch[i].st;
             if (!st.code) st = shard_append(ch[i].val ? &vw : &tw, ch[i].ids, ch[i].n_ids, pc->shard_tokens);
         }
-        if (now_s() - last_progress > 0.5) {
+        if (da_now_s() - last_progress > 0.5) {
             progress(pc, offset, total, t0, 0);
-            last_progress = now_s();
+            last_progress = da_now_s();
         }
     }
     if (fp) fclose(fp);
@@ -274,7 +269,7 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
         progress(pc, total, total, t0, 1);
     }
     stats->bytes = total;
-    stats->seconds = now_s() - t0;
+    stats->seconds = da_now_s() - t0;
     stats->train_tokens = tw.total;
     stats->val_tokens = vw.total;
     stats->train_shards = tw.index;

@@ -8,29 +8,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "data/file_list.h"
 #include "io/atomic_file.h"
 #include "tok/bpe_train.h"
+#include "tok/hash.h"
 #include "tok/tokenizer.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static uint64_t fnv1a(const uint8_t *b, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
-    return h;
-}
-
-static inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
 
 /* ------------------------------------------------------------ word counts */
 
@@ -58,7 +41,7 @@ static int word_map_grow(word_map *m) {
     }
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->key[i]) continue;
-        size_t j = fnv1a(m->key[i], m->len[i]) & (cap - 1);
+        size_t j = da_fnv1a(m->key[i], m->len[i]) & (cap - 1);
         while (key[j]) j = (j + 1) & (cap - 1);
         key[j] = m->key[i], len[j] = m->len[i], count[j] = m->count[i];
     }
@@ -69,7 +52,7 @@ static int word_map_grow(word_map *m) {
 
 static int word_map_add(word_map *m, const uint8_t *b, size_t n) {
     if (2 * (m->n + 1) > m->cap && word_map_grow(m)) return -1;
-    size_t j = fnv1a(b, n) & (m->cap - 1);
+    size_t j = da_fnv1a(b, n) & (m->cap - 1);
     while (m->key[j]) {
         if (m->len[j] == n && !memcmp(m->key[j], b, n)) {
             m->count[j]++;
@@ -105,7 +88,7 @@ static long pair_slot(pair_table *p, uint64_t k, int create) {
         if (!q.key || !q.count || !q.where || !q.n_where || !q.cap_where) return -1;
         for (size_t i = 0; i < p->cap; i++) {
             if (!p->key[i]) continue;
-            size_t j = mix64(p->key[i]) & (cap - 1);
+            size_t j = da_mix64(p->key[i]) & (cap - 1);
             while (q.key[j]) j = (j + 1) & (cap - 1);
             q.key[j] = p->key[i], q.count[j] = p->count[i], q.where[j] = p->where[i];
             q.n_where[j] = p->n_where[i], q.cap_where[j] = p->cap_where[i];
@@ -114,7 +97,7 @@ static long pair_slot(pair_table *p, uint64_t k, int create) {
         *p = q;
     }
     if (!p->cap) return -1;
-    size_t j = mix64(k) & (p->cap - 1);
+    size_t j = da_mix64(k) & (p->cap - 1);
     while (p->key[j]) {
         if (p->key[j] == k) return (long)j;
         j = (j + 1) & (p->cap - 1);
@@ -193,15 +176,12 @@ static heap_item heap_pop(heap *h) {
 
 /* ------------------------------------------------------------ output */
 
-/* GPT-2's byte alphabet (see tokenizer.c): UTF-8 of byte b's code point. */
+/* GPT-2's byte alphabet: UTF-8 of byte b's code point. */
 static void byte_char(int b, char out[3]) {
     static int cp_of[256], init;
     if (!init) {
-        int n = 0;
-        for (int x = 0; x < 256; x++) {
-            int printable = (x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF);
-            cp_of[x] = printable ? x : 256 + n++;
-        }
+        int cp_to_byte[512];
+        da_gpt2_byte_alphabet(cp_of, cp_to_byte);
         init = 1;
     }
     int cp = cp_of[b];
@@ -227,7 +207,7 @@ da_status da_bpe_train(const char *const *inputs, int n_inputs, const char *out_
     if (c->vocab_size < 257 || c->vocab_size > (1 << 24))
         return da_errorf("--vocab-size %d must lie in [257, %d] (256 bytes + <|endoftext|> at least)", c->vocab_size,
                          1 << 24);
-    const double t0 = now_s();
+    const double t0 = da_now_s();
     int err;
     PCRE2_SIZE eoff;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)DA_GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
@@ -448,7 +428,7 @@ da_status da_bpe_train(const char *const *inputs, int n_inputs, const char *out_
         }
         free(json);
     }
-    stats->seconds = now_s() - t0;
+    stats->seconds = da_now_s() - t0;
 
     for (long i = 0; i < nw; i++) free(w[i].sym);
     free(w);

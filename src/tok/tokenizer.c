@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tok/hash.h"
 #include "tok/tokenizer.h"
 
 /* GPT-2's pre-tokenisation pattern (tiktoken's "gpt2" spelling). */
@@ -17,13 +18,6 @@ const char *const DA_GPT2_PATTERN = "'(?:[sdmt]|ll|ve|re)| ?\\p{L}+| ?\\p{N}+| ?
 #define MAX_SPECIAL 64
 
 /* ------------------------------------------------------------ hash maps */
-
-static uint64_t fnv1a(const void *p, size_t n) {
-    const uint8_t *b = p;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
-    return h;
-}
 
 /* bytes -> id, open addressing; keys point into the tokenizer's token bytes. */
 typedef struct {
@@ -68,7 +62,7 @@ static int bytes_map_init(bytes_map *m, size_t n) {
 
 static int bytes_map_get(const da_tokenizer *t, const uint8_t *b, size_t n) {
     const bytes_map *m = &t->vocab;
-    for (size_t i = fnv1a(b, n) & m->mask;; i = (i + 1) & m->mask) {
+    for (size_t i = da_fnv1a(b, n) & m->mask;; i = (i + 1) & m->mask) {
         int32_t id = m->slot[i];
         if (id < 0) return -1;
         if (t->tok_len[id] == n && !memcmp(t->tok[id], b, n)) return id;
@@ -77,7 +71,7 @@ static int bytes_map_get(const da_tokenizer *t, const uint8_t *b, size_t n) {
 
 static void bytes_map_put(da_tokenizer *t, int id) {
     bytes_map *m = &t->vocab;
-    size_t i = fnv1a(t->tok[id], t->tok_len[id]) & m->mask;
+    size_t i = da_fnv1a(t->tok[id], t->tok_len[id]) & m->mask;
     while (m->slot[i] >= 0) i = (i + 1) & m->mask;
     m->slot[i] = id;
 }
@@ -93,17 +87,10 @@ static int pair_map_init(pair_map *m, size_t n) {
 
 static inline uint64_t pair_key(int a, int b) { return ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1; }
 
-static inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
-
 /* Returns 0 when added, 1 when the pair was already there (first rank wins). */
 static int pair_map_put(pair_map *m, int a, int b, int rank, int merged) {
     uint64_t k = pair_key(a, b);
-    size_t i = mix64(k) & m->mask;
+    size_t i = da_mix64(k) & m->mask;
     while (m->key[i]) {
         if (m->key[i] == k) return 1;
         i = (i + 1) & m->mask;
@@ -116,7 +103,7 @@ static int pair_map_put(pair_map *m, int a, int b, int rank, int merged) {
 
 static inline int pair_map_get(const pair_map *m, int a, int b, int *merged) {
     uint64_t k = pair_key(a, b);
-    for (size_t i = mix64(k) & m->mask;; i = (i + 1) & m->mask) {
+    for (size_t i = da_mix64(k) & m->mask;; i = (i + 1) & m->mask) {
         if (!m->key[i]) return -1;
         if (m->key[i] == k) {
             *merged = m->merged[i];
@@ -129,7 +116,7 @@ static inline int pair_map_get(const pair_map *m, int a, int b, int *merged) {
 
 /* GPT-2 writes every byte as one printable code point: these bytes stand for
  * themselves, the other 68 map to U+0100 onwards, in byte order. */
-static void byte_alphabet(int byte_to_cp[256], int cp_to_byte[512]) {
+void da_gpt2_byte_alphabet(int byte_to_cp[256], int cp_to_byte[512]) {
     int n = 0;
     for (int i = 0; i < 512; i++) cp_to_byte[i] = -1;
     for (int b = 0; b < 256; b++) {
@@ -397,7 +384,7 @@ da_status da_tokenizer_load(da_tokenizer **out, const char *path) {
     da_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return da_errorf("out of memory");
     int byte_to_cp[256];
-    byte_alphabet(byte_to_cp, t->cp_to_byte);
+    da_gpt2_byte_alphabet(byte_to_cp, t->cp_to_byte);
     char a[4096], b[4096];
     struct stat sb;
     da_status st;

@@ -34,6 +34,11 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
 da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, uint8_t **out, size_t *n_out,
                               size_t *cap);
 
+/* GPT-2 writes every byte as one printable code point: these bytes stand for
+ * themselves, the other 68 map to U+0100 onwards, in byte order. Fills both
+ * directions (cp_to_byte is -1 outside the alphabet). */
+void da_gpt2_byte_alphabet(int byte_to_cp[256], int cp_to_byte[512]);
+
 /* Where to cut a buffer of n bytes so that encoding the two parts gives the
  * same ids as the whole (no pre-token spans the cut): after a lone line end
  * between two ASCII non-space bytes, searched backwards from the end; else after
