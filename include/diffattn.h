@@ -136,6 +136,8 @@ const float *da_acts_logits(const da_acts *a);
  * keys after RoPE: q (B, T, C), k (B, T, Ckv); the residual stream after
  * layer l (its output): (B, T, C). */
 void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k);
+/* Layer l's values: (B, T, Ckv). */
+const float *da_acts_v(const da_acts *a, int layer);
 const float *da_acts_hidden(const da_acts *a, int layer);
 
 /* Gradient of the mean loss of the last da_forward (which needed targets);
@@ -223,6 +225,11 @@ void da_kv_free(da_kv_cache *kv);
 void da_kv_reset(da_kv_cache *kv);
 /* Feeds one token at position kv's length; returns the (V) logits, owned by kv. */
 da_status da_decode_step(const da_model *m, da_kv_cache *kv, int token, const float **logits);
+/* Fills an empty cache with a whole prompt in one batched forward (through a,
+ * created for at least 1 x n), much faster than n decode steps; returns the
+ * last position's (V) logits, owned by kv. The reference kernel in a honours
+ * da_attn_logit_bits, as decoding does. */
+da_status da_kv_prefill(da_model *m, da_kv_cache *kv, da_acts *a, const int *tokens, int n, const float **logits);
 
 /* ---------------------------------------------------------------- RNG */
 

@@ -139,8 +139,9 @@ static void score_softmax(float *a, const float *Q, const float *K, int ldk, int
         float s = 0.0f;
         for (int i = 0; i < d; i++) s += Q[i] * kr[i];
         a[t] = scale * s;
-        mx = a[t] > mx ? a[t] : mx;
     }
+    if (da_attn_logit_bits > 0) da_quantize_logit_row(a, n, da_attn_logit_bits);
+    for (int t = 0; t < n; t++) mx = a[t] > mx ? a[t] : mx;
     float sum = 0.0f;
     for (int t = 0; t < n; t++) {
         a[t] = expf(a[t] - mx);
@@ -256,6 +257,32 @@ da_status da_decode_step(const da_model *m, da_kv_cache *kv, int token, const fl
     rmsnorm_row(xn, x, m->w.norm, C, c->norm_eps);
     matvec(kv->logits, m->w.output, xn, V, C, 0.0f);
     kv->len = pos + 1;
+    if (logits) *logits = kv->logits;
+    return da_ok();
+}
+
+da_status da_kv_prefill(da_model *m, da_kv_cache *kv, da_acts *a, const int *tokens, int n, const float **logits) {
+    if (logits) *logits = NULL;
+    const da_config *c = &m->cfg;
+    if (!same_shape(c, &kv->cfg)) return da_errorf("KV cache was created for a different model; create it from the "
+                                                   "model's config");
+    if (kv->len != 0) return da_errorf("da_kv_prefill needs an empty KV cache (da_kv_reset it first)");
+    if (n < 1 || n > kv->max_T)
+        return da_errorf("a prompt of %d tokens does not fit the KV cache of %d positions", n, kv->max_T);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return da_errorf("token %d at position %d is out of range (0..%d for vocab_size %d)", tokens[i], i,
+                             c->vocab_size - 1, c->vocab_size);
+    da_forward(m, a, tokens, NULL, 1, n);
+    const size_t Ckv = kv->Ckv, T = kv->max_T;
+    for (int l = 0; l < c->n_layers; l++) {
+        const float *q, *k;
+        da_acts_qk(a, l, &q, &k);
+        memcpy(kv->k + (size_t)l * T * Ckv, k, (size_t)n * Ckv * sizeof(float));
+        memcpy(kv->v + (size_t)l * T * Ckv, da_acts_v(a, l), (size_t)n * Ckv * sizeof(float));
+    }
+    memcpy(kv->logits, da_acts_logits(a) + (size_t)(n - 1) * c->vocab_size, (size_t)c->vocab_size * sizeof(float));
+    kv->len = n;
     if (logits) *logits = kv->logits;
     return da_ok();
 }

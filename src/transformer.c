@@ -53,6 +53,8 @@ void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k) {
     *k = a->layers[layer].k;
 }
 
+const float *da_acts_v(const da_acts *a, int layer) { return a->layers[layer].v; }
+
 const float *da_acts_hidden(const da_acts *a, int layer) {
     return layer + 1 < a->cfg.n_layers ? a->layers[layer + 1].resid_in : a->resid_out;
 }

@@ -68,6 +68,13 @@ static int test_compare_tiny(void) {
             CHECK(nd >= 0 && nd <= 1);
             CHECK(cJSON_GetObjectItem(r, "attn_logit_top1")->valuedouble > 0);
             CHECK(cJSON_IsObject(cJSON_GetObjectItem(r, "quant_delta_loss")));
+            const cJSON *qn = cJSON_GetObjectItem(r, "quant_needle");
+            CHECK(cJSON_IsObject(qn) && cJSON_GetArraySize(qn) == 4);
+            const cJSON *by = cJSON_GetObjectItem(r, "needle_by_context_depth");
+            CHECK(cJSON_GetArraySize(by) == 1 && cJSON_GetArraySize(by->child) == 5);
+            double ans = cJSON_GetObjectItem(r, "attention_answer")->valuedouble;
+            double noise = cJSON_GetObjectItem(r, "attention_noise")->valuedouble;
+            CHECK(fabs(ans) <= 1 && fabs(noise) <= 1 && fabs(ans) + fabs(noise) <= 1.0001 && noise != 0);
         }
     }
     /* equal parameters, up to DIFF's lambda vectors and head norm */
@@ -78,10 +85,13 @@ static int test_compare_tiny(void) {
     free(js);
     snprintf(p, sizeof p, "%s/report.md", dir);
     char *md = slurp(p);
-    CHECK(md && strstr(md, "| metric | DIFF | softmax |") && strstr(md, "needle retrieval accuracy"));
+    CHECK(md && strstr(md, "| metric | DIFF | softmax | difference | paper") && strstr(md, "needle retrieval accuracy"));
+    CHECK(strstr(md, "attention on the answer span") && strstr(md, "needle accuracy, 4-bit logits"));
+    CHECK(strstr(md, "| within noise |") || strstr(md, "| DIFF higher |") || strstr(md, "| DIFF lower |"));
     /* every figure the report links is a valid PNG of the documented size */
-    const char *figs[] = {"loss_curves.png", "needle_by_depth.png", "outliers.png", "quant_logits.png"};
-    for (int i = 0; i < 4; i++) {
+    const char *figs[] = {"loss_curves.png", "needle_by_depth.png", "needle_by_context.png", "attention_heatmap.png",
+                          "outliers.png", "quant_logits.png", "quant_needle.png"};
+    for (int i = 0; i < 7; i++) {
         CHECK(strstr(md, figs[i]));
         snprintf(p, sizeof p, "%s/%s", dir, figs[i]);
         cairo_surface_t *img = cairo_image_surface_create_from_png(p);
@@ -95,8 +105,21 @@ static int test_compare_tiny(void) {
     return 0;
 }
 
+/* a budget too small for 20 steps is refused before any training */
+static int test_budget_too_small(void) {
+    da_compare_config c;
+    da_compare_config_default(&c);
+    c.out_dir = "/tmp/da_compare_budget", c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2;
+    c.budget_minutes = 1e-4, c.quiet = 1;
+    da_status st = da_compare(&c);
+    CHECK(st.code && strstr(st.msg, "--budget-minutes"));
+    if (system("rm -rf /tmp/da_compare_budget")) {}
+    return 0;
+}
+
 int main(void) {
     RUN(test_mix_answers_are_in_context);
     RUN(test_compare_tiny);
+    RUN(test_budget_too_small);
     TH_SUMMARY();
 }

@@ -110,12 +110,69 @@ static int quant_case(da_arch arch) {
 static int test_quant_logits_diff(void) { return quant_case(DA_ARCH_DIFF); }
 static int test_quant_logits_softmax(void) { return quant_case(DA_ARCH_SOFTMAX); }
 
+/* One row rounded by hand: amax 1.2 at 3 bits gives 3 levels of 0.4. */
+static int test_quant_row_by_hand(void) {
+    float a[5] = {1.2f, -0.5f, 0.21f, 0.19f, 0.0f};
+    const float want[5] = {1.2f, -0.4f, 0.4f, 0.0f, 0.0f}; /* -1.25 -> -1, 0.525 -> 1, 0.475 -> 0 */
+    da_quantize_logit_row(a, 5, 3);
+    for (int i = 0; i < 5; i++) CHECK(fabsf(a[i] - want[i]) < 1e-6f);
+    float z[3] = {0, 0, 0}; /* an all-zero row stays zero (no division by zero) */
+    da_quantize_logit_row(z, 3, 4);
+    for (int i = 0; i < 3; i++) CHECK(z[i] == 0.0f);
+    return 0;
+}
+
+/* The KV-cache decoder quantizes the same way: 16 bits match the exact
+ * logits, 2 bits do not. */
+static int decode_case(da_arch arch) {
+    da_config cfg;
+    tiny(&cfg);
+    cfg.arch = arch;
+    cfg.n_heads = cfg.n_kv_heads = arch == DA_ARCH_DIFF ? 2 : 4;
+    da_model m;
+    CHECK(!da_model_create(&m, &cfg).code);
+    da_model_init(&m, 5);
+    da_rng r;
+    da_rng_seed(&r, 6);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] += 0.2f * da_rng_normal(&r);
+    const int n = 24, V = cfg.vocab_size;
+    float *out[3];
+    const int bits[3] = {0, 16, 2};
+    for (int b = 0; b < 3; b++) {
+        out[b] = malloc((size_t)n * V * sizeof(float));
+        da_kv_cache *kv;
+        CHECK(!da_kv_create(&kv, &cfg, n).code);
+        da_attn_logit_bits = bits[b];
+        for (int t = 0; t < n; t++) {
+            const float *lg;
+            CHECK(!da_decode_step(&m, kv, (t * 37 + 11) % V, &lg).code);
+            memcpy(out[b] + (size_t)t * V, lg, (size_t)V * sizeof(float));
+        }
+        da_attn_logit_bits = 0;
+        da_kv_free(kv);
+    }
+    size_t at;
+    double scale, e16 = rel_error_at(out[1], out[0], (size_t)n * V, 1e-6, &at, &scale);
+    double e2 = rel_error_at(out[2], out[0], (size_t)n * V, 1e-6, &at, &scale);
+    printf("     %s decode: 16-bit rel. error %.2e, 2-bit %.2e\n", da_arch_name(arch), e16, e2);
+    CHECK(e16 < 2e-4 && e2 > 1e-3);
+    for (int b = 0; b < 3; b++) free(out[b]);
+    da_model_free(&m);
+    return 0;
+}
+
+static int test_quant_decode_diff(void) { return decode_case(DA_ARCH_DIFF); }
+static int test_quant_decode_softmax(void) { return decode_case(DA_ARCH_SOFTMAX); }
+
 int main(void) {
     if (write_corpus()) return 1;
     RUN(test_zero_logits_give_log_vocab);
     RUN(test_matches_train_loop);
     RUN(test_quant_logits_diff);
     RUN(test_quant_logits_softmax);
+    RUN(test_quant_row_by_hand);
+    RUN(test_quant_decode_diff);
+    RUN(test_quant_decode_softmax);
     unlink(corpus);
     TH_SUMMARY();
 }

@@ -120,6 +120,40 @@ static int test_decode_long(void) {
 }
 
 /* After da_kv_reset a second pass gives the same logits, bit for bit. */
+/* A prefilled cache continues exactly like one filled by decode steps: the
+ * prompt's last logits and the next steps' logits agree. */
+static int check_prefill(da_arch arch, int heads, int kv_heads, const char *what) {
+    da_model m;
+    const int T = 96, n = 70;
+    if (make_model_len(&m, arch, 64, heads, kv_heads, 0, T, 77)) return 1;
+    const int V = m.cfg.vocab_size;
+    int tok[96];
+    make_tokens(tok, T, V, 5);
+    da_kv_cache *step = NULL, *pre = NULL;
+    da_acts *a = NULL;
+    CHECK(!da_kv_create(&step, &m.cfg, T).code && !da_kv_create(&pre, &m.cfg, T).code);
+    CHECK(!da_acts_create(&a, &m.cfg, 1, n).code);
+    float *want = malloc((size_t)T * V * sizeof(float)), *got = malloc((size_t)(T - n + 1) * V * sizeof(float));
+    CHECK(want && got && !decode_all(&m, step, tok, T, want));
+    const float *lg;
+    CHECK(!da_kv_prefill(&m, pre, a, tok, n, &lg).code);
+    memcpy(got, lg, (size_t)V * sizeof(float));
+    CHECK(!decode_all(&m, pre, tok + n, T - n, got + V));
+    /* got row 0 is position n-1; rows 1.. are positions n.. */
+    int rc = expect_close_rel(what, got, want + (size_t)(n - 1) * V, (size_t)(T - n + 1) * V, 1e-4, 1e-6);
+    /* misuse is an error: a cache that is not empty, a prompt longer than the cache */
+    CHECK(da_kv_prefill(&m, pre, a, tok, n, &lg).code);
+    da_kv_reset(pre);
+    CHECK(da_kv_prefill(&m, pre, a, tok, T + 1, &lg).code);
+    free(want), free(got);
+    da_kv_free(step), da_kv_free(pre), da_acts_free(a);
+    da_model_free(&m);
+    return rc;
+}
+
+static int test_prefill_diff_gqa(void) { return check_prefill(DA_ARCH_DIFF, 4, 2, "prefill diff gqa"); }
+static int test_prefill_softmax(void) { return check_prefill(DA_ARCH_SOFTMAX, 4, 4, "prefill softmax"); }
+
 static int test_reset_reproduces(void) {
     da_model m;
     if (make_model(&m, DA_ARCH_DIFF, 64, 4, 2, 0, 7)) return 1;
@@ -309,6 +343,8 @@ static int test_sample_nucleus(void) {
 
 int main(void) {
     RUN(test_decode_diff_mha);
+    RUN(test_prefill_diff_gqa);
+    RUN(test_prefill_softmax);
     RUN(test_decode_diff_gqa);
     RUN(test_decode_softmax_untied);
     RUN(test_decode_softmax_tied);

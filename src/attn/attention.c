@@ -18,16 +18,16 @@ static void scores(float *A, const float *Q, int ldq, const float *K, int ldk, i
 
 int da_attn_logit_bits = 0;
 
-/* Dynamic absmax fake quantization of one causal logit map to `bits` (the
- * paper's Figure 8): the scale comes from the largest |logit| of this map. */
-static void quantize_logits(float *A, int T, int bits) {
+void da_quantize_logit_row(float *a, int n, int bits) {
     float amax = 0.0f;
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j <= t; j++) amax = fabsf(A[(size_t)t * T + j]) > amax ? fabsf(A[(size_t)t * T + j]) : amax;
+    for (int j = 0; j < n; j++) amax = fabsf(a[j]) > amax ? fabsf(a[j]) : amax;
     if (amax == 0.0f) return;
     const float levels = (float)((1 << (bits - 1)) - 1), step = amax / levels;
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j <= t; j++) A[(size_t)t * T + j] = roundf(A[(size_t)t * T + j] / step) * step;
+    for (int j = 0; j < n; j++) a[j] = roundf(a[j] / step) * step;
+}
+
+static void quantize_logits(float *A, int T, int bits) {
+    for (int t = 0; t < T; t++) da_quantize_logit_row(A + (size_t)t * T, t + 1, bits);
 }
 
 /* In place: row t becomes softmax over columns 0..t, zero beyond (causal). */

@@ -23,10 +23,14 @@ typedef struct {
 
 #define DA_SUBLN_EPS 1e-5f
 
-/* Evaluation only, reference kernel only: when > 0, every attention logit
- * map is fake-quantized to this many bits (dynamic absmax, symmetric) before
- * its softmax. 0 (default): exact. */
-extern int da_attn_logit_bits; /* the DIFF head norm's epsilon, fixed by the paper's code */
+/* Evaluation only (the reference kernel and KV-cache decoding): when > 0,
+ * the attention logits are fake-quantized to this many bits before their
+ * softmax, dynamic absmax and symmetric, one scale per query row of each map
+ * (the paper's Figure 8). 0 (default): exact. The flash kernel ignores it. */
+extern int da_attn_logit_bits;
+/* a: (n) logits of one query row, rounded in place to 2^(bits-1) - 1 levels
+ * of max|a| / (2^(bits-1) - 1). */
+void da_quantize_logit_row(float *a, int n, int bits);
 
 /* The DIFF head norm: y = x * rstd * w * post over each 2d-wide row, with
  * rstd = 1/sqrt(mean(x^2) + DA_SUBLN_EPS) saved. x, y: (rows, d2). */

@@ -8,6 +8,8 @@
 #include "attn/attention.h"
 #include "eval/compare.h"
 #include "eval/needle.h"
+#include "eval/needle_attention.h"
+#include "eval/plot.h"
 #include "eval/outliers.h"
 #include <stdlib.h>
 
@@ -117,73 +119,6 @@ static int eval_outliers(int argc, char **argv) {
     return st.code ? cli_fail(st.msg) : 0;
 }
 
-static int eval_quant_logits(int argc, char **argv) {
-    const char *model = NULL, *data = NULL, *bits_list = "16,8,6,4";
-    int seq = 0, batch = 4, json = 0;
-    long windows = 32;
-    float val_fraction = 0.1f;
-    cli_opt opts[] = {
-        {"model", OPT_STR, &model, "model file (.safetensors)", 0},
-        {"data", OPT_STR, &data, "text file or folder (bytes), or a folder of token shards", 0},
-        {"bits", OPT_STR, &bits_list, "comma-separated bit widths of the attention logits", 0},
-        {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
-        {"windows", OPT_LONG, &windows, "validation windows", 0},
-        {"batch", OPT_INT, &batch, "windows per forward pass", 0},
-        {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
-        {"json", OPT_FLAG, &json, "print one JSON object", 0},
-    };
-    const char *req[] = {"model", "data", NULL};
-    int rc = cli_parse("eval quant-logits",
-                       "Validation loss with the attention logits fake-quantized before the softmax (dynamic absmax "
-                       "per map, symmetric),\nper bit width, against the exact model (the paper's Figure 8, loss "
-                       "side). Uses the reference attention kernel.",
-                       argc, argv, opts, 8, req);
-    if (rc) return rc == CLI_HELP ? 0 : 1;
-    int bits[16], n_bits = 0;
-    for (const char *p = bits_list; *p && n_bits < 16;) {
-        char *end;
-        long b = strtol(p, &end, 10);
-        if (end == p || b < 2 || b > 24 || (*end && *end != ',')) {
-            fprintf(stderr, "diffattn eval quant-logits: --bits \"%s\": expected widths in 2..24, like 16,8,6,4\n",
-                    bits_list);
-            return 1;
-        }
-        bits[n_bits++] = (int)b;
-        p = *end ? end + 1 : end;
-    }
-    da_model m;
-    da_text_data d;
-    da_eval_loss_result exact, q[16];
-    da_status st = load_model_data(model, data, val_fraction, &seq, &m, &d);
-    if (st.code) return cli_fail(st.msg);
-    {
-        da_attn_logit_bits = 0;
-        st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &exact);
-        for (int i = 0; i < n_bits && !st.code; i++) {
-            da_attn_logit_bits = bits[i];
-            st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &q[i]);
-        }
-        da_attn_logit_bits = 0;
-        da_text_data_free(&d);
-    }
-    if (!st.code) {
-        if (json) {
-            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"exact_loss\":%.6f,\"bits\":[", model,
-                   da_arch_name(m.cfg.arch), exact.loss);
-            for (int i = 0; i < n_bits; i++)
-                printf("%s{\"bits\":%d,\"loss\":%.6f,\"delta\":%.6f}", i ? "," : "", bits[i], q[i].loss,
-                       q[i].loss - exact.loss);
-            printf("]}\n");
-        } else {
-            printf("%s (%s): exact validation loss %.4f\n", model, da_arch_name(m.cfg.arch), exact.loss);
-            for (int i = 0; i < n_bits; i++)
-                printf("  %2d-bit logits: loss %.4f (%+.4f)\n", bits[i], q[i].loss, q[i].loss - exact.loss);
-        }
-    }
-    da_model_free(&m);
-    return st.code ? cli_fail(st.msg) : 0;
-}
-
 /* "1024,2048" -> ints; 0 ok, -1 on a bad list. */
 static int parse_ints(const char *s, int *out, int max, int *n, int lo, int hi) {
     *n = 0;
@@ -197,32 +132,158 @@ static int parse_ints(const char *s, int *out, int max, int *n, int lo, int hi) 
     return *n ? 0 : -1;
 }
 
-static int eval_needle(int argc, char **argv) {
-    const char *model = NULL, *contexts = "1024", *depths = "0,25,50,75,100";
-    int json = 0;
+/* The needle-prompt flags shared by eval needle, eval attention and
+ * eval quant-logits: they fill opts[0..NEEDLE_OPTS) and are checked by
+ * needle_flags_check. */
+enum { NEEDLE_OPTS = 6 };
+typedef struct {
     da_needle_config c;
-    da_needle_config_default(&c);
-    cli_opt opts[] = {
-        {"model", OPT_STR, &model, "model file (.safetensors); byte-level", 0},
-        {"needles", OPT_INT, &c.needles, "needle sentences per prompt (1..16)", 0},
-        {"queries", OPT_INT, &c.queries, "needles asked for per prompt", 0},
-        {"context", OPT_STR, &contexts, "comma-separated prompt lengths in bytes", 0},
-        {"depths", OPT_STR, &depths, "comma-separated depths (percent) of the asked needles", 0},
-        {"samples", OPT_INT, &c.samples, "prompts per (context, depth)", 0},
-        {"seed", OPT_U64, &c.seed, "prompt seed (the same prompts for every model)", 0},
+    const char *contexts, *depths;
+} needle_flags;
+
+static void needle_flags_init(needle_flags *f, cli_opt *opts, const char *contexts) {
+    da_needle_config_default(&f->c);
+    f->contexts = contexts;
+    f->depths = "0,25,50,75,100";
+    cli_opt o[NEEDLE_OPTS] = {
+        {"needles", OPT_INT, &f->c.needles, "needle sentences per prompt (1..16)", 0},
+        {"queries", OPT_INT, &f->c.queries, "needles asked for per prompt", 0},
+        {"context", OPT_STR, &f->contexts, "comma-separated prompt lengths in bytes", 0},
+        {"depths", OPT_STR, &f->depths, "comma-separated depths (percent) of the asked needles", 0},
+        {"samples", OPT_INT, &f->c.samples, "prompts per (context, depth)", 0},
+        {"seed", OPT_U64, &f->c.seed, "prompt seed (the same prompts for every model)", 0},
+    };
+    memcpy(opts, o, sizeof o);
+}
+
+/* 0 when the flags hold; otherwise reports and returns 1. */
+static int needle_flags_check(needle_flags *f) {
+    if (parse_ints(f->contexts, f->c.contexts, DA_NEEDLE_MAX_CONTEXTS, &f->c.n_contexts, 128, 1 << 20))
+        return cli_fail("--context: expected lengths >= 128, like 1024,2048");
+    if (parse_ints(f->depths, f->c.depths, DA_NEEDLE_MAX_DEPTHS, &f->c.n_depths, 0, 100))
+        return cli_fail("--depths: expected percentages 0..100, like 0,25,50,75,100");
+    if (f->c.samples < 1) return cli_fail("--samples must be positive");
+    if (f->c.needles < 1 || f->c.needles > 16) return cli_fail("--needles must be 1..16");
+    if (f->c.queries < 1 || f->c.queries > f->c.needles) return cli_fail("--queries must be 1..--needles");
+    return 0;
+}
+
+static int eval_quant_logits(int argc, char **argv) {
+    const char *model = NULL, *data = NULL, *bits_list = "16,8,6,4";
+    int seq = 0, batch = 4, json = 0, no_needle = 0;
+    long windows = 32;
+    float val_fraction = 0.1f;
+    needle_flags f;
+    enum { N_OPTS = 9 + NEEDLE_OPTS };
+    cli_opt opts[N_OPTS] = {
+        {"model", OPT_STR, &model, "model file (.safetensors)", 0},
+        {"data", OPT_STR, &data, "text file or folder (bytes), or a folder of token shards", 0},
+        {"bits", OPT_STR, &bits_list, "comma-separated bit widths of the attention logits", 0},
+        {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
+        {"windows", OPT_LONG, &windows, "validation windows", 0},
+        {"batch", OPT_INT, &batch, "windows per forward pass", 0},
+        {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
+        {"no-needle", OPT_FLAG, &no_needle, "skip needle retrieval (for models that are not byte-level)", 0},
         {"json", OPT_FLAG, &json, "print one JSON object", 0},
     };
+    needle_flags_init(&f, opts + 9, "auto");
+    opts[9 + 2].help = "comma-separated needle prompt lengths in bytes (auto: max_seq_len - 64, at most 1024)";
+    const char *req[] = {"model", "data", NULL};
+    int rc = cli_parse("eval quant-logits",
+                       "The attention logits fake-quantized before the softmax (dynamic absmax per query row of each "
+                       "map, symmetric),\nper bit width, against the exact model: validation loss and needle retrieval "
+                       "accuracy (the paper's Figure 8).\nLoss uses the reference attention kernel, retrieval the "
+                       "KV-cache decoder; both quantize the same way.",
+                       argc, argv, opts, N_OPTS, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    int bits[16], n_bits = 0;
+    for (const char *p = bits_list; *p && n_bits < 16;) {
+        char *end;
+        long b = strtol(p, &end, 10);
+        if (end == p || b < 2 || b > 24 || (*end && *end != ',')) {
+            fprintf(stderr, "diffattn eval quant-logits: --bits \"%s\": expected widths in 2..24, like 16,8,6,4\n",
+                    bits_list);
+            return 1;
+        }
+        bits[n_bits++] = (int)b;
+        p = *end ? end + 1 : end;
+    }
+    const int auto_context = !strcmp(f.contexts, "auto");
+    if (auto_context) f.contexts = "1024"; /* checked now, replaced once the model is known */
+    if (!no_needle && needle_flags_check(&f)) return 1;
+    da_model m;
+    da_text_data d;
+    da_eval_loss_result exact, q[16];
+    da_status st = load_model_data(model, data, val_fraction, &seq, &m, &d);
+    if (st.code) return cli_fail(st.msg);
+    if (auto_context) {
+        f.c.contexts[0] = m.cfg.max_seq_len - 64 < 1024 ? m.cfg.max_seq_len - 64 : 1024;
+        if (!no_needle && f.c.contexts[0] < 128) st = da_errorf("%s: max_seq_len %d is too short for needle prompts; "
+                                                                "pass --no-needle", model, m.cfg.max_seq_len);
+    }
+    double needle_exact = 0, needle_q[16] = {0};
+    if (!st.code) {
+        da_attn_logit_bits = 0;
+        st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &exact);
+        for (int i = 0; i < n_bits && !st.code; i++) {
+            da_attn_logit_bits = bits[i];
+            st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &q[i]);
+        }
+        da_needle_model nm = {&m, 10};
+        da_needle_result nr;
+        for (int i = -1; i < n_bits && !st.code && !no_needle; i++) {
+            da_attn_logit_bits = i < 0 ? 0 : bits[i];
+            st = da_needle_eval(&f.c, da_needle_predict_model, &nm, &nr);
+            *(i < 0 ? &needle_exact : &needle_q[i]) = nr.overall;
+        }
+        da_attn_logit_bits = 0;
+    }
+    da_text_data_free(&d);
+    if (!st.code) {
+        if (json) {
+            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"exact_loss\":%.6f,", model, da_arch_name(m.cfg.arch),
+                   exact.loss);
+            if (!no_needle) printf("\"needle_exact\":%.4f,", needle_exact);
+            printf("\"bits\":[");
+            for (int i = 0; i < n_bits; i++) {
+                printf("%s{\"bits\":%d,\"loss\":%.6f,\"delta\":%.6f", i ? "," : "", bits[i], q[i].loss,
+                       q[i].loss - exact.loss);
+                if (!no_needle) printf(",\"needle\":%.4f", needle_q[i]);
+                printf("}");
+            }
+            printf("]}\n");
+        } else {
+            printf("%s (%s): exact validation loss %.4f", model, da_arch_name(m.cfg.arch), exact.loss);
+            if (!no_needle)
+                printf(", needle accuracy %.3f (N=%d, R=%d, %d bytes, %d samples x %d depths)", needle_exact,
+                       f.c.needles, f.c.queries, f.c.contexts[0], f.c.samples, f.c.n_depths);
+            printf("\n");
+            for (int i = 0; i < n_bits; i++) {
+                printf("  %2d-bit logits: loss %.4f (%+.4f)", bits[i], q[i].loss, q[i].loss - exact.loss);
+                if (!no_needle) printf("  needle %.3f", needle_q[i]);
+                printf("\n");
+            }
+        }
+    }
+    da_model_free(&m);
+    return st.code ? cli_fail(st.msg) : 0;
+}
+
+static int eval_needle(int argc, char **argv) {
+    const char *model = NULL;
+    int json = 0;
+    needle_flags f;
+    cli_opt opts[NEEDLE_OPTS + 2] = {{"model", OPT_STR, &model, "model file (.safetensors); byte-level", 0}};
+    needle_flags_init(&f, opts + 1, "1024");
+    opts[NEEDLE_OPTS + 1] = (cli_opt){"json", OPT_FLAG, &json, "print one JSON object", 0};
     const char *req[] = {"model", NULL};
     int rc = cli_parse("eval needle",
                        "Multi-needle retrieval: N \"The special magic {key} number is: {value}.\" sentences in filler "
                        "text, R asked for\nat the end; the score is the exact match of the greedily generated value.",
-                       argc, argv, opts, 8, req);
+                       argc, argv, opts, NEEDLE_OPTS + 2, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    if (parse_ints(contexts, c.contexts, DA_NEEDLE_MAX_CONTEXTS, &c.n_contexts, 128, 1 << 20))
-        return cli_fail("--context: expected lengths >= 128, like 1024,2048");
-    if (parse_ints(depths, c.depths, DA_NEEDLE_MAX_DEPTHS, &c.n_depths, 0, 100))
-        return cli_fail("--depths: expected percentages 0..100, like 0,25,50,75,100");
-    if (c.samples < 1) return cli_fail("--samples must be positive");
+    if (needle_flags_check(&f)) return 1;
+    const da_needle_config c = f.c;
     da_model m;
     da_status st = da_model_load(&m, model);
     if (st.code) return cli_fail(st.msg);
@@ -257,50 +318,156 @@ static int eval_needle(int argc, char **argv) {
     return st.code ? cli_fail(st.msg) : 0;
 }
 
+/* The answer-row band of one prompt for the figure: context 0, the middle
+ * depth, sample 0. */
+static da_status attention_band(da_model *m, const da_needle_config *c, const char *name, da_needle_attention_map *mp,
+                                da_attention_band *band) {
+    da_status st = da_needle_attention_map_of(m, c, 0, c->n_depths / 2, 0, mp);
+    if (st.code) return st;
+    *band = (da_attention_band){name, mp->map, mp->rows, mp->cols, mp->span_begin, mp->span_end, mp->needle_begin,
+                                mp->needle_end};
+    return da_ok();
+}
+
+static int eval_attention(int argc, char **argv) {
+    const char *model = NULL, *other = NULL, *png = NULL;
+    int json = 0;
+    needle_flags f;
+    enum { N_OPTS = 4 + NEEDLE_OPTS };
+    cli_opt opts[N_OPTS] = {
+        {"model", OPT_STR, &model, "model file (.safetensors); byte-level", 0},
+        {"png", OPT_STR, &png, "write a heatmap of the answer rows' attention over one prompt (Figure 1)", 0},
+        {"vs", OPT_STR, &other, "a second model drawn beside the first in --png (e.g. the baseline)", 0},
+        {"json", OPT_FLAG, &json, "print one JSON object", 0},
+    };
+    needle_flags_init(&f, opts + 4, "1024");
+    const char *req[] = {"model", NULL};
+    int rc = cli_parse("eval attention",
+                       "Where attention goes on needle prompts (the paper's Table 3): from the positions that generate "
+                       "the answer\n(teacher-forced), the share of attention on the answer span and on the irrelevant "
+                       "context (outside the\nasked needle), mean over those positions, heads, layers and prompts. For "
+                       "DIFF the map is A1 - lambda A2 and a\nshare is sum(P over the set) / sum(|P| over the row): "
+                       "negative weights subtract from a share.",
+                       argc, argv, opts, N_OPTS, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    if (needle_flags_check(&f)) return 1;
+    if (other && !png) return cli_fail("--vs draws a second model in the --png figure; pass --png FILE too");
+    const da_needle_config c = f.c;
+    da_model m;
+    da_status st = da_model_load(&m, model);
+    if (st.code) return cli_fail(st.msg);
+    da_needle_attention_result r;
+    st = da_eval_needle_attention(&m, &c, &r);
+    if (!st.code) {
+        if (json) {
+            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"needles\":%d,\"prompts\":%ld,\"answer\":%.4f,"
+                   "\"noise\":%.4f,\"results\":[",
+                   model, da_arch_name(m.cfg.arch), c.needles, r.prompts, r.answer_all, r.noise_all);
+            for (int i = 0; i < c.n_contexts; i++)
+                for (int j = 0; j < c.n_depths; j++)
+                    printf("%s{\"context\":%d,\"depth\":%d,\"answer\":%.4f,\"noise\":%.4f}", i || j ? "," : "",
+                           c.contexts[i], c.depths[j], r.answer[i][j], r.noise[i][j]);
+            printf("],\"by_layer\":[");
+            for (int l = 0; l < m.cfg.n_layers; l++)
+                printf("%s{\"layer\":%d,\"answer\":%.4f,\"noise\":%.4f}", l ? "," : "", l, r.answer_by_layer[l],
+                       r.noise_by_layer[l]);
+            printf("]}\n");
+        } else {
+            printf("%s (%s): attention from the answer positions, %ld prompts (N=%d needles)\n", model,
+                   da_arch_name(m.cfg.arch), r.prompts, c.needles);
+            printf("%8s %6s %8s %8s\n", "context", "depth", "answer", "noise");
+            for (int i = 0; i < c.n_contexts; i++)
+                for (int j = 0; j < c.n_depths; j++)
+                    printf("%8d %5d%% %8.4f %8.4f\n", c.contexts[i], c.depths[j], r.answer[i][j], r.noise[i][j]);
+            printf("%15s %8.4f %8.4f\n", "overall", r.answer_all, r.noise_all);
+        }
+    }
+    if (!st.code && png) {
+        da_model m2;
+        int have2 = 0;
+        da_needle_attention_map maps[2] = {{0}};
+        da_attention_band bands[2];
+        char names[2][256];
+        snprintf(names[0], sizeof names[0], "%s (%s)", model, da_arch_name(m.cfg.arch));
+        st = attention_band(&m, &c, names[0], &maps[0], &bands[0]);
+        if (!st.code && other) {
+            st = da_model_load(&m2, other);
+            have2 = !st.code;
+            if (!st.code) {
+                snprintf(names[1], sizeof names[1], "%s (%s)", other, da_arch_name(m2.cfg.arch));
+                st = attention_band(&m2, &c, names[1], &maps[1], &bands[1]);
+            }
+        }
+        if (!st.code)
+            st = da_plot_attention_bands(png, "Attention of the answer positions over one needle prompt", bands,
+                                         other ? 2 : 1);
+        free(maps[0].map), free(maps[1].map);
+        if (have2) da_model_free(&m2);
+        if (!st.code && !json) printf("wrote %s\n", png);
+    }
+    da_model_free(&m);
+    return st.code ? cli_fail(st.msg) : 0;
+}
+
 int cmd_eval(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "needle")) return eval_needle(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "quant-logits")) return eval_quant_logits(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "outliers")) return eval_outliers(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "loss")) return eval_loss(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "attention")) return eval_attention(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: diffattn eval loss|outliers|quant-logits --model M --data D [--seq T --windows N --json]\n\n"
-               "  loss       validation loss and perplexity\n"
-               "  outliers   top and median |attention logits| and |hidden states|\n"
-               "  quant-logits   validation loss with the attention logits quantized to fewer bits\n"
-               "  needle     multi-needle retrieval accuracy (eval needle --model M [--context ...])\n");
+        printf("usage: diffattn eval SUBCOMMAND --model M [flags]   (diffattn eval SUBCOMMAND --help for each)\n\n"
+               "  loss          validation loss and perplexity (--data D)\n"
+               "  outliers      top and median |attention logits| and |hidden states| (--data D)\n"
+               "  quant-logits  loss and needle retrieval with the attention logits quantized to fewer bits (--data D)\n"
+               "  needle        multi-needle retrieval accuracy\n"
+               "  attention     attention on the answer span and on the irrelevant context, with a heatmap\n");
         return 0;
     }
-    fprintf(stderr, "diffattn eval: expected 'loss', 'outliers', 'quant-logits' or 'needle' (see diffattn eval --help)\n");
+    fprintf(stderr, "diffattn eval: expected 'loss', 'outliers', 'quant-logits', 'needle' or 'attention' (see diffattn eval --help)\n");
     return 1;
 }
 
 int cmd_compare(int argc, char **argv) {
     da_compare_config c;
     da_compare_config_default(&c);
+    float budget = 0;
+    const char *contexts = "auto";
     cli_opt opts[] = {
-        {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md and report.json", 0},
+        {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md, report.json and the figures", 0},
         {"data", OPT_STR, &c.data, "training text or shards (default: the built-in needle mix)", 0},
         {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
+        {"budget-minutes", OPT_FLOAT, &budget, "choose --steps so the whole job takes about this long (0: use --steps)", 0},
         {"seeds", OPT_INT, &c.seeds, "seeds per architecture (mean and spread are reported)", 0},
         {"dim", OPT_INT, &c.dim, "model width", 0},
         {"layers", OPT_INT, &c.layers, "blocks", 0},
         {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
-        {"seq", OPT_INT, &c.seq, "context length (needle prompts use seq - 64 bytes)", 0},
+        {"seq", OPT_INT, &c.seq, "training context length", 0},
         {"batch", OPT_INT, &c.batch, "sequences per step", 0},
+        {"needles", OPT_INT, &c.needles, "needle sentences per evaluation prompt (1..16)", 0},
+        {"queries", OPT_INT, &c.queries, "needles asked for per prompt", 0},
+        {"needle-context", OPT_STR, &contexts, "comma-separated needle prompt lengths in bytes, each at most seq - 64 "
+                                               "(auto: seq/2 - 64 and seq - 64)", 0},
         {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
     };
+    const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse("compare",
                        "Trains DIFF and the softmax baseline at equal parameters, tokens, data and seed, runs the same "
-                       "evaluations on both\n(validation loss, needle retrieval, outliers, quantized logits) and writes "
-                       "report.md and report.json.",
-                       argc, argv, opts, 10, NULL);
+                       "evaluations on both\n(validation loss, needle retrieval, attention on the answer, outliers, "
+                       "quantized logits) and writes report.md,\nreport.json and PNG figures.",
+                       argc, argv, opts, n_opts, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
+    if (budget < 0 || (budget > 0 && cli_was_set(opts, n_opts, "steps")))
+        return cli_fail("--budget-minutes must be positive, and chooses the steps itself: drop --steps");
+    c.budget_minutes = budget;
+    if (strcmp(contexts, "auto") && parse_ints(contexts, c.contexts, 4, &c.n_contexts, 128, 1 << 20))
+        return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
     da_status st = da_compare(&c);
     if (st.code) return cli_fail(st.msg);
     char path[4200];
     snprintf(path, sizeof path, "%s/report.md", c.out_dir);
     FILE *fp = fopen(path, "r");
-    char line[1024];
+    char line[4096];
     while (fp && fgets(line, sizeof line, fp)) fputs(line, stdout);
     if (fp) fclose(fp);
     return 0;

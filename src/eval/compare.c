@@ -8,10 +8,13 @@
 #include "eval/compare.h"
 #include "eval/eval_loss.h"
 #include "eval/needle.h"
+#include "eval/needle_attention.h"
 #include "eval/outliers.h"
 #include "eval/plot.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
+#include "bench.h"
+#include "clock.h"
 
 void da_compare_config_default(da_compare_config *c) {
     memset(c, 0, sizeof *c);
@@ -23,27 +26,49 @@ void da_compare_config_default(da_compare_config *c) {
     c->seq = 512;
     c->batch = 8;
     c->seeds = 1;
+    c->needles = 3;
+    c->queries = 1;
 }
 
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed) {
+    if (context < 256) return da_errorf("the needle mix needs a context of at least 256 bytes, got %d", context);
     da_atomic_file af;
     da_status st = da_atomic_open(&af, path);
     if (st.code) return st;
     da_needle_config nc;
     da_needle_config_default(&nc);
-    nc.needles = 3, nc.queries = 1, nc.n_contexts = 1, nc.n_depths = 11;
+    nc.queries = 1, nc.n_contexts = 1, nc.n_depths = 11;
     for (int i = 0; i <= 10; i++) nc.depths[i] = 10 * i;
     nc.seed = seed ^ 0x6d6978ULL; /* other prompts than the evaluation's */
+    da_rng r;
+    da_rng_seed(&r, nc.seed);
     long written = 0;
     for (int s = 0; written < bytes && !st.code; s++) {
-        nc.contexts[0] = context / 2 + (int)((unsigned)(s * 2654435761u) % (unsigned)(context / 2 - 64));
+        /* Documents of 1..4 needles, from barely more than the needles up to
+         * the whole context, every needle asked for once, in a random order:
+         * short documents and many questions give a small model enough
+         * retrieval examples to learn the format within a few hundred steps.
+         * n needles take about 50n bytes of the context and 46n after it. */
+        const int most = (context - 32) / 96 < 4 ? (context - 32) / 96 : 4; /* 2 at 256 bytes */
+        nc.needles = 1 + (int)(da_rng_next(&r) % (uint64_t)most);
+        const int lo = 50 * nc.needles + 32, hi = context - 46 * nc.needles;
+        nc.contexts[0] = lo + (int)(da_rng_next(&r) % (uint64_t)(hi - lo + 1));
         uint8_t *text;
         size_t n;
         char keys[16][16], values[16][16];
         st = da_needle_prompt(&nc, 0, s % 11, s, &text, &n, keys, values);
         if (st.code) break;
         fwrite(text, 1, n, af.fp);
-        written += (long)n + fprintf(af.fp, "\nThe special magic %s number is: %s.\n\n", keys[0], values[0]);
+        written += (long)n;
+        int order[16];
+        for (int i = 0; i < nc.needles; i++) order[i] = i;
+        for (int i = nc.needles - 1; i > 0; i--) {
+            int j = (int)(da_rng_next(&r) % (uint64_t)(i + 1)), t = order[i];
+            order[i] = order[j], order[j] = t;
+        }
+        for (int i = 0; i < nc.needles; i++)
+            written += fprintf(af.fp, "\nThe special magic %s number is: %s.", keys[order[i]], values[order[i]]);
+        written += fprintf(af.fp, "\n\n");
         free(text);
     }
     if (st.code) {
@@ -54,13 +79,35 @@ da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_
 }
 
 typedef struct {
-    double final_val, eval_loss, needle, needle_by_depth[DA_NEEDLE_MAX_DEPTHS];
+    double eval_loss, needle;
+    double needle_acc[DA_NEEDLE_MAX_CONTEXTS][DA_NEEDLE_MAX_DEPTHS];
+    double attn_answer, attn_noise;
     da_outliers_result out;
-    double quant[4]; /* delta loss at 16, 8, 6, 4 bits */
+    double quant[4], quant_needle[4]; /* loss increase and needle accuracy at 16, 8, 6, 4 bits */
+    double train_s, eval_s;
     size_t n_params;
+    da_needle_attention_map map; /* first seed only: one prompt's attention, for the figure */
 } arch_result;
 
 static const int QBITS[4] = {16, 8, 6, 4};
+
+/* The paper's numbers (DIFF, Transformer) for the report's last column. */
+/* The paper's numbers (DIFF / Transformer), for the report's last column:
+ * the row label in report.md, the key in report.json, the text. */
+static const char *const PAPER[][3] = {
+    {"needle retrieval accuracy", "needle", "0.85 / 0.55 (4K, N=6, R=2)"},
+    {"attention on the answer span", "attention_answer", "0.27-0.40 / 0.03-0.09"},
+    {"attention noise (irrelevant context)", "attention_noise", "0.01-0.02 / 0.49-0.54"},
+    {"top-1 \\|attention logit\\|", "attn_logit_top1", "38.8 / 318.0"},
+    {"top-1 \\|hidden state\\|", "hidden_top1", "1688 / 3609"},
+    {"needle accuracy, 4-bit logits", "quant_needle_4", "about the 6-bit Transformer's"},
+};
+
+static const char *paper_of(const char *label) {
+    for (size_t i = 0; i < sizeof PAPER / sizeof PAPER[0]; i++)
+        if (!strcmp(PAPER[i][0], label)) return PAPER[i][2];
+    return "";
+}
 
 static void on_log(void *ctx, const da_train_log *g) {
     (void)ctx;
@@ -72,19 +119,72 @@ static void on_log(void *ctx, const da_train_log *g) {
     fflush(stderr);
 }
 
-static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t seed, const char *data,
+static void arch_config(const da_compare_config *c, da_arch arch, da_config *cfg) {
+    da_config_default(cfg);
+    cfg->arch = arch;
+    cfg->dim = c->dim;
+    cfg->n_layers = c->layers;
+    int mult = arch == DA_ARCH_SOFTMAX ? 2 : 1; /* equal parameters: twice the heads of half the size */
+    cfg->n_heads = cfg->n_kv_heads = c->heads * mult;
+    cfg->ffn_hidden = da_default_ffn_hidden(c->dim);
+    cfg->max_seq_len = c->seq;
+}
+
+/* Needle accuracy of m with the attention logits at `bits` (0: exact). */
+static da_status needle_at(da_model *m, const da_needle_config *nc, int bits, da_needle_result *nr) {
+    da_needle_model nm = {m, 10};
+    da_attn_logit_bits = bits;
+    da_status st = da_needle_eval(nc, da_needle_predict_model, &nm, nr);
+    da_attn_logit_bits = 0;
+    return st;
+}
+
+static da_status evaluate(const da_compare_config *c, da_model *m, const char *data, float val_fraction,
+                          const da_needle_config *nc, int first_seed, arch_result *r) {
+    const char *name = da_arch_name(m->cfg.arch);
+    da_text_data d;
+    da_status st = da_text_data_load(&d, data, val_fraction, c->seq);
+    if (st.code) return st;
+    if (!c->quiet) fprintf(stderr, "compare: evaluating %s: loss", name);
+    da_eval_loss_result el, exact, q;
+    st = da_eval_loss(m, &d, c->seq, 64, 4, DA_ATTN_FLASH, &el);
+    r->eval_loss = el.loss;
+    if (!st.code) st = da_eval_loss(m, &d, c->seq, 32, 4, DA_ATTN_REFERENCE, &exact);
+    for (int i = 0; i < 4 && !st.code; i++) {
+        da_attn_logit_bits = QBITS[i];
+        st = da_eval_loss(m, &d, c->seq, 32, 4, DA_ATTN_REFERENCE, &q);
+        da_attn_logit_bits = 0;
+        r->quant[i] = q.loss - exact.loss;
+    }
+    if (!c->quiet) fprintf(stderr, ", outliers");
+    if (!st.code) st = da_eval_outliers(m, &d, c->seq, 4, &r->out);
+    da_text_data_free(&d);
+    if (!c->quiet) fprintf(stderr, ", needle retrieval");
+    da_needle_result nr;
+    if (!st.code) st = needle_at(m, nc, 0, &nr);
+    r->needle = nr.overall;
+    for (int i = 0; i < nc->n_contexts && !st.code; i++)
+        for (int j = 0; j < nc->n_depths; j++) r->needle_acc[i][j] = nr.acc[i][j];
+    if (!c->quiet) fprintf(stderr, ", with quantized logits");
+    for (int i = 0; i < 4 && !st.code; i++) {
+        st = needle_at(m, nc, QBITS[i], &nr);
+        r->quant_needle[i] = nr.overall;
+    }
+    if (!c->quiet) fprintf(stderr, ", attention\n");
+    da_needle_attention_result ar;
+    if (!st.code) st = da_eval_needle_attention(m, nc, &ar);
+    r->attn_answer = ar.answer_all, r->attn_noise = ar.noise_all;
+    if (!st.code && first_seed)
+        st = da_needle_attention_map_of(m, nc, nc->n_contexts - 1, nc->n_depths / 2, 0, &r->map);
+    return st;
+}
+
+static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t seed, int first_seed, const char *data,
                           const da_needle_config *nc, arch_result *r) {
     char dir[4096], model_path[4200];
     snprintf(dir, sizeof dir, "%s/%s_seed%llu", c->out_dir, da_arch_name(arch), (unsigned long long)seed);
     da_config cfg;
-    da_config_default(&cfg);
-    cfg.arch = arch;
-    cfg.dim = c->dim;
-    cfg.n_layers = c->layers;
-    int mult = arch == DA_ARCH_SOFTMAX ? 2 : 1; /* equal parameters: twice the heads of half the size */
-    cfg.n_heads = cfg.n_kv_heads = c->heads * mult;
-    cfg.ffn_hidden = da_default_ffn_hidden(c->dim);
-    cfg.max_seq_len = c->seq;
+    arch_config(c, arch, &cfg);
     da_train_config tc;
     da_train_config_default(&tc);
     tc.steps = c->steps;
@@ -97,41 +197,43 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     if (!c->quiet) fprintf(stderr, "compare: training %s (seed %llu) for %ld steps\n", da_arch_name(arch),
                            (unsigned long long)seed, c->steps);
     da_train_hooks hooks = {on_log, NULL, NULL, 0};
+    double t0 = da_now_s();
     da_status st = da_train(&cfg, &tc, data, dir, 0, c->quiet ? NULL : &hooks);
     if (st.code) return st;
+    r->train_s = da_now_s() - t0;
     snprintf(model_path, sizeof model_path, "%s/model.safetensors", dir);
     da_model m;
     if ((st = da_model_load(&m, model_path)).code) return st;
     r->n_params = m.n_params;
-    da_text_data d;
-    if ((st = da_text_data_load(&d, data, tc.val_fraction, c->seq)).code) goto done;
-    da_eval_loss_result el;
-    if ((st = da_eval_loss(&m, &d, c->seq, 64, 4, DA_ATTN_FLASH, &el)).code) goto data_done;
-    r->eval_loss = el.loss;
-    da_eval_loss_result exact;
-    da_attn_logit_bits = 0;
-    if ((st = da_eval_loss(&m, &d, c->seq, 32, 4, DA_ATTN_REFERENCE, &exact)).code) goto data_done;
-    for (int i = 0; i < 4 && !st.code; i++) {
-        da_eval_loss_result q;
-        da_attn_logit_bits = QBITS[i];
-        st = da_eval_loss(&m, &d, c->seq, 32, 4, DA_ATTN_REFERENCE, &q);
-        r->quant[i] = q.loss - exact.loss;
-    }
-    da_attn_logit_bits = 0;
-    if (!c->quiet) fprintf(stderr, "compare: evaluating %s\n", da_arch_name(arch));
-    if (!st.code) st = da_eval_outliers(&m, &d, c->seq, 4, &r->out);
-    if (!st.code) {
-        da_needle_model nm = {&m, 10};
-        da_needle_result nr;
-        st = da_needle_eval(nc, da_needle_predict_model, &nm, &nr);
-        r->needle = nr.overall;
-        for (int j = 0; j < nc->n_depths; j++) r->needle_by_depth[j] = nr.acc[0][j];
-    }
-data_done:
-    da_text_data_free(&d);
-done:
+    t0 = da_now_s();
+    st = evaluate(c, &m, data, tc.val_fraction, nc, first_seed, r);
+    r->eval_s = da_now_s() - t0;
     da_model_free(&m);
     return st;
+}
+
+/* Steps that make the whole job fit budget_minutes: one timed training step
+ * per architecture (after a warm-up one), three quarters of the budget for
+ * training and the rest for evaluations. */
+static da_status steps_for_budget(const da_compare_config *c, long *steps) {
+    double step_s = 0;
+    for (int a = 0; a < 2; a++) {
+        da_config cfg;
+        arch_config(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, &cfg);
+        da_bench_result b;
+        da_status st = da_bench_train(&cfg, c->batch, c->seq, 1, 2, DA_ATTN_FLASH, &b);
+        if (st.code) return st;
+        step_s += b.ms_median / 1000.0;
+    }
+    *steps = (long)(0.75 * c->budget_minutes * 60.0 / (step_s * c->seeds));
+    if (*steps < 20)
+        return da_errorf("--budget-minutes %g leaves %ld training steps per model (%.2f s per DIFF + baseline step, "
+                         "%d seed(s)); raise the budget or lower --dim, --seq or --batch",
+                         c->budget_minutes, *steps, step_s, c->seeds);
+    if (!c->quiet)
+        fprintf(stderr, "compare: %.2f s per DIFF + baseline step: %ld steps per model fit %g minutes\n", step_s,
+                *steps, c->budget_minutes);
+    return da_ok();
 }
 
 /* Loss curves from a run's metrics.jsonl: train loss per logged step, val
@@ -154,11 +256,13 @@ static int read_curves(const char *dir, double *step, double *train, double *val
     return n;
 }
 
+static const char *const GROUPS[2] = {"DIFF", "softmax"};
+
 static da_status figures(const da_compare_config *c, const da_needle_config *nc, arch_result res[2][16]) {
     char p[4200];
     da_status st;
     /* loss curves, first seed */
-    enum { CAP = 4096 };
+    enum { CAP = 8192 };
     static double step[2][CAP], tr[2][CAP], va[2][CAP];
     int n[2];
     for (int a = 0; a < 2; a++) {
@@ -170,8 +274,7 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
                        {"DIFF validation", step[0], va[0], n[0]}, {"softmax validation", step[1], va[1], n[1]}};
     snprintf(p, sizeof p, "%s/loss_curves.png", c->out_dir);
     if ((st = da_plot_lines(p, "Loss (first seed)", "step", "loss (nats/token)", ls, 4)).code) return st;
-    /* needle accuracy by depth, mean over seeds */
-    const char *groups[2] = {"DIFF", "softmax"};
+    /* needle accuracy by depth (mean over contexts) and by context (mean over depths), mean over seeds */
     char labels[DA_NEEDLE_MAX_DEPTHS][16];
     const char *cats[DA_NEEDLE_MAX_DEPTHS];
     double acc[2][DA_NEEDLE_MAX_DEPTHS];
@@ -180,12 +283,39 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
         cats[j] = labels[j];
         for (int a = 0; a < 2; a++) {
             acc[a][j] = 0;
-            for (int s = 0; s < c->seeds; s++) acc[a][j] += res[a][s].needle_by_depth[j] / c->seeds;
+            for (int s = 0; s < c->seeds; s++)
+                for (int i = 0; i < nc->n_contexts; i++)
+                    acc[a][j] += res[a][s].needle_acc[i][j] / (c->seeds * nc->n_contexts);
         }
     }
     const double *av[2] = {acc[0], acc[1]};
     snprintf(p, sizeof p, "%s/needle_by_depth.png", c->out_dir);
-    if ((st = da_plot_bars(p, "Needle retrieval accuracy by depth", "accuracy", cats, nc->n_depths, groups, av, 2)).code)
+    if ((st = da_plot_bars(p, "Needle retrieval accuracy by depth of the asked needle", "accuracy", cats,
+                           nc->n_depths, GROUPS, av, 2)).code)
+        return st;
+    for (int i = 0; i < nc->n_contexts; i++) {
+        snprintf(labels[i], sizeof labels[i], "%d bytes", nc->contexts[i]);
+        cats[i] = labels[i];
+        for (int a = 0; a < 2; a++) {
+            acc[a][i] = 0;
+            for (int s = 0; s < c->seeds; s++)
+                for (int j = 0; j < nc->n_depths; j++) acc[a][i] += res[a][s].needle_acc[i][j] / (c->seeds * nc->n_depths);
+        }
+    }
+    snprintf(p, sizeof p, "%s/needle_by_context.png", c->out_dir);
+    if ((st = da_plot_bars(p, "Needle retrieval accuracy by context length", "accuracy", cats, nc->n_contexts,
+                           GROUPS, av, 2)).code)
+        return st;
+    /* one prompt's attention, first seed, both models on one scale */
+    da_attention_band bands[2];
+    for (int a = 0; a < 2; a++) {
+        const da_needle_attention_map *mp = &res[a][0].map;
+        bands[a] = (da_attention_band){a ? "softmax baseline" : "DIFF (A1 - lambda A2)", mp->map, mp->rows, mp->cols,
+                                       mp->span_begin, mp->span_end, mp->needle_begin, mp->needle_end};
+    }
+    snprintf(p, sizeof p, "%s/attention_heatmap.png", c->out_dir);
+    if ((st = da_plot_attention_bands(p, "Attention of the answer positions (mean over layers and heads)", bands, 2))
+            .code)
         return st;
     /* outliers, mean over seeds */
     const char *ocats[4] = {"top-1 |logit|", "top-10 |logit|", "top-1 |hidden|", "top-10 |hidden|"};
@@ -198,18 +328,22 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
         }
     const double *ovp[2] = {ov[0], ov[1]};
     snprintf(p, sizeof p, "%s/outliers.png", c->out_dir);
-    if ((st = da_plot_bars(p, "Largest attention logits and hidden states", "|value|", ocats, 4, groups, ovp, 2)).code)
+    if ((st = da_plot_bars(p, "Largest attention logits and hidden states", "|value|", ocats, 4, GROUPS, ovp, 2)).code)
         return st;
-    /* loss cost of quantized attention logits */
+    /* quantized attention logits: loss cost and retrieval accuracy against bits */
     static const double bits_x[4] = {16, 8, 6, 4};
-    double qd[2][4] = {{0}};
+    double qd[2][4] = {{0}}, qn[2][4] = {{0}};
     for (int a = 0; a < 2; a++)
         for (int s = 0; s < c->seeds; s++)
-            for (int i = 0; i < 4; i++) qd[a][i] += res[a][s].quant[i] / c->seeds;
+            for (int i = 0; i < 4; i++) qd[a][i] += res[a][s].quant[i] / c->seeds, qn[a][i] += res[a][s].quant_needle[i] / c->seeds;
     da_series qs[2] = {{"DIFF", bits_x, qd[0], 4}, {"softmax", bits_x, qd[1], 4}};
     snprintf(p, sizeof p, "%s/quant_logits.png", c->out_dir);
-    return da_plot_lines(p, "Validation loss increase with quantized attention logits", "bits", "loss increase (nats)",
-                         qs, 2);
+    if ((st = da_plot_lines(p, "Validation loss increase with quantized attention logits", "bits",
+                            "loss increase (nats)", qs, 2)).code)
+        return st;
+    da_series qa[2] = {{"DIFF", bits_x, qn[0], 4}, {"softmax", bits_x, qn[1], 4}};
+    snprintf(p, sizeof p, "%s/quant_needle.png", c->out_dir);
+    return da_plot_lines(p, "Needle retrieval accuracy with quantized attention logits", "bits", "accuracy", qa, 2);
 }
 
 static void mean_sd(const double *x, int n, double *mean, double *sd) {
@@ -220,11 +354,145 @@ static void mean_sd(const double *x, int n, double *mean, double *sd) {
     *sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
 }
 
-da_status da_compare(const da_compare_config *c) {
+/* Plain words on whether two seed means differ by more than their spread. */
+static const char *verdict(int seeds, double m0, double sd0, double m1, double sd1) {
+    if (seeds < 2) return "one seed: spread unknown";
+    if (fabs(m0 - m1) <= sd0 + sd1) return "within noise";
+    return m0 > m1 ? "DIFF higher" : "DIFF lower";
+}
+
+static void write_json(FILE *fp, const da_compare_config *c, const char *data, const da_needle_config *nc,
+                       arch_result res[2][16]) {
+    fprintf(fp, "{\"data\":\"%s\",\"steps\":%ld,\"budget_minutes\":%g,\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,"
+                "\"seq\":%d,\"batch\":%d,\"seeds\":%d,\"needle\":{\"needles\":%d,\"queries\":%d,\"samples\":%d,"
+                "\"contexts\":[",
+            data, c->steps, c->budget_minutes, c->dim, c->layers, c->heads, c->seq, c->batch, c->seeds, nc->needles,
+            nc->queries, nc->samples);
+    for (int i = 0; i < nc->n_contexts; i++) fprintf(fp, "%s%d", i ? "," : "", nc->contexts[i]);
+    fprintf(fp, "],\"depths\":[");
+    for (int j = 0; j < nc->n_depths; j++) fprintf(fp, "%s%d", j ? "," : "", nc->depths[j]);
+    fprintf(fp, "]},\"archs\":{");
+    for (int a = 0; a < 2; a++) {
+        fprintf(fp, "%s\"%s\":[", a ? "," : "", a ? "softmax" : "diff");
+        for (int s = 0; s < c->seeds; s++) {
+            const arch_result *r = &res[a][s];
+            fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_seconds\":%.1f,\"eval_seconds\":%.1f,"
+                        "\"val_loss\":%.6f,\"needle\":%.4f,\"needle_by_context_depth\":[",
+                    s ? "," : "", 1337 + s, r->n_params, r->train_s, r->eval_s, r->eval_loss, r->needle);
+            for (int i = 0; i < nc->n_contexts; i++) {
+                fprintf(fp, "%s[", i ? "," : "");
+                for (int j = 0; j < nc->n_depths; j++) fprintf(fp, "%s%.4f", j ? "," : "", r->needle_acc[i][j]);
+                fprintf(fp, "]");
+            }
+            fprintf(fp, "],\"attention_answer\":%.4f,\"attention_noise\":%.4f,", r->attn_answer, r->attn_noise);
+            fprintf(fp, "\"attn_logit_top1\":%.4f,\"attn_logit_top10\":%.4f,\"attn_logit_median\":%.4f,"
+                        "\"hidden_top1\":%.4f,\"hidden_top10\":%.4f,\"hidden_median\":%.4f,",
+                    r->out.logits.top[0], r->out.logits.top[3], r->out.logits.median, r->out.hidden.top[0],
+                    r->out.hidden.top[3], r->out.hidden.median);
+            fprintf(fp, "\"quant_delta_loss\":{\"16\":%.6f,\"8\":%.6f,\"6\":%.6f,\"4\":%.6f},", r->quant[0],
+                    r->quant[1], r->quant[2], r->quant[3]);
+            fprintf(fp, "\"quant_needle\":{\"16\":%.4f,\"8\":%.4f,\"6\":%.4f,\"4\":%.4f}}", r->quant_needle[0],
+                    r->quant_needle[1], r->quant_needle[2], r->quant_needle[3]);
+        }
+        fprintf(fp, "]");
+    }
+    fprintf(fp, "},\"paper\":{");
+    for (size_t i = 0; i < sizeof PAPER / sizeof PAPER[0]; i++)
+        fprintf(fp, "%s\"%s\":\"%s\"", i ? "," : "", PAPER[i][1], PAPER[i][2]);
+    fprintf(fp, "}}\n");
+}
+
+static double context_accuracy(const arch_result *r, int ci, int n_depths) {
+    double acc = 0;
+    for (int j = 0; j < n_depths; j++) acc += r->needle_acc[ci][j] / n_depths;
+    return acc;
+}
+
+static void write_md(FILE *fp, const da_compare_config *c, const char *data, const da_needle_config *nc,
+                     arch_result res[2][16]) {
+    fprintf(fp, "# DIFF against the softmax baseline\n\nEqual parameters, tokens, data and seed: dim %d, %d layers, "
+                "%d DIFF heads (the baseline has %d), %ld steps of %d x %d tokens, %d seed(s). Data: %s.\n\n",
+            c->dim, c->layers, c->heads, 2 * c->heads, c->steps, c->batch, c->seq, c->seeds, data);
+    fprintf(fp, "| metric | DIFF | softmax | difference | paper (DIFF / Transformer) |\n|---|---|---|---|---|\n");
+#define ROW(label, expr, fmt)                                                                                   \
+    do {                                                                                                        \
+        double v[2][16], mean[2], sd[2];                                                                        \
+        for (int a = 0; a < 2; a++) {                                                                           \
+            for (int s = 0; s < c->seeds; s++) {                                                                \
+                const arch_result *r = &res[a][s];                                                              \
+                v[a][s] = (expr);                                                                               \
+            }                                                                                                   \
+            mean_sd(v[a], c->seeds, &mean[a], &sd[a]);                                                          \
+        }                                                                                                       \
+        fprintf(fp, "| %s | " fmt " ± " fmt " | " fmt " ± " fmt " | %s | %s |\n", label, mean[0], sd[0], mean[1], \
+                sd[1], verdict(c->seeds, mean[0], sd[0], mean[1], sd[1]), paper_of(label));                     \
+    } while (0)
+    ROW("validation loss (nats/token)", r->eval_loss, "%.4f");
+    ROW("needle retrieval accuracy", r->needle, "%.3f");
+    for (int i = 0; i < nc->n_contexts; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "needle accuracy, %d-byte prompts", nc->contexts[i]);
+        ROW(label, context_accuracy(r, i, nc->n_depths), "%.3f");
+    }
+    ROW("attention on the answer span", r->attn_answer, "%.4f");
+    ROW("attention noise (irrelevant context)", r->attn_noise, "%.4f");
+    ROW("top-1 \\|attention logit\\|", r->out.logits.top[0], "%.2f");
+    ROW("median \\|attention logit\\|", r->out.logits.median, "%.3f");
+    ROW("top-1 \\|hidden state\\|", r->out.hidden.top[0], "%.2f");
+    ROW("median \\|hidden state\\|", r->out.hidden.median, "%.3f");
+    ROW("Δ loss, 8-bit logits", r->quant[1], "%.4f");
+    ROW("Δ loss, 6-bit logits", r->quant[2], "%.4f");
+    ROW("Δ loss, 4-bit logits", r->quant[3], "%.4f");
+    ROW("needle accuracy, 8-bit logits", r->quant_needle[1], "%.3f");
+    ROW("needle accuracy, 6-bit logits", r->quant_needle[2], "%.3f");
+    ROW("needle accuracy, 4-bit logits", r->quant_needle[3], "%.3f");
+    ROW("training time (s)", r->train_s, "%.0f");
+#undef ROW
+    fprintf(fp, "\nValues are mean ± sample standard deviation over seeds (± 0 with one seed: no spread measured). "
+                "\"within noise\" means the two means differ by less than the sum of their spreads; with one seed "
+                "no difference can be called. The paper's numbers come from 3B-parameter models at 4K context and "
+                "are there for orientation, not as a target at this scale.\n\n");
+    fprintf(fp, "Needle prompts: %d needles, %d asked, %d samples per (context, depth) at depths ", nc->needles,
+            nc->queries, nc->samples);
+    for (int j = 0; j < nc->n_depths; j++) fprintf(fp, "%s%d%%", j ? ", " : "", nc->depths[j]);
+    fprintf(fp, "; contexts of ");
+    for (int i = 0; i < nc->n_contexts; i++) fprintf(fp, "%s%d", i ? " and " : "", nc->contexts[i]);
+    fprintf(fp, " bytes. Attention shares: from the positions that generate the answer (teacher-forced), mean over "
+                "layers, heads and prompts; for DIFF the combined map A1 - λA2 divided by its absolute mass, so "
+                "negative weights subtract (`diffattn eval attention --help`). Quantized logits: dynamic absmax per "
+                "query row, symmetric. Every number is in report.json.\n");
+    fprintf(fp, "\n![loss curves](loss_curves.png)\n\n![needle retrieval by depth](needle_by_depth.png)\n\n"
+                "![needle retrieval by context](needle_by_context.png)\n\n"
+                "![attention of the answer positions](attention_heatmap.png)\n\n![outliers](outliers.png)\n\n"
+                "![quantized logits: loss](quant_logits.png)\n\n![quantized logits: retrieval](quant_needle.png)\n");
+}
+
+da_status da_compare(const da_compare_config *cfg) {
+    da_compare_config cc = *cfg, *c = &cc;
     if (c->seeds < 1 || c->seeds > 16) return da_errorf("--seeds must be 1..16");
     if (c->seq < 256) return da_errorf("--seq %d: needle prompts need at least 256", c->seq);
+    if (c->needles < 1 || c->needles > 16 || c->queries < 1 || c->queries > c->needles)
+        return da_errorf("--needles must be 1..16 and --queries 1..--needles");
+    if (!(c->budget_minutes >= 0)) return da_errorf("--budget-minutes must be positive");
+    da_needle_config nc;
+    da_needle_config_default(&nc);
+    nc.needles = c->needles, nc.queries = c->queries, nc.samples = 8;
+    if (c->n_contexts > 0) {
+        nc.n_contexts = c->n_contexts;
+        for (int i = 0; i < c->n_contexts; i++) {
+            nc.contexts[i] = c->contexts[i];
+            if (c->contexts[i] < 128 || c->contexts[i] > c->seq - 64)
+                return da_errorf("--needle-context %d: must lie in 128..seq - 64 = %d (room for the question and "
+                                 "the answer)", c->contexts[i], c->seq - 64);
+        }
+    } else {
+        nc.n_contexts = 0;
+        if (c->seq / 2 - 64 >= 128) nc.contexts[nc.n_contexts++] = c->seq / 2 - 64;
+        nc.contexts[nc.n_contexts++] = c->seq - 64;
+    }
     da_status st = da_make_dirs(c->out_dir);
     if (st.code) return st;
+    if (c->budget_minutes > 0 && (st = steps_for_budget(c, &c->steps)).code) return st;
     char mix[4200];
     const char *data = c->data;
     if (!data) {
@@ -232,78 +500,29 @@ da_status da_compare(const da_compare_config *c) {
         if ((st = da_needle_mix_write(mix, 4L << 20, c->seq, 1)).code) return st;
         data = mix;
     }
-    da_needle_config nc;
-    da_needle_config_default(&nc);
-    nc.needles = 3, nc.queries = 1, nc.samples = 8;
-    nc.contexts[0] = c->seq - 64; /* room for the question and the answer */
-    arch_result res[2][16];
+    static arch_result res[2][16];
+    memset(res, 0, sizeof res);
     for (int s = 0; s < c->seeds && !st.code; s++)
         for (int a = 0; a < 2 && !st.code; a++)
-            st = run_arch(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, 1337 + (uint64_t)s, data, &nc, &res[a][s]);
-    if (st.code) return st;
+            st = run_arch(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, 1337 + (uint64_t)s, s == 0, data, &nc, &res[a][s]);
 
-    /* report.json: every number; report.md: the side-by-side table */
     char path[4200];
-    snprintf(path, sizeof path, "%s/report.json", c->out_dir);
     da_atomic_file af;
-    if ((st = da_atomic_open(&af, path)).code) return st;
-    FILE *fp = af.fp;
-    fprintf(fp, "{\"data\":\"%s\",\"steps\":%ld,\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,\"seq\":%d,\"batch\":%d,"
-                "\"seeds\":%d,\"needle\":{\"needles\":%d,\"queries\":%d,\"context\":%d,\"samples\":%d},\"archs\":{",
-            data, c->steps, c->dim, c->layers, c->heads, c->seq, c->batch, c->seeds, nc.needles, nc.queries,
-            nc.contexts[0], nc.samples);
-    for (int a = 0; a < 2; a++) {
-        fprintf(fp, "%s\"%s\":[", a ? "," : "", a ? "softmax" : "diff");
-        for (int s = 0; s < c->seeds; s++) {
-            const arch_result *r = &res[a][s];
-            fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"val_loss\":%.6f,\"needle\":%.4f,\"needle_by_depth\":[", s ? "," : "",
-                    1337 + s, r->n_params, r->eval_loss, r->needle);
-            for (int j = 0; j < nc.n_depths; j++) fprintf(fp, "%s%.4f", j ? "," : "", r->needle_by_depth[j]);
-            fprintf(fp, "],\"attn_logit_top1\":%.4f,\"attn_logit_median\":%.4f,\"hidden_top1\":%.4f,"
-                        "\"hidden_median\":%.4f,\"quant_delta_loss\":{\"16\":%.6f,\"8\":%.6f,\"6\":%.6f,\"4\":%.6f}}",
-                    r->out.logits.top[0], r->out.logits.median, r->out.hidden.top[0], r->out.hidden.median, r->quant[0],
-                    r->quant[1], r->quant[2], r->quant[3]);
+    if (!st.code) {
+        snprintf(path, sizeof path, "%s/report.json", c->out_dir);
+        if (!(st = da_atomic_open(&af, path)).code) {
+            write_json(af.fp, c, data, &nc, res);
+            st = da_atomic_commit(&af);
         }
-        fprintf(fp, "]");
     }
-    fprintf(fp, "}}\n");
-    if ((st = da_atomic_commit(&af)).code) return st;
-
-    if ((st = figures(c, &nc, res)).code) return st;
-    snprintf(path, sizeof path, "%s/report.md", c->out_dir);
-    if ((st = da_atomic_open(&af, path)).code) return st;
-    fp = af.fp;
-    fprintf(fp, "# DIFF against the softmax baseline\n\nEqual parameters, tokens, data and seed: dim %d, %d layers, "
-                "%d DIFF heads (the baseline has %d), %ld steps of %d x %d tokens, %d seed(s). Data: %s.\n\n",
-            c->dim, c->layers, c->heads, 2 * c->heads, c->steps, c->batch, c->seq, c->seeds, data);
-    fprintf(fp, "| metric | DIFF | softmax |\n|---|---|---|\n");
-#define ROW(label, expr, fmt)                                                                  \
-    do {                                                                                       \
-        double v[2][16], mean[2], sd[2];                                                       \
-        for (int a = 0; a < 2; a++) {                                                          \
-            for (int s = 0; s < c->seeds; s++) {                                               \
-                const arch_result *r = &res[a][s];                                             \
-                v[a][s] = (expr);                                                              \
-            }                                                                                  \
-            mean_sd(v[a], c->seeds, &mean[a], &sd[a]);                                         \
-        }                                                                                      \
-        fprintf(fp, "| %s | " fmt " ± " fmt " | " fmt " ± " fmt " |\n", label, mean[0], sd[0], mean[1], sd[1]); \
-    } while (0)
-    ROW("validation loss (nats/token)", r->eval_loss, "%.4f");
-    ROW("needle retrieval accuracy", r->needle, "%.3f");
-    ROW("top-1 \\|attention logit\\|", r->out.logits.top[0], "%.2f");
-    ROW("median \\|attention logit\\|", r->out.logits.median, "%.3f");
-    ROW("top-1 \\|hidden state\\|", r->out.hidden.top[0], "%.2f");
-    ROW("Δ loss, 8-bit logits", r->quant[1], "%.4f");
-    ROW("Δ loss, 6-bit logits", r->quant[2], "%.4f");
-    ROW("Δ loss, 4-bit logits", r->quant[3], "%.4f");
-#undef ROW
-    fprintf(fp, "\nValues are mean ± sample standard deviation over seeds (± 0 with one seed: no spread measured). "
-                "Where the two columns differ by less than their spread, or with a single seed, treat the difference as "
-                "noise. Needle prompts: %d needles, %d asked, %d bytes of context, %d samples per depth at depths "
-                "0..100%%; every number is in report.json.\n",
-            nc.needles, nc.queries, nc.contexts[0], nc.samples);
-    fprintf(fp, "\n![loss curves](loss_curves.png)\n\n![needle retrieval by depth](needle_by_depth.png)\n\n"
-                "![outliers](outliers.png)\n\n![quantized logits](quant_logits.png)\n");
-    return da_atomic_commit(&af);
+    if (!st.code) st = figures(c, &nc, res);
+    if (!st.code) {
+        snprintf(path, sizeof path, "%s/report.md", c->out_dir);
+        if (!(st = da_atomic_open(&af, path)).code) {
+            write_md(af.fp, c, data, &nc, res);
+            st = da_atomic_commit(&af);
+        }
+    }
+    for (int a = 0; a < 2; a++) free(res[a][0].map.map);
+    return st;
 }

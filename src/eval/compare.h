@@ -10,8 +10,11 @@ typedef struct {
     const char *out_dir;
     const char *data;  /* NULL: the built-in needle mix */
     long steps;
+    double budget_minutes; /* > 0: steps chosen so the whole job fits (overrides steps) */
     int dim, layers, heads, seq, batch;
     int seeds;
+    int needles, queries;  /* needle prompts: N needles, R asked */
+    int n_contexts, contexts[4]; /* needle prompt lengths; 0 contexts: seq/2 - 64 and seq - 64 */
     int quiet;
 } da_compare_config;
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "eval/needle.h"
+#include "attn/attention.h"
 
 void da_needle_config_default(da_needle_config *c) {
     memset(c, 0, sizeof *c);
@@ -136,7 +137,7 @@ da_status da_needle_eval(const da_needle_config *c, da_needle_predict predict, v
 
 da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap) {
     const da_needle_model *nm = ctx;
-    const da_model *m = nm->m;
+    da_model *m = nm->m;
     if ((long)n + nm->max_new > m->cfg.max_seq_len)
         return da_errorf("a needle prompt of %zu bytes + %d new tokens exceeds the model's max_seq_len %d; use a "
                          "smaller --context",
@@ -145,8 +146,17 @@ da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, ch
     da_kv_cache *kv;
     da_status st = da_kv_create(&kv, &m->cfg, (int)n + nm->max_new);
     if (st.code) return st;
+    /* the prompt in one batched forward; quantized logits need the reference kernel */
+    da_acts *a = NULL;
+    int *tokens = malloc(n * sizeof(int));
+    if (!tokens) st = da_errorf("out of memory");
+    if (!st.code)
+        st = da_acts_create_kernel(&a, &m->cfg, 1, (int)n, da_attn_logit_bits > 0 ? DA_ATTN_REFERENCE : DA_ATTN_FLASH);
     const float *logits = NULL;
-    for (size_t i = 0; i < n && !st.code; i++) st = da_decode_step(m, kv, prompt[i], &logits);
+    for (size_t i = 0; i < n && tokens; i++) tokens[i] = prompt[i];
+    if (!st.code) st = da_kv_prefill(m, kv, a, tokens, (int)n, &logits);
+    da_acts_free(a);
+    free(tokens);
     size_t k = 0;
     for (int t = 0; t < nm->max_new && !st.code && k + 1 < cap; t++) {
         int best = 0;

@@ -38,10 +38,10 @@ da_status da_needle_prompt(const da_needle_config *c, int ctx_i, int depth_i, in
                            char keys[][16], char values[][16]);
 da_status da_needle_eval(const da_needle_config *c, da_needle_predict predict, void *ctx, da_needle_result *r);
 
-/* The predictor for a model: greedy decoding with the KV cache, bytes as
- * tokens (byte-level models). */
+/* The predictor for a model: the prompt in one batched forward into the KV
+ * cache, then greedy decoding, bytes as tokens (byte-level models). */
 typedef struct {
-    const da_model *m;
+    da_model *m;
     int max_new;
 } da_needle_model;
 da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap);

@@ -178,3 +178,66 @@ da_status da_plot_bars(const char *path, const char *title, const char *ylabel, 
     legend(&c, groups, n_groups);
     return canvas_close(&c, path);
 }
+
+/* The strongest (signed) value among columns [a, b) of one row. */
+static float strongest(const float *row, int a, int b) {
+    float v = row[a];
+    for (int j = a + 1; j < b; j++) v = fabsf(row[j]) > fabsf(v) ? row[j] : v;
+    return v;
+}
+
+da_status da_plot_attention_bands(const char *path, const char *title, const da_attention_band *bands, int n_bands) {
+    canvas c = {0};
+    canvas_open(&c, title);
+    cairo_t *cr = c.cr;
+    float vmax = 0;
+    for (int b = 0; b < n_bands; b++)
+        for (size_t i = 0; i < (size_t)bands[b].rows * bands[b].cols; i++)
+            vmax = fabsf(bands[b].map[i]) > vmax ? fabsf(bands[b].map[i]) : vmax;
+    if (vmax == 0) vmax = 1;
+    const double x0 = ML, w = DA_PLOT_WIDTH - ML - MR, band_h = (DA_PLOT_HEIGHT - MT - MB) / (double)n_bands;
+    char buf[64];
+    for (int b = 0; b < n_bands; b++) {
+        const da_attention_band *B = &bands[b];
+        const double y0 = MT + b * band_h + 18, h = band_h - 48, rh = h / B->rows;
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        text(cr, x0, y0 - 6, B->name, 13, 0, 0, 0);
+        const int px_cols = (int)w;
+        for (int x = 0; x < px_cols; x++) {
+            /* each pixel column shows the strongest weight of the columns it covers, so a
+             * one-byte peak stays visible however long the context */
+            int a = (int)((long)x * B->cols / px_cols), e = (int)((long)(x + 1) * B->cols / px_cols);
+            if (e <= a) e = a + 1;
+            if (a >= B->cols) break;
+            for (int r = 0; r < B->rows; r++) {
+                float v = strongest(B->map + (size_t)r * B->cols, a, e < B->cols ? e : B->cols);
+                double s = sqrt(fabs(v) / vmax); /* square root: the faint noise stays visible */
+                if (v >= 0) cairo_set_source_rgb(cr, 1 - s * 0.88, 1 - s * 0.53, 1 - s * 0.29);
+                else cairo_set_source_rgb(cr, 1 - s * 0.16, 1 - s * 0.85, 1 - s * 0.84);
+                cairo_rectangle(cr, x0 + x, y0 + r * rh, 1.0, rh);
+                cairo_fill(cr);
+            }
+        }
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        cairo_set_line_width(cr, 1);
+        cairo_rectangle(cr, x0, y0, w, h);
+        cairo_stroke(cr);
+        /* where the asked needle (grey) and its answer (black) lie */
+        const double ym = y0 + h + 4;
+        cairo_set_source_rgb(cr, 0.6, 0.6, 0.6);
+        cairo_rectangle(cr, x0 + w * B->needle_begin / B->cols, ym, fmax(2, w * (B->needle_end - B->needle_begin) / B->cols), 6);
+        cairo_fill(cr);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        cairo_rectangle(cr, x0 + w * B->span_begin / B->cols, ym, fmax(2, w * (B->span_end - B->span_begin) / B->cols), 6);
+        cairo_fill(cr);
+        text(cr, x0, ym + 10, "0", 10, 0.5, 1, 0);
+        snprintf(buf, sizeof buf, "%d", B->cols);
+        text(cr, x0 + w, ym + 10, buf, 10, 0.5, 1, 0);
+        text(cr, x0 - 8, y0 + h / 2, "answer rows", 10, 1, 0.5, 0);
+    }
+    snprintf(buf, sizeof buf, "color: sqrt(|weight| / %.3g); blue > 0, red < 0", vmax);
+    text(cr, x0, DA_PLOT_HEIGHT - 30, buf, 11, 0, 0, 0);
+    text(cr, x0 + w, DA_PLOT_HEIGHT - 30, "bar: needle (grey), answer (black)", 11, 1, 0, 0);
+    text(cr, (x0 + x0 + w) / 2, DA_PLOT_HEIGHT - 12, "context position (bytes)", 12, 0.5, 0, 0);
+    return canvas_close(&c, path);
+}
