@@ -91,6 +91,11 @@ expect_ok "sample" "$BIN" sample --model "$T/r/model.safetensors" --prompt "int 
 expect_ok "compare --help" "$BIN" compare --help
 expect_error "compare: bad seeds" "--seeds" "$BIN" compare --out "$T/cmp" --seeds 0
 expect_error "compare: context too short" "--seq" "$BIN" compare --out "$T/cmp" --seq 64
+expect_error "compare: budget and steps" "--budget-minutes" "$BIN" compare --out "$T/cmp" --budget-minutes 5 --steps 10
+expect_error "compare: negative budget" "--budget-minutes" "$BIN" compare --out "$T/cmp" --budget-minutes -1
+expect_error "compare: bad needle context" "--needle-context" "$BIN" compare --out "$T/cmp" --needle-context 100x
+expect_error "compare: needle context beyond seq" "--needle-context" "$BIN" compare --out "$T/cmp" --needle-context 4000
+expect_error "compare: queries above needles" "--queries" "$BIN" compare --out "$T/cmp" --needles 2 --queries 3
 expect_ok "eval --help" "$BIN" eval --help
 expect_ok "eval loss --help" "$BIN" eval loss --help
 expect_error "eval: no subcommand" "expected 'loss'" "$BIN" eval
@@ -107,6 +112,18 @@ expect_error "eval needle: bad depth" "--depths" "$BIN" eval needle --model "$M"
 expect_error "eval needle: too long for the model" "max_seq_len" "$BIN" eval needle --model "$M" --context 1024 --samples 1
 expect_error "eval quant-logits: bad --bits" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 16,x
 expect_error "eval quant-logits: 1 bit" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 1
+expect_error "eval quant-logits: model too short for needles" "--no-needle" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt"
+"$BIN" init --out "$T/m256.safetensors" --dim 32 --layers 1 --heads 2 --seq 256 >/dev/null
+expect_ok "eval attention --help" "$BIN" eval attention --help
+expect_error "eval attention: no model" "--model" "$BIN" eval attention
+expect_error "eval attention: --vs without --png" "--png" "$BIN" eval attention --model "$M" --vs "$M"
+expect_error "eval attention: bad needles" "--needles" "$BIN" eval attention --model "$M" --needles 0
+out=$("$BIN" eval attention --model "$T/m256.safetensors" --context 128 --needles 1 --queries 1 --samples 1 --depths 0,100 --json 2>/dev/null)
+if [[ $out == *'"answer":'* && $out == *'"noise":'* && $out == *'"by_layer":[{"layer":0'* ]]; then
+  passed=$((passed + 1)); echo "ok   eval attention --json"
+else failed=$((failed + 1)); echo "FAIL eval attention --json: $out"; fi
+expect_error "eval attention: too long for the model" "max_seq_len" "$BIN" eval attention --model "$M" --context 1024 --samples 1
+expect_error "eval attention: png in a missing folder" "cannot write PNG" "$BIN" eval attention --model "$T/m256.safetensors" --context 128 --needles 1 --queries 1 --samples 1 --depths 50 --png "$T/no/such/dir/a.png"
 out=$("$BIN" eval outliers --model "$T/r/model.safetensors" --data "$T/corpus.txt" --seq 16 --windows 2 --json 2>/dev/null)
 if [[ $out == *'"attention_logits":{"top1":'* && $out == *'"hidden_states":'*'"median":'* ]]; then
   passed=$((passed + 1)); echo "ok   eval outliers --json"

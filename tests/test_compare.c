@@ -72,6 +72,8 @@ static int test_compare_tiny(void) {
             CHECK(cJSON_IsObject(qn) && cJSON_GetArraySize(qn) == 4);
             const cJSON *by = cJSON_GetObjectItem(r, "needle_by_context_depth");
             CHECK(cJSON_GetArraySize(by) == 1 && cJSON_GetArraySize(by->child) == 5);
+            double dig = cJSON_GetObjectItem(r, "answer_digit_accuracy")->valuedouble;
+            CHECK(dig >= 0 && dig <= 1);
             double ans = cJSON_GetObjectItem(r, "attention_answer")->valuedouble;
             double noise = cJSON_GetObjectItem(r, "attention_noise")->valuedouble;
             CHECK(fabs(ans) <= 1 && fabs(noise) <= 1 && fabs(ans) + fabs(noise) <= 1.0001 && noise != 0);

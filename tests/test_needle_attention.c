@@ -98,6 +98,7 @@ static int check_case(da_arch arch, int kind) {
     printf("     %s %s: answer %.4f (want %.4f), noise %.4f (want %.4f), worst error %.2e\n", da_arch_name(arch),
            kind == UNIFORM ? "uniform" : "digits", r.answer_all, want_all_a, r.noise_all, want_all_z, worst);
     CHECK(worst < 1e-4);
+    CHECK(r.digits_all == 0.0); /* the LM head is zero: every argmax is token 0, never a digit */
     if (kind == DIGITS) CHECK(r.answer_all > 0.5); /* attention made to point at the needle finds it */
     da_model_free(&m);
     return 0;

@@ -361,12 +361,14 @@ static int eval_attention(int argc, char **argv) {
     if (!st.code) {
         if (json) {
             printf("{\"model\":\"%s\",\"arch\":\"%s\",\"needles\":%d,\"prompts\":%ld,\"answer\":%.4f,"
-                   "\"noise\":%.4f,\"results\":[",
-                   model, da_arch_name(m.cfg.arch), c.needles, r.prompts, r.answer_all, r.noise_all);
+                   "\"noise\":%.4f,\"answer_digit_accuracy\":%.4f,\"results\":[",
+                   model, da_arch_name(m.cfg.arch), c.needles, r.prompts, r.answer_all, r.noise_all, r.digits_all);
             for (int i = 0; i < c.n_contexts; i++)
                 for (int j = 0; j < c.n_depths; j++)
-                    printf("%s{\"context\":%d,\"depth\":%d,\"answer\":%.4f,\"noise\":%.4f}", i || j ? "," : "",
-                           c.contexts[i], c.depths[j], r.answer[i][j], r.noise[i][j]);
+                    printf("%s{\"context\":%d,\"depth\":%d,\"answer\":%.4f,\"noise\":%.4f,"
+                           "\"answer_digit_accuracy\":%.4f}",
+                           i || j ? "," : "", c.contexts[i], c.depths[j], r.answer[i][j], r.noise[i][j],
+                           r.digits[i][j]);
             printf("],\"by_layer\":[");
             for (int l = 0; l < m.cfg.n_layers; l++)
                 printf("%s{\"layer\":%d,\"answer\":%.4f,\"noise\":%.4f}", l ? "," : "", l, r.answer_by_layer[l],
@@ -375,11 +377,14 @@ static int eval_attention(int argc, char **argv) {
         } else {
             printf("%s (%s): attention from the answer positions, %ld prompts (N=%d needles)\n", model,
                    da_arch_name(m.cfg.arch), r.prompts, c.needles);
-            printf("%8s %6s %8s %8s\n", "context", "depth", "answer", "noise");
+            printf("%8s %6s %8s %8s %8s\n", "context", "depth", "answer", "noise", "digits");
             for (int i = 0; i < c.n_contexts; i++)
                 for (int j = 0; j < c.n_depths; j++)
-                    printf("%8d %5d%% %8.4f %8.4f\n", c.contexts[i], c.depths[j], r.answer[i][j], r.noise[i][j]);
-            printf("%15s %8.4f %8.4f\n", "overall", r.answer_all, r.noise_all);
+                    printf("%8d %5d%% %8.4f %8.4f %8.3f\n", c.contexts[i], c.depths[j], r.answer[i][j], r.noise[i][j],
+                           r.digits[i][j]);
+            printf("%15s %8.4f %8.4f %8.3f\n", "overall", r.answer_all, r.noise_all, r.digits_all);
+            printf("answer: attention share on the answer span; noise: on the context outside the needle; digits: "
+                   "answer digits\nthe model's top prediction gets right, teacher-forced (chance 0.1)\n");
         }
     }
     if (!st.code && png) {

@@ -81,7 +81,7 @@ da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_
 typedef struct {
     double eval_loss, needle;
     double needle_acc[DA_NEEDLE_MAX_CONTEXTS][DA_NEEDLE_MAX_DEPTHS];
-    double attn_answer, attn_noise;
+    double attn_answer, attn_noise, digits; /* digits: teacher-forced answer digit accuracy */
     da_outliers_result out;
     double quant[4], quant_needle[4]; /* loss increase and needle accuracy at 16, 8, 6, 4 bits */
     double train_s, eval_s;
@@ -173,7 +173,7 @@ static da_status evaluate(const da_compare_config *c, da_model *m, const char *d
     if (!c->quiet) fprintf(stderr, ", attention\n");
     da_needle_attention_result ar;
     if (!st.code) st = da_eval_needle_attention(m, nc, &ar);
-    r->attn_answer = ar.answer_all, r->attn_noise = ar.noise_all;
+    r->attn_answer = ar.answer_all, r->attn_noise = ar.noise_all, r->digits = ar.digits_all;
     if (!st.code && first_seed)
         st = da_needle_attention_map_of(m, nc, nc->n_contexts - 1, nc->n_depths / 2, 0, &r->map);
     return st;
@@ -384,7 +384,8 @@ static void write_json(FILE *fp, const da_compare_config *c, const char *data, c
                 for (int j = 0; j < nc->n_depths; j++) fprintf(fp, "%s%.4f", j ? "," : "", r->needle_acc[i][j]);
                 fprintf(fp, "]");
             }
-            fprintf(fp, "],\"attention_answer\":%.4f,\"attention_noise\":%.4f,", r->attn_answer, r->attn_noise);
+            fprintf(fp, "],\"answer_digit_accuracy\":%.4f,\"attention_answer\":%.4f,\"attention_noise\":%.4f,",
+                    r->digits, r->attn_answer, r->attn_noise);
             fprintf(fp, "\"attn_logit_top1\":%.4f,\"attn_logit_top10\":%.4f,\"attn_logit_median\":%.4f,"
                         "\"hidden_top1\":%.4f,\"hidden_top10\":%.4f,\"hidden_median\":%.4f,",
                     r->out.logits.top[0], r->out.logits.top[3], r->out.logits.median, r->out.hidden.top[0],
@@ -434,6 +435,7 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
         snprintf(label, sizeof label, "needle accuracy, %d-byte prompts", nc->contexts[i]);
         ROW(label, context_accuracy(r, i, nc->n_depths), "%.3f");
     }
+    ROW("answer digits right, teacher-forced (chance 0.1)", r->digits, "%.3f");
     ROW("attention on the answer span", r->attn_answer, "%.4f");
     ROW("attention noise (irrelevant context)", r->attn_noise, "%.4f");
     ROW("top-1 \\|attention logit\\|", r->out.logits.top[0], "%.2f");

@@ -97,7 +97,7 @@ static void attention_row(const da_config *c, const float *q, const float *k, fl
  * for every layer, head and answer row. */
 typedef void (*row_visitor)(void *ctx, int layer, int t, const float *row);
 
-static da_status visit_rows(da_model *m, const needle_sequence *q, row_visitor visit, void *ctx) {
+static da_status visit_rows(da_model *m, const needle_sequence *q, row_visitor visit, void *ctx, double *digits_right) {
     const da_config *c = &m->cfg;
     da_acts *a = NULL;
     da_status st = da_acts_create(&a, c, 1, q->T);
@@ -105,6 +105,17 @@ static da_status visit_rows(da_model *m, const needle_sequence *q, row_visitor v
     if (!st.code && (!row || !tmp)) st = da_errorf("out of memory");
     if (!st.code) {
         da_forward(m, a, q->tokens, NULL, 1, q->T);
+        if (digits_right) { /* teacher-forced: does each answer row's argmax give the next digit? */
+            const int V = c->vocab_size;
+            *digits_right = 0;
+            for (int r = 0; r < ANSWER_ROWS; r++) {
+                const int t = q->first_row + r;
+                const float *lg = da_acts_logits(a) + (size_t)t * V;
+                int best = 0;
+                for (int v = 1; v < V; v++) best = lg[v] > lg[best] ? v : best;
+                *digits_right += best == q->tokens[t + 1];
+            }
+        }
         for (int l = 0; l < c->n_layers; l++) {
             const float *qq, *kk;
             da_acts_qk(a, l, &qq, &kk);
@@ -151,7 +162,9 @@ da_status da_eval_needle_attention(da_model *m, const da_needle_config *nc, da_n
                 da_status st = build_sequence(m, nc, ci, di, s, &q);
                 if (st.code) return st;
                 share_sums sums = {.q = &q};
-                st = visit_rows(m, &q, add_shares, &sums);
+                double right;
+                st = visit_rows(m, &q, add_shares, &sums, &right);
+                r->digits[ci][di] += right / ANSWER_ROWS / nc->samples;
                 free(q.tokens);
                 if (st.code) return st;
                 for (int l = 0; l < c->n_layers; l++) {
@@ -164,6 +177,7 @@ da_status da_eval_needle_attention(da_model *m, const da_needle_config *nc, da_n
             }
             r->answer_all += r->answer[ci][di] / (nc->n_contexts * nc->n_depths);
             r->noise_all += r->noise[ci][di] / (nc->n_contexts * nc->n_depths);
+            r->digits_all += r->digits[ci][di] / (nc->n_contexts * nc->n_depths);
         }
     for (int l = 0; l < c->n_layers && r->prompts; l++) r->answer_by_layer[l] /= r->prompts, r->noise_by_layer[l] /= r->prompts;
     return da_ok();
@@ -191,7 +205,7 @@ da_status da_needle_attention_map_of(da_model *m, const da_needle_config *nc, in
     map->map = calloc((size_t)ANSWER_ROWS * q.n_ctx, sizeof(float));
     if (!map->map) st = da_errorf("out of memory");
     map_sums sums = {&q, map->map, 1.0f / (float)(m->cfg.n_layers * m->cfg.n_heads)};
-    if (!st.code) st = visit_rows(m, &q, add_map, &sums);
+    if (!st.code) st = visit_rows(m, &q, add_map, &sums, NULL);
     map->rows = ANSWER_ROWS, map->cols = q.n_ctx;
     map->span_begin = q.span_begin, map->span_end = q.span_end;
     map->needle_begin = q.needle_begin, map->needle_end = q.needle_end;

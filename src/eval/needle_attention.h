@@ -15,7 +15,11 @@
  *   answer share: the value's digits in the context (the answer span);
  *   noise share:  the context outside the asked needle's sentence.
  * The question and answer themselves belong to neither. Shares are averaged
- * over answer positions, heads, layers and prompts. */
+ * over answer positions, heads, layers and prompts.
+ *
+ * The same teacher-forced pass gives the answer digit accuracy: the share of
+ * the seven digits that the model's top prediction gets right (chance 0.1),
+ * a graded view of retrieval where exact match of all seven is still 0. */
 #ifndef DA_NEEDLE_ATTENTION_H
 #define DA_NEEDLE_ATTENTION_H
 
@@ -27,7 +31,8 @@ typedef struct {
     double answer[DA_NEEDLE_MAX_CONTEXTS][DA_NEEDLE_MAX_DEPTHS]; /* per (context, depth) */
     double noise[DA_NEEDLE_MAX_CONTEXTS][DA_NEEDLE_MAX_DEPTHS];
     double answer_by_layer[DA_ATTN_MAX_LAYERS], noise_by_layer[DA_ATTN_MAX_LAYERS];
-    double answer_all, noise_all;
+    double digits[DA_NEEDLE_MAX_CONTEXTS][DA_NEEDLE_MAX_DEPTHS]; /* answer digit accuracy */
+    double answer_all, noise_all, digits_all;
     long prompts;
 } da_needle_attention_result;
 
