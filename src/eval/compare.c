@@ -52,7 +52,8 @@ da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_
         const int most = (context - 32) / 96 < 4 ? (context - 32) / 96 : 4; /* 2 at 256 bytes */
         nc.needles = 1 + (int)(da_rng_next(&r) % (uint64_t)most);
         const int lo = 50 * nc.needles + 32, hi = context - 46 * nc.needles;
-        nc.contexts[0] = lo + (int)(da_rng_next(&r) % (uint64_t)(hi - lo + 1));
+        const double u = da_rng_uniform(&r);
+        nc.contexts[0] = lo + (int)(u * u * (hi - lo)); /* mostly short: more questions per token */
         uint8_t *text;
         size_t n;
         char keys[16][16], values[16][16];
