@@ -197,16 +197,10 @@ static int eval_quant_logits(int argc, char **argv) {
                        argc, argv, opts, N_OPTS, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     int bits[16], n_bits = 0;
-    for (const char *p = bits_list; *p && n_bits < 16;) {
-        char *end;
-        long b = strtol(p, &end, 10);
-        if (end == p || b < 2 || b > 24 || (*end && *end != ',')) {
-            fprintf(stderr, "diffattn eval quant-logits: --bits \"%s\": expected widths in 2..24, like 16,8,6,4\n",
-                    bits_list);
-            return 1;
-        }
-        bits[n_bits++] = (int)b;
-        p = *end ? end + 1 : end;
+    if (parse_ints(bits_list, bits, 16, &n_bits, 2, 24)) {
+        fprintf(stderr, "diffattn eval quant-logits: --bits \"%s\": expected up to 16 widths in 2..24, like 16,8,6,4\n",
+                bits_list);
+        return 1;
     }
     const int auto_context = !strcmp(f.contexts, "auto");
     if (auto_context) f.contexts = "1024"; /* checked now, replaced once the model is known */
