@@ -6,6 +6,7 @@
  * the asked depth and the asked length; a real model runs end to end. */
 #include "diffattn.h"
 #include "eval/needle.h"
+#include "attn/attention.h"
 #include "harness.h"
 
 /* Finds the value of the key asked for at the end of the prompt. */
@@ -181,6 +182,11 @@ static int test_hand_built_model_scores_one(void) {
     CHECK(!da_needle_eval(&c, da_needle_predict_model, &nm, &r).code);
     printf("     hand-built retriever: %.3f over %ld answers\n", r.overall, r.asked);
     CHECK(r.asked == 40 && r.overall == 1.0);
+    /* attention logits quantized to 16 bits (reference kernel, decoder alike) change nothing */
+    da_attn_logit_bits = 16;
+    CHECK(!da_needle_eval(&c, da_needle_predict_model, &nm, &r).code);
+    da_attn_logit_bits = 0;
+    CHECK(r.overall == 1.0);
     /* the same model with its induction head switched off answers nothing */
     memset(m.w.layers[1].wv, 0, (size_t)HB_C * HB_C * sizeof(float));
     CHECK(!da_needle_eval(&c, da_needle_predict_model, &nm, &r).code);
