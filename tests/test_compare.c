@@ -83,10 +83,26 @@ static int test_compare_tiny(void) {
     long pd = (long)cJSON_GetObjectItem(cJSON_GetObjectItem(archs, "diff")->child, "n_params")->valuedouble;
     long ps = (long)cJSON_GetObjectItem(cJSON_GetObjectItem(archs, "softmax")->child, "n_params")->valuedouble;
     CHECK(pd > ps && pd - ps < 200);
-    cJSON_Delete(root);
-    free(js);
     snprintf(p, sizeof p, "%s/report.md", dir);
     char *md = slurp(p);
+    /* the table is recomputable from report.json: mean and sample sd of the seeds */
+    const char *row = md ? strstr(md, "| needle accuracy, 4-bit logits | ") : NULL;
+    CHECK(row);
+    double mean_md[2], sd_md[2];
+    CHECK(sscanf(row, "| needle accuracy, 4-bit logits | %lf ± %lf | %lf ± %lf |", &mean_md[0], &sd_md[0], &mean_md[1],
+                 &sd_md[1]) == 4);
+    row = strstr(md, "| validation loss (nats/token) | ");
+    CHECK(row && sscanf(row, "| validation loss (nats/token) | %lf ± %lf | %lf ± %lf |", &mean_md[0], &sd_md[0],
+                        &mean_md[1], &sd_md[1]) == 4);
+    for (int a = 0; a < 2; a++) {
+        const cJSON *runs = cJSON_GetObjectItem(archs, a ? "softmax" : "diff");
+        double v0 = cJSON_GetObjectItem(runs->child, "val_loss")->valuedouble;
+        double v1 = cJSON_GetObjectItem(runs->child->next, "val_loss")->valuedouble;
+        double mean = (v0 + v1) / 2, sd = fabs(v0 - v1) / sqrt(2.0);
+        CHECK(fabs(mean - mean_md[a]) < 1e-4 && fabs(sd - sd_md[a]) < 1e-4);
+    }
+    cJSON_Delete(root);
+    free(js);
     CHECK(md && strstr(md, "| metric | DIFF | softmax | difference | paper") && strstr(md, "needle retrieval accuracy"));
     CHECK(strstr(md, "attention on the answer span") && strstr(md, "needle accuracy, 4-bit logits"));
     CHECK(strstr(md, "| within noise |") || strstr(md, "| DIFF higher |") || strstr(md, "| DIFF lower |"));
