@@ -13,7 +13,7 @@
 #include <mpi.h>
 #endif
 
-static int g_rank = 0, g_size = 1, g_active = 0;
+static int g_rank = 0, g_size = 1;
 static double g_timeout_s = 60.0;
 static da_dist_stats g_stats;
 
@@ -82,6 +82,7 @@ da_status da_dist_agree(da_status local) { return local; }
 
 #else /* DA_HAVE_MPI */
 
+static int g_active = 0;
 static MPI_Comm g_comm = MPI_COMM_NULL;
 static int g_init_here = 0;
 static char g_library[MPI_MAX_LIBRARY_VERSION_STRING];
