@@ -251,8 +251,10 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
         int stop_any = 0;
         if (dist) {
             int stop_local = hooks && hooks->stop && *hooks->stop;
-            if ((st = da_dp_gradients(&dp, &m, acts, &data, &rng, stop_local, &loss, &norm, &stop_any)).code)
+            if ((st = da_dp_gradients(&dp, &m, acts, &data, &rng, stop_local, &loss, &norm, &stop_any)).code) {
+                if (st.code == 1) st = da_dist_agree(st); /* every rank met it: the first one reports */
                 goto done;
+            }
         } else {
             da_model_zero_grads(&m);
             for (int k = 0; k < tc.grad_accum; k++) {

@@ -207,13 +207,10 @@ da_status da_dp_gradients(da_dp *dp, da_model *m, da_acts *a, const da_text_data
         double s = 0.0;
         for (int j = 0; j < B; j++) s += dp->seq_loss[j];
         *loss = s / B;
-        if (flags[1]) {
-            /* a gradient element of one window reached 2^31, or is not
-             * finite: report it as the non-finite step it effectively is */
-            *norm = NAN;
-            *stop_any = flags[0] != 0;
-            return da_ok();
-        }
+        if (flags[1])
+            return da_errorf("--deterministic: the gradient of a window has an element beyond 2^31 or not finite "
+                             "(loss %g); lower --lr or raise --warmup",
+                             *loss);
         if (dp->zero) {
             size_t off2[P > 0 ? P : 1], cnt2[P > 0 ? P : 1];
             for (int r = 0; r < P; r++) off2[r] = 2 * dp->off[r], cnt2[r] = 2 * dp->cnt[r];
