@@ -30,7 +30,7 @@ print("%.4g" % statistics.median(v) if v else "-")' "$1" "$2" "$STEPS"; }
 printf '\n| run | ranks x threads | tok/s (median step) | s in collectives per step (rank 0) |\n|---|---|---|---|\n'
 one() { # label, ranks, threads, extra flags...
   local label=$1 p=$2 t=$3; shift 3
-  local out="$W/run_$p_$t_$RANDOM"
+  local out="$W/run_${p}_${t}_$RANDOM"
   if [[ $p == 1 ]]; then OMP_NUM_THREADS=$t "$BIN" train "${RUN[@]}" "$@" --out "$out" 2>/dev/null
   else "${MPI[@]}" -np "$p" -x OMP_NUM_THREADS="$t" "$BIN" train "${RUN[@]}" "$@" --out "$out" 2>/dev/null; fi
   printf '| %s | %d x %d | %s | %s |\n' "$label" "$p" "$t" "$(median "$out/metrics.jsonl" tok_per_s)" \
@@ -41,6 +41,7 @@ one "1 process, 1 thread" 1 1
 one "mpirun, float allreduce" 2 $((NP / 2 > 0 ? NP / 2 : 1))
 one "mpirun, float allreduce, --zero 1" 2 $((NP / 2 > 0 ? NP / 2 : 1)) --zero 1
 one "1 process, --deterministic" 1 "$NP" --deterministic
+one "1 process, --deterministic, 1 thread" 1 1 --deterministic
 one "mpirun, --deterministic" 2 $((NP / 2 > 0 ? NP / 2 : 1)) --deterministic
 
 # the bare allreduce of one step's gradients (n_params floats)
@@ -56,6 +57,7 @@ echo "bare MPI_Allreduce of $NPARAM floats ($((NPARAM * 4)) bytes), 2 ranks, 20 
 echo
 echo "peak RSS per rank (KB), 5 steps, 2 ranks:"
 for z in 0 1; do
-  "${MPI[@]}" -np 2 -x OMP_NUM_THREADS=1 /usr/bin/time -f "--zero $z rank %M KB" "$BIN" train "${RUN[@]}" --steps 5 \
-    --zero $z --out "$W/rss$z" 2>&1 | grep -E "^--zero|data parallel" | sed 's/^data parallel: .*AdamW/  plan: AdamW/'
+  "${MPI[@]}" -np 2 -x OMP_NUM_THREADS=1 sh -c '/usr/bin/time -f "--zero '$z' rank $OMPI_COMM_WORLD_RANK: %M KB" "$@"' \
+    sh "$BIN" train "${RUN[@]}" --steps 5 --zero $z --out "$W/rss$z" 2>&1 | grep -E "^--zero|data parallel" |
+    sed 's/^data parallel: .*AdamW/  plan: AdamW/' | sort
 done

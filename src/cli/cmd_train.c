@@ -81,7 +81,7 @@ static int train_main(int argc, char **argv) {
         {"data", OPT_STR, &data, "text file or folder of text files (bytes are tokens), or a folder of token shards "
                                  "from diffattn prepare", 0},
         {"out", OPT_STR, &out, "run folder: model.safetensors, train_state.safetensors, metrics.jsonl", 0},
-        {"batch", OPT_INT, &tc.batch, "sequences per optimizer step (summed over --grad-accum micro-batches)", 0},
+        {"batch", OPT_INT, &tc.batch, "sequences per optimizer step: the global batch, summed over --grad-accum micro-batches and mpirun ranks", 0},
         {"steps", OPT_LONG, &tc.steps, "optimizer steps", 0},
         {"lr", OPT_FLOAT, &tc.lr, "peak learning rate", 0},
         {"warmup", OPT_LONG, &tc.warmup, "linear warmup steps", 0},
