@@ -128,14 +128,14 @@ static da_status save_checkpoint(const char *out_dir, const da_model *m, const d
 
 /* Data parallel: every rank takes part (gathering ZeRO's moments, comparing
  * the replicas), rank 0 writes, and every rank learns whether it worked. */
-static da_status save_checkpoint_dp(const char *out_dir, da_dp *dp, const da_model *m, da_adamw *opt,
+static da_status save_checkpoint_dp(const char *out_dir, da_dp *dp, da_model *m, da_adamw *opt,
                                     const da_train_config *tc, const da_rng *rng) {
     da_adamw full;
-    int owned = 0;
+    float *owned = NULL;
     da_status st = da_dp_check_replicas(dp, m, opt->step);
-    if (!st.code) st = da_dp_full_moments(dp, opt, &full, &owned);
+    if (!st.code) st = da_dp_full_moments(dp, opt, m->grads, &full, &owned); /* the step's gradients are spent */
     if (!st.code && dp->rank == 0) st = save_checkpoint(out_dir, m, &full, tc, rng);
-    if (owned) da_adamw_free(&full);
+    free(owned);
     return st.code == DA_DIST_FAILED ? st : da_dist_agree(st);
 }
 

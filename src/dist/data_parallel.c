@@ -282,18 +282,22 @@ da_status da_dp_val_loss(da_dp *dp, da_model *m, da_acts *a, const da_text_data 
     return st;
 }
 
-da_status da_dp_full_moments(const da_dp *dp, da_adamw *opt, da_adamw *full, int *owned) {
-    *owned = 0;
+da_status da_dp_full_moments(const da_dp *dp, da_adamw *opt, float *scratch, da_adamw *full, float **owned) {
+    *owned = NULL;
     if (!dp->zero || dp->size == 1) {
         *full = *opt;
         return da_ok();
     }
     memset(full, 0, sizeof *full);
     if (dp->rank == 0) {
-        da_status st = da_adamw_create(full, dp->n);
-        if (st.code) return st;
+        /* the first moments go into the caller's scratch (the gradients,
+         * spent after the update), only the second ones need new memory */
+        full->n = dp->n;
         full->step = opt->step;
-        *owned = 1;
+        full->m = scratch;
+        if (!(full->v = *owned = malloc(dp->n * sizeof(float))))
+            return da_errorf("out of memory gathering the AdamW moments for the checkpoint (%.1f MB)",
+                             (double)dp->n * 4 / 1e6);
     }
     da_status st = da_dist_gather_f32(opt->m, full->m, dp->off, dp->cnt, "AdamW first moments");
     if (!st.code) st = da_dist_gather_f32(opt->v, full->v, dp->off, dp->cnt, "AdamW second moments");

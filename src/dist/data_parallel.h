@@ -80,9 +80,11 @@ da_status da_dp_update(da_dp *dp, da_model *m, da_adamw *opt, const da_adamw_con
 /* Mean validation loss over n_windows fixed windows, split over the ranks in
  * chunks of dp->micro windows and summed in chunk order. */
 da_status da_dp_val_loss(da_dp *dp, da_model *m, da_acts *a, const da_text_data *data, long n_windows, float *out);
-/* For a checkpoint: the whole moments on rank 0 (gathered under ZeRO into
- * *full, which the caller frees with da_adamw_free when *owned is set). */
-da_status da_dp_full_moments(const da_dp *dp, da_adamw *opt, da_adamw *full, int *owned);
+/* For a checkpoint: the whole moments on rank 0 in *full. Under ZeRO they
+ * are gathered: the first moments into scratch (n_params floats that rank 0
+ * may overwrite, e.g. the spent gradients), the second into *owned, which
+ * the caller frees. Without ZeRO *full is *opt. */
+da_status da_dp_full_moments(const da_dp *dp, da_adamw *opt, float *scratch, da_adamw *full, float **owned);
 /* Checks that every rank holds the same parameters (a hash compared across
  * ranks); an error names the step. */
 da_status da_dp_check_replicas(const da_dp *dp, const da_model *m, long step);
