@@ -63,8 +63,6 @@ void da_dp_free(da_dp *dp) {
     free(dp->c_off);
     free(dp->chunk_sq);
     free(dp->acc);
-    free(dp->acc_shard);
-    free(dp->grad_shard);
     free(dp->seq_loss);
     free(dp->tokens);
     free(dp->targets);
@@ -129,9 +127,6 @@ da_status da_dp_create(da_dp *dp, const da_model *m, const da_train_config *tc) 
         dp->acc = malloc(2 * dp->n * sizeof(int64_t));
         dp->seq_loss = malloc((size_t)B * sizeof(double));
         if (!dp->acc || !dp->seq_loss) goto oom;
-        if (dp->zero && !(dp->acc_shard = malloc(2 * (dp->hi - dp->lo + 1) * sizeof(int64_t)))) goto oom;
-    } else if (dp->zero && !(dp->grad_shard = malloc((dp->hi - dp->lo + 1) * sizeof(float)))) {
-        goto oom;
     }
     return da_ok();
 oom:
@@ -214,9 +209,8 @@ da_status da_dp_gradients(da_dp *dp, da_model *m, da_acts *a, const da_text_data
         if (dp->zero) {
             size_t off2[P > 0 ? P : 1], cnt2[P > 0 ? P : 1];
             for (int r = 0; r < P; r++) off2[r] = 2 * dp->off[r], cnt2[r] = 2 * dp->cnt[r];
-            if ((st = da_dist_reduce_scatter_sum_i64(dp->acc, dp->acc_shard, off2, cnt2, "gradients (exact)")).code)
-                return st;
-            exact_decode(dp->acc_shard, m->grads + dp->lo, dp->hi - dp->lo, B);
+            if ((st = da_dist_reduce_scatter_sum_i64(dp->acc, off2, cnt2, "gradients (exact)")).code) return st;
+            exact_decode(dp->acc + 2 * dp->lo, m->grads + dp->lo, dp->hi - dp->lo, B);
         } else {
             if ((st = da_dist_allreduce_sum_i64(dp->acc, 2 * dp->n, "gradients (exact)")).code) return st;
             exact_decode(dp->acc, m->grads, dp->n, B);
@@ -233,9 +227,7 @@ da_status da_dp_gradients(da_dp *dp, da_model *m, da_acts *a, const da_text_data
         flags[0] = small[1] > 0;
         *loss = small[0] / ((double)dp->accum * P);
         if (dp->zero) {
-            if ((st = da_dist_reduce_scatter_sum_f32(m->grads, dp->grad_shard, dp->off, dp->cnt, "gradients")).code)
-                return st;
-            memcpy(m->grads + dp->lo, dp->grad_shard, (dp->hi - dp->lo) * sizeof(float));
+            if ((st = da_dist_reduce_scatter_sum_f32(m->grads, dp->off, dp->cnt, "gradients")).code) return st;
         } else if ((st = da_dist_allreduce_sum_f32(m->grads, dp->n, "gradients")).code) {
             return st;
         }

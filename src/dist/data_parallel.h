@@ -49,8 +49,6 @@ typedef struct {
     size_t *c_off, *c_cnt;       /* (size) every rank's chunks */
     double *chunk_sq;            /* (n_chunks) sum of squared gradients per chunk */
     int64_t *acc;                /* deterministic: (2 n) limbs per parameter, (high, low) */
-    int64_t *acc_shard;          /* deterministic + ZeRO: (2 (hi - lo)) the reduced own shard */
-    float *grad_shard;           /* ZeRO, default reduction: (hi - lo) the reduced own shard */
     double *seq_loss;            /* deterministic: (batch) per-window losses in global order */
     int *tokens, *targets;       /* (local, T) this rank's windows of the step */
 } da_dp;

@@ -54,15 +54,12 @@ da_status da_dist_allreduce_sum_f32(float *b, size_t n, const char *w) { (void)b
 da_status da_dist_allreduce_sum_f64(double *b, size_t n, const char *w) { (void)b, (void)n, (void)w; return da_ok(); }
 da_status da_dist_allreduce_sum_i64(int64_t *b, size_t n, const char *w) { (void)b, (void)n, (void)w; return da_ok(); }
 da_status da_dist_allreduce_max_i64(int64_t *b, size_t n, const char *w) { (void)b, (void)n, (void)w; return da_ok(); }
-da_status da_dist_reduce_scatter_sum_f32(const float *s, float *r, const size_t *off, const size_t *cnt, const char *w) {
-    (void)w;
-    memmove(r, s + off[0], cnt[0] * sizeof *s);
+da_status da_dist_reduce_scatter_sum_f32(float *b, const size_t *off, const size_t *cnt, const char *w) {
+    (void)b, (void)off, (void)cnt, (void)w;
     return da_ok();
 }
-da_status da_dist_reduce_scatter_sum_i64(const int64_t *s, int64_t *r, const size_t *off, const size_t *cnt,
-                                         const char *w) {
-    (void)w;
-    memmove(r, s + off[0], cnt[0] * sizeof *s);
+da_status da_dist_reduce_scatter_sum_i64(int64_t *b, const size_t *off, const size_t *cnt, const char *w) {
+    (void)b, (void)off, (void)cnt, (void)w;
     return da_ok();
 }
 da_status da_dist_allgather_f32(float *b, const size_t *o, const size_t *c, const char *w) {
@@ -220,32 +217,31 @@ static void to_int(const size_t *a, int *out) {
     for (int r = 0; r < g_size; r++) out[r] = (int)a[r];
 }
 
-static da_status reduce_scatter(const void *send, void *recv, const size_t *off, const size_t *cnt, MPI_Datatype t,
-                                size_t esize, const char *what) {
-    if (!g_active || g_size == 1) {
-        memmove(recv, (const char *)send + off[0] * esize, cnt[0] * esize);
-        return da_ok();
-    }
-    /* MPI_Ireduce_scatter takes the send buffer in rank order from 0: the
-     * shards are contiguous and start at 0, which the planner guarantees. */
+static da_status reduce_scatter(void *buf, const size_t *off, const size_t *cnt, MPI_Datatype t, size_t esize,
+                                const char *what) {
+    if (!g_active || g_size == 1) return da_ok();
+    /* MPI_Ireduce_scatter takes the buffer in rank order from 0 (the shards
+     * are contiguous from 0, as the planner makes them); in place, the own
+     * slice's sum lands at the start of buf, and moves to its place after. */
     int *counts = malloc((size_t)g_size * sizeof(int));
     if (!counts) return da_errorf("out of memory");
     to_int(cnt, counts);
     size_t total = 0;
     for (int r = 0; r < g_size; r++) total += cnt[r];
     MPI_Request req;
-    int rc = MPI_Ireduce_scatter(send, recv, counts, t, MPI_SUM, g_comm, &req);
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, t, MPI_SUM, g_comm, &req);
     free(counts);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ireduce_scatter", what);
-    return wait_for(&req, "MPI_Ireduce_scatter", what, (double)(g_size - 1) / g_size * (double)total * esize);
+    da_status st = wait_for(&req, "MPI_Ireduce_scatter", what, (double)(g_size - 1) / g_size * (double)total * esize);
+    if (!st.code) memmove((char *)buf + off[g_rank] * esize, buf, cnt[g_rank] * esize);
+    return st;
 }
 
-da_status da_dist_reduce_scatter_sum_f32(const float *s, float *r, const size_t *off, const size_t *cnt, const char *w) {
-    return reduce_scatter(s, r, off, cnt, MPI_FLOAT, sizeof *s, w);
+da_status da_dist_reduce_scatter_sum_f32(float *b, const size_t *off, const size_t *cnt, const char *w) {
+    return reduce_scatter(b, off, cnt, MPI_FLOAT, sizeof *b, w);
 }
-da_status da_dist_reduce_scatter_sum_i64(const int64_t *s, int64_t *r, const size_t *off, const size_t *cnt,
-                                         const char *w) {
-    return reduce_scatter(s, r, off, cnt, MPI_INT64_T, sizeof *s, w);
+da_status da_dist_reduce_scatter_sum_i64(int64_t *b, const size_t *off, const size_t *cnt, const char *w) {
+    return reduce_scatter(b, off, cnt, MPI_INT64_T, sizeof *b, w);
 }
 
 static da_status allgather(void *buf, const size_t *off, const size_t *cnt, MPI_Datatype t, size_t esize,

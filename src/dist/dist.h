@@ -37,12 +37,11 @@ da_status da_dist_allreduce_sum_f32(float *buf, size_t n, const char *what);
 da_status da_dist_allreduce_sum_f64(double *buf, size_t n, const char *what);
 da_status da_dist_allreduce_sum_i64(int64_t *buf, size_t n, const char *what);
 da_status da_dist_allreduce_max_i64(int64_t *buf, size_t n, const char *what);
-/* Rank r receives the sum over ranks of send[off[r] .. off[r] + cnt[r]) in
- * recv (cnt[r] values). off/cnt: (size) each, in elements. */
-da_status da_dist_reduce_scatter_sum_f32(const float *send, float *recv, const size_t *off, const size_t *cnt,
-                                         const char *what);
-da_status da_dist_reduce_scatter_sum_i64(const int64_t *send, int64_t *recv, const size_t *off, const size_t *cnt,
-                                         const char *what);
+/* In place: rank r ends with the sum over ranks of buf[off[r] .. off[r] +
+ * cnt[r]) in that same place; the rest of buf is left undefined. The slices
+ * are contiguous from 0 in rank order. off/cnt: (size) each, in elements. */
+da_status da_dist_reduce_scatter_sum_f32(float *buf, const size_t *off, const size_t *cnt, const char *what);
+da_status da_dist_reduce_scatter_sum_i64(int64_t *buf, const size_t *off, const size_t *cnt, const char *what);
 /* In place: rank r contributes buf[off[r] .. off[r] + cnt[r]), everyone ends
  * with the whole of buf. */
 da_status da_dist_allgather_f32(float *buf, const size_t *off, const size_t *cnt, const char *what);
