@@ -139,6 +139,28 @@ static da_status save_checkpoint_dp(const char *out_dir, da_dp *dp, da_model *m,
     return st.code == DA_DIST_FAILED ? st : da_dist_agree(st);
 }
 
+/* Rank 0 loaded the training state (its outcome: st); the others build the
+ * same model and optimizer from it. Every rank returns the same outcome. */
+static da_status receive_state(da_status st, da_model *m, da_adamw *opt, da_rng *rng) {
+    if ((st = da_dist_agree(st)).code) return st;
+    const int rank0 = da_dist_rank() == 0;
+    da_config cfg = m->cfg;
+    long step = opt->step;
+    if ((st = da_dist_bcast(&cfg, sizeof cfg, "model config")).code) return st;
+    if ((st = da_dist_bcast(&step, sizeof step, "step")).code) return st;
+    if ((st = da_dist_bcast(rng, sizeof *rng, "sampler state")).code) return st;
+    if (!rank0) {
+        st = da_model_create(m, &cfg);
+        if (!st.code) st = da_model_alloc_grads(m);
+        if (!st.code) st = da_adamw_create(opt, m->n_params);
+        opt->step = step;
+    }
+    if ((st = da_dist_agree(st)).code) return st;
+    if ((st = da_dist_bcast(m->params, m->n_params * sizeof(float), "parameters")).code) return st;
+    if ((st = da_dist_bcast(opt->m, m->n_params * sizeof(float), "AdamW first moments")).code) return st;
+    return da_dist_bcast(opt->v, m->n_params * sizeof(float), "AdamW second moments");
+}
+
 da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, const char *data_path,
                    const char *out_dir, int resume, const da_train_hooks *hooks) {
     da_train_config tc = *tc_in;
@@ -167,7 +189,15 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
     if (resume) {
         da_train_config saved;
         snprintf(path, sizeof path, "%s/train_state.safetensors", out_dir);
-        if ((st = da_train_state_load(path, &m, &opt, &saved, &rng)).code) goto done;
+        if (rank0) st = da_train_state_load(path, &m, &opt, &saved, &rng);
+        /* several ranks: rank 0 alone reads the state (the run folder need
+         * only be on its machine) and sends it to the others */
+        if (da_dist_size() > 1) {
+            agreed = 1; /* receive_state agrees on rank 0's outcome first */
+            st = receive_state(st, &m, &opt, &rng);
+        }
+        if (st.code) goto done;
+        agreed = 0;
         if (opt.step >= tc.steps) {
             st = da_errorf("%s: the run already took %ld of %ld steps; pass a larger --steps to continue", out_dir,
                            opt.step, tc.steps);

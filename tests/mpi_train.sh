@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data-parallel training: 2 ranks under mpirun against 1 process at the same
 # global batch. Bit-identical with --deterministic (also with --zero 1), within
-# 1e-5 with the float allreduce; a 2-rank checkpoint resumes on 1 rank; a rank
+# 1e-5 with the float allreduce; a 2-rank checkpoint resumes on 1 rank, and on
+# 2 ranks of which only rank 0 sees the run folder; a rank
 # killed mid-run ends the job within 60 s and the run resumes from its last
 # checkpoint. Exit 77 (skipped) in a build without MPI.
 set -u
@@ -66,6 +67,18 @@ done
 "${MPI[@]}" "$BIN" train "${RUN[@]}" --deterministic --zero 1 --stop-at 8 --out "$T/res" 2>/dev/null
 "$BIN" train --data "$T/corpus.txt" --out "$T/res" --resume --deterministic 2>/dev/null
 same_run "2-rank checkpoint (step 8, --zero 1) resumed on 1 process = the 1-process run" "$T/det1" "$T/res"
+
+# rank 0 alone reads the run folder: rank 1 runs in a folder without it
+mkdir -p "$T/r0" "$T/r1"
+M1=("$MPIEXEC" --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1
+    -x ASAN_OPTIONS="$RANK_ASAN" -x UBSAN_OPTIONS="${UBSAN_OPTIONS:-}")
+BINA=$(realpath "$BIN")
+"${M1[@]}" -np 1 -wdir "$T/r0" "$BINA" train "${RUN[@]}" --deterministic --stop-at 8 --out run : \
+           -np 1 -wdir "$T/r1" "$BINA" train "${RUN[@]}" --deterministic --stop-at 8 --out run 2>/dev/null
+"${M1[@]}" -np 1 -wdir "$T/r0" "$BINA" train --data "$T/corpus.txt" --out run --resume --deterministic : \
+           -np 1 -wdir "$T/r1" "$BINA" train --data "$T/corpus.txt" --out run --resume --deterministic 2>/dev/null
+if [[ -e $T/r1/run ]]; then bad "rank 1 wrote nothing"; else ok "rank 1 wrote nothing"; fi
+same_run "2-rank resume where only rank 0 sees the run folder = the 1-process run" "$T/det1" "$T/r0/run"
 
 # 4. kill rank 1 mid-run: the job ends (not a hang), the last checkpoint resumes exactly
 LONG=(--data "$T/corpus.txt" --dim 64 --layers 2 --heads 2 --seq 64 --batch 4 --steps 400 --warmup 2 --lr 3e-3

@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "data/text_data.h"
+#include "dist/dist.h"
 
 static volatile int stop_requested;
 
@@ -118,6 +119,8 @@ static int train_main(int argc, char **argv) {
     tc.seq = mf.seq;
     da_config cfg;
     da_status st;
+    if (!(dist_timeout > 0)) return cli_fail("--dist-timeout must be a positive number of seconds");
+    da_dist_set_timeout(dist_timeout);
     if (resume) {
         for (int i = 0; i < CLI_N_MODEL_OPTS; i++)
             if (opts[i].set && strcmp(opts[i].name, "seq")) {
@@ -125,12 +128,26 @@ static int train_main(int argc, char **argv) {
                         opts[i].name, out);
                 return 1;
             }
-        da_train_config saved;
-        long step;
-        if ((st = da_train_state_peek(out, &cfg, &saved, &step)).code) {
-            fprintf(stderr, "diffattn: %s (is %s a run folder? drop --resume to start a new run)\n", st.msg, out);
+        /* under mpirun rank 0 reads the run folder and tells the others,
+         * which need not see it */
+        struct {
+            da_status st;
+            da_config cfg;
+            da_train_config saved;
+            long step;
+        } peek;
+        memset(&peek, 0, sizeof peek);
+        if (da_dist_rank() == 0) peek.st = da_train_state_peek(out, &peek.cfg, &peek.saved, &peek.step);
+        if ((st = da_dist_bcast(&peek, sizeof peek, "the run's configuration")).code) return finish(1, st);
+        if (peek.st.code) {
+            if (da_dist_rank() == 0)
+                fprintf(stderr, "diffattn: %s (is %s a run folder? drop --resume to start a new run)\n", peek.st.msg,
+                        out);
             return 1;
         }
+        cfg = peek.cfg;
+        da_train_config saved = peek.saved;
+        long step = peek.step;
         /* Start from the saved run's settings; flags given now override them. */
         da_train_config given = tc;
         tc = saved;
@@ -154,8 +171,6 @@ static int train_main(int argc, char **argv) {
         if ((st = cli_model_config(&mf, opts, n, &cfg)).code) return cli_fail(st.msg);
     }
 
-    if (!(dist_timeout > 0)) return cli_fail("--dist-timeout must be a positive number of seconds");
-    da_dist_set_timeout(dist_timeout);
     const int rank0 = da_dist_rank() == 0;
     int tty = isatty(2);
     /* under mpirun only rank 0 reports progress */

@@ -75,6 +75,10 @@ da_status da_dist_gather_f32(const float *mine, float *all, const size_t *o, con
     if (all + o[0] != mine) memmove(all + o[0], mine, c[0] * sizeof *mine);
     return da_ok();
 }
+da_status da_dist_bcast(void *b, size_t n, const char *w) {
+    (void)b, (void)n, (void)w;
+    return da_ok();
+}
 da_status da_dist_agree(da_status local) { return local; }
 
 #else /* DA_HAVE_MPI */
@@ -284,6 +288,19 @@ da_status da_dist_gather_f32(const float *mine, float *all, const size_t *off, c
     free(counts);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Igatherv", what);
     return wait_for(&req, "MPI_Igatherv", what, bytes);
+}
+
+da_status da_dist_bcast(void *buf, size_t bytes, const char *what) {
+    if (!g_active || g_size == 1) return da_ok();
+    for (size_t i = 0; i < bytes; i += PIECE) {
+        size_t c = bytes - i < PIECE ? bytes - i : PIECE;
+        MPI_Request req;
+        int rc = MPI_Ibcast((char *)buf + i, (int)c, MPI_BYTE, 0, g_comm, &req);
+        if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ibcast", what);
+        da_status st = wait_for(&req, "MPI_Ibcast", what, g_rank == 0 ? (double)c : 0);
+        if (st.code) return st;
+    }
+    return da_ok();
 }
 
 da_status da_dist_agree(da_status local) {

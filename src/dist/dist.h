@@ -50,6 +50,9 @@ da_status da_dist_allgather_f64(double *buf, const size_t *off, const size_t *cn
  * all[off[r] .. off[r] + cnt[r]); all is used on rank 0 only. */
 da_status da_dist_gather_f32(const float *mine, float *all, const size_t *off, const size_t *cnt, const char *what);
 
+/* Rank 0's bytes to every rank. */
+da_status da_dist_bcast(void *buf, size_t bytes, const char *what);
+
 /* Collective agreement on a local status: when any rank failed, every rank
  * returns an error. The lowest failing rank keeps its message (and code);
  * the others get DA_DIST_PEER_FAILED naming that rank. */
