@@ -9,7 +9,7 @@
  * Two reductions:
  *  - the default: each rank runs its B/P windows in --grad-accum micro-batches
  *    of B/(P*A), the float gradients are summed with an allreduce (buckets of
- *    8 MB in flight together) and scaled by 1/(A*P). Equal to one process up
+ *    8 MB, up to 16 in flight together) and scaled by 1/(A*P). Equal to one process up
  *    to float summation order.
  *  - --deterministic: every window's gradient is computed alone (a micro-batch
  *    of one) and added exactly, as a 112-bit fixed-point number (two int64

@@ -179,25 +179,25 @@ static da_status wait_for(MPI_Request *req, const char *op, const char *what, do
 
 static da_status allreduce(void *buf, size_t n, MPI_Datatype t, size_t esize, MPI_Op op, const char *what) {
     if (!g_active || g_size == 1) return da_ok();
-    /* Buckets of up to 8 MB, all in flight at once, so that the network
+    /* Buckets of 8 MB, up to 16 in flight at once so that the transport
      * pipelines them; then one wait each. */
-    enum { MAX_BUCKETS = 64 };
-    size_t bucket = ((size_t)8 << 20) / esize;
-    if (n / bucket + 1 > MAX_BUCKETS) bucket = n / MAX_BUCKETS + 1;
-    if (bucket > PIECE) bucket = PIECE;
-    MPI_Request req[MAX_BUCKETS];
-    int nreq = 0;
-    for (size_t i = 0; i < n; i += bucket) {
-        size_t c = n - i < bucket ? n - i : bucket;
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + i * esize, (int)c, t, op, g_comm, &req[nreq]);
-        if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Iallreduce", what);
-        nreq++;
-    }
-    /* a ring allreduce sends 2 (P-1)/P of the buffer per rank */
-    double bytes = 2.0 * (double)(g_size - 1) / g_size * (double)n * esize;
-    for (int r = 0; r < nreq; r++) {
-        da_status st = wait_for(&req[r], "MPI_Iallreduce", what, r == 0 ? bytes : 0);
-        if (st.code) return st;
+    enum { IN_FLIGHT = 16 };
+    const size_t bucket = ((size_t)8 << 20) / esize;
+    MPI_Request req[IN_FLIGHT];
+    for (size_t wave = 0; wave < n; wave += IN_FLIGHT * bucket) {
+        int nreq = 0;
+        for (size_t i = wave; i < n && nreq < IN_FLIGHT; i += bucket) {
+            size_t c = n - i < bucket ? n - i : bucket;
+            int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + i * esize, (int)c, t, op, g_comm, &req[nreq]);
+            if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Iallreduce", what);
+            nreq++;
+        }
+        for (int r = 0; r < nreq; r++) {
+            /* a ring allreduce sends 2 (P-1)/P of the buffer per rank */
+            size_t i = wave + (size_t)r * bucket, c = n - i < bucket ? n - i : bucket;
+            da_status st = wait_for(&req[r], "MPI_Iallreduce", what, 2.0 * (g_size - 1) / g_size * (double)c * esize);
+            if (st.code) return st;
+        }
     }
     return da_ok();
 }
