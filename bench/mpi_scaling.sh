@@ -52,6 +52,9 @@ mpicc -O2 -o "$W/allreduce" bench/allreduce.c
 echo
 echo "bare MPI_Allreduce of $NPARAM floats ($((NPARAM * 4)) bytes), 2 ranks, 20 times:"
 "${MPI[@]}" -np 2 "$W/allreduce" "$NPARAM" 20
+"${MPI[@]}" -np 2 "$W/allreduce" "$NPARAM" 20 nb
+echo "the same over TCP (loopback), the transport between machines:"
+"${MPI[@]}" -np 2 --mca btl tcp,self --mca btl_tcp_if_include lo "$W/allreduce" "$NPARAM" 20
 
 # peak RSS per rank, 5 steps (the final checkpoint gathers the moments on rank 0)
 echo

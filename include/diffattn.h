@@ -237,7 +237,8 @@ da_status da_dist_init(void);
 void da_dist_finalize(void);
 int da_dist_rank(void);
 int da_dist_size(void);
-/* Seconds a collective may wait for the other ranks before it fails (60). */
+/* Seconds a collective may wait for the other ranks before it fails (60);
+ * 0: blocking MPI collectives without a deadline. */
 void da_dist_set_timeout(double seconds);
 /* Ends every rank of the job (MPI_Abort) with this code. For the CLI, after
  * an error that leaves peers waiting; the library itself never calls it. */

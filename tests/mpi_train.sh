@@ -46,6 +46,8 @@ same_run "2 ranks x 2 windows = 1 process x 4 windows, bit-identical (--determin
 if grep -q "0.56 MB per rank (ZeRO-1" "$T/det2z.log" && grep -q "1.12 MB per rank (replicated" "$T/det2.log"; then
   ok "--zero 1 halves the AdamW moments per rank (1.12 -> 0.56 MB)"; else bad "--zero 1 halves the AdamW moments"; fi
 same_run "2 ranks with --zero 1 = 1 process, bit-identical (--deterministic)" "$T/det1" "$T/det2z"
+"${MPI[@]}" "$BIN" train "${RUN[@]}" --deterministic --zero 1 --dist-timeout 0 --out "$T/det2b" 2>/dev/null
+same_run "the same with blocking collectives (--dist-timeout 0)" "$T/det1" "$T/det2b"
 
 # 2. the default float allreduce: equal to the single-process loop within 1e-5
 "$BIN" train "${RUN[@]}" --out "$T/one" 2>/dev/null

@@ -104,7 +104,8 @@ static int train_main(int argc, char **argv) {
         {"zero", OPT_INT, &tc.zero, "1: shard the AdamW moments over the mpirun ranks (ZeRO-1; optimizer memory / P); "
                  "0: every rank holds them", 0},
         {"dist-timeout", OPT_FLOAT, &dist_timeout, "under mpirun: seconds a rank waits for the others in a collective "
-                         "before the job ends with an error (a dead or hung rank)", 0},
+                         "before the job ends with an error (a dead or hung rank); 0: Open MPI's blocking "
+                         "collectives, no deadline", 0},
     };
     memcpy(opts + CLI_N_MODEL_OPTS, topts, sizeof topts);
     const int n = CLI_N_MODEL_OPTS + NT;
@@ -119,7 +120,7 @@ static int train_main(int argc, char **argv) {
     tc.seq = mf.seq;
     da_config cfg;
     da_status st;
-    if (!(dist_timeout > 0)) return cli_fail("--dist-timeout must be a positive number of seconds");
+    if (!(dist_timeout >= 0)) return cli_fail("--dist-timeout must be 0 or a positive number of seconds");
     da_dist_set_timeout(dist_timeout);
     if (resume) {
         for (int i = 0; i < CLI_N_MODEL_OPTS; i++)

@@ -19,7 +19,7 @@ static da_dist_stats g_stats;
 
 int da_dist_rank(void) { return g_rank; }
 int da_dist_size(void) { return g_size; }
-void da_dist_set_timeout(double seconds) { g_timeout_s = seconds > 0 ? seconds : 60.0; }
+void da_dist_set_timeout(double seconds) { g_timeout_s = seconds >= 0 ? seconds : 60.0; }
 void da_dist_stats_reset(void) { memset(&g_stats, 0, sizeof g_stats); }
 da_dist_stats da_dist_stats_get(void) { return g_stats; }
 
@@ -174,6 +174,18 @@ static da_status wait_for(MPI_Request *req, const char *op, const char *what, do
     return da_ok();
 }
 
+/* --dist-timeout 0: Open MPI's blocking collectives (its tuned algorithms,
+ * somewhat faster than the nonblocking ones), no deadline. */
+static int blocking(void) { return g_timeout_s == 0; }
+
+static da_status blocking_done(int rc, double t0, const char *op, const char *what, double bytes) {
+    if (rc != MPI_SUCCESS) return mpi_error(rc, op, what);
+    g_stats.comm_s += da_now_s() - t0;
+    g_stats.bytes += bytes;
+    g_stats.calls++;
+    return da_ok();
+}
+
 /* MPI counts are ints: large buffers go in pieces of at most 2^30 elements. */
 #define PIECE ((size_t)1 << 30)
 
@@ -183,6 +195,16 @@ static da_status allreduce(void *buf, size_t n, MPI_Datatype t, size_t esize, MP
      * pipelines them; then one wait each. */
     enum { IN_FLIGHT = 16 };
     const size_t bucket = ((size_t)8 << 20) / esize;
+    if (blocking()) {
+        for (size_t i = 0; i < n; i += PIECE) {
+            size_t c = n - i < PIECE ? n - i : PIECE;
+            double t0 = da_now_s();
+            int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + i * esize, (int)c, t, op, g_comm);
+            da_status st = blocking_done(rc, t0, "MPI_Allreduce", what, 2.0 * (g_size - 1) / g_size * (double)c * esize);
+            if (st.code) return st;
+        }
+        return da_ok();
+    }
     MPI_Request req[IN_FLIGHT];
     for (size_t wave = 0; wave < n; wave += IN_FLIGHT * bucket) {
         int nreq = 0;
@@ -233,10 +255,18 @@ static da_status reduce_scatter(void *buf, const size_t *off, const size_t *cnt,
     size_t total = 0;
     for (int r = 0; r < g_size; r++) total += cnt[r];
     MPI_Request req;
-    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, t, MPI_SUM, g_comm, &req);
-    free(counts);
-    if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ireduce_scatter", what);
-    da_status st = wait_for(&req, "MPI_Ireduce_scatter", what, (double)(g_size - 1) / g_size * (double)total * esize);
+    const double bytes = (double)(g_size - 1) / g_size * (double)total * esize, t0 = da_now_s();
+    da_status st;
+    if (blocking()) {
+        int rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, t, MPI_SUM, g_comm);
+        free(counts);
+        st = blocking_done(rc, t0, "MPI_Reduce_scatter", what, bytes);
+    } else {
+        int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, t, MPI_SUM, g_comm, &req);
+        free(counts);
+        if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ireduce_scatter", what);
+        st = wait_for(&req, "MPI_Ireduce_scatter", what, bytes);
+    }
     if (!st.code) memmove((char *)buf + off[g_rank] * esize, buf, cnt[g_rank] * esize);
     return st;
 }
@@ -259,10 +289,16 @@ static da_status allgather(void *buf, const size_t *off, const size_t *cnt, MPI_
     size_t total = 0;
     for (int r = 0; r < g_size; r++) total += cnt[r];
     MPI_Request req;
+    const double bytes = (double)(g_size - 1) / g_size * (double)total * esize, t0 = da_now_s();
+    if (blocking()) {
+        int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, t, buf, counts, displs, t, g_comm);
+        free(counts);
+        return blocking_done(rc, t0, "MPI_Allgatherv", what, bytes);
+    }
     int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, t, buf, counts, displs, t, g_comm, &req);
     free(counts);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Iallgatherv", what);
-    return wait_for(&req, "MPI_Iallgatherv", what, (double)(g_size - 1) / g_size * (double)total * esize);
+    return wait_for(&req, "MPI_Iallgatherv", what, bytes);
 }
 
 da_status da_dist_allgather_f32(float *b, const size_t *o, const size_t *c, const char *w) {
@@ -283,8 +319,13 @@ da_status da_dist_gather_f32(const float *mine, float *all, const size_t *off, c
     to_int(cnt, counts);
     to_int(off, displs);
     MPI_Request req;
+    double bytes = g_rank == 0 ? 0 : (double)cnt[g_rank] * sizeof(float), t0 = da_now_s();
+    if (blocking()) {
+        int rc = MPI_Gatherv(mine, counts[g_rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, g_comm);
+        free(counts);
+        return blocking_done(rc, t0, "MPI_Gatherv", what, bytes);
+    }
     int rc = MPI_Igatherv(mine, counts[g_rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, g_comm, &req);
-    double bytes = g_rank == 0 ? 0 : (double)cnt[g_rank] * sizeof(float);
     free(counts);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Igatherv", what);
     return wait_for(&req, "MPI_Igatherv", what, bytes);
@@ -294,6 +335,13 @@ da_status da_dist_bcast(void *buf, size_t bytes, const char *what) {
     if (!g_active || g_size == 1) return da_ok();
     for (size_t i = 0; i < bytes; i += PIECE) {
         size_t c = bytes - i < PIECE ? bytes - i : PIECE;
+        if (blocking()) {
+            double t0 = da_now_s();
+            int rc = MPI_Bcast((char *)buf + i, (int)c, MPI_BYTE, 0, g_comm);
+            da_status st = blocking_done(rc, t0, "MPI_Bcast", what, g_rank == 0 ? (double)c : 0);
+            if (st.code) return st;
+            continue;
+        }
         MPI_Request req;
         int rc = MPI_Ibcast((char *)buf + i, (int)c, MPI_BYTE, 0, g_comm, &req);
         if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Ibcast", what);
