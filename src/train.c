@@ -282,7 +282,12 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
         if (dist) {
             int stop_local = hooks && hooks->stop && *hooks->stop;
             if ((st = da_dp_gradients(&dp, &m, acts, &data, &rng, stop_local, &loss, &norm, &stop_any)).code) {
-                if (st.code == 1) st = da_dist_agree(st); /* every rank met it: the first one reports */
+                if (st.code == 1) {
+                    char msg[sizeof st.msg];
+                    snprintf(msg, sizeof msg, "%s", st.msg);
+                    st = da_errorf("step %ld: %s; the last checkpoint in %s is intact", opt.step + 1, msg, out_dir);
+                    st = da_dist_agree(st); /* every rank met it: the first one reports */
+                }
                 goto done;
             }
         } else {
