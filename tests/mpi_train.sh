@@ -11,9 +11,10 @@ MPIEXEC=${2:-mpirun}
 if [[ $MPIEXEC == none ]]; then echo "skipped: this build has no MPI (apt-get install libopenmpi-dev openmpi-bin)"; exit 77; fi
 export OMP_NUM_THREADS=1 # one thread per rank: 2 ranks on a 2-core machine
 # Under ASan, the ranks unwind allocation stacks with the slow (DWARF)
-# unwinder: Open MPI's plugins have no frame pointers, and only full stacks
-# reach the library names that tests/lsan.supp suppresses.
-RANK_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+# unwinder and keep deep stacks: Open MPI's plugins have no frame pointers,
+# and only full stacks reach the library names that tests/lsan.supp
+# suppresses (12 frames were too few).
+RANK_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0:malloc_context_size=64"
 # Shared memory without cross-memory attach (process_vm_readv), which
 # containers' default seccomp profiles forbid: the test must run in CI ones.
 MPI=("$MPIEXEC" --allow-run-as-root --oversubscribe -np 2 --mca btl_vader_single_copy_mechanism none
