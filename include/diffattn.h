@@ -161,6 +161,10 @@ void da_adamw_free(da_adamw *opt);
 /* One decoupled-weight-decay AdamW step at learning rate lr. Decay applies
  * only to tensors with decay=1. */
 void da_adamw_step(da_adamw *opt, da_model *m, const da_adamw_config *cfg, float lr);
+/* The same step on the parameters [lo, hi) of the flat buffer only, whose
+ * moments opt->m, opt->v hold (index 0 is parameter lo): ZeRO-1's shard.
+ * Each parameter gets the same arithmetic as in da_adamw_step. */
+void da_adamw_step_range(da_adamw *opt, da_model *m, const da_adamw_config *cfg, float lr, size_t lo, size_t hi);
 /* Global L2 norm of the gradients. */
 float da_grad_norm(const da_model *m);
 void da_grad_scale(da_model *m, float s);
@@ -184,6 +188,10 @@ typedef struct {
     uint64_t seed;
     float val_fraction;
     int bf16; /* 1: large matmuls in bf16 with fp32 accumulation (AVX512-BF16 builds) */
+    /* Data parallel (see "Training on several processes" in the README);
+     * neither is stored in the training state. */
+    int deterministic; /* 1: per-window gradients summed exactly: bit-identical for any number of ranks */
+    int zero;          /* 1: ZeRO-1, the AdamW moments sharded over the ranks */
 } da_train_config;
 
 void da_train_config_default(da_train_config *tc);
@@ -195,6 +203,7 @@ typedef struct {
     float val_loss;   /* NAN when this step had no evaluation */
     float lr, grad_norm, tok_per_s;
     double elapsed_s, eta_s;
+    const char *note; /* NULL, or on the run's first line a note to show once (the data-parallel plan) */
 } da_train_log;
 
 typedef struct {
@@ -205,6 +214,11 @@ typedef struct {
 } da_train_hooks;
 
 #define DA_INTERRUPTED 2
+/* Under mpirun: a collective did not complete (a rank died or hangs), so the
+ * job cannot continue: the CLI ends it (da_dist_abort). */
+#define DA_DIST_FAILED 40
+/* Under mpirun: another rank failed first and reports it; this one stays quiet. */
+#define DA_DIST_PEER_FAILED 41
 
 /* Trains on the byte-level text at data_path (a file or folder) into out_dir:
  * out_dir/model.safetensors (the latest model), out_dir/train_state.safetensors
@@ -215,6 +229,22 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc, const 
                    const char *out_dir, int resume, const da_train_hooks *hooks);
 /* Reads the model and training configs stored in out_dir's state file. */
 da_status da_train_state_peek(const char *out_dir, da_config *model_cfg, da_train_config *tc, long *step);
+
+/* ---------------------------------------------------------------- data parallel (MPI) */
+
+/* Joins the MPI job when this process was started by mpirun (or another MPI
+ * launcher); otherwise, and in a build without MPI, the process is rank 0 of
+ * 1 and training runs exactly as in a single process. Once per process. */
+da_status da_dist_init(void);
+void da_dist_finalize(void);
+int da_dist_rank(void);
+int da_dist_size(void);
+/* Seconds a collective may wait for the other ranks before it fails (60);
+ * 0: blocking MPI collectives without a deadline. */
+void da_dist_set_timeout(double seconds);
+/* Ends every rank of the job (MPI_Abort) with this code. For the CLI, after
+ * an error that leaves peers waiting; the library itself never calls it. */
+void da_dist_abort(int code);
 
 /* ---------------------------------------------------------------- generation */
 

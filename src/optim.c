@@ -25,15 +25,22 @@ void da_adamw_free(da_adamw *opt) {
 }
 
 void da_adamw_step(da_adamw *opt, da_model *m, const da_adamw_config *cfg, float lr) {
+    da_adamw_step_range(opt, m, cfg, lr, 0, m->n_params);
+}
+
+void da_adamw_step_range(da_adamw *opt, da_model *m, const da_adamw_config *cfg, float lr, size_t lo, size_t hi) {
     opt->step++;
     const float b1 = cfg->beta1, b2 = cfg->beta2;
     const float bc1 = 1.0f - powf(b1, (float)opt->step), bc2 = 1.0f - powf(b2, (float)opt->step);
     for (int t = 0; t < m->n_tensors; t++) {
         const da_tensor *tt = &m->tensors[t];
+        /* the part of this tensor inside [lo, hi) */
+        size_t t0 = tt->offset > lo ? tt->offset : lo, t1 = tt->offset + tt->numel < hi ? tt->offset + tt->numel : hi;
+        if (t0 >= t1) continue;
         const float wd = tt->decay ? cfg->weight_decay : 0.0f;
-        float *p = m->params + tt->offset, *g = m->grads + tt->offset;
-        float *mm = opt->m + tt->offset, *vv = opt->v + tt->offset;
-        const long n = (long)tt->numel;
+        float *p = m->params + t0, *g = m->grads + t0;
+        float *mm = opt->m + (t0 - lo), *vv = opt->v + (t0 - lo);
+        const long n = (long)(t1 - t0);
 #pragma omp parallel for simd schedule(static)
         for (long i = 0; i < n; i++) {
             float gi = g[i];

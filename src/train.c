@@ -11,6 +11,8 @@
 #include "clock.h"
 #include "data/text_data.h"
 #include "diffattn.h"
+#include "dist/data_parallel.h"
+#include "dist/dist.h"
 #include "eval/eval_loss.h"
 #include "io/atomic_file.h"
 #include "ops/bf16_gemm.h"
@@ -61,6 +63,8 @@ da_status da_train_config_validate(const da_train_config *tc) {
     if (!(tc->val_fraction > 0 && tc->val_fraction < 1))
         return da_errorf("--val-fraction %g must lie in (0, 1)", (double)tc->val_fraction);
     if (tc->bf16 != 0 && tc->bf16 != 1) return da_errorf("bf16 must be 0 or 1");
+    if (tc->deterministic != 0 && tc->deterministic != 1) return da_errorf("deterministic must be 0 or 1");
+    if (tc->zero != 0 && tc->zero != 1) return da_errorf("--zero %d: the stages are 0 (off) and 1 (shard the AdamW moments)", tc->zero);
     if (tc->bf16 && !bf16_gemm_available())
         return da_errorf("--bf16: this build has no AVX512-BF16 kernel (needs a CPU with avx512_bf16 and -march=native)");
     return da_ok();
@@ -122,6 +126,41 @@ static da_status save_checkpoint(const char *out_dir, const da_model *m, const d
     return da_model_save(m, path);
 }
 
+/* Data parallel: every rank takes part (gathering ZeRO's moments, comparing
+ * the replicas), rank 0 writes, and every rank learns whether it worked. */
+static da_status save_checkpoint_dp(const char *out_dir, da_dp *dp, da_model *m, da_adamw *opt,
+                                    const da_train_config *tc, const da_rng *rng) {
+    da_adamw full;
+    float *owned = NULL;
+    da_status st = da_dp_check_replicas(dp, m, opt->step);
+    if (!st.code) st = da_dp_full_moments(dp, opt, m->grads, &full, &owned); /* the step's gradients are spent */
+    if (!st.code && dp->rank == 0) st = save_checkpoint(out_dir, m, &full, tc, rng);
+    free(owned);
+    return st.code == DA_DIST_FAILED ? st : da_dist_agree(st);
+}
+
+/* Rank 0 loaded the training state (its outcome: st); the others build the
+ * same model and optimizer from it. Every rank returns the same outcome. */
+static da_status receive_state(da_status st, da_model *m, da_adamw *opt, da_rng *rng) {
+    if ((st = da_dist_agree(st)).code) return st;
+    const int rank0 = da_dist_rank() == 0;
+    da_config cfg = m->cfg;
+    long step = opt->step;
+    if ((st = da_dist_bcast(&cfg, sizeof cfg, "model config")).code) return st;
+    if ((st = da_dist_bcast(&step, sizeof step, "step")).code) return st;
+    if ((st = da_dist_bcast(rng, sizeof *rng, "sampler state")).code) return st;
+    if (!rank0) {
+        st = da_model_create(m, &cfg);
+        if (!st.code) st = da_model_alloc_grads(m);
+        if (!st.code) st = da_adamw_create(opt, m->n_params);
+        opt->step = step;
+    }
+    if ((st = da_dist_agree(st)).code) return st;
+    if ((st = da_dist_bcast(m->params, m->n_params * sizeof(float), "parameters")).code) return st;
+    if ((st = da_dist_bcast(opt->m, m->n_params * sizeof(float), "AdamW first moments")).code) return st;
+    return da_dist_bcast(opt->v, m->n_params * sizeof(float), "AdamW second moments");
+}
+
 da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, const char *data_path,
                    const char *out_dir, int resume, const da_train_hooks *hooks) {
     da_train_config tc = *tc_in;
@@ -134,14 +173,31 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
     int *tokens = NULL, *targets = NULL;
     FILE *metrics = NULL;
     da_text_data data = {0};
+    da_dp dp = {0};
+    int agreed = 0; /* data parallel: the setup's outcome was agreed on by every rank */
+    char plan[512] = ""; /* data parallel: shown with the first log line */
     char path[4096];
+    /* the data-parallel path: several ranks, or one rank asked for its
+     * reductions; otherwise the single-process loop, untouched */
+    const int dist = da_dist_size() > 1 || tc.deterministic || tc.zero;
+    const int rank0 = da_dist_rank() == 0;
+    /* only rank 0 writes; a rank that cannot reach the others must not wait
+     * for them at the first collective, hence the agreement after setup */
 
-    if ((st = da_make_dirs(out_dir)).code) return st;
+    if (rank0 && (st = da_make_dirs(out_dir)).code) goto done;
     da_matmul_bf16 = tc.bf16;
     if (resume) {
         da_train_config saved;
         snprintf(path, sizeof path, "%s/train_state.safetensors", out_dir);
-        if ((st = da_train_state_load(path, &m, &opt, &saved, &rng)).code) goto done;
+        if (rank0) st = da_train_state_load(path, &m, &opt, &saved, &rng);
+        /* several ranks: rank 0 alone reads the state (the run folder need
+         * only be on its machine) and sends it to the others */
+        if (da_dist_size() > 1) {
+            agreed = 1; /* receive_state agrees on rank 0's outcome first */
+            st = receive_state(st, &m, &opt, &rng);
+        }
+        if (st.code) goto done;
+        agreed = 0;
         if (opt.step >= tc.steps) {
             st = da_errorf("%s: the run already took %ld of %ld steps; pass a larger --steps to continue", out_dir,
                            opt.step, tc.steps);
@@ -164,9 +220,23 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
                        data.vocab_size, m.cfg.vocab_size);
         goto done;
     }
-    if (data.from_shards && (st = copy_tokenizer(data_path, out_dir)).code) goto done;
+    if (rank0 && data.from_shards && (st = copy_tokenizer(data_path, out_dir)).code) goto done;
 
-    const int micro = tc.batch / tc.grad_accum;
+    int micro = tc.batch / tc.grad_accum;
+    if (dist) {
+        if ((st = da_dp_create(&dp, &m, &tc)).code) goto done;
+        if ((st = da_dp_shard_optimizer(&dp, &opt)).code) goto done;
+        micro = dp.micro;
+        char lib[64] = "";
+        if (dp.size > 1) snprintf(lib, sizeof lib, " (%s)", da_dist_library());
+        snprintf(plan, sizeof plan,
+                 "data parallel: %d rank%s%s, global batch %d = %d windows per rank in %d forward pass%s of %d; "
+                 "reduction %s; AdamW moments %.2f MB per rank (%s)",
+                 dp.size, dp.size > 1 ? "s" : "", lib, tc.batch, dp.local, dp.accum, dp.accum > 1 ? "es" : "",
+                 dp.micro, tc.deterministic ? "exact (--deterministic)" : "float allreduce",
+                 (double)da_dp_optimizer_bytes(&dp) / 1e6,
+                 tc.zero ? "ZeRO-1: sharded" : "replicated on every rank");
+    }
     if ((st = da_acts_create(&acts, &m.cfg, micro, tc.seq)).code) goto done;
     tokens = malloc((size_t)micro * tc.seq * sizeof(int));
     targets = malloc((size_t)micro * tc.seq * sizeof(int));
@@ -175,56 +245,92 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
         goto done;
     }
     snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
-    if (resume && (st = trim_metrics(path, opt.step)).code) goto done;
-    metrics = fopen(path, resume ? "a" : "w");
-    if (!metrics) {
+    if (rank0 && resume && (st = trim_metrics(path, opt.step)).code) goto done;
+    if (rank0 && !(metrics = fopen(path, resume ? "a" : "w"))) {
         st = da_errorf("%s: cannot open for writing: %s", path, strerror(errno));
         goto done;
     }
+    if (dist) {
+        agreed = 1;
+        if ((st = da_dist_agree(st)).code) goto done;
+    }
+    da_dist_stats_reset();
 
     const double t_start = da_now_s();
     const long first_step = opt.step;
     if (opt.step == 0) {
-        float vl = evaluate(&m, acts, &data, &tc, micro, tokens, targets);
-        fprintf(metrics, "{\"step\":0");
-        json_float(metrics, "val_loss", vl);
-        fprintf(metrics, "}\n");
-        fflush(metrics);
-        da_train_log log = {0, tc.steps, NAN, vl, 0, 0, 0, 0, 0};
-        if (hooks && hooks->on_log) hooks->on_log(hooks->ctx, &log);
+        float vl;
+        if (!dist) vl = evaluate(&m, acts, &data, &tc, micro, tokens, targets);
+        else if ((st = da_dp_val_loss(&dp, &m, acts, &data, (long)tc.eval_batches * tc.batch, &vl)).code) goto done;
+        if (rank0) {
+            fprintf(metrics, "{\"step\":0");
+            json_float(metrics, "val_loss", vl);
+            fprintf(metrics, "}\n");
+            fflush(metrics);
+            da_train_log log = {0, tc.steps, NAN, vl, 0, 0, 0, 0, 0, plan[0] ? plan : NULL};
+            if (hooks && hooks->on_log) hooks->on_log(hooks->ctx, &log);
+            plan[0] = 0;
+        }
     }
     double t_last = da_now_s();
     long tokens_since = 0;
+    double comm_last = 0.0;
     while (opt.step < tc.steps) {
-        da_model_zero_grads(&m);
         double loss = 0.0;
-        for (int k = 0; k < tc.grad_accum; k++) {
-            da_text_data_sample(&data, &rng, micro, tc.seq, tokens, targets);
-            loss += da_forward(&m, acts, tokens, targets, micro, tc.seq);
-            da_backward(&m, acts);
+        float norm;
+        int stop_any = 0;
+        if (dist) {
+            int stop_local = hooks && hooks->stop && *hooks->stop;
+            if ((st = da_dp_gradients(&dp, &m, acts, &data, &rng, stop_local, &loss, &norm, &stop_any)).code) {
+                if (st.code == 1) {
+                    char msg[sizeof st.msg];
+                    snprintf(msg, sizeof msg, "%s", st.msg);
+                    st = da_errorf("step %ld: %s; the last checkpoint in %s is intact", opt.step + 1, msg, out_dir);
+                    st = da_dist_agree(st); /* every rank met it: the first one reports */
+                }
+                goto done;
+            }
+        } else {
+            da_model_zero_grads(&m);
+            for (int k = 0; k < tc.grad_accum; k++) {
+                da_text_data_sample(&data, &rng, micro, tc.seq, tokens, targets);
+                loss += da_forward(&m, acts, tokens, targets, micro, tc.seq);
+                da_backward(&m, acts);
+            }
+            loss /= tc.grad_accum;
+            if (tc.grad_accum > 1) da_grad_scale(&m, 1.0f / tc.grad_accum);
+            norm = da_grad_norm(&m);
         }
-        loss /= tc.grad_accum;
-        if (tc.grad_accum > 1) da_grad_scale(&m, 1.0f / tc.grad_accum);
-        float norm = da_grad_norm(&m);
         if (!isfinite(loss) || !isfinite(norm)) {
             st = da_errorf("loss became %g at step %ld (gradient norm %g); the last checkpoint in %s is intact; "
                            "lower --lr or raise --warmup",
                            loss, opt.step + 1, (double)norm, out_dir);
+            if (dist) st = da_dist_agree(st); /* every rank is here: only the first reports */
             goto done;
         }
-        if (tc.clip > 0 && norm > tc.clip) da_grad_scale(&m, tc.clip / norm);
         float lr = da_lr_schedule(opt.step, tc.warmup, tc.steps, tc.lr, tc.min_lr);
         da_adamw_config ac = {tc.beta1, tc.beta2, tc.adam_eps, tc.weight_decay};
-        da_adamw_step(&opt, &m, &ac, lr);
+        if (dist) {
+            if ((st = da_dp_update(&dp, &m, &opt, &ac, lr, tc.clip, norm)).code) goto done;
+        } else {
+            if (tc.clip > 0 && norm > tc.clip) da_grad_scale(&m, tc.clip / norm);
+            da_adamw_step(&opt, &m, &ac, lr);
+        }
         tokens_since += (long)tc.batch * tc.seq;
 
         const long step = opt.step;
-        int stop = hooks && ((hooks->stop && *hooks->stop) || (hooks->stop_at_step > 0 && step >= hooks->stop_at_step));
+        /* under data parallelism the stop flags were agreed on in the step */
+        int stop = dist ? stop_any || (hooks && hooks->stop_at_step > 0 && step >= hooks->stop_at_step)
+                        : hooks && ((hooks->stop && *hooks->stop) ||
+                                    (hooks->stop_at_step > 0 && step >= hooks->stop_at_step));
         int is_last = step == tc.steps;
         float vl = NAN;
-        if (is_last || (tc.eval_every > 0 && step % tc.eval_every == 0))
-            vl = evaluate(&m, acts, &data, &tc, micro, tokens, targets);
-        if (is_last || step % tc.log_every == 0 || isfinite(vl)) {
+        if (is_last || (tc.eval_every > 0 && step % tc.eval_every == 0)) {
+            if (!dist) vl = evaluate(&m, acts, &data, &tc, micro, tokens, targets);
+            else if ((st = da_dp_val_loss(&dp, &m, acts, &data, (long)tc.eval_batches * tc.batch, &vl)).code)
+                goto done;
+        }
+        if (rank0 && (is_last || step % tc.log_every == 0 || isfinite(vl))) {
             double t = da_now_s();
             float tps = (float)(tokens_since / (t - t_last + 1e-9));
             double elapsed = t - t_start;
@@ -235,15 +341,25 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
             json_float(metrics, "lr", lr);
             json_float(metrics, "grad_norm", norm);
             json_float(metrics, "tok_per_s", tps);
+            if (dist && dp.size > 1) {
+                /* rank 0's seconds in collectives since the last line */
+                double c = da_dist_stats_get().comm_s;
+                fprintf(metrics, ",\"comm_s\":%.4f", c - comm_last);
+                comm_last = c;
+            }
             fprintf(metrics, ",\"elapsed_s\":%.3f}\n", elapsed);
             fflush(metrics);
-            da_train_log log = {step, tc.steps, (float)loss, vl, lr, norm, tps, elapsed, eta};
+            da_train_log log = {step, tc.steps, (float)loss, vl, lr, norm, tps, elapsed, eta, plan[0] ? plan : NULL};
             if (hooks && hooks->on_log) hooks->on_log(hooks->ctx, &log);
+            plan[0] = 0;
             t_last = t;
             tokens_since = 0;
         }
-        if (is_last || stop || (tc.save_every > 0 && step % tc.save_every == 0))
-            if ((st = save_checkpoint(out_dir, &m, &opt, &tc, &rng)).code) goto done;
+        if (is_last || stop || (tc.save_every > 0 && step % tc.save_every == 0)) {
+            st = dist ? save_checkpoint_dp(out_dir, &dp, &m, &opt, &tc, &rng)
+                      : save_checkpoint(out_dir, &m, &opt, &tc, &rng);
+            if (st.code) goto done;
+        }
         if (stop && !is_last) {
             st = da_errorf("interrupted at step %ld of %ld; checkpoint saved in %s; continue with --resume", step,
                            tc.steps, out_dir);
@@ -252,7 +368,13 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
         }
     }
 done:
+    /* A rank that failed alone tells the others, which are waiting in the
+     * setup agreement (or fail in the same place, as on a non-finite loss). */
+    if (dist && da_dist_size() > 1 && st.code && st.code != DA_INTERRUPTED && st.code != DA_DIST_FAILED &&
+        st.code != DA_DIST_PEER_FAILED && !agreed)
+        st = da_dist_agree(st);
     if (metrics) fclose(metrics);
+    da_dp_free(&dp);
     free(tokens);
     free(targets);
     da_acts_free(acts);

@@ -76,6 +76,7 @@ static da_status meta_number(const da_st_file *f, const char *key, double *out) 
 static da_status train_from_meta(const da_st_file *f, da_train_config *tc, long *step, da_rng *rng) {
     double v[N_TRAIN_KEYS + 1];
     da_status st;
+    memset(tc, 0, sizeof *tc); /* fields not stored (deterministic, zero) read as 0 */
     for (int i = 0; i < N_TRAIN_KEYS; i++)
         if ((st = meta_number(f, train_keys[i], &v[i])).code) return st;
     if ((st = meta_number(f, "step", &v[N_TRAIN_KEYS])).code) return st;

@@ -3,6 +3,8 @@
 # and this machine lacks. Needs root (or sudo) only when something is missing.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev libpcre2-dev libcairo2-dev fonts-dejavu-core fortunes)
+# Open MPI: data-parallel training (mpirun -np P diffattn train) and its test
+PKGS+=(openmpi-bin libopenmpi-dev)
 # node and npm run the reference tokenizers of the tests (tools/tokref)
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()

@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "data/text_data.h"
+#include "dist/dist.h"
 
 static volatile int stop_requested;
 
@@ -26,6 +27,7 @@ static void format_duration(char *buf, size_t n, double s) {
 static void on_log(void *ctx, const da_train_log *g) {
     int tty = *(int *)ctx;
     char eta[32], line[256];
+    if (g->note) fprintf(stderr, "%s\n", g->note);
     format_duration(eta, sizeof eta, g->eta_s);
     int n = snprintf(line, sizeof line, "step %ld/%ld", g->step, g->steps);
     if (g->train_loss == g->train_loss) n += snprintf(line + n, sizeof line - n, " | loss %.4f", (double)g->train_loss);
@@ -38,7 +40,33 @@ static void on_log(void *ctx, const da_train_log *g) {
     fflush(stderr);
 }
 
+/* Under mpirun: reports an error once (from the rank that met it first),
+ * ends the whole job when the ranks can no longer reach each other, and
+ * leaves MPI before returning. */
+static int finish(int rc, da_status st) {
+    if (st.code == DA_DIST_FAILED) {
+        fprintf(stderr, "diffattn: %s; ending the job (the last checkpoint is intact: rerun with --resume)\n", st.msg);
+        da_dist_abort(1);
+    }
+    if (st.code && st.code != DA_DIST_PEER_FAILED && st.code != DA_INTERRUPTED) {
+        if (da_dist_size() > 1) fprintf(stderr, "diffattn: rank %d: %s\n", da_dist_rank(), st.msg);
+        else cli_fail(st.msg);
+    }
+    da_dist_finalize();
+    return rc;
+}
+
+static int train_main(int argc, char **argv);
+
 int cmd_train(int argc, char **argv) {
+    da_status st = da_dist_init();
+    if (st.code) return cli_fail(st.msg);
+    int rc = train_main(argc, argv);
+    da_dist_finalize();
+    return rc;
+}
+
+static int train_main(int argc, char **argv) {
     cli_model_flags mf;
     cli_model_flags_default(&mf);
     da_train_config tc;
@@ -46,14 +74,15 @@ int cmd_train(int argc, char **argv) {
     const char *data = NULL, *out = NULL;
     int resume = 0;
     long stop_at = 0;
-    enum { NT = 19 };
+    float dist_timeout = 60;
+    enum { NT = 22 };
     cli_opt opts[CLI_N_MODEL_OPTS + NT];
     cli_model_opts(&mf, opts);
     cli_opt topts[NT] = {
         {"data", OPT_STR, &data, "text file or folder of text files (bytes are tokens), or a folder of token shards "
                                  "from diffattn prepare", 0},
         {"out", OPT_STR, &out, "run folder: model.safetensors, train_state.safetensors, metrics.jsonl", 0},
-        {"batch", OPT_INT, &tc.batch, "sequences per optimizer step (summed over --grad-accum micro-batches)", 0},
+        {"batch", OPT_INT, &tc.batch, "sequences per optimizer step: the global batch, summed over --grad-accum micro-batches and mpirun ranks", 0},
         {"steps", OPT_LONG, &tc.steps, "optimizer steps", 0},
         {"lr", OPT_FLOAT, &tc.lr, "peak learning rate", 0},
         {"warmup", OPT_LONG, &tc.warmup, "linear warmup steps", 0},
@@ -70,6 +99,13 @@ int cmd_train(int argc, char **argv) {
         {"bf16", OPT_FLAG, &tc.bf16, "large matmuls in bf16 with fp32 accumulation (AVX512-BF16 CPUs; about 1.4x faster)", 0},
         {"resume", OPT_FLAG, &resume, "continue the run in --out exactly where its last checkpoint left it", 0},
         {"stop-at", OPT_LONG, &stop_at, "end this invocation after this step with a checkpoint, as Ctrl-C would (0 = run to --steps)", 0},
+        {"deterministic", OPT_FLAG, &tc.deterministic, "sum each window's gradient exactly (integer fixed point): "
+                          "bit-identical results for any number of mpirun ranks; slower (windows run one at a time)", 0},
+        {"zero", OPT_INT, &tc.zero, "1: shard the AdamW moments over the mpirun ranks (ZeRO-1; optimizer memory / P); "
+                 "0: every rank holds them", 0},
+        {"dist-timeout", OPT_FLOAT, &dist_timeout, "under mpirun: seconds a rank waits for the others in a collective "
+                         "before the job ends with an error (a dead or hung rank); 0: Open MPI's blocking "
+                         "collectives, no deadline", 0},
     };
     memcpy(opts + CLI_N_MODEL_OPTS, topts, sizeof topts);
     const int n = CLI_N_MODEL_OPTS + NT;
@@ -77,12 +113,15 @@ int cmd_train(int argc, char **argv) {
     int rc = cli_parse("train",
                        "Trains a DIFF Transformer (or the softmax baseline) on byte-level text with AdamW, warmup and "
                        "cosine decay.\nCtrl-C saves a checkpoint and exits; --resume continues it. Threads: "
-                       "OMP_NUM_THREADS.",
+                       "OMP_NUM_THREADS.\nData parallel: mpirun -np P diffattn train ... trains one model on P "
+                       "processes;\n--batch stays the global batch, so the same command is the same run on any P.",
                        argc, argv, opts, n, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     tc.seq = mf.seq;
     da_config cfg;
     da_status st;
+    if (!(dist_timeout >= 0)) return cli_fail("--dist-timeout must be 0 or a positive number of seconds");
+    da_dist_set_timeout(dist_timeout);
     if (resume) {
         for (int i = 0; i < CLI_N_MODEL_OPTS; i++)
             if (opts[i].set && strcmp(opts[i].name, "seq")) {
@@ -90,17 +129,31 @@ int cmd_train(int argc, char **argv) {
                         opts[i].name, out);
                 return 1;
             }
-        da_train_config saved;
-        long step;
-        if ((st = da_train_state_peek(out, &cfg, &saved, &step)).code) {
-            fprintf(stderr, "diffattn: %s (is %s a run folder? drop --resume to start a new run)\n", st.msg, out);
+        /* under mpirun rank 0 reads the run folder and tells the others,
+         * which need not see it */
+        struct {
+            da_status st;
+            da_config cfg;
+            da_train_config saved;
+            long step;
+        } peek;
+        memset(&peek, 0, sizeof peek);
+        if (da_dist_rank() == 0) peek.st = da_train_state_peek(out, &peek.cfg, &peek.saved, &peek.step);
+        if ((st = da_dist_bcast(&peek, sizeof peek, "the run's configuration")).code) return finish(1, st);
+        if (peek.st.code) {
+            if (da_dist_rank() == 0)
+                fprintf(stderr, "diffattn: %s (is %s a run folder? drop --resume to start a new run)\n", peek.st.msg,
+                        out);
             return 1;
         }
+        cfg = peek.cfg;
+        da_train_config saved = peek.saved;
+        long step = peek.step;
         /* Start from the saved run's settings; flags given now override them. */
         da_train_config given = tc;
         tc = saved;
         for (int i = CLI_N_MODEL_OPTS; i < n; i++) {
-            if (!opts[i].set || !strcmp(opts[i].name, "stop-at")) continue;
+            if (!opts[i].set || !strcmp(opts[i].name, "stop-at") || !strcmp(opts[i].name, "dist-timeout")) continue;
             const char *f = opts[i].name;
 #define OVERRIDE(flag, field) if (!strcmp(f, flag)) tc.field = given.field
             OVERRIDE("batch", batch); OVERRIDE("steps", steps); OVERRIDE("lr", lr); OVERRIDE("warmup", warmup);
@@ -108,26 +161,29 @@ int cmd_train(int argc, char **argv) {
             OVERRIDE("grad-accum", grad_accum); OVERRIDE("eval-every", eval_every);
             OVERRIDE("eval-batches", eval_batches); OVERRIDE("save-every", save_every);
             OVERRIDE("log-every", log_every); OVERRIDE("val-fraction", val_fraction); OVERRIDE("bf16", bf16);
+            OVERRIDE("deterministic", deterministic); OVERRIDE("zero", zero);
 #undef OVERRIDE
         }
         if (cli_was_set(opts, n, "seq")) tc.seq = given.seq;
-        fprintf(stderr, "resuming %s at step %ld of %ld\n", out, step, tc.steps);
+        if (da_dist_rank() == 0) fprintf(stderr, "resuming %s at step %ld of %ld\n", out, step, tc.steps);
     } else {
         /* token shards bring their tokenizer's vocabulary */
         if (!cli_was_set(opts, n, "vocab")) mf.vocab = da_data_vocab_size(data);
         if ((st = cli_model_config(&mf, opts, n, &cfg)).code) return cli_fail(st.msg);
     }
 
+    const int rank0 = da_dist_rank() == 0;
     int tty = isatty(2);
-    da_train_hooks hooks = {on_log, &tty, &stop_requested, stop_at};
+    /* under mpirun only rank 0 reports progress */
+    da_train_hooks hooks = {rank0 ? on_log : NULL, &tty, &stop_requested, stop_at};
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     st = da_train(&cfg, &tc, data, out, resume, &hooks);
     if (st.code == DA_INTERRUPTED) {
-        fprintf(stderr, "%sdiffattn: %s\n", tty ? "\n" : "", st.msg);
-        return stop_requested ? 130 : 0; /* --stop-at is a normal end */
+        if (rank0) fprintf(stderr, "%sdiffattn: %s\n", tty ? "\n" : "", st.msg);
+        return finish(stop_requested ? 130 : 0, st); /* --stop-at is a normal end */
     }
-    if (st.code) return cli_fail(st.msg);
-    fprintf(stderr, "done: %s/model.safetensors\n", out);
-    return 0;
+    if (st.code) return finish(1, st);
+    if (rank0) fprintf(stderr, "done: %s/model.safetensors\n", out);
+    return finish(0, st);
 }

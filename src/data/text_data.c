@@ -219,6 +219,18 @@ void da_text_data_sample(const da_text_data *d, da_rng *rng, int B, int T, int *
                     targets + (size_t)b * T);
 }
 
+void da_text_data_sample_strided(const da_text_data *d, da_rng *rng, int n, int phase, int stride, int T,
+                                 int *tokens, int *targets) {
+    const uint64_t starts = d->n_train - (size_t)T; /* as da_text_data_sample: the same draws, in the same order */
+    int k = 0;
+    for (int j = 0; j < n; j++) {
+        uint64_t off = da_rng_next(rng) % starts;
+        if (j % stride != phase) continue;
+        fill_window(d->spans, d->n_train_spans, off, T, tokens + (size_t)k * T, targets + (size_t)k * T);
+        k++;
+    }
+}
+
 void da_text_data_val_window(const da_text_data *d, long i, long n_windows, int T, int *tokens, int *targets) {
     /* evenly spaced over the validation split's window starts */
     const size_t last = d->n_val - (size_t)T - 1;

@@ -43,6 +43,12 @@ int da_data_vocab_size(const char *path);
 /* tokens, targets: (B, T), windows of the train split at offsets drawn from
  * rng; targets are the tokens shifted by one. */
 void da_text_data_sample(const da_text_data *d, da_rng *rng, int B, int T, int *tokens, int *targets);
+/* Draws n windows from rng exactly as da_text_data_sample(n) would, and
+ * keeps the windows j with j % stride == phase, in order: rank `phase` of
+ * `stride` ranks gets its disjoint share of the batch one process would draw.
+ * tokens, targets: (ceil((n - phase) / stride), T). */
+void da_text_data_sample_strided(const da_text_data *d, da_rng *rng, int n, int phase, int stride, int T,
+                                 int *tokens, int *targets);
 /* The i-th of n_windows evenly spaced windows of the validation split, a
  * fixed set, so every evaluation scores the same text. */
 void da_text_data_val_window(const da_text_data *d, long i, long n_windows, int T, int *tokens, int *targets);
