@@ -262,15 +262,19 @@ int cmd_eval(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "quant-logits")) return eval_quant_logits(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "outliers")) return eval_outliers(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "loss")) return eval_loss(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "ppl")) return cmd_eval_ppl(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: diffattn eval loss|outliers|quant-logits --model M --data D [--seq T --windows N --json]\n\n"
                "  loss       validation loss and perplexity\n"
                "  outliers   top and median |attention logits| and |hidden states|\n"
                "  quant-logits   validation loss with the attention logits quantized to fewer bits\n"
-               "  needle     multi-needle retrieval accuracy (eval needle --model M [--context ...])\n");
+               "  needle     multi-needle retrieval accuracy (eval needle --model M [--context ...])\n"
+               "  ppl        perplexity and KL divergence of a quantized model against its base (eval ppl --model Q "
+               "--base M --data D)\n"
+               "Every --model may be a GGUF from diffattn quantize as well as a .safetensors.\n");
         return 0;
     }
-    fprintf(stderr, "diffattn eval: expected 'loss', 'outliers', 'quant-logits' or 'needle' (see diffattn eval --help)\n");
+    fprintf(stderr, "diffattn eval: expected 'loss', 'outliers', 'quant-logits', 'needle' or 'ppl' (see diffattn eval --help)\n");
     return 1;
 }
 

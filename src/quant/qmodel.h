@@ -67,7 +67,6 @@ typedef struct {
 typedef struct {
     int type;          /* weight type of the layer matmuls: q8_0, q4_0, q4_K, f32, f16, bf16 */
     int output_type;   /* of output.weight (untied); -1: q8_0 for 4-bit types, else type */
-    const float *awq_scales; /* NULL, or per site per input channel (see da_awq_scales) */
 } da_quantize_opts;
 
 /* Quantizes m's matmul weights; norms, lambdas and the embedding stay f32. */
@@ -118,7 +117,7 @@ da_status da_qforward(const da_qmodel *q, da_qstate *s, const int *tokens, int n
 /* ---------------------------------------------------------------- calibration */
 
 /* AWQ: per input channel c of each site, s_c = mean|x_c|^alpha (normalised to
- * geometric mean 1), alpha chosen per site from {0, 0.1, ..., 1} to minimise the
+ * sqrt(max s * min s) = 1), alpha chosen per site from {0, 0.1, ..., 1} to minimise the
  * expected output error of the quantized matmuls,
  * sum_c E[x_c^2] / s_c^2 * |dW'[:, c]|^2 (dW' the quantization error of the
  * scaled weights; channels taken as uncorrelated). Scales W[:, c] *= s_c and the producer of x by 1/s_c
@@ -126,6 +125,7 @@ da_status da_qforward(const da_qmodel *q, da_qstate *s, const int *tokens, int n
  * gate, the final norm for the LM head). The attention-output site has no
  * per-channel producer for DIFF (the head norm's gain is shared by every
  * head), so it is left alone for both architectures. m is modified. */
+/* alpha_out: (DA_N_SITES) the alpha chosen per site (0 where the site is left alone). */
 da_status da_awq_apply(da_model *m, const da_qstats *st, int type, float *alpha_out);
 
 #endif
