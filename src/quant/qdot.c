@@ -18,6 +18,13 @@
 
 #include "quant/quant.h"
 
+/* fp16 scale -> float: the F16C instruction where there is one. */
+#if defined(__F16C__)
+#define H2F(h) _cvtsh_ss(h)
+#else
+#define H2F(h) da_fp16_to_f32(h)
+#endif
+
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX2__) && defined(__FMA__)
 #define HAVE_VNNI 1
 #else
@@ -42,6 +49,16 @@ int da_isa_available(da_isa isa) {
 
 const char *da_isa_name(da_isa isa) {
     return isa == DA_ISA_AVX512_VNNI ? "avx512-vnni" : isa == DA_ISA_AVX2 ? "avx2" : "scalar";
+}
+
+/* The 8 scales and mins of a Q4_K block at once (quant.c's da_q4k_scale_min, inlined). */
+static inline void q4k_unpack(const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        m[j] = q[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((q[j + 8] & 0xF) | ((q[j] >> 6) << 4));
+        m[j + 4] = (uint8_t)((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
+    }
 }
 
 /* ---------------------------------------------------------------- scalar */
@@ -118,7 +135,7 @@ static float dot_q8_0_avx2(const block_q8_0 *w, const da_qact *x, int64_t nb) {
         __m256i wv = _mm256_loadu_si256((const __m256i *)w[b].qs);
         __m256i xv = _mm256_loadu_si256((const __m256i *)(x->q + 32 * b));
         __m256i p = dot_u8s8_256(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(wv, xv));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(da_fp16_to_f32(w[b].d) * x->d[b]), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(H2F(w[b].d) * x->d[b]), acc);
     }
     return hsum256(acc);
 }
@@ -127,7 +144,7 @@ static float dot_q4_0_avx2(const block_q4_0 *w, const da_qact *x, int64_t nb) {
     __m256 acc = _mm256_setzero_ps();
     float corr = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
-        const float s = da_fp16_to_f32(w[b].d) * x->d[b];
+        const float s = H2F(w[b].d) * x->d[b];
         __m256i p = dot_u8s8_256(nibbles_256(w[b].qs), _mm256_loadu_si256((const __m256i *)(x->q + 32 * b)));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s), acc);
         corr += s * (float)(8 * x->sum[b]);
@@ -140,20 +157,18 @@ static float dot_q4_K_avx2(const block_q4_K *w, const da_qact *x, int64_t nsb) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
     float corr = 0.0f;
     for (int64_t b = 0; b < nsb; b++) {
-        const float d = da_fp16_to_f32(w[b].d), dmin = da_fp16_to_f32(w[b].dmin);
+        const float d = H2F(w[b].d), dmin = H2F(w[b].dmin);
+        uint8_t sc[8], mn[8];
+        q4k_unpack(w[b].scales, sc, mn);
         for (int c = 0; c < 4; c++) {
             const int64_t j0 = 8 * b + 2 * c;
             __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
             __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             __m256i p0 = dot_u8s8_256(lo, _mm256_loadu_si256((const __m256i *)(x->q + 32 * j0)));
             __m256i p1 = dot_u8s8_256(hi, _mm256_loadu_si256((const __m256i *)(x->q + 32 * j0 + 32)));
-            uint8_t sc0, m0, sc1, m1;
-            da_q4k_scale_min(2 * c, w[b].scales, &sc0, &m0);
-            da_q4k_scale_min(2 * c + 1, w[b].scales, &sc1, &m1);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(p0, _mm256_set1_epi32(sc0))),
-                                  _mm256_set1_ps(d * x->d[j0]), acc);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(p1, _mm256_set1_epi32(sc1))),
-                                  _mm256_set1_ps(d * x->d[j0 + 1]), acc);
+            const uint8_t sc0 = sc[2 * c], m0 = mn[2 * c], sc1 = sc[2 * c + 1], m1 = mn[2 * c + 1];
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(d * sc0 * x->d[j0]), acc);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(d * sc1 * x->d[j0 + 1]), acc);
             corr += dmin * (x->d[j0] * (float)(m0 * x->sum[j0]) + x->d[j0 + 1] * (float)(m1 * x->sum[j0 + 1]));
         }
     }
@@ -185,7 +200,7 @@ static float dot_q8_0_vnni(const block_q8_0 *w, const da_qact *x, int64_t nb) {
         __m512i ws = _mm512_mask_sub_epi8(wv, _mm512_movepi8_mask(xv), zero, wv); /* w * sign(x) */
         __m512i p = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(xv), ws);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
-                              two_scales(da_fp16_to_f32(w[b].d) * x->d[b], da_fp16_to_f32(w[b + 1].d) * x->d[b + 1]),
+                              two_scales(H2F(w[b].d) * x->d[b], H2F(w[b + 1].d) * x->d[b + 1]),
                               acc);
     }
     float sum = _mm512_reduce_add_ps(acc);
@@ -201,7 +216,7 @@ static float dot_q4_0_vnni(const block_q4_0 *w, const da_qact *x, int64_t nb) {
     float corr = 0.0f;
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-        const float s0 = da_fp16_to_f32(w[b].d) * x->d[b], s1 = da_fp16_to_f32(w[b + 1].d) * x->d[b + 1];
+        const float s0 = H2F(w[b].d) * x->d[b], s1 = H2F(w[b + 1].d) * x->d[b + 1];
         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles_512(w[b].qs, w[b + 1].qs),
                                         _mm512_loadu_si512((const void *)(x->q + 32 * b)));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), two_scales(s0, s1), acc);
@@ -220,7 +235,9 @@ static float dot_q4_K_vnni(const block_q4_K *w, const da_qact *x, int64_t nsb) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
     float corr = 0.0f;
     for (int64_t b = 0; b < nsb; b++) {
-        const float d = da_fp16_to_f32(w[b].d), dmin = da_fp16_to_f32(w[b].dmin);
+        const float d = H2F(w[b].d), dmin = H2F(w[b].dmin);
+        uint8_t sc[8], mn[8];
+        q4k_unpack(w[b].scales, sc, mn);
         for (int c = 0; c < 4; c++) {
             const int64_t j0 = 8 * b + 2 * c;
             __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
@@ -228,12 +245,8 @@ static float dot_q4_K_vnni(const block_q4_K *w, const da_qact *x, int64_t nsb) {
                                              _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), 1);
             __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib,
                                             _mm512_loadu_si512((const void *)(x->q + 32 * j0)));
-            uint8_t sc0, m0, sc1, m1;
-            da_q4k_scale_min(2 * c, w[b].scales, &sc0, &m0);
-            da_q4k_scale_min(2 * c + 1, w[b].scales, &sc1, &m1);
-            __m512i scv = _mm512_mask_blend_epi32((__mmask16)0xFF00, _mm512_set1_epi32(sc0), _mm512_set1_epi32(sc1));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(p, scv)),
-                                  two_scales(d * x->d[j0], d * x->d[j0 + 1]), acc);
+            const uint8_t sc0 = sc[2 * c], m0 = mn[2 * c], sc1 = sc[2 * c + 1], m1 = mn[2 * c + 1];
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), two_scales(d * sc0 * x->d[j0], d * sc1 * x->d[j0 + 1]), acc);
             corr += dmin * (x->d[j0] * (float)(m0 * x->sum[j0]) + x->d[j0 + 1] * (float)(m1 * x->sum[j0 + 1]));
         }
     }
