@@ -20,7 +20,7 @@ int cmd_bench(int argc, char **argv) {
                    "Run 'diffattn bench train --help' for the flags.\n");
             return 0;
         }
-        fprintf(stderr, "diffattn bench: expected 'train', 'attn' or 'generate' (see diffattn bench --help)\n");
+        fprintf(stderr, "diffattn bench: expected 'train' or 'attn', or 'generate' (see diffattn bench --help)\n");
         return 1;
     }
     const int is_train = !strcmp(argv[1], "train");
