@@ -33,5 +33,15 @@ for arch in diff softmax; do
   ppl "$arch int8 KV (f32 weights)" "$M" "$M" --kv int8
   ppl "$arch q8_0 + int8 KV" "$Q-q8_0.gguf" "$M" --kv int8
 done
+# how many calibration sequences static ranges need: w8a8 static against N
+: >"$OUT/calib_study.jsonl"
+for arch in diff softmax; do
+  M=$DIFF; [[ $arch == softmax ]] && M=$SOFT
+  for n in 1 4 16 64; do
+    $BIN quantize --model "$M" --type q8_0 --out "$OUT/cal-$arch-$n.gguf" --calib "$DATA" --calib-samples $n --no-awq --act int8-static 2>/dev/null >/dev/null
+    $BIN eval ppl --model "$OUT/cal-$arch-$n.gguf" --base "$M" --data "$DATA" --chunks "$CHUNKS" --json | sed "s/^{/{\"calib_samples\":$n,/" | tee -a "$OUT/calib_study.jsonl"
+  done
+  $BIN eval outliers --model "$M" --data "$DATA" --json | tee -a "$OUT/outliers.jsonl"
+done
 cat /proc/loadavg >"$OUT/loadavg_before_bench.txt"
 $BIN bench generate --model "$DIFF" --also "$OUT/diff-q8_0.gguf,$OUT/diff-q4_0.gguf,$OUT/diff-q4_k.gguf" --reps 3 --json | tee "$OUT/bench.jsonl"

@@ -91,6 +91,24 @@ int cmd_quantize(int argc, char **argv) {
             absmax = malloc((size_t)n_sites * sizeof *absmax);
             if (absmax) memcpy(absmax, stats.absmax, (size_t)n_sites * sizeof *absmax);
             else st = da_errorf("out of memory");
+            /* the ranges, largest over layers, with their ratio to the mean |x| (an outlier measure) */
+            static const char *site_names[DA_SITES_PER_LAYER] = {"attn-in", "attn-out", "ffn-in", "ffn-gate"};
+            fprintf(stderr, "static int8 ranges (max |x| over layers; max / mean |x|):");
+            for (int k = 0; absmax && k < DA_SITES_PER_LAYER; k++) {
+                float mx = 0;
+                double ratio = 0;
+                for (int l = 0; l < m.cfg.n_layers; l++) {
+                    const int site = DA_SITES_PER_LAYER * l + k;
+                    const size_t w = stats.chan_off[site + 1] - stats.chan_off[site];
+                    double mean = 0;
+                    for (size_t c = 0; c < w; c++) mean += stats.chan[stats.chan_off[site] + c];
+                    mean /= (double)w * (double)(stats.rows > 0 ? stats.rows : 1);
+                    if (absmax[site] > mx) mx = absmax[site];
+                    if (mean > 0 && absmax[site] / mean > ratio) ratio = absmax[site] / mean;
+                }
+                fprintf(stderr, " %s %.2f (%.0fx)", site_names[k], mx, ratio);
+            }
+            if (absmax) fprintf(stderr, ", head %.2f\n", absmax[n_sites - 1]);
             da_qstats_free(&stats);
         }
         if (!st.code || d.spans) da_text_data_free(&d);
