@@ -79,6 +79,10 @@ static double scaled_error(float *const *Ws, const int *rows, int nW, int cols, 
  * of prod_mat (prod_width wide: W3, whose row c makes gate channel c). */
 static da_status awq_site(float *const *Ws, const int *rows, int nW, int cols, float *prod_vec, float *prod_mat,
                           int prod_width, const da_qstats *st, int site, int type, float *alpha_out) {
+    /* the type the matmul really gets (qmodel.c falls back to q8_0, then f32, for widths off the block) */
+    if (cols % da_qtype_block(type)) type = cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
+    *alpha_out = 0.0f;
+    if (type == DA_QT_F32) return da_ok();
     const double *ch = st->chan + st->chan_off[site], *ch2 = st->chan2 + st->chan_off[site];
     const double n = st->rows > 0 ? (double)st->rows : 1.0;
     double *ex2 = malloc((size_t)cols * sizeof(double));
@@ -128,9 +132,6 @@ da_status da_awq_apply(da_model *m, const da_qstats *st, int type, float *alpha_
     const da_config *c = &m->cfg;
     const int C = c->dim, F = c->ffn_hidden, Ckv = C / (c->n_heads / c->n_kv_heads);
     if (!da_qtype_block(type) || type == DA_QT_F32) return da_ok();
-    if (C % da_qtype_block(type) || F % da_qtype_block(type))
-        return da_errorf("AWQ: dim %d and ffn_hidden %d must be multiples of the %s block (%d)", C, F,
-                         da_qtype_name(type), da_qtype_block(type));
     da_status s = da_ok();
     for (int l = 0; l < c->n_layers && !s.code; l++) {
         da_layer_weights *w = &m->w.layers[l];
