@@ -8,20 +8,24 @@ BIN=${BIN:-build/diffattn}
 DIFF=$1 SOFT=$2 DATA=$3 OUT=$4 CHUNKS=${5:-100}
 CALIB=${CALIB:-64}
 mkdir -p "$OUT"
-: >"$OUT/results.jsonl"
+[[ -f $OUT/results.jsonl && ${RESUME:-0} == 1 ]] || : >"$OUT/results.jsonl"
 ppl() { # label model base [flags]
   local label=$1 model=$2 base=$3; shift 3
+  # RESUME=1: labels already measured are kept
+  if [[ ${RESUME:-0} == 1 ]] && grep -q "\"label\":\"$label\"" "$OUT/results.jsonl"; then return; fi
   echo "$label: $($BIN eval ppl --model "$model" --base "$base" --data "$DATA" --chunks "$CHUNKS" --json "$@" |
     sed "s/^{/{\"label\":\"$label\",/" | tee -a "$OUT/results.jsonl")"
 }
 for arch in diff softmax; do
   M=$DIFF; [[ $arch == softmax ]] && M=$SOFT
   Q=$OUT/$arch
-  for t in q8_0 q4_0 q4_k; do $BIN quantize --model "$M" --type $t --out "$Q-$t.gguf" >/dev/null; done
+  # RESUME=1: existing files are kept
+  quantize() { local out=$1; shift; [[ ${RESUME:-0} == 1 && -f $out ]] || $BIN quantize --out "$out" "$@"; }
+  for t in q8_0 q4_0 q4_k; do quantize "$Q-$t.gguf" --model "$M" --type $t >/dev/null; done
   # AWQ + static int8 ranges from CALIB training sequences; and the ranges alone
-  $BIN quantize --model "$M" --type q4_0 --out "$Q-q4_0-awq.gguf" --calib "$DATA" --calib-samples "$CALIB" 2>>"$OUT/quantize.log" >/dev/null
-  $BIN quantize --model "$M" --type q4_k --out "$Q-q4_k-awq.gguf" --calib "$DATA" --calib-samples "$CALIB" 2>>"$OUT/quantize.log" >/dev/null
-  $BIN quantize --model "$M" --type q8_0 --out "$Q-q8_0-ranges.gguf" --calib "$DATA" --calib-samples "$CALIB" --no-awq --act int8-static 2>>"$OUT/quantize.log" >/dev/null
+  quantize "$Q-q4_0-awq.gguf" --model "$M" --type q4_0 --calib "$DATA" --calib-samples "$CALIB" 2>>"$OUT/quantize.log" >/dev/null
+  quantize "$Q-q4_k-awq.gguf" --model "$M" --type q4_k --calib "$DATA" --calib-samples "$CALIB" 2>>"$OUT/quantize.log" >/dev/null
+  quantize "$Q-q8_0-ranges.gguf" --model "$M" --type q8_0 --calib "$DATA" --calib-samples "$CALIB" --no-awq --act int8-static 2>>"$OUT/quantize.log" >/dev/null
   ppl "$arch q8_0" "$Q-q8_0.gguf" "$M"
   ppl "$arch q4_0" "$Q-q4_0.gguf" "$M"
   ppl "$arch q4_k" "$Q-q4_k.gguf" "$M"
