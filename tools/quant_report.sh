@@ -13,7 +13,8 @@ ppl() { # label model base [flags]
   local label=$1 model=$2 base=$3; shift 3
   # RESUME=1: labels already measured are kept
   if [[ ${RESUME:-0} == 1 ]] && grep -q "\"label\":\"$label\"" "$OUT/results.jsonl"; then return; fi
-  echo "$label: $($BIN eval ppl --model "$model" --base "$base" --data "$DATA" --chunks "$CHUNKS" --json "$@" |
+  echo "$label: $($BIN eval ppl --model "$model" --base "$base" --data "$DATA" --chunks "$CHUNKS" --json \
+    --base-cache "$OUT/$(basename "$base").logits" "$@" |
     sed "s/^{/{\"label\":\"$label\",/" | tee -a "$OUT/results.jsonl")"
 }
 for arch in diff softmax; do
@@ -43,7 +44,8 @@ for arch in diff softmax; do
   M=$DIFF; [[ $arch == softmax ]] && M=$SOFT
   for n in 1 4 16 64; do
     $BIN quantize --model "$M" --type q8_0 --out "$OUT/cal-$arch-$n.gguf" --calib "$DATA" --calib-samples $n --no-awq --act int8-static 2>/dev/null >/dev/null
-    $BIN eval ppl --model "$OUT/cal-$arch-$n.gguf" --base "$M" --data "$DATA" --chunks "$CHUNKS" --json | sed "s/^{/{\"calib_samples\":$n,/" | tee -a "$OUT/calib_study.jsonl"
+    $BIN eval ppl --model "$OUT/cal-$arch-$n.gguf" --base "$M" --data "$DATA" --chunks "$CHUNKS" --json \
+      --base-cache "$OUT/$(basename "$M").logits" | sed "s/^{/{\"calib_samples\":$n,/" | tee -a "$OUT/calib_study.jsonl"
   done
   $BIN eval outliers --model "$M" --data "$DATA" --json | tee -a "$OUT/outliers.jsonl"
 done

@@ -138,6 +138,14 @@ int cmd_quantize(int argc, char **argv) {
     return st.code ? cli_fail(st.msg) : 0;
 }
 
+static long file_size(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    long n = -1;
+    if (fp && !fseek(fp, 0, SEEK_END)) n = ftell(fp);
+    if (fp) fclose(fp);
+    return n;
+}
+
 /* A quantized model from a GGUF, or an f32 one built from a safetensors (the
  * reference path of the same code). */
 static da_status load_q(da_qmodel *q, const char *path) {
@@ -171,7 +179,7 @@ static int parse_run_opts(const char *act_s, const char *kv_s, const da_qmodel *
 }
 
 int cmd_eval_ppl(int argc, char **argv) {
-    const char *model = NULL, *base = NULL, *data = NULL, *act_s = NULL, *kv_s = NULL;
+    const char *model = NULL, *base = NULL, *data = NULL, *act_s = NULL, *kv_s = NULL, *cache = NULL;
     int ctx = 0, json = 0;
     long chunks = 100;
     float val_fraction = 0.1f;
@@ -184,6 +192,8 @@ int cmd_eval_ppl(int argc, char **argv) {
         {"act", OPT_STR, &act_s, "activations: q8, int8-dynamic, int8-static, bf16, f32 (default: the file's)", 0},
         {"kv", OPT_STR, &kv_s, "KV cache: f32 (default) or int8", 0},
         {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
+        {"base-cache", OPT_STR, &cache,
+         "file caching the base model's logits across runs (recomputed when n_ctx, chunks or the base differ)", 0},
         {"json", OPT_FLAG, &json, "print one JSON object", 0},
     };
     const char *req[] = {"model", "base", "data", NULL};
@@ -192,13 +202,13 @@ int cmd_eval_ppl(int argc, char **argv) {
                        "non-overlapping chunks of\nn_ctx validation tokens, the second half of each scored; with the "
                        "mean KL divergence KL(base || quantized)\nand the share of tokens whose top-1 prediction "
                        "agrees.",
-                       argc, argv, opts, 9, req);
+                       argc, argv, opts, 10, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (chunks < 0) return cli_fail("--chunks must be >= 0");
     da_qmodel q;
     da_status st = load_q(&q, model);
     if (st.code) return cli_fail(st.msg);
-    da_ppl_config pc = {ctx, chunks, {DA_ACTQ_Q8, 0}};
+    da_ppl_config pc = {ctx, chunks, {DA_ACTQ_Q8, 0}, cache, file_size(base)};
     if (parse_run_opts(act_s, kv_s, &q, &pc.run)) {
         da_qmodel_free(&q);
         return 1;
@@ -242,14 +252,6 @@ typedef struct {
     long file_bytes;
     double best_prompt, best_decode; /* tokens/s */
 } bench_model;
-
-static long file_size(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    long n = -1;
-    if (fp && !fseek(fp, 0, SEEK_END)) n = ftell(fp);
-    if (fp) fclose(fp);
-    return n;
-}
 
 static int argmax_f(const float *x, int n) {
     int b = 0;

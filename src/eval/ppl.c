@@ -1,5 +1,6 @@
 /* Quantized-vs-base perplexity and KL divergence (see ppl.h). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,30 @@ static int argmax(const float *x, int V) {
     return b;
 }
 
+/* The cache: header {"DAPL", n_ctx, chunks, V, rows per chunk, base bytes}, then the rows. */
+typedef struct {
+    char magic[4];
+    int32_t n_ctx, vocab, rows;
+    int64_t chunks, base_bytes;
+} ppl_cache_header;
+_Static_assert(sizeof(ppl_cache_header) == 32, "ppl_cache_header layout changed");
+
+static int cache_read(const char *path, const ppl_cache_header *want, float *rows, size_t n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    ppl_cache_header h;
+    int ok = fread(&h, sizeof h, 1, fp) == 1 && !memcmp(&h, want, sizeof h) && fread(rows, sizeof(float), n, fp) == n;
+    fclose(fp);
+    return ok ? 0 : -1;
+}
+
+static void cache_write(const char *path, const ppl_cache_header *h, const float *rows, size_t n) {
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return; /* a cache that cannot be written only costs time */
+    int ok = fwrite(h, sizeof *h, 1, fp) == 1 && fwrite(rows, sizeof(float), n, fp) == n;
+    if (fclose(fp) || !ok) remove(path);
+}
+
 da_status da_eval_ppl(const da_qmodel *q, da_model *base, const da_text_data *data, const da_ppl_config *c,
                       da_ppl_result *r) {
     memset(r, 0, sizeof *r);
@@ -64,14 +89,32 @@ da_status da_eval_ppl(const da_qmodel *q, da_model *base, const da_text_data *da
     if (!st.code) st = da_acts_create(&a, bc, 1, n_ctx);
     double nll = 0, base_nll = 0, kld = 0;
     long same = 0, scored = 0;
-    const int first = n_ctx / 2;
+    const int first = n_ctx / 2, rows = n_ctx - 1 - first;
+    ppl_cache_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, "DAPL", 4);
+    h.n_ctx = n_ctx;
+    h.vocab = V;
+    h.rows = rows;
+    h.chunks = chunks;
+    h.base_bytes = c->base_file_bytes;
+    const size_t n_cache = (size_t)chunks * rows * V;
+    float *cache = c->base_cache && !st.code ? malloc(n_cache * sizeof(float)) : NULL;
+    const int cached = cache && !cache_read(c->base_cache, &h, cache, n_cache);
     for (long ch = 0; ch < chunks && !st.code; ch++) {
         val_tokens(data, (size_t)ch * n_ctx, n_ctx, tok);
         const float *ql;
         da_qstate_reset(qs);
         if ((st = da_qforward(q, qs, tok, n_ctx, 1, &ql)).code) break;
-        da_forward(base, a, tok, NULL, 1, n_ctx);
-        const float *bl = da_acts_logits(a);
+        float *crow = cache ? cache + (size_t)ch * rows * V : NULL;
+        const float *bl;
+        if (cached) {
+            bl = crow - (size_t)first * V; /* row j of the chunk is crow[j - first] */
+        } else {
+            da_forward(base, a, tok, NULL, 1, n_ctx);
+            bl = da_acts_logits(a);
+            if (crow) memcpy(crow, bl + (size_t)first * V, (size_t)rows * V * sizeof(float));
+        }
         for (int j = first; j < n_ctx - 1; j++) {
             const float *pb = bl + (size_t)j * V, *pq = ql + (size_t)j * V;
             log_softmax(lp, pb, V);
@@ -86,6 +129,8 @@ da_status da_eval_ppl(const da_qmodel *q, da_model *base, const da_text_data *da
             scored++;
         }
     }
+    if (!st.code && cache && !cached) cache_write(c->base_cache, &h, cache, n_cache);
+    free(cache);
     if (!st.code) {
         r->chunks = chunks;
         r->scored = scored;

@@ -13,6 +13,12 @@ typedef struct {
     int n_ctx;       /* chunk length (0 = the model's max_seq_len) */
     long max_chunks; /* 0 = every whole chunk of the validation split */
     da_qrun_opts run;
+    /* NULL, or a file caching the base model's scored logits: read when it
+     * matches (same n_ctx, chunks, vocabulary and base file size), else
+     * computed and written. Saves the base forward when many quantized
+     * variants are compared against one base. */
+    const char *base_cache;
+    long base_file_bytes;
 } da_ppl_config;
 
 typedef struct {
