@@ -363,6 +363,7 @@ struct da_qstate {
     float *x, *xn, *qv, *kn, *vn, *ao, *h1, *h3, *logits; /* (max_n, width) */
     float *att;       /* (threads, maps, max_T) */
     float *deq;       /* (threads, maxw): a dequantized weight row */
+    float *wdeq;      /* float activation modes, batches: one dequantized matrix (the largest) */
     float *xr;        /* (max_n, maxw): bf16-rounded activations */
     int8_t *aq;       /* (max_n, maxw) */
     float *ad;        /* (max_n, maxw / 32) */
@@ -375,7 +376,7 @@ struct da_qstate {
 void da_qstate_free(da_qstate *s) {
     if (!s) return;
     void *ps[] = {s->kf, s->vf, s->k8, s->v8, s->ks, s->vs, s->rope_cos, s->rope_sin, s->x, s->xn, s->qv,
-                  s->kn, s->vn, s->ao, s->h1, s->h3, s->logits, s->att, s->deq, s->xr, s->aq, s->ad, s->asum};
+                  s->kn, s->vn, s->ao, s->h1, s->h3, s->logits, s->att, s->deq, s->wdeq, s->xr, s->aq, s->ad, s->asum};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     free(s);
 }
@@ -435,6 +436,12 @@ da_status da_qstate_create(da_qstate **out, const da_qmodel *q, const da_qrun_op
     ALLOC(s->logits, N * V);
     ALLOC(s->att, (size_t)s->n_threads * s->maps * T);
     ALLOC(s->deq, (size_t)s->n_threads * W);
+    if (o->act == DA_ACTQ_BF16 || o->act == DA_ACTQ_F32) {
+        size_t big = 0;
+        for (int i = 0; i < q->n_tensors; i++)
+            if (q->t[i].cols && (size_t)q->t[i].rows * q->t[i].cols > big) big = (size_t)q->t[i].rows * q->t[i].cols;
+        ALLOC(s->wdeq, big);
+    }
     ALLOC(s->xr, N * W);
     ALLOC(s->aq, N * W);
     ALLOC(s->ad, N * W / 32 + 1);
@@ -542,6 +549,15 @@ static void qmatmul(da_qstate *s, float *out, const da_qtensor *W, int n, int ac
         return;
     }
     const float *X = s->site_x;
+    if (!integer && n > 1) {
+        /* a batch: dequantize the matrix once, then one sgemm */
+        float *Wf = s->wdeq;
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < rows; r++) da_dequantize_row(W->type, W->data + (size_t)r * W->row_bytes, Wf + (size_t)r * cols, cols);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, X, cols, Wf, cols,
+                    accumulate ? 1.0f : 0.0f, out, rows);
+        return;
+    }
 #pragma omp parallel for schedule(static) if ((long)rows * cols * n > 32768)
     for (int r = 0; r < rows; r++) {
         const unsigned char *wr = W->data + (size_t)r * W->row_bytes;
