@@ -64,8 +64,8 @@ int cmd_quantize(int argc, char **argv) {
         if (calib_seq == 0) calib_seq = m.cfg.max_seq_len;
         if (calib_samples < DA_CALIB_MIN_SEQUENCES)
             fprintf(stderr,
-                    "diffattn quantize: warning: %d calibration sequences; static int8 ranges from fewer than %d "
-                    "undershoot the validation text's range (more clipping, higher perplexity)\n",
+                    "diffattn quantize: warning: %d calibration sequences; static int8 ranges settle only by about "
+                    "%d (measured), below that they depend on which sequences were drawn\n",
                     calib_samples, DA_CALIB_MIN_SEQUENCES);
         da_text_data d;
         st = da_text_data_load(&d, calib, 0.1f, calib_seq);
