@@ -108,7 +108,8 @@ const da_tensor *da_model_find(const da_model *m, const char *name);
 /* lambda_full of a DIFF layer: exp(q1.k1) - exp(q2.k2) + lambda_init. */
 float da_model_lambda(const da_model *m, int layer);
 
-/* safetensors checkpoint (format described in docs/formats.md). Loading
+/* safetensors checkpoint (format described in docs/formats.md); a GGUF from
+ * `diffattn quantize` also loads, its weights dequantized to f32. Loading
  * checks every name, shape and dtype (F32 or BF16) against the metadata. */
 da_status da_model_load(da_model *m, const char *path);
 da_status da_model_save(const da_model *m, const char *path); /* atomic */

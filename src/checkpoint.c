@@ -8,7 +8,9 @@
 
 #include "diffattn.h"
 #include "checkpoint.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
+#include "quant/qmodel.h"
 
 /* Shortest decimal that reads back as the same float. */
 static void format_float(char *buf, size_t n, float v) {
@@ -88,6 +90,7 @@ static const char *shape_hint(const char *name) {
 
 da_status da_model_load(da_model *m, const char *path) {
     memset(m, 0, sizeof *m);
+    if (da_gguf_is_gguf(path)) return da_model_load_gguf(m, path); /* quantized: dequantized to f32 */
     da_st_file f;
     da_status st = da_st_open(&f, path);
     if (st.code) return st;

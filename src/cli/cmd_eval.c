@@ -414,16 +414,20 @@ int cmd_eval(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "outliers")) return eval_outliers(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "loss")) return eval_loss(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "attention")) return eval_attention(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "ppl")) return cmd_eval_ppl(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: diffattn eval SUBCOMMAND --model M [flags]   (diffattn eval SUBCOMMAND --help for each)\n\n"
                "  loss          validation loss and perplexity (--data D)\n"
                "  outliers      top and median |attention logits| and |hidden states| (--data D)\n"
                "  quant-logits  loss and needle retrieval with the attention logits quantized to fewer bits (--data D)\n"
                "  needle        multi-needle retrieval accuracy\n"
-               "  attention     attention on the answer span and on the irrelevant context, with a heatmap\n");
+               "  attention     attention on the answer span and on the irrelevant context, with a heatmap\n"
+               "  ppl           perplexity and KL divergence of a quantized model against its base (--base M --data D)\n"
+               "Every --model may be a GGUF from diffattn quantize as well as a .safetensors.\n");
         return 0;
     }
-    fprintf(stderr, "diffattn eval: expected 'loss', 'outliers', 'quant-logits', 'needle' or 'attention' (see diffattn eval --help)\n");
+    fprintf(stderr, "diffattn eval: expected 'loss', 'outliers', 'quant-logits', 'needle', 'attention' or 'ppl' (see "
+                    "diffattn eval --help)\n");
     return 1;
 }
 

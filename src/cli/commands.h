@@ -15,6 +15,9 @@ int cmd_prepare(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_eval_ppl(int argc, char **argv);       /* eval ppl */
+int cmd_bench_generate(int argc, char **argv); /* bench generate */
 
 /* Prints "diffattn: <msg>" to stderr and returns 1. */
 int cli_fail(const char *msg);

@@ -1,0 +1,286 @@
+/* Integer dot products of a quantized weight row with an int8 activation row
+ * (quant.h): per 32-block int8 x int8 -> int32 (or nibble x int8 -> int32),
+ * then one float multiply-add with the two scales.
+ *
+ *   AVX-512 VNNI: vpdpbusd on two blocks (64 bytes) at a time. It takes an
+ *     unsigned and a signed operand: nibbles are unsigned already; for Q8_0
+ *     the activation's |x| is the unsigned side and the weight takes x's sign.
+ *   AVX2: the same with vpmaddubsw + vpmaddwd, one block at a time.
+ *   scalar: the reference.
+ * Q4_0's "- 8" and Q4_K's mins never enter the integer loop: they are
+ * d * 8 * sum(x) and dmin * m * sum(x) per block, from the row's block sums.
+ * With unit scales every path returns the exact integer dot (tested). */
+#include <math.h>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "quant/quant.h"
+
+/* fp16 scale -> float: the F16C instruction where there is one. */
+#if defined(__F16C__)
+#define H2F(h) _cvtsh_ss(h)
+#else
+#define H2F(h) da_fp16_to_f32(h)
+#endif
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX2__) && defined(__FMA__)
+#define HAVE_VNNI 1
+#else
+#define HAVE_VNNI 0
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#define HAVE_AVX2 1
+#else
+#define HAVE_AVX2 0
+#endif
+
+da_isa da_qdot_isa = HAVE_VNNI ? DA_ISA_AVX512_VNNI : HAVE_AVX2 ? DA_ISA_AVX2 : DA_ISA_SCALAR;
+
+int da_isa_available(da_isa isa) {
+    switch (isa) {
+    case DA_ISA_SCALAR: return 1;
+    case DA_ISA_AVX2: return HAVE_AVX2;
+    case DA_ISA_AVX512_VNNI: return HAVE_VNNI;
+    }
+    return 0;
+}
+
+const char *da_isa_name(da_isa isa) {
+    return isa == DA_ISA_AVX512_VNNI ? "avx512-vnni" : isa == DA_ISA_AVX2 ? "avx2" : "scalar";
+}
+
+/* The 8 scales and mins of a Q4_K block at once (quant.c's da_q4k_scale_min, inlined). */
+static inline void q4k_unpack(const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        m[j] = q[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((q[j + 8] & 0xF) | ((q[j] >> 6) << 4));
+        m[j + 4] = (uint8_t)((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
+    }
+}
+
+/* ---------------------------------------------------------------- scalar */
+
+static int32_t idot32(const int8_t *a, const int8_t *b) {
+    int32_t s = 0;
+    for (int i = 0; i < 32; i++) s += (int32_t)a[i] * b[i];
+    return s;
+}
+
+static float dot_q8_0_scalar(const block_q8_0 *w, const da_qact *x, int64_t nb) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++) sum += da_fp16_to_f32(w[b].d) * x->d[b] * (float)idot32(w[b].qs, x->q + 32 * b);
+    return sum;
+}
+
+static float dot_q4_0_scalar(const block_q4_0 *w, const da_qact *x, int64_t nb) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *xq = x->q + 32 * b;
+        int32_t s = 0;
+        for (int j = 0; j < 16; j++) s += (w[b].qs[j] & 0xF) * xq[j] + (w[b].qs[j] >> 4) * xq[j + 16];
+        sum += da_fp16_to_f32(w[b].d) * x->d[b] * (float)(s - 8 * x->sum[b]);
+    }
+    return sum;
+}
+
+static float dot_q4_K_scalar(const block_q4_K *w, const da_qact *x, int64_t nsb) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nsb; b++) {
+        const float d = da_fp16_to_f32(w[b].d), dmin = da_fp16_to_f32(w[b].dmin);
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = w[b].qs + 32 * c;
+            const int64_t j0 = 8 * b + 2 * c; /* activation block of the low nibbles */
+            const int8_t *x0 = x->q + 32 * j0, *x1 = x0 + 32;
+            int32_t s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                s0 += (q[l] & 0xF) * x0[l];
+                s1 += (q[l] >> 4) * x1[l];
+            }
+            uint8_t sc0, m0, sc1, m1;
+            da_q4k_scale_min(2 * c, w[b].scales, &sc0, &m0);
+            da_q4k_scale_min(2 * c + 1, w[b].scales, &sc1, &m1);
+            sum += d * x->d[j0] * (float)(sc0 * s0) + d * x->d[j0 + 1] * (float)(sc1 * s1);
+            sum -= dmin * (x->d[j0] * (float)(m0 * x->sum[j0]) + x->d[j0 + 1] * (float)(m1 * x->sum[j0 + 1]));
+        }
+    }
+    return sum;
+}
+
+/* ---------------------------------------------------------------- AVX2 */
+
+#if HAVE_AVX2
+static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 8 int32 partial sums of u8 a . s8 b over 32 bytes (no saturation: |a| <= 127 or a <= 15). */
+static inline __m256i dot_u8s8_256(__m256i a, __m256i b) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1));
+}
+
+static inline __m256i nibbles_256(const uint8_t *q16) { /* 16 bytes -> low 16 nibbles, then high 16 */
+    __m128i q = _mm_loadu_si128((const __m128i *)q16), m = _mm_set1_epi8(0xF);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+}
+
+static float dot_q8_0_avx2(const block_q8_0 *w, const da_qact *x, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i wv = _mm256_loadu_si256((const __m256i *)w[b].qs);
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(x->q + 32 * b));
+        __m256i p = dot_u8s8_256(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(wv, xv));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(H2F(w[b].d) * x->d[b]), acc);
+    }
+    return hsum256(acc);
+}
+
+static float dot_q4_0_avx2(const block_q4_0 *w, const da_qact *x, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const float s = H2F(w[b].d) * x->d[b];
+        __m256i p = dot_u8s8_256(nibbles_256(w[b].qs), _mm256_loadu_si256((const __m256i *)(x->q + 32 * b)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s), acc);
+        corr += s * (float)(8 * x->sum[b]);
+    }
+    return hsum256(acc) - corr;
+}
+
+static float dot_q4_K_avx2(const block_q4_K *w, const da_qact *x, int64_t nsb) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    float corr = 0.0f;
+    for (int64_t b = 0; b < nsb; b++) {
+        const float d = H2F(w[b].d), dmin = H2F(w[b].dmin);
+        uint8_t sc[8], mn[8];
+        q4k_unpack(w[b].scales, sc, mn);
+        for (int c = 0; c < 4; c++) {
+            const int64_t j0 = 8 * b + 2 * c;
+            __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i p0 = dot_u8s8_256(lo, _mm256_loadu_si256((const __m256i *)(x->q + 32 * j0)));
+            __m256i p1 = dot_u8s8_256(hi, _mm256_loadu_si256((const __m256i *)(x->q + 32 * j0 + 32)));
+            const uint8_t sc0 = sc[2 * c], m0 = mn[2 * c], sc1 = sc[2 * c + 1], m1 = mn[2 * c + 1];
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(d * sc0 * x->d[j0]), acc);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(d * sc1 * x->d[j0 + 1]), acc);
+            corr += dmin * (x->d[j0] * (float)(m0 * x->sum[j0]) + x->d[j0 + 1] * (float)(m1 * x->sum[j0 + 1]));
+        }
+    }
+    return hsum256(acc) - corr;
+}
+#endif
+
+/* ---------------------------------------------------------------- AVX-512 VNNI */
+
+#if HAVE_VNNI
+/* Two 32-lane halves with their own scale: lanes 0..7 get s0, 8..15 s1. */
+static inline __m512 two_scales(float s0, float s1) {
+    return _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(s0), _mm512_set1_ps(s1));
+}
+
+static inline __m512i nibbles_512(const uint8_t *qa, const uint8_t *qb) { /* two Q4_0 blocks' 32 values each */
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles_256(qa)), nibbles_256(qb), 1);
+    return v;
+}
+
+static float dot_q8_0_vnni(const block_q8_0 *w, const da_qact *x, int64_t nb) {
+    __m512 acc = _mm512_setzero_ps();
+    const __m512i zero = _mm512_setzero_si512();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)w[b].qs)),
+                                        _mm256_loadu_si256((const __m256i *)w[b + 1].qs), 1);
+        __m512i xv = _mm512_loadu_si512((const void *)(x->q + 32 * b));
+        __m512i ws = _mm512_mask_sub_epi8(wv, _mm512_movepi8_mask(xv), zero, wv); /* w * sign(x) */
+        __m512i p = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(xv), ws);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                              two_scales(H2F(w[b].d) * x->d[b], H2F(w[b + 1].d) * x->d[b + 1]),
+                              acc);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    if (b < nb) {
+        da_qact tail = {32, x->q + 32 * b, x->d + b, x->sum + b};
+        sum += dot_q8_0_avx2(w + b, &tail, 1);
+    }
+    return sum;
+}
+
+static float dot_q4_0_vnni(const block_q4_0 *w, const da_qact *x, int64_t nb) {
+    __m512 acc = _mm512_setzero_ps();
+    float corr = 0.0f;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const float s0 = H2F(w[b].d) * x->d[b], s1 = H2F(w[b + 1].d) * x->d[b + 1];
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles_512(w[b].qs, w[b + 1].qs),
+                                        _mm512_loadu_si512((const void *)(x->q + 32 * b)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), two_scales(s0, s1), acc);
+        corr += s0 * (float)(8 * x->sum[b]) + s1 * (float)(8 * x->sum[b + 1]);
+    }
+    float sum = _mm512_reduce_add_ps(acc) - corr;
+    if (b < nb) {
+        da_qact tail = {32, x->q + 32 * b, x->d + b, x->sum + b};
+        sum += dot_q4_0_avx2(w + b, &tail, 1);
+    }
+    return sum;
+}
+
+static float dot_q4_K_vnni(const block_q4_K *w, const da_qact *x, int64_t nsb) {
+    __m512 acc = _mm512_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    float corr = 0.0f;
+    for (int64_t b = 0; b < nsb; b++) {
+        const float d = H2F(w[b].d), dmin = H2F(w[b].dmin);
+        uint8_t sc[8], mn[8];
+        q4k_unpack(w[b].scales, sc, mn);
+        for (int c = 0; c < 4; c++) {
+            const int64_t j0 = 8 * b + 2 * c;
+            __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            __m512i nib = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, m4)),
+                                             _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), 1);
+            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib,
+                                            _mm512_loadu_si512((const void *)(x->q + 32 * j0)));
+            const uint8_t sc0 = sc[2 * c], m0 = mn[2 * c], sc1 = sc[2 * c + 1], m1 = mn[2 * c + 1];
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), two_scales(d * sc0 * x->d[j0], d * sc1 * x->d[j0 + 1]), acc);
+            corr += dmin * (x->d[j0] * (float)(m0 * x->sum[j0]) + x->d[j0 + 1] * (float)(m1 * x->sum[j0 + 1]));
+        }
+    }
+    return _mm512_reduce_add_ps(acc) - corr;
+}
+#endif
+
+float da_vec_dot(int type, const void *wrow, const da_qact *x, int64_t n) {
+    const da_isa isa = da_isa_available(da_qdot_isa) ? da_qdot_isa : DA_ISA_SCALAR;
+    switch (type) {
+    case DA_QT_Q8_0:
+#if HAVE_VNNI
+        if (isa == DA_ISA_AVX512_VNNI) return dot_q8_0_vnni(wrow, x, n / QK8_0);
+#endif
+#if HAVE_AVX2
+        if (isa >= DA_ISA_AVX2) return dot_q8_0_avx2(wrow, x, n / QK8_0);
+#endif
+        return dot_q8_0_scalar(wrow, x, n / QK8_0);
+    case DA_QT_Q4_0:
+#if HAVE_VNNI
+        if (isa == DA_ISA_AVX512_VNNI) return dot_q4_0_vnni(wrow, x, n / QK4_0);
+#endif
+#if HAVE_AVX2
+        if (isa >= DA_ISA_AVX2) return dot_q4_0_avx2(wrow, x, n / QK4_0);
+#endif
+        return dot_q4_0_scalar(wrow, x, n / QK4_0);
+    case DA_QT_Q4_K:
+#if HAVE_VNNI
+        if (isa == DA_ISA_AVX512_VNNI) return dot_q4_K_vnni(wrow, x, n / QK_K);
+#endif
+#if HAVE_AVX2
+        if (isa >= DA_ISA_AVX2) return dot_q4_K_avx2(wrow, x, n / QK_K);
+#endif
+        return dot_q4_K_scalar(wrow, x, n / QK_K);
+    default: return NAN;
+    }
+}

@@ -1,0 +1,117 @@
+/* Block-quantized weights in ggml's on-disk layouts (so a GGUF file written
+ * here holds the same bytes llama.cpp would), their quantizers and
+ * dequantizers, and the int8 activation rows the integer dot products take.
+ *
+ *   Q8_0: 32 weights per block: fp16 d, 32 int8 q;           w = d * q
+ *   Q4_0: 32 weights per block: fp16 d, 16 bytes of nibbles;  w = d * (q - 8),
+ *         byte j holds element j in its low nibble and element j + 16 in its high one
+ *   Q4_K: 256 weights per super-block: fp16 d, fp16 dmin, 12 bytes of 6-bit
+ *         scales sc[8] and mins m[8] (packed as ggml's get_scale_min_k4 reads
+ *         them), 128 bytes of nibbles; sub-block j (32 weights):
+ *         w = d * sc[j] * q - dmin * m[j]; in each 64-weight chunk, byte l
+ *         holds sub-block 2c's element l (low) and 2c+1's element l (high). */
+#ifndef DA_QUANT_H
+#define DA_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diffattn.h"
+
+#define QK8_0 32
+#define QK4_0 32
+#define QK_K 256
+
+typedef uint16_t da_fp16;
+
+typedef struct {
+    da_fp16 d;
+    int8_t qs[QK8_0];
+} block_q8_0;
+_Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 layout changed (ggml: 2 + 32 bytes)");
+
+typedef struct {
+    da_fp16 d;
+    uint8_t qs[QK4_0 / 2];
+} block_q4_0;
+_Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 layout changed (ggml: 2 + 16 bytes)");
+
+typedef struct {
+    da_fp16 d;
+    da_fp16 dmin;
+    uint8_t scales[12];
+    uint8_t qs[QK_K / 2];
+} block_q4_K;
+_Static_assert(sizeof(block_q4_K) == 144, "block_q4_K layout changed (ggml: 2 + 2 + 12 + 128 bytes)");
+
+/* Weight types, numbered as ggml_type so they go to GGUF unchanged. */
+typedef enum {
+    DA_QT_F32 = 0,
+    DA_QT_F16 = 1,
+    DA_QT_Q4_0 = 2,
+    DA_QT_Q8_0 = 8,
+    DA_QT_Q4_K = 12,
+    DA_QT_BF16 = 30,
+} da_qtype;
+
+/* "f32", "q8_0", ...; NULL for a type this project does not handle. */
+const char *da_qtype_name(int t);
+int da_qtype_parse(const char *s, da_qtype *out); /* 0 ok, -1 unknown */
+/* Weights per block (1 for float types) and bytes per block; 0 if unknown. */
+int da_qtype_block(int t);
+size_t da_qtype_block_bytes(int t);
+/* Bytes of one row of n weights (n a multiple of the block), 0 if unknown or n is not. */
+size_t da_qtype_row_bytes(int t, int64_t n);
+
+float da_fp16_to_f32(da_fp16 h);
+da_fp16 da_f32_to_fp16(float f); /* round to nearest even */
+float da_bf16_round(float f);    /* f rounded to bf16 (nearest even), as a float */
+
+/* x: (n) -> n / block blocks in dst; n must be a multiple of the block. */
+void da_quantize_row_q8_0(block_q8_0 *dst, const float *x, int64_t n);
+void da_quantize_row_q4_0(block_q4_0 *dst, const float *x, int64_t n);
+void da_quantize_row_q4_K(block_q4_K *dst, const float *x, int64_t n);
+/* Any supported type (float types included) -> y: (n). */
+void da_dequantize_row(int type, const void *src, float *y, int64_t n);
+/* Any supported type from x: (n); dst must hold da_qtype_row_bytes(type, n). */
+void da_quantize_row(int type, void *dst, const float *x, int64_t n);
+
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K block. */
+void da_q4k_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m);
+
+/* ---------------------------------------------------------------- int8 activations */
+
+/* One activation row, quantized for the integer dots: n int8 values in
+ * blocks of 32, each with a float scale and the int sum of its values (the
+ * sums serve Q4_0's offset and Q4_K's mins). Where the scale comes from:
+ *   DA_ACT_BLOCK:   per block of 32 (absmax / 127), as ggml's q8_0 / q8_K rows; near lossless
+ *   DA_ACT_TOKEN:   one scale per row (dynamic per-token int8, w8a8)
+ *   DA_ACT_STATIC:  one scale given by the caller (static per-tensor int8, w8a8);
+ *                   values beyond it saturate at +-127 */
+typedef enum { DA_ACT_BLOCK = 0, DA_ACT_TOKEN = 1, DA_ACT_STATIC = 2 } da_act_scale_mode;
+
+typedef struct {
+    int64_t n;    /* values, a multiple of 32 */
+    int8_t *q;    /* (n) */
+    float *d;     /* (n / 32) */
+    int32_t *sum; /* (n / 32) */
+} da_qact;
+
+void da_quantize_act(da_qact *a, const float *x, int64_t n, da_act_scale_mode mode, float static_absmax);
+
+/* ---------------------------------------------------------------- dot products */
+
+/* Which instruction set the dots use. The best one compiled in is the
+ * default; tests switch between them. */
+typedef enum { DA_ISA_SCALAR = 0, DA_ISA_AVX2 = 1, DA_ISA_AVX512_VNNI = 2 } da_isa;
+extern da_isa da_qdot_isa;
+int da_isa_available(da_isa isa);
+const char *da_isa_name(da_isa isa);
+
+/* Dot of one weight row of type (n weights) with the quantized activation
+ * row x (the same n). Q8_0, Q4_0, Q4_K: integer block dots (the 4-bit
+ * nibbles unpacked inside the loop), then scaled. F32/F16/BF16 rows are not
+ * handled here (see da_qmatmul). */
+float da_vec_dot(int type, const void *wrow, const da_qact *x, int64_t n);
+
+#endif

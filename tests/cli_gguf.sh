@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# quantize, eval ppl and bench generate end to end on a tiny model; every
+# command that takes a model takes its GGUF; bad GGUF files get a one-line error.
+set -u
+BIN=${1:-build/diffattn}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+passed=0; failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+expect_ok() { local what=$1; shift; if "$@" >"$T/out" 2>"$T/err"; then ok "$what"; else bad "$what: rc=$? $(head -c 300 "$T/err")"; fi; }
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  local err rc
+  err=$("$@" 2>&1 >/dev/null); rc=$?
+  if [[ $rc == 1 && $err == *"$pattern"* ]]; then ok "$what"; else bad "$what: rc=$rc, stderr: $err"; fi
+}
+# expect_json_keys "what" key...: the last command's stdout holds every key
+expect_json_keys() {
+  local what=$1; shift
+  for k in "$@"; do grep -q "\"$k\":" "$T/out" || { bad "$what: no key $k in $(cat "$T/out")"; return; }; done
+  ok "$what"
+}
+
+for cmd in "quantize" "eval ppl" "bench generate"; do expect_ok "$cmd --help" $BIN $cmd --help; done
+for i in $(seq 1 300); do echo "line $i: the quick brown fox jumps over the lazy dog, and then some $((i * 7 % 13))."; done >"$T/text.txt"
+
+M="$T/m.safetensors"
+expect_ok "init" $BIN init --out "$M" --dim 256 --layers 1 --heads 2 --ffn 256 --seq 64
+for t in q8_0 q4_0 q4_k; do expect_ok "quantize $t" $BIN quantize --model "$M" --type $t --out "$T/$t.gguf"; done
+expect_ok "quantize --calib" $BIN quantize --model "$M" --type q4_0 --out "$T/awq.gguf" --calib "$T/text.txt" --calib-samples 4 --act int8-static
+grep -q "warning: 4 calibration sequences" "$T/err" && ok "warns below the needed calibration sequences" || bad "no calibration warning: $(cat "$T/err")"
+grep -q "AWQ" "$T/err" && ok "AWQ reports its alphas" || bad "no AWQ line"
+
+# every model-taking command takes the GGUF
+echo "1 2 3 4 5 6 7 8" >"$T/ids.txt"
+expect_ok "logits from GGUF" $BIN logits --model "$T/q8_0.gguf" --ids "$T/ids.txt" --out "$T/l.npy"
+expect_ok "sample from GGUF" $BIN sample --model "$T/q4_k.gguf" --prompt "ab" --max-new 8
+expect_ok "info on GGUF" $BIN info --model "$T/q4_0.gguf"
+expect_ok "eval loss on GGUF" $BIN eval loss --model "$T/q4_0.gguf" --data "$T/text.txt" --windows 2 --json
+expect_ok "eval outliers on GGUF" $BIN eval outliers --model "$T/q8_0.gguf" --data "$T/text.txt" --windows 1
+
+expect_ok "eval ppl" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --chunks 4 --json
+expect_json_keys "eval ppl --json keys" ppl base_ppl delta_ppl_pct kld same_top1
+expect_ok "eval ppl int8 KV, dynamic w8a8" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --chunks 2 --kv int8 --act int8-dynamic --json
+expect_ok "eval ppl static w8a8" $BIN eval ppl --model "$T/awq.gguf" --base "$M" --data "$T/text.txt" --chunks 2 --act int8-static --json
+grep -q '"act":"int8-static"' "$T/out" && ok "static ranges used" || bad "static: $(cat "$T/out")"
+expect_ok "bench generate" $BIN bench generate --model "$M" --also "$T/q8_0.gguf,$T/q4_0.gguf" --prompt 16 --gen 8 --reps 1 --json
+expect_json_keys "bench generate --json keys" prompt_tok_per_s decode_tok_per_s file_bytes
+[[ $(grep -c prompt_tok_per_s "$T/out") == 3 ]] && ok "bench generate: one line per model" || bad "bench lines: $(cat "$T/out")"
+
+# errors
+expect_error "quantize: unknown type" "expected q8_0" $BIN quantize --model "$M" --type q3_k --out "$T/x.gguf"
+expect_error "quantize: GGUF input" "already a GGUF" $BIN quantize --model "$T/q8_0.gguf" --type q4_0 --out "$T/x.gguf"
+expect_error "eval ppl: static without ranges" "calibrated" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --act int8-static
+expect_error "eval ppl: bad --kv" "expected f32 or int8" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --kv int4
+head -c 3000 "$T/q8_0.gguf" >"$T/trunc.gguf"
+expect_error "sample: truncated GGUF" "trunc.gguf" $BIN sample --model "$T/trunc.gguf" --max-new 4
+expect_error "eval ppl: truncated GGUF" "truncated" $BIN eval ppl --model "$T/trunc.gguf" --base "$M" --data "$T/text.txt"
+printf 'GGUF\003\0\0\0\0\0\0\0\0\0\0\0\001\0\0\0\0\0\0\0\024\0\0\0\0\0\0\0general.architecture\010\0\0\0\005\0\0\0\0\0\0\0llama' >"$T/llama.gguf"
+expect_error "sample: another architecture" '"llama"' $BIN sample --model "$T/llama.gguf" --max-new 4
+expect_error "bench generate: another architecture" "diffattn" $BIN bench generate --model "$T/llama.gguf"
+
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]

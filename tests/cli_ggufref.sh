@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# A GGUF written by diffattn parses with a reader it did not write:
+# @huggingface/gguf (npm, tools/ggufref, installed by tools/install-deps.sh).
+# Exits 77 (ctest: skipped) when node or the package is missing.
+set -u
+BIN=${1:-build/diffattn}
+REF=tools/ggufref
+command -v node >/dev/null || { echo "skip: node is not installed (tools/install-deps.sh)"; exit 77; }
+[[ -d $REF/node_modules/@huggingface/gguf ]] || { echo "skip: $REF/node_modules missing (tools/install-deps.sh)"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+passed=0; failed=0
+check() { if [[ $2 == *"$3"* ]]; then passed=$((passed + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1: expected $3 in $2"; fi; }
+
+"$BIN" init --out "$T/m.safetensors" --arch softmax --dim 256 --layers 2 --heads 2 --ffn 512 --seq 64 >/dev/null || exit 1
+for t in q8_0 q4_0 q4_k; do
+  "$BIN" quantize --model "$T/m.safetensors" --type $t --out "$T/$t.gguf" >/dev/null || exit 1
+  out=$(node $REF/check.mjs "$T/$t.gguf" 2>&1)
+  check "$t: version 3" "$out" '"version":3'
+  check "$t: architecture" "$out" '"architecture":"diffattn"'
+  check "$t: hyperparameters" "$out" '"block_count":2,"embedding_length":256,"variant":"softmax"'
+  check "$t: every tensor (2 per model + 9 per layer + output)" "$out" '"tensor_count":21,"tensors":21'
+  case $t in
+    q8_0) want='"q_proj":{"shape":[256,256],"type":"Q8_0"' ;;
+    q4_0) want='"q_proj":{"shape":[256,256],"type":"Q4_0"' ;;
+    q4_k) want='"q_proj":{"shape":[256,256],"type":"Q4_K"' ;;
+  esac
+  check "$t: q_proj type and shape" "$out" "$want"
+  check "$t: alignment" "$out" '"alignment":32'
+done
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]

@@ -1,0 +1,393 @@
+/* GGUF: writer/reader round trip, quantized models saved and loaded, hostile
+ * files (every truncation, random corruption, another architecture) refused
+ * cleanly, and the quantized forward against the f32 one. */
+#include <stdint.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "io/gguf.h"
+#include "quant/qmodel.h"
+
+static char tmpdir[256];
+static const char *tpath(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static unsigned char *read_file(const char *path, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    if (b && fread(b, 1, (size_t)len, fp) != (size_t)len) {
+        free(b);
+        b = NULL;
+    }
+    fclose(fp);
+    *n = (size_t)len;
+    return b;
+}
+
+static int write_file(const char *path, const unsigned char *b, size_t n) {
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return -1;
+    size_t w = fwrite(b, 1, n, fp);
+    fclose(fp);
+    return w == n ? 0 : -1;
+}
+
+/* A small trained-looking model: the seeded init, matrices scaled up so the
+ * logits are far from uniform. */
+static int make_model(da_model *m, da_arch arch, int tie) {
+    da_config c;
+    da_config_default(&c);
+    c.arch = arch;
+    c.dim = 64;
+    c.n_layers = 2;
+    c.n_heads = arch == DA_ARCH_DIFF ? 2 : 4;
+    c.n_kv_heads = c.n_heads;
+    c.ffn_hidden = 256;
+    c.max_seq_len = 64;
+    c.tie_embeddings = tie;
+    if (da_model_create(m, &c).code) return -1;
+    da_model_init(m, 7);
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].ndim == 2)
+            for (size_t k = 0; k < m->tensors[i].numel; k++) m->params[m->tensors[i].offset + k] *= 3.0f;
+    return 0;
+}
+
+static int test_kv_roundtrip(void) {
+    da_gguf_writer w;
+    da_gguf_writer_init(&w);
+    da_gguf_add_str(&w, "general.architecture", "test");
+    da_gguf_add_u32(&w, "a.u32", 4000000000u);
+    da_gguf_add_f32(&w, "a.f32", 1.5f);
+    da_gguf_add_bool(&w, "a.bool", 1);
+    float arr[3] = {1, 2, 3};
+    da_gguf_add_f32_array(&w, "a.arr", arr, 3);
+    float v[5] = {1, 2, 3, 4, 5};
+    int64_t ne1[1] = {5};
+    da_gguf_add_tensor(&w, "vec", DA_QT_F32, 1, ne1, v, sizeof v);
+    block_q8_0 qb[4];
+    float x[128];
+    for (int i = 0; i < 128; i++) x[i] = (float)(i % 17) - 8.0f;
+    da_quantize_row_q8_0(qb, x, 128);
+    int64_t ne2[2] = {64, 2};
+    da_gguf_add_tensor(&w, "mat", DA_QT_Q8_0, 2, ne2, qb, sizeof qb);
+    da_status st = da_gguf_write(&w, tpath("kv.gguf"));
+    da_gguf_writer_free(&w);
+    CHECK(!st.code);
+    da_gguf_file f;
+    st = da_gguf_open(&f, tpath("kv.gguf"));
+    if (st.code) fprintf(stderr, "  %s\n", st.msg);
+    CHECK(!st.code);
+    int64_t iv;
+    float fv;
+    int bv;
+    const char *sv;
+    CHECK(!da_gguf_get_int(&f, "a.u32", &iv).code && iv == 4000000000ll);
+    CHECK(!da_gguf_get_f32(&f, "a.f32", &fv).code && fv == 1.5f);
+    CHECK(!da_gguf_get_bool(&f, "a.bool", &bv).code && bv == 1);
+    CHECK(!da_gguf_get_str(&f, "general.architecture", &sv).code && !strcmp(sv, "test"));
+    CHECK(!da_gguf_get_int(&f, "general.alignment", &iv).code && iv == 32);
+    const da_gguf_kv *kv = da_gguf_kv_find(&f, "a.arr");
+    CHECK(kv && kv->type == DA_GGUF_ARRAY && kv->arr_type == DA_GGUF_F32 && kv->arr_n == 3);
+    CHECK(!memcmp(kv->arr_data, arr, sizeof arr));
+    CHECK(da_gguf_get_int(&f, "a.f32", &iv).code); /* wrong type is an error */
+    CHECK(da_gguf_get_int(&f, "absent", &iv).code);
+    const da_gguf_tensor *t = da_gguf_tensor_find(&f, "mat");
+    CHECK(t && t->type == DA_QT_Q8_0 && t->n_dims == 2 && t->ne[0] == 64 && t->ne[1] == 2 && t->nbytes == sizeof qb);
+    CHECK((f.data_offset + t->offset) % 32 == 0 && f.data_offset % 32 == 0);
+    CHECK(!memcmp(da_gguf_data(&f, t), qb, sizeof qb));
+    t = da_gguf_tensor_find(&f, "vec");
+    CHECK(t && !memcmp(da_gguf_data(&f, t), v, sizeof v));
+    da_gguf_close(&f);
+    return 0;
+}
+
+/* Quantize, save, load: every byte and the config come back. */
+static int test_model_roundtrip(void) {
+    const int types[] = {DA_QT_Q8_0, DA_QT_Q4_0, DA_QT_F16};
+    for (int k = 0; k < 3; k++) {
+        da_model m;
+        CHECK(!make_model(&m, k == 1 ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, k == 2));
+        da_qmodel q, r;
+        da_quantize_opts o = {types[k], -1};
+        CHECK(!da_qmodel_quantize(&q, &m, &o).code);
+        da_status st = da_qmodel_save(&q, tpath("m.gguf"));
+        CHECK(!st.code);
+        st = da_qmodel_load(&r, tpath("m.gguf"));
+        if (st.code) fprintf(stderr, "  %s\n", st.msg);
+        CHECK(!st.code);
+        CHECK(!memcmp(&r.cfg, &q.cfg, sizeof r.cfg) && r.n_tensors == q.n_tensors && r.weight_type == types[k]);
+        for (int i = 0; i < q.n_tensors; i++) {
+            CHECK(r.t[i].type == q.t[i].type && r.t[i].row_bytes == q.t[i].row_bytes);
+            CHECK(!memcmp(r.t[i].data, q.t[i].data, q.t[i].row_bytes * (size_t)q.t[i].rows));
+        }
+        da_qmodel_free(&q);
+        da_qmodel_free(&r);
+        da_model_free(&m);
+    }
+    return 0;
+}
+
+/* |got - ref|_2 / |ref|_2 <= tol (a random network's few near-zero head
+ * outputs make the max-element error a poor measure). */
+static int expect_rms_close(const char *what, const float *got, const float *ref, size_t n, double tol) {
+    double e = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        e += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        r += (double)ref[i] * ref[i];
+    }
+    const double rel = sqrt(e / r);
+    printf("     %s: relative rms error %.5f\n", what, rel);
+    if (!(rel <= tol)) {
+        fprintf(stderr, "  %s: relative rms error %.5f > %.5f\n", what, rel, tol);
+        return 1;
+    }
+    return 0;
+}
+
+/* Logits of the prompt, by the quantized forward (one batch). */
+static int qlogits(const da_qmodel *q, da_act_mode act, int kv_int8, const int *tok, int T, float *out) {
+    da_qstate *s;
+    da_qrun_opts o = {act, kv_int8};
+    if (da_qstate_create(&s, q, &o, T, T).code) return -1;
+    const float *lg;
+    da_status st = da_qforward(q, s, tok, T, 1, &lg);
+    if (!st.code) memcpy(out, lg, (size_t)T * q->cfg.vocab_size * sizeof(float));
+    da_qstate_free(s);
+    return st.code ? -1 : 0;
+}
+
+/* q8_0 weights with q8 activations stay close to the f32 model; the f32
+ * build of the same code matches da_forward. */
+static int test_q8_0_logits_close(void) {
+    for (int arch = 0; arch < 2; arch++) {
+        da_model m;
+        CHECK(!make_model(&m, (da_arch)arch, 0));
+        enum { T = 48 };
+        int tok[T];
+        for (int i = 0; i < T; i++) tok[i] = (i * 37 + 11) % 256;
+        da_acts *a;
+        CHECK(!da_acts_create(&a, &m.cfg, 1, T).code);
+        da_forward(&m, a, tok, NULL, 1, T);
+        const size_t n = (size_t)T * m.cfg.vocab_size;
+        float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+        memcpy(ref, da_acts_logits(a), n * sizeof(float));
+        da_qmodel q;
+        da_quantize_opts o32 = {DA_QT_F32, DA_QT_F32}, o8 = {DA_QT_Q8_0, -1};
+        CHECK(!da_qmodel_quantize(&q, &m, &o32).code);
+        CHECK(!qlogits(&q, DA_ACTQ_F32, 0, tok, T, got));
+        int rc = expect_close_rel("f32 qforward vs da_forward", got, ref, n, 1e-4, 1e-3);
+        da_qmodel_free(&q);
+        CHECK(!da_qmodel_quantize(&q, &m, &o8).code);
+        CHECK(!qlogits(&q, DA_ACTQ_Q8, 0, tok, T, got));
+        rc |= expect_rms_close("q8_0 logits vs f32", got, ref, n, 0.03);
+        CHECK(!qlogits(&q, DA_ACTQ_Q8, 1, tok, T, got));
+        rc |= expect_rms_close("q8_0 + int8 KV logits vs f32", got, ref, n, 0.03);
+        /* the dequantized model (what eval loss etc. load) agrees with the f32-activation run */
+        CHECK(!da_qmodel_save(&q, tpath("q8.gguf")).code);
+        da_model dm;
+        CHECK(!da_model_load(&dm, tpath("q8.gguf")).code); /* da_model_load takes a GGUF too */
+        da_forward(&dm, a, tok, NULL, 1, T);
+        CHECK(!qlogits(&q, DA_ACTQ_F32, 0, tok, T, got));
+        rc |= expect_close_rel("dequantized da_forward vs q8_0 with f32 activations", da_acts_logits(a), got, n,
+                               1e-4, 1e-3);
+        da_model_free(&dm);
+        da_qmodel_free(&q);
+        da_acts_free(a);
+        free(ref);
+        free(got);
+        da_model_free(&m);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Token by token through the cache gives the batched logits. */
+static int test_decode_matches_batch(void) {
+    da_model m;
+    CHECK(!make_model(&m, DA_ARCH_DIFF, 0));
+    da_qmodel q;
+    da_quantize_opts o = {DA_QT_Q4_0, -1};
+    CHECK(!da_qmodel_quantize(&q, &m, &o).code);
+    enum { T = 20 };
+    int tok[T];
+    for (int i = 0; i < T; i++) tok[i] = (i * 53 + 5) % 256;
+    const int V = q.cfg.vocab_size;
+    float *batch = malloc((size_t)T * V * sizeof(float)), *step = malloc((size_t)T * V * sizeof(float));
+    CHECK(!qlogits(&q, DA_ACTQ_INT8_DYNAMIC, 1, tok, T, batch));
+    da_qstate *s;
+    da_qrun_opts ro = {DA_ACTQ_INT8_DYNAMIC, 1};
+    CHECK(!da_qstate_create(&s, &q, &ro, T, 1).code);
+    const float *lg;
+    for (int i = 0; i < T; i++) {
+        CHECK(!da_qforward(&q, s, &tok[i], 1, 0, &lg).code);
+        memcpy(step + (size_t)i * V, lg, (size_t)V * sizeof(float));
+    }
+    int over = da_qforward(&q, s, &tok[0], 1, 0, &lg).code; /* the cache is full */
+    da_qstate_free(s);
+    int rc = expect_close_rel("token-by-token vs batched", step, batch, (size_t)T * V, 1e-5, 1e-3);
+    free(batch);
+    free(step);
+    da_qmodel_free(&q);
+    da_model_free(&m);
+    CHECK(over);
+    return rc;
+}
+
+static int saved_model(size_t *n, unsigned char **bytes) {
+    da_model m;
+    if (make_model(&m, DA_ARCH_DIFF, 0)) return -1;
+    da_qmodel q;
+    da_quantize_opts o = {DA_QT_Q4_K, DA_QT_Q8_0};
+    m.cfg.ffn_hidden = 256;
+    int rc = da_qmodel_quantize(&q, &m, &o).code || da_qmodel_save(&q, tpath("h.gguf")).code;
+    da_qmodel_free(&q);
+    da_model_free(&m);
+    if (rc) return -1;
+    *bytes = read_file(tpath("h.gguf"), n);
+    return *bytes ? 0 : -1;
+}
+
+/* Every prefix of a valid file up to the end of its header, and a spread of
+ * longer ones, is refused with a message (ASan checks the reads). */
+static int test_every_truncation_fails(void) {
+    size_t n;
+    unsigned char *b;
+    CHECK(!saved_model(&n, &b));
+    da_gguf_file f;
+    unsigned char *copy = malloc(n);
+    memcpy(copy, b, n);
+    CHECK(!da_gguf_parse(&f, "full", copy, n).code);
+    const size_t header = f.data_offset;
+    da_gguf_close(&f);
+    for (size_t len = 0; len < n; len += len < header + 64 ? 1 : 997) {
+        unsigned char *p = malloc(len ? len : 1);
+        memcpy(p, b, len);
+        da_status st = da_gguf_parse(&f, "trunc", p, len);
+        if (!st.code) {
+            fprintf(stderr, "  truncated to %zu of %zu bytes, yet it parsed\n", len, n);
+            da_gguf_close(&f);
+            free(b);
+            return 1;
+        }
+    }
+    /* and through the model loader, which names the file */
+    CHECK(!write_file(tpath("t.gguf"), b, n / 2));
+    da_qmodel q;
+    da_status st = da_qmodel_load(&q, tpath("t.gguf"));
+    CHECK(st.code && strstr(st.msg, "t.gguf"));
+    free(b);
+    return 0;
+}
+
+/* Random byte corruptions of the header: each file loads or is refused, never a crash. */
+static int test_random_corruption(void) {
+    size_t n;
+    unsigned char *b;
+    CHECK(!saved_model(&n, &b));
+    da_gguf_file f;
+    unsigned char *copy = malloc(n);
+    memcpy(copy, b, n);
+    CHECK(!da_gguf_parse(&f, "full", copy, n).code);
+    const size_t header = f.data_offset;
+    da_gguf_close(&f);
+    uint64_t r = 12345;
+    int refused = 0, trials = 400;
+    for (int t = 0; t < trials; t++) {
+        unsigned char *p = malloc(n);
+        memcpy(p, b, n);
+        for (int k = 0; k < 1 + t % 4; k++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            const size_t at = (size_t)(r >> 33) % header;
+            const int kind = (int)(r >> 20) % 3;
+            p[at] = kind == 0 ? (unsigned char)(r >> 8) : kind == 1 ? 0xFF : 0x00;
+        }
+        CHECK(!write_file(tpath("c.gguf"), p, n));
+        free(p);
+        da_qmodel q;
+        da_status st = da_qmodel_load(&q, tpath("c.gguf"));
+        if (st.code) refused++;
+        else {
+            /* a load that passes must run */
+            da_qstate *s;
+            da_qrun_opts o = {DA_ACTQ_Q8, 0};
+            if (!da_qstate_create(&s, &q, &o, 4, 4).code) {
+                int tok[4] = {1, 2, 3, 4};
+                const float *lg;
+                (void)da_qforward(&q, s, tok, 4, 0, &lg);
+                da_qstate_free(s);
+            }
+            da_qmodel_free(&q);
+        }
+    }
+    free(b);
+    printf("     %d of %d corrupted files refused\n", refused, trials);
+    CHECK(refused > trials / 4);
+    return 0;
+}
+
+/* A GGUF of another family, or one lacking a key or with a wrong shape, is
+ * refused with a message naming what is wrong. */
+static int test_wrong_files(void) {
+    da_gguf_writer w;
+    da_gguf_writer_init(&w);
+    da_gguf_add_str(&w, "general.architecture", "llama");
+    da_gguf_add_u32(&w, "llama.block_count", 2);
+    CHECK(!da_gguf_write(&w, tpath("llama.gguf")).code);
+    da_gguf_writer_free(&w);
+    da_qmodel q;
+    da_status st = da_qmodel_load(&q, tpath("llama.gguf"));
+    CHECK(st.code && strstr(st.msg, "\"llama\"") && strstr(st.msg, "diffattn"));
+    da_model m;
+    st = da_model_load(&m, tpath("llama.gguf"));
+    CHECK(st.code && strstr(st.msg, "llama"));
+
+    /* a diffattn file whose q_proj has the wrong shape */
+    da_model src;
+    CHECK(!make_model(&src, DA_ARCH_DIFF, 0));
+    da_qmodel good;
+    da_quantize_opts o = {DA_QT_Q8_0, -1};
+    CHECK(!da_qmodel_quantize(&good, &src, &o).code);
+    good.t[2].rows = 32; /* layers.0.attn.q_proj: 32 rows instead of 64 */
+    CHECK(!da_qmodel_save(&good, tpath("shape.gguf")).code);
+    good.t[2].rows = 64;
+    st = da_qmodel_load(&q, tpath("shape.gguf"));
+    CHECK(st.code && strstr(st.msg, "layers.0.attn.q_proj.weight"));
+    da_qmodel_free(&good);
+    da_model_free(&src);
+
+    /* not a GGUF at all, and a missing file */
+    unsigned char junk[64] = "GGUF\x02\0\0\0";
+    CHECK(!write_file(tpath("v2.gguf"), junk, sizeof junk));
+    st = da_qmodel_load(&q, tpath("v2.gguf"));
+    CHECK(st.code && strstr(st.msg, "version 2"));
+    st = da_qmodel_load(&q, tpath("absent.gguf"));
+    CHECK(st.code && strstr(st.msg, "absent.gguf"));
+    return 0;
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/da_test_gguf_%d", (int)getpid());
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", tmpdir);
+    if (system(cmd)) return 1;
+    RUN(test_kv_roundtrip);
+    RUN(test_model_roundtrip);
+    RUN(test_q8_0_logits_close);
+    RUN(test_decode_matches_batch);
+    RUN(test_every_truncation_fails);
+    RUN(test_random_corruption);
+    RUN(test_wrong_files);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd)) return 1;
+    TH_SUMMARY();
+}

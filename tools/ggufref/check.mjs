@@ -1,0 +1,34 @@
+// Parses a GGUF with @huggingface/gguf (a reader diffattn did not write) and
+// prints what it found as one JSON line: the metadata diffattn writes, every
+// tensor's ggml type and shape, and the offsets the reader computed.
+// usage: node check.mjs FILE.gguf
+import { gguf, GGMLQuantizationType } from "@huggingface/gguf";
+import { resolve } from "node:path";
+
+const file = process.argv[2];
+if (!file) {
+  console.error("usage: node check.mjs FILE.gguf");
+  process.exit(2);
+}
+const { metadata, tensorInfos, tensorDataOffset } = await gguf(resolve(file), { allowLocalFile: true });
+const types = {};
+for (const t of tensorInfos) {
+  const name = GGMLQuantizationType[t.dtype] ?? String(t.dtype);
+  types[name] = (types[name] ?? 0) + 1;
+}
+const q = tensorInfos.find((t) => t.name === "layers.0.attn.q_proj.weight");
+console.log(
+  JSON.stringify({
+    version: metadata.version,
+    architecture: metadata["general.architecture"],
+    alignment: metadata["general.alignment"],
+    block_count: metadata["diffattn.block_count"],
+    embedding_length: metadata["diffattn.embedding_length"],
+    variant: metadata["diffattn.variant"],
+    tensor_count: Number(metadata.tensor_count),
+    tensors: tensorInfos.length,
+    types,
+    q_proj: q ? { shape: q.shape.map(Number), type: GGMLQuantizationType[q.dtype], offset: Number(q.offset) } : null,
+    data_offset: Number(tensorDataOffset),
+  }),
+);
