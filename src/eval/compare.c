@@ -355,10 +355,11 @@ static void mean_sd(const double *x, int n, double *mean, double *sd) {
     *sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
 }
 
-/* Plain words on whether two seed means differ by more than their spread. */
-static const char *verdict(int seeds, double m0, double sd0, double m1, double sd1) {
+/* Plain words on whether two seed means differ by more than their spread
+ * and by more than the table shows (resolution: half its last digit). */
+static const char *verdict(int seeds, double m0, double sd0, double m1, double sd1, double resolution) {
     if (seeds < 2) return "one seed: spread unknown";
-    if (fabs(m0 - m1) <= sd0 + sd1) return "within noise";
+    if (fabs(m0 - m1) <= sd0 + sd1 || fabs(m0 - m1) < resolution) return "within noise";
     return m0 > m1 ? "DIFF higher" : "DIFF lower";
 }
 
@@ -427,7 +428,8 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
             mean_sd(v[a], c->seeds, &mean[a], &sd[a]);                                                          \
         }                                                                                                       \
         fprintf(fp, "| %s | " fmt " ± " fmt " | " fmt " ± " fmt " | %s | %s |\n", label, mean[0], sd[0], mean[1], \
-                sd[1], verdict(c->seeds, mean[0], sd[0], mean[1], sd[1]), paper_of(label));                     \
+                sd[1], verdict(c->seeds, mean[0], sd[0], mean[1], sd[1], 0.5 * pow(10, -atoi(strchr(fmt, '.') + 1))), \
+                paper_of(label));                                                                               \
     } while (0)
     ROW("validation loss (nats/token)", r->eval_loss, "%.4f");
     ROW("needle retrieval accuracy", r->needle, "%.3f");
