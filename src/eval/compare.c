@@ -161,7 +161,7 @@ static da_status evaluate(const da_compare_config *c, da_model *m, const char *d
     if (!st.code) st = da_eval_outliers(m, &d, c->seq, 4, &r->out);
     da_text_data_free(&d);
     if (!c->quiet) fprintf(stderr, ", needle retrieval");
-    da_needle_result nr;
+    da_needle_result nr = {0};
     if (!st.code) st = needle_at(m, nc, 0, &nr);
     r->needle = nr.overall;
     for (int i = 0; i < nc->n_contexts && !st.code; i++)
@@ -172,7 +172,7 @@ static da_status evaluate(const da_compare_config *c, da_model *m, const char *d
         r->quant_needle[i] = nr.overall;
     }
     if (!c->quiet) fprintf(stderr, ", attention\n");
-    da_needle_attention_result ar;
+    da_needle_attention_result ar = {0};
     if (!st.code) st = da_eval_needle_attention(m, nc, &ar);
     r->attn_answer = ar.answer_all, r->attn_noise = ar.noise_all, r->digits = ar.digits_all;
     if (!st.code && first_seed)
