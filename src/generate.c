@@ -21,11 +21,12 @@
 
 
 /* Threading: the matrix-vector products are left to the BLAS's own threads.
- * The attention stays serial on purpose: with the pthreads OpenBLAS this
- * project links, an OpenMP region per step leaves its workers spinning
- * against the BLAS threads, and decoding got 2-20x slower (measured on 2
- * cores, 256 and 2048 positions). For the same reason RoPE is applied here
- * rather than through rope_apply, whose parallel region would do the same. */
+ * The attention stays serial: when this project linked the pthreads
+ * OpenBLAS, an OpenMP region per step left its workers spinning against the
+ * BLAS threads, and decoding got 2-20x slower (measured on 2 cores, 256 and
+ * 2048 positions). The build now requires the OpenMP OpenBLAS; a parallel
+ * decode attention has not been measured since. RoPE is applied here rather
+ * than through rope_apply for the same reason. */
 
 struct da_kv_cache {
     da_config cfg;
