@@ -206,16 +206,22 @@ static int same_shape(const da_config *a, const da_config *b) {
            a->rope_theta == b->rope_theta;
 }
 
+/* An error unless kv was created for a model shaped like c. */
+static da_status check_cache_shape(const da_config *c, const da_kv_cache *kv) {
+    if (same_shape(c, &kv->cfg)) return da_ok();
+    return da_errorf("KV cache was created for a different model (dim %d, %d layers, %d/%d heads, "
+                     "vocab %d, arch %s; the model has dim %d, %d layers, %d/%d heads, vocab %d, arch %s); "
+                     "create it from the model's config",
+                     kv->cfg.dim, kv->cfg.n_layers, kv->cfg.n_heads, kv->cfg.n_kv_heads, kv->cfg.vocab_size,
+                     da_arch_name(kv->cfg.arch), c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size,
+                     da_arch_name(c->arch));
+}
+
 da_status da_decode_step(const da_model *m, da_kv_cache *kv, int token, const float **logits) {
     if (logits) *logits = NULL;
     const da_config *c = &m->cfg;
-    if (!same_shape(c, &kv->cfg))
-        return da_errorf("KV cache was created for a different model (dim %d, %d layers, %d/%d heads, "
-                         "vocab %d, arch %s; the model has dim %d, %d layers, %d/%d heads, vocab %d, arch %s); "
-                         "create it from the model's config",
-                         kv->cfg.dim, kv->cfg.n_layers, kv->cfg.n_heads, kv->cfg.n_kv_heads, kv->cfg.vocab_size,
-                         da_arch_name(kv->cfg.arch), c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
-                         c->vocab_size, da_arch_name(c->arch));
+    da_status st = check_cache_shape(c, kv);
+    if (st.code) return st;
     if (token < 0 || token >= c->vocab_size)
         return da_errorf("token %d is out of range (0..%d for vocab_size %d)", token, c->vocab_size - 1,
                          c->vocab_size);
@@ -265,8 +271,8 @@ da_status da_decode_step(const da_model *m, da_kv_cache *kv, int token, const fl
 da_status da_kv_prefill(da_model *m, da_kv_cache *kv, da_acts *a, const int *tokens, int n, const float **logits) {
     if (logits) *logits = NULL;
     const da_config *c = &m->cfg;
-    if (!same_shape(c, &kv->cfg)) return da_errorf("KV cache was created for a different model; create it from the "
-                                                   "model's config");
+    da_status st = check_cache_shape(c, kv);
+    if (st.code) return st;
     if (kv->len != 0) return da_errorf("da_kv_prefill needs an empty KV cache (da_kv_reset it first)");
     if (n < 1 || n > kv->max_T)
         return da_errorf("a prompt of %d tokens does not fit the KV cache of %d positions", n, kv->max_T);
