@@ -223,14 +223,12 @@ static int eval_quant_logits(int argc, char **argv) {
             da_attn_logit_bits = bits[i];
             st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &q[i]);
         }
-        da_needle_model nm = {&m, 10};
+        da_attn_logit_bits = 0;
         da_needle_result nr;
         for (int i = -1; i < n_bits && !st.code && !no_needle; i++) {
-            da_attn_logit_bits = i < 0 ? 0 : bits[i];
-            st = da_needle_eval(&f.c, da_needle_predict_model, &nm, &nr);
+            st = da_needle_eval_model(&m, &f.c, i < 0 ? 0 : bits[i], &nr);
             *(i < 0 ? &needle_exact : &needle_q[i]) = nr.overall;
         }
-        da_attn_logit_bits = 0;
     }
     da_text_data_free(&d);
     if (!st.code) {
@@ -281,9 +279,8 @@ static int eval_needle(int argc, char **argv) {
     da_model m;
     da_status st = da_model_load(&m, model);
     if (st.code) return cli_fail(st.msg);
-    da_needle_model nm = {&m, 10};
     da_needle_result r;
-    st = da_needle_eval(&c, da_needle_predict_model, &nm, &r);
+    st = da_needle_eval_model(&m, &c, 0, &r);
     if (!st.code) {
         if (json) {
             printf("{\"model\":\"%s\",\"arch\":\"%s\",\"needles\":%d,\"queries\":%d,\"overall\":%.4f,\"asked\":%ld,"

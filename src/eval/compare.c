@@ -131,15 +131,6 @@ static void arch_config(const da_compare_config *c, da_arch arch, da_config *cfg
     cfg->max_seq_len = c->seq;
 }
 
-/* Needle accuracy of m with the attention logits at `bits` (0: exact). */
-static da_status needle_at(da_model *m, const da_needle_config *nc, int bits, da_needle_result *nr) {
-    da_needle_model nm = {m, 10};
-    da_attn_logit_bits = bits;
-    da_status st = da_needle_eval(nc, da_needle_predict_model, &nm, nr);
-    da_attn_logit_bits = 0;
-    return st;
-}
-
 static da_status evaluate(const da_compare_config *c, da_model *m, const char *data, float val_fraction,
                           const da_needle_config *nc, int first_seed, arch_result *r) {
     const char *name = da_arch_name(m->cfg.arch);
@@ -162,13 +153,13 @@ static da_status evaluate(const da_compare_config *c, da_model *m, const char *d
     da_text_data_free(&d);
     if (!c->quiet) fprintf(stderr, ", needle retrieval");
     da_needle_result nr = {0};
-    if (!st.code) st = needle_at(m, nc, 0, &nr);
+    if (!st.code) st = da_needle_eval_model(m, nc, 0, &nr);
     r->needle = nr.overall;
     for (int i = 0; i < nc->n_contexts && !st.code; i++)
         for (int j = 0; j < nc->n_depths; j++) r->needle_acc[i][j] = nr.acc[i][j];
     if (!c->quiet) fprintf(stderr, ", with quantized logits");
     for (int i = 0; i < 4 && !st.code; i++) {
-        st = needle_at(m, nc, QBITS[i], &nr);
+        st = da_needle_eval_model(m, nc, QBITS[i], &nr);
         r->quant_needle[i] = nr.overall;
     }
     if (!c->quiet) fprintf(stderr, ", attention\n");

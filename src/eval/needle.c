@@ -169,3 +169,11 @@ da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, ch
     da_kv_free(kv);
     return st;
 }
+
+da_status da_needle_eval_model(da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r) {
+    da_needle_model nm = {m, 10};
+    da_attn_logit_bits = logit_bits;
+    da_status st = da_needle_eval(c, da_needle_predict_model, &nm, r);
+    da_attn_logit_bits = 0;
+    return st;
+}
