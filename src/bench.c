@@ -12,6 +12,7 @@
 #include "bench.h"
 #include "ops/bf16_gemm.h"
 #include "ops/ops.h"
+#include "profile.h"
 
 
 static int cmp_d(const void *a, const void *b) {
@@ -85,6 +86,9 @@ double da_bf16_peak_gflops(void) {
 }
 
 static void summarise(double *times, int steps, double flops_per_step, int tokens, da_bench_result *r) {
+    double sum = 0;
+    for (int i = 0; i < steps; i++) sum += times[i];
+    r->ms_mean = sum / steps * 1e3;
     qsort(times, (size_t)steps, sizeof *times, cmp_d);
     r->steps = steps;
     r->ms_min = times[0] * 1e3;
@@ -122,14 +126,17 @@ da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps
             tgt[i] = (int)(da_rng_next(&rng) % (uint64_t)c->vocab_size);
         }
         da_adamw_config ac = {0.9f, 0.95f, 1e-8f, 0.1f};
+        const int profile = da_prof_on;
         for (int s = 0; s < warmup + steps; s++) {
+            da_prof_on = profile && s >= warmup; /* only the timed steps are profiled */
             double t = da_now_s();
-            da_model_zero_grads(&m);
+            DA_PROF(DA_PROF_ZERO_GRADS, da_model_zero_grads(&m));
             da_forward(&m, a, tok, tgt, B, T);
             da_backward(&m, a);
-            da_adamw_step(&opt, &m, &ac, 1e-4f);
+            DA_PROF(DA_PROF_ADAMW, da_adamw_step(&opt, &m, &ac, 1e-4f));
             if (s >= warmup) times[s - warmup] = da_now_s() - t;
         }
+        da_prof_on = profile;
         r->n_params = m.n_params;
         r->flops_per_token = da_train_flops_per_token(c, T);
         summarise(times, steps, r->flops_per_token * B * T, B * T, r);

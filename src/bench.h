@@ -6,7 +6,7 @@
 #include "diffattn.h"
 
 typedef struct {
-    double ms_min, ms_median; /* per step */
+    double ms_min, ms_median, ms_mean; /* per step */
     double tok_per_s;         /* at ms_min: the best of the timed steps */
     double gflops;            /* model FLOPs per step / ms_min */
     double peak_gflops;       /* sgemm n=2048, best of 3, this run */
@@ -29,7 +29,8 @@ double da_sgemm_peak_gflops(void);
 double da_bf16_peak_gflops(void);
 
 /* Times `steps` training steps (zero grads, forward, backward, AdamW) after
- * `warmup` untimed ones, on random tokens. */
+ * `warmup` untimed ones, on random tokens. With da_prof_on set, da_prof_s
+ * holds the time per phase summed over the timed steps (the caller resets it). */
 da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
                          da_bench_result *r);
 /* Times the attention forward + backward of one layer on random q, k, v. */

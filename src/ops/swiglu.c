@@ -1,22 +1,61 @@
-/* The SwiGLU gate silu(h1) * h3, between w1/w3 and w2. */
+/* The SwiGLU gate silu(h1) * h3, between w1/w3 and w2. Both passes are
+ * elementwise over (N, F) and memory-light, so the cost is the sigmoid's exp:
+ * AVX-512 through the attention kernels' exp (a few ulp), scalar libm
+ * elsewhere and when da_attn_simd = 0. */
 #include <math.h>
+#include <omp.h>
 
+#include "attn/vexp.h"
 #include "ops/ops.h"
 
+static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+#if defined(__AVX512F__)
+static inline __m512 sigmoid512(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_div_ps(one, _mm512_add_ps(one, exp512_ps(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+#endif
+
+/* gate: (n) = silu(h1) * h3 */
 void swiglu_forward(float *gate, const float *h1, const float *h3, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float sig = 1.0f / (1.0f + expf(-h1[i]));
-        gate[i] = h1[i] * sig * h3[i];
+#pragma omp parallel
+    {
+        /* each thread takes one contiguous, 16-aligned share */
+        size_t per = (n / (size_t)omp_get_num_threads() + 15) / 16 * 16, i = per * (size_t)omp_get_thread_num();
+        size_t end = i + per < n ? i + per : n;
+#if defined(__AVX512F__)
+        if (da_attn_simd)
+            for (; i + 16 <= end; i += 16) {
+                __m512 x = _mm512_loadu_ps(h1 + i);
+                _mm512_storeu_ps(gate + i, _mm512_mul_ps(_mm512_mul_ps(x, sigmoid512(x)), _mm512_loadu_ps(h3 + i)));
+            }
+#endif
+        for (; i < end; i++) gate[i] = h1[i] * sigmoid(h1[i]) * h3[i];
     }
 }
 
+/* dh1, dh3: (n), overwritten. d silu(x) / dx = s (1 + x (1 - s)), s = sigmoid(x). */
 void swiglu_backward(float *dh1, float *dh3, const float *dgate, const float *h1, const float *h3, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float sig = 1.0f / (1.0f + expf(-h1[i]));
-        float silu = h1[i] * sig;
-        dh3[i] = dgate[i] * silu;
-        dh1[i] = dgate[i] * h3[i] * sig * (1.0f + h1[i] * (1.0f - sig));
+#pragma omp parallel
+    {
+        size_t per = (n / (size_t)omp_get_num_threads() + 15) / 16 * 16, i = per * (size_t)omp_get_thread_num();
+        size_t end = i + per < n ? i + per : n;
+#if defined(__AVX512F__)
+        if (da_attn_simd) {
+            const __m512 one = _mm512_set1_ps(1.0f);
+            for (; i + 16 <= end; i += 16) {
+                __m512 x = _mm512_loadu_ps(h1 + i), dg = _mm512_loadu_ps(dgate + i), s = sigmoid512(x);
+                _mm512_storeu_ps(dh3 + i, _mm512_mul_ps(dg, _mm512_mul_ps(x, s)));
+                __m512 dsilu = _mm512_mul_ps(s, _mm512_fmadd_ps(x, _mm512_sub_ps(one, s), one));
+                _mm512_storeu_ps(dh1 + i, _mm512_mul_ps(_mm512_mul_ps(dg, _mm512_loadu_ps(h3 + i)), dsilu));
+            }
+        }
+#endif
+        for (; i < end; i++) {
+            float s = sigmoid(h1[i]);
+            dh3[i] = dgate[i] * h1[i] * s;
+            dh1[i] = dgate[i] * h3[i] * s * (1.0f + h1[i] * (1.0f - s));
+        }
     }
 }
