@@ -17,14 +17,16 @@ static float round_bf16(float f) {
     return f;
 }
 
-static int check(int N, int Cin, int Cout, float beta) {
+/* Every `every`-th element of C is checked against the exact product. */
+static int check_sampled(int N, int Cin, int Cout, float beta, int every) {
     da_rng r;
     da_rng_seed(&r, (uint64_t)(N * 7 + Cin * 3 + Cout));
+    const size_t big = (size_t)(N > Cout ? N : Cout) * (size_t)(Cin > Cout ? Cin : Cout);
     float *x = malloc(sizeof(float) * N * Cin), *w = malloc(sizeof(float) * Cout * Cin);
-    float *y = malloc(sizeof(float) * N * Cout), *c = malloc(sizeof(float) * 3 * N * (Cin > Cout ? Cin : Cout) + 4096 * 4);
-    for (int i = 0; i < N * Cin; i++) x[i] = da_rng_normal(&r);
-    for (int i = 0; i < Cout * Cin; i++) w[i] = da_rng_normal(&r);
-    for (int i = 0; i < N * Cout; i++) y[i] = da_rng_normal(&r);
+    float *y = malloc(sizeof(float) * N * Cout), *c = malloc(sizeof(float) * big);
+    for (size_t i = 0; i < (size_t)N * Cin; i++) x[i] = da_rng_normal(&r);
+    for (size_t i = 0; i < (size_t)Cout * Cin; i++) w[i] = da_rng_normal(&r);
+    for (size_t i = 0; i < (size_t)N * Cout; i++) y[i] = da_rng_normal(&r);
     int fail = 0;
     for (int which = 0; which < 3; which++) {
         int M, NN, K;
@@ -33,13 +35,15 @@ static int check(int N, int Cin, int Cout, float beta) {
         if (which == 0) { M = N, NN = Cout, K = Cin, a = x, ars = Cin, acs = 1, b = w, brs = 1, bcs = Cin; }      /* x W^T */
         else if (which == 1) { M = N, NN = Cin, K = Cout, a = y, ars = Cout, acs = 1, b = w, brs = Cin, bcs = 1; } /* dy W */
         else { M = Cout, NN = Cin, K = N, a = y, ars = 1, acs = Cout, b = x, brs = Cin, bcs = 1; }               /* dy^T x */
-        for (int i = 0; i < M * NN; i++) c[i] = 0.5f;
+        for (size_t i = 0; i < (size_t)M * NN; i++) c[i] = 0.5f;
         bf16_gemm(M, NN, K, 1.0f, a, ars, acs, b, brs, bcs, beta, c, NN);
         double worst = 0, scale = 0;
         for (int i = 0; i < M; i++)
             for (int j = 0; j < NN; j++) {
+                if (((size_t)i * NN + j) % (size_t)every) continue;
                 double s = beta * 0.5;
-                for (int k = 0; k < K; k++) s += (double)round_bf16(a[i * ars + k * acs]) * round_bf16(b[k * brs + j * bcs]);
+                for (int k = 0; k < K; k++)
+                    s += (double)round_bf16(a[(long)i * ars + (long)k * acs]) * round_bf16(b[(long)k * brs + (long)j * bcs]);
                 double e = fabs(s - c[(size_t)i * NN + j]);
                 if (e > worst) worst = e;
                 if (fabs(s) > scale) scale = fabs(s);
@@ -52,10 +56,16 @@ static int check(int N, int Cin, int Cout, float beta) {
     return fail;
 }
 
+static int check(int N, int Cin, int Cout, float beta) { return check_sampled(N, Cin, Cout, beta, 1); }
+
 static int test_aligned(void) { return check(128, 128, 64, 0.0f); }
 static int test_aligned_accumulate(void) { return check(64, 96, 128, 1.0f); }
 static int test_ragged(void) { return check(70, 97, 45, 0.0f); }
 static int test_odd_k(void) { return check(33, 31, 17, 1.0f); }
+/* Longer K: 576 aligned (the transposing packs), 600 and 301 ragged, odd. */
+static int test_long_k(void) { return check(300, 576, 48, 1.0f) | check(301, 600, 45, 0.0f); }
+/* The E=768 model's sizes and beyond (C over 8 MB), every 97th element checked. */
+static int test_large(void) { return check_sampled(2048, 1100, 1040, 1.0f, 97); }
 
 int main(void) {
     if (!bf16_gemm_available()) {
@@ -66,5 +76,7 @@ int main(void) {
     RUN(test_aligned_accumulate);
     RUN(test_ragged);
     RUN(test_odd_k);
+    RUN(test_long_k);
+    RUN(test_large);
     TH_SUMMARY();
 }
