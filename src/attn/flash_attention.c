@@ -104,6 +104,7 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
                     continue;
                 }
                 float rmax = row[0];
+#pragma omp simd reduction(max : rmax)
                 for (int j = 1; j < nv; j++) rmax = row[j] > rmax ? row[j] : rmax;
                 const float mnew = rmax > mx[m][i] ? rmax : mx[m][i];
                 const float corr = expf(mx[m][i] - mnew); /* 0 on the first tile */
@@ -112,6 +113,7 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
                 sum[m][i] = sum[m][i] * corr + rs;
                 mx[m][i] = mnew;
                 if (corr != 1.0f)
+#pragma omp simd
                     for (int c = 0; c < dv; c++) a[c] *= corr;
             }
         }
@@ -124,6 +126,7 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
         for (int m = 0; m < maps; m++) {
             const float inv = 1.0f / sum[m][i];
             float *a = acc[m] + (size_t)i * dv;
+#pragma omp simd
             for (int c = 0; c < dv; c++) a[c] *= inv;
             lse[(((size_t)b * H + h) * maps + m) * T + r0 + i] = mx[m][i] + logf(sum[m][i]);
         }
@@ -131,7 +134,9 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
         if (diff) {
             memcpy(o1 + orow, acc[0] + (size_t)i * dv, (size_t)dv * sizeof(float));
             memcpy(o2 + orow, acc[1] + (size_t)i * dv, (size_t)dv * sizeof(float));
-            for (int c = 0; c < dv; c++) out[c] = acc[0][(size_t)i * dv + c] - lambda * acc[1][(size_t)i * dv + c];
+            const float *a1 = acc[0] + (size_t)i * dv, *a2 = acc[1] + (size_t)i * dv;
+#pragma omp simd
+            for (int c = 0; c < dv; c++) out[c] = a1[c] - lambda * a2[c];
         } else {
             memcpy(out, acc[0] + (size_t)i * dv, (size_t)dv * sizeof(float));
         }
@@ -188,12 +193,16 @@ static void backward_head(float *dq, float *dk, float *dv, const float *dopre, c
                     const int nv = diag ? visible(r0 + i, k0, nc) : nc;
                     exp_shift_sum(prow, nv, lse_m[i]);
                     const float c = coef[m], Di = D_m[i];
+#pragma omp simd
                     for (int j = 0; j < nv; j++) ds[j] = c * prow[j] * (dp[j] - Di);
                     for (int j = nv; j < nc; j++) ds[j] = prow[j] = 0.0f;
-                    if (m == 0)
+                    if (m == 0) {
+#pragma omp simd
                         for (int j = 0; j < nc; j++) pc[j] = c * prow[j];
-                    else
+                    } else {
+#pragma omp simd
                         for (int j = 0; j < nc; j++) pc[j] += c * prow[j];
+                    }
                 }
                 /* dQ_m += scale dS K_m;  dK_m += scale dS^T Q_m */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d, nc, scale, dS, FLASH_BC,
@@ -232,6 +241,7 @@ void flash_attention_backward(float *dq, float *dk, float *dv, float *dlambda, c
                 for (int t = 0; t < T; t++) {
                     const size_t off = ((size_t)b * T + t) * C + (size_t)h * dv_w;
                     float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
                     for (int c = 0; c < dv_w; c++) acc += dopre[off + c] * O[off + c];
                     D[(size_t)m * T + t] = acc;
                     if (m == 1) dl -= acc; /* d lambda = -sum dO . (A2 V) */
