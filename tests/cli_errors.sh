@@ -114,6 +114,10 @@ expect_error "eval quant-logits: bad --bits" "--bits" "$BIN" eval quant-logits -
 expect_error "eval quant-logits: 1 bit" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 1
 expect_error "eval quant-logits: model too short for needles" "--no-needle" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt"
 "$BIN" init --out "$T/m256.safetensors" --dim 32 --layers 1 --heads 2 --seq 256 >/dev/null
+out=$("$BIN" eval quant-logits --model "$T/m256.safetensors" --data "$T/corpus.txt" --seq 64 --windows 2 --bits 8 --samples 1 2>&1)
+if [[ $out == *'needle accuracy'*'(N=3, R=2, 192 bytes'* && $out == *' 8-bit logits: loss'* ]]; then
+  passed=$((passed + 1)); echo "ok   eval quant-logits: a 256-token model gets as many needles as fit"
+else failed=$((failed + 1)); echo "FAIL eval quant-logits on a 256-token model: $out"; fi
 expect_ok "eval attention --help" "$BIN" eval attention --help
 expect_error "eval attention: no model" "--model" "$BIN" eval attention
 expect_error "eval attention: --vs without --png" "--png" "$BIN" eval attention --model "$M" --vs "$M"
@@ -140,6 +144,15 @@ out=$("$BIN" bench train --dim 32 --layers 1 --heads 2 --seq 16 --batch 2 --step
 if [[ $out == *'"tok_per_s":'* && $out == *'"ms_per_step":'* && $out == *'"gflops":'* && $out == *'"peak_gflops":'* && $out == *'"mfu":'* ]]; then
   passed=$((passed + 1)); echo "ok   bench train --json has the documented keys"
 else failed=$((failed + 1)); echo "FAIL bench train --json: $out"; fi
+out=$("$BIN" bench train --dim 32 --layers 1 --heads 2 --seq 16 --batch 2 --steps 2 --profile --json 2>/dev/null)
+if [[ $out == *'"profile_ms_per_step":{"embedding":'*'"matmul_forward":'*'"attention_backward":'*'"adamw":'*'}}' ]]; then
+  passed=$((passed + 1)); echo "ok   bench train --profile --json"
+else failed=$((failed + 1)); echo "FAIL bench train --profile --json: $out"; fi
+out=$("$BIN" bench train --arch diff --dim 32 --layers 1 --heads 2 --seq 16 --batch 2 --steps 2 --profile 2>/dev/null)
+if [[ $out == *'time per step by phase'*'head_norm'*'(not covered)'* ]]; then
+  passed=$((passed + 1)); echo "ok   bench train --profile"
+else failed=$((failed + 1)); echo "FAIL bench train --profile: $out"; fi
+expect_error "bench attn: --profile refused" "--profile" "$BIN" bench attn --profile
 out=$("$BIN" bench attn --arch softmax --dim 32 --heads 2 --seq 70 --batch 1 --steps 1 --json 2>/dev/null)
 if [[ $out == *'"bench":"attn"'* && $out == *'"mfu":'* ]]; then passed=$((passed + 1)); echo "ok   bench attn --json"
 else failed=$((failed + 1)); echo "FAIL bench attn --json: $out"; fi

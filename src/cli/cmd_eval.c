@@ -214,6 +214,14 @@ static int eval_quant_logits(int argc, char **argv) {
         f.c.contexts[0] = m.cfg.max_seq_len - 64 < 1024 ? m.cfg.max_seq_len - 64 : 1024;
         if (!no_needle && f.c.contexts[0] < 128) st = da_errorf("%s: max_seq_len %d is too short for needle prompts; "
                                                                 "pass --no-needle", model, m.cfg.max_seq_len);
+        /* A needle sentence is about 46 bytes: a short model cannot hold the
+         * default six in its context, so unless --needles was given, ask for
+         * as many as fit (a 256-token model: 3). */
+        const int fit = f.c.contexts[0] / 50 > 0 ? f.c.contexts[0] / 50 : 1;
+        if (!cli_was_set(opts, N_OPTS, "needles") && f.c.needles > fit) {
+            f.c.needles = fit;
+            if (f.c.queries > fit) f.c.queries = fit;
+        }
     }
     double needle_exact = 0, needle_q[16] = {0};
     if (!st.code) {
