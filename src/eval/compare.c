@@ -86,6 +86,7 @@ typedef struct {
     da_outliers_result out;
     double quant[4], quant_needle[4]; /* loss increase and needle accuracy at 16, 8, 6, 4 bits */
     double train_s, eval_s;
+    double loss_flash_s, loss_ref_s, fixed_s, per_prompt_s; /* evaluate()'s parts, for the budget */
     size_t n_params;
     da_needle_attention_map map; /* first seed only: one prompt's attention, for the figure */
 } arch_result;
@@ -131,27 +132,42 @@ static void arch_config(const da_compare_config *c, da_arch arch, da_config *cfg
     cfg->max_seq_len = c->seq;
 }
 
-static da_status evaluate(const da_compare_config *c, da_model *m, const char *data, float val_fraction,
-                          const da_needle_config *nc, int first_seed, arch_result *r) {
+/* Validation windows of the evaluation: flash-kernel loss, and each of the
+ * exact and quantized reference-kernel losses. */
+enum { FLASH_WINDOWS = 64, REF_WINDOWS = 32 };
+
+/* Every evaluation of one trained model. With `windows_flash`/`windows_ref`
+ * and `nc` scaled down, the same code times a probe for the budget: r gets the
+ * time of each part. */
+static da_status evaluate_windows(const da_compare_config *c, da_model *m, const char *data, float val_fraction,
+                                  const da_needle_config *nc, int first_seed, int windows_flash, int windows_ref,
+                                  arch_result *r) {
     const char *name = da_arch_name(m->cfg.arch);
     da_text_data d;
     da_status st = da_text_data_load(&d, data, val_fraction, c->seq);
     if (st.code) return st;
     if (!c->quiet) fprintf(stderr, "compare: evaluating %s: loss", name);
     da_eval_loss_result el, exact, q;
-    st = da_eval_loss(m, &d, c->seq, 64, 4, DA_ATTN_FLASH, &el);
+    double t0 = da_now_s();
+    st = da_eval_loss(m, &d, c->seq, windows_flash, 4, DA_ATTN_FLASH, &el);
     r->eval_loss = el.loss;
-    if (!st.code) st = da_eval_loss(m, &d, c->seq, 32, 4, DA_ATTN_REFERENCE, &exact);
+    r->loss_flash_s = da_now_s() - t0;
+    t0 = da_now_s();
+    if (!st.code) st = da_eval_loss(m, &d, c->seq, windows_ref, 4, DA_ATTN_REFERENCE, &exact);
     for (int i = 0; i < 4 && !st.code; i++) {
         da_attn_logit_bits = QBITS[i];
-        st = da_eval_loss(m, &d, c->seq, 32, 4, DA_ATTN_REFERENCE, &q);
+        st = da_eval_loss(m, &d, c->seq, windows_ref, 4, DA_ATTN_REFERENCE, &q);
         da_attn_logit_bits = 0;
         r->quant[i] = q.loss - exact.loss;
     }
+    r->loss_ref_s = da_now_s() - t0;
     if (!c->quiet) fprintf(stderr, ", outliers");
+    t0 = da_now_s();
     if (!st.code) st = da_eval_outliers(m, &d, c->seq, 4, &r->out);
+    r->fixed_s = da_now_s() - t0;
     da_text_data_free(&d);
     if (!c->quiet) fprintf(stderr, ", needle retrieval");
+    t0 = da_now_s();
     da_needle_result nr = {0};
     if (!st.code) st = da_needle_eval_model(m, nc, 0, &nr);
     r->needle = nr.overall;
@@ -166,9 +182,17 @@ static da_status evaluate(const da_compare_config *c, da_model *m, const char *d
     da_needle_attention_result ar = {0};
     if (!st.code) st = da_eval_needle_attention(m, nc, &ar);
     r->attn_answer = ar.answer_all, r->attn_noise = ar.noise_all, r->digits = ar.digits_all;
+    r->per_prompt_s = (da_now_s() - t0) / ((double)nc->n_contexts * nc->n_depths * nc->samples);
+    t0 = da_now_s();
     if (!st.code && first_seed)
         st = da_needle_attention_map_of(m, nc, nc->n_contexts - 1, nc->n_depths / 2, 0, &r->map);
+    r->fixed_s += da_now_s() - t0;
     return st;
+}
+
+static da_status evaluate(const da_compare_config *c, da_model *m, const char *data, float val_fraction,
+                          const da_needle_config *nc, int first_seed, arch_result *r) {
+    return evaluate_windows(c, m, data, val_fraction, nc, first_seed, FLASH_WINDOWS, REF_WINDOWS, r);
 }
 
 static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t seed, int first_seed, const char *data,
@@ -204,27 +228,58 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     return st;
 }
 
-/* Steps that make the whole job fit budget_minutes: one timed training step
- * per architecture (after a warm-up one), three quarters of the budget for
- * training and the rest for evaluations. */
-static da_status steps_for_budget(const da_compare_config *c, long *steps) {
-    double step_s = 0;
+/* Steps that make the whole job fit budget_minutes. Three timed training
+ * steps per architecture (after a warm-up one) give the training rate; a probe
+ * evaluation of each freshly initialised model, with 4 windows per loss and
+ * one prompt per needle context, is scaled up to the real one. Evaluations
+ * cost more than training at long contexts (the reference kernel's T x T maps,
+ * a prefill per needle question), so a fixed share of the budget for them
+ * overran it by a third at 2,176 bytes. */
+static da_status steps_for_budget(const da_compare_config *c, const char *data, float val_fraction,
+                                  const da_needle_config *nc, long *steps) {
+    const double t_start = da_now_s();
+    double step_s = 0, eval_s = 0;
+    da_compare_config quiet = *c;
+    quiet.quiet = 1;
+    da_needle_config probe_nc = *nc;
+    probe_nc.samples = 1;
+    probe_nc.n_depths = 1;
+    probe_nc.depths[0] = 50;
+    const double prompts = (double)nc->n_contexts * nc->n_depths * nc->samples;
+    if (!c->quiet) fprintf(stderr, "compare: timing a training step and a probe evaluation per architecture\n");
     for (int a = 0; a < 2; a++) {
         da_config cfg;
         arch_config(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, &cfg);
         da_bench_result b;
-        da_status st = da_bench_train(&cfg, c->batch, c->seq, 1, 2, DA_ATTN_FLASH, &b);
+        da_status st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &b);
         if (st.code) return st;
-        step_s += b.ms_median / 1000.0;
+        step_s += b.ms_mean / 1000.0;
+        da_model m;
+        if ((st = da_model_create(&m, &cfg)).code) return st;
+        da_model_init(&m, 1);
+        arch_result r = {0};
+        st = evaluate_windows(&quiet, &m, data, val_fraction, &probe_nc, 1, 4, 4, &r);
+        da_model_free(&m);
+        free(r.map.map);
+        if (st.code) return st;
+        const double per_seed = r.loss_flash_s * FLASH_WINDOWS / 4 + r.loss_ref_s * REF_WINDOWS / 4 +
+                                r.per_prompt_s * prompts + r.fixed_s;
+        eval_s += per_seed * c->seeds;
     }
-    *steps = (long)(0.75 * c->budget_minutes * 60.0 / (step_s * c->seeds));
+    const double left = c->budget_minutes * 60.0 - (da_now_s() - t_start) - eval_s;
+    /* 10% on top of the timed steps: the validation passes and checkpoints
+     * of training, and a shared machine's slower spells (a 6-minute budget
+     * ran 13% over without it) */
+    *steps = left > 0 ? (long)(left / (1.1 * step_s * c->seeds)) : 0;
     if (*steps < 20)
-        return da_errorf("--budget-minutes %g leaves %ld training steps per model (%.2f s per DIFF + baseline step, "
-                         "%d seed(s)); raise the budget or lower --dim, --seq or --batch",
-                         c->budget_minutes, *steps, step_s, c->seeds);
+        return da_errorf("--budget-minutes %g leaves %ld training steps per model: the evaluations take about %.0f s "
+                         "and each DIFF + baseline step %.2f s (%d seed(s)); raise the budget or lower --seq, "
+                         "--needles, --dim or --seeds",
+                         c->budget_minutes, *steps, eval_s, step_s, c->seeds);
     if (!c->quiet)
-        fprintf(stderr, "compare: %.2f s per DIFF + baseline step: %ld steps per model fit %g minutes\n", step_s,
-                *steps, c->budget_minutes);
+        fprintf(stderr, "compare: %.2f s per DIFF + baseline step, about %.0f s of evaluations: %ld steps per model "
+                        "fit %g minutes\n",
+                step_s, eval_s, *steps, c->budget_minutes);
     return da_ok();
 }
 
@@ -488,7 +543,6 @@ da_status da_compare(const da_compare_config *cfg) {
     }
     da_status st = da_make_dirs(c->out_dir);
     if (st.code) return st;
-    if (c->budget_minutes > 0 && (st = steps_for_budget(c, &c->steps)).code) return st;
     char mix[4200];
     const char *data = c->data;
     if (!data) {
@@ -496,6 +550,11 @@ da_status da_compare(const da_compare_config *cfg) {
         if ((st = da_needle_mix_write(mix, 4L << 20, c->seq, 1)).code) return st;
         data = mix;
     }
+    da_train_config tc_default; /* run_arch trains with its val_fraction */
+    da_train_config_default(&tc_default);
+    if (c->budget_minutes > 0 &&
+        (st = steps_for_budget(c, data, tc_default.val_fraction, &nc, &c->steps)).code)
+        return st;
     static arch_result res[2][16];
     memset(res, 0, sizeof res);
     for (int s = 0; s < c->seeds && !st.code; s++)
