@@ -95,6 +95,12 @@ typedef struct {
     float *grads; /* NULL until da_model_alloc_grads */
     da_weights w; /* views of params */
     da_weights g; /* views of grads (NULL pointers until allocated) */
+    /* Evaluation only, not saved: when > 0, the reference attention kernel
+     * and KV-cache decoding fake-quantize the attention logits to this many
+     * bits before their softmax (dynamic absmax, symmetric, one scale per
+     * query row of each map: the paper's Figure 8). 0 (default): exact. The
+     * flash kernel ignores it. */
+    int attn_logit_bits;
 } da_model;
 
 /* Allocates a zeroed model for cfg (validated). */
@@ -259,7 +265,7 @@ da_status da_decode_step(const da_model *m, da_kv_cache *kv, int token, const fl
 /* Fills an empty cache with a whole prompt in one batched forward (through a,
  * created for at least 1 x n), much faster than n decode steps; returns the
  * last position's (V) logits, owned by kv. The reference kernel in a honours
- * da_attn_logit_bits, as decoding does. */
+ * m->attn_logit_bits, as decoding does. */
 da_status da_kv_prefill(da_model *m, da_kv_cache *kv, da_acts *a, const int *tokens, int n, const float **logits);
 
 /* ---------------------------------------------------------------- RNG */

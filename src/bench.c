@@ -156,7 +156,7 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
     if (st.code) return st;
     const int diff = c->arch == DA_ARCH_DIFF, H = c->n_heads, C = c->dim, Ckv = C / (H / c->n_kv_heads);
     const int d = da_head_dim(c), maps = diff ? 2 : 1, d2 = diff ? 2 * d : d;
-    attn_shape s = {B, T, H, c->n_kv_heads, d, C, Ckv, omp_get_max_threads()};
+    attn_shape s = {B, T, H, c->n_kv_heads, d, C, Ckv, omp_get_max_threads(), 0};
     const size_t n = (size_t)B * T * C, nkv = (size_t)B * T * Ckv;
     const int flash = kernel == DA_ATTN_FLASH;
     size_t scr = flash ? flash_scratch_size(&s, diff) : attn_scratch_size(&s);

@@ -133,7 +133,8 @@ static void rope_row(float *x, const float *cos_row, const float *sin_row, int n
 }
 
 /* a: (n) = softmax(scale * Q: (d) . K rows 0..n-1, each ldk apart). */
-static void score_softmax(float *a, const float *Q, const float *K, int ldk, int n, int d, float scale) {
+static void score_softmax(float *a, const float *Q, const float *K, int ldk, int n, int d, float scale,
+                          int logit_bits) {
     float mx = -INFINITY;
     for (int t = 0; t < n; t++) {
         const float *kr = K + (size_t)t * ldk;
@@ -141,7 +142,7 @@ static void score_softmax(float *a, const float *Q, const float *K, int ldk, int
         for (int i = 0; i < d; i++) s += Q[i] * kr[i];
         a[t] = scale * s;
     }
-    if (da_attn_logit_bits > 0) da_quantize_logit_row(a, n, da_attn_logit_bits);
+    if (logit_bits > 0) da_quantize_logit_row(a, n, logit_bits);
     for (int t = 0; t < n; t++) mx = a[t] > mx ? a[t] : mx;
     float sum = 0.0f;
     for (int t = 0; t < n; t++) {
@@ -164,7 +165,8 @@ static void weighted_rows(float *o, const float *p, const float *V, int ldv, int
 
 /* One layer's attention for the query kv->q at position pos, over cache
  * rows 0..pos of layer l; writes kv->attn_out: (C). */
-static void attend(da_kv_cache *kv, int l, int pos, float lambda, float lambda_init, const float *subln_w) {
+static void attend(da_kv_cache *kv, int l, int pos, float lambda, float lambda_init, const float *subln_w,
+                   int logit_bits) {
     const da_config *c = &kv->cfg;
     const int H = c->n_heads, d = kv->d, Ckv = kv->Ckv, maps = kv->maps;
     const int n_rep = H / c->n_kv_heads, n = pos + 1, T = kv->max_T;
@@ -181,8 +183,8 @@ static void attend(da_kv_cache *kv, int l, int pos, float lambda, float lambda_i
             float *A2 = A1 + T;
             const float *Q1 = kv->q + (size_t)(2 * h) * d, *Q2 = Q1 + d;
             const float *K1 = Kl + (size_t)(2 * g) * d, *K2 = K1 + d;
-            score_softmax(A1, Q1, K1, Ckv, n, d, scale);
-            score_softmax(A2, Q2, K2, Ckv, n, d, scale);
+            score_softmax(A1, Q1, K1, Ckv, n, d, scale, logit_bits);
+            score_softmax(A2, Q2, K2, Ckv, n, d, scale, logit_bits);
             for (int t = 0; t < n; t++) A1[t] = A1[t] - lambda * A2[t]; /* P = A1 - lambda A2 */
             float *o = kv->attn_out + (size_t)h * d2;
             weighted_rows(o, A1, Vl + (size_t)g * d2, Ckv, n, d2);
@@ -193,7 +195,7 @@ static void attend(da_kv_cache *kv, int l, int pos, float lambda, float lambda_i
             for (int i = 0; i < d2; i++) o[i] = o[i] * r * subln_w[i] * post;
         } else {
             /* head h: q columns [d*h, d*(h+1)); K, V columns [d*g, d*(g+1)). */
-            score_softmax(A1, kv->q + (size_t)h * d, Kl + (size_t)g * d, Ckv, n, d, scale);
+            score_softmax(A1, kv->q + (size_t)h * d, Kl + (size_t)g * d, Ckv, n, d, scale, logit_bits);
             weighted_rows(kv->attn_out + (size_t)h * d, A1, Vl + (size_t)g * d, Ckv, n, d);
         }
     }
@@ -247,9 +249,9 @@ da_status da_decode_step(const da_model *m, da_kv_cache *kv, int token, const fl
         rope_row(kv->q, cos_row, sin_row, C / d, d);
         rope_row(kr, cos_row, sin_row, Ckv / d, d);
         if (c->arch == DA_ARCH_DIFF)
-            attend(kv, l, pos, da_model_lambda(m, l), da_lambda_init(l), w->subln);
+            attend(kv, l, pos, da_model_lambda(m, l), da_lambda_init(l), w->subln, m->attn_logit_bits);
         else
-            attend(kv, l, pos, 0.0f, 0.0f, NULL);
+            attend(kv, l, pos, 0.0f, 0.0f, NULL, m->attn_logit_bits);
         matvec(x, w->wo, kv->attn_out, C, C, 1.0f); /* x += Wo o */
 
         rmsnorm_row(xn, x, w->ffn_norm, C, c->norm_eps);

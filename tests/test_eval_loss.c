@@ -89,14 +89,14 @@ static int quant_case(da_arch arch) {
     da_text_data d;
     CHECK(!da_text_data_load(&d, corpus, 0.1f, 32).code);
     da_eval_loss_result exact, flash, q16, q3;
-    da_attn_logit_bits = 0;
+    m.attn_logit_bits = 0;
     CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_REFERENCE, &exact).code);
     CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_FLASH, &flash).code);
-    da_attn_logit_bits = 16;
+    m.attn_logit_bits = 16;
     CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_REFERENCE, &q16).code);
-    da_attn_logit_bits = 2;
+    m.attn_logit_bits = 2;
     CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_REFERENCE, &q3).code);
-    da_attn_logit_bits = 0;
+    m.attn_logit_bits = 0;
     printf("     %s: exact %.6f (flash %.6f), 16-bit %.6f, 2-bit %.6f\n", da_arch_name(arch), exact.loss, flash.loss,
            q16.loss, q3.loss);
     CHECK(fabs(flash.loss - exact.loss) < 1e-5 * exact.loss);
@@ -142,13 +142,13 @@ static int decode_case(da_arch arch) {
         out[b] = malloc((size_t)n * V * sizeof(float));
         da_kv_cache *kv;
         CHECK(!da_kv_create(&kv, &cfg, n).code);
-        da_attn_logit_bits = bits[b];
+        m.attn_logit_bits = bits[b];
         for (int t = 0; t < n; t++) {
             const float *lg;
             CHECK(!da_decode_step(&m, kv, (t * 37 + 11) % V, &lg).code);
             memcpy(out[b] + (size_t)t * V, lg, (size_t)V * sizeof(float));
         }
-        da_attn_logit_bits = 0;
+        m.attn_logit_bits = 0;
         da_kv_free(kv);
     }
     size_t at;

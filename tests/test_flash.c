@@ -21,7 +21,7 @@ static float *randn(size_t n, da_rng *r, float std) {
 static int compare(int diff, int B, int T, int H, int n_kv, int d) {
     const int C = diff ? 2 * H * d : H * d, Ckv = C / (H / n_kv), d2 = diff ? 2 * d : d;
     const int threads = omp_get_max_threads();
-    attn_shape s = {B, T, H, n_kv, d, C, Ckv, threads};
+    attn_shape s = {B, T, H, n_kv, d, C, Ckv, threads, 0};
     da_rng r;
     da_rng_seed(&r, (uint64_t)(T * 131 + d * 7 + H + diff));
     /* std 1 / d^0.25 per side gives logits of std ~1 * 1.5: peaked, non-uniform maps */

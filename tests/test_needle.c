@@ -183,9 +183,9 @@ static int test_hand_built_model_scores_one(void) {
     printf("     hand-built retriever: %.3f over %ld answers\n", r.overall, r.asked);
     CHECK(r.asked == 40 && r.overall == 1.0);
     /* attention logits quantized to 16 bits (reference kernel, decoder alike) change nothing */
-    da_attn_logit_bits = 16;
+    m.attn_logit_bits = 16;
     CHECK(!da_needle_eval(&c, da_needle_predict_model, &nm, &r).code);
-    da_attn_logit_bits = 0;
+    m.attn_logit_bits = 0;
     CHECK(r.overall == 1.0);
     /* the same model with its induction head switched off answers nothing */
     memset(m.w.layers[1].wv, 0, (size_t)HB_C * HB_C * sizeof(float));

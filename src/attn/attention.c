@@ -16,7 +16,6 @@ static void scores(float *A, const float *Q, int ldq, const float *K, int ldk, i
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d, scale, Q, ldq, K, ldk, 0.0f, A, T);
 }
 
-int da_attn_logit_bits = 0;
 
 void da_quantize_logit_row(float *a, int n, int bits) {
     float amax = 0.0f;
@@ -31,8 +30,8 @@ static void quantize_logits(float *A, int T, int bits) {
 }
 
 /* In place: row t becomes softmax over columns 0..t, zero beyond (causal). */
-static void causal_softmax(float *A, int T) {
-    if (da_attn_logit_bits > 0) quantize_logits(A, T, da_attn_logit_bits);
+static void causal_softmax(float *A, int T, int logit_bits) {
+    if (logit_bits > 0) quantize_logits(A, T, logit_bits);
     for (int t = 0; t < T; t++) {
         float *a = A + (size_t)t * T;
         float mx = a[0];
@@ -93,8 +92,8 @@ void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att
             float *A1 = att + ((size_t)b * H + h) * 2 * TT, *A2 = A1 + TT;
             scores(A1, Q1, C, K1, Ckv, T, d, scale);
             scores(A2, Q2, C, K2, Ckv, T, d, scale);
-            causal_softmax(A1, T);
-            causal_softmax(A2, T);
+            causal_softmax(A1, T, s->logit_bits);
+            causal_softmax(A2, T, s->logit_bits);
             combine_maps(P, A1, A2, lambda, T);
             /* opre[b, :, h] : (T, 2d) = P @ V */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d2, T, 1.0f, P, T, V, Ckv, 0.0f,
@@ -169,7 +168,7 @@ void softmax_attention_forward(float *out, float *att, const float *q, const flo
             const float *V = v + (size_t)b * T * Ckv + (size_t)g * d;
             float *A = att + ((size_t)b * H + h) * TT;
             scores(A, Q, C, K, Ckv, T, d, scale);
-            causal_softmax(A, T);
+            causal_softmax(A, T, s->logit_bits);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, T, 1.0f, A, T, V, Ckv, 0.0f,
                         out + (size_t)b * T * C + (size_t)h * d, C);
         }

@@ -19,15 +19,11 @@ typedef struct {
     int d; /* DIFF: sub-head size; softmax: head size */
     int C, Ckv;
     int n_threads; /* OpenMP threads the scratch was sized for */
+    int logit_bits; /* reference kernel: logits fake-quantized to this many bits (da_model.attn_logit_bits; 0 exact) */
 } attn_shape;
 
 #define DA_SUBLN_EPS 1e-5f
 
-/* Evaluation only (the reference kernel and KV-cache decoding): when > 0,
- * the attention logits are fake-quantized to this many bits before their
- * softmax, dynamic absmax and symmetric, one scale per query row of each map
- * (the paper's Figure 8). 0 (default): exact. The flash kernel ignores it. */
-extern int da_attn_logit_bits;
 /* a: (n) logits of one query row, rounded in place to 2^(bits-1) - 1 levels
  * of max|a| / (2^(bits-1) - 1). */
 void da_quantize_logit_row(float *a, int n, int bits);

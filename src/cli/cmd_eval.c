@@ -225,13 +225,12 @@ static int eval_quant_logits(int argc, char **argv) {
     }
     double needle_exact = 0, needle_q[16] = {0};
     if (!st.code) {
-        da_attn_logit_bits = 0;
         st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &exact);
         for (int i = 0; i < n_bits && !st.code; i++) {
-            da_attn_logit_bits = bits[i];
+            m.attn_logit_bits = bits[i];
             st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &q[i]);
         }
-        da_attn_logit_bits = 0;
+        m.attn_logit_bits = 0;
         da_needle_result nr;
         for (int i = -1; i < n_bits && !st.code && !no_needle; i++) {
             st = da_needle_eval_model(&m, &f.c, i < 0 ? 0 : bits[i], &nr);

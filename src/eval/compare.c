@@ -155,9 +155,9 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
     t0 = da_now_s();
     if (!st.code) st = da_eval_loss(m, &d, c->seq, windows_ref, 4, DA_ATTN_REFERENCE, &exact);
     for (int i = 0; i < 4 && !st.code; i++) {
-        da_attn_logit_bits = QBITS[i];
+        m->attn_logit_bits = QBITS[i];
         st = da_eval_loss(m, &d, c->seq, windows_ref, 4, DA_ATTN_REFERENCE, &q);
-        da_attn_logit_bits = 0;
+        m->attn_logit_bits = 0;
         r->quant[i] = q.loss - exact.loss;
     }
     r->loss_ref_s = da_now_s() - t0;

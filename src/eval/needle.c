@@ -151,7 +151,7 @@ da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, ch
     int *tokens = malloc(n * sizeof(int));
     if (!tokens) st = da_errorf("out of memory");
     if (!st.code)
-        st = da_acts_create_kernel(&a, &m->cfg, 1, (int)n, da_attn_logit_bits > 0 ? DA_ATTN_REFERENCE : DA_ATTN_FLASH);
+        st = da_acts_create_kernel(&a, &m->cfg, 1, (int)n, m->attn_logit_bits > 0 ? DA_ATTN_REFERENCE : DA_ATTN_FLASH);
     const float *logits = NULL;
     for (size_t i = 0; i < n && tokens; i++) tokens[i] = prompt[i];
     if (!st.code) st = da_kv_prefill(m, kv, a, tokens, (int)n, &logits);
@@ -172,8 +172,9 @@ da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, ch
 
 da_status da_needle_eval_model(da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r) {
     da_needle_model nm = {m, 10};
-    da_attn_logit_bits = logit_bits;
+    const int saved = m->attn_logit_bits;
+    m->attn_logit_bits = logit_bits;
     da_status st = da_needle_eval(c, da_needle_predict_model, &nm, r);
-    da_attn_logit_bits = 0;
+    m->attn_logit_bits = saved;
     return st;
 }

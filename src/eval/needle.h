@@ -46,8 +46,8 @@ typedef struct {
 } da_needle_model;
 da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap);
 /* da_needle_eval of model m (10 new tokens per answer) with the attention
- * logits quantized to logit_bits (0: exact); da_attn_logit_bits is restored
- * to 0 afterwards. */
+ * logits quantized to logit_bits (0: exact); m->attn_logit_bits is restored
+ * afterwards. */
 da_status da_needle_eval_model(da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r);
 
 #endif
