@@ -27,6 +27,7 @@ void rope_apply(float *x, const float *cos_tab, const float *sin_tab, int B, int
         float *row = x + (size_t)bt * n_sub * d;
         for (int h = 0; h < n_sub; h++) {
             float *v = row + (size_t)h * d;
+#pragma omp simd
             for (int j = 0; j < half; j++) {
                 float x0 = v[2 * j], x1 = v[2 * j + 1], sn = sgn * s[j];
                 v[2 * j] = x0 * c[j] - x1 * sn;
