@@ -1,7 +1,7 @@
 /* The SwiGLU gate silu(h1) * h3, between w1/w3 and w2. Both passes are
  * elementwise over (N, F) and memory-light, so the cost is the sigmoid's exp:
- * AVX-512 through the attention kernels' exp (a few ulp), scalar libm
- * elsewhere and when da_attn_simd = 0. */
+ * AVX-512 or AVX2 through the attention kernels' exp (a few ulp), scalar libm
+ * elsewhere, for the tails, and when da_attn_simd = 0. */
 #include <math.h>
 #include <omp.h>
 
@@ -14,6 +14,11 @@ static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline __m512 sigmoid512(__m512 x) {
     const __m512 one = _mm512_set1_ps(1.0f);
     return _mm512_div_ps(one, _mm512_add_ps(one, exp512_ps(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+static inline __m256 sigmoid256(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(one, _mm256_add_ps(one, exp256_ps(_mm256_sub_ps(_mm256_setzero_ps(), x))));
 }
 #endif
 
@@ -29,6 +34,12 @@ void swiglu_forward(float *gate, const float *h1, const float *h3, size_t n) {
             for (; i + 16 <= end; i += 16) {
                 __m512 x = _mm512_loadu_ps(h1 + i);
                 _mm512_storeu_ps(gate + i, _mm512_mul_ps(_mm512_mul_ps(x, sigmoid512(x)), _mm512_loadu_ps(h3 + i)));
+            }
+#elif defined(__AVX2__) && defined(__FMA__)
+        if (da_attn_simd)
+            for (; i + 8 <= end; i += 8) {
+                __m256 x = _mm256_loadu_ps(h1 + i);
+                _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(x, sigmoid256(x)), _mm256_loadu_ps(h3 + i)));
             }
 #endif
         for (; i < end; i++) gate[i] = h1[i] * sigmoid(h1[i]) * h3[i];
@@ -49,6 +60,16 @@ void swiglu_backward(float *dh1, float *dh3, const float *dgate, const float *h1
                 _mm512_storeu_ps(dh3 + i, _mm512_mul_ps(dg, _mm512_mul_ps(x, s)));
                 __m512 dsilu = _mm512_mul_ps(s, _mm512_fmadd_ps(x, _mm512_sub_ps(one, s), one));
                 _mm512_storeu_ps(dh1 + i, _mm512_mul_ps(_mm512_mul_ps(dg, _mm512_loadu_ps(h3 + i)), dsilu));
+            }
+        }
+#elif defined(__AVX2__) && defined(__FMA__)
+        if (da_attn_simd) {
+            const __m256 one = _mm256_set1_ps(1.0f);
+            for (; i + 8 <= end; i += 8) {
+                __m256 x = _mm256_loadu_ps(h1 + i), dg = _mm256_loadu_ps(dgate + i), s = sigmoid256(x);
+                _mm256_storeu_ps(dh3 + i, _mm256_mul_ps(dg, _mm256_mul_ps(x, s)));
+                __m256 dsilu = _mm256_mul_ps(s, _mm256_fmadd_ps(x, _mm256_sub_ps(one, s), one));
+                _mm256_storeu_ps(dh1 + i, _mm256_mul_ps(_mm256_mul_ps(dg, _mm256_loadu_ps(h3 + i)), dsilu));
             }
         }
 #endif
