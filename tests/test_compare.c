@@ -123,6 +123,76 @@ static int test_compare_tiny(void) {
     return 0;
 }
 
+/* val_loss of each arch's first seed in DIR/report.json */
+static int read_val_losses(const char *dir, double out[2]) {
+    char p[160];
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    char *js = slurp(p);
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    if (!root) return 1;
+    const cJSON *archs = cJSON_GetObjectItem(root, "archs");
+    for (int a = 0; a < 2; a++) {
+        const cJSON *runs = cJSON_GetObjectItem(archs, a ? "softmax" : "diff");
+        out[a] = runs && runs->child ? cJSON_GetObjectItem(runs->child, "val_loss")->valuedouble : -1;
+    }
+    cJSON_Delete(root);
+    return out[0] < 0 || out[1] < 0;
+}
+
+static long file_size(const char *p) {
+    FILE *fp = fopen(p, "rb");
+    if (!fp) return -1;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fclose(fp);
+    return n;
+}
+
+/* Interrupted (the stop flag) during the first training run, then --resume:
+ * the same report as an uninterrupted job; a second --resume keeps both
+ * trained runs as they are. */
+static int test_compare_resume(void) {
+    char whole[] = "/tmp/da_compare_whole_XXXXXX", cut[] = "/tmp/da_compare_cut_XXXXXX";
+    CHECK(mkdtemp(whole) && mkdtemp(cut));
+    da_compare_config c;
+    da_compare_config_default(&c);
+    c.steps = 20, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 1, c.quiet = 1;
+    c.out_dir = whole;
+    CHECK(!da_compare(&c).code);
+    double ref[2], got[2];
+    CHECK(!read_val_losses(whole, ref));
+
+    volatile int stop = 1; /* as if Ctrl-C came during the first run */
+    c.out_dir = cut, c.stop = &stop;
+    da_status st = da_compare(&c);
+    CHECK(st.code == DA_INTERRUPTED && strstr(st.msg, "--resume"));
+    char p[200];
+    snprintf(p, sizeof p, "%s/diff_seed1337/train_state.safetensors", cut);
+    CHECK(file_size(p) > 0);
+    stop = 0;
+    c.resume = 1, c.steps = 999; /* the steps come from the interrupted run */
+    st = da_compare(&c);
+    if (st.code) fprintf(stderr, "  %s\n", st.msg);
+    CHECK(!st.code);
+    CHECK(!read_val_losses(cut, got));
+    printf("     val loss uninterrupted %.6f / %.6f, interrupted and resumed %.6f / %.6f\n", ref[0], ref[1], got[0],
+           got[1]);
+    CHECK(got[0] == ref[0] && got[1] == ref[1]);
+
+    snprintf(p, sizeof p, "%s/diff_seed1337/metrics.jsonl", cut);
+    const long before = file_size(p);
+    CHECK(!da_compare(&c).code); /* both runs finished: kept, evaluated again */
+    CHECK(file_size(p) == before && !read_val_losses(cut, got) && got[0] == ref[0] && got[1] == ref[1]);
+
+    c.dim = 64; /* other flags than the first run's are refused */
+    st = da_compare(&c);
+    CHECK(st.code && strstr(st.msg, "--resume needs the flags of the first run"));
+    snprintf(p, sizeof p, "rm -rf %s %s", whole, cut);
+    if (system(p)) {}
+    return 0;
+}
+
 /* a budget too small for 20 steps is refused before any training */
 static int test_budget_too_small(void) {
     da_compare_config c;
@@ -138,6 +208,7 @@ static int test_budget_too_small(void) {
 int main(void) {
     RUN(test_mix_answers_are_in_context);
     RUN(test_compare_tiny);
+    RUN(test_compare_resume);
     RUN(test_budget_too_small);
     TH_SUMMARY();
 }

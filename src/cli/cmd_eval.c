@@ -1,4 +1,5 @@
 /* diffattn eval: evaluations of a model file. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -435,6 +436,12 @@ int cmd_eval(int argc, char **argv) {
     return 1;
 }
 
+static volatile int compare_stop;
+static void compare_on_signal(int sig) {
+    (void)sig;
+    compare_stop = 1;
+}
+
 int cmd_compare(int argc, char **argv) {
     da_compare_config c;
     da_compare_config_default(&c);
@@ -457,6 +464,8 @@ int cmd_compare(int argc, char **argv) {
         {"needle-context", OPT_STR, &contexts, "comma-separated needle prompt lengths in bytes, each at most seq - 64 "
                                                "(auto: seq/2 - 64 and seq - 64)", 0},
         {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
+        {"resume", OPT_FLAG, &c.resume, "continue an interrupted compare in --out (same flags): finished runs are "
+                                        "kept, an interrupted one continues from its checkpoint", 0},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse("compare",
@@ -470,7 +479,17 @@ int cmd_compare(int argc, char **argv) {
     c.budget_minutes = budget;
     if (strcmp(contexts, "auto") && parse_ints(contexts, c.contexts, 4, &c.n_contexts, 128, 1 << 20))
         return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
+    /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */
+    c.stop = &compare_stop;
+    signal(SIGINT, compare_on_signal);
+    signal(SIGTERM, compare_on_signal);
     da_status st = da_compare(&c);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (st.code == DA_INTERRUPTED) {
+        fprintf(stderr, "diffattn compare: %s\n", st.msg);
+        return 130;
+    }
     if (st.code) return cli_fail(st.msg);
     char path[4200];
     snprintf(path, sizeof path, "%s/report.md", c.out_dir);

@@ -195,6 +195,24 @@ static da_status evaluate(const da_compare_config *c, da_model *m, const char *d
     return evaluate_windows(c, m, data, val_fraction, nc, first_seed, FLASH_WINDOWS, REF_WINDOWS, r);
 }
 
+/* A run's training time from its metrics.jsonl: elapsed_s restarts with each
+ * resumed session, so the sessions' last values are summed. 0 without lines. */
+static double run_elapsed(const char *dir) {
+    char p[4300], line[512];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    FILE *fp = fopen(p, "r");
+    double done = 0, last = 0;
+    while (fp && fgets(line, sizeof line, fp)) {
+        const char *k = strstr(line, "\"elapsed_s\":");
+        if (!k) continue;
+        const double e = atof(k + 12);
+        if (e < last) done += last; /* a new session began */
+        last = e;
+    }
+    if (fp) fclose(fp);
+    return done + last;
+}
+
 static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t seed, int first_seed, const char *data,
                           const da_needle_config *nc, arch_result *r) {
     char dir[4096], model_path[4200];
@@ -209,19 +227,47 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     tc.seq = c->seq;
     tc.seed = seed;
     tc.eval_every = c->steps / 5 > 0 ? c->steps / 5 : 0;
-    tc.save_every = 0;
-    if (!c->quiet) fprintf(stderr, "compare: training %s (seed %llu) for %ld steps\n", da_arch_name(arch),
-                           (unsigned long long)seed, c->steps);
-    da_train_hooks hooks = {on_log, NULL, NULL, 0};
-    double t0 = da_now_s();
-    da_status st = da_train(&cfg, &tc, data, dir, 0, c->quiet ? NULL : &hooks);
-    if (st.code) return st;
-    r->train_s = da_now_s() - t0;
+    tc.save_every = c->steps / 10 > 0 ? c->steps / 10 : 1; /* what --resume can continue from */
+    /* --resume: a finished run is kept, an interrupted one continues */
+    da_config saved_cfg;
+    da_train_config saved_tc;
+    long done = -1;
+    if (c->resume && !da_train_state_peek(dir, &saved_cfg, &saved_tc, &done).code) {
+        if (saved_cfg.dim != cfg.dim || saved_cfg.n_layers != cfg.n_layers || saved_cfg.n_heads != cfg.n_heads ||
+            saved_cfg.max_seq_len != cfg.max_seq_len || saved_tc.batch != tc.batch || saved_tc.steps != tc.steps)
+            return da_errorf("%s was trained with dim %d, %d layers, %d heads, seq %d, batch %d, %ld steps; "
+                             "--resume needs the flags of the first run",
+                             dir, saved_cfg.dim, saved_cfg.n_layers, saved_cfg.n_heads, saved_cfg.max_seq_len,
+                             saved_tc.batch, saved_tc.steps);
+    } else {
+        done = -1;
+    }
+    da_status st = da_ok();
+    if (done >= c->steps) {
+        if (!c->quiet) fprintf(stderr, "compare: %s (seed %llu) already trained for %ld steps: kept\n",
+                               da_arch_name(arch), (unsigned long long)seed, c->steps);
+    } else {
+        if (!c->quiet)
+            fprintf(stderr, "compare: training %s (seed %llu) for %ld steps%s\n", da_arch_name(arch),
+                    (unsigned long long)seed, c->steps, done >= 0 ? ", resumed from its checkpoint" : "");
+        da_train_hooks hooks = {c->quiet ? NULL : on_log, NULL, c->stop, 0};
+        st = da_train(&cfg, &tc, data, dir, done >= 0, &hooks);
+        if (st.code == DA_INTERRUPTED) {
+            /* da_train's message names its own --resume; this job continues with compare's */
+            da_status e = da_errorf("interrupted while training %s (seed %llu); the checkpoint is saved: run "
+                                    "the same compare command with --resume to continue",
+                                    da_arch_name(arch), (unsigned long long)seed);
+            e.code = DA_INTERRUPTED;
+            return e;
+        }
+        if (st.code) return st;
+    }
+    r->train_s = run_elapsed(dir);
     snprintf(model_path, sizeof model_path, "%s/model.safetensors", dir);
     da_model m;
     if ((st = da_model_load(&m, model_path)).code) return st;
     r->n_params = m.n_params;
-    t0 = da_now_s();
+    double t0 = da_now_s();
     st = evaluate(c, &m, data, tc.val_fraction, nc, first_seed, r);
     r->eval_s = da_now_s() - t0;
     da_model_free(&m);
@@ -552,14 +598,32 @@ da_status da_compare(const da_compare_config *cfg) {
     }
     da_train_config tc_default; /* run_arch trains with its val_fraction */
     da_train_config_default(&tc_default);
-    if (c->budget_minutes > 0 &&
-        (st = steps_for_budget(c, data, tc_default.val_fraction, &nc, &c->steps)).code)
+    /* --resume: the steps are the first run's (a budget is not timed again) */
+    char first[4200];
+    snprintf(first, sizeof first, "%s/diff_seed1337", c->out_dir);
+    da_config first_cfg;
+    da_train_config first_tc;
+    long first_done;
+    const int have_first = c->resume && !da_train_state_peek(first, &first_cfg, &first_tc, &first_done).code;
+    if (have_first) {
+        c->steps = first_tc.steps;
+        if (!c->quiet) fprintf(stderr, "compare: resuming %s: %ld steps per model\n", c->out_dir, c->steps);
+    } else if (c->budget_minutes > 0 &&
+               (st = steps_for_budget(c, data, tc_default.val_fraction, &nc, &c->steps)).code) {
         return st;
+    }
     static arch_result res[2][16];
     memset(res, 0, sizeof res);
     for (int s = 0; s < c->seeds && !st.code; s++)
-        for (int a = 0; a < 2 && !st.code; a++)
+        for (int a = 0; a < 2 && !st.code; a++) {
             st = run_arch(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, 1337 + (uint64_t)s, s == 0, data, &nc, &res[a][s]);
+            if (!st.code && c->stop && *c->stop) {
+                st = da_errorf("interrupted after evaluating %s (seed %d): run the same compare command with "
+                               "--resume to continue (trained runs are kept; evaluations run again)",
+                               a ? "softmax" : "diff", 1337 + s);
+                st.code = DA_INTERRUPTED;
+            }
+        }
 
     char path[4200];
     da_atomic_file af;

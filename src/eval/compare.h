@@ -16,6 +16,11 @@ typedef struct {
     int needles, queries;  /* needle prompts: N needles, R asked */
     int n_contexts, contexts[4]; /* needle prompt lengths; 0 contexts: seq/2 - 64 and seq - 64 */
     int quiet;
+    /* Continue an interrupted job in out_dir: finished runs are kept, an
+     * interrupted one continues from its last checkpoint, and the steps are
+     * those the first run was started with. */
+    int resume;
+    volatile int *stop; /* when it becomes non-zero: checkpoint the run in training and return DA_INTERRUPTED */
 } da_compare_config;
 
 void da_compare_config_default(da_compare_config *c);
