@@ -182,18 +182,19 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
     a->have_targets = targets != NULL;
     if (targets) memcpy(a->targets, targets, (size_t)N * sizeof(int));
 
-    DA_PROF(DA_PROF_EMBEDDING, embedding_forward(a->layers[0].resid_in, tokens, m->w.tok_embeddings, N, C););
+    DA_PROF(DA_PROF_EMBEDDING, embedding_forward(a->layers[0].resid_in, tokens, m->w.tok_embeddings, N, C));
     for (int l = 0; l < c->n_layers; l++) {
         layer_acts *la = &a->layers[l];
         const da_layer_weights *w = &m->w.layers[l];
         float *next = l + 1 < c->n_layers ? a->layers[l + 1].resid_in : a->resid_out;
 
-        DA_PROF(DA_PROF_RMSNORM, rmsnorm_forward(la->xn1, la->rstd1, la->resid_in, w->attention_norm, N, C, c->norm_eps););
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->q, la->xn1, w->wq, N, C, C, 0););
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->k, la->xn1, w->wk, N, C, Ckv, 0););
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->v, la->xn1, w->wv, N, C, Ckv, 0););
-        DA_PROF(DA_PROF_ROPE, rope_apply(la->q, a->rope_cos, a->rope_sin, B, T, C / d, d, 0););
-        DA_PROF(DA_PROF_ROPE, rope_apply(la->k, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 0););
+        DA_PROF(DA_PROF_RMSNORM,
+                rmsnorm_forward(la->xn1, la->rstd1, la->resid_in, w->attention_norm, N, C, c->norm_eps));
+        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->q, la->xn1, w->wq, N, C, C, 0));
+        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->k, la->xn1, w->wk, N, C, Ckv, 0));
+        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->v, la->xn1, w->wv, N, C, Ckv, 0));
+        DA_PROF(DA_PROF_ROPE, rope_apply(la->q, a->rope_cos, a->rope_sin, B, T, C / d, d, 0));
+        DA_PROF(DA_PROF_ROPE, rope_apply(la->k, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 0));
         const int diff = c->arch == DA_ARCH_DIFF;
         if (diff) a->lambda[l] = da_model_lambda(m, l);
         double t_attn = da_prof_on ? da_now_s() : 0.0, hn0 = da_prof_s[DA_PROF_HEAD_NORM];
@@ -211,18 +212,18 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
         }
         /* the head norm is charged to its own phase and taken out of the attention's */
         if (da_prof_on) da_prof_s[DA_PROF_ATTN_FWD] += da_now_s() - t_attn - (da_prof_s[DA_PROF_HEAD_NORM] - hn0);
-        DA_PROF(DA_PROF_RESIDUAL, memcpy(la->resid_mid, la->resid_in, (size_t)N * C * sizeof(float)););
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->resid_mid, la->attn_out, w->wo, N, C, C, 1););
+        DA_PROF(DA_PROF_RESIDUAL, memcpy(la->resid_mid, la->resid_in, (size_t)N * C * sizeof(float)));
+        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->resid_mid, la->attn_out, w->wo, N, C, C, 1));
 
-        DA_PROF(DA_PROF_RMSNORM, rmsnorm_forward(la->xn2, la->rstd2, la->resid_mid, w->ffn_norm, N, C, c->norm_eps););
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->h1, la->xn2, w->w1, N, C, F, 0););
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->h3, la->xn2, w->w3, N, C, F, 0););
-        DA_PROF(DA_PROF_SWIGLU, swiglu_forward(la->gate, la->h1, la->h3, (size_t)N * F););
-        DA_PROF(DA_PROF_RESIDUAL, memcpy(next, la->resid_mid, (size_t)N * C * sizeof(float)););
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(next, la->gate, w->w2, N, F, C, 1););
+        DA_PROF(DA_PROF_RMSNORM, rmsnorm_forward(la->xn2, la->rstd2, la->resid_mid, w->ffn_norm, N, C, c->norm_eps));
+        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->h1, la->xn2, w->w1, N, C, F, 0));
+        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->h3, la->xn2, w->w3, N, C, F, 0));
+        DA_PROF(DA_PROF_SWIGLU, swiglu_forward(la->gate, la->h1, la->h3, (size_t)N * F));
+        DA_PROF(DA_PROF_RESIDUAL, memcpy(next, la->resid_mid, (size_t)N * C * sizeof(float)));
+        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(next, la->gate, w->w2, N, F, C, 1));
     }
-    DA_PROF(DA_PROF_RMSNORM, rmsnorm_forward(a->xf, a->rstdf, a->resid_out, m->w.norm, N, C, c->norm_eps););
-    DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(a->logits, a->xf, m->w.output, N, C, V, 0););
+    DA_PROF(DA_PROF_RMSNORM, rmsnorm_forward(a->xf, a->rstdf, a->resid_out, m->w.norm, N, C, c->norm_eps));
+    DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(a->logits, a->xf, m->w.output, N, C, V, 0));
     if (!targets) return 0.0f;
     float loss;
     DA_PROF(DA_PROF_LOSS, loss = cross_entropy_forward(a->losses, a->logits, targets, N, V));
@@ -252,11 +253,11 @@ void da_backward(da_model *m, da_acts *a) {
     const int d = as.d, Ckv = as.Ckv;
     if (!a->have_targets || !m->grads) return;
 
-    DA_PROF(DA_PROF_LOSS, cross_entropy_backward(a->logits, a->targets, N, V););
+    DA_PROF(DA_PROF_LOSS, cross_entropy_backward(a->logits, a->targets, N, V));
     float *dlogits = a->logits;
-    DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, m->g.output, dlogits, a->xf, m->w.output, N, C, V, 0););
-    DA_PROF(DA_PROF_RESIDUAL, memset(a->dresid, 0, (size_t)N * C * sizeof(float)););
-    DA_PROF(DA_PROF_RMSNORM, rmsnorm_backward(a->dresid, m->g.norm, a->dxn, a->resid_out, m->w.norm, a->rstdf, N, C););
+    DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, m->g.output, dlogits, a->xf, m->w.output, N, C, V, 0));
+    DA_PROF(DA_PROF_RESIDUAL, memset(a->dresid, 0, (size_t)N * C * sizeof(float)));
+    DA_PROF(DA_PROF_RMSNORM, rmsnorm_backward(a->dresid, m->g.norm, a->dxn, a->resid_out, m->w.norm, a->rstdf, N, C));
 
     for (int l = c->n_layers - 1; l >= 0; l--) {
         layer_acts *la = &a->layers[l];
@@ -264,14 +265,15 @@ void da_backward(da_model *m, da_acts *a) {
         da_layer_weights *g = &m->g.layers[l];
 
         /* feed-forward: dresid holds d loss / d block output */
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dgate, g->w2, a->dresid, la->gate, w->w2, N, F, C, 0););
-        DA_PROF(DA_PROF_SWIGLU, swiglu_backward(a->dh1, a->dh3, a->dgate, la->h1, la->h3, (size_t)N * F););
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->w1, a->dh1, la->xn2, w->w1, N, C, F, 0););
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->w3, a->dh3, la->xn2, w->w3, N, C, F, 1););
-        DA_PROF(DA_PROF_RMSNORM, rmsnorm_backward(a->dresid, g->ffn_norm, a->dxn, la->resid_mid, w->ffn_norm, la->rstd2, N, C););
+        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dgate, g->w2, a->dresid, la->gate, w->w2, N, F, C, 0));
+        DA_PROF(DA_PROF_SWIGLU, swiglu_backward(a->dh1, a->dh3, a->dgate, la->h1, la->h3, (size_t)N * F));
+        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->w1, a->dh1, la->xn2, w->w1, N, C, F, 0));
+        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->w3, a->dh3, la->xn2, w->w3, N, C, F, 1));
+        DA_PROF(DA_PROF_RMSNORM,
+                rmsnorm_backward(a->dresid, g->ffn_norm, a->dxn, la->resid_mid, w->ffn_norm, la->rstd2, N, C));
 
         /* attention: dresid now holds d loss / d resid_mid */
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dattn, g->wo, a->dresid, la->attn_out, w->wo, N, C, C, 0););
+        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dattn, g->wo, a->dresid, la->attn_out, w->wo, N, C, C, 0));
         double t_attn = da_prof_on ? da_now_s() : 0.0, hn0 = da_prof_s[DA_PROF_HEAD_NORM];
         if (a->kernel == DA_ATTN_FLASH && c->arch == DA_ARCH_DIFF) {
             float dlambda = 0.0f;
@@ -294,12 +296,13 @@ void da_backward(da_model *m, da_acts *a) {
                                        a->scratch);
         }
         if (da_prof_on) da_prof_s[DA_PROF_ATTN_BWD] += da_now_s() - t_attn - (da_prof_s[DA_PROF_HEAD_NORM] - hn0);
-        DA_PROF(DA_PROF_ROPE, rope_apply(a->dq, a->rope_cos, a->rope_sin, B, T, C / d, d, 1););
-        DA_PROF(DA_PROF_ROPE, rope_apply(a->dk, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 1););
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wq, a->dq, la->xn1, w->wq, N, C, C, 0););
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wk, a->dk, la->xn1, w->wk, N, C, Ckv, 1););
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wv, a->dv, la->xn1, w->wv, N, C, Ckv, 1););
-        DA_PROF(DA_PROF_RMSNORM, rmsnorm_backward(a->dresid, g->attention_norm, a->dxn, la->resid_in, w->attention_norm, la->rstd1, N, C););
+        DA_PROF(DA_PROF_ROPE, rope_apply(a->dq, a->rope_cos, a->rope_sin, B, T, C / d, d, 1));
+        DA_PROF(DA_PROF_ROPE, rope_apply(a->dk, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 1));
+        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wq, a->dq, la->xn1, w->wq, N, C, C, 0));
+        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wk, a->dk, la->xn1, w->wk, N, C, Ckv, 1));
+        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wv, a->dv, la->xn1, w->wv, N, C, Ckv, 1));
+        DA_PROF(DA_PROF_RMSNORM, rmsnorm_backward(a->dresid, g->attention_norm, a->dxn, la->resid_in,
+                                                  w->attention_norm, la->rstd1, N, C));
     }
-    DA_PROF(DA_PROF_EMBEDDING, embedding_backward(m->g.tok_embeddings, a->dresid, a->tokens, N, C););
+    DA_PROF(DA_PROF_EMBEDDING, embedding_backward(m->g.tok_embeddings, a->dresid, a->tokens, N, C));
 }

@@ -451,7 +451,8 @@ int cmd_compare(int argc, char **argv) {
         {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md, report.json and the figures", 0},
         {"data", OPT_STR, &c.data, "training text or shards (default: the built-in needle mix)", 0},
         {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
-        {"budget-minutes", OPT_FLOAT, &budget, "choose --steps so the whole job takes about this long: a timed step and a probe evaluation per arch "
+        {"budget-minutes", OPT_FLOAT, &budget,
+         "choose --steps so the whole job takes about this long: timed steps and a probe evaluation per arch "
          "(0: use --steps)", 0},
         {"seeds", OPT_INT, &c.seeds, "seeds per architecture (mean and spread are reported)", 0},
         {"dim", OPT_INT, &c.dim, "model width", 0},
