@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,19 @@ int cli_parse(const char *cmd, const char *summary, int argc, char **argv, cli_o
         }
     }
     return CLI_OK;
+}
+
+static volatile int stop_requested;
+
+static void on_stop_signal(int sig) {
+    stop_requested = 1;
+    signal(sig, SIG_DFL); /* a second one ends the process at once */
+}
+
+volatile int *cli_catch_stop_signals(void) {
+    signal(SIGINT, on_stop_signal);
+    signal(SIGTERM, on_stop_signal);
+    return &stop_requested;
 }
 
 int cli_was_set(const cli_opt *opts, int n_opts, const char *name) {

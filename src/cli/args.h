@@ -26,6 +26,10 @@ int cli_parse(const char *cmd, const char *summary, int argc, char **argv, cli_o
               const char *const *required);
 int cli_was_set(const cli_opt *opts, int n_opts, const char *name);
 
+/* From now on Ctrl-C (SIGINT) and SIGTERM set the returned flag, which long
+ * jobs poll to checkpoint and stop; a second signal ends the process at once. */
+volatile int *cli_catch_stop_signals(void);
+
 /* The model flags shared by init and train. */
 typedef struct {
     const char *arch;

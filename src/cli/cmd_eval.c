@@ -1,5 +1,4 @@
 /* diffattn eval: evaluations of a model file. */
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -436,12 +435,6 @@ int cmd_eval(int argc, char **argv) {
     return 1;
 }
 
-static volatile int compare_stop;
-static void compare_on_signal(int sig) {
-    (void)sig;
-    compare_stop = 1;
-}
-
 int cmd_compare(int argc, char **argv) {
     da_compare_config c;
     da_compare_config_default(&c);
@@ -481,12 +474,8 @@ int cmd_compare(int argc, char **argv) {
     if (strcmp(contexts, "auto") && parse_ints(contexts, c.contexts, 4, &c.n_contexts, 128, 1 << 20))
         return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
     /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */
-    c.stop = &compare_stop;
-    signal(SIGINT, compare_on_signal);
-    signal(SIGTERM, compare_on_signal);
+    c.stop = cli_catch_stop_signals();
     da_status st = da_compare(&c);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
     if (st.code == DA_INTERRUPTED) {
         fprintf(stderr, "diffattn compare: %s\n", st.msg);
         return 130;

@@ -1,5 +1,4 @@
 /* diffattn train: flags, progress display, Ctrl-C handling. */
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,13 +7,6 @@
 #include "cli/commands.h"
 #include "data/text_data.h"
 #include "dist/dist.h"
-
-static volatile int stop_requested;
-
-static void on_signal(int sig) {
-    stop_requested = 1;
-    signal(sig, SIG_DFL); /* a second Ctrl-C ends the process at once */
-}
 
 static void format_duration(char *buf, size_t n, double s) {
     if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
@@ -175,13 +167,12 @@ static int train_main(int argc, char **argv) {
     const int rank0 = da_dist_rank() == 0;
     int tty = isatty(2);
     /* under mpirun only rank 0 reports progress */
-    da_train_hooks hooks = {rank0 ? on_log : NULL, &tty, &stop_requested, stop_at};
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    volatile int *stop = cli_catch_stop_signals();
+    da_train_hooks hooks = {rank0 ? on_log : NULL, &tty, stop, stop_at};
     st = da_train(&cfg, &tc, data, out, resume, &hooks);
     if (st.code == DA_INTERRUPTED) {
         if (rank0) fprintf(stderr, "%sdiffattn: %s\n", tty ? "\n" : "", st.msg);
-        return finish(stop_requested ? 130 : 0, st); /* --stop-at is a normal end */
+        return finish(*stop ? 130 : 0, st); /* --stop-at is a normal end */
     }
     if (st.code) return finish(1, st);
     if (rank0) fprintf(stderr, "done: %s/model.safetensors\n", out);
