@@ -76,18 +76,26 @@ static da_status take_scalar(cursor *c, uint32_t t, da_gguf_kv *kv) {
     return da_ok();
 }
 
-static da_status parse_kv(cursor *c, da_gguf_kv *kv, int index) {
-    const char *key;
-    uint64_t klen;
-    snprintf(c->what, sizeof c->what, "the key of key-value %d", index);
-    da_status st = take_str(c, &key, &klen);
+/* A string into dst (cap bytes with its NUL): 1..cap-1 bytes, none of them
+ * NUL. owner and noun name it in errors ("key-value 3 has a key of ..."). */
+static da_status take_name(cursor *c, char *dst, size_t cap, const char *owner, int index, const char *noun) {
+    const char *s;
+    uint64_t len;
+    snprintf(c->what, sizeof c->what, "the %s of %s %d", noun, owner, index);
+    da_status st = take_str(c, &s, &len);
     if (st.code) return st;
-    if (klen == 0 || klen >= sizeof kv->key)
-        return da_errorf("%s: key-value %d has a key of %llu bytes (expected 1..%zu)", c->path, index,
-                         (unsigned long long)klen, sizeof kv->key - 1);
-    memcpy(kv->key, key, (size_t)klen);
-    kv->key[klen] = 0;
-    if (strlen(kv->key) != klen) return da_errorf("%s: key-value %d: the key holds a NUL byte", c->path, index);
+    if (len == 0 || len >= cap)
+        return da_errorf("%s: %s %d has a %s of %llu bytes (expected 1..%zu)", c->path, owner, index, noun,
+                         (unsigned long long)len, cap - 1);
+    memcpy(dst, s, (size_t)len);
+    dst[len] = 0;
+    if (strlen(dst) != len) return da_errorf("%s: %s %d: the %s holds a NUL byte", c->path, owner, index, noun);
+    return da_ok();
+}
+
+static da_status parse_kv(cursor *c, da_gguf_kv *kv, int index) {
+    da_status st = take_name(c, kv->key, sizeof kv->key, "key-value", index, "key");
+    if (st.code) return st;
     snprintf(c->what, sizeof c->what, "the type of \"%s\"", kv->key);
     if ((st = take_u32(c, &kv->type)).code) return st;
     snprintf(c->what, sizeof c->what, "the value of \"%s\"", kv->key);
@@ -128,17 +136,8 @@ static da_status parse_kv(cursor *c, da_gguf_kv *kv, int index) {
 }
 
 static da_status parse_tensor_info(cursor *c, da_gguf_tensor *t, int index) {
-    const char *name;
-    uint64_t nlen;
-    snprintf(c->what, sizeof c->what, "the name of tensor %d", index);
-    da_status st = take_str(c, &name, &nlen);
+    da_status st = take_name(c, t->name, sizeof t->name, "tensor", index, "name");
     if (st.code) return st;
-    if (nlen == 0 || nlen >= sizeof t->name)
-        return da_errorf("%s: tensor %d has a name of %llu bytes (expected 1..%zu)", c->path, index,
-                         (unsigned long long)nlen, sizeof t->name - 1);
-    memcpy(t->name, name, (size_t)nlen);
-    t->name[nlen] = 0;
-    if (strlen(t->name) != nlen) return da_errorf("%s: tensor %d: the name holds a NUL byte", c->path, index);
     snprintf(c->what, sizeof c->what, "the shape of tensor \"%s\"", t->name);
     uint32_t nd;
     if ((st = take_u32(c, &nd)).code) return st;
