@@ -67,4 +67,23 @@ static inline int expect_close_rel(const char *what, const float *a, const float
     return 0;
 }
 
+/* A whole file in a malloc'd buffer, NUL-terminated for text; its length in
+ * *n when n is not NULL. NULL when it cannot be read. */
+static inline unsigned char *th_read_file(const char *path, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (b && fread(b, 1, (size_t)len, fp) != (size_t)len) {
+        free(b);
+        b = NULL;
+    }
+    fclose(fp);
+    if (b) b[len] = 0;
+    if (n) *n = b ? (size_t)len : 0;
+    return b;
+}
+
 #endif

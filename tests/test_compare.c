@@ -9,23 +9,10 @@
 #include "eval/compare.h"
 #include "harness.h"
 
-static char *slurp(const char *p) {
-    FILE *fp = fopen(p, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (fread(s, 1, (size_t)n, fp) != (size_t)n) n = 0;
-    s[n] = 0;
-    fclose(fp);
-    return s;
-}
-
 static int test_mix_answers_are_in_context(void) {
     const char *p = "/tmp/da_mix_test.txt";
     CHECK(!da_needle_mix_write(p, 20000, 512, 3).code);
-    char *s = slurp(p);
+    char *s = (char *)th_read_file(p, NULL);
     CHECK(s && strlen(s) >= 20000);
     int docs = 0;
     for (char *doc = s; *doc; docs++) {
@@ -55,7 +42,7 @@ static int test_compare_tiny(void) {
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
     char p[128];
     snprintf(p, sizeof p, "%s/report.json", dir);
-    char *js = slurp(p);
+    char *js = (char *)th_read_file(p, NULL);
     cJSON *root = cJSON_Parse(js);
     CHECK(root);
     const cJSON *archs = cJSON_GetObjectItem(root, "archs");
@@ -84,7 +71,7 @@ static int test_compare_tiny(void) {
     long ps = (long)cJSON_GetObjectItem(cJSON_GetObjectItem(archs, "softmax")->child, "n_params")->valuedouble;
     CHECK(pd > ps && pd - ps < 200);
     snprintf(p, sizeof p, "%s/report.md", dir);
-    char *md = slurp(p);
+    char *md = (char *)th_read_file(p, NULL);
     /* the table is recomputable from report.json: mean and sample sd of the seeds */
     const char *row = md ? strstr(md, "| needle accuracy, 4-bit logits | ") : NULL;
     CHECK(row);
@@ -127,7 +114,7 @@ static int test_compare_tiny(void) {
 static int read_val_losses(const char *dir, double out[2]) {
     char p[160];
     snprintf(p, sizeof p, "%s/report.json", dir);
-    char *js = slurp(p);
+    char *js = (char *)th_read_file(p, NULL);
     cJSON *root = js ? cJSON_Parse(js) : NULL;
     free(js);
     if (!root) return 1;

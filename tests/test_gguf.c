@@ -17,22 +17,6 @@ static const char *tpath(const char *name) {
     return buf[k];
 }
 
-static unsigned char *read_file(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long len = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    if (b && fread(b, 1, (size_t)len, fp) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    fclose(fp);
-    *n = (size_t)len;
-    return b;
-}
-
 static int write_file(const char *path, const unsigned char *b, size_t n) {
     FILE *fp = fopen(path, "wb");
     if (!fp) return -1;
@@ -265,8 +249,19 @@ static int saved_model(size_t *n, unsigned char **bytes) {
     da_qmodel_free(&q);
     da_model_free(&m);
     if (rc) return -1;
-    *bytes = read_file(tpath("h.gguf"), n);
+    *bytes = th_read_file(tpath("h.gguf"), n);
     return *bytes ? 0 : -1;
+}
+
+/* The header length (data offset) of a valid GGUF image; 0 if it does not parse. */
+static size_t header_bytes(const unsigned char *b, size_t n) {
+    da_gguf_file f;
+    unsigned char *copy = malloc(n);
+    memcpy(copy, b, n);
+    if (da_gguf_parse(&f, "full", copy, n).code) return 0;
+    const size_t header = f.data_offset;
+    da_gguf_close(&f);
+    return header;
 }
 
 /* Every prefix of a valid file up to the end of its header, and a spread of
@@ -276,11 +271,8 @@ static int test_every_truncation_fails(void) {
     unsigned char *b;
     CHECK(!saved_model(&n, &b));
     da_gguf_file f;
-    unsigned char *copy = malloc(n);
-    memcpy(copy, b, n);
-    CHECK(!da_gguf_parse(&f, "full", copy, n).code);
-    const size_t header = f.data_offset;
-    da_gguf_close(&f);
+    const size_t header = header_bytes(b, n);
+    CHECK(header > 0);
     for (size_t len = 0; len < n; len += len < header + 64 ? 1 : 997) {
         unsigned char *p = malloc(len ? len : 1);
         memcpy(p, b, len);
@@ -306,12 +298,8 @@ static int test_random_corruption(void) {
     size_t n;
     unsigned char *b;
     CHECK(!saved_model(&n, &b));
-    da_gguf_file f;
-    unsigned char *copy = malloc(n);
-    memcpy(copy, b, n);
-    CHECK(!da_gguf_parse(&f, "full", copy, n).code);
-    const size_t header = f.data_offset;
-    da_gguf_close(&f);
+    const size_t header = header_bytes(b, n);
+    CHECK(header > 0);
     uint64_t r = 12345;
     int refused = 0, trials = 400;
     for (int t = 0; t < trials; t++) {

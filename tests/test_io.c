@@ -31,27 +31,9 @@ static int write_bytes(const char *path, const void *p, size_t n) {
     return (fclose(fp) == 0 && w == n) ? 0 : -1;
 }
 
-/* Whole file into a malloc'd buffer (NUL-terminated for convenience). */
-static unsigned char *read_bytes(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)sz + 1);
-    if (p && fread(p, 1, (size_t)sz, fp) != (size_t)sz) {
-        free(p);
-        p = NULL;
-    }
-    fclose(fp);
-    if (p) p[sz] = 0;
-    *n = (size_t)sz;
-    return p;
-}
-
 static int file_equals(const char *path, const char *want) {
     size_t n;
-    unsigned char *p = read_bytes(path, &n);
+    unsigned char *p = th_read_file(path, &n);
     int ok = p && n == strlen(want) && memcmp(p, want, n) == 0;
     free(p);
     return ok;
@@ -285,7 +267,7 @@ static int test_st_writer_layout(void) {
     const char *p = tpath("layout.safetensors");
     CHECK(da_st_write(p, &t, 1, NULL, NULL, 0).code == 0);
     size_t n;
-    unsigned char *b = read_bytes(p, &n);
+    unsigned char *b = th_read_file(p, &n);
     CHECK(b && n >= 8);
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--) hl = (hl << 8) | b[i];
@@ -611,7 +593,7 @@ static int test_st_every_truncation_fails(void) {
     const char *p = tpath("full.safetensors"), *q = tpath("trunc.safetensors");
     CHECK(da_st_write(p, ts, 2, k, v, 1).code == 0);
     size_t n;
-    unsigned char *b = read_bytes(p, &n);
+    unsigned char *b = th_read_file(p, &n);
     CHECK(b);
     for (size_t len = 0; len < n; len++) {
         CHECK(write_bytes(q, b, len) == 0);
@@ -638,7 +620,7 @@ static int test_st_corruption_never_crashes(void) {
     const char *p = tpath("fuzz0.safetensors"), *q = tpath("fuzz.safetensors");
     CHECK(da_st_write(p, ts, 3, k, v, 1).code == 0);
     size_t n;
-    unsigned char *b = read_bytes(p, &n);
+    unsigned char *b = th_read_file(p, &n);
     CHECK(b);
     unsigned char *m = malloc(n);
     uint32_t s = 12345;
@@ -690,7 +672,7 @@ static int npy_roundtrip_one(const char *name, int ndim, const int64_t *shape, c
     CHECK(st.code == 0);
 
     size_t n;
-    unsigned char *b = read_bytes(p, &n);
+    unsigned char *b = th_read_file(p, &n);
     CHECK(b && n >= 10);
     CHECK(memcmp(b, "\x93NUMPY\x01\x00", 8) == 0);
     size_t hl = (size_t)b[8] | (size_t)b[9] << 8;
