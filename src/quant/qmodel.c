@@ -377,6 +377,7 @@ struct da_qstate {
     int32_t *asum;
     const float *site_x; /* the prepared site's float input (n, width) */
     int site_w;
+    const float *site_xd; /* a prompt in an int8 mode: the site's int8 activations as floats, q * d; else NULL */
     da_qstats *stats;
 };
 
@@ -500,10 +501,12 @@ void da_qstate_attach_stats(da_qstate *s, da_qstats *st) { s->stats = st; }
 /* ---------------------------------------------------------------- forward pieces */
 
 /* Readies the input X: (n, w) of one matmul site: statistics, then the int8
- * rows (integer modes) or the bf16-rounded copy. */
+ * rows (integer modes; for a prompt also their float values, once for all
+ * the site's matmuls) or the bf16-rounded copy. */
 static void prep_site(da_qstate *s, const float *X, int n, int w, int site) {
     s->site_x = X;
     s->site_w = w;
+    s->site_xd = NULL;
     if (s->stats) {
         da_qstats *st = s->stats;
         double *ch = st->chan + st->chan_off[site], *ch2 = st->chan2 + st->chan_off[site];
@@ -525,11 +528,18 @@ static void prep_site(da_qstate *s, const float *X, int n, int w, int site) {
                                        : s->o.act == DA_ACTQ_INT8_DYNAMIC ? DA_ACT_TOKEN
                                                                           : DA_ACT_STATIC;
         const float amax = s->q->act_absmax ? s->q->act_absmax[site] : 0.0f;
+        const int prompt = n >= PREFILL_SGEMM_MIN && s->wdeq;
 #pragma omp parallel for schedule(static) if (n > 1)
         for (int t = 0; t < n; t++) {
             da_qact a = {w, s->aq + (size_t)t * w, s->ad + (size_t)t * w / 32, s->asum + (size_t)t * w / 32};
             da_quantize_act(&a, X + (size_t)t * w, w, mode, amax);
+            if (!prompt) continue;
+            float *o = s->xr + (size_t)t * w;
+            for (int b = 0; b < w / 32; b++)
+#pragma omp simd
+                for (int i = 0; i < 32; i++) o[b * 32 + i] = (float)a.q[b * 32 + i] * a.d[b];
         }
+        if (prompt) s->site_xd = s->xr;
         break;
     }
     case DA_ACTQ_BF16:
@@ -558,25 +568,13 @@ static void qmatmul(da_qstate *s, float *out, const da_qtensor *W, int n, int ac
         return;
     }
     const float *X = s->site_x;
-    if ((!integer && n > 1) || (integer && n >= PREFILL_SGEMM_MIN && s->wdeq)) {
-        /* a batch: dequantize the matrix once (and int8 activations back to
-         * their float values q * d), then one sgemm */
+    if ((!integer && n > 1) || (integer && s->site_xd)) {
+        /* a batch: dequantize the matrix once, then one sgemm (int8
+         * activations enter as their float values, from prep_site) */
         float *Wf = s->wdeq;
 #pragma omp parallel for schedule(static)
         for (int r = 0; r < rows; r++) da_dequantize_row(W->type, W->data + (size_t)r * W->row_bytes, Wf + (size_t)r * cols, cols);
-        if (integer) {
-            float *xd = s->xr;
-#pragma omp parallel for schedule(static)
-            for (int t = 0; t < n; t++) {
-                const int8_t *q = s->aq + (size_t)t * cols;
-                const float *d = s->ad + (size_t)t * cols / 32;
-                float *o = xd + (size_t)t * cols;
-                for (int b = 0; b < cols / 32; b++)
-#pragma omp simd
-                    for (int i = 0; i < 32; i++) o[b * 32 + i] = (float)q[b * 32 + i] * d[b];
-            }
-            X = xd;
-        }
+        if (integer) X = s->site_xd;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, X, cols, Wf, cols,
                     accumulate ? 1.0f : 0.0f, out, rows);
         return;
