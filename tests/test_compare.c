@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "diffattn.h"
-#include "eval/compare.h"
+#include "experiments/compare.h"
 #include "harness.h"
 
 static int test_mix_answers_are_in_context(void) {

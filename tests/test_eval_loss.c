@@ -5,7 +5,7 @@
 
 #include "diffattn.h"
 #include "attn/attention.h"
-#include "eval/eval_loss.h"
+#include "train/eval_loss.h"
 #include "harness.h"
 
 static const char *corpus = "/tmp/da_eval_loss_corpus.txt";

@@ -1,7 +1,7 @@
 /* KV-cache decoding against the batched forward, and the token sampler. */
 #include "diffattn.h"
 #include "harness.h"
-#include "sample.h"
+#include "infer/sample.h"
 
 #define SEQ 24
 

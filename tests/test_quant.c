@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "harness.h"
-#include "quant/quant.h"
+#include "ops/qblock.h"
 
 static uint64_t rs = 88172645463325252ull;
 static uint32_t rnd(void) {

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "attn/flash_attention.h"
-#include "attn/vexp.h"
+#include "ops/vexp.h"
 
 int da_attn_simd = 1;
 

@@ -3,12 +3,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench.h"
+#include "experiments/bench.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "ops/bf16_gemm.h"
 #include "ops/ops.h"
-#include "profile.h"
+#include "core/profile.h"
 
 /* The phases' mean ms per step, largest first, and what no probe covers. */
 static void print_profile(const da_bench_result *r) {

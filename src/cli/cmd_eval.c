@@ -4,12 +4,12 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "eval/eval_loss.h"
+#include "train/eval_loss.h"
 #include "attn/attention.h"
-#include "eval/compare.h"
+#include "experiments/compare.h"
 #include "eval/needle.h"
 #include "eval/needle_attention.h"
-#include "eval/plot.h"
+#include "experiments/plot.h"
 #include "eval/outliers.h"
 #include <stdlib.h>
 

@@ -6,7 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "clock.h"
+#include "core/clock.h"
 #include "eval/ppl.h"
 #include "io/gguf.h"
 #include "quant/calib.h"

@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "io/gguf.h"
 #include "quant/qmodel.h"
-#include "sample.h"
+#include "infer/sample.h"
 #include "tok/tokenizer.h"
 #include <sys/stat.h>
 

@@ -6,7 +6,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "data/text_data.h"
-#include "dist/dist.h"
+#include "parallel/dist.h"
 
 static void format_duration(char *buf, size_t n, double s) {
     if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");

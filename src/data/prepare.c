@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "data/file_list.h"
+#include "core/clock.h"
+#include "io/file_list.h"
 #include "data/prepare.h"
 #include "data/shard.h"
 #include "data/text_data.h"

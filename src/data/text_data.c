@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/file_list.h"
+#include "io/file_list.h"
 #include "data/shard.h"
 #include "data/text_data.h"
 

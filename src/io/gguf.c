@@ -6,7 +6,7 @@
 
 #include "io/atomic_file.h"
 #include "io/gguf.h"
-#include "quant/quant.h"
+#include "ops/qblock.h"
 
 #define GGUF_MAGIC "GGUF"
 

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <omp.h>
 
-#include "attn/vexp.h"
+#include "ops/vexp.h"
 #include "ops/ops.h"
 
 static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }

@@ -10,7 +10,7 @@
 
 #include "diffattn.h"
 #include "io/gguf.h"
-#include "quant/quant.h"
+#include "ops/qblock.h"
 
 /* How a matmul's input row is fed to the weights:
  *   Q8:           int8 per 32-block (ggml's way for q8_0/q4_0/q4_K; near lossless), integer dots

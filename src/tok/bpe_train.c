@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "data/file_list.h"
+#include "core/clock.h"
+#include "io/file_list.h"
 #include "io/atomic_file.h"
 #include "tok/bpe_train.h"
 #include "tok/hash.h"

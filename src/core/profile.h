@@ -4,7 +4,7 @@
 #ifndef DA_PROFILE_H
 #define DA_PROFILE_H
 
-#include "clock.h"
+#include "core/clock.h"
 
 typedef enum {
     DA_PROF_EMBEDDING,

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "diffattn.h"
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "quant/qmodel.h"

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "sample.h"
+#include "infer/sample.h"
 
 static int argmax(const float *x, int n) {
     int best = 0;

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "dist/dist.h"
+#include "core/clock.h"
+#include "parallel/dist.h"
 
 #ifdef DA_HAVE_MPI
 #include <mpi.h>

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
-#include "train_state.h"
+#include "train/train_state.h"
 
 #define N_TRAIN_KEYS 19
 

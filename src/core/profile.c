@@ -1,7 +1,7 @@
 /* Per-phase wall time of a training step (see profile.h). */
 #include <string.h>
 
-#include "profile.h"
+#include "core/profile.h"
 
 int da_prof_on = 0;
 double da_prof_s[DA_PROF_N];

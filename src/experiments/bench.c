@@ -6,13 +6,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
+#include "core/clock.h"
 #include "attn/attention.h"
 #include "attn/flash_attention.h"
-#include "bench.h"
+#include "experiments/bench.h"
 #include "ops/bf16_gemm.h"
 #include "ops/ops.h"
-#include "profile.h"
+#include "core/profile.h"
 
 
 static int cmp_d(const void *a, const void *b) {

@@ -9,7 +9,7 @@
 #include "attn/flash_attention.h"
 #include "diffattn.h"
 #include "ops/ops.h"
-#include "profile.h"
+#include "core/profile.h"
 
 typedef struct {
     float *resid_in;    /* (B, T, C) block input */

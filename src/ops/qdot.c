@@ -16,7 +16,7 @@
 #include <immintrin.h>
 #endif
 
-#include "quant/quant.h"
+#include "ops/qblock.h"
 
 /* fp16 scale -> float: the F16C instruction where there is one. */
 #if defined(__F16C__)

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "quant/quant.h"
+#include "ops/qblock.h"
 
 const char *da_qtype_name(int t) {
     switch (t) {

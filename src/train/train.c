@@ -8,16 +8,16 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "clock.h"
+#include "core/clock.h"
 #include "data/text_data.h"
 #include "diffattn.h"
-#include "dist/data_parallel.h"
-#include "dist/dist.h"
-#include "eval/eval_loss.h"
+#include "parallel/data_parallel.h"
+#include "parallel/dist.h"
+#include "train/eval_loss.h"
 #include "io/atomic_file.h"
 #include "ops/bf16_gemm.h"
 #include "ops/ops.h"
-#include "train_state.h"
+#include "train/train_state.h"
 
 void da_train_config_default(da_train_config *tc) {
     memset(tc, 0, sizeof *tc);

@@ -5,16 +5,16 @@
 #include <string.h>
 
 #include "data/text_data.h"
-#include "eval/compare.h"
-#include "eval/eval_loss.h"
+#include "experiments/compare.h"
+#include "train/eval_loss.h"
 #include "eval/needle.h"
 #include "eval/needle_attention.h"
 #include "eval/outliers.h"
-#include "eval/plot.h"
+#include "experiments/plot.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
-#include "bench.h"
-#include "clock.h"
+#include "experiments/bench.h"
+#include "core/clock.h"
 
 void da_compare_config_default(da_compare_config *c) {
     memset(c, 0, sizeof *c);

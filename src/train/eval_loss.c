@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "eval/eval_loss.h"
+#include "train/eval_loss.h"
 
 float da_eval_val_loss(da_model *m, da_acts *a, const da_text_data *data, long n_windows, int T, int micro,
                        int *tokens, int *targets) {

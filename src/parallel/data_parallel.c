@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/data_parallel.h"
-#include "dist/dist.h"
+#include "parallel/data_parallel.h"
+#include "parallel/dist.h"
 
 /* ---------------------------------------------------------------- exact sums */
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "eval/plot.h"
+#include "experiments/plot.h"
 
 static const double COLORS[][3] = {{0.12, 0.47, 0.71}, {1.0, 0.50, 0.05}, {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16}};
 #define ML 80.0  /* margins: left, right, top, bottom */

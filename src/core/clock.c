@@ -1,7 +1,7 @@
 /* Monotonic wall-clock seconds (see clock.h). */
 #include <time.h>
 
-#include "clock.h"
+#include "core/clock.h"
 
 double da_now_s(void) {
     struct timespec ts;
