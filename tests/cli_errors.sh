@@ -63,7 +63,7 @@ expect_error "logits: empty ids" "no token ids" "$BIN" logits --model "$M" --ids
 expect_error "logits: too long" "max_seq_len" "$BIN" logits --model "$M" --ids "$T/long.txt" --out "$T/l.npy"
 expect_error "grads: one id" "at least 2" "$BIN" grads --model "$M" --ids "$T/one.txt" --out "$T/g.safetensors"
 
-cat include/*.h src/*.c > "$T/corpus.txt"
+cat include/*.h include/diffattn/*.h src/*/*.c > "$T/corpus.txt"
 TR=(--dim 32 --layers 1 --heads 2 --seq 32 --batch 2)
 expect_error "train: missing data" "No such file" "$BIN" train --data "$T/nope" --out "$T/r" "${TR[@]}"
 expect_error "train: empty data" "empty" "$BIN" train --data "$T/empty.txt" --out "$T/r" "${TR[@]}"

@@ -11,7 +11,7 @@ ok() { echo "ok   $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
 # A small corpus from the repository's own docs and sources (always present).
-cat include/*.h src/*.c src/*/*.c > "$T/corpus.txt"
+cat include/*.h include/diffattn/*.h src/*/*.c src/*/*.c > "$T/corpus.txt"
 MODEL=(--dim 64 --layers 2 --heads 2 --seq 64 --batch 4)
 RUN=(--data "$T/corpus.txt" --steps 40 --warmup 2 --lr 3e-3 --log-every 1 --eval-every 4 --eval-batches 1 --save-every 4)
 losses() { grep -o '"step":[0-9]*,"train_loss":[^,]*' "$1" | sort -t: -k2 -n; }

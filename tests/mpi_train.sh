@@ -25,7 +25,7 @@ fail=0; passed=0
 ok() { echo "ok   $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
-cat include/*.h src/*.c > "$T/corpus.txt"
+cat include/*.h include/diffattn/*.h src/*/*.c > "$T/corpus.txt"
 RUN=(--data "$T/corpus.txt" --dim 64 --layers 2 --heads 2 --seq 64 --batch 4 --steps 16 --warmup 2 --lr 3e-3
      --log-every 1 --eval-every 4 --eval-batches 1 --save-every 4)
 # every logged loss, one "step train_loss val_loss" line per step

@@ -2,7 +2,7 @@
  * fits in a checkpoint, so a resumed run draws the same numbers. */
 #include <math.h>
 
-#include "diffattn.h"
+#include "diffattn/core.h"
 
 static uint64_t splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);

@@ -2,7 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "diffattn.h"
+#include "diffattn/core.h"
 
 da_status da_ok(void) {
     da_status s = {0, {0}};

@@ -2,7 +2,7 @@
 #ifndef DA_IDS_FILE_H
 #define DA_IDS_FILE_H
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 /* *ids is malloc'd. Every id must lie in [0, vocab_size); the error names
  * the file, the position and the offending text. */

@@ -3,7 +3,7 @@
 #ifndef DA_PREPARE_H
 #define DA_PREPARE_H
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 #include "tok/tokenizer.h"
 
 typedef struct {

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 typedef struct {
     const uint32_t *tok;

@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn.h"
+#include "diffattn/train.h"
+#include "diffattn/generate.h"
 
 #define DA_NEEDLE_MAX_CONTEXTS 16
 #define DA_NEEDLE_MAX_DEPTHS 16

@@ -6,7 +6,8 @@
 #include <stddef.h>
 
 #include "data/text_data.h"
-#include "diffattn.h"
+#include "diffattn/train.h"
+#include "diffattn/generate.h"
 
 typedef struct {
     double top[5]; /* the 1st, 2nd, 3rd, 10th and 100th largest |x| (0 when fewer values) */

@@ -3,7 +3,8 @@
 #ifndef DA_BENCH_H
 #define DA_BENCH_H
 
-#include "diffattn.h"
+#include "diffattn/train.h"
+#include "diffattn/generate.h"
 
 typedef struct {
     double ms_min, ms_median, ms_mean; /* per step */

@@ -4,7 +4,8 @@
 #ifndef DA_COMPARE_H
 #define DA_COMPARE_H
 
-#include "diffattn.h"
+#include "diffattn/train.h"
+#include "diffattn/generate.h"
 
 typedef struct {
     const char *out_dir;

@@ -3,7 +3,8 @@
 #ifndef DA_PLOT_H
 #define DA_PLOT_H
 
-#include "diffattn.h"
+#include "diffattn/train.h"
+#include "diffattn/generate.h"
 
 #define DA_PLOT_WIDTH 800
 #define DA_PLOT_HEIGHT 500

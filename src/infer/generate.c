@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "attn/attention.h"
-#include "diffattn.h"
+#include "diffattn/generate.h"
 #include "ops/ops.h"
 
 

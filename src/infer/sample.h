@@ -2,7 +2,7 @@
 #ifndef DA_SAMPLE_H
 #define DA_SAMPLE_H
 
-#include "diffattn.h"
+#include "diffattn/generate.h"
 
 /* Picks a token from logits: (V), which must be finite.
  *   temperature <= 0: argmax (the lowest index among ties); rng is not used.

@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 typedef struct {
     FILE *fp;        /* the temporary file, open for writing; NULL when closed */

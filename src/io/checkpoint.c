@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 #include "io/checkpoint.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"

@@ -3,7 +3,7 @@
 #ifndef DA_CHECKPOINT_H
 #define DA_CHECKPOINT_H
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 #include "io/safetensors.h"
 
 #define DA_CONFIG_META_N 13

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 typedef struct {
     char **path;

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 enum {
     DA_GGUF_U8 = 0,

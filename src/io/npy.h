@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 #define DA_NPY_MAX_DIMS 8
 

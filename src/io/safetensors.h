@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 #define DA_ST_MAX_DIMS 8
 #define DA_ST_MAX_HEADER (100u * 1000u * 1000u) /* a larger header is refused as corrupt */

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 void da_config_default(da_config *c) {
     memset(c, 0, sizeof *c);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 typedef struct {
     da_tensor *t;

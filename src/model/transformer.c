@@ -7,7 +7,7 @@
 
 #include "attn/attention.h"
 #include "attn/flash_attention.h"
-#include "diffattn.h"
+#include "diffattn/model.h"
 #include "ops/ops.h"
 #include "core/profile.h"
 

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn.h"
+#include "diffattn/core.h"
 
 #define QK8_0 32
 #define QK4_0 32

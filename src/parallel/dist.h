@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn.h"
+#include "diffattn/parallel.h"
 
 /* Seconds spent in collectives and bytes this rank sent to them, since the
  * last da_dist_stats_reset. */

@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn.h"
+#include "diffattn/train.h"
+#include "diffattn/generate.h"
 #include "io/gguf.h"
 #include "ops/qblock.h"
 

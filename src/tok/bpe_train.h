@@ -4,7 +4,7 @@
 #ifndef DA_BPE_TRAIN_H
 #define DA_BPE_TRAIN_H
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 typedef struct {
     int vocab_size;    /* including the 256 byte tokens and <|endoftext|> */

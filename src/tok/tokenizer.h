@@ -12,7 +12,7 @@ extern const char *const DA_GPT2_PATTERN;
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn.h"
+#include "diffattn/model.h"
 
 typedef struct da_tokenizer da_tokenizer;
 

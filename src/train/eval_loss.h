@@ -5,7 +5,7 @@
 #define DA_EVAL_LOSS_H
 
 #include "data/text_data.h"
-#include "diffattn.h"
+#include "diffattn/train.h"
 
 /* n_windows windows of T tokens, run micro at a time through acts (sized for
  * at least micro x T); tokens, targets: scratch of micro * T. Returns the mean

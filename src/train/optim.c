@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diffattn.h"
+#include "train/optim.h"
 
 da_status da_adamw_create(da_adamw *opt, size_t n_params) {
     memset(opt, 0, sizeof *opt);

@@ -10,8 +10,8 @@
 
 #include "core/clock.h"
 #include "data/text_data.h"
-#include "diffattn.h"
-#include "parallel/data_parallel.h"
+#include "diffattn/train.h"
+#include "train/data_parallel.h"
 #include "parallel/dist.h"
 #include "train/eval_loss.h"
 #include "io/atomic_file.h"

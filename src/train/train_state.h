@@ -7,7 +7,7 @@
 #ifndef DA_TRAIN_STATE_H
 #define DA_TRAIN_STATE_H
 
-#include "diffattn.h"
+#include "diffattn/train.h"
 
 da_status da_train_state_save(const char *path, const da_model *m, const da_adamw *opt, const da_train_config *tc,
                               const da_rng *rng);

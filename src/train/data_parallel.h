@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include "data/text_data.h"
-#include "diffattn.h"
+#include "diffattn/train.h"
 
 /* Gradient-norm partial sums are taken over chunks of this many parameters,
  * a size that does not depend on P; shards start on chunk boundaries. */

@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parallel/data_parallel.h"
+#include "train/data_parallel.h"
+#include "train/optim.h"
 #include "parallel/dist.h"
 
 /* ---------------------------------------------------------------- exact sums */

@@ -1,0 +1,140 @@
+/* diffattn models: configuration, parameters, the training forward and backward. */
+#ifndef DIFFATTN_MODEL_H
+#define DIFFATTN_MODEL_H
+
+#include "diffattn/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- config */
+
+typedef enum { DA_ARCH_DIFF = 0, DA_ARCH_SOFTMAX = 1 } da_arch;
+
+typedef struct {
+    da_arch arch;
+    int dim;
+    int n_layers;
+    int n_heads;    /* DIFF: differential heads; softmax: plain heads (twice DIFF's at equal params) */
+    int n_kv_heads; /* GQA: n_heads / n_kv_heads query heads share one KV group */
+    int vocab_size;
+    int ffn_hidden;
+    int max_seq_len;
+    float norm_eps;
+    float rope_theta;
+    int tie_embeddings; /* 1: output.weight is tok_embeddings.weight */
+} da_config;
+
+/* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads). */
+void da_config_default(da_config *c);
+/* Checks every field and their relations; the message names the offending field. */
+da_status da_config_validate(const da_config *c);
+/* d: the size of one RoPE'd sub-head. DIFF: dim/H/2. softmax: dim/H. */
+int da_head_dim(const da_config *c);
+/* 8*dim/3 rounded up to a multiple of 64. */
+int da_default_ffn_hidden(int dim);
+/* 0.8 - 0.6*exp(-0.3*depth), depth 0-based. */
+float da_lambda_init(int depth);
+const char *da_arch_name(da_arch a);
+int da_arch_parse(const char *s, da_arch *out); /* 0 ok, -1 unknown */
+
+/* ---------------------------------------------------------------- model */
+
+/* One parameter tensor of the flat parameter buffer. Shapes are torch's
+ * nn.Linear layout [out, in]; 1-D tensors have ndim 1. */
+typedef struct {
+    char name[96];
+    int ndim;
+    int shape[2];
+    size_t offset; /* in floats, into da_model.params (and .grads) */
+    size_t numel;
+    int decay; /* AdamW weight decay applies: 2-D matrices only */
+} da_tensor;
+
+typedef struct {
+    float *attention_norm;                               /* (C) */
+    float *wq, *wk, *wv, *wo;                            /* (C,C) (Ckv,C) (Ckv,C) (C,C) */
+    float *lambda_q1, *lambda_k1, *lambda_q2, *lambda_k2; /* (d) each; DIFF only */
+    float *subln;                                        /* (2d); DIFF only */
+    float *ffn_norm;                                     /* (C) */
+    float *w1, *w2, *w3;                                 /* (F,C) (C,F) (F,C) */
+} da_layer_weights;
+
+/* Pointers into one flat buffer (the parameters or their gradients). */
+typedef struct {
+    float *tok_embeddings; /* (V, C) */
+    float *norm;           /* (C) */
+    float *output;         /* (V, C); aliases tok_embeddings when tied */
+    da_layer_weights *layers;
+} da_weights;
+
+typedef struct {
+    da_config cfg;
+    int n_tensors;
+    da_tensor *tensors;
+    size_t n_params;
+    float *params;
+    float *grads; /* NULL until da_model_alloc_grads */
+    da_weights w; /* views of params */
+    da_weights g; /* views of grads (NULL pointers until allocated) */
+    /* Evaluation only, not saved: when > 0, the reference attention kernel
+     * and KV-cache decoding fake-quantize the attention logits to this many
+     * bits before their softmax (dynamic absmax, symmetric, one scale per
+     * query row of each map: the paper's Figure 8). 0 (default): exact. The
+     * flash kernel ignores it. */
+    int attn_logit_bits;
+} da_model;
+
+/* Allocates a zeroed model for cfg (validated). */
+da_status da_model_create(da_model *m, const da_config *cfg);
+/* The initialisation documented in the README, from a seeded RNG. */
+void da_model_init(da_model *m, uint64_t seed);
+da_status da_model_alloc_grads(da_model *m);
+void da_model_zero_grads(da_model *m);
+void da_model_free(da_model *m);
+const da_tensor *da_model_find(const da_model *m, const char *name);
+/* lambda_full of a DIFF layer: exp(q1.k1) - exp(q2.k2) + lambda_init. */
+float da_model_lambda(const da_model *m, int layer);
+
+/* safetensors checkpoint (format described in docs/formats.md); a GGUF from
+ * `diffattn quantize` also loads, its weights dequantized to f32. Loading
+ * checks every name, shape and dtype (F32 or BF16) against the metadata. */
+da_status da_model_load(da_model *m, const char *path);
+da_status da_model_save(const da_model *m, const char *path); /* atomic */
+
+/* ---------------------------------------------------------------- forward / backward */
+
+typedef struct da_acts da_acts; /* activations for one (B, T) shape */
+
+/* The attention kernel: the fused flash kernel (memory linear in T, the
+ * default) or the reference one that stores every T x T probability map. */
+typedef enum { DA_ATTN_FLASH = 0, DA_ATTN_REFERENCE = 1 } da_attn_kernel;
+
+/* Activations for batches of up to B sequences of up to T tokens, flash kernel. */
+da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T);
+da_status da_acts_create_kernel(da_acts **out, const da_config *cfg, int B, int T, da_attn_kernel kernel);
+void da_acts_free(da_acts *a);
+
+/* tokens, targets: (B, T), B and T at most those of da_acts_create; else NAN.
+ * targets may be NULL (no loss). Returns the mean
+ * cross-entropy over all B*T positions when targets are given, else 0. */
+float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets, int B, int T);
+/* (B, T, V) logits of the last da_forward. */
+const float *da_acts_logits(const da_acts *a);
+/* Views into the last da_forward, for evaluations. Layer l's queries and
+ * keys after RoPE: q (B, T, C), k (B, T, Ckv); the residual stream after
+ * layer l (its output): (B, T, C). */
+void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k);
+/* Layer l's values: (B, T, Ckv). */
+const float *da_acts_v(const da_acts *a, int layer);
+const float *da_acts_hidden(const da_acts *a, int layer);
+
+/* Gradient of the mean loss of the last da_forward (which needed targets);
+ * accumulates (+=) into m->grads. */
+void da_backward(da_model *m, da_acts *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,94 @@
+/* diffattn training: AdamW, the training loop, checkpoints and resume, data parallel. */
+#ifndef DIFFATTN_TRAIN_H
+#define DIFFATTN_TRAIN_H
+
+#include "diffattn/model.h"
+#include "diffattn/parallel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- optimizer */
+
+typedef struct {
+    float beta1, beta2, eps, weight_decay;
+} da_adamw_config;
+
+typedef struct {
+    size_t n;
+    float *m, *v; /* first and second moments, (n_params) each */
+    long step;    /* optimizer steps taken */
+} da_adamw;
+
+da_status da_adamw_create(da_adamw *opt, size_t n_params);
+void da_adamw_free(da_adamw *opt);
+/* One decoupled-weight-decay AdamW step at learning rate lr. Decay applies
+ * only to tensors with decay=1. */
+void da_adamw_step(da_adamw *opt, da_model *m, const da_adamw_config *cfg, float lr);
+/* Global L2 norm of the gradients. */
+float da_grad_norm(const da_model *m);
+void da_grad_scale(da_model *m, float s);
+/* Linear warmup to lr_max over `warmup` steps, cosine to lr_min at `total`. */
+float da_lr_schedule(long step, long warmup, long total, float lr_max, float lr_min);
+
+/* ---------------------------------------------------------------- training */
+
+typedef struct {
+    int batch;      /* sequences per optimizer step (the global batch), split over grad_accum micro-batches */
+    int seq;        /* tokens per training window */
+    int grad_accum; /* micro-batches per step; must divide batch */
+    long steps;     /* optimizer steps in the whole run */
+    long warmup;
+    float lr, min_lr, weight_decay, clip; /* clip <= 0: no clipping */
+    float beta1, beta2, adam_eps;
+    long eval_every;   /* steps between validation passes; 0 = only at the start and the end */
+    int eval_batches;  /* validation windows = eval_batches * batch */
+    long save_every;   /* steps between checkpoints; 0 = only at the end */
+    long log_every;
+    uint64_t seed;
+    float val_fraction;
+    int bf16; /* 1: large matmuls in bf16 with fp32 accumulation (AVX512-BF16 builds) */
+    /* Data parallel (see "Training on several processes" in the README);
+     * neither is stored in the training state. */
+    int deterministic; /* 1: per-window gradients summed exactly: bit-identical for any number of ranks */
+    int zero;          /* 1: ZeRO-1, the AdamW moments sharded over the ranks */
+} da_train_config;
+
+void da_train_config_default(da_train_config *tc);
+da_status da_train_config_validate(const da_train_config *tc);
+
+typedef struct {
+    long step, steps;
+    float train_loss; /* NAN on the step-0 evaluation line */
+    float val_loss;   /* NAN when this step had no evaluation */
+    float lr, grad_norm, tok_per_s;
+    double elapsed_s, eta_s;
+    const char *note; /* NULL, or on the run's first line a note to show once (the data-parallel plan) */
+} da_train_log;
+
+typedef struct {
+    void (*on_log)(void *ctx, const da_train_log *log); /* may be NULL */
+    void *ctx;
+    volatile int *stop; /* when it becomes non-zero: checkpoint, then return code DA_INTERRUPTED */
+    long stop_at_step;  /* > 0: after this step, checkpoint and return DA_INTERRUPTED, as if stopped */
+} da_train_hooks;
+
+#define DA_INTERRUPTED 2
+
+/* Trains on the byte-level text at data_path (a file or folder) into out_dir:
+ * out_dir/model.safetensors (the latest model), out_dir/train_state.safetensors
+ * (parameters, AdamW moments, step, RNG: everything --resume needs) and
+ * out_dir/metrics.jsonl. With resume, model_cfg is ignored and the run
+ * continues from the state file with the training config tc. */
+da_status da_train(const da_config *model_cfg, const da_train_config *tc, const char *data_path,
+                   const char *out_dir, int resume, const da_train_hooks *hooks);
+/* Reads the model and training configs stored in out_dir's state file. */
+da_status da_train_state_peek(const char *out_dir, da_config *model_cfg, da_train_config *tc, long *step);
+
+
+
+#ifdef __cplusplus
+}
+#endif
+#endif
