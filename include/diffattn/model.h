@@ -12,6 +12,13 @@ extern "C" {
 
 typedef enum { DA_ARCH_DIFF = 0, DA_ARCH_SOFTMAX = 1 } da_arch;
 
+/* RoPE frequencies of pair j of a d-wide sub-head. DIFF: the official DIFF
+ * framework's theta^(-j/(d/2-1)); LLAMA: theta^(-2j/d) (Llama, Hugging Face). */
+typedef enum { DA_ROPE_FREQ_DIFF = 0, DA_ROPE_FREQ_LLAMA = 1 } da_rope_freq;
+/* Hugging Face rope_scaling: none; linear (every frequency / factor); llama3
+ * (low frequencies / factor, high ones kept, a smooth ramp between). */
+typedef enum { DA_ROPE_SCALE_NONE = 0, DA_ROPE_SCALE_LINEAR = 1, DA_ROPE_SCALE_LLAMA3 = 2 } da_rope_scale;
+
 typedef struct {
     da_arch arch;
     int dim;
@@ -24,6 +31,12 @@ typedef struct {
     float norm_eps;
     float rope_theta;
     int tie_embeddings; /* 1: output.weight is tok_embeddings.weight */
+    da_rope_freq rope_freq;   /* default DIFF; models loaded from Hugging Face use LLAMA */
+    da_rope_scale rope_scaling;
+    float rope_factor;            /* linear, llama3 */
+    float rope_low_freq_factor;   /* llama3 */
+    float rope_high_freq_factor;  /* llama3 */
+    int rope_original_max_pos;    /* llama3: original_max_position_embeddings */
 } da_config;
 
 /* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads). */
@@ -37,6 +50,13 @@ int da_default_ffn_hidden(int dim);
 /* 0.8 - 0.6*exp(-0.3*depth), depth 0-based. */
 float da_lambda_init(int depth);
 const char *da_arch_name(da_arch a);
+const char *da_rope_freq_name(da_rope_freq f);   /* "diff", "llama" */
+int da_rope_freq_parse(const char *s, da_rope_freq *out);   /* 0 ok, -1 unknown */
+const char *da_rope_scale_name(da_rope_scale s); /* "none", "linear", "llama3" */
+int da_rope_scale_parse(const char *s, da_rope_scale *out); /* 0 ok, -1 unknown */
+/* cos, sin: (T, d/2) tables of position t and pair j for cfg's head size,
+ * frequency rule and scaling (every RoPE user builds its tables here). */
+void da_rope_tables(const da_config *cfg, float *cos_tab, float *sin_tab, int T);
 int da_arch_parse(const char *s, da_arch *out); /* 0 ok, -1 unknown */
 
 /* ---------------------------------------------------------------- model */

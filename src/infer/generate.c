@@ -90,7 +90,7 @@ da_status da_kv_create(da_kv_cache **out, const da_config *cfg, int max_T) {
     kv->att = TAKE(H * maps * T);
     kv->logits = TAKE(V);
 #undef TAKE
-    rope_tables(kv->rope_cos, kv->rope_sin, max_T, (int)d, cfg->rope_theta);
+    da_rope_tables(cfg, kv->rope_cos, kv->rope_sin, max_T);
     *out = kv;
     return da_ok();
 }
@@ -205,7 +205,9 @@ static void attend(da_kv_cache *kv, int l, int pos, float lambda, float lambda_i
 static int same_shape(const da_config *a, const da_config *b) {
     return a->arch == b->arch && a->dim == b->dim && a->n_layers == b->n_layers && a->n_heads == b->n_heads &&
            a->n_kv_heads == b->n_kv_heads && a->vocab_size == b->vocab_size && a->ffn_hidden == b->ffn_hidden &&
-           a->rope_theta == b->rope_theta;
+           a->rope_theta == b->rope_theta && a->rope_freq == b->rope_freq && a->rope_scaling == b->rope_scaling &&
+           a->rope_factor == b->rope_factor && a->rope_low_freq_factor == b->rope_low_freq_factor &&
+           a->rope_high_freq_factor == b->rope_high_freq_factor && a->rope_original_max_pos == b->rope_original_max_pos;
 }
 
 /* An error unless kv was created for a model shaped like c. */

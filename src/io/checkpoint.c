@@ -44,6 +44,24 @@ static da_status meta_float(const da_st_file *f, const char *key, float *out) {
     return da_ok();
 }
 
+/* The RoPE keys arrived after version 1 files were written: absent means
+ * the DIFF rule without scaling. */
+static da_status rope_from_meta(const da_st_file *f, da_config *c) {
+    const char *rule = da_st_meta_get(f, "rope_freq"), *scale = da_st_meta_get(f, "rope_scaling");
+    if (rule && da_rope_freq_parse(rule, &c->rope_freq))
+        return da_errorf("%s: __metadata__.rope_freq = \"%s\" (expected diff or llama)", f->path, rule);
+    if (scale && da_rope_scale_parse(scale, &c->rope_scaling))
+        return da_errorf("%s: __metadata__.rope_scaling = \"%s\" (expected none, linear or llama3)", f->path, scale);
+    if (c->rope_scaling == DA_ROPE_SCALE_NONE) return da_ok();
+    da_status st = meta_float(f, "rope_factor", &c->rope_factor);
+    if (!st.code && c->rope_scaling == DA_ROPE_SCALE_LLAMA3) {
+        if (!(st = meta_float(f, "rope_low_freq_factor", &c->rope_low_freq_factor)).code &&
+            !(st = meta_float(f, "rope_high_freq_factor", &c->rope_high_freq_factor)).code)
+            st = meta_int(f, "rope_original_max_pos", &c->rope_original_max_pos);
+    }
+    return st;
+}
+
 da_status da_config_from_meta(const da_st_file *f, da_config *c) {
     memset(c, 0, sizeof *c);
     const char *fmt = da_st_meta_get(f, "format");
@@ -69,6 +87,7 @@ da_status da_config_from_meta(const da_st_file *f, da_config *c) {
         if ((st = meta_int(f, ints[i].key, ints[i].dst)).code) return st;
     if ((st = meta_float(f, "norm_eps", &c->norm_eps)).code) return st;
     if ((st = meta_float(f, "rope_theta", &c->rope_theta)).code) return st;
+    if ((st = rope_from_meta(f, c)).code) return st;
     const char *tie = da_st_meta_get(f, "tie_embeddings");
     if (!tie) return da_errorf("%s: __metadata__ lacks \"tie_embeddings\"", f->path);
     if (!strcmp(tie, "true")) c->tie_embeddings = 1;
@@ -144,7 +163,8 @@ done:
 void da_config_to_meta(const da_config *c, da_config_meta *cm) {
     static const char *keys[DA_CONFIG_META_N] = {"format", "version", "arch", "dim", "n_layers", "n_heads", "n_kv_heads",
                                               "vocab_size", "ffn_hidden", "norm_eps", "rope_theta", "max_seq_len",
-                                              "tie_embeddings"};
+                                              "tie_embeddings", "rope_freq", "rope_scaling", "rope_factor",
+                                              "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_pos"};
     char(*v)[32] = cm->buf;
     snprintf(v[0], 32, "%d", DA_FORMAT_VERSION);
     snprintf(v[1], 32, "%d", c->dim);
@@ -156,8 +176,14 @@ void da_config_to_meta(const da_config *c, da_config_meta *cm) {
     format_float(v[7], 32, c->norm_eps);
     format_float(v[8], 32, c->rope_theta);
     snprintf(v[9], 32, "%d", c->max_seq_len);
+    format_float(v[10], 32, c->rope_factor);
+    format_float(v[11], 32, c->rope_low_freq_factor);
+    format_float(v[12], 32, c->rope_high_freq_factor);
+    snprintf(v[13], 32, "%d", c->rope_original_max_pos);
     const char *vals[DA_CONFIG_META_N] = {"diffattn", v[0], da_arch_name(c->arch), v[1], v[2], v[3], v[4], v[5],
-                                          v[6], v[7], v[8], v[9], c->tie_embeddings ? "true" : "false"};
+                                          v[6], v[7], v[8], v[9], c->tie_embeddings ? "true" : "false",
+                                          da_rope_freq_name(c->rope_freq), da_rope_scale_name(c->rope_scaling),
+                                          v[10], v[11], v[12], v[13]};
     for (int i = 0; i < DA_CONFIG_META_N; i++) {
         cm->keys[i] = keys[i];
         cm->vals[i] = vals[i];
@@ -181,4 +207,42 @@ da_status da_model_save(const da_model *m, const char *path) {
     da_status st = da_st_write(path, ts, m->n_tensors, cm.keys, cm.vals, DA_CONFIG_META_N);
     free(ts);
     return st;
+}
+
+void da_config_gguf_add_rope(da_gguf_writer *w, const da_config *c) {
+    da_gguf_add_str(w, "diffattn.rope.freq_rule", da_rope_freq_name(c->rope_freq));
+    da_gguf_add_str(w, "diffattn.rope.scaling.type", da_rope_scale_name(c->rope_scaling));
+    if (c->rope_scaling == DA_ROPE_SCALE_NONE) return;
+    da_gguf_add_f32(w, "diffattn.rope.scaling.factor", c->rope_factor);
+    if (c->rope_scaling != DA_ROPE_SCALE_LLAMA3) return;
+    da_gguf_add_f32(w, "diffattn.rope.scaling.low_freq_factor", c->rope_low_freq_factor);
+    da_gguf_add_f32(w, "diffattn.rope.scaling.high_freq_factor", c->rope_high_freq_factor);
+    da_gguf_add_u32(w, "diffattn.rope.scaling.original_context_length", (uint32_t)c->rope_original_max_pos);
+}
+
+da_status da_config_gguf_get_rope(const da_gguf_file *f, da_config *c) {
+    const char *s;
+    da_status st;
+    if (da_gguf_kv_find(f, "diffattn.rope.freq_rule")) {
+        if ((st = da_gguf_get_str(f, "diffattn.rope.freq_rule", &s)).code) return st;
+        if (da_rope_freq_parse(s, &c->rope_freq))
+            return da_errorf("%s: diffattn.rope.freq_rule = \"%s\" (expected diff or llama)", f->path, s);
+    }
+    if (da_gguf_kv_find(f, "diffattn.rope.scaling.type")) {
+        if ((st = da_gguf_get_str(f, "diffattn.rope.scaling.type", &s)).code) return st;
+        if (da_rope_scale_parse(s, &c->rope_scaling))
+            return da_errorf("%s: diffattn.rope.scaling.type = \"%s\" (expected none, linear or llama3)", f->path, s);
+    }
+    if (c->rope_scaling == DA_ROPE_SCALE_NONE) return da_ok();
+    if ((st = da_gguf_get_f32(f, "diffattn.rope.scaling.factor", &c->rope_factor)).code) return st;
+    if (c->rope_scaling != DA_ROPE_SCALE_LLAMA3) return da_ok();
+    if ((st = da_gguf_get_f32(f, "diffattn.rope.scaling.low_freq_factor", &c->rope_low_freq_factor)).code) return st;
+    if ((st = da_gguf_get_f32(f, "diffattn.rope.scaling.high_freq_factor", &c->rope_high_freq_factor)).code) return st;
+    int64_t v;
+    if ((st = da_gguf_get_int(f, "diffattn.rope.scaling.original_context_length", &v)).code) return st;
+    if (v <= 0 || v > (1 << 30))
+        return da_errorf("%s: diffattn.rope.scaling.original_context_length = %lld is out of range", f->path,
+                         (long long)v);
+    c->rope_original_max_pos = (int)v;
+    return da_ok();
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "diffattn/model.h"
+#include "ops/ops.h"
 
 void da_config_default(da_config *c) {
     memset(c, 0, sizeof *c);
@@ -45,6 +46,44 @@ int da_arch_parse(const char *s, da_arch *out) {
 #define DA_MAX_VOCAB (1 << 24)
 #define DA_MAX_SEQ (1 << 20)
 #define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
+#define DA_MAX_HEAD_DIM_HALF (DA_MAX_HEAD_DIM / 2)
+
+const char *da_rope_freq_name(da_rope_freq f) { return f == DA_ROPE_FREQ_LLAMA ? "llama" : "diff"; }
+
+int da_rope_freq_parse(const char *s, da_rope_freq *out) {
+    if (!strcmp(s, "diff")) { *out = DA_ROPE_FREQ_DIFF; return 0; }
+    if (!strcmp(s, "llama")) { *out = DA_ROPE_FREQ_LLAMA; return 0; }
+    return -1;
+}
+
+const char *da_rope_scale_name(da_rope_scale s) {
+    return s == DA_ROPE_SCALE_LINEAR ? "linear" : s == DA_ROPE_SCALE_LLAMA3 ? "llama3" : "none";
+}
+
+int da_rope_scale_parse(const char *s, da_rope_scale *out) {
+    if (!strcmp(s, "none")) { *out = DA_ROPE_SCALE_NONE; return 0; }
+    if (!strcmp(s, "linear")) { *out = DA_ROPE_SCALE_LINEAR; return 0; }
+    if (!strcmp(s, "llama3")) { *out = DA_ROPE_SCALE_LLAMA3; return 0; }
+    return -1;
+}
+
+/* ops/rope.c's rope_freq_spec numbers rules and scalings as these enums do. */
+_Static_assert(DA_ROPE_FREQ_LLAMA == 1 && DA_ROPE_SCALE_LINEAR == 1 && DA_ROPE_SCALE_LLAMA3 == 2,
+               "rope_freq_spec numbering");
+
+void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
+    double inv_freq[DA_MAX_HEAD_DIM_HALF];
+    int d = da_head_dim(c);
+    rope_freq_spec f = {.rule = (int)c->rope_freq,
+                        .scaling = (int)c->rope_scaling,
+                        .theta = c->rope_theta,
+                        .factor = c->rope_factor,
+                        .low_freq_factor = c->rope_low_freq_factor,
+                        .high_freq_factor = c->rope_high_freq_factor,
+                        .original_max_pos = c->rope_original_max_pos};
+    rope_inv_freq(inv_freq, d, &f);
+    rope_tables_freq(cos_tab, sin_tab, T, d, inv_freq);
+}
 
 da_status da_config_validate(const da_config *c) {
     if (c->arch != DA_ARCH_DIFF && c->arch != DA_ARCH_SOFTMAX)
@@ -83,5 +122,21 @@ da_status da_config_validate(const da_config *c) {
         return da_errorf("rope_theta: %g must be a finite number > 1", (double)c->rope_theta);
     if (c->tie_embeddings != 0 && c->tie_embeddings != 1)
         return da_errorf("tie_embeddings: must be true or false");
+    if (c->rope_freq != DA_ROPE_FREQ_DIFF && c->rope_freq != DA_ROPE_FREQ_LLAMA)
+        return da_errorf("rope_freq: unknown value %d (expected diff or llama)", (int)c->rope_freq);
+    if (c->rope_scaling == DA_ROPE_SCALE_NONE) return da_ok();
+    if (c->rope_scaling != DA_ROPE_SCALE_LINEAR && c->rope_scaling != DA_ROPE_SCALE_LLAMA3)
+        return da_errorf("rope_scaling: unknown value %d (expected none, linear or llama3)", (int)c->rope_scaling);
+    if (!(c->rope_factor > 0 && isfinite(c->rope_factor)))
+        return da_errorf("rope_factor: %g must be a finite number > 0", (double)c->rope_factor);
+    if (c->rope_scaling == DA_ROPE_SCALE_LLAMA3) {
+        if (!(c->rope_low_freq_factor > 0 && isfinite(c->rope_low_freq_factor)))
+            return da_errorf("rope_low_freq_factor: %g must be a finite number > 0", (double)c->rope_low_freq_factor);
+        if (!(c->rope_high_freq_factor > c->rope_low_freq_factor && isfinite(c->rope_high_freq_factor)))
+            return da_errorf("rope_high_freq_factor: %g must be finite and above rope_low_freq_factor %g",
+                             (double)c->rope_high_freq_factor, (double)c->rope_low_freq_factor);
+        if (c->rope_original_max_pos <= 0)
+            return da_errorf("rope_original_max_pos: %d must be > 0", c->rope_original_max_pos);
+    }
     return da_ok();
 }

@@ -144,7 +144,7 @@ da_status da_acts_create_kernel(da_acts **out, const da_config *cfg, int B, int 
                          B, T, (double)total * 4 / 1e6);
     }
     layout(a, a->pool);
-    rope_tables(a->rope_cos, a->rope_sin, T, da_head_dim(cfg), cfg->rope_theta);
+    da_rope_tables(cfg, a->rope_cos, a->rope_sin, T);
     *out = a;
     return da_ok();
 }

@@ -26,6 +26,17 @@ void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, c
 
 /* RoPE tables: cos_tab, sin_tab: (T, d/2), angle = t * theta^(-j/(d/2-1)). */
 void rope_tables(float *cos_tab, float *sin_tab, int T, int d, float theta);
+
+/* A RoPE frequency rule (the numbering of da_rope_freq and da_rope_scale). */
+typedef struct {
+    int rule;    /* 0: theta^(-j/(d/2-1)) (DIFF framework); 1: theta^(-2j/d) (Llama) */
+    int scaling; /* 0 none; 1 linear: / factor; 2 llama3 (Hugging Face's _compute_llama3_parameters) */
+    double theta, factor, low_freq_factor, high_freq_factor, original_max_pos;
+} rope_freq_spec;
+/* inv_freq: (d/2) angular frequency of each pair. */
+void rope_inv_freq(double *inv_freq, int d, const rope_freq_spec *f);
+/* cos_tab, sin_tab: (T, d/2), angle = t * inv_freq[j]. */
+void rope_tables_freq(float *cos_tab, float *sin_tab, int T, int d, const double *inv_freq);
 /* Rotates, in place, every d-wide sub-head of x: (B, T, n_sub*d) by its
  * position, GPT-J interleaved pairs. inverse=1 applies the transpose
  * rotation, which is the backward. */

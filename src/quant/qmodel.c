@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "attn/attention.h"
+#include "io/checkpoint.h"
 #include "ops/ops.h"
 #include "quant/qmodel.h"
 
@@ -202,6 +203,7 @@ da_status da_qmodel_save(const da_qmodel *q, const char *path) {
     da_gguf_add_u32(&w, "diffattn.attention.head_count_kv", (uint32_t)c->n_kv_heads);
     da_gguf_add_u32(&w, "diffattn.vocab_size", (uint32_t)c->vocab_size);
     da_gguf_add_f32(&w, "diffattn.rope.freq_base", c->rope_theta);
+    da_config_gguf_add_rope(&w, c);
     da_gguf_add_f32(&w, "diffattn.attention.layer_norm_rms_epsilon", c->norm_eps);
     da_gguf_add_bool(&w, "diffattn.tie_embeddings", c->tie_embeddings);
     da_gguf_add_str(&w, "diffattn.weight_type", da_qtype_name(q->weight_type));
@@ -257,6 +259,7 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c) {
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((st = get_int_range(f, ints[i].key, 0, 1 << 30, ints[i].dst)).code) return st;
     if ((st = da_gguf_get_f32(f, "diffattn.rope.freq_base", &c->rope_theta)).code) return st;
+    if ((st = da_config_gguf_get_rope(f, c)).code) return st;
     if ((st = da_gguf_get_f32(f, "diffattn.attention.layer_norm_rms_epsilon", &c->norm_eps)).code) return st;
     if ((st = da_gguf_get_bool(f, "diffattn.tie_embeddings", &c->tie_embeddings)).code) return st;
     st = da_config_validate(c);
@@ -459,7 +462,7 @@ da_status da_qstate_create(da_qstate **out, const da_qmodel *q, const da_qrun_op
         da_qstate_free(s);
         return da_errorf("out of memory allocating the inference state for %d positions", max_T);
     }
-    rope_tables(s->rope_cos, s->rope_sin, max_T, s->d, c->rope_theta);
+    da_rope_tables(c, s->rope_cos, s->rope_sin, max_T);
     *out = s;
     return da_ok();
 }
