@@ -121,6 +121,12 @@ float da_model_lambda(const da_model *m, int layer);
  * `diffattn quantize` also loads, its weights dequantized to f32. Loading
  * checks every name, shape and dtype (F32 or BF16) against the metadata. */
 da_status da_model_load(da_model *m, const char *path);
+/* A Hugging Face model folder (config.json with model_type "diffllama" or
+ * "llama", model.safetensors or its sharded index; F32, F16 or BF16) loads
+ * through da_model_load too, mapped onto the native layout exactly
+ * (docs/formats.md). When model_path is a folder holding tokenizer.json,
+ * writes that file's path to out and returns 1; else returns 0. */
+int da_model_tokenizer_path(const char *model_path, char *out, size_t n);
 da_status da_model_save(const da_model *m, const char *path); /* atomic */
 
 /* ---------------------------------------------------------------- forward / backward */

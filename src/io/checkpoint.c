@@ -9,6 +9,7 @@
 #include "diffattn/model.h"
 #include "io/checkpoint.h"
 #include "io/gguf.h"
+#include "io/hf_model.h"
 #include "io/safetensors.h"
 #include "quant/qmodel.h"
 
@@ -109,6 +110,7 @@ static const char *shape_hint(const char *name) {
 
 da_status da_model_load(da_model *m, const char *path) {
     memset(m, 0, sizeof *m);
+    if (da_hf_is_folder(path)) return da_hf_model_load(m, path);
     if (da_gguf_is_gguf(path)) return da_model_load_gguf(m, path); /* quantized: dequantized to f32 */
     da_st_file f;
     da_status st = da_st_open(&f, path);
@@ -207,42 +209,4 @@ da_status da_model_save(const da_model *m, const char *path) {
     da_status st = da_st_write(path, ts, m->n_tensors, cm.keys, cm.vals, DA_CONFIG_META_N);
     free(ts);
     return st;
-}
-
-void da_config_gguf_add_rope(da_gguf_writer *w, const da_config *c) {
-    da_gguf_add_str(w, "diffattn.rope.freq_rule", da_rope_freq_name(c->rope_freq));
-    da_gguf_add_str(w, "diffattn.rope.scaling.type", da_rope_scale_name(c->rope_scaling));
-    if (c->rope_scaling == DA_ROPE_SCALE_NONE) return;
-    da_gguf_add_f32(w, "diffattn.rope.scaling.factor", c->rope_factor);
-    if (c->rope_scaling != DA_ROPE_SCALE_LLAMA3) return;
-    da_gguf_add_f32(w, "diffattn.rope.scaling.low_freq_factor", c->rope_low_freq_factor);
-    da_gguf_add_f32(w, "diffattn.rope.scaling.high_freq_factor", c->rope_high_freq_factor);
-    da_gguf_add_u32(w, "diffattn.rope.scaling.original_context_length", (uint32_t)c->rope_original_max_pos);
-}
-
-da_status da_config_gguf_get_rope(const da_gguf_file *f, da_config *c) {
-    const char *s;
-    da_status st;
-    if (da_gguf_kv_find(f, "diffattn.rope.freq_rule")) {
-        if ((st = da_gguf_get_str(f, "diffattn.rope.freq_rule", &s)).code) return st;
-        if (da_rope_freq_parse(s, &c->rope_freq))
-            return da_errorf("%s: diffattn.rope.freq_rule = \"%s\" (expected diff or llama)", f->path, s);
-    }
-    if (da_gguf_kv_find(f, "diffattn.rope.scaling.type")) {
-        if ((st = da_gguf_get_str(f, "diffattn.rope.scaling.type", &s)).code) return st;
-        if (da_rope_scale_parse(s, &c->rope_scaling))
-            return da_errorf("%s: diffattn.rope.scaling.type = \"%s\" (expected none, linear or llama3)", f->path, s);
-    }
-    if (c->rope_scaling == DA_ROPE_SCALE_NONE) return da_ok();
-    if ((st = da_gguf_get_f32(f, "diffattn.rope.scaling.factor", &c->rope_factor)).code) return st;
-    if (c->rope_scaling != DA_ROPE_SCALE_LLAMA3) return da_ok();
-    if ((st = da_gguf_get_f32(f, "diffattn.rope.scaling.low_freq_factor", &c->rope_low_freq_factor)).code) return st;
-    if ((st = da_gguf_get_f32(f, "diffattn.rope.scaling.high_freq_factor", &c->rope_high_freq_factor)).code) return st;
-    int64_t v;
-    if ((st = da_gguf_get_int(f, "diffattn.rope.scaling.original_context_length", &v)).code) return st;
-    if (v <= 0 || v > (1 << 30))
-        return da_errorf("%s: diffattn.rope.scaling.original_context_length = %lld is out of range", f->path,
-                         (long long)v);
-    c->rope_original_max_pos = (int)v;
-    return da_ok();
 }

@@ -4,7 +4,6 @@
 #define DA_CHECKPOINT_H
 
 #include "diffattn/model.h"
-#include "io/gguf.h"
 #include "io/safetensors.h"
 
 #define DA_CONFIG_META_N 19
@@ -19,11 +18,5 @@ typedef struct {
 da_status da_config_from_meta(const da_st_file *f, da_config *c);
 /* Fills cm with the keys and string values (pointing into cm and static text). */
 void da_config_to_meta(const da_config *c, da_config_meta *cm);
-
-/* The RoPE rule's GGUF keys (diffattn.rope.freq_rule, diffattn.rope.scaling.*).
- * Reading leaves the defaults (DIFF rule, no scaling) when the keys are
- * absent, as in files written before they existed. */
-void da_config_gguf_add_rope(da_gguf_writer *w, const da_config *c);
-da_status da_config_gguf_get_rope(const da_gguf_file *f, da_config *c);
 
 #endif

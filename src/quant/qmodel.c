@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "attn/attention.h"
-#include "io/checkpoint.h"
+#include "io/config_gguf.h"
 #include "ops/ops.h"
 #include "quant/qmodel.h"
 

@@ -1,0 +1,37 @@
+/* Hugging Face model folders: config.json with model_type "diffllama" (DIFF)
+ * or "llama" (softmax), and model.safetensors or the shards listed in
+ * model.safetensors.index.json (F32, F16 or BF16 tensors, memory-mapped).
+ *
+ * The weights are mapped onto diffattn's native layout by permuting rows,
+ * which is exact (docs/formats.md, "Hugging Face folders"):
+ *   - RoPE: Hugging Face rotates the pairs (i, i + d/2) of a head (NeoX
+ *     rotate_half), diffattn the pairs (2i, 2i+1); q and k rows are permuted
+ *     within each head so that both rotate the same coordinates, and the
+ *     frequencies are Llama's theta^(-2i/d) (da_config.rope_freq LLAMA).
+ *   - DiffLlama's diff head j pairs query heads j and j + H/2; they become
+ *     q sub-heads 2j and 2j+1. Its maps use the KV heads of those two query
+ *     heads, which differ in general, and its value is the concatenation of
+ *     their two v heads: native KV group g stores exactly that pair (k
+ *     sub-heads 2g, 2g+1 and v columns [2d*g, 2d*(g+1))), so n_kv_heads is
+ *     chosen as the fewest groups for which every diff head of a group
+ *     shares one pair (KV heads are duplicated where pairs differ).
+ *   - DiffLlama's head norm has no weight and eps = rms_norm_eps; subln is
+ *     set to ones and v_proj is scaled by sqrt(1e-5 / rms_norm_eps), since
+ *     RMSNorm(s*x, eps) = RMSNorm(x, eps / s^2) and the norm's input is
+ *     linear in v. */
+#ifndef DA_IO_HF_MODEL_H
+#define DA_IO_HF_MODEL_H
+
+#include <stddef.h>
+
+#include "diffattn/model.h"
+
+/* 1 when path is a folder holding config.json. */
+int da_hf_is_folder(const char *path);
+/* Loads the folder into m (f32). Errors are one line naming the file and
+ * the key or tensor. */
+da_status da_hf_model_load(da_model *m, const char *dir);
+/* The configuration alone (what da_hf_model_load would build). */
+da_status da_hf_config_load(da_config *c, const char *dir);
+
+#endif
