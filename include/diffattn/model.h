@@ -127,6 +127,9 @@ da_status da_model_load(da_model *m, const char *path);
  * (docs/formats.md). When model_path is a folder holding tokenizer.json,
  * writes that file's path to out and returns 1; else returns 0. */
 int da_model_tokenizer_path(const char *model_path, char *out, size_t n);
+/* What da_model_load would read at path: "Hugging Face folder (config.json
+ * + safetensors)", "GGUF (quantized)" or "diffattn safetensors". */
+const char *da_model_format(const char *path);
 da_status da_model_save(const da_model *m, const char *path); /* atomic */
 
 /* ---------------------------------------------------------------- forward / backward */

@@ -33,7 +33,7 @@ int cmd_init(int argc, char **argv) {
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    cli_opt opts[] = {{"model", OPT_STR, &path, "model file (.safetensors)", 0}};
+    cli_opt opts[] = {{"model", OPT_STR, &path, "model: .safetensors, .gguf, or a Hugging Face folder", 0}};
     const char *req[] = {"model", NULL};
     int rc = cli_parse("info", "Shows a model's configuration, parameter count and lambda per layer.", argc, argv,
                        opts, 1, req);
@@ -43,6 +43,7 @@ int cmd_info(int argc, char **argv) {
     if (st.code) return cli_fail(st.msg);
     const da_config *c = &m.cfg;
     printf("model          %s\n", path);
+    printf("format         %s\n", da_model_format(path));
     printf("arch           %s\n", da_arch_name(c->arch));
     printf("dim            %d\n", c->dim);
     printf("n_layers       %d\n", c->n_layers);
@@ -54,6 +55,13 @@ int cmd_info(int argc, char **argv) {
     printf("max_seq_len    %d\n", c->max_seq_len);
     printf("norm_eps       %g\n", (double)c->norm_eps);
     printf("rope_theta     %g\n", (double)c->rope_theta);
+    printf("rope           %s frequencies", da_rope_freq_name(c->rope_freq));
+    if (c->rope_scaling == DA_ROPE_SCALE_LINEAR) printf(", linear scaling x%g", (double)c->rope_factor);
+    if (c->rope_scaling == DA_ROPE_SCALE_LLAMA3)
+        printf(", llama3 scaling (factor %g, low_freq_factor %g, high_freq_factor %g, original %d)",
+               (double)c->rope_factor, (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor,
+               c->rope_original_max_pos);
+    printf("\n");
     printf("tie_embeddings %s\n", c->tie_embeddings ? "true" : "false");
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
     if (c->arch == DA_ARCH_DIFF) {

@@ -31,7 +31,7 @@ int cmd_sample(int argc, char **argv) {
         {"top-p", OPT_FLOAT, &top_p, "nucleus sampling mass in (0, 1]", 0},
         {"seed", OPT_U64, &seed, "sampling seed", 0},
         {"tokenizer", OPT_STR, &tok_path,
-         "tokenizer (default: the one saved next to the model by train --data SHARDS; else bytes)", 0},
+         "tokenizer (default: a model folder's tokenizer.json, or the one saved next to the model by train --data SHARDS; else bytes)", 0},
         {"kv", OPT_STR, &kv_s, "GGUF models: KV cache f32 or int8", 0},
     };
     const char *req[] = {"model", NULL};
@@ -62,6 +62,8 @@ int cmd_sample(int argc, char **argv) {
     char probe[4200], probe2[4200];
     snprintf(probe, sizeof probe, "%s/tokenizer.json", beside);
     snprintf(probe2, sizeof probe2, "%s/encoder.json", beside);
+    char in_folder[4200]; /* a Hugging Face folder's own tokenizer.json */
+    if (!tok_path && da_model_tokenizer_path(model, in_folder, sizeof in_folder)) tok_path = in_folder;
     if (!tok_path && (stat(probe, &sb) == 0 || stat(probe2, &sb) == 0)) tok_path = beside;
     da_tokenizer *tok = NULL;
     if (tok_path && (st = da_tokenizer_load(&tok, tok_path)).code) {

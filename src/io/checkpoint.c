@@ -108,6 +108,12 @@ static const char *shape_hint(const char *name) {
     return "";
 }
 
+const char *da_model_format(const char *path) {
+    if (da_hf_is_folder(path)) return "Hugging Face folder (config.json + safetensors)";
+    if (da_gguf_is_gguf(path)) return "GGUF (quantized)";
+    return "diffattn safetensors";
+}
+
 da_status da_model_load(da_model *m, const char *path) {
     memset(m, 0, sizeof *m);
     if (da_hf_is_folder(path)) return da_hf_model_load(m, path);

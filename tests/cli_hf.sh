@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# --model takes a Hugging Face folder: info names the format and the RoPE
+# rule, logits and quantize read it, the GGUF keeps the llama3 rule, and a
+# bad config.json gets a one-line error naming the key.
+set -u
+BIN=${1:-build/diffattn}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+passed=0; failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+expect_ok() { local what=$1; shift; if "$@" >"$T/out" 2>"$T/err"; then ok "$what"; else bad "$what: rc=$? $(head -c 300 "$T/err")"; fi; }
+expect_out() { local what=$1 pattern=$2; if grep -q -- "$pattern" "$T/out"; then ok "$what"; else bad "$what: no '$pattern' in $(cat "$T/out")"; fi; }
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  local err rc
+  err=$("$@" 2>&1 >/dev/null); rc=$?
+  if [[ $rc == 1 && $err == *"$pattern"* && $(printf '%s' "$err" | wc -l) -le 1 ]]; then ok "$what"; else bad "$what: rc=$rc, stderr: $err"; fi
+}
+
+F=tests/fixtures/hf_diffllama_gqa
+expect_ok "info on a folder" $BIN info --model $F
+expect_out "info names the format" "Hugging Face folder"
+expect_out "info names the rope rule" "llama3 scaling (factor 8"
+echo "1 5 9 13 2 60" >"$T/ids.txt"
+expect_ok "logits on a folder" $BIN logits --model $F --ids "$T/ids.txt" --out "$T/l.npy"
+# 6 positions x 61 logits, float32, after the .npy header
+size=$(stat -c %s "$T/l.npy")
+if ((size >= 6 * 61 * 4 && size <= 6 * 61 * 4 + 256)); then ok "logits size"; else bad "logits size $size"; fi
+expect_ok "quantize a folder" $BIN quantize --model $F --type q8_0 --out "$T/m.gguf"
+expect_ok "info on its GGUF" $BIN info --model "$T/m.gguf"
+expect_out "the GGUF keeps the llama3 rule" "llama3 scaling (factor 8"
+
+mkdir "$T/bad"
+cp $F/*.safetensors $F/model.safetensors.index.json "$T/bad/"
+sed 's/"hidden_act": "silu"/"hidden_act": "gelu_new"/' $F/config.json >"$T/bad/config.json"
+expect_error "unknown hidden_act" 'config.json: hidden_act "gelu_new" is not supported' $BIN info --model "$T/bad"
+sed 's/"attention_bias": false/"attention_bias": true/' $F/config.json >"$T/bad/config.json"
+expect_error "attention_bias" "config.json: attention_bias is true" $BIN info --model "$T/bad"
+sed 's/"rope_type": "llama3"/"rope_type": "yarn"/' $F/config.json >"$T/bad/config.json"
+expect_error "unknown rope type" 'rope_scaling.rope_type "yarn" is not supported' $BIN info --model "$T/bad"
+echo "$passed passed, $failed failed"
+((failed == 0))
