@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <pcre2.h>
 #include <stdio.h>
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,7 +17,7 @@
 /* GPT-2's pre-tokenisation pattern (tiktoken's "gpt2" spelling). */
 const char *const DA_GPT2_PATTERN = "'(?:[sdmt]|ll|ve|re)| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-#define MAX_SPECIAL 64
+#define MAX_SPECIAL 1024 /* Llama 3 declares 256 */
 
 /* ------------------------------------------------------------ hash maps */
 
@@ -43,6 +45,9 @@ struct da_tokenizer {
     int special_id[MAX_SPECIAL];
     int cp_to_byte[512]; /* GPT-2's byte alphabet, inverted */
     pcre2_code *re;
+    /* From a tokenizer.json (Hugging Face's semantics): */
+    int ignore_merges; /* model.ignore_merges: a pre-token found whole in the vocabulary is one id */
+    int nfc;           /* normalizer NFC: ordinary text is NFC-normalised before pre-tokenisation */
 };
 
 static size_t pow2_at_least(size_t n) {
@@ -271,12 +276,18 @@ static da_status build_vocab(da_tokenizer *t, const char *path, cJSON *vocab, co
     return da_ok();
 }
 
-static da_status compile_regex(da_tokenizer *t) {
+/* pattern: the pre-tokeniser's regex (GPT-2's, or a tokenizer.json Split's). */
+static da_status compile_regex(da_tokenizer *t, const char *pattern) {
     int err;
     PCRE2_SIZE off;
-    t->re = pcre2_compile((PCRE2_SPTR)DA_GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
+    t->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
                           PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off, NULL);
-    if (!t->re) return da_errorf("PCRE2 cannot compile the GPT-2 pattern (error %d at %zu)", err, (size_t)off);
+    if (!t->re) {
+        PCRE2_UCHAR why[120];
+        pcre2_get_error_message(err, why, sizeof why);
+        return da_errorf("PCRE2 cannot compile the pre-tokeniser pattern \"%.60s\" (%s at offset %zu)", pattern,
+                         (const char *)why, (size_t)off);
+    }
     pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
     return da_ok();
 }
@@ -311,7 +322,7 @@ static da_status load_gpt2(da_tokenizer *t, const char *enc_path, const char *bp
         }
         p = e ? e + 1 : bpe + n_bpe;
     }
-    st = compile_regex(t);
+    st = compile_regex(t, DA_GPT2_PATTERN);
 done:
     cJSON_Delete(vocab);
     free(js);
@@ -330,6 +341,151 @@ void da_tokenizer_free(da_tokenizer *t) {
     free(t->merges.merged);
     if (t->re) pcre2_code_free(t->re);
     free(t);
+}
+
+/* ------------------------------------------------------------ tokenizer.json pipeline */
+
+static int json_true(const cJSON *o, const char *k, int def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+}
+
+static const char *json_type(const cJSON *o) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "type");
+    return cJSON_IsString(v) ? v->valuestring : "(none)";
+}
+
+/* A ByteLevel pre-tokeniser step: it maps bytes to GPT-2's alphabet (which
+ * this tokenizer does implicitly) and, with use_regex, splits with GPT-2's
+ * pattern. *uses_regex gets use_regex (default true). */
+static da_status byte_level_step(const char *path, const char *field, const cJSON *p, int *uses_regex) {
+    if (json_true(p, "add_prefix_space", 0))
+        return da_errorf("%s: %s.add_prefix_space = true is not supported", path, field);
+    *uses_regex = json_true(p, "use_regex", 1);
+    return da_ok();
+}
+
+/* The pre-tokeniser as one regex (*pattern points into root, or is
+ * DA_GPT2_PATTERN): ByteLevel (use_regex true), or Sequence [Split (Regex,
+ * behavior Isolated, invert false), ByteLevel (use_regex false)], as Llama 3,
+ * Qwen and GPT-4o write them. Anything else is refused: its ids would differ. */
+static da_status parse_pre_tokenizer(const char *path, const cJSON *root, const char **pattern) {
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+    int uses_regex;
+    da_status st;
+    if (!pre) { /* diffattn's own hand-written files before pre_tokenizer was read */
+        *pattern = DA_GPT2_PATTERN;
+        return da_ok();
+    }
+    if (!cJSON_IsObject(pre))
+        return da_errorf("%s: pre_tokenizer is null; only byte-level pre-tokenisers (ByteLevel, or Sequence of "
+                         "Split and ByteLevel) are supported",
+                         path);
+    const char *type = json_type(pre);
+    if (!strcmp(type, "ByteLevel")) {
+        if ((st = byte_level_step(path, "pre_tokenizer", pre, &uses_regex)).code) return st;
+        if (!uses_regex) return da_errorf("%s: pre_tokenizer ByteLevel with use_regex = false alone is not supported", path);
+        *pattern = DA_GPT2_PATTERN;
+        return da_ok();
+    }
+    if (strcmp(type, "Sequence"))
+        return da_errorf("%s: pre_tokenizer.type \"%s\" is not supported (ByteLevel, or Sequence of Split and ByteLevel)",
+                         path, type);
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
+    const cJSON *split = NULL, *bl = NULL;
+    int i = 0;
+    for (const cJSON *p = cJSON_IsArray(list) ? list->child : NULL; p; p = p->next, i++) {
+        const char *pt = json_type(p);
+        if (!strcmp(pt, "Split") && !split && !bl) split = p;
+        else if (!strcmp(pt, "ByteLevel") && !bl) bl = p;
+        else
+            return da_errorf("%s: pre_tokenizer.pretokenizers[%d].type \"%s\" is not supported here (expected Split "
+                             "then ByteLevel)",
+                             path, i, pt);
+    }
+    if (!bl) return da_errorf("%s: pre_tokenizer.pretokenizers lacks a ByteLevel step (not a byte-level BPE?)", path);
+    if ((st = byte_level_step(path, "pre_tokenizer.pretokenizers[ByteLevel]", bl, &uses_regex)).code) return st;
+    if (!split) {
+        if (!uses_regex) return da_errorf("%s: pre_tokenizer has no Split and ByteLevel.use_regex = false", path);
+        *pattern = DA_GPT2_PATTERN;
+        return da_ok();
+    }
+    if (uses_regex)
+        return da_errorf("%s: pre_tokenizer splits twice (Split, then ByteLevel with use_regex = true): not supported",
+                         path);
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(split, "pattern");
+    const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
+    const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
+    if (!cJSON_IsString(re))
+        return da_errorf("%s: pre_tokenizer Split.pattern must be {\"Regex\": ...} (a String pattern is not supported)",
+                         path);
+    if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated"))
+        return da_errorf("%s: pre_tokenizer Split.behavior \"%s\" is not supported (Isolated)", path,
+                         cJSON_IsString(beh) ? beh->valuestring : "(none)");
+    if (json_true(split, "invert", 0)) return da_errorf("%s: pre_tokenizer Split.invert = true is not supported", path);
+    *pattern = re->valuestring;
+    return da_ok();
+}
+
+/* normalizer: none or NFC; the model's options that change ids. */
+static da_status parse_options(da_tokenizer *t, const char *path, const cJSON *root, const cJSON *model) {
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    if (norm && !cJSON_IsNull(norm)) {
+        if (strcmp(json_type(norm), "NFC"))
+            return da_errorf("%s: normalizer.type \"%s\" is not supported (none or NFC)", path, json_type(norm));
+        t->nfc = 1;
+    }
+    if (json_true(model, "byte_fallback", 0)) return da_errorf("%s: model.byte_fallback = true is not supported", path);
+    static const char *const empty_or_null[] = {"continuing_subword_prefix", "end_of_word_suffix"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, empty_or_null[i]);
+        if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !v->valuestring[0]))
+            return da_errorf("%s: model.%s must be empty or null", path, empty_or_null[i]);
+    }
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(model, "dropout");
+    if (drop && !cJSON_IsNull(drop) && !(cJSON_IsNumber(drop) && drop->valuedouble == 0))
+        return da_errorf("%s: model.dropout must be null", path);
+    t->ignore_merges = json_true(model, "ignore_merges", 0);
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
+        static const char *const flags[] = {"lstrip", "rstrip", "single_word"};
+        for (int i = 0; i < 3; i++)
+            if (json_true(e, flags[i], 0))
+                return da_errorf("%s: added_tokens entry %d has %s = true, which is not supported", path,
+                                 cJSON_GetObjectItemCaseSensitive(e, "id")
+                                     ? cJSON_GetObjectItemCaseSensitive(e, "id")->valueint
+                                     : -1,
+                                 flags[i]);
+    }
+    return da_ok();
+}
+
+/* Added tokens with special = false (Qwen's <think>, <tool_call>, ...) are
+ * still cut out of the text before pre-tokenisation, as Hugging Face does;
+ * they join the matched list (and get their text when the vocabulary lacks
+ * them). */
+static da_status add_non_special(da_tokenizer *t, const char *path, const cJSON *added) {
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *c = cJSON_GetObjectItemCaseSensitive(e, "content");
+        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "special");
+        if (!sp || cJSON_IsTrue(sp) || !cJSON_IsNumber(id) || !cJSON_IsString(c)) continue;
+        int i = id->valueint;
+        if (i < 0 || i >= t->vocab_size || !c->valuestring[0]) return da_errorf("%s: added_tokens id %d is invalid", path, i);
+        if (!t->tok[i]) {
+            t->tok[i] = (uint8_t *)strdup(c->valuestring);
+            if (!t->tok[i]) return da_errorf("%s: out of memory", path);
+            t->tok_len[i] = (uint32_t)strlen(c->valuestring);
+        } else if (t->tok_len[i] != strlen(c->valuestring) || memcmp(t->tok[i], c->valuestring, t->tok_len[i])) {
+            return da_errorf("%s: added token %d \"%.40s\" differs from the vocabulary's token of that id", path, i,
+                             c->valuestring);
+        }
+        int known = 0;
+        for (int s = 0; s < t->n_special; s++) known |= t->special_id[s] == i;
+        if (known) continue;
+        if (t->n_special == MAX_SPECIAL) return da_errorf("%s: more than %d added tokens", path, MAX_SPECIAL);
+        t->special_id[t->n_special++] = i;
+    }
+    return da_ok();
 }
 
 /* Hugging Face tokenizer.json whose model is byte-level BPE. */
@@ -353,7 +509,11 @@ static da_status load_hf(da_tokenizer *t, const char *path) {
         st = da_errorf("%s: model.vocab must be an object and model.merges an array", path);
     else if (added && !cJSON_IsArray(added))
         st = da_errorf("%s: added_tokens must be an array", path);
+    const char *pattern = NULL;
+    if (!st.code) st = parse_pre_tokenizer(path, root, &pattern);
+    if (!st.code) st = parse_options(t, path, root, model);
     if (!st.code) st = build_vocab(t, path, vocab, added);
+    if (!st.code) st = add_non_special(t, path, added);
     if (!st.code && pair_map_init(&t->merges, (size_t)cJSON_GetArraySize(merges))) st = da_errorf("%s: out of memory", path);
     int rank = 0;
     for (const cJSON *m = merges ? merges->child : NULL; m && !st.code; m = m->next, rank++) {
@@ -369,8 +529,8 @@ static da_status load_hf(da_tokenizer *t, const char *path) {
             st = da_errorf("%s: merge #%d is neither \"a b\" nor [\"a\", \"b\"]", path, rank + 1);
         }
     }
+    if (!st.code) st = compile_regex(t, pattern); /* pattern points into root */
     cJSON_Delete(root);
-    if (!st.code) st = compile_regex(t);
     return st;
 }
 
@@ -489,6 +649,12 @@ static da_status encode_ordinary(const da_tokenizer *t, const uint8_t *text, siz
         for (size_t i = pos; i < s; i++)
             if (push(ids, n_ids, cap, t->byte_id[text[i]])) return da_errorf("out of memory");
         if (s == n) break;
+        int whole;
+        if (t->ignore_merges && e > s && (whole = bytes_map_get(t, text + s, e - s)) >= 0) {
+            if (push(ids, n_ids, cap, whole)) return da_errorf("out of memory");
+            pos = e;
+            continue;
+        }
         if (e - s > scratch_n) {
             int *big = malloc(3 * (e - s) * sizeof(int));
             if (!big) return da_errorf("out of memory");
@@ -502,6 +668,65 @@ static da_status encode_ordinary(const da_tokenizer *t, const uint8_t *text, siz
         pos = e > s ? e : s + 1;
     }
     return da_ok();
+}
+
+/* NFC of text[0..n) into *out (malloc'd). Returns 1 when the text is used
+ * as it is: already NFC (ASCII always is), or not valid UTF-8 (whose bytes
+ * then encode losslessly, unnormalised); 0 when *out holds the NFC form;
+ * -1 when out of memory. */
+static int nfc_normalize(const uint8_t *text, size_t n, uint8_t **out, size_t *out_n) {
+    size_t i = 0;
+    while (i < n && text[i] < 0x80) i++;
+    if (i == n || n > INT32_MAX / 2) return 1;
+    UErrorCode err = U_ZERO_ERROR;
+    const UNormalizer2 *nfc = unorm2_getNFCInstance(&err);
+    if (U_FAILURE(err)) return 1;
+    int32_t n16 = 0;
+    u_strFromUTF8(NULL, 0, &n16, (const char *)text, (int32_t)n, &err);
+    if (err != U_BUFFER_OVERFLOW_ERROR && U_FAILURE(err)) return 1; /* invalid UTF-8 */
+    err = U_ZERO_ERROR;
+    UChar *src = malloc(((size_t)n16 + 1) * sizeof(UChar));
+    if (!src) return -1;
+    u_strFromUTF8(src, n16 + 1, NULL, (const char *)text, (int32_t)n, &err);
+    int rc = 1;
+    UChar *dst = NULL;
+    if (U_SUCCESS(err) && unorm2_quickCheck(nfc, src, n16, &err) != UNORM_YES && U_SUCCESS(err)) {
+        int32_t nd = unorm2_normalize(nfc, src, n16, NULL, 0, &err);
+        err = U_ZERO_ERROR;
+        dst = malloc(((size_t)nd + 1) * sizeof(UChar));
+        if (!dst) rc = -1;
+        else {
+            unorm2_normalize(nfc, src, n16, dst, nd + 1, &err);
+            int32_t n8 = 0;
+            if (U_SUCCESS(err)) u_strToUTF8(NULL, 0, &n8, dst, nd, &err);
+            if (err == U_BUFFER_OVERFLOW_ERROR || U_SUCCESS(err)) {
+                err = U_ZERO_ERROR;
+                *out = malloc((size_t)n8 + 1);
+                if (!*out) rc = -1;
+                else {
+                    u_strToUTF8((char *)*out, n8 + 1, NULL, dst, nd, &err);
+                    if (U_SUCCESS(err)) *out_n = (size_t)n8, rc = 0;
+                    else free(*out);
+                }
+            }
+        }
+    }
+    free(src);
+    free(dst);
+    return rc;
+}
+
+/* Ordinary text, NFC-normalised first when the tokenizer says so. */
+static da_status encode_normalized(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
+                                   size_t *cap, pcre2_match_data *md, int *scratch, size_t scratch_n) {
+    uint8_t *norm = NULL;
+    size_t nn = 0;
+    int rc = t->nfc ? nfc_normalize(text, n, &norm, &nn) : 1;
+    if (rc < 0) return da_errorf("out of memory");
+    if (rc == 1) return encode_ordinary(t, text, n, ids, n_ids, cap, md, scratch, scratch_n);
+    da_status st = encode_ordinary(t, norm, nn, ids, n_ids, cap, md, scratch, scratch_n);
+    free(norm);
+    return st;
 }
 
 da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
@@ -521,7 +746,7 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
             const uint8_t *hit = memmem(text + pos, n - pos, t->tok[id], t->tok_len[id]);
             if (hit && (size_t)(hit - text) < next) next = (size_t)(hit - text), sid = id;
         }
-        st = encode_ordinary(t, text + pos, next - pos, ids, n_ids, cap, md, scratch, SCRATCH);
+        st = encode_normalized(t, text + pos, next - pos, ids, n_ids, cap, md, scratch, SCRATCH);
         if (!st.code && sid >= 0) {
             if (push(ids, n_ids, cap, sid)) st = da_errorf("out of memory");
             next += t->tok_len[sid];
