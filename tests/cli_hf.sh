@@ -31,6 +31,15 @@ expect_ok "quantize a folder" $BIN quantize --model $F --type q8_0 --out "$T/m.g
 expect_ok "info on its GGUF" $BIN info --model "$T/m.gguf"
 expect_out "the GGUF keeps the llama3 rule" "llama3 scaling (factor 8"
 
+# fine-tuning a folder: byte-level text for its 256-token vocabulary
+for i in $(seq 1 300); do echo "line $i: the quick brown fox jumps over the lazy dog."; done >"$T/text.txt"
+expect_ok "train --init-from a folder" $BIN train --init-from tests/fixtures/hf_llama_tied --data "$T/text.txt" \
+  --out "$T/run" --steps 4 --batch 2 --seq 32 --log-every 2
+expect_ok "info on the fine-tuned model" $BIN info --model "$T/run/model.safetensors"
+expect_out "it keeps the folder's shape and RoPE rule" "llama frequencies"
+expect_error "model flags with --init-from" "--dim cannot be set with --init-from" \
+  $BIN train --init-from tests/fixtures/hf_llama_tied --dim 64 --data "$T/text.txt" --out "$T/run2" --steps 1
+
 mkdir "$T/bad"
 cp $F/*.safetensors $F/model.safetensors.index.json "$T/bad/"
 sed 's/"hidden_act": "silu"/"hidden_act": "gelu_new"/' $F/config.json >"$T/bad/config.json"

@@ -264,7 +264,7 @@ static int test_errors(void) {
         /* untied config over a file without lm_head */
         snprintf(cfg, sizeof cfg,
                  "{\"model_type\": \"llama\", \"hidden_size\": 32, \"intermediate_size\": 48, "
-                 "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 61, "
+                 "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 256, "
                  "\"tie_word_embeddings\": false}");
         st = load_with_config(cfg, "hf_llama_tied", dir);
         remove_dir(dir);

@@ -250,8 +250,8 @@ def main():
     # Llama GQA with llama3 scaling, F32, untied
     make(out, "hf_llama_gqa", base("llama", hidden_size=64, num_attention_heads=8, num_key_value_heads=2,
                                    rms_norm_eps=1e-6, rope_scaling=LLAMA3), "F32", seed=4)
-    # Llama MHA, tied, BF16
-    make(out, "hf_llama_tied", base("llama", tie_word_embeddings=True), "BF16", seed=5)
+    # Llama MHA, tied, BF16; a byte-sized vocabulary, so that byte-level text fine-tunes it (cli_hf.sh)
+    make(out, "hf_llama_tied", base("llama", tie_word_embeddings=True, vocab_size=256), "BF16", seed=5)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,8 @@ typedef struct {
     void *ctx;
     volatile int *stop; /* when it becomes non-zero: checkpoint, then return code DA_INTERRUPTED */
     long stop_at_step;  /* > 0: after this step, checkpoint and return DA_INTERRUPTED, as if stopped */
+    const char *init_from; /* NULL, or a model (any path da_model_load takes) whose weights and
+                            * configuration start a new run instead of model_cfg (fine-tuning) */
 } da_train_hooks;
 
 #define DA_INTERRUPTED 2

@@ -67,7 +67,8 @@ static int train_main(int argc, char **argv) {
     int resume = 0;
     long stop_at = 0;
     float dist_timeout = 60;
-    enum { NT = 22 };
+    const char *init_from = NULL;
+    enum { NT = 23 };
     cli_opt opts[CLI_N_MODEL_OPTS + NT];
     cli_model_opts(&mf, opts);
     cli_opt topts[NT] = {
@@ -89,6 +90,8 @@ static int train_main(int argc, char **argv) {
         {"log-every", OPT_LONG, &tc.log_every, "steps between metrics lines", 0},
         {"val-fraction", OPT_FLOAT, &tc.val_fraction, "share of the text held out for validation (the tail)", 0},
         {"bf16", OPT_FLAG, &tc.bf16, "large matmuls in bf16 with fp32 accumulation (AVX512-BF16 CPUs; about 1.4x faster)", 0},
+        {"init-from", OPT_STR, &init_from, "start from this model's weights and configuration (a .safetensors, "
+                      ".gguf or Hugging Face folder): fine-tuning; model flags other than --seq do not apply", 0},
         {"resume", OPT_FLAG, &resume, "continue the run in --out exactly where its last checkpoint left it", 0},
         {"stop-at", OPT_LONG, &stop_at, "end this invocation after this step with a checkpoint, as Ctrl-C would (0 = run to --steps)", 0},
         {"deterministic", OPT_FLAG, &tc.deterministic, "sum each window's gradient exactly (integer fixed point): "
@@ -158,6 +161,14 @@ static int train_main(int argc, char **argv) {
         }
         if (cli_was_set(opts, n, "seq")) tc.seq = given.seq;
         if (da_dist_rank() == 0) fprintf(stderr, "resuming %s at step %ld of %ld\n", out, step, tc.steps);
+    } else if (init_from) {
+        for (int i = 0; i < CLI_N_MODEL_OPTS; i++)
+            if (opts[i].set && strcmp(opts[i].name, "seq")) {
+                fprintf(stderr, "diffattn train: --%s cannot be set with --init-from (the model comes from %s)\n",
+                        opts[i].name, init_from);
+                return 1;
+            }
+        memset(&cfg, 0, sizeof cfg); /* unused: the model comes from init_from */
     } else {
         /* token shards bring their tokenizer's vocabulary */
         if (!cli_was_set(opts, n, "vocab")) mf.vocab = da_data_vocab_size(data);
@@ -168,7 +179,7 @@ static int train_main(int argc, char **argv) {
     int tty = isatty(2);
     /* under mpirun only rank 0 reports progress */
     volatile int *stop = cli_catch_stop_signals();
-    da_train_hooks hooks = {rank0 ? on_log : NULL, &tty, stop, stop_at};
+    da_train_hooks hooks = {rank0 ? on_log : NULL, &tty, stop, stop_at, resume ? NULL : init_from};
     st = da_train(&cfg, &tc, data, out, resume, &hooks);
     if (st.code == DA_INTERRUPTED) {
         if (rank0) fprintf(stderr, "%sdiffattn: %s\n", tty ? "\n" : "", st.msg);

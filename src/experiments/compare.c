@@ -250,7 +250,7 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
         if (!c->quiet)
             fprintf(stderr, "compare: training %s (seed %llu) for %ld steps%s\n", da_arch_name(arch),
                     (unsigned long long)seed, c->steps, done >= 0 ? ", resumed from its checkpoint" : "");
-        da_train_hooks hooks = {c->quiet ? NULL : on_log, NULL, c->stop, 0};
+        da_train_hooks hooks = {c->quiet ? NULL : on_log, NULL, c->stop, 0, NULL};
         st = da_train(&cfg, &tc, data, dir, done >= 0, &hooks);
         if (st.code == DA_INTERRUPTED) {
             /* da_train's message names its own --resume; this job continues with compare's */

@@ -204,8 +204,12 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
             goto done;
         }
     } else {
-        if ((st = da_model_create(&m, model_cfg)).code) goto done;
-        da_model_init(&m, tc.seed);
+        if (hooks && hooks->init_from) {
+            if ((st = da_model_load(&m, hooks->init_from)).code) goto done;
+        } else {
+            if ((st = da_model_create(&m, model_cfg)).code) goto done;
+            da_model_init(&m, tc.seed);
+        }
         if ((st = da_model_alloc_grads(&m)).code) goto done;
         if ((st = da_adamw_create(&opt, m.n_params)).code) goto done;
         da_rng_seed(&rng, tc.seed ^ 0x5eed0fda7aULL);
