@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <pcre2.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
@@ -735,16 +736,30 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
     enum { SCRATCH = 256 };
     int scratch[3 * SCRATCH];
     if (!md) return da_errorf("out of memory");
+    /* each added token's next occurrence at or after pos (n: none), searched
+     * again only once pos passes it: one scan of the text per token, however
+     * many there are (Llama 3 declares 256) */
+    size_t *hit_at = malloc((size_t)(t->n_special ? t->n_special : 1) * sizeof *hit_at);
+    if (!hit_at) {
+        pcre2_match_data_free(md);
+        return da_errorf("out of memory");
+    }
+    for (int i = 0; i < t->n_special; i++) hit_at[i] = SIZE_MAX;
     da_status st = da_ok();
     size_t pos = 0;
     while (pos < n && !st.code) {
-        /* the next special token, if any */
+        /* the next added token, the longest of those starting there (Hugging
+         * Face's leftmost-longest match) */
         size_t next = n;
         int sid = -1;
         for (int i = 0; i < t->n_special; i++) {
             int id = t->special_id[i];
-            const uint8_t *hit = memmem(text + pos, n - pos, t->tok[id], t->tok_len[id]);
-            if (hit && (size_t)(hit - text) < next) next = (size_t)(hit - text), sid = id;
+            if (hit_at[i] == SIZE_MAX || (hit_at[i] < pos && hit_at[i] != n)) {
+                const uint8_t *hit = memmem(text + pos, n - pos, t->tok[id], t->tok_len[id]);
+                hit_at[i] = hit ? (size_t)(hit - text) : n;
+            }
+            if (hit_at[i] < next || (hit_at[i] == next && next < n && t->tok_len[id] > t->tok_len[sid]))
+                next = hit_at[i], sid = id;
         }
         st = encode_normalized(t, text + pos, next - pos, ids, n_ids, cap, md, scratch, SCRATCH);
         if (!st.code && sid >= 0) {
@@ -753,6 +768,7 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
         }
         pos = next;
     }
+    free(hit_at);
     pcre2_match_data_free(md);
     return st;
 }
