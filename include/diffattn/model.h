@@ -78,12 +78,6 @@ typedef struct {
     float *grads; /* NULL until da_model_alloc_grads */
     da_weights w; /* views of params */
     da_weights g; /* views of grads (NULL pointers until allocated) */
-    /* Evaluation only, not saved: when > 0, the reference attention kernel
-     * and KV-cache decoding fake-quantize the attention logits to this many
-     * bits before their softmax (dynamic absmax, symmetric, one scale per
-     * query row of each map: the paper's Figure 8). 0 (default): exact. The
-     * flash kernel ignores it. */
-    int attn_logit_bits;
 } da_model;
 
 /* Allocates a zeroed model for cfg (validated). */

@@ -39,7 +39,7 @@ int cmd_info(int argc, char **argv) {
                        opts, 1, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     da_model m;
-    da_status st = da_model_load(&m, path);
+    da_status st = da_model_load_any(&m, path);
     if (st.code) return cli_fail(st.msg);
     const da_config *c = &m.cfg;
     printf("model          %s\n", path);

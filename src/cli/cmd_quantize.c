@@ -10,7 +10,7 @@
 #include "eval/ppl.h"
 #include "io/gguf.h"
 #include "quant/calib.h"
-#include "quant/qmodel.h"
+#include "quant/quantize.h"
 
 int cmd_quantize(int argc, char **argv) {
     const char *model = NULL, *type_s = NULL, *out = NULL, *calib = NULL, *act_s = NULL, *out_type_s = NULL;
@@ -113,14 +113,14 @@ int cmd_quantize(int argc, char **argv) {
         }
         if (!st.code || d.spans) da_text_data_free(&d);
     }
-    da_qmodel q;
-    if (!st.code && !(st = da_qmodel_quantize(&q, &m, &qo)).code) {
+    da_engine q;
+    if (!st.code && !(st = da_engine_quantize(&q, &m, &qo)).code) {
         q.act = act;
         q.act_absmax = absmax;
         absmax = NULL;
         q.calib_samples = calib ? calib_samples : 0;
         q.awq = calib && !no_awq && qo.type != DA_QT_F32;
-        st = da_qmodel_save(&q, out);
+        st = da_engine_save_gguf(&q, out);
         if (!st.code) {
             FILE *fp = fopen(out, "rb");
             long size = -1;
@@ -130,7 +130,7 @@ int cmd_quantize(int argc, char **argv) {
                    da_qtype_name(qo.type), da_qtype_name(q.output->type), da_act_mode_name(q.act),
                    q.awq ? ", AWQ" : "", (double)size / 1e6, (double)m.n_params * 4 / 1e6);
         }
-        da_qmodel_free(&q);
+        da_engine_release(&q);
     }
     free(absmax);
     free(alpha);
@@ -146,24 +146,10 @@ static long file_size(const char *path) {
     return n;
 }
 
-/* A quantized model from a GGUF, or an f32 one built from a safetensors (the
- * reference path of the same code). */
-static da_status load_q(da_qmodel *q, const char *path) {
-    if (da_gguf_is_gguf(path)) return da_qmodel_load(q, path);
-    da_model m;
-    da_status st = da_model_load(&m, path);
-    if (st.code) return st;
-    da_quantize_opts o = {DA_QT_F32, DA_QT_F32};
-    st = da_qmodel_quantize(q, &m, &o);
-    if (!st.code) q->act = DA_ACTQ_F32;
-    da_model_free(&m);
-    return st;
-}
-
-static int parse_run_opts(const char *act_s, const char *kv_s, const da_qmodel *q, da_qrun_opts *o) {
-    o->act = q->act;
-    o->kv_int8 = 0;
-    if (act_s && da_act_mode_parse(act_s, &o->act)) {
+static int parse_run_opts(const char *act_s, const char *kv_s, const da_engine *q, da_session_opts *o) {
+    *o = da_session_opts_default();
+    da_act_mode act = q->act;
+    if (act_s && da_act_mode_parse(act_s, &act)) {
         fprintf(stderr, "diffattn: --act: expected q8, int8-dynamic, int8-static, bf16 or f32\n");
         return 1;
     }
@@ -174,7 +160,8 @@ static int parse_run_opts(const char *act_s, const char *kv_s, const da_qmodel *
     o->kv_int8 = kv_s && !strcmp(kv_s, "int8");
     /* float weights take float activations: int8 modes do not apply */
     const int wt = q->weight_type;
-    if ((wt == DA_QT_F32 || wt == DA_QT_F16 || wt == DA_QT_BF16) && o->act <= DA_ACTQ_INT8_STATIC) o->act = DA_ACTQ_F32;
+    if ((wt == DA_QT_F32 || wt == DA_QT_F16 || wt == DA_QT_BF16) && act <= DA_ACTQ_INT8_STATIC) act = DA_ACTQ_F32;
+    o->act = act;
     return 0;
 }
 
@@ -205,23 +192,24 @@ int cmd_eval_ppl(int argc, char **argv) {
                        argc, argv, opts, 10, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (chunks < 0) return cli_fail("--chunks must be >= 0");
-    da_qmodel q;
-    da_status st = load_q(&q, model);
+    da_engine *qe = NULL;
+    da_status st = da_engine_load(&qe, model);
     if (st.code) return cli_fail(st.msg);
-    da_ppl_config pc = {ctx, chunks, {DA_ACTQ_Q8, 0}, cache, file_size(base)};
-    if (parse_run_opts(act_s, kv_s, &q, &pc.run)) {
-        da_qmodel_free(&q);
+    const da_engine q = *qe;
+    da_ppl_config pc = {ctx, chunks, da_session_opts_default(), cache, file_size(base)};
+    if (parse_run_opts(act_s, kv_s, qe, &pc.run)) {
+        da_engine_free(qe);
         return 1;
     }
-    da_model bm;
+    da_engine *be = NULL;
     da_text_data d;
     da_ppl_result r;
-    if (!(st = da_model_load(&bm, base)).code) {
+    if (!(st = da_engine_load(&be, base)).code) {
         if (!(st = da_text_data_load(&d, data, val_fraction, ctx ? ctx : q.cfg.max_seq_len)).code) {
-            st = da_eval_ppl(&q, &bm, &d, &pc, &r);
+            st = da_eval_ppl(qe, be, &d, &pc, &r);
             da_text_data_free(&d);
         }
-        da_model_free(&bm);
+        da_engine_free(be);
     }
     if (!st.code) {
         const char *wt = da_qtype_name(q.weight_type);
@@ -238,7 +226,7 @@ int cmd_eval_ppl(int argc, char **argv) {
                    model, da_arch_name(q.cfg.arch), wt, da_act_mode_name(pc.run.act), pc.run.kv_int8 ? "int8" : "f32",
                    r.ppl, r.base_ppl, r.delta_ppl_pct, r.kld, 100 * r.same_top1, r.chunks, r.scored);
     }
-    da_qmodel_free(&q);
+    da_engine_free(qe);
     return st.code ? cli_fail(st.msg) : 0;
 }
 
@@ -246,9 +234,8 @@ int cmd_eval_ppl(int argc, char **argv) {
 
 typedef struct {
     const char *path;
-    int is_gguf;
-    da_model m;  /* f32 path */
-    da_qmodel q; /* quantized path */
+    da_engine *e;
+    da_session_opts run;
     long file_bytes;
     double best_prompt, best_decode; /* tokens/s */
 } bench_model;
@@ -261,51 +248,26 @@ static int argmax_f(const float *x, int n) {
 }
 
 /* One timed run: the prompt in one batch, then n_gen greedy decoding steps. */
-static da_status bench_once(bench_model *b, const int *prompt, int n_prompt, int n_gen, const da_qrun_opts *ro) {
-    da_status st = da_ok();
-    double t0, t1, t2;
-    if (!b->is_gguf) {
-        const da_config *c = &b->m.cfg;
-        da_acts *a = NULL;
-        da_kv_cache *kv = NULL;
-        if ((st = da_acts_create(&a, c, 1, n_prompt)).code) return st;
-        if ((st = da_kv_create(&kv, c, n_prompt + n_gen)).code) {
-            da_acts_free(a);
-            return st;
-        }
-        t0 = da_now_s();
-        da_forward(&b->m, a, prompt, NULL, 1, n_prompt);
-        t1 = da_now_s();
-        const float *lg = NULL;
-        for (int i = 0; i < n_prompt && !st.code; i++) st = da_decode_step(&b->m, kv, prompt[i], &lg); /* fill the cache, untimed */
-        int tk = st.code ? 0 : argmax_f(lg, c->vocab_size);
-        t2 = da_now_s();
-        for (int i = 0; i < n_gen && !st.code; i++) {
-            st = da_decode_step(&b->m, kv, tk, &lg);
-            if (!st.code) tk = argmax_f(lg, c->vocab_size);
-        }
-        const double t3 = da_now_s();
-        da_kv_free(kv);
-        da_acts_free(a);
-        if (st.code) return st;
-        t2 = t3 - t2;
-    } else {
-        da_qstate *s = NULL;
-        if ((st = da_qstate_create(&s, &b->q, ro, n_prompt + n_gen, n_prompt)).code) return st;
-        const float *lg = NULL;
-        t0 = da_now_s();
-        st = da_qforward(&b->q, s, prompt, n_prompt, 0, &lg);
-        t1 = da_now_s();
-        int tk = st.code ? 0 : argmax_f(lg, b->q.cfg.vocab_size);
-        const double td = da_now_s();
-        for (int i = 0; i < n_gen && !st.code; i++) {
-            st = da_qforward(&b->q, s, &tk, 1, 0, &lg);
-            if (!st.code) tk = argmax_f(lg, b->q.cfg.vocab_size);
-        }
-        t2 = da_now_s() - td;
-        da_qstate_free(s);
-        if (st.code) return st;
+static da_status bench_once(bench_model *b, const int *prompt, int n_prompt, int n_gen) {
+    da_session *s = NULL;
+    da_session_opts o = b->run;
+    o.max_T = n_prompt + n_gen;
+    o.max_batch = n_prompt;
+    da_status st = da_session_create(&s, b->e, &o);
+    if (st.code) return st;
+    const int V = da_engine_config(b->e)->vocab_size;
+    const float *lg = NULL;
+    const double t0 = da_now_s();
+    st = da_session_feed(s, prompt, n_prompt, 0, &lg);
+    const double t1 = da_now_s();
+    int tk = st.code ? 0 : argmax_f(lg, V);
+    for (int i = 0; i < n_gen && !st.code; i++) {
+        st = da_session_feed(s, &tk, 1, 0, &lg);
+        if (!st.code) tk = argmax_f(lg, V);
     }
+    const double t2 = da_now_s() - t1;
+    da_session_free(s);
+    if (st.code) return st;
     const double pp = n_prompt / (t1 - t0), dd = n_gen / t2;
     if (pp > b->best_prompt) b->best_prompt = pp;
     if (dd > b->best_decode) b->best_decode = dd;
@@ -321,8 +283,8 @@ int cmd_bench_generate(int argc, char **argv) {
         {"prompt", OPT_INT, &n_prompt, "prompt tokens, processed in one batch", 0},
         {"gen", OPT_INT, &n_gen, "tokens decoded one at a time (batch 1, greedy)", 0},
         {"reps", OPT_INT, &reps, "repetitions; the best of each is reported", 0},
-        {"act", OPT_STR, &act_s, "GGUF activations: q8, int8-dynamic, int8-static, bf16, f32 (default: the file's)", 0},
-        {"kv", OPT_STR, &kv_s, "GGUF KV cache: f32 (default) or int8", 0},
+        {"act", OPT_STR, &act_s, "activations: q8, int8-dynamic, int8-static, bf16, f32 (default: the file's; f32 for float weights)", 0},
+        {"kv", OPT_STR, &kv_s, "KV cache: f32 (default) or int8", 0},
         {"json", OPT_FLAG, &json, "one JSON object per model", 0},
     };
     const char *req[] = {"model", NULL};
@@ -340,28 +302,25 @@ int cmd_bench_generate(int argc, char **argv) {
     bm[nm++].path = model;
     for (char *tok = list ? strtok(list, ",") : NULL; tok && nm < MAXM; tok = strtok(NULL, ",")) bm[nm++].path = tok;
     da_status st = da_ok();
-    da_qrun_opts ro[MAXM];
-    int loaded = 0;
-    for (int i = 0; i < nm && !st.code; i++, loaded++) {
-        bm[i].is_gguf = da_gguf_is_gguf(bm[i].path);
+    for (int i = 0; i < nm && !st.code; i++) {
         bm[i].file_bytes = file_size(bm[i].path);
-        st = bm[i].is_gguf ? da_qmodel_load(&bm[i].q, bm[i].path) : da_model_load(&bm[i].m, bm[i].path);
+        st = da_engine_load(&bm[i].e, bm[i].path);
         if (st.code) break;
-        const da_config *c = bm[i].is_gguf ? &bm[i].q.cfg : &bm[i].m.cfg;
+        const da_config *c = da_engine_config(bm[i].e);
         if (n_prompt + n_gen > c->max_seq_len)
             st = da_errorf("%s: --prompt %d + --gen %d exceeds max_seq_len %d", bm[i].path, n_prompt, n_gen,
                            c->max_seq_len);
-        if (bm[i].is_gguf && parse_run_opts(act_s, kv_s, &bm[i].q, &ro[i])) st = da_errorf("bad --act or --kv");
+        if (parse_run_opts(act_s, kv_s, bm[i].e, &bm[i].run)) st = da_errorf("bad --act or --kv");
     }
     int *prompt = malloc((size_t)n_prompt * sizeof(int));
     if (!st.code && !prompt) st = da_errorf("out of memory");
     if (!st.code) {
-        const int V = bm[0].is_gguf ? bm[0].q.cfg.vocab_size : bm[0].m.cfg.vocab_size;
+        const int V = da_engine_config(bm[0].e)->vocab_size;
         const char *text = "The quick brown fox jumps over the lazy dog. ";
         for (int i = 0; i < n_prompt; i++) prompt[i] = (unsigned char)text[i % strlen(text)] % V;
     }
     for (int r = 0; r < reps && !st.code; r++)
-        for (int i = 0; i < nm && !st.code; i++) st = bench_once(&bm[i], prompt, n_prompt, n_gen, &ro[i]);
+        for (int i = 0; i < nm && !st.code; i++) st = bench_once(&bm[i], prompt, n_prompt, n_gen);
     double load[3] = {0};
     FILE *fp = fopen("/proc/loadavg", "r");
     if (fp) {
@@ -369,15 +328,14 @@ int cmd_bench_generate(int argc, char **argv) {
         fclose(fp);
     }
     for (int i = 0; i < nm && !st.code; i++) {
-        const char *fmt = bm[i].is_gguf ? da_qtype_name(bm[i].q.weight_type) : "f32";
+        const char *fmt = da_engine_weight_type(bm[i].e);
         const double sp = bm[i].best_decode / bm[0].best_decode, spp = bm[i].best_prompt / bm[0].best_prompt;
         if (json)
             printf("{\"model\":\"%s\",\"weights\":\"%s\",\"path\":\"%s\",\"act\":\"%s\",\"kv\":\"%s\",\"prompt_tokens\":%d,"
                    "\"decode_tokens\":%d,\"prompt_tok_per_s\":%.2f,\"decode_tok_per_s\":%.2f,\"file_bytes\":%ld,"
                    "\"decode_speedup_vs_first\":%.3f,\"prompt_speedup_vs_first\":%.3f,\"threads\":%d,\"isa\":\"%s\","
                    "\"loadavg\":%.2f}\n",
-                   bm[i].path, fmt, bm[i].is_gguf ? "quantized" : "f32 (BLAS)",
-                   bm[i].is_gguf ? da_act_mode_name(ro[i].act) : "f32", bm[i].is_gguf && ro[i].kv_int8 ? "int8" : "f32",
+                   bm[i].path, fmt, "engine", da_act_mode_name(bm[i].run.act), bm[i].run.kv_int8 ? "int8" : "f32",
                    n_prompt, n_gen, bm[i].best_prompt, bm[i].best_decode, bm[i].file_bytes, sp, spp,
                    omp_get_max_threads(), da_isa_name(da_qdot_isa), load[0]);
         else
@@ -387,10 +345,7 @@ int cmd_bench_generate(int argc, char **argv) {
     if (!json && !st.code)
         printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), da_isa_name(da_qdot_isa),
                reps, load[0]);
-    for (int i = 0; i < loaded; i++) {
-        if (bm[i].is_gguf) da_qmodel_free(&bm[i].q);
-        else da_model_free(&bm[i].m);
-    }
+    for (int i = 0; i < nm; i++) da_engine_free(bm[i].e);
     free(prompt);
     free(list);
     return st.code ? cli_fail(st.msg) : 0;
