@@ -123,6 +123,9 @@ void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k);
 /* Layer l's values: (B, T, Ckv). */
 const float *da_acts_v(const da_acts *a, int layer);
 const float *da_acts_hidden(const da_acts *a, int layer);
+/* Layer l's attention output, the input of its out_proj: (B, T, C) (DIFF:
+ * after the per-head norm). */
+const float *da_acts_attn_out(const da_acts *a, int layer);
 
 /* Gradient of the mean loss of the last da_forward (which needed targets);
  * accumulates (+=) into m->grads. */
