@@ -82,7 +82,7 @@ typedef struct {
 
 /* Allocates a zeroed model for cfg (validated). */
 da_status da_model_create(da_model *m, const da_config *cfg);
-/* The initialisation documented in the README, from a seeded RNG. */
+/* The initialisation documented in docs/model.md, from a seeded RNG. */
 void da_model_init(da_model *m, uint64_t seed);
 da_status da_model_alloc_grads(da_model *m);
 void da_model_zero_grads(da_model *m);
