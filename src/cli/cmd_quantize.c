@@ -263,10 +263,11 @@ int cmd_bench_generate(int argc, char **argv) {
             printf("{\"model\":\"%s\",\"weights\":\"%s\",\"path\":\"%s\",\"act\":\"%s\",\"kv\":\"%s\",\"prompt_tokens\":%d,"
                    "\"decode_tokens\":%d,\"prompt_tok_per_s\":%.2f,\"decode_tok_per_s\":%.2f,\"file_bytes\":%ld,"
                    "\"decode_speedup_vs_first\":%.3f,\"prompt_speedup_vs_first\":%.3f,\"threads\":%d,\"isa\":\"%s\","
-                   "\"loadavg\":%.2f}\n",
+                   "\"wait_policy\":\"%s\",\"loadavg\":%.2f}\n",
                    bm[i].path, fmt, "engine", da_act_mode_name(bm[i].run.act), bm[i].run.kv_int8 ? "int8" : "f32",
                    n_prompt, n_gen, bm[i].best_prompt, bm[i].best_decode, bm[i].file_bytes, sp, spp,
-                   omp_get_max_threads(), da_isa_name(da_qdot_isa), load[0]);
+                   omp_get_max_threads(), da_isa_name(da_qdot_isa),
+                   getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default", load[0]);
         else
             printf("%-40s %-5s prompt %8.1f tok/s  decode %7.1f tok/s (%.2fx)  %8.2f MB\n", bm[i].path, fmt,
                    bm[i].best_prompt, bm[i].best_decode, sp, (double)bm[i].file_bytes / 1e6);
