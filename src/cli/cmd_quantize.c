@@ -6,11 +6,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "core/clock.h"
+#include "diffattn/quant.h"
 #include "eval/ppl.h"
-#include "io/gguf.h"
-#include "quant/calib.h"
-#include "quant/quantize.h"
 #include "experiments/bench_generate.h"
 
 int cmd_quantize(int argc, char **argv) {
@@ -200,13 +197,13 @@ int cmd_bench_generate(int argc, char **argv) {
                    "\"wait_policy\":\"%s\",\"loadavg\":%.2f}\n",
                    paths[i], res[i].weight_type, res[i].act, res[i].kv_int8 ? "int8" : "f32", o.prompt, o.gen,
                    res[i].best_prompt, res[i].best_decode, res[i].file_bytes, sp, spp, omp_get_max_threads(),
-                   da_isa_name(da_qdot_isa), wait, load[0]);
+                   res[i].dots, wait, load[0]);
         else
             printf("%-40s %-5s prompt %8.1f tok/s  decode %7.1f tok/s (%.2fx)  %8.2f MB\n", paths[i],
                    res[i].weight_type, res[i].best_prompt, res[i].best_decode, sp, (double)res[i].file_bytes / 1e6);
     }
     if (!json && !st.code)
-        printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), da_isa_name(da_qdot_isa),
+        printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), res[0].dots,
                o.reps, load[0]);
     free(list);
     return st.code ? cli_fail(st.msg) : 0;
