@@ -19,57 +19,6 @@
 #include "ops/ops.h"
 #include "train/train_state.h"
 
-void da_train_config_default(da_train_config *tc) {
-    memset(tc, 0, sizeof *tc);
-    tc->batch = 8;
-    tc->seq = 256;
-    tc->grad_accum = 1;
-    tc->steps = 500;
-    tc->warmup = 50;
-    tc->lr = 1e-3f;
-    tc->min_lr = 1e-4f;
-    tc->weight_decay = 0.1f;
-    tc->clip = 1.0f;
-    tc->beta1 = 0.9f;
-    tc->beta2 = 0.95f;
-    tc->adam_eps = 1e-8f;
-    tc->eval_every = 100;
-    tc->eval_batches = 4;
-    tc->save_every = 100;
-    tc->log_every = 10;
-    tc->seed = 1337;
-    tc->val_fraction = 0.1f;
-}
-
-da_status da_train_config_validate(const da_train_config *tc) {
-    if (tc->batch <= 0) return da_errorf("--batch %d must be positive", tc->batch);
-    if (tc->grad_accum <= 0 || tc->batch % tc->grad_accum)
-        return da_errorf("--grad-accum %d must divide --batch %d", tc->grad_accum, tc->batch);
-    if (tc->seq <= 0) return da_errorf("--seq %d must be positive", tc->seq);
-    if (tc->steps <= 0) return da_errorf("--steps %ld must be positive", tc->steps);
-    if (tc->warmup < 0) return da_errorf("--warmup %ld must be >= 0", tc->warmup);
-    if (!(tc->lr > 0 && isfinite(tc->lr))) return da_errorf("--lr %g must be a positive number", (double)tc->lr);
-    if (!(tc->min_lr >= 0 && tc->min_lr <= tc->lr))
-        return da_errorf("--min-lr %g must lie in [0, --lr]", (double)tc->min_lr);
-    if (!(tc->weight_decay >= 0 && tc->weight_decay < 1))
-        return da_errorf("--weight-decay %g must lie in [0, 1)", (double)tc->weight_decay);
-    if (!isfinite(tc->clip)) return da_errorf("--clip must be a number (0 disables clipping)");
-    if (!(tc->beta1 >= 0 && tc->beta1 < 1 && tc->beta2 >= 0 && tc->beta2 < 1))
-        return da_errorf("AdamW betas must lie in [0, 1)");
-    if (!(tc->adam_eps > 0)) return da_errorf("AdamW eps must be positive");
-    if (tc->eval_every < 0 || tc->save_every < 0) return da_errorf("--eval-every and --save-every must be >= 0");
-    if (tc->log_every <= 0) return da_errorf("--log-every %ld must be positive", tc->log_every);
-    if (tc->eval_batches <= 0) return da_errorf("--eval-batches %d must be positive", tc->eval_batches);
-    if (!(tc->val_fraction > 0 && tc->val_fraction < 1))
-        return da_errorf("--val-fraction %g must lie in (0, 1)", (double)tc->val_fraction);
-    if (tc->bf16 != 0 && tc->bf16 != 1) return da_errorf("bf16 must be 0 or 1");
-    if (tc->deterministic != 0 && tc->deterministic != 1) return da_errorf("deterministic must be 0 or 1");
-    if (tc->zero != 0 && tc->zero != 1) return da_errorf("--zero %d: the stages are 0 (off) and 1 (shard the AdamW moments)", tc->zero);
-    if (tc->bf16 && !bf16_gemm_available())
-        return da_errorf("--bf16: this build has no AVX512-BF16 kernel (needs a CPU with avx512_bf16 and -march=native)");
-    return da_ok();
-}
-
 /* Mean validation loss over eval_batches * batch fixed windows. */
 static float evaluate(da_model *m, da_acts *a, const da_text_data *data, const da_train_config *tc, int micro,
                       int *tokens, int *targets) {
