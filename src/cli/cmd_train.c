@@ -40,8 +40,10 @@ static int finish(int rc, da_status st) {
         da_dist_abort(1);
     }
     if (st.code && st.code != DA_DIST_PEER_FAILED && st.code != DA_INTERRUPTED) {
-        if (da_dist_size() > 1) fprintf(stderr, "diffattn: rank %d: %s\n", da_dist_rank(), st.msg);
-        else cli_fail_fields(st.msg);
+        char named[1024];
+        cli_name_flags(named, sizeof named, st.msg);
+        if (da_dist_size() > 1) fprintf(stderr, "diffattn: rank %d: %s\n", da_dist_rank(), named);
+        else cli_fail(named);
     }
     da_dist_finalize();
     return rc;
