@@ -2,6 +2,7 @@
 #ifndef DIFFATTN_TRAIN_H
 #define DIFFATTN_TRAIN_H
 
+#include "diffattn/data.h"
 #include "diffattn/model.h"
 #include "diffattn/parallel.h"
 
@@ -31,6 +32,21 @@ float da_grad_norm(const da_model *m);
 void da_grad_scale(da_model *m, float s);
 /* Linear warmup to lr_max over `warmup` steps, cosine to lr_min at `total`. */
 float da_lr_schedule(long step, long warmup, long total, float lr_max, float lr_min);
+
+/* ---------------------------------------------------------------- validation loss */
+
+/* The mean next-token cross-entropy over n_windows fixed windows spread evenly
+ * over the validation split (the same set for every model, so numbers compare
+ * across runs and architectures). */
+typedef struct {
+    double loss, ppl;
+    long windows, tokens;
+} da_eval_loss_result;
+
+/* Loads nothing: the model and data are the caller's. kernel: the flash one
+ * for speed, the reference one where logits are inspected or quantized. */
+da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_windows, int batch, da_attn_kernel kernel,
+                       da_eval_loss_result *r);
 
 /* ---------------------------------------------------------------- training */
 
