@@ -12,10 +12,9 @@
 
 #include "diffattn/generate.h"
 #include "diffattn/model.h"
+#include "diffattn/quant.h"
 #include "harness.h"
 #include "io/hf_model.h"
-#include "ops/qblock.h"
-#include "quant/qmodel.h"
 
 #define TOL 1e-4
 
@@ -55,33 +54,49 @@ static int forward_matches(da_model *m, const expected *e, da_attn_kernel kernel
     return rc;
 }
 
+/* The inference engine over m's f32 weights, one token a call (KV cache). */
 static int decode_matches(const da_model *m, const expected *e) {
-    da_kv_cache *kv;
-    CHECK(!da_kv_create(&kv, &m->cfg, e->T).code);
+    da_engine *en;
+    CHECK(!da_engine_from_model(&en, m).code);
+    da_session_opts o = da_session_opts_default();
+    o.max_T = e->T;
+    da_session *s;
+    CHECK(!da_session_create(&s, en, &o).code);
     int rc = 0;
     for (int t = 0; t < e->T && !rc; t++) {
         const float *lg;
-        CHECK(!da_decode_step(m, kv, e->tokens[t], &lg).code);
+        CHECK(!da_session_feed(s, &e->tokens[t], 1, 0, &lg).code);
         char what[64];
         snprintf(what, sizeof what, "decode position %d", t);
         rc = expect_close_rel(what, lg, e->logits + (size_t)t * e->V, (size_t)e->V, TOL, 0);
     }
-    da_kv_free(kv);
+    da_session_free(s);
+    da_engine_free(en);
     return rc;
 }
 
-static int qengine_matches(const da_model *m, const expected *e) {
-    da_qmodel q;
-    da_quantize_opts o = {.type = DA_QT_F32, .output_type = -1};
-    CHECK(!da_qmodel_quantize(&q, m, &o).code);
-    da_qstate *s;
-    da_qrun_opts ro = {.act = DA_ACTQ_F32, .kv_int8 = 0};
-    CHECK(!da_qstate_create(&s, &q, &ro, e->T, e->T).code);
+/* The folder quantized to an f32 GGUF (its RoPE keys included), run by the engine. */
+static int gguf_matches(const char *dir, const expected *e) {
+    char path[] = "/tmp/test_hf_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    da_quantize_opts qo;
+    da_quantize_opts_default(&qo);
+    qo.type = "f32";
+    da_status st = da_quantize_file(dir, path, &qo, NULL);
+    if (st.code) fprintf(stderr, "  %s\n", st.msg);
+    CHECK(!st.code);
+    da_engine *en;
+    CHECK(!da_engine_load(&en, path).code);
+    unlink(path);
+    da_session *s;
+    CHECK(!da_session_create(&s, en, NULL).code);
     const float *lg;
-    CHECK(!da_qforward(&q, s, e->tokens, e->T, 1, &lg).code);
-    int rc = expect_close_rel("quantized engine, f32", lg, e->logits, (size_t)e->T * e->V, TOL, 0);
-    da_qstate_free(s);
-    da_qmodel_free(&q);
+    CHECK(!da_session_feed(s, e->tokens, e->T, 1, &lg).code);
+    int rc = expect_close_rel("GGUF (f32) through the engine", lg, e->logits, (size_t)e->T * e->V, TOL, 0);
+    da_session_free(s);
+    da_engine_free(en);
     return rc;
 }
 
@@ -104,7 +119,7 @@ static int check_folder(const char *name, da_arch arch, int n_heads, int n_kv_he
     int rc = forward_matches(&m, &e, DA_ATTN_FLASH, "forward, flash kernel");
     rc |= forward_matches(&m, &e, DA_ATTN_REFERENCE, "forward, reference kernel");
     rc |= decode_matches(&m, &e);
-    rc |= qengine_matches(&m, &e);
+    rc |= gguf_matches(dir, &e);
     da_model_free(&m);
     free(e.logits);
     return rc;
@@ -121,14 +136,15 @@ static int test_diffllama_kv3(void) { return check_folder("hf_diffllama_kv3", DA
 static int test_llama_gqa(void) { return check_folder("hf_llama_gqa", DA_ARCH_SOFTMAX, 8, 2); }
 static int test_llama_tied(void) { return check_folder("hf_llama_tied", DA_ARCH_SOFTMAX, 4, 4); }
 
-/* The llama3 rule and the folded head-norm eps survive diffattn's own
- * checkpoint and GGUF (a loader that dropped the rope keys would rebuild
- * the DIFF rule and miss the logits). */
+/* The llama3 rule survives diffattn's own checkpoint (a loader that dropped
+ * the RoPE keys would rebuild the DIFF rule and miss the logits), and a
+ * checkpoint without them (written before they existed) loads with the DIFF
+ * rule. */
 static int test_saved_copies(void) {
     const char *dir = "tests/fixtures/hf_diffllama_gqa";
     expected e;
     CHECK(!load_expected(dir, &e));
-    da_model m, back, fromg;
+    da_model m, back;
     CHECK(!da_model_load(&m, dir).code);
     char st_path[] = "/tmp/test_hf_XXXXXX";
     int fd = mkstemp(st_path);
@@ -136,23 +152,18 @@ static int test_saved_copies(void) {
     close(fd);
     CHECK(!da_model_save(&m, st_path).code);
     CHECK(!da_model_load(&back, st_path).code);
-    CHECK(back.cfg.rope_scaling == DA_ROPE_SCALE_LLAMA3 && back.cfg.rope_original_max_pos == 64);
+    CHECK(back.cfg.rope_freq == DA_ROPE_FREQ_LLAMA && back.cfg.rope_scaling == DA_ROPE_SCALE_LLAMA3);
+    CHECK(back.cfg.rope_factor == 8 && back.cfg.rope_high_freq_factor == 4 && back.cfg.rope_original_max_pos == 64);
     int rc = forward_matches(&back, &e, DA_ATTN_FLASH, "reloaded checkpoint");
-    da_qmodel q;
-    da_quantize_opts o = {.type = DA_QT_F32, .output_type = -1};
-    CHECK(!da_qmodel_quantize(&q, &m, &o).code);
-    CHECK(!da_qmodel_save(&q, st_path).code);
-    da_qmodel_free(&q);
-    da_status st = da_model_load(&fromg, st_path);
-    if (st.code) fprintf(stderr, "  %s\n", st.msg);
-    CHECK(!st.code);
-    CHECK(fromg.cfg.rope_scaling == DA_ROPE_SCALE_LLAMA3 && fromg.cfg.rope_freq == DA_ROPE_FREQ_LLAMA);
-    rc |= forward_matches(&fromg, &e, DA_ATTN_FLASH, "reloaded GGUF");
     unlink(st_path);
     da_model_free(&m);
     da_model_free(&back);
-    da_model_free(&fromg);
     free(e.logits);
+    /* an older checkpoint: no rope_* keys but rope_theta */
+    da_model old;
+    CHECK(!da_model_load(&old, "tests/fixtures/diff_mha.model.safetensors").code);
+    CHECK(old.cfg.rope_freq == DA_ROPE_FREQ_DIFF && old.cfg.rope_scaling == DA_ROPE_SCALE_NONE);
+    da_model_free(&old);
     return rc;
 }
 

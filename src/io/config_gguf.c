@@ -17,6 +17,14 @@ void da_config_gguf_add_rope(da_gguf_writer *w, const da_config *c) {
 da_status da_config_gguf_get_rope(const da_gguf_file *f, da_config *c) {
     const char *s;
     da_status st;
+    da_config def;
+    da_config_default(&def);
+    c->rope_freq = def.rope_freq;
+    c->rope_scaling = def.rope_scaling;
+    c->rope_factor = def.rope_factor;
+    c->rope_low_freq_factor = def.rope_low_freq_factor;
+    c->rope_high_freq_factor = def.rope_high_freq_factor;
+    c->rope_original_max_pos = def.rope_original_max_pos;
     if (da_gguf_kv_find(f, "diffattn.rope.freq_rule")) {
         if ((st = da_gguf_get_str(f, "diffattn.rope.freq_rule", &s)).code) return st;
         if (da_rope_freq_parse(s, &c->rope_freq))

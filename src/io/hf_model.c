@@ -186,7 +186,7 @@ static da_status parse_config(const char *dir, da_config *c, hf_shape *hs) {
         cJSON_Delete(root);
         return da_errorf("%s: not a JSON object", path);
     }
-    memset(c, 0, sizeof *c);
+    da_config_default(c); /* every field is set below, the RoPE scaling's where the file has one */
     memset(hs, 0, sizeof *hs);
     const cJSON *mt = get(root, "model_type");
     int hidden = 0, H = 0, Hkv = 0, head_dim = 0, bias = 0, mlp_bias = 0;

@@ -1,23 +1,71 @@
-/* Model configuration: defaults, derived sizes, and validation. */
+/* Model configuration: the schema table, defaults, derived sizes, and validation. */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "diffattn/model.h"
 #include "ops/ops.h"
 
+/* Upper bounds keep every size product within int range and memory sane. */
+#define DA_MAX_DIM 65536
+#define DA_MAX_LAYERS 1024
+#define DA_MAX_VOCAB (1 << 24)
+#define DA_MAX_SEQ (1 << 20)
+#define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
+
+static const char *const ARCH_NAMES[] = {"diff", "softmax", NULL};
+static const char *const ROPE_FREQ_NAMES[] = {"diff", "llama", NULL};
+static const char *const ROPE_SCALE_NAMES[] = {"none", "linear", "llama3", NULL};
+_Static_assert(sizeof(da_rope_freq) == sizeof(int) && sizeof(da_rope_scale) == sizeof(int),
+               "DA_FIELD_ENUM stores an int");
+_Static_assert(sizeof(da_arch) == sizeof(int), "DA_FIELD_ENUM stores an int");
+
+#define F(key, flag, field, type, def, lo, hi, bounds, help) \
+    {key, flag, offsetof(da_config, field), type, def, lo, hi, bounds, DA_RESUME_FIXED, 1, help, NULL}
+
+/* Metadata order is this order; every field is stored and fixed for a run
+ * (the parameters' shapes depend on it). */
+const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
+    {"arch", "arch", offsetof(da_config, arch), DA_FIELD_ENUM, DA_ARCH_DIFF, 0, 1, "[]", DA_RESUME_FIXED, 1,
+     "diff (Differential Transformer) or softmax (the baseline)", ARCH_NAMES},
+    F("dim", "dim", dim, DA_FIELD_INT, 256, 1, DA_MAX_DIM, "[]", "model width"),
+    F("n_layers", "layers", n_layers, DA_FIELD_INT, 4, 1, DA_MAX_LAYERS, "[]", "number of blocks"),
+    F("n_heads", "heads", n_heads, DA_FIELD_INT, 4, 1, DA_MAX_DIM, "[]",
+      "DIFF heads; --arch softmax gets twice as many plain heads, for equal parameters"),
+    F("n_kv_heads", "kv-heads", n_kv_heads, DA_FIELD_INT, 0, 0, DA_MAX_DIM, "[]",
+      "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax"),
+    F("vocab_size", "vocab", vocab_size, DA_FIELD_INT, 256, 1, DA_MAX_VOCAB, "[]", "vocabulary size (256 = bytes)"),
+    F("ffn_hidden", "ffn", ffn_hidden, DA_FIELD_INT, 0, 0, 8 * DA_MAX_DIM, "[]",
+      "SwiGLU hidden size (0 = 8*dim/3 rounded up to a multiple of 64)"),
+    F("norm_eps", "norm-eps", norm_eps, DA_FIELD_FLOAT, 1e-5, 0, 1, "()", "RMSNorm epsilon"),
+    F("rope_theta", "rope-theta", rope_theta, DA_FIELD_FLOAT, 10000, 1, INFINITY, "()", "RoPE base"),
+    F("max_seq_len", "seq", max_seq_len, DA_FIELD_INT, 256, 1, DA_MAX_SEQ, "[]",
+      "context length (the model's max_seq_len)"),
+    F("tie_embeddings", "tie-embeddings", tie_embeddings, DA_FIELD_BOOL, 0, 0, 1, "[]",
+      "share the LM head with the token embedding"),
+    {"rope_freq", "rope-freq", offsetof(da_config, rope_freq), DA_FIELD_ENUM, DA_ROPE_FREQ_DIFF, 0, 1, "[]",
+     DA_RESUME_FIXED, 1, "RoPE frequencies: diff (theta^(-j/(d/2-1)), the DIFF framework's) or llama (theta^(-2j/d))",
+     ROPE_FREQ_NAMES},
+    {"rope_scaling", "rope-scaling", offsetof(da_config, rope_scaling), DA_FIELD_ENUM, DA_ROPE_SCALE_NONE, 0, 2, "[]",
+     DA_RESUME_FIXED, 1, "RoPE scaling (Hugging Face's rope_scaling): none, linear or llama3", ROPE_SCALE_NAMES},
+    F("rope_factor", "rope-factor", rope_factor, DA_FIELD_FLOAT, 1, 0, 1e6, "(]",
+      "linear and llama3 scaling: frequencies / factor"),
+    F("rope_low_freq_factor", "rope-low-freq-factor", rope_low_freq_factor, DA_FIELD_FLOAT, 1, 0, 1e6, "(]",
+      "llama3 scaling: wavelengths above original/this are divided by the factor"),
+    F("rope_high_freq_factor", "rope-high-freq-factor", rope_high_freq_factor, DA_FIELD_FLOAT, 4, 0, 1e6, "(]",
+      "llama3 scaling: wavelengths below original/this are kept"),
+    F("rope_original_max_pos", "rope-original-max-pos", rope_original_max_pos, DA_FIELD_INT, 8192, 1, DA_MAX_SEQ,
+      "[]", "llama3 scaling: the original context length (original_max_position_embeddings)"),
+};
+_Static_assert(sizeof da_config_fields / sizeof da_config_fields[0] == DA_CONFIG_N_FIELDS,
+               "da_config_fields out of step with DA_CONFIG_N_FIELDS");
+#undef F
+
 void da_config_default(da_config *c) {
     memset(c, 0, sizeof *c);
-    c->arch = DA_ARCH_DIFF;
-    c->dim = 256;
-    c->n_layers = 4;
-    c->n_heads = 4;
-    c->n_kv_heads = 4;
-    c->vocab_size = 256;
+    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, c);
+    c->n_kv_heads = c->n_heads;
     c->ffn_hidden = da_default_ffn_hidden(c->dim);
-    c->max_seq_len = 256;
-    c->norm_eps = 1e-5f;
-    c->rope_theta = 10000.0f;
-    c->tie_embeddings = 0;
 }
 
 int da_default_ffn_hidden(int dim) {
@@ -40,30 +88,21 @@ int da_arch_parse(const char *s, da_arch *out) {
     return -1;
 }
 
-/* Upper bounds keep every size product within int range and memory sane. */
-#define DA_MAX_DIM 65536
-#define DA_MAX_LAYERS 1024
-#define DA_MAX_VOCAB (1 << 24)
-#define DA_MAX_SEQ (1 << 20)
-#define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
-#define DA_MAX_HEAD_DIM_HALF (DA_MAX_HEAD_DIM / 2)
-
 const char *da_rope_freq_name(da_rope_freq f) { return f == DA_ROPE_FREQ_LLAMA ? "llama" : "diff"; }
 
 int da_rope_freq_parse(const char *s, da_rope_freq *out) {
-    if (!strcmp(s, "diff")) { *out = DA_ROPE_FREQ_DIFF; return 0; }
-    if (!strcmp(s, "llama")) { *out = DA_ROPE_FREQ_LLAMA; return 0; }
+    for (int i = 0; ROPE_FREQ_NAMES[i]; i++)
+        if (!strcmp(s, ROPE_FREQ_NAMES[i])) { *out = (da_rope_freq)i; return 0; }
     return -1;
 }
 
 const char *da_rope_scale_name(da_rope_scale s) {
-    return s == DA_ROPE_SCALE_LINEAR ? "linear" : s == DA_ROPE_SCALE_LLAMA3 ? "llama3" : "none";
+    return (unsigned)s <= DA_ROPE_SCALE_LLAMA3 ? ROPE_SCALE_NAMES[s] : "?";
 }
 
 int da_rope_scale_parse(const char *s, da_rope_scale *out) {
-    if (!strcmp(s, "none")) { *out = DA_ROPE_SCALE_NONE; return 0; }
-    if (!strcmp(s, "linear")) { *out = DA_ROPE_SCALE_LINEAR; return 0; }
-    if (!strcmp(s, "llama3")) { *out = DA_ROPE_SCALE_LLAMA3; return 0; }
+    for (int i = 0; ROPE_SCALE_NAMES[i]; i++)
+        if (!strcmp(s, ROPE_SCALE_NAMES[i])) { *out = (da_rope_scale)i; return 0; }
     return -1;
 }
 
@@ -72,7 +111,7 @@ _Static_assert(DA_ROPE_FREQ_LLAMA == 1 && DA_ROPE_SCALE_LINEAR == 1 && DA_ROPE_S
                "rope_freq_spec numbering");
 
 void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
-    double inv_freq[DA_MAX_HEAD_DIM_HALF];
+    double inv_freq[DA_MAX_HEAD_DIM / 2];
     int d = da_head_dim(c);
     rope_freq_spec f = {.rule = (int)c->rope_freq,
                         .scaling = (int)c->rope_scaling,
@@ -85,15 +124,24 @@ void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
     rope_tables_freq(cos_tab, sin_tab, T, d, inv_freq);
 }
 
+int da_arch_heads(da_arch a, int diff_heads) { return a == DA_ARCH_SOFTMAX ? 2 * diff_heads : diff_heads; }
+
+da_status da_config_from_diff_heads(da_config *c) {
+    /* ranges first, on the counts as given, so a message quotes them */
+    da_status st = da_fields_check(da_config_fields, DA_CONFIG_N_FIELDS, c);
+    if (st.code) return st;
+    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
+    c->n_heads = da_arch_heads(c->arch, c->n_heads);
+    c->n_kv_heads = da_arch_heads(c->arch, c->n_kv_heads);
+    if (c->ffn_hidden == 0) c->ffn_hidden = da_default_ffn_hidden(c->dim);
+    return da_config_validate(c);
+}
+
+/* The relations between fields; each field's own range is in the table. */
 da_status da_config_validate(const da_config *c) {
-    if (c->arch != DA_ARCH_DIFF && c->arch != DA_ARCH_SOFTMAX)
-        return da_errorf("arch: unknown value %d (expected diff or softmax)", (int)c->arch);
-    if (c->dim <= 0 || c->dim > DA_MAX_DIM)
-        return da_errorf("dim: %d is out of range (1..%d)", c->dim, DA_MAX_DIM);
-    if (c->n_layers <= 0 || c->n_layers > DA_MAX_LAYERS)
-        return da_errorf("n_layers: %d is out of range (1..%d)", c->n_layers, DA_MAX_LAYERS);
-    if (c->n_heads <= 0 || c->n_heads > c->dim)
-        return da_errorf("n_heads: %d is out of range (1..dim=%d)", c->n_heads, c->dim);
+    da_status st = da_fields_check(da_config_fields, DA_CONFIG_N_FIELDS, c);
+    if (st.code) return st;
+    if (c->n_heads > c->dim) return da_errorf("n_heads: %d exceeds dim=%d", c->n_heads, c->dim);
     if (c->n_kv_heads <= 0 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads)
         return da_errorf("n_kv_heads: %d must divide n_heads=%d", c->n_kv_heads, c->n_heads);
     int split = c->arch == DA_ARCH_DIFF ? 2 * c->n_heads : c->n_heads;
@@ -110,33 +158,9 @@ da_status da_config_validate(const da_config *c) {
         return da_errorf("head size %d (dim=%d, n_heads=%d, arch=%s) must be even and >= 4 for RoPE; "
                          "use fewer heads",
                          d, c->dim, c->n_heads, da_arch_name(c->arch));
-    if (c->vocab_size <= 0 || c->vocab_size > DA_MAX_VOCAB)
-        return da_errorf("vocab_size: %d is out of range (1..%d)", c->vocab_size, DA_MAX_VOCAB);
-    if (c->ffn_hidden <= 0 || c->ffn_hidden > 8 * DA_MAX_DIM)
-        return da_errorf("ffn_hidden: %d is out of range (1..%d)", c->ffn_hidden, 8 * DA_MAX_DIM);
-    if (c->max_seq_len <= 0 || c->max_seq_len > DA_MAX_SEQ)
-        return da_errorf("max_seq_len: %d is out of range (1..%d)", c->max_seq_len, DA_MAX_SEQ);
-    if (!(c->norm_eps > 0 && c->norm_eps < 1))
-        return da_errorf("norm_eps: %g must be in (0, 1)", (double)c->norm_eps);
-    if (!(c->rope_theta > 1 && isfinite(c->rope_theta)))
-        return da_errorf("rope_theta: %g must be a finite number > 1", (double)c->rope_theta);
-    if (c->tie_embeddings != 0 && c->tie_embeddings != 1)
-        return da_errorf("tie_embeddings: must be true or false");
-    if (c->rope_freq != DA_ROPE_FREQ_DIFF && c->rope_freq != DA_ROPE_FREQ_LLAMA)
-        return da_errorf("rope_freq: unknown value %d (expected diff or llama)", (int)c->rope_freq);
-    if (c->rope_scaling == DA_ROPE_SCALE_NONE) return da_ok();
-    if (c->rope_scaling != DA_ROPE_SCALE_LINEAR && c->rope_scaling != DA_ROPE_SCALE_LLAMA3)
-        return da_errorf("rope_scaling: unknown value %d (expected none, linear or llama3)", (int)c->rope_scaling);
-    if (!(c->rope_factor > 0 && isfinite(c->rope_factor)))
-        return da_errorf("rope_factor: %g must be a finite number > 0", (double)c->rope_factor);
-    if (c->rope_scaling == DA_ROPE_SCALE_LLAMA3) {
-        if (!(c->rope_low_freq_factor > 0 && isfinite(c->rope_low_freq_factor)))
-            return da_errorf("rope_low_freq_factor: %g must be a finite number > 0", (double)c->rope_low_freq_factor);
-        if (!(c->rope_high_freq_factor > c->rope_low_freq_factor && isfinite(c->rope_high_freq_factor)))
-            return da_errorf("rope_high_freq_factor: %g must be finite and above rope_low_freq_factor %g",
-                             (double)c->rope_high_freq_factor, (double)c->rope_low_freq_factor);
-        if (c->rope_original_max_pos <= 0)
-            return da_errorf("rope_original_max_pos: %d must be > 0", c->rope_original_max_pos);
-    }
+    if (c->ffn_hidden <= 0) return da_errorf("ffn_hidden: %d must be positive", c->ffn_hidden);
+    if (c->rope_scaling == DA_ROPE_SCALE_LLAMA3 && !(c->rope_high_freq_factor > c->rope_low_freq_factor))
+        return da_errorf("rope_high_freq_factor: %g must exceed rope_low_freq_factor %g (llama3 scaling)",
+                         (double)c->rope_high_freq_factor, (double)c->rope_low_freq_factor);
     return da_ok();
 }
