@@ -27,6 +27,10 @@ expect_ok "logits on a folder" $BIN logits --model $F --ids "$T/ids.txt" --out "
 # 6 positions x 61 logits, float32, after the .npy header
 size=$(stat -c %s "$T/l.npy")
 if ((size >= 6 * 61 * 4 && size <= 6 * 61 * 4 + 256)); then ok "logits size"; else bad "logits size $size"; fi
+expect_ok "bench generate on a folder" $BIN bench generate --model $F --prompt 8 --gen 8 --reps 1
+# a folder's size is that of its safetensors files (two shards here)
+shards=$(cat $F/*.safetensors | wc -c)
+expect_out "bench generate reports the folder's size" "$(awk -v b="$shards" 'BEGIN { printf "%.2f MB", b / 1e6 }')"
 expect_ok "quantize a folder" $BIN quantize --model $F --type q8_0 --out "$T/m.gguf"
 expect_ok "info on its GGUF" $BIN info --model "$T/m.gguf"
 expect_out "the GGUF keeps the llama3 rule" "llama3 scaling (factor 8"

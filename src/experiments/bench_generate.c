@@ -1,7 +1,9 @@
 /* Prompt and decoding speed through the inference engine (bench_generate.h). */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/clock.h"
 #include "experiments/bench_generate.h"
@@ -14,11 +16,22 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
+/* A file's size; a model folder's: its .safetensors files together. -1 when unreadable. */
 static long file_size(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    long n = -1;
-    if (fp && !fseek(fp, 0, SEEK_END)) n = ftell(fp);
-    if (fp) fclose(fp);
+    struct stat sb;
+    if (stat(path, &sb)) return -1;
+    if (!S_ISDIR(sb.st_mode)) return (long)sb.st_size;
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    long n = 0;
+    char p[4400];
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 12 || strcmp(e->d_name + len - 12, ".safetensors")) continue;
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        if (!stat(p, &sb) && S_ISREG(sb.st_mode)) n += (long)sb.st_size;
+    }
+    closedir(d);
     return n;
 }
 
