@@ -80,7 +80,7 @@ expect_error "train: missing --data" "--data is required" "$BIN" train --out "$T
 expect_error "train: lr NaN" "not a valid number" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --lr nan
 expect_ok "train: tiny run" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --steps 3 --eval-batches 1
 expect_error "train: resume past the end" "resume with more steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume
-expect_error "train: resume changes the model" "dim (--dim): cannot change when resuming" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --dim 64
+expect_error "train: resume changes the model" "a model field cannot change when resuming" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --dim 64
 expect_ok "train: resume with more steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --steps 5
 
 # past the context (the model holds 32 positions), generation slides and goes on

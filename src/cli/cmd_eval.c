@@ -428,7 +428,9 @@ int cmd_compare(int argc, char **argv) {
                                                "(auto: seq/2 - 64 and seq - 64)", 0},
         {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
         {"resume", OPT_FLAG, &c.resume, "continue an interrupted compare in --out (same flags): finished runs are "
-                                        "kept, an interrupted one continues from its checkpoint", 0},
+                                        "kept, an interrupted one continues from its checkpoint; a new --steps "
+                                        "continues every run to it", 0},
+        {"force", OPT_FLAG, &c.force, "start a new compare in an --out that holds one, replacing it", 0},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse("compare",
@@ -444,7 +446,13 @@ int cmd_compare(int argc, char **argv) {
         return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
     /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */
     c.stop = cli_catch_stop_signals();
+    c.steps_given = cli_was_set(opts, n_opts, "steps");
+    if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the compare, or replace it)");
     da_status st = da_compare(&c);
+    if (st.code == DA_RUN_EXISTS) {
+        fprintf(stderr, "diffattn: %s (--resume, or --force)\n", st.msg);
+        return 1;
+    }
     if (st.code == DA_INTERRUPTED) {
         fprintf(stderr, "diffattn compare: %s\n", st.msg);
         return 130;
