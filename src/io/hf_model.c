@@ -457,24 +457,36 @@ static float half_to_float(uint16_t h) {
     return f;
 }
 
-/* dst[0..n) = scale * element [first, first + n) of t. */
+/* dst[0..n) = scale * element [first, first + n) of t (little-endian in the
+ * file; possibly unaligned). Threads split large ranges: the file's pages are
+ * read in as they are touched. */
 static void convert(float *dst, const hf_tensor *t, size_t first, size_t n, float scale) {
     const unsigned char *p = t->data;
-    for (size_t i = 0; i < n; i++) {
-        size_t k = first + i;
-        float v;
-        if (t->dtype == DT_F32) {
-            uint32_t u = (uint32_t)p[4 * k] | (uint32_t)p[4 * k + 1] << 8 | (uint32_t)p[4 * k + 2] << 16 |
-                         (uint32_t)p[4 * k + 3] << 24;
+    const long nn = (long)n;
+    if (t->dtype == DT_F32) {
+#pragma omp parallel for schedule(static) if (nn > (1L << 16))
+        for (long i = 0; i < nn; i++) {
+            const unsigned char *b = p + 4 * (first + (size_t)i);
+            uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+            float v;
             memcpy(&v, &u, 4);
-        } else {
-            uint16_t h = (uint16_t)(p[2 * k] | p[2 * k + 1] << 8);
-            if (t->dtype == DT_BF16) {
-                uint32_t u = (uint32_t)h << 16;
-                memcpy(&v, &u, 4);
-            } else v = half_to_float(h);
+            dst[i] = v * scale;
         }
-        dst[i] = v * scale;
+    } else if (t->dtype == DT_BF16) {
+#pragma omp parallel for schedule(static) if (nn > (1L << 16))
+        for (long i = 0; i < nn; i++) {
+            const unsigned char *b = p + 2 * (first + (size_t)i);
+            uint32_t u = ((uint32_t)b[0] | (uint32_t)b[1] << 8) << 16;
+            float v;
+            memcpy(&v, &u, 4);
+            dst[i] = v * scale;
+        }
+    } else {
+#pragma omp parallel for schedule(static) if (nn > (1L << 16))
+        for (long i = 0; i < nn; i++) {
+            const unsigned char *b = p + 2 * (first + (size_t)i);
+            dst[i] = half_to_float((uint16_t)(b[0] | b[1] << 8)) * scale;
+        }
     }
 }
 
