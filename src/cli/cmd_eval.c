@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+static const char *const DATA_HELP =
+    "text file or folder (through the model's tokenizer; bytes when it has none), or a folder of token shards";
+
 /* Validation data for a model: text goes through the tokenizer the model
  * carries (bytes when it carries none); shards must hold the same
  * tokenizer's ids. Any other vocabulary is an error naming both sizes. */
@@ -48,7 +51,7 @@ static int eval_loss(int argc, char **argv) {
     float val_fraction = 0.1f;
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model file (.safetensors)", 0},
-        {"data", OPT_STR, &data, "text file or folder (through the model's tokenizer; bytes when it has none), or a folder of token shards", 0},
+        {"data", OPT_STR, &data, DATA_HELP, 0},
         {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
         {"windows", OPT_LONG, &windows, "validation windows, spread evenly over the validation split", 0},
         {"batch", OPT_INT, &batch, "windows per forward pass", 0},
@@ -98,7 +101,7 @@ static int eval_outliers(int argc, char **argv) {
     float val_fraction = 0.1f;
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model file (.safetensors)", 0},
-        {"data", OPT_STR, &data, "text file or folder (through the model's tokenizer; bytes when it has none), or a folder of token shards", 0},
+        {"data", OPT_STR, &data, DATA_HELP, 0},
         {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
         {"windows", OPT_LONG, &windows, "validation windows (tokens = windows x seq)", 0},
         {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
@@ -201,7 +204,7 @@ static int eval_quant_logits(int argc, char **argv) {
     enum { N_OPTS = 8 + NEEDLE_OPTS };
     cli_opt opts[N_OPTS] = {
         {"model", OPT_STR, &model, "model file (.safetensors or .gguf)", 0},
-        {"data", OPT_STR, &data, "text file or folder (through the model's tokenizer; bytes when it has none), or a folder of token shards", 0},
+        {"data", OPT_STR, &data, DATA_HELP, 0},
         {"bits", OPT_STR, &bits_list, "comma-separated bit widths of the attention logits", 0},
         {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
         {"windows", OPT_LONG, &windows, "validation windows", 0},
