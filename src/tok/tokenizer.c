@@ -33,6 +33,8 @@ typedef struct {
 } pair_map;
 
 struct da_tokenizer {
+    char *json; /* the Hugging Face tokenizer.json text it was made from (GPT-2's pair: converted) */
+    size_t json_len;
     int vocab_size;
     uint8_t **tok;     /* (vocab) raw bytes of each id; NULL for unused ids */
     uint32_t *tok_len; /* (vocab) */
@@ -43,8 +45,6 @@ struct da_tokenizer {
     int special_id[MAX_SPECIAL];
     int cp_to_byte[512]; /* GPT-2's byte alphabet, inverted */
     pcre2_code *re;
-    char *json; /* the Hugging Face tokenizer.json text it was made from (GPT-2's pair: converted) */
-    size_t json_len;
 };
 
 static size_t pow2_at_least(size_t n) {
@@ -347,6 +347,7 @@ static da_status load_gpt2(da_tokenizer *t, const char *enc_path, const char *bp
     }
     if ((st = build_vocab(t, enc_path, vocab, NULL)).code) goto done;
     if ((st = read_file(bpe_path, &bpe, &n_bpe)).code) goto done;
+    if ((st = gpt2_as_hf_json(t, enc_path, vocab, bpe, n_bpe)).code) goto done;
     size_t lines = 1;
     for (size_t i = 0; i < n_bpe; i++) lines += bpe[i] == '\n';
     if (pair_map_init(&t->merges, lines)) {
@@ -365,7 +366,6 @@ static da_status load_gpt2(da_tokenizer *t, const char *enc_path, const char *bp
         p = e ? e + 1 : bpe + n_bpe;
     }
     st = compile_regex(t);
-    if (!st.code) st = gpt2_as_hf_json(t, enc_path, vocab, bpe, n_bpe);
 done:
     cJSON_Delete(vocab);
     free(js);
@@ -387,13 +387,15 @@ void da_tokenizer_free(da_tokenizer *t) {
     free(t);
 }
 
-/* Hugging Face tokenizer.json text (js[0..n), NUL-terminated, malloc'd; the
- * tokenizer keeps it) whose model is byte-level BPE. path names it in errors. */
-static da_status load_hf_text(da_tokenizer *t, const char *path, char *js, size_t n) {
-    da_status st = da_ok();
-    t->json = js;
-    t->json_len = n;
-    cJSON *root = cJSON_ParseWithLength(js, n);
+/* Hugging Face tokenizer.json whose model is byte-level BPE; its text is
+ * t->json when da_tokenizer_from_json gave it, else the file's (kept). */
+static da_status load_hf(da_tokenizer *t, const char *path) {
+    char *js = NULL;
+    size_t n;
+    da_status st = t->json ? da_ok() : read_file(path, &js, &n);
+    if (st.code) return st;
+    if (!t->json) t->json = js, t->json_len = n;
+    cJSON *root = cJSON_ParseWithLength(t->json, t->json_len);
     if (!root) return da_errorf("%s: not valid JSON", path);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
@@ -426,13 +428,6 @@ static da_status load_hf_text(da_tokenizer *t, const char *path, char *js, size_
     cJSON_Delete(root);
     if (!st.code) st = compile_regex(t);
     return st;
-}
-
-static da_status load_hf(da_tokenizer *t, const char *path) {
-    char *js = NULL;
-    size_t n;
-    da_status st = read_file(path, &js, &n);
-    return st.code ? st : load_hf_text(t, path, js, n);
 }
 
 static int exists(const char *p) {
@@ -639,7 +634,9 @@ da_status da_tokenizer_from_json(da_tokenizer **out, const char *json, size_t n,
     copy[n] = 0;
     int byte_to_cp[256];
     da_gpt2_byte_alphabet(byte_to_cp, t->cp_to_byte);
-    da_status st = load_hf_text(t, name, copy, n);
+    t->json = copy;
+    t->json_len = n;
+    da_status st = load_hf(t, name);
     if (st.code) {
         da_tokenizer_free(t);
         return st;
