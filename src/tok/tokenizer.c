@@ -387,11 +387,11 @@ void da_tokenizer_free(da_tokenizer *t) {
     free(t);
 }
 
-/* Hugging Face tokenizer.json whose model is byte-level BPE; its text is
- * t->json when da_tokenizer_from_json gave it, else the file's (kept). */
+/* Hugging Face tokenizer.json whose model is byte-level BPE. */
 static da_status load_hf(da_tokenizer *t, const char *path) {
     char *js = NULL;
     size_t n;
+    /* the text: t->json when da_tokenizer_from_json gave it, else the file's (kept) */
     da_status st = t->json ? da_ok() : read_file(path, &js, &n);
     if (st.code) return st;
     if (!t->json) t->json = js, t->json_len = n;
