@@ -72,6 +72,11 @@ expect_error "sample: a --tokenizer other than the model's" "differs from the to
   "$BIN" sample --model "$T/away/model.safetensors" --tokenizer "$T/other.json" --max-new 4
 expect_error "encode: --tokenizer and --model disagree" "differs from the tokenizer" \
   "$BIN" encode --model "$T/away/model.safetensors" --tokenizer "$T/other.json" --in "$T/small.txt"
+"$BIN" tokenizer train --vocab-size 512 --in "$T/shards/val_000000.bin" "$T/small.txt" --out "$T/other512.json" \
+  --quiet >/dev/null 2>&1
+"$BIN" prepare --tokenizer "$T/other512.json" --in "$T/text.txt" --out "$T/shards2" >/dev/null 2>&1
+expect_error "train --resume with shards of another tokenizer of the same size" "differs from the one" \
+  "$BIN" train --data "$T/shards2" --out "$T/run" --resume --steps 30
 expect_error "train --resume of a shard run with a text file" "vocabulary 256) but the model's vocabulary has 512" \
   "$BIN" train --data "$T/text.txt" --out "$T/run" --resume --steps 30
 "$BIN" init --out "$T/bare.safetensors" --dim 32 --layers 1 --heads 2 --seq 32 --vocab 512 >/dev/null

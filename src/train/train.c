@@ -62,16 +62,28 @@ static da_status copy_tokenizer(const char *data_dir, const char *out_dir) {
 }
 
 /* The shards' tokenizer goes into the model, so that model.safetensors (and
- * a GGUF quantized from it) decodes its ids wherever it is moved. A model
- * that already carries one (a resumed run) must be given the same one. */
-static da_status embed_tokenizer(da_model *m, const char *data_path) {
-    da_tokenizer *tok = NULL;
+ * a GGUF quantized from it) decodes its ids wherever it is moved. A resumed
+ * run must be given the tokenizer its model file already carries. */
+static da_status embed_tokenizer(da_model *m, const char *data_path, const char *out_dir, int resume) {
+    da_tokenizer *tok = NULL, *prev_tok = NULL;
     da_status st = da_data_tokenizer(data_path, &tok);
     if (st.code || !tok) return st;
-    if (da_tokenizer_vocab_size(tok) != m->cfg.vocab_size) {
+    if (da_tokenizer_vocab_size(tok) != m->cfg.vocab_size)
         st = da_errorf("%s: the shards' tokenizer has %d tokens but the model's vocabulary %d", data_path,
                        da_tokenizer_vocab_size(tok), m->cfg.vocab_size);
-    } else {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+    da_model prev;
+    struct stat sb;
+    if (!st.code && resume && !stat(path, &sb) && !da_model_load(&prev, path).code) {
+        if (!(st = da_model_tokenizer(&prev, &prev_tok)).code && prev_tok && !da_tokenizer_same(prev_tok, tok))
+            st = da_errorf("%s: the shards' tokenizer differs from the one %s was trained with (same size %d, other "
+                           "tokens or merges): resume with the run's shards",
+                           data_path, path, m->cfg.vocab_size);
+        da_tokenizer_free(prev_tok);
+        da_model_free(&prev);
+    }
+    if (!st.code) {
         size_t n;
         const char *json = da_tokenizer_json(tok, &n);
         free(m->tokenizer_json);
@@ -227,7 +239,7 @@ static da_status setup(run *r, const da_config *model_cfg, const char *data_path
                                   "with its tokenizer)"
                                 : " (prepare the text into token shards with a tokenizer of that size)");
     if ((st = da_text_data_check_vocab(&r->data, data_path, r->m.cfg.vocab_size)).code) return st;
-    if (r->data.from_shards && (st = embed_tokenizer(&r->m, data_path)).code) return st;
+    if (r->data.from_shards && (st = embed_tokenizer(&r->m, data_path, r->out_dir, resume)).code) return st;
     if (rank0 && r->data.from_shards && (st = copy_tokenizer(data_path, r->out_dir)).code) return st;
     if ((st = da_dp_create(&r->dp, &r->m, tc)).code) return st;
     if ((st = da_dp_shard_optimizer(&r->dp, &r->opt)).code) return st;
