@@ -118,6 +118,10 @@ expect_error "eval quant-logits: bad --bits" "--bits" "$BIN" eval quant-logits -
 expect_error "eval quant-logits: 1 bit" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 1
 expect_error "eval quant-logits: model too short for needles" "too short for needle prompts" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt"
 "$BIN" init --out "$T/m256.safetensors" --dim 32 --layers 1 --heads 2 --seq 256 >/dev/null
+# on a terminal, the evaluation shows which step it is in
+out=$(script -qc "'$BIN' eval quant-logits --model '$T/m256.safetensors' --data '$T/corpus.txt' --seq 64 --windows 2 --bits 8 --samples 1" /dev/null 2>&1)
+if [[ $out == *'[1/4] loss, exact logits'*'[4/4] needles, 8-bit logits'* ]]; then passed=$((passed + 1)); echo "ok   eval quant-logits: progress on a terminal"
+else failed=$((failed + 1)); echo "FAIL eval quant-logits: progress on a terminal: $out"; fi
 out=$("$BIN" eval quant-logits --model "$T/m256.safetensors" --data "$T/corpus.txt" --seq 64 --windows 2 --bits 8 --samples 1 2>&1)
 if [[ $out == *'needle accuracy'*'(N=3, R=2, 192 bytes'* && $out == *' 8-bit logits: loss'* ]]; then
   passed=$((passed + 1)); echo "ok   eval quant-logits: a 256-token model gets as many needles as fit"

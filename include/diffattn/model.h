@@ -114,6 +114,11 @@ typedef struct {
     float *grads; /* NULL until da_model_alloc_grads */
     da_weights w; /* views of params */
     da_weights g; /* views of grads (NULL pointers until allocated) */
+    /* The Hugging Face tokenizer.json text of the ids (malloc'd; freed by
+     * da_model_free), or NULL: bytes, or a file from before tokenizers were
+     * embedded. Saved and loaded with the model (docs/formats.md); read it with
+     * da_model_tokenizer (diffattn/tokenizer.h). */
+    char *tokenizer_json;
 } da_model;
 
 /* Allocates a zeroed model for cfg (validated). */
@@ -140,6 +145,9 @@ int da_model_tokenizer_path(const char *model_path, char *out, size_t n);
 /* What da_model_load would read at path: "Hugging Face folder (config.json
  * + safetensors)", "GGUF (quantized)" or "diffattn safetensors". */
 const char *da_model_format(const char *path);
+/* The bytes a model takes on disk: a file's size; a folder's .safetensors
+ * files together. 0 when unreadable. */
+size_t da_model_file_bytes(const char *path);
 da_status da_model_save(const da_model *m, const char *path); /* atomic */
 
 /* ---------------------------------------------------------------- forward / backward */

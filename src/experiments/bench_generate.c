@@ -1,9 +1,7 @@
 /* Prompt and decoding speed through the inference engine (bench_generate.h). */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/clock.h"
 #include "experiments/bench_generate.h"
@@ -14,25 +12,6 @@ static int argmax(const float *x, int n) {
     for (int i = 1; i < n; i++)
         if (x[i] > x[b]) b = i;
     return b;
-}
-
-/* A file's size; a model folder's: its .safetensors files together. -1 when unreadable. */
-static long file_size(const char *path) {
-    struct stat sb;
-    if (stat(path, &sb)) return -1;
-    if (!S_ISDIR(sb.st_mode)) return (long)sb.st_size;
-    DIR *d = opendir(path);
-    if (!d) return -1;
-    long n = 0;
-    char p[4400];
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t len = strlen(e->d_name);
-        if (len < 12 || strcmp(e->d_name + len - 12, ".safetensors")) continue;
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-        if (!stat(p, &sb) && S_ISREG(sb.st_mode)) n += (long)sb.st_size;
-    }
-    closedir(d);
-    return n;
 }
 
 /* The session options of one model: the requested activations (the engine
@@ -96,7 +75,7 @@ da_status da_bench_generate(const char *const *paths, int n, const da_bench_gene
         snprintf(res[i].weight_type, sizeof res[i].weight_type, "%s", da_engine_weight_type(e[i]));
         snprintf(res[i].dots, sizeof res[i].dots, "%s", da_isa_name(da_qdot_isa));
         res[i].kv_int8 = o->kv_int8;
-        res[i].file_bytes = file_size(paths[i]);
+        res[i].file_bytes = (long)da_engine_file_bytes(e[i]);
     }
     if (!st.code) {
         const int V = da_engine_config(e[0])->vocab_size;

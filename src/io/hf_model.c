@@ -1,6 +1,7 @@
 /* Hugging Face DiffLlama and Llama folders -> diffattn models (hf_model.h). */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -59,6 +60,24 @@ int da_model_tokenizer_path(const char *model_path, char *out, size_t n) {
     if (stat(model_path, &sb) || !S_ISDIR(sb.st_mode)) return 0;
     int w = snprintf(out, n, "%s/tokenizer.json", model_path);
     return w > 0 && (size_t)w < n && is_file(out);
+}
+
+size_t da_model_file_bytes(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb)) return 0;
+    if (!S_ISDIR(sb.st_mode)) return (size_t)sb.st_size;
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    size_t n = 0;
+    char p[4400];
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 12 || strcmp(e->d_name + len - 12, ".safetensors")) continue;
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        if (!stat(p, &sb) && S_ISREG(sb.st_mode)) n += (size_t)sb.st_size;
+    }
+    closedir(d);
+    return n;
 }
 
 /* ------------------------------------------------------------ config.json */
