@@ -39,10 +39,10 @@ typedef struct {
 } da_needle_result;
 
 void da_needle_config_default(da_needle_config *c);
-/* da_needle_eval of model m (10 new tokens per answer) with the attention
- * logits quantized to logit_bits (0: exact); m->attn_logit_bits is restored
- * afterwards. */
-da_status da_needle_eval_model(da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r);
+/* Needle retrieval of a model through the inference engine (10 new tokens
+ * per answer), the attention logits quantized to logit_bits (0: exact). */
+da_status da_needle_eval_engine(const da_engine *e, const da_needle_config *c, int logit_bits, da_needle_result *r);
+da_status da_needle_eval_model(const da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r);
 
 
 /* ---------------------------------------------------------------- attention on needle prompts */
@@ -108,6 +108,75 @@ typedef struct {
 /* Runs `windows` validation windows of T tokens through the model. */
 da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long windows, da_outliers_result *r);
 
+
+/* ---------------------------------------------------------------- quantized attention logits */
+
+/* The paper's Figure 8: validation loss and needle retrieval with the
+ * attention logits fake-quantized (symmetric, one absmax scale per query row
+ * of each map) before every softmax, through the inference engine. */
+/* The mean next-token loss over the same n_windows windows of T tokens as
+ * da_eval_loss, each run through e from an empty KV cache with the logits
+ * quantized to logit_bits (0: exact). */
+da_status da_eval_loss_logit_bits(const da_engine *e, const da_text_data *data, int T, long n_windows, int logit_bits,
+                                  da_eval_loss_result *r);
+
+#define DA_QL_MAX_BITS 16
+
+typedef struct {
+    int seq;                       /* window length; 0: the model's max_seq_len */
+    long windows;                  /* validation windows */
+    int bits[DA_QL_MAX_BITS], n_bits;
+    int needle;                    /* 1: needle retrieval at every width too */
+    da_needle_config needles;      /* contexts[0] = 0: fitted to the model (below) */
+    int needles_given;             /* needles.needles was chosen by the caller: keep it */
+} da_quant_logits_config;
+
+typedef struct {
+    double exact_loss, loss[DA_QL_MAX_BITS];
+    double needle_exact, needle[DA_QL_MAX_BITS];
+    da_needle_config needles;      /* the needle configuration used */
+    int seq;
+} da_quant_logits_result;
+
+/* The needle prompt length that fits a model of max_seq_len (64 positions
+ * left for the question and answer, at most 1024 bytes), and unless
+ * needles_given, as many needles as fit it (a sentence is about 46 bytes: 3
+ * for a 256-token model). An error when the model is too short for a prompt. */
+da_status da_needle_fit(da_needle_config *c, int max_seq_len, int needles_given);
+
+/* Loss and (optionally) needle accuracy of e with exact logits and at each width. */
+da_status da_eval_quant_logits(const da_engine *e, const da_text_data *data, const da_quant_logits_config *c,
+                               da_quant_logits_result *r);
+
+/* ---------------------------------------------------------------- perplexity against a base model */
+
+/* Perplexity of a quantized model against its full-precision base, in
+ * llama.cpp's protocol: the validation split cut into non-overlapping chunks
+ * of n_ctx tokens, each run from an empty cache, and only the second half of
+ * each chunk scored (positions n_ctx/2 .. n_ctx-2 predicting the next token),
+ * so every scored token has at least n_ctx/2 tokens of context. */
+typedef struct {
+    int n_ctx;       /* chunk length (0 = the model's max_seq_len) */
+    long max_chunks; /* 0 = every whole chunk of the validation split */
+    da_session_opts run; /* the quantized model's session options (act, kv_int8) */
+    /* NULL, or a file caching the base model's scored logits: read when it
+     * matches (same n_ctx, chunks, vocabulary and base file size), else
+     * computed and written. Saves the base forward when many quantized
+     * variants are compared against one base. */
+    const char *base_cache;
+    long base_file_bytes;
+} da_ppl_config;
+
+typedef struct {
+    double ppl, base_ppl, delta_ppl_pct; /* 100 * (ppl / base_ppl - 1) */
+    double kld;       /* mean over scored tokens of KL(base || quantized), nats */
+    double same_top1; /* share of scored tokens where both models' argmax agree */
+    long chunks, scored;
+    da_act_mode act;  /* the activations the quantized model ran */
+} da_ppl_result;
+
+da_status da_eval_ppl(const da_engine *q, const da_engine *base, const da_text_data *data, const da_ppl_config *c,
+                      da_ppl_result *r);
 
 #ifdef __cplusplus
 }

@@ -24,8 +24,9 @@ da_status da_needle_eval(const da_needle_config *c, da_needle_predict predict, v
 /* The predictor for a model: the prompt in one batched forward into the KV
  * cache, then greedy decoding, bytes as tokens (byte-level models). */
 typedef struct {
-    da_model *m;
+    const da_engine *e;
     int max_new;
+    int logit_bits; /* attention logits fake-quantized to this many bits; 0: exact */
 } da_needle_model;
 da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap);
 #endif
