@@ -1,5 +1,6 @@
 /* diffattn init and diffattn info. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -42,19 +43,16 @@ int cmd_info(int argc, char **argv) {
     da_status st = da_model_load_any(&m, path);
     if (st.code) return cli_fail(st.msg);
     const da_config *c = &m.cfg;
-    printf("model          %s\n", path);
-    printf("arch           %s\n", da_arch_name(c->arch));
-    printf("dim            %d\n", c->dim);
-    printf("n_layers       %d\n", c->n_layers);
-    printf("n_heads        %d%s\n", c->n_heads, c->arch == DA_ARCH_DIFF ? " (differential)" : "");
-    printf("n_kv_heads     %d\n", c->n_kv_heads);
-    printf("head_dim       %d%s\n", da_head_dim(c), c->arch == DA_ARCH_DIFF ? " (per sub-head; values 2x)" : "");
-    printf("ffn_hidden     %d\n", c->ffn_hidden);
-    printf("vocab_size     %d\n", c->vocab_size);
-    printf("max_seq_len    %d\n", c->max_seq_len);
-    printf("norm_eps       %g\n", (double)c->norm_eps);
-    printf("rope_theta     %g\n", (double)c->rope_theta);
-    printf("tie_embeddings %s\n", c->tie_embeddings ? "true" : "false");
+    printf("%-14s %s\n", "model", path);
+    /* every field of the configuration table, then what follows from them */
+    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
+        const da_field *f = &da_config_fields[i];
+        char v[64];
+        da_field_format(f, c, v, sizeof v);
+        printf("%-14s %s%s\n", f->key, v,
+               !strcmp(f->key, "n_heads") && c->arch == DA_ARCH_DIFF ? " (differential)" : "");
+    }
+    printf("%-14s %d%s\n", "head_dim", da_head_dim(c), c->arch == DA_ARCH_DIFF ? " (per sub-head; values 2x)" : "");
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
     if (c->arch == DA_ARCH_DIFF) {
         printf("lambda         layer  lambda_init  lambda\n");
