@@ -227,7 +227,8 @@ static int test_old_train_state_loads(void) {
 
 /* Resume: a given field that may change is taken, an ignored one is not, a
  * field the checkpoint does not store comes from the caller, and a model
- * field is refused by name. */
+ * field given again is accepted when it is the run's and refused by name
+ * otherwise. */
 static int test_resume_rules(void) {
     da_train_config saved;
     da_train_config_default(&saved);
@@ -243,9 +244,10 @@ static int test_resume_rules(void) {
     const da_field *seed = da_fields_find(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, "seed");
     tg[steps - da_train_config_fields] = 1;
     tg[seed - da_train_config_fields] = 1; /* given, but the sampler state decides: ignored */
-    da_config c;
+    da_config c, given;
+    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &given);
     long step;
-    da_status st = da_train_resume_config(run_dir, mg, tg, &c, &now, &step);
+    da_status st = da_train_resume_config(run_dir, &given, mg, tg, &c, &now, &step);
     if (st.code) fprintf(stderr, "  %s\n", st.msg);
     CHECK(!st.code && step == 7 && c.dim == 16);
     CHECK(now.steps == 40);            /* given, may change */
@@ -253,12 +255,15 @@ static int test_resume_rules(void) {
     CHECK(now.lr == 2e-3f);            /* not given: the run's */
     CHECK(now.batch == 4 && now.seq == 8);
     CHECK(now.deterministic == 1);     /* not stored: the caller's */
-    mg[1] = 1;                         /* dim */
-    st = da_train_resume_config(run_dir, mg, tg, &c, &now, &step);
-    CHECK(st.code && !strncmp(st.msg, "dim: cannot change", 18));
+    mg[1] = 1;                         /* dim, as the run has it: accepted */
+    given.dim = 16;
+    CHECK(!da_train_resume_config(run_dir, &given, mg, tg, &c, &now, &step).code);
+    given.dim = 64;                    /* another width: refused by name */
+    st = da_train_resume_config(run_dir, &given, mg, tg, &c, &now, &step);
+    CHECK(st.code && !strncmp(st.msg, "dim: 64, but the run", 20));
     memset(mg, 0, sizeof mg);
     snprintf(run_dir, sizeof run_dir, "%s/none", dir);
-    st = da_train_resume_config(run_dir, mg, tg, &c, &now, &step);
+    st = da_train_resume_config(run_dir, &given, mg, tg, &c, &now, &step);
     CHECK(st.code && strstr(st.msg, "run folder"));
     return 0;
 }
