@@ -67,6 +67,7 @@ int cmd_info(int argc, char **argv) {
     }
     printf("%-14s %d%s\n", "head_dim", da_head_dim(c), c->arch == DA_ARCH_DIFF ? " (per sub-head; values 2x)" : "");
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
+    printf("tokenizer      %s\n", m.tokenizer_json ? "embedded (tokenizer.json)" : "none (bytes)");
     if (c->arch == DA_ARCH_DIFF) {
         printf("lambda         layer  lambda_init  lambda\n");
         for (int l = 0; l < c->n_layers; l++)
