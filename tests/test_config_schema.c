@@ -268,6 +268,29 @@ static int test_resume_rules(void) {
     return 0;
 }
 
+/* train's flags are the rows of both tables: each flag names one field, a
+ * key is unique in its table, and every row has a help line for --help. */
+static int test_flags_unique(void) {
+    const da_field *rows[DA_CONFIG_N_FIELDS + DA_TRAIN_CONFIG_N_FIELDS];
+    int n = 0;
+    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) rows[n++] = &da_config_fields[i];
+    for (int i = 0; i < DA_TRAIN_CONFIG_N_FIELDS; i++) rows[n++] = &da_train_config_fields[i];
+    for (int i = 0; i < n; i++) {
+        CHECK(rows[i]->help && rows[i]->help[0]);
+        for (int j = 0; j < i; j++) {
+            if (!strcmp(rows[i]->key, rows[j]->key) && (i < DA_CONFIG_N_FIELDS) == (j < DA_CONFIG_N_FIELDS)) {
+                fprintf(stderr, "  key %s twice\n", rows[i]->key);
+                return 1;
+            }
+            if (rows[i]->flag && rows[j]->flag && !strcmp(rows[i]->flag, rows[j]->flag)) {
+                fprintf(stderr, "  flag --%s names both %s and %s\n", rows[i]->flag, rows[j]->key, rows[i]->key);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/da_schema_XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -278,6 +301,7 @@ int main(void) {
     RUN(test_train_state_round_trip);
     RUN(test_old_train_state_loads);
     RUN(test_resume_rules);
+    RUN(test_flags_unique);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) return 1;
