@@ -7,17 +7,26 @@
  *            group g = i / n_rep gives K1 = k sub-head 2g, K2 = 2g+1 and V =
  *            v columns [2d*g, 2d*(g+1)). att: (B, H, 2, T, T) holds A1, A2.
  *   softmax: head i is q columns [d*i, d*(i+1)), group g = i / n_rep.
- *            att: (B, H, T, T). */
+ *            att: (B, H, T, T).
+ *   DIFF2:   q: (B, T, 2C), 2H query heads of size d; head i owns query heads
+ *            2i (Q1) and 2i+1 (Q2), both against K = k columns [d*g, d*(g+1))
+ *            and V the same columns of v, g = i / n_rep (so C = H*d, Ckv =
+ *            n_kv*d). Output (B, T, C): head i is columns [d*i, d*(i+1)).
+ *            lam: (B, T, H), sigmoid(lambda) per token and head.
+ *            att: (B, H, 2, T, T) holds A1, A2. */
 #ifndef DA_ATTENTION_H
 #define DA_ATTENTION_H
 
 #include <stddef.h>
 
+/* Which attention a kernel computes; ATTN_DIFF is 1 so that a 0/1 "diff" flag reads the same. */
+typedef enum { ATTN_SOFTMAX = 0, ATTN_DIFF = 1, ATTN_DIFF2 = 2 } attn_kind;
+
 typedef struct {
     int B, T;
     int n_heads, n_kv_heads;
-    int d; /* DIFF: sub-head size; softmax: head size */
-    int C, Ckv;
+    int d; /* DIFF: sub-head size; softmax, DIFF2: head size */
+    int C, Ckv; /* widths of a token's output (and of q, except DIFF2's 2C) and of k, v */
     int n_threads; /* OpenMP threads the scratch was sized for */
     int logit_bits; /* reference kernel: logits fake-quantized to this many bits (da_model.attn_logit_bits; 0 exact) */
 } attn_shape;
@@ -51,6 +60,14 @@ void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, flo
                              const float *att, const float *q, const float *k, const float *v,
                              const float *subln_w, float lambda, float lambda_init,
                              const attn_shape *s, float *scratch);
+
+/* DIFF2: out: (B, T, C) = A1 V - lam * A2 V per head, lam per row; att saved. */
+void diff2_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                             const float *lam, const attn_shape *s, float *scratch);
+/* dq: (B, T, 2C), dk, dv overwritten; dlam: (B, T, H) overwritten with d loss / d lam. */
+void diff2_attention_backward(float *dq, float *dk, float *dv, float *dlam, const float *dout, const float *att,
+                              const float *q, const float *k, const float *v, const float *lam,
+                              const attn_shape *s, float *scratch);
 
 /* out: (B, T, C) = softmax(Q K^T / sqrt(d)) V per head; att saved. */
 void softmax_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,

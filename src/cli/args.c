@@ -154,12 +154,13 @@ void cli_model_flags_default(cli_model_flags *f) {
 
 void cli_model_opts(cli_model_flags *f, cli_opt *o) {
     cli_opt opts[CLI_N_MODEL_OPTS] = {
-        {"arch", OPT_STR, &f->arch, "diff (Differential Transformer) or softmax (the baseline)", 0},
+        {"arch", OPT_STR, &f->arch, "diff (Differential Transformer), diff2 (DIFF V2) or softmax (the baseline)", 0},
         {"dim", OPT_INT, &f->dim, "model width", 0},
         {"layers", OPT_INT, &f->layers, "number of blocks", 0},
         {"heads", OPT_INT, &f->heads,
-         "DIFF heads; --arch softmax gets twice as many plain heads, for equal parameters", 0},
-        {"kv-heads", OPT_INT, &f->kv_heads, "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax", 0},
+         "DIFF heads; --arch softmax gets twice as many plain heads, for equal parameters, and --arch diff2 "
+         "as many output heads as softmax (each with two query heads)", 0},
+        {"kv-heads", OPT_INT, &f->kv_heads, "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax and diff2", 0},
         {"ffn", OPT_INT, &f->ffn, "SwiGLU hidden size (0 = 8*dim/3 rounded up to a multiple of 64)", 0},
         {"seq", OPT_INT, &f->seq, "context length (the model's max_seq_len)", 0},
         {"vocab", OPT_INT, &f->vocab, "vocabulary size (256 = bytes)", 0},
@@ -174,8 +175,9 @@ da_status cli_model_config(const cli_model_flags *f, const cli_opt *opts, int n_
     (void)opts;
     (void)n_opts;
     da_config_default(c);
-    if (da_arch_parse(f->arch, &c->arch)) return da_errorf("--arch \"%s\": expected diff or softmax", f->arch);
-    int mult = c->arch == DA_ARCH_SOFTMAX ? 2 : 1;
+    if (da_arch_parse(f->arch, &c->arch)) return da_errorf("--arch \"%s\": expected diff, diff2 or softmax", f->arch);
+    /* softmax and diff2 heads are d = dim/H wide, half a DIFF head's 2d */
+    int mult = c->arch == DA_ARCH_DIFF ? 1 : 2;
     if (f->heads <= 0) return da_errorf("--heads %d must be positive", f->heads);
     if (f->kv_heads < 0) return da_errorf("--kv-heads %d must be >= 0", f->kv_heads);
     c->dim = f->dim;

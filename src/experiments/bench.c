@@ -195,13 +195,13 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
     for (int it = 0; it < warmup + steps; it++) {
         double t = da_now_s();
         if (flash) {
-            flash_attention_forward(diff ? opre : out, o1, o2, maps_or_lse, q, k, v, 0.5f, diff, &s, scratch);
+            flash_attention_forward(diff ? opre : out, o1, o2, maps_or_lse, q, k, v, 0.5f, NULL, diff, &s, scratch);
             if (diff) {
                 head_norm_forward(out, rstd, opre, w, 0.8f, B * T * H, d2);
                 head_norm_backward(dopre, dw, dout, opre, rstd, w, 0.8f, B * T * H, d2);
             }
-            flash_attention_backward(dq, dk, dv, &dl, diff ? dopre : dout, diff ? opre : out, o1, o2, maps_or_lse,
-                                     q, k, v, 0.5f, diff, &s, scratch);
+            flash_attention_backward(dq, dk, dv, &dl, NULL, diff ? dopre : dout, diff ? opre : out, o1, o2, maps_or_lse,
+                                     q, k, v, 0.5f, NULL, diff, &s, scratch);
         } else if (diff) {
             diff_attention_forward(out, opre, rstd, maps_or_lse, q, k, v, w, 0.5f, 0.2f, &s, scratch);
             diff_attention_backward(dq, dk, dv, dw, &dl, dout, opre, rstd, maps_or_lse, q, k, v, w, 0.5f, 0.2f, &s,

@@ -485,10 +485,10 @@ static void attend_flash(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     attn_shape as = prompt_shape(s, n);
     if (s->maps == 1) {
-        flash_attention_forward(s->ao, NULL, NULL, s->fl_lse, s->qv, s->kn, s->vn, 0.0f, 0, &as, s->fl_scratch);
+        flash_attention_forward(s->ao, NULL, NULL, s->fl_lse, s->qv, s->kn, s->vn, 0.0f, NULL, 0, &as, s->fl_scratch);
         return;
     }
-    flash_attention_forward(s->fl_opre, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, L->lambda, 1, &as,
+    flash_attention_forward(s->fl_opre, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, L->lambda, NULL, 1, &as,
                             s->fl_scratch);
     head_norm_forward(s->ao, s->fl_rstd, s->fl_opre, L->subln, 1.0f - da_lambda_init(l), n * c->n_heads, 2 * s->d);
 }

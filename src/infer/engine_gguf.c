@@ -90,7 +90,7 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c) {
                          DA_FORMAT_VERSION);
     if ((st = da_gguf_get_str(f, "diffattn.variant", &variant)).code) return st;
     if (da_arch_parse(variant, &c->arch))
-        return da_errorf("%s: diffattn.variant = \"%s\" (expected diff or softmax)", f->path, variant);
+        return da_errorf("%s: diffattn.variant = \"%s\" (expected diff, diff2 or softmax)", f->path, variant);
     struct { const char *key; int *dst; } ints[] = {
         {"diffattn.context_length", &c->max_seq_len},   {"diffattn.embedding_length", &c->dim},
         {"diffattn.block_count", &c->n_layers},         {"diffattn.feed_forward_length", &c->ffn_hidden},

@@ -58,7 +58,7 @@ da_status da_config_from_meta(const da_st_file *f, da_config *c) {
     const char *arch = da_st_meta_get(f, "arch");
     if (!arch) return da_errorf("%s: __metadata__ lacks \"arch\"", f->path);
     if (da_arch_parse(arch, &c->arch))
-        return da_errorf("%s: __metadata__.arch = \"%s\" (expected diff or softmax)", f->path, arch);
+        return da_errorf("%s: __metadata__.arch = \"%s\" (expected diff, diff2 or softmax)", f->path, arch);
     struct { const char *key; int *dst; } ints[] = {
         {"dim", &c->dim},           {"n_layers", &c->n_layers},     {"n_heads", &c->n_heads},
         {"n_kv_heads", &c->n_kv_heads}, {"vocab_size", &c->vocab_size}, {"ffn_hidden", &c->ffn_hidden},

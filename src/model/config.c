@@ -31,10 +31,17 @@ int da_head_dim(const da_config *c) {
     return c->arch == DA_ARCH_DIFF ? c->dim / c->n_heads / 2 : c->dim / c->n_heads;
 }
 
-const char *da_arch_name(da_arch a) { return a == DA_ARCH_DIFF ? "diff" : "softmax"; }
+int da_q_dim(const da_config *c) { return c->arch == DA_ARCH_DIFF2 ? 2 * c->dim : c->dim; }
+
+int da_arch_maps(da_arch a) { return a == DA_ARCH_SOFTMAX ? 1 : 2; }
+
+const char *da_arch_name(da_arch a) {
+    return a == DA_ARCH_DIFF ? "diff" : a == DA_ARCH_DIFF2 ? "diff2" : "softmax";
+}
 
 int da_arch_parse(const char *s, da_arch *out) {
     if (!strcmp(s, "diff")) { *out = DA_ARCH_DIFF; return 0; }
+    if (!strcmp(s, "diff2")) { *out = DA_ARCH_DIFF2; return 0; }
     if (!strcmp(s, "softmax")) { *out = DA_ARCH_SOFTMAX; return 0; }
     return -1;
 }
@@ -47,8 +54,8 @@ int da_arch_parse(const char *s, da_arch *out) {
 #define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
 
 da_status da_config_validate(const da_config *c) {
-    if (c->arch != DA_ARCH_DIFF && c->arch != DA_ARCH_SOFTMAX)
-        return da_errorf("arch: unknown value %d (expected diff or softmax)", (int)c->arch);
+    if (c->arch != DA_ARCH_DIFF && c->arch != DA_ARCH_SOFTMAX && c->arch != DA_ARCH_DIFF2)
+        return da_errorf("arch: unknown value %d (expected diff, diff2 or softmax)", (int)c->arch);
     if (c->dim <= 0 || c->dim > DA_MAX_DIM)
         return da_errorf("dim: %d is out of range (1..%d)", c->dim, DA_MAX_DIM);
     if (c->n_layers <= 0 || c->n_layers > DA_MAX_LAYERS)
