@@ -33,7 +33,9 @@ static int make_model_len(da_model *m, da_arch arch, int dim, int heads, int kv_
         const da_tensor *t = &m->tensors[i];
         float *p = m->params + t->offset;
         for (size_t k = 0; k < t->numel; k++) {
-            if (t->ndim == 2) p[k] *= 10.0f; /* std 0.2 (0.1 for out_proj, w2) */
+            /* DIFF2's lambda logits of std ~1: sigmoid(lambda) spread over (0, 1), off its flat tails */
+            if (strstr(t->name, "lambda_proj")) p[k] = da_rng_normal(&rng) / sqrtf((float)t->shape[1]);
+            else if (t->ndim == 2) p[k] *= 10.0f; /* std 0.2 (0.1 for out_proj, w2) */
             else if (strstr(t->name, "lambda_")) p[k] = 0.4f * da_rng_normal(&rng);
             else p[k] = 1.0f + 0.3f * da_rng_normal(&rng); /* norms and subln */
         }
@@ -136,10 +138,20 @@ static int test_decode_softmax_gqa(void) {
     return check_decode_matches_forward(DA_ARCH_SOFTMAX, 32, 4, 2, 0, "softmax gqa");
 }
 
+/* DIFF2: 4 output heads of d 8 (8 query heads); MHA, n_rep 2 and 4, tied. */
+static int test_decode_diff2_mha(void) { return check_decode_matches_forward(DA_ARCH_DIFF2, 32, 4, 4, 0, "diff2 mha"); }
+static int test_decode_diff2_gqa_rep2(void) {
+    return check_decode_matches_forward(DA_ARCH_DIFF2, 32, 4, 2, 0, "diff2 gqa n_rep 2");
+}
+static int test_decode_diff2_gqa_rep4_tied(void) {
+    return check_decode_matches_forward(DA_ARCH_DIFF2, 32, 4, 1, 1, "diff2 gqa n_rep 4 tied");
+}
+
 /* 160 positions, 8 heads over 4 and 2 KV groups, wider heads (d 8 and 16). */
 static int test_decode_long(void) {
     return check_decode_len(DA_ARCH_DIFF, 128, 8, 4, 0, 160, "diff gqa, 160 positions") ||
-           check_decode_len(DA_ARCH_SOFTMAX, 128, 8, 2, 1, 160, "softmax gqa tied, 160 positions");
+           check_decode_len(DA_ARCH_SOFTMAX, 128, 8, 2, 1, 160, "softmax gqa tied, 160 positions") ||
+           check_decode_len(DA_ARCH_DIFF2, 128, 8, 4, 0, 160, "diff2 gqa, 160 positions");
 }
 
 /* A prompt fed in one call (the flash path) continues exactly like one fed
@@ -177,6 +189,7 @@ static int check_prefill(da_arch arch, int heads, int kv_heads, const char *what
 
 static int test_prefill_diff_gqa(void) { return check_prefill(DA_ARCH_DIFF, 4, 2, "prefill diff gqa"); }
 static int test_prefill_softmax(void) { return check_prefill(DA_ARCH_SOFTMAX, 4, 4, "prefill softmax"); }
+static int test_prefill_diff2_gqa(void) { return check_prefill(DA_ARCH_DIFF2, 4, 2, "prefill diff2 gqa"); }
 
 /* After da_session_reset a second pass gives the same logits, bit for bit. */
 static int test_reset_reproduces(void) {
@@ -421,6 +434,10 @@ int main(void) {
     RUN(test_decode_diff_mha);
     RUN(test_prefill_diff_gqa);
     RUN(test_prefill_softmax);
+    RUN(test_prefill_diff2_gqa);
+    RUN(test_decode_diff2_mha);
+    RUN(test_decode_diff2_gqa_rep2);
+    RUN(test_decode_diff2_gqa_rep4_tied);
     RUN(test_decode_diff_gqa);
     RUN(test_decode_softmax_untied);
     RUN(test_decode_softmax_tied);

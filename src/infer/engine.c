@@ -41,7 +41,8 @@ struct da_session {
     int8_t *k8, *v8;  /* int8 cache: (L, max_T, Ckv) each */
     float *ks, *vs;   /* their scales: (L, max_T, nkb) */
     float *rope_cos, *rope_sin; /* (max_T, d/2) */
-    float *x, *xn, *qv, *kn, *vn, *ao, *h1, *h3, *logits; /* (max_n, width) */
+    float *x, *xn, *qv, *kn, *vn, *ao, *h1, *h3, *logits; /* (max_n, width); qv is 2C wide for DIFF2 */
+    float *lam;       /* DIFF2: (max_n, H) sigmoid(lambda) of the new tokens */
     float *att;       /* (threads, maps, max_T) */
     float *deq;       /* (threads, maxw): a dequantized weight row */
     float *wdeq;      /* batches (float activations, or int8 ones of >= PREFILL_SGEMM_MIN tokens): one dequantized matrix */
@@ -62,7 +63,7 @@ void da_session_free(da_session *s) {
     void *ps[] = {s->kf,  s->vf,     s->k8,   s->v8,   s->ks,      s->vs,    s->rope_cos, s->rope_sin, s->x,
                   s->xn,  s->qv,     s->kn,   s->vn,   s->ao,      s->h1,    s->h3,       s->logits,   s->att,
                   s->deq, s->wdeq,   s->xr,   s->aq,   s->ad,      s->asum,  s->fl_opre,  s->fl_o1,    s->fl_o2,
-                  s->fl_lse, s->fl_rstd, s->fl_scratch};
+                  s->fl_lse, s->fl_rstd, s->fl_scratch, s->lam};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     free(s);
 }
@@ -76,6 +77,11 @@ int da_session_vocab_size(const da_session *s) { return s->cfg.vocab_size; }
 da_session_opts da_session_opts_default(void) {
     da_session_opts o = {-1, 0, 0, 0, 0};
     return o;
+}
+
+/* The attention kernels' name for the architecture. */
+static int kind_of(const da_config *c) {
+    return c->arch == DA_ARCH_DIFF ? ATTN_DIFF : c->arch == DA_ARCH_DIFF2 ? ATTN_DIFF2 : ATTN_SOFTMAX;
 }
 
 /* The shape of the flash kernel's call for a prompt of n tokens. */
@@ -129,13 +135,14 @@ static int alloc_buffers(da_session *s) {
         ALLOC(s->vf, L * T * Ckv);
         if (N > 1) {
             attn_shape as = prompt_shape(s, (int)N);
-            const int diff = s->maps == 2;
             ALLOC(s->fl_lse, H * s->maps * N);
-            ALLOC(s->fl_scratch, flash_scratch_size(&as, diff));
-            if (diff) {
-                ALLOC(s->fl_opre, N * C);
+            ALLOC(s->fl_scratch, flash_scratch_size(&as, kind_of(c)));
+            if (s->maps == 2) {
                 ALLOC(s->fl_o1, N * C);
                 ALLOC(s->fl_o2, N * C);
+            }
+            if (c->arch == DA_ARCH_DIFF) {
+                ALLOC(s->fl_opre, N * C);
                 ALLOC(s->fl_rstd, N * H);
             }
         }
@@ -144,7 +151,8 @@ static int alloc_buffers(da_session *s) {
     ALLOC(s->rope_sin, T * s->d / 2);
     ALLOC(s->x, N * C);
     ALLOC(s->xn, N * C);
-    ALLOC(s->qv, N * C);
+    ALLOC(s->qv, N * da_q_dim(c));
+    if (c->arch == DA_ARCH_DIFF2) ALLOC(s->lam, N * H);
     ALLOC(s->kn, N * Ckv);
     ALLOC(s->vn, N * Ckv);
     ALLOC(s->ao, N * C);
@@ -182,7 +190,7 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->max_n = o.max_batch;
     s->d = da_head_dim(c);
     s->Ckv = c->dim / (c->n_heads / c->n_kv_heads);
-    s->maps = c->arch == DA_ARCH_DIFF ? 2 : 1;
+    s->maps = da_arch_maps(c->arch);
     s->kb = s->d % 32 == 0 ? 32 : s->d;
     s->nkb = s->Ckv / s->kb;
     s->n_threads = omp_get_max_threads();
@@ -449,14 +457,22 @@ static void attend(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->max_T;
     const float scale = 1.0f / sqrtf((float)d), post = 1.0f - da_lambda_init(l);
-    const int diff = c->arch == DA_ARCH_DIFF;
+    const int diff = c->arch == DA_ARCH_DIFF, Cq = da_q_dim(c);
 #pragma omp parallel for schedule(dynamic, 1) if (n * H > 1)
     for (int job = 0; job < n * H; job++) {
         const int t = job / H, h = job % H, g = h / n_rep, len = s->len + t + 1;
         float *A1 = s->att + (size_t)omp_get_thread_num() * s->maps * T;
-        const float *q = s->qv + (size_t)t * C;
+        const float *q = s->qv + (size_t)t * Cq;
         float *o = s->ao + (size_t)t * C;
-        if (diff) {
+        if (c->arch == DA_ARCH_DIFF2) {
+            /* both query heads against the group's one K; V is d wide */
+            float *A2 = A1 + T;
+            const float lam = s->lam[(size_t)t * H + h];
+            scores(s, A1, q + (size_t)(2 * h) * d, l, g * d, len, scale);
+            scores(s, A2, q + (size_t)(2 * h + 1) * d, l, g * d, len, scale);
+            for (int i = 0; i < len; i++) A1[i] -= lam * A2[i];
+            mix_values(s, o + (size_t)h * d, A1, l, g * d, len, d);
+        } else if (diff) {
             const int d2 = 2 * d;
             float *A2 = A1 + T;
             scores(s, A1, q + (size_t)(2 * h) * d, l, 2 * g * d, len, scale);
@@ -484,8 +500,9 @@ static int use_flash(const da_session *s, int n) {
 static void attend_flash(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     attn_shape as = prompt_shape(s, n);
-    if (s->maps == 1) {
-        flash_attention_forward(s->ao, NULL, NULL, s->fl_lse, s->qv, s->kn, s->vn, 0.0f, NULL, 0, &as, s->fl_scratch);
+    if (c->arch != DA_ARCH_DIFF) {
+        flash_attention_forward(s->ao, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, 0.0f, s->lam, kind_of(c),
+                                &as, s->fl_scratch);
         return;
     }
     flash_attention_forward(s->fl_opre, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, L->lambda, NULL, 1, &as,
@@ -502,7 +519,11 @@ static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
     qmatmul(s, s->qv, L->wq, n, 0);
     qmatmul(s, s->kn, L->wk, n, 0);
     qmatmul(s, s->vn, L->wv, n, 0);
-    rope_rows(s->qv, s, s->len, n, C);
+    if (L->lambda_proj) {
+        qmatmul(s, s->lam, L->lambda_proj, n, 0);
+        for (size_t i = 0; i < (size_t)n * c->n_heads; i++) s->lam[i] = 1.0f / (1.0f + expf(-s->lam[i]));
+    }
+    rope_rows(s->qv, s, s->len, n, da_q_dim(c));
     rope_rows(s->kn, s, s->len, n, s->Ckv);
     kv_store(s, l, n);
     if (use_flash(s, n)) attend_flash(s, L, l, n);

@@ -3,10 +3,14 @@
 
 #include "quant/quantize.h"
 
-/* The type a 2-D tensor gets: the embedding stays f32; a matmul whose width
- * is not a multiple of the type's block falls back to q8_0, then f32. */
+/* The type a 2-D tensor gets: the embedding stays f32, and so does DIFF2's
+ * lambda_proj (n_heads rows, a few hundredths of the layer's weights, whose
+ * output goes through a sigmoid gate on the second map); a matmul whose
+ * width is not a multiple of the type's block falls back to q8_0, then f32. */
 static int tensor_type(const da_qtensor *t, int i, const da_quantize_opts *o) {
     if (i == 0) return DA_QT_F32; /* tok_embeddings */
+    const size_t n = strlen(t->name), k = strlen("lambda_proj.weight");
+    if (n >= k && !strcmp(t->name + n - k, "lambda_proj.weight")) return DA_QT_F32;
     int type = o->type;
     if (!strcmp(t->name, "output.weight"))
         type = o->output_type >= 0 ? o->output_type
