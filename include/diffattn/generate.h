@@ -97,12 +97,16 @@ typedef struct {
     /* called with each generated token; a non-zero return stops generation */
     int (*on_token)(void *ctx, int token);
     void *ctx;
+    /* 0: the session must hold every position (else an error says so);
+     * 1: when it is full, the last half of the tokens so far are fed again
+     * from position 0 and generation goes on (a sliding context) */
+    int slide;
 } da_generate_opts;
 
 /* Feeds the prompt (n_prompt >= 1) to s from its current position, then
  * samples up to o->max_new tokens, feeding each back. *n_out (may be NULL):
- * the tokens generated. The session must hold len + n_prompt + max_new - 1
- * positions. */
+ * the tokens generated. Without o->slide the session must hold len +
+ * n_prompt + max_new - 1 positions; with it, the prompt must fit. */
 da_status da_generate(da_session *s, const int *prompt, int n_prompt, const da_generate_opts *o, int *n_out);
 
 /* Any model file as a full-precision da_model for the training forward (the

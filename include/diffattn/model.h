@@ -92,7 +92,7 @@ typedef struct {
 
 /* Allocates a zeroed model for cfg (validated). */
 da_status da_model_create(da_model *m, const da_config *cfg);
-/* The initialisation documented in the README, from a seeded RNG. */
+/* The initialisation documented in docs/model.md, from a seeded RNG. */
 void da_model_init(da_model *m, uint64_t seed);
 da_status da_model_alloc_grads(da_model *m);
 void da_model_zero_grads(da_model *m);
@@ -136,6 +136,9 @@ const float *da_acts_lam(const da_acts *a, int layer);
 /* Layer l's values: (B, T, Ckv). */
 const float *da_acts_v(const da_acts *a, int layer);
 const float *da_acts_hidden(const da_acts *a, int layer);
+/* Layer l's attention output, the input of its out_proj: (B, T, C) (DIFF:
+ * after the per-head norm). */
+const float *da_acts_attn_out(const da_acts *a, int layer);
 
 /* Gradient of the mean loss of the last da_forward (which needed targets);
  * accumulates (+=) into m->grads. */

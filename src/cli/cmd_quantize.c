@@ -13,23 +13,24 @@
 #include "quant/quantize.h"
 
 int cmd_quantize(int argc, char **argv) {
-    const char *model = NULL, *type_s = NULL, *out = NULL, *calib = NULL, *act_s = NULL, *out_type_s = NULL;
-    int calib_samples = 64, calib_seq = 0, no_awq = 0;
-    uint64_t seed = 1234;
+    da_quantize_opts o;
+    da_quantize_opts_default(&o);
+    const char *model = NULL, *out = NULL;
+    int no_awq = 0;
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "full-precision model (.safetensors)", 0},
-        {"type", OPT_STR, &type_s, "weight type of every matmul: q8_0, q4_0, q4_k (or f16, bf16, f32)", 0},
+        {"type", OPT_STR, &o.type, "weight type of every matmul: q8_0, q4_0, q4_k (or f16, bf16, f32)", 0},
         {"out", OPT_STR, &out, "GGUF file to write", 0},
-        {"calib", OPT_STR, &calib, "calibration text (its train split): AWQ scaling and static int8 ranges", 0},
-        {"calib-samples", OPT_INT, &calib_samples, "calibration sequences", 0},
-        {"calib-seq", OPT_INT, &calib_seq, "tokens per calibration sequence (0 = the model's max_seq_len)", 0},
+        {"calib", OPT_STR, &o.calib_data, "calibration text (its train split): AWQ scaling and static int8 ranges", 0},
+        {"calib-samples", OPT_INT, &o.calib_samples, "calibration sequences", 0},
+        {"calib-seq", OPT_INT, &o.calib_seq, "tokens per calibration sequence (0 = the model's max_seq_len)", 0},
         {"no-awq", OPT_FLAG, &no_awq, "with --calib: only the int8 ranges, no AWQ scaling", 0},
-        {"act", OPT_STR, &act_s,
+        {"act", OPT_STR, &o.act,
          "default activations when run: q8 (per-32 int8, the default), int8-dynamic (per token), int8-static "
          "(per tensor, needs --calib), bf16, f32",
          0},
-        {"output-type", OPT_STR, &out_type_s, "type of the LM head (default: q8_0 for 4-bit types, else --type)", 0},
-        {"seed", OPT_U64, &seed, "calibration sampling seed", 0},
+        {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type)", 0},
+        {"seed", OPT_U64, &o.seed, "calibration sampling seed", 0},
     };
     const char *req[] = {"model", "type", "out", NULL};
     int rc = cli_parse("quantize",
@@ -39,103 +40,31 @@ int cmd_quantize(int argc, char **argv) {
                        "and static int8 activation ranges are stored.",
                        argc, argv, opts, 10, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    da_quantize_opts qo = {DA_QT_Q8_0, -1};
-    da_qtype t;
-    if (da_qtype_parse(type_s, &t)) return cli_fail("--type: expected q8_0, q4_0, q4_k, f16, bf16 or f32");
-    qo.type = t;
-    if (out_type_s) {
-        if (da_qtype_parse(out_type_s, &t)) return cli_fail("--output-type: expected q8_0, q4_0, q4_k, f16, bf16 or f32");
-        qo.output_type = t;
-    }
-    da_act_mode act = DA_ACTQ_Q8;
-    if (act_s && da_act_mode_parse(act_s, &act))
-        return cli_fail("--act: expected q8, int8-dynamic, int8-static, bf16 or f32");
-    if (act == DA_ACTQ_INT8_STATIC && !calib)
-        return cli_fail("--act int8-static needs calibrated ranges: add --calib DATA");
-    if (calib && calib_samples < 1) return cli_fail("--calib-samples must be positive");
-    if (da_gguf_is_gguf(model))
-        return cli_fail("--model is already a GGUF; quantize the full-precision .safetensors it came from");
-    da_model m;
-    da_status st = da_model_load(&m, model);
+    o.awq = !no_awq;
+    da_quantize_report r;
+    da_status st = da_quantize_file(model, out, &o, &r);
     if (st.code) return cli_fail(st.msg);
-    float *absmax = NULL, *alpha = NULL;
-    const int n_sites = DA_N_SITES(&m.cfg);
-    if (calib) {
-        if (calib_seq == 0) calib_seq = m.cfg.max_seq_len;
-        if (calib_samples < DA_CALIB_MIN_SEQUENCES)
-            fprintf(stderr,
-                    "diffattn quantize: warning: %d calibration sequences; static int8 ranges settle only by about "
-                    "%d (measured), below that they depend on which sequences were drawn\n",
-                    calib_samples, DA_CALIB_MIN_SEQUENCES);
-        da_text_data d;
-        st = da_text_data_load(&d, calib, 0.1f, calib_seq);
-        da_qstats stats;
-        alpha = calloc((size_t)n_sites, sizeof *alpha);
-        if (!st.code && !alpha) st = da_errorf("out of memory");
-        if (!st.code && !no_awq && qo.type != DA_QT_F32) {
-            double t0 = da_now_s();
-            if (!(st = da_calibrate(&m, &d, calib_samples, calib_seq, seed, &stats)).code) {
-                st = da_awq_apply(&m, &stats, qo.type, alpha);
-                da_qstats_free(&stats);
-            }
-            if (!st.code) {
-                fprintf(stderr, "AWQ (%d sequences of %d tokens, %.1fs): alpha per layer [attn-in ffn-in ffn-gate]:",
-                        calib_samples, calib_seq, da_now_s() - t0);
-                for (int l = 0; l < m.cfg.n_layers; l++)
-                    fprintf(stderr, " [%.1f %.1f %.1f]", alpha[4 * l], alpha[4 * l + 2], alpha[4 * l + 3]);
-                fprintf(stderr, ", head %.1f\n", alpha[n_sites - 1]);
-            }
-        }
-        /* the static ranges come from the (scaled) model that will run */
-        if (!st.code && !(st = da_calibrate(&m, &d, calib_samples, calib_seq, seed + 1, &stats)).code) {
-            absmax = malloc((size_t)n_sites * sizeof *absmax);
-            if (absmax) memcpy(absmax, stats.absmax, (size_t)n_sites * sizeof *absmax);
-            else st = da_errorf("out of memory");
-            /* the ranges, largest over layers, with their ratio to the mean |x| (an outlier measure) */
-            static const char *site_names[DA_SITES_PER_LAYER] = {"attn-in", "attn-out", "ffn-in", "ffn-gate"};
-            fprintf(stderr, "static int8 ranges (max |x| over layers; max / mean |x|):");
-            for (int k = 0; absmax && k < DA_SITES_PER_LAYER; k++) {
-                float mx = 0;
-                double ratio = 0;
-                for (int l = 0; l < m.cfg.n_layers; l++) {
-                    const int site = DA_SITES_PER_LAYER * l + k;
-                    const size_t w = stats.chan_off[site + 1] - stats.chan_off[site];
-                    double mean = 0;
-                    for (size_t c = 0; c < w; c++) mean += stats.chan[stats.chan_off[site] + c];
-                    mean /= (double)w * (double)(stats.rows > 0 ? stats.rows : 1);
-                    if (absmax[site] > mx) mx = absmax[site];
-                    if (mean > 0 && absmax[site] / mean > ratio) ratio = absmax[site] / mean;
-                }
-                fprintf(stderr, " %s %.2f (%.0fx)", site_names[k], mx, ratio);
-            }
-            if (absmax) fprintf(stderr, ", head %.2f\n", absmax[n_sites - 1]);
-            da_qstats_free(&stats);
-        }
-        if (!st.code || d.spans) da_text_data_free(&d);
+    if (r.few_calib_samples)
+        fprintf(stderr, "diffattn quantize: warning: %d calibration sequences; static int8 ranges settle only by about "
+                        "16 (measured), below that they depend on which sequences were drawn\n",
+                o.calib_samples);
+    if (r.awq) {
+        fprintf(stderr, "AWQ (%d sequences, %.1fs): alpha per layer [attn-in ffn-in ffn-gate]:", o.calib_samples,
+                r.awq_seconds);
+        for (int l = 0; l < r.n_layers; l++)
+            fprintf(stderr, " [%.1f %.1f %.1f]", r.alpha[4 * l], r.alpha[4 * l + 2], r.alpha[4 * l + 3]);
+        fprintf(stderr, ", head %.1f\n", r.alpha[4 * r.n_layers]);
     }
-    da_engine q;
-    if (!st.code && !(st = da_engine_quantize(&q, &m, &qo)).code) {
-        q.act = act;
-        q.act_absmax = absmax;
-        absmax = NULL;
-        q.calib_samples = calib ? calib_samples : 0;
-        q.awq = calib && !no_awq && qo.type != DA_QT_F32;
-        st = da_engine_save_gguf(&q, out);
-        if (!st.code) {
-            FILE *fp = fopen(out, "rb");
-            long size = -1;
-            if (fp && !fseek(fp, 0, SEEK_END)) size = ftell(fp);
-            if (fp) fclose(fp);
-            printf("%s: %s weights (%s head), %s activations%s, %.2f MB (from %.2f MB f32)\n", out,
-                   da_qtype_name(qo.type), da_qtype_name(q.output->type), da_act_mode_name(q.act),
-                   q.awq ? ", AWQ" : "", (double)size / 1e6, (double)m.n_params * 4 / 1e6);
-        }
-        da_engine_release(&q);
+    if (r.has_ranges) {
+        static const char *site_names[4] = {"attn-in", "attn-out", "ffn-in", "ffn-gate"};
+        fprintf(stderr, "static int8 ranges (max |x| over layers; max / mean |x|):");
+        for (int k = 0; k < 4; k++) fprintf(stderr, " %s %.2f (%.0fx)", site_names[k], r.range_max[k], r.range_ratio[k]);
+        fprintf(stderr, ", head %.2f\n", r.head_range);
     }
-    free(absmax);
-    free(alpha);
-    da_model_free(&m);
-    return st.code ? cli_fail(st.msg) : 0;
+    printf("%s: %s weights (%s head), %s activations%s, %.2f MB (from %.2f MB f32)\n", out, r.weight_type,
+           r.output_type, r.act, r.awq ? ", AWQ" : "", (double)r.file_bytes / 1e6, (double)r.n_params * 4 / 1e6);
+    da_quantize_report_free(&r);
+    return 0;
 }
 
 static long file_size(const char *path) {
@@ -334,10 +263,11 @@ int cmd_bench_generate(int argc, char **argv) {
             printf("{\"model\":\"%s\",\"weights\":\"%s\",\"path\":\"%s\",\"act\":\"%s\",\"kv\":\"%s\",\"prompt_tokens\":%d,"
                    "\"decode_tokens\":%d,\"prompt_tok_per_s\":%.2f,\"decode_tok_per_s\":%.2f,\"file_bytes\":%ld,"
                    "\"decode_speedup_vs_first\":%.3f,\"prompt_speedup_vs_first\":%.3f,\"threads\":%d,\"isa\":\"%s\","
-                   "\"loadavg\":%.2f}\n",
+                   "\"wait_policy\":\"%s\",\"loadavg\":%.2f}\n",
                    bm[i].path, fmt, "engine", da_act_mode_name(bm[i].run.act), bm[i].run.kv_int8 ? "int8" : "f32",
                    n_prompt, n_gen, bm[i].best_prompt, bm[i].best_decode, bm[i].file_bytes, sp, spp,
-                   omp_get_max_threads(), da_isa_name(da_qdot_isa), load[0]);
+                   omp_get_max_threads(), da_isa_name(da_qdot_isa),
+                   getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default", load[0]);
         else
             printf("%-40s %-5s prompt %8.1f tok/s  decode %7.1f tok/s (%.2fx)  %8.2f MB\n", bm[i].path, fmt,
                    bm[i].best_prompt, bm[i].best_decode, sp, (double)bm[i].file_bytes / 1e6);

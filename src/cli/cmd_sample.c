@@ -37,7 +37,8 @@ int cmd_sample(int argc, char **argv) {
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model file (.safetensors, or a .gguf from diffattn quantize: run quantized)", 0},
         {"prompt", OPT_STR, &prompt, "text to continue (bytes are tokens; empty starts from a newline)", 0},
-        {"max-new", OPT_INT, &max_new, "tokens to generate", 0},
+        {"max-new", OPT_INT, &max_new,
+         "tokens to generate; past the model's context the last half of the text is kept and generation goes on", 0},
         {"temperature", OPT_FLOAT, &temperature, "softmax temperature (0 = greedy)", 0},
         {"top-p", OPT_FLOAT, &top_p, "nucleus sampling mass in (0, 1]", 0},
         {"seed", OPT_U64, &seed, "sampling seed", 0},
@@ -92,17 +93,18 @@ int cmd_sample(int argc, char **argv) {
         if (!pids) st = da_errorf("out of memory");
         for (size_t i = 0; pids && i < n_prompt; i++) pids[i] = (unsigned char)text[i];
     }
-    long total = (long)n_prompt + max_new;
-    if (!st.code && total > cfg.max_seq_len)
-        st = da_errorf("prompt (%zu tokens) + --max-new %d exceeds the model's max_seq_len %d", n_prompt, max_new,
+    if (!st.code && (long)n_prompt > cfg.max_seq_len)
+        st = da_errorf("the prompt is %zu tokens; the model's context is %d (max_seq_len): shorten it", n_prompt,
                        cfg.max_seq_len);
+    /* past the context, generation slides: the last half is fed again and it goes on */
+    const long total = (long)n_prompt + max_new;
     da_session *s = NULL;
     da_session_opts so = da_session_opts_default();
     so.kv_int8 = !strcmp(kv_s, "int8");
-    so.max_T = (int)total;
+    so.max_T = total < cfg.max_seq_len ? (int)total : cfg.max_seq_len;
     if (!st.code) st = da_session_create(&s, e, &so);
     printer pr = {tok, NULL, 0};
-    da_generate_opts go = {max_new, temperature, top_p, seed, -1, print_token, &pr};
+    da_generate_opts go = {max_new, temperature, top_p, seed, -1, print_token, &pr, 1};
     int generated = 0;
     const double t0 = da_now_s();
     if (!st.code && prompt[0]) fwrite(prompt, 1, strlen(prompt), stdout);

@@ -64,6 +64,7 @@ void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k) {
 }
 
 const float *da_acts_v(const da_acts *a, int layer) { return a->layers[layer].v; }
+const float *da_acts_attn_out(const da_acts *a, int layer) { return a->layers[layer].attn_out; }
 
 const float *da_acts_hidden(const da_acts *a, int layer) {
     return layer + 1 < a->cfg.n_layers ? a->layers[layer + 1].resid_in : a->resid_out;

@@ -7,7 +7,7 @@
 #include "quant/quantize.h"
 
 /* The static int8 ranges are absolute maxima over the calibration
- * activations; measured on 20.7M-parameter DIFF and softmax models (README,
+ * activations; measured on 20.7M-parameter DIFF and softmax models (docs/quantization.md,
  * "Quantized inference"), they grow with the sequences seen and settle by
  * about 16 sequences of 256 tokens (the KLD at 16 is within 10% of that at 64).
  * Below this count they depend on which sequences were drawn; quantize warns. */

@@ -7,7 +7,7 @@
  * lambda_proj (n_heads rows, a few hundredths of the layer's weights, whose
  * output goes through a sigmoid gate on the second map); a matmul whose
  * width is not a multiple of the type's block falls back to q8_0, then f32. */
-static int tensor_type(const da_qtensor *t, int i, const da_quantize_opts *o) {
+static int tensor_type(const da_qtensor *t, int i, const da_quantize_types *o) {
     if (i == 0) return DA_QT_F32; /* tok_embeddings */
     const size_t n = strlen(t->name), k = strlen("lambda_proj.weight");
     if (n >= k && !strcmp(t->name + n - k, "lambda_proj.weight")) return DA_QT_F32;
@@ -19,7 +19,7 @@ static int tensor_type(const da_qtensor *t, int i, const da_quantize_opts *o) {
     return type;
 }
 
-da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_opts *o) {
+da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_types *o) {
     memset(q, 0, sizeof *q);
     if (!da_qtype_name(o->type)) return da_errorf("quantize: unknown weight type %d", o->type);
     da_status st = da_engine_init_table(q, &m->cfg);
