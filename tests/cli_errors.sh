@@ -116,7 +116,7 @@ expect_error "eval needle: bad depth" "--depths" "$BIN" eval needle --model "$M"
 expect_error "eval needle: too long for the model" "max_seq_len" "$BIN" eval needle --model "$M" --context 1024 --samples 1
 expect_error "eval quant-logits: bad --bits" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 16,x
 expect_error "eval quant-logits: 1 bit" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 1
-expect_error "eval quant-logits: model too short for needles" "--no-needle" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt"
+expect_error "eval quant-logits: model too short for needles" "too short for needle prompts" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt"
 "$BIN" init --out "$T/m256.safetensors" --dim 32 --layers 1 --heads 2 --seq 256 >/dev/null
 out=$("$BIN" eval quant-logits --model "$T/m256.safetensors" --data "$T/corpus.txt" --seq 64 --windows 2 --bits 8 --samples 1 2>&1)
 if [[ $out == *'needle accuracy'*'(N=3, R=2, 192 bytes'* && $out == *' 8-bit logits: loss'* ]]; then

@@ -11,6 +11,7 @@
 #include "io/gguf.h"
 #include "quant/calib.h"
 #include "quant/quantize.h"
+#include "experiments/bench_generate.h"
 
 int cmd_quantize(int argc, char **argv) {
     da_quantize_opts o;
@@ -161,122 +162,61 @@ int cmd_eval_ppl(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- bench generate */
 
-typedef struct {
-    const char *path;
-    da_engine *e;
-    da_session_opts run;
-    long file_bytes;
-    double best_prompt, best_decode; /* tokens/s */
-} bench_model;
-
-static int argmax_f(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-/* One timed run: the prompt in one batch, then n_gen greedy decoding steps. */
-static da_status bench_once(bench_model *b, const int *prompt, int n_prompt, int n_gen) {
-    da_session *s = NULL;
-    da_session_opts o = b->run;
-    o.max_T = n_prompt + n_gen;
-    o.max_batch = n_prompt;
-    da_status st = da_session_create(&s, b->e, &o);
-    if (st.code) return st;
-    const int V = da_engine_config(b->e)->vocab_size;
-    const float *lg = NULL;
-    const double t0 = da_now_s();
-    st = da_session_feed(s, prompt, n_prompt, 0, &lg);
-    const double t1 = da_now_s();
-    int tk = st.code ? 0 : argmax_f(lg, V);
-    for (int i = 0; i < n_gen && !st.code; i++) {
-        st = da_session_feed(s, &tk, 1, 0, &lg);
-        if (!st.code) tk = argmax_f(lg, V);
-    }
-    const double t2 = da_now_s() - t1;
-    da_session_free(s);
-    if (st.code) return st;
-    const double pp = n_prompt / (t1 - t0), dd = n_gen / t2;
-    if (pp > b->best_prompt) b->best_prompt = pp;
-    if (dd > b->best_decode) b->best_decode = dd;
-    return st;
-}
-
 int cmd_bench_generate(int argc, char **argv) {
-    const char *model = NULL, *also = NULL, *act_s = NULL, *kv_s = NULL;
-    int n_prompt = 128, n_gen = 128, reps = 3, json = 0;
+    const char *model = NULL, *also = NULL, *kv_s = NULL;
+    int json = 0;
+    da_bench_generate_opts o = {128, 128, 3, NULL, 0};
     cli_opt opts[] = {
-        {"model", OPT_STR, &model, "model (.safetensors runs the f32 path; .gguf the quantized one)", 0},
+        {"model", OPT_STR, &model, "model (.safetensors, or .gguf: run quantized)", 0},
         {"also", OPT_STR, &also, "comma-separated further models timed in the same run, interleaved", 0},
-        {"prompt", OPT_INT, &n_prompt, "prompt tokens, processed in one batch", 0},
-        {"gen", OPT_INT, &n_gen, "tokens decoded one at a time (batch 1, greedy)", 0},
-        {"reps", OPT_INT, &reps, "repetitions; the best of each is reported", 0},
-        {"act", OPT_STR, &act_s, "activations: q8, int8-dynamic, int8-static, bf16, f32 (default: the file's; f32 for float weights)", 0},
+        {"prompt", OPT_INT, &o.prompt, "prompt tokens, processed in one batch", 0},
+        {"gen", OPT_INT, &o.gen, "tokens decoded one at a time (batch 1, greedy)", 0},
+        {"reps", OPT_INT, &o.reps, "repetitions; the best of each is reported", 0},
+        {"act", OPT_STR, &o.act,
+         "activations: q8, int8-dynamic, int8-static, bf16, f32 (default: the file's; f32 for float weights)", 0},
         {"kv", OPT_STR, &kv_s, "KV cache: f32 (default) or int8", 0},
         {"json", OPT_FLAG, &json, "one JSON object per model", 0},
     };
     const char *req[] = {"model", NULL};
     int rc = cli_parse("bench generate",
                        "Times prompt processing and batch-1 decoding. Several models (--also) are timed in one run, "
-                       "interleaved,\nso their speed ratios share the machine's conditions. Threads: OMP_NUM_THREADS.",
+                       "interleaved,\nso their speed ratios share the machine's conditions. Threads: --threads or "
+                       "OMP_NUM_THREADS.",
                        argc, argv, opts, 8, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    if (n_prompt < 1 || n_gen < 1 || reps < 1) return cli_fail("--prompt, --gen and --reps must be positive");
+    if (kv_s && strcmp(kv_s, "int8") && strcmp(kv_s, "f32")) return cli_fail("--kv: expected f32 or int8");
+    o.kv_int8 = kv_s && !strcmp(kv_s, "int8");
     enum { MAXM = 8 };
-    bench_model bm[MAXM];
-    memset(bm, 0, sizeof bm);
-    int nm = 0;
+    const char *paths[MAXM] = {model};
+    int nm = 1;
     char *list = also ? strdup(also) : NULL;
-    bm[nm++].path = model;
-    for (char *tok = list ? strtok(list, ",") : NULL; tok && nm < MAXM; tok = strtok(NULL, ",")) bm[nm++].path = tok;
-    da_status st = da_ok();
-    for (int i = 0; i < nm && !st.code; i++) {
-        bm[i].file_bytes = file_size(bm[i].path);
-        st = da_engine_load(&bm[i].e, bm[i].path);
-        if (st.code) break;
-        const da_config *c = da_engine_config(bm[i].e);
-        if (n_prompt + n_gen > c->max_seq_len)
-            st = da_errorf("%s: --prompt %d + --gen %d exceeds max_seq_len %d", bm[i].path, n_prompt, n_gen,
-                           c->max_seq_len);
-        if (parse_run_opts(act_s, kv_s, bm[i].e, &bm[i].run)) st = da_errorf("bad --act or --kv");
-    }
-    int *prompt = malloc((size_t)n_prompt * sizeof(int));
-    if (!st.code && !prompt) st = da_errorf("out of memory");
-    if (!st.code) {
-        const int V = da_engine_config(bm[0].e)->vocab_size;
-        const char *text = "The quick brown fox jumps over the lazy dog. ";
-        for (int i = 0; i < n_prompt; i++) prompt[i] = (unsigned char)text[i % strlen(text)] % V;
-    }
-    for (int r = 0; r < reps && !st.code; r++)
-        for (int i = 0; i < nm && !st.code; i++) st = bench_once(&bm[i], prompt, n_prompt, n_gen);
+    for (char *tok = list ? strtok(list, ",") : NULL; tok && nm < MAXM; tok = strtok(NULL, ",")) paths[nm++] = tok;
+    da_bench_generate_result res[MAXM];
+    da_status st = da_bench_generate(paths, nm, &o, res);
     double load[3] = {0};
     FILE *fp = fopen("/proc/loadavg", "r");
     if (fp) {
         if (fscanf(fp, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
         fclose(fp);
     }
+    const char *wait = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default";
     for (int i = 0; i < nm && !st.code; i++) {
-        const char *fmt = da_engine_weight_type(bm[i].e);
-        const double sp = bm[i].best_decode / bm[0].best_decode, spp = bm[i].best_prompt / bm[0].best_prompt;
+        const double sp = res[i].best_decode / res[0].best_decode, spp = res[i].best_prompt / res[0].best_prompt;
         if (json)
-            printf("{\"model\":\"%s\",\"weights\":\"%s\",\"path\":\"%s\",\"act\":\"%s\",\"kv\":\"%s\",\"prompt_tokens\":%d,"
+            printf("{\"model\":\"%s\",\"weights\":\"%s\",\"path\":\"engine\",\"act\":\"%s\",\"kv\":\"%s\",\"prompt_tokens\":%d,"
                    "\"decode_tokens\":%d,\"prompt_tok_per_s\":%.2f,\"decode_tok_per_s\":%.2f,\"file_bytes\":%ld,"
                    "\"decode_speedup_vs_first\":%.3f,\"prompt_speedup_vs_first\":%.3f,\"threads\":%d,\"isa\":\"%s\","
                    "\"wait_policy\":\"%s\",\"loadavg\":%.2f}\n",
-                   bm[i].path, fmt, "engine", da_act_mode_name(bm[i].run.act), bm[i].run.kv_int8 ? "int8" : "f32",
-                   n_prompt, n_gen, bm[i].best_prompt, bm[i].best_decode, bm[i].file_bytes, sp, spp,
-                   omp_get_max_threads(), da_isa_name(da_qdot_isa),
-                   getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default", load[0]);
+                   paths[i], res[i].weight_type, res[i].act, res[i].kv_int8 ? "int8" : "f32", o.prompt, o.gen,
+                   res[i].best_prompt, res[i].best_decode, res[i].file_bytes, sp, spp, omp_get_max_threads(),
+                   da_isa_name(da_qdot_isa), wait, load[0]);
         else
-            printf("%-40s %-5s prompt %8.1f tok/s  decode %7.1f tok/s (%.2fx)  %8.2f MB\n", bm[i].path, fmt,
-                   bm[i].best_prompt, bm[i].best_decode, sp, (double)bm[i].file_bytes / 1e6);
+            printf("%-40s %-5s prompt %8.1f tok/s  decode %7.1f tok/s (%.2fx)  %8.2f MB\n", paths[i],
+                   res[i].weight_type, res[i].best_prompt, res[i].best_decode, sp, (double)res[i].file_bytes / 1e6);
     }
     if (!json && !st.code)
         printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), da_isa_name(da_qdot_isa),
-               reps, load[0]);
-    for (int i = 0; i < nm; i++) da_engine_free(bm[i].e);
-    free(prompt);
+               o.reps, load[0]);
     free(list);
     return st.code ? cli_fail(st.msg) : 0;
 }

@@ -49,6 +49,7 @@ typedef struct {
 da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap);
 /* da_needle_eval of model m (10 new tokens per answer) through the inference
  * engine, the attention logits quantized to logit_bits (0: exact). */
+da_status da_needle_eval_engine(const da_engine *e, const da_needle_config *c, int logit_bits, da_needle_result *r);
 da_status da_needle_eval_model(const da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r);
 
 #endif
