@@ -55,7 +55,7 @@ da_act_mode da_engine_default_act(const da_engine *e);
 size_t da_engine_weight_bytes(const da_engine *e);
 
 typedef struct {
-    int act;        /* da_act_mode, or -1: the engine's default (f32 for f32 weights) */
+    int act;        /* da_act_mode, or -1: the engine's default; float weights always run f32 activations */
     int kv_int8;    /* 1: the KV cache holds int8 with a scale per position, head and 32-block */
     int logit_bits; /* > 0: attention logits fake-quantized to this many bits before each softmax
                        (symmetric, one absmax scale per query row of each map: the paper's Figure 8); 0: exact */
@@ -73,6 +73,7 @@ int da_session_len(const da_session *s);
 int da_session_capacity(const da_session *s);  /* positions it holds (max_T) */
 int da_session_max_batch(const da_session *s); /* tokens one call may take */
 int da_session_vocab_size(const da_session *s);
+da_act_mode da_session_act(const da_session *s); /* the activation mode it runs (float weights: f32) */
 
 /* Feeds tokens: (n) at positions len .. len+n-1. logits: (n, V) when
  * all_logits, else the last position's (V); owned by s, valid until the next call. */

@@ -6,11 +6,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "core/clock.h"
+#include "diffattn/quant.h"
 #include "eval/ppl.h"
-#include "io/gguf.h"
-#include "quant/calib.h"
-#include "quant/quantize.h"
 #include "experiments/bench_generate.h"
 
 int cmd_quantize(int argc, char **argv) {
@@ -76,22 +73,20 @@ static long file_size(const char *path) {
     return n;
 }
 
-static int parse_run_opts(const char *act_s, const char *kv_s, const da_engine *q, da_session_opts *o) {
+/* --act and --kv into session options (act -1: the file's own). */
+static int parse_run_opts(const char *act_s, const char *kv_s, da_session_opts *o) {
     *o = da_session_opts_default();
-    da_act_mode act = q->act;
+    da_act_mode act;
     if (act_s && da_act_mode_parse(act_s, &act)) {
         fprintf(stderr, "diffattn: --act: expected q8, int8-dynamic, int8-static, bf16 or f32\n");
         return 1;
     }
+    if (act_s) o->act = act;
     if (kv_s && strcmp(kv_s, "int8") && strcmp(kv_s, "f32")) {
         fprintf(stderr, "diffattn: --kv: expected f32 or int8\n");
         return 1;
     }
     o->kv_int8 = kv_s && !strcmp(kv_s, "int8");
-    /* float weights take float activations: int8 modes do not apply */
-    const int wt = q->weight_type;
-    if ((wt == DA_QT_F32 || wt == DA_QT_F16 || wt == DA_QT_BF16) && act <= DA_ACTQ_INT8_STATIC) act = DA_ACTQ_F32;
-    o->act = act;
     return 0;
 }
 
@@ -122,40 +117,33 @@ int cmd_eval_ppl(int argc, char **argv) {
                        argc, argv, opts, 10, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (chunks < 0) return cli_fail("--chunks must be >= 0");
-    da_engine *qe = NULL;
-    da_status st = da_engine_load(&qe, model);
-    if (st.code) return cli_fail(st.msg);
-    const da_engine q = *qe;
     da_ppl_config pc = {ctx, chunks, da_session_opts_default(), cache, file_size(base)};
-    if (parse_run_opts(act_s, kv_s, qe, &pc.run)) {
-        da_engine_free(qe);
-        return 1;
-    }
-    da_engine *be = NULL;
+    if (parse_run_opts(act_s, kv_s, &pc.run)) return 1;
+    da_engine *qe = NULL, *be = NULL;
     da_text_data d;
     da_ppl_result r;
-    if (!(st = da_engine_load(&be, base)).code) {
-        if (!(st = da_text_data_load(&d, data, val_fraction, ctx ? ctx : q.cfg.max_seq_len)).code) {
-            st = da_eval_ppl(qe, be, &d, &pc, &r);
-            da_text_data_free(&d);
-        }
-        da_engine_free(be);
+    da_status st = da_engine_load(&qe, model);
+    if (!st.code) st = da_engine_load(&be, base);
+    const da_config *c = qe ? da_engine_config(qe) : NULL;
+    if (!st.code && !(st = da_text_data_load(&d, data, val_fraction, ctx ? ctx : c->max_seq_len)).code) {
+        st = da_eval_ppl(qe, be, &d, &pc, &r);
+        da_text_data_free(&d);
     }
     if (!st.code) {
-        const char *wt = da_qtype_name(q.weight_type);
+        const char *wt = da_engine_weight_type(qe), *act = da_act_mode_name(r.act);
         if (json)
             printf("{\"model\":\"%s\",\"base\":\"%s\",\"arch\":\"%s\",\"weights\":\"%s\",\"act\":\"%s\",\"kv\":\"%s\","
                    "\"ppl\":%.6f,\"base_ppl\":%.6f,\"delta_ppl_pct\":%.4f,\"kld\":%.6f,\"same_top1\":%.6f,"
                    "\"chunks\":%ld,\"n_ctx\":%d,\"scored\":%ld}\n",
-                   model, base, da_arch_name(q.cfg.arch), wt, da_act_mode_name(pc.run.act),
-                   pc.run.kv_int8 ? "int8" : "f32", r.ppl, r.base_ppl, r.delta_ppl_pct, r.kld, r.same_top1, r.chunks,
-                   ctx ? ctx : q.cfg.max_seq_len, r.scored);
+                   model, base, da_arch_name(c->arch), wt, act, pc.run.kv_int8 ? "int8" : "f32", r.ppl, r.base_ppl,
+                   r.delta_ppl_pct, r.kld, r.same_top1, r.chunks, ctx ? ctx : c->max_seq_len, r.scored);
         else
             printf("%s (%s, %s weights, %s activations, %s KV): ppl %.4f vs base %.4f (%+.3f%%), KLD %.6f, same top-1 "
                    "%.2f%% (%ld chunks, %ld tokens scored)\n",
-                   model, da_arch_name(q.cfg.arch), wt, da_act_mode_name(pc.run.act), pc.run.kv_int8 ? "int8" : "f32",
-                   r.ppl, r.base_ppl, r.delta_ppl_pct, r.kld, 100 * r.same_top1, r.chunks, r.scored);
+                   model, da_arch_name(c->arch), wt, act, pc.run.kv_int8 ? "int8" : "f32", r.ppl, r.base_ppl,
+                   r.delta_ppl_pct, r.kld, 100 * r.same_top1, r.chunks, r.scored);
     }
+    da_engine_free(be);
     da_engine_free(qe);
     return st.code ? cli_fail(st.msg) : 0;
 }
@@ -209,13 +197,13 @@ int cmd_bench_generate(int argc, char **argv) {
                    "\"wait_policy\":\"%s\",\"loadavg\":%.2f}\n",
                    paths[i], res[i].weight_type, res[i].act, res[i].kv_int8 ? "int8" : "f32", o.prompt, o.gen,
                    res[i].best_prompt, res[i].best_decode, res[i].file_bytes, sp, spp, omp_get_max_threads(),
-                   da_isa_name(da_qdot_isa), wait, load[0]);
+                   res[i].dots, wait, load[0]);
         else
             printf("%-40s %-5s prompt %8.1f tok/s  decode %7.1f tok/s (%.2fx)  %8.2f MB\n", paths[i],
                    res[i].weight_type, res[i].best_prompt, res[i].best_decode, sp, (double)res[i].file_bytes / 1e6);
     }
     if (!json && !st.code)
-        printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), da_isa_name(da_qdot_isa),
+        printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), res[0].dots,
                o.reps, load[0]);
     free(list);
     return st.code ? cli_fail(st.msg) : 0;

@@ -141,6 +141,7 @@ da_status da_eval_ppl(const da_engine *q, const da_engine *base, const da_text_d
         r->delta_ppl_pct = 100.0 * (r->ppl / r->base_ppl - 1.0);
         r->kld = kld / scored;
         r->same_top1 = (double)same / scored;
+        r->act = da_session_act(qs);
     }
     da_session_free(bs);
     da_session_free(qs);

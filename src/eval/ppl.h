@@ -26,6 +26,7 @@ typedef struct {
     double kld;       /* mean over scored tokens of KL(base || quantized), nats */
     double same_top1; /* share of scored tokens where both models' argmax agree */
     long chunks, scored;
+    da_act_mode act;  /* the activations the quantized model ran */
 } da_ppl_result;
 
 da_status da_eval_ppl(const da_engine *q, const da_engine *base, const da_text_data *data, const da_ppl_config *c,

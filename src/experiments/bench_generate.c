@@ -5,6 +5,7 @@
 
 #include "core/clock.h"
 #include "experiments/bench_generate.h"
+#include "ops/qblock.h"
 
 static int argmax(const float *x, int n) {
     int b = 0;
@@ -21,17 +22,14 @@ static long file_size(const char *path) {
     return n;
 }
 
-/* The session options of one model: the requested activations, except that
- * float weights take float activations (the int8 modes do not apply). */
-static da_status run_opts(const da_engine *e, const da_bench_generate_opts *o, da_session_opts *so) {
+/* The session options of one model: the requested activations (the engine
+ * runs float weights with f32 ones). */
+static da_status run_opts(const da_bench_generate_opts *o, da_session_opts *so) {
     *so = da_session_opts_default();
-    da_act_mode act = da_engine_default_act(e);
+    da_act_mode act;
     if (o->act && da_act_mode_parse(o->act, &act))
         return da_errorf("bench generate: act \"%s\" is not one of q8, int8-dynamic, int8-static, bf16, f32", o->act);
-    const char *wt = da_engine_weight_type(e);
-    if ((!strcmp(wt, "f32") || !strcmp(wt, "f16") || !strcmp(wt, "bf16")) && act <= DA_ACTQ_INT8_STATIC)
-        act = DA_ACTQ_F32;
-    so->act = act;
+    if (o->act) so->act = act;
     so->kv_int8 = o->kv_int8;
     so->max_T = o->prompt + o->gen;
     so->max_batch = o->prompt;
@@ -77,9 +75,13 @@ da_status da_bench_generate(const char *const *paths, int n, const da_bench_gene
         const da_config *c = da_engine_config(e[i]);
         if (o->prompt + o->gen > c->max_seq_len)
             st = da_errorf("%s: prompt %d + gen %d exceeds max_seq_len %d", paths[i], o->prompt, o->gen, c->max_seq_len);
-        if (!st.code) st = run_opts(e[i], o, &so[i]);
+        if (!st.code) st = run_opts(o, &so[i]);
+        da_session *probe = NULL; /* the activation mode the engine resolves for this model */
+        if (!st.code && !(st = da_session_create(&probe, e[i], &so[i])).code)
+            snprintf(res[i].act, sizeof res[i].act, "%s", da_act_mode_name(da_session_act(probe)));
+        da_session_free(probe);
         snprintf(res[i].weight_type, sizeof res[i].weight_type, "%s", da_engine_weight_type(e[i]));
-        snprintf(res[i].act, sizeof res[i].act, "%s", da_act_mode_name((da_act_mode)so[i].act));
+        snprintf(res[i].dots, sizeof res[i].dots, "%s", da_isa_name(da_qdot_isa));
         res[i].kv_int8 = o->kv_int8;
         res[i].file_bytes = file_size(paths[i]);
     }

@@ -13,6 +13,7 @@ typedef struct {
 
 typedef struct {
     char weight_type[8], act[16];
+    char dots[16];   /* the instruction set of the quantized dot products */
     int kv_int8;
     long file_bytes;
     double best_prompt, best_decode; /* tokens/s, the best repetition */

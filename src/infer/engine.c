@@ -73,6 +73,7 @@ int da_session_len(const da_session *s) { return s->len; }
 int da_session_capacity(const da_session *s) { return s->max_T; }
 int da_session_max_batch(const da_session *s) { return s->max_n; }
 int da_session_vocab_size(const da_session *s) { return s->cfg.vocab_size; }
+da_act_mode da_session_act(const da_session *s) { return (da_act_mode)s->o.act; }
 
 da_session_opts da_session_opts_default(void) {
     da_session_opts o = {-1, 0, 0, 0, 0};
@@ -97,6 +98,8 @@ static da_status resolve_opts(const da_engine *q, const da_session_opts *in, da_
     *o = in ? *in : da_session_opts_default();
     if (o->act < 0) o->act = q->act;
     if (o->act > DA_ACTQ_F32) return da_errorf("session: act = %d is not an activation mode", o->act);
+    /* float weights take float activations: their matmuls have no integer path */
+    if (is_float_type(q->weight_type) && o->act <= DA_ACTQ_INT8_STATIC) o->act = DA_ACTQ_F32;
     if (!o->max_T) o->max_T = c->max_seq_len;
     if (!o->max_batch) o->max_batch = o->max_T;
     if (o->max_T < 0 || o->max_T > c->max_seq_len)
