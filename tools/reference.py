@@ -34,6 +34,7 @@ import torch
 CONFIG_INT_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
                    "ffn_hidden", "max_seq_len")
 CONFIG_KEYS = ("arch",) + CONFIG_INT_KEYS + ("norm_eps", "rope_theta", "tie_embeddings")
+# Optional: "window" (sliding-window attention, the last `window` keys; absent or 0 = all).
 SUBLN_EPS = 1e-5  # fixed eps of the DIFF per-head RMSNorm (subln)
 
 
@@ -71,6 +72,8 @@ def validate_config(cfg):
         raise ValueError("norm_eps and rope_theta must be > 0")
     if not isinstance(cfg["tie_embeddings"], bool):
         raise ValueError("tie_embeddings must be a bool")
+    if not isinstance(cfg.get("window", 0), int) or cfg.get("window", 0) < 0:
+        raise ValueError("window must be an int >= 0, got %r" % (cfg.get("window"),))
 
 
 def param_shapes(cfg):
@@ -119,6 +122,8 @@ def config_to_metadata(cfg):
     md["norm_eps"] = _fmt_float(cfg["norm_eps"])
     md["rope_theta"] = _fmt_float(cfg["rope_theta"])
     md["tie_embeddings"] = "true" if cfg["tie_embeddings"] else "false"
+    if cfg.get("window", 0):
+        md["window"] = str(cfg["window"])
     return md
 
 
@@ -140,6 +145,8 @@ def metadata_to_config(md):
     if tie not in ("true", "false"):
         raise ValueError("metadata tie_embeddings is %r, expected 'true' or 'false'" % (tie,))
     cfg["tie_embeddings"] = tie == "true"
+    if "window" in md:
+        cfg["window"] = int(md["window"])
     validate_config(cfg)
     return cfg
 
@@ -286,6 +293,8 @@ def _attention(cfg, P, i, x, trace):
     v = x @ P[p + "v_proj.weight"].T
     group = torch.arange(H) // n_rep  # head i -> KV group i // n_rep
     causal = torch.ones(T, T, dtype=torch.bool).tril()
+    if cfg.get("window", 0):  # query t sees keys t-W+1 .. t
+        causal &= torch.ones(T, T, dtype=torch.bool).triu(1 - cfg["window"])
     if cfg["arch"] == "diff":
         q = apply_rope(q.view(T, 2 * H, d), th).view(T, H, 2, d)      # [.., h, (Q1,Q2), d]
         k = apply_rope(k.view(T, 2 * Hkv, d), th).view(T, Hkv, 2, d)  # [.., g, (K1,K2), d]

@@ -29,6 +29,8 @@ typedef struct {
     float norm_eps;
     float rope_theta;
     int tie_embeddings; /* 1: output.weight is tok_embeddings.weight */
+    int window;         /* sliding-window attention: query t sees keys t-window+1 .. t (both maps of
+                         * DIFF and DIFF2); 0 = every earlier key. Metadata key "window", written when > 0 */
 } da_config;
 
 /* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads). */

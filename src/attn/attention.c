@@ -25,24 +25,23 @@ void da_quantize_logit_row(float *a, int n, int bits) {
     for (int j = 0; j < n; j++) a[j] = roundf(a[j] / step) * step;
 }
 
-static void quantize_logits(float *A, int T, int bits) {
-    for (int t = 0; t < T; t++) da_quantize_logit_row(A + (size_t)t * T, t + 1, bits);
-}
-
-/* In place: row t becomes softmax over columns 0..t, zero beyond (causal). */
-static void causal_softmax(float *A, int T, int logit_bits) {
-    if (logit_bits > 0) quantize_logits(A, T, logit_bits);
+/* In place: row t becomes softmax over columns lo..t (lo = attn_first_key),
+ * zero elsewhere (causal, windowed). Logits are quantized over that span. */
+static void causal_softmax(float *A, int T, int logit_bits, int window) {
     for (int t = 0; t < T; t++) {
         float *a = A + (size_t)t * T;
-        float mx = a[0];
-        for (int j = 1; j <= t; j++) mx = a[j] > mx ? a[j] : mx;
+        const int lo = attn_first_key(t, window);
+        if (logit_bits > 0) da_quantize_logit_row(a + lo, t + 1 - lo, logit_bits);
+        float mx = a[lo];
+        for (int j = lo + 1; j <= t; j++) mx = a[j] > mx ? a[j] : mx;
         float sum = 0.0f;
-        for (int j = 0; j <= t; j++) {
+        for (int j = lo; j <= t; j++) {
             a[j] = expf(a[j] - mx);
             sum += a[j];
         }
         float inv = 1.0f / sum;
-        for (int j = 0; j <= t; j++) a[j] *= inv;
+        for (int j = lo; j <= t; j++) a[j] *= inv;
+        for (int j = 0; j < lo; j++) a[j] = 0.0f;
         for (int j = t + 1; j < T; j++) a[j] = 0.0f;
     }
 }
@@ -95,8 +94,8 @@ void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att
             float *A1 = att + ((size_t)b * H + h) * 2 * TT, *A2 = A1 + TT;
             scores(A1, Q1, C, K1, Ckv, T, d, scale);
             scores(A2, Q2, C, K2, Ckv, T, d, scale);
-            causal_softmax(A1, T, s->logit_bits);
-            causal_softmax(A2, T, s->logit_bits);
+            causal_softmax(A1, T, s->logit_bits, s->window);
+            causal_softmax(A2, T, s->logit_bits, s->window);
             combine_maps(P, A1, A2, lambda, T);
             /* opre[b, :, h] : (T, 2d) = P @ V */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d2, T, 1.0f, P, T, V, Ckv, 0.0f,
@@ -171,7 +170,7 @@ void softmax_attention_forward(float *out, float *att, const float *q, const flo
             const float *V = v + (size_t)b * T * Ckv + (size_t)g * d;
             float *A = att + ((size_t)b * H + h) * TT;
             scores(A, Q, C, K, Ckv, T, d, scale);
-            causal_softmax(A, T, s->logit_bits);
+            causal_softmax(A, T, s->logit_bits, s->window);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, T, 1.0f, A, T, V, Ckv, 0.0f,
                         out + (size_t)b * T * C + (size_t)h * d, C);
         }
@@ -222,8 +221,8 @@ void diff2_attention_forward(float *out, float *att, const float *q, const float
         float *A1 = att + ((size_t)b * H + h) * 2 * TT, *A2 = A1 + TT;
         scores(A1, Q1, Cq, K, Ckv, T, d, scale);
         scores(A2, Q2, Cq, K, Ckv, T, d, scale);
-        causal_softmax(A1, T, s->logit_bits);
-        causal_softmax(A2, T, s->logit_bits);
+        causal_softmax(A1, T, s->logit_bits, s->window);
+        causal_softmax(A2, T, s->logit_bits, s->window);
         for (int t = 0; t < T; t++) {
             const float l = lam_h[(size_t)t * H];
             for (int j = 0; j < T; j++) P[(size_t)t * T + j] = A1[(size_t)t * T + j] - l * A2[(size_t)t * T + j];

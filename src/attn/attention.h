@@ -3,6 +3,8 @@
  * for the evaluations that inspect them.
  *
  * Layouts: q: (B, T, C) and k, v: (B, T, Ckv), RoPE already applied.
+ * Causal, and with attn_shape.window > 0 a sliding window: each map's row t
+ * is zero outside keys t-window+1 .. t.
  *   DIFF:    head i owns q sub-heads 2i (Q1), 2i+1 (Q2), each d wide; its KV
  *            group g = i / n_rep gives K1 = k sub-head 2g, K2 = 2g+1 and V =
  *            v columns [2d*g, 2d*(g+1)). att: (B, H, 2, T, T) holds A1, A2.
@@ -29,9 +31,13 @@ typedef struct {
     int C, Ckv; /* widths of a token's output (and of q, except DIFF2's 2C) and of k, v */
     int n_threads; /* OpenMP threads the scratch was sized for */
     int logit_bits; /* reference kernel: logits fake-quantized to this many bits (da_model.attn_logit_bits; 0 exact) */
+    int window;     /* sliding window: query t sees keys t-window+1 .. t in every map; 0 = all keys 0 .. t */
 } attn_shape;
 
 #define DA_SUBLN_EPS 1e-5f
+
+/* First key query t sees: 0, or t - window + 1 with a window. */
+static inline int attn_first_key(int t, int window) { return window > 0 && t >= window ? t - window + 1 : 0; }
 
 /* a: (n) logits of one query row, rounded in place to 2^(bits-1) - 1 levels
  * of max|a| / (2^(bits-1) - 1). */

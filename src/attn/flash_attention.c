@@ -4,7 +4,8 @@
  * to the diagonal it forms S_m = Q_m K_m^T / sqrt(d) for each map, keeps an
  * online softmax (running max and sum per row and map), and accumulates
  * P_m V with the V tile loaded once for both maps. Tiles above the diagonal
- * are never formed.
+ * are never formed, nor, with a sliding window, those wholly before the
+ * window of the tile's first query: the cost grows as T * window.
  *
  * DIFF2 is DIFF with both maps' keys in one K, a d-wide V and a lambda per
  * query row, so it runs the same loops with other column offsets.
@@ -58,10 +59,12 @@ size_t flash_scratch_size(const attn_shape *s, int kind) {
     return (size_t)s->n_threads * per_thread(s, kind) + (size_t)s->B * s->n_heads;
 }
 
-/* Keys of tile k0.. visible from query row r: k0..r (causal), at most nc. */
-static inline int visible(int r, int k0, int nc) {
-    int n = r - k0 + 1;
-    return n < 0 ? 0 : n > nc ? nc : n;
+/* The keys of tile k0 .. k0+nc-1 that query row r sees, as tile columns
+ * [*js, *je): from its first key (attn_first_key) to r, causal. */
+static inline void row_span(int r, int k0, int nc, int window, int *js, int *je) {
+    const int lo = attn_first_key(r, window) - k0, hi = r - k0 + 1;
+    *js = lo < 0 ? 0 : lo > nc ? nc : lo;
+    *je = hi < 0 ? 0 : hi > nc ? nc : hi;
 }
 
 static void forward_tile(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
@@ -94,28 +97,32 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
         }
     }
     const float *qrow = q + ((size_t)b * T + r0) * Cq, *kb = k + (size_t)b * T * Ckv, *vb = v + (size_t)b * T * Ckv;
-    const int r_end = r0 + nr; /* keys < r_end are visible to some row */
-    for (int k0 = 0; k0 < r_end; k0 += FLASH_BC) {
+    const int r_end = r0 + nr, W = s->window; /* keys < r_end are visible to some row */
+    /* with a window, the key tiles wholly before the first row's window are never formed */
+    for (int k0 = attn_first_key(r0, W) / FLASH_BC * FLASH_BC; k0 < r_end; k0 += FLASH_BC) {
         const int nc = r_end - k0 < FLASH_BC ? r_end - k0 : FLASH_BC;
-        const int diag = k0 + nc - 1 > r0; /* some keys lie above some rows' diagonal */
+        /* some keys lie above some rows' diagonal, or before some rows' window (the last row's starts latest) */
+        const int masked = k0 + nc - 1 > r0 || (W > 0 && k0 < r_end - W);
         for (int m = 0; m < maps; m++) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, d, scale, qrow + hc.qcol[m], Cq,
                         kb + (size_t)k0 * Ckv + hc.kcol[m], Ckv, 0.0f, S[m], FLASH_BC);
             for (int i = 0; i < nr; i++) {
                 float *row = S[m] + (size_t)i * FLASH_BC;
-                const int nv = diag ? visible(r0 + i, k0, nc) : nc;
+                int js = 0, je = nc;
+                if (masked) row_span(r0 + i, k0, nc, W, &js, &je);
                 float *a = acc[m] + (size_t)i * dv;
-                if (nv == 0) {
+                if (je <= js) {
                     memset(row, 0, (size_t)nc * sizeof(float));
                     continue;
                 }
-                float rmax = row[0];
+                float rmax = row[js];
 #pragma omp simd reduction(max : rmax)
-                for (int j = 1; j < nv; j++) rmax = row[j] > rmax ? row[j] : rmax;
+                for (int j = js + 1; j < je; j++) rmax = row[j] > rmax ? row[j] : rmax;
                 const float mnew = rmax > mx[m][i] ? rmax : mx[m][i];
                 const float corr = expf(mx[m][i] - mnew); /* 0 on the first tile */
-                const float rs = exp_shift_sum(row, nv, mnew);
-                for (int j = nv; j < nc; j++) row[j] = 0.0f;
+                const float rs = exp_shift_sum(row + js, je - js, mnew);
+                for (int j = 0; j < js; j++) row[j] = 0.0f;
+                for (int j = je; j < nc; j++) row[j] = 0.0f;
                 sum[m][i] = sum[m][i] * corr + rs;
                 mx[m][i] = mnew;
                 if (corr != 1.0f)
@@ -182,11 +189,14 @@ static void backward_head(float *dq, float *dk, float *dv, const float *dopre, c
     float *dqb = dq + (size_t)b * T * Cq, *dkb = dk + (size_t)b * T * Ckv, *dvb = dv + (size_t)b * T * Ckv;
     const float *lse_h = lse + ((size_t)b * H + h) * maps * T;
 
+    const int W = s->window;
     for (int k0 = 0; k0 < T; k0 += FLASH_BC) {
         const int nc = T - k0 < FLASH_BC ? T - k0 : FLASH_BC;
-        for (int r0 = k0 / FLASH_BR * FLASH_BR; r0 < T; r0 += FLASH_BR) {
+        /* with a window, only the query tiles up to the last row that sees this tile's last key */
+        const int r_last = W > 0 ? k0 + nc - 1 + W - 1 : T - 1;
+        for (int r0 = k0 / FLASH_BR * FLASH_BR; r0 < T && r0 <= r_last; r0 += FLASH_BR) {
             const int nr = T - r0 < FLASH_BR ? T - r0 : FLASH_BR;
-            const int diag = k0 + nc - 1 > r0;
+            const int masked = k0 + nc - 1 > r0 || (W > 0 && k0 < r0 + nr - W);
             /* dPv: (nr, nc) = dO V^T, shared by both maps */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, dv_w, 1.0f, dob + (size_t)r0 * C, C,
                         vb + (size_t)k0 * Ckv + hc.vcol, Ckv, 0.0f, dPv, FLASH_BC);
@@ -200,12 +210,15 @@ static void backward_head(float *dq, float *dk, float *dv, const float *dopre, c
                     float *prow = P[m] + (size_t)i * FLASH_BC, *ds = dS + (size_t)i * FLASH_BC;
                     float *pc = Pc + (size_t)i * FLASH_BC;
                     const float *dp = dPv + (size_t)i * FLASH_BC;
-                    const int nv = diag ? visible(r0 + i, k0, nc) : nc;
-                    exp_shift_sum(prow, nv, lse_m[i]);
+                    int js = 0, je = nc;
+                    if (masked) row_span(r0 + i, k0, nc, W, &js, &je);
+                    if (je < js) je = js;
+                    exp_shift_sum(prow + js, je - js, lse_m[i]);
                     const float c = m && lam_h ? -lam_h[(size_t)(r0 + i) * H] : coef[m], Di = D_m[i];
 #pragma omp simd
-                    for (int j = 0; j < nv; j++) ds[j] = c * prow[j] * (dp[j] - Di);
-                    for (int j = nv; j < nc; j++) ds[j] = prow[j] = 0.0f;
+                    for (int j = js; j < je; j++) ds[j] = c * prow[j] * (dp[j] - Di);
+                    for (int j = 0; j < js; j++) ds[j] = prow[j] = 0.0f;
+                    for (int j = je; j < nc; j++) ds[j] = prow[j] = 0.0f;
                     if (m == 0) {
 #pragma omp simd
                         for (int j = 0; j < nc; j++) pc[j] = c * prow[j];

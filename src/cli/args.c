@@ -148,6 +148,7 @@ void cli_model_flags_default(cli_model_flags *f) {
     f->seq = c.max_seq_len;
     f->vocab = c.vocab_size;
     f->tie = 0;
+    f->window = 0;
     f->rope_theta = c.rope_theta;
     f->norm_eps = c.norm_eps;
 }
@@ -167,6 +168,8 @@ void cli_model_opts(cli_model_flags *f, cli_opt *o) {
         {"rope-theta", OPT_FLOAT, &f->rope_theta, "RoPE base", 0},
         {"norm-eps", OPT_FLOAT, &f->norm_eps, "RMSNorm epsilon", 0},
         {"tie-embeddings", OPT_FLAG, &f->tie, "share the LM head with the token embedding", 0},
+        {"window", OPT_INT, &f->window,
+         "sliding-window attention: each token sees the last N keys, itself included (0 = all)", 0},
     };
     memcpy(o, opts, sizeof opts);
 }
@@ -190,6 +193,7 @@ da_status cli_model_config(const cli_model_flags *f, const cli_opt *opts, int n_
     c->rope_theta = f->rope_theta;
     c->norm_eps = f->norm_eps;
     c->tie_embeddings = f->tie;
+    c->window = f->window;
     da_status st = da_config_validate(c);
     if (st.code) return da_errorf("invalid model flags: %s", st.msg);
     return da_ok();

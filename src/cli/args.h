@@ -33,11 +33,11 @@ volatile int *cli_catch_stop_signals(void);
 /* The model flags shared by init and train. */
 typedef struct {
     const char *arch;
-    int dim, layers, heads, kv_heads, ffn, seq, vocab, tie;
+    int dim, layers, heads, kv_heads, ffn, seq, vocab, tie, window;
     float rope_theta, norm_eps;
 } cli_model_flags;
 
-#define CLI_N_MODEL_OPTS 11
+#define CLI_N_MODEL_OPTS 12
 void cli_model_flags_default(cli_model_flags *f);
 /* Writes CLI_N_MODEL_OPTS entries into opts. */
 void cli_model_opts(cli_model_flags *f, cli_opt *opts);

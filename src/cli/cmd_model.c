@@ -56,6 +56,7 @@ int cmd_info(int argc, char **argv) {
     printf("norm_eps       %g\n", (double)c->norm_eps);
     printf("rope_theta     %g\n", (double)c->rope_theta);
     printf("tie_embeddings %s\n", c->tie_embeddings ? "true" : "false");
+    if (c->window > 0) printf("window         %d (each token sees the last %d keys)\n", c->window, c->window);
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
     if (c->arch == DA_ARCH_DIFF2) {
         /* the second query heads (dim x dim) and lambda_proj (n_heads x dim), per layer */

@@ -162,7 +162,7 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
     const int Ckv = C / (H / c->n_kv_heads);
     const int d = da_head_dim(c), maps = da_arch_maps(c->arch), d2 = diff ? 2 * d : d;
     const int kind = diff ? ATTN_DIFF : diff2 ? ATTN_DIFF2 : ATTN_SOFTMAX;
-    attn_shape s = {B, T, H, c->n_kv_heads, d, C, Ckv, omp_get_max_threads(), 0};
+    attn_shape s = {B, T, H, c->n_kv_heads, d, C, Ckv, omp_get_max_threads(), 0, c->window};
     const size_t n = (size_t)B * T * C, nq = (size_t)B * T * da_q_dim(c), nkv = (size_t)B * T * Ckv;
     const size_t nl = (size_t)B * T * H;
     const int flash = kernel == DA_ATTN_FLASH;

@@ -73,6 +73,7 @@ da_status da_config_from_meta(const da_st_file *f, da_config *c) {
     if (!strcmp(tie, "true")) c->tie_embeddings = 1;
     else if (!strcmp(tie, "false")) c->tie_embeddings = 0;
     else return da_errorf("%s: __metadata__.tie_embeddings = \"%s\" (expected true or false)", f->path, tie);
+    if (da_st_meta_get(f, "window") && (st = meta_int(f, "window", &c->window)).code) return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();
@@ -144,7 +145,7 @@ done:
 }
 
 void da_config_to_meta(const da_config *c, da_config_meta *cm) {
-    static const char *keys[DA_CONFIG_META_N] = {"format", "version", "arch", "dim", "n_layers", "n_heads", "n_kv_heads",
+    static const char *keys[DA_CONFIG_META_N - 1] = {"format", "version", "arch", "dim", "n_layers", "n_heads", "n_kv_heads",
                                               "vocab_size", "ffn_hidden", "norm_eps", "rope_theta", "max_seq_len",
                                               "tie_embeddings"};
     char(*v)[32] = cm->buf;
@@ -158,11 +159,18 @@ void da_config_to_meta(const da_config *c, da_config_meta *cm) {
     format_float(v[7], 32, c->norm_eps);
     format_float(v[8], 32, c->rope_theta);
     snprintf(v[9], 32, "%d", c->max_seq_len);
-    const char *vals[DA_CONFIG_META_N] = {"diffattn", v[0], da_arch_name(c->arch), v[1], v[2], v[3], v[4], v[5],
+    const char *vals[DA_CONFIG_META_N - 1] = {"diffattn", v[0], da_arch_name(c->arch), v[1], v[2], v[3], v[4], v[5],
                                           v[6], v[7], v[8], v[9], c->tie_embeddings ? "true" : "false"};
-    for (int i = 0; i < DA_CONFIG_META_N; i++) {
+    for (int i = 0; i < DA_CONFIG_META_N - 1; i++) {
         cm->keys[i] = keys[i];
         cm->vals[i] = vals[i];
+    }
+    cm->n = DA_CONFIG_META_N - 1;
+    /* absent means 0, so files of full-attention models stay as they were */
+    if (c->window > 0) {
+        snprintf(v[10], 32, "%d", c->window);
+        cm->keys[cm->n] = "window";
+        cm->vals[cm->n++] = v[10];
     }
 }
 
@@ -180,7 +188,7 @@ da_status da_model_save(const da_model *m, const char *path) {
     }
     da_config_meta cm;
     da_config_to_meta(c, &cm);
-    da_status st = da_st_write(path, ts, m->n_tensors, cm.keys, cm.vals, DA_CONFIG_META_N);
+    da_status st = da_st_write(path, ts, m->n_tensors, cm.keys, cm.vals, cm.n);
     free(ts);
     return st;
 }

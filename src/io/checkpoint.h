@@ -6,12 +6,13 @@
 #include "diffattn/model.h"
 #include "io/safetensors.h"
 
-#define DA_CONFIG_META_N 13
+#define DA_CONFIG_META_N 14 /* at most; "window" is written only when > 0 */
 
 typedef struct {
     const char *keys[DA_CONFIG_META_N];
     const char *vals[DA_CONFIG_META_N];
-    char buf[10][32];
+    int n; /* keys in use */
+    char buf[11][32];
 } da_config_meta;
 
 /* Reads and validates the configuration keys; errors name the file and key. */

@@ -90,5 +90,7 @@ da_status da_config_validate(const da_config *c) {
         return da_errorf("rope_theta: %g must be a finite number > 1", (double)c->rope_theta);
     if (c->tie_embeddings != 0 && c->tie_embeddings != 1)
         return da_errorf("tie_embeddings: must be true or false");
+    if (c->window < 0 || c->window > DA_MAX_SEQ)
+        return da_errorf("window: %d is out of range (0 = full attention, or 1..%d keys)", c->window, DA_MAX_SEQ);
     return da_ok();
 }

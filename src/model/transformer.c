@@ -79,7 +79,7 @@ static size_t layout(da_acts *a, float *base) {
     const size_t BT = B * T, Cq = da_q_dim(cfg);
     const int diff = cfg->arch == DA_ARCH_DIFF, diff2 = cfg->arch == DA_ARCH_DIFF2, flash = a->kernel == DA_ATTN_FLASH;
     const size_t maps = da_arch_maps(cfg->arch);
-    attn_shape as = {(int)B, (int)T, (int)H, cfg->n_kv_heads, (int)d, (int)C, (int)Ckv, a->n_threads, 0};
+    attn_shape as = {(int)B, (int)T, (int)H, cfg->n_kv_heads, (int)d, (int)C, (int)Ckv, a->n_threads, 0, cfg->window};
     size_t used = 0;
     /* TAKE(n): the next n floats (a NULL-based pointer while counting, never dereferenced) */
 #define TAKE(n) (used += (n), base ? base + used - (n) : NULL)
@@ -177,7 +177,7 @@ void da_acts_free(da_acts *a) {
 static attn_shape shape_of(const da_acts *a) {
     const da_config *c = &a->cfg;
     attn_shape s = {a->B, a->T, c->n_heads, c->n_kv_heads, da_head_dim(c), c->dim,
-                    c->dim / (c->n_heads / c->n_kv_heads), a->n_threads, 0};
+                    c->dim / (c->n_heads / c->n_kv_heads), a->n_threads, 0, c->window};
     return s;
 }
 

@@ -51,7 +51,7 @@ da_status da_train_state_save(const char *path, const da_model *m, const da_adam
              rng->s[2], rng->s[3]);
     const char *keys[DA_CONFIG_META_N + N_TRAIN_KEYS + 2], *vals[DA_CONFIG_META_N + N_TRAIN_KEYS + 2];
     int n = 0;
-    for (int i = 0; i < DA_CONFIG_META_N; i++, n++) keys[n] = cm.keys[i], vals[n] = cm.vals[i];
+    for (int i = 0; i < cm.n; i++, n++) keys[n] = cm.keys[i], vals[n] = cm.vals[i];
     for (int i = 0; i < N_TRAIN_KEYS; i++, n++) keys[n] = train_keys[i], vals[n] = tv[i];
     keys[n] = "step", vals[n++] = step;
     keys[n] = "rng", vals[n++] = rngs;
