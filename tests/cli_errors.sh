@@ -75,12 +75,12 @@ expect_error "train: negative steps" "--steps" "$BIN" train --data "$T/corpus.tx
 expect_error "train: bad lr" "--lr" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --lr 0
 expect_error "train: min-lr above lr" "--min-lr" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --min-lr 1
 expect_error "train: val fraction" "val-fraction" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --val-fraction 1.5
-expect_error "train: resume nothing" "drop --resume" "$BIN" train --data "$T/corpus.txt" --out "$T/fresh" --resume
+expect_error "train: resume nothing" "to start a new run" "$BIN" train --data "$T/corpus.txt" --out "$T/fresh" --resume
 expect_error "train: missing --data" "--data is required" "$BIN" train --out "$T/r"
 expect_error "train: lr NaN" "not a valid number" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --lr nan
 expect_ok "train: tiny run" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --steps 3 --eval-batches 1
-expect_error "train: resume past the end" "larger --steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume
-expect_error "train: resume changes the model" "cannot change on --resume" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --dim 64
+expect_error "train: resume past the end" "resume with more steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume
+expect_error "train: resume changes the model" "dim (--dim): cannot change when resuming" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --dim 64
 expect_ok "train: resume with more steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --steps 5
 
 # past the context (the model holds 32 positions), generation slides and goes on

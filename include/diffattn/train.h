@@ -2,6 +2,7 @@
 #ifndef DIFFATTN_TRAIN_H
 #define DIFFATTN_TRAIN_H
 
+#include "diffattn/data.h"
 #include "diffattn/model.h"
 #include "diffattn/parallel.h"
 
@@ -32,6 +33,21 @@ void da_grad_scale(da_model *m, float s);
 /* Linear warmup to lr_max over `warmup` steps, cosine to lr_min at `total`. */
 float da_lr_schedule(long step, long warmup, long total, float lr_max, float lr_min);
 
+/* ---------------------------------------------------------------- validation loss */
+
+/* The mean next-token cross-entropy over n_windows fixed windows spread evenly
+ * over the validation split (the same set for every model, so numbers compare
+ * across runs and architectures). */
+typedef struct {
+    double loss, ppl;
+    long windows, tokens;
+} da_eval_loss_result;
+
+/* Loads nothing: the model and data are the caller's. kernel: the flash one
+ * for speed, the reference one where logits are inspected or quantized. */
+da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_windows, int batch, da_attn_kernel kernel,
+                       da_eval_loss_result *r);
+
 /* ---------------------------------------------------------------- training */
 
 typedef struct {
@@ -55,7 +71,14 @@ typedef struct {
     int zero;          /* 1: ZeRO-1, the AdamW moments sharded over the ranks */
 } da_train_config;
 
+/* The schema of da_train_config: one row per field, in checkpoint-metadata
+ * order (keys "train." + key), with its flag, range and resume rule
+ * (src/train/train_config.c). */
+#define DA_TRAIN_CONFIG_N_FIELDS 21
+extern const da_field da_train_config_fields[DA_TRAIN_CONFIG_N_FIELDS];
+
 void da_train_config_default(da_train_config *tc);
+/* Every field's range, then their relations; the message names the field. */
 da_status da_train_config_validate(const da_train_config *tc);
 
 typedef struct {
@@ -86,6 +109,16 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc, const 
                    const char *out_dir, int resume, const da_train_hooks *hooks);
 /* Reads the model and training configs stored in out_dir's state file. */
 da_status da_train_state_peek(const char *out_dir, da_config *model_cfg, da_train_config *tc, long *step);
+/* The configuration a resumed run continues with: the model and training
+ * configs stored in out_dir, with the training fields marked in train_given
+ * (one entry per row of da_train_config_fields) taken from *tc by each row's
+ * on_resume rule; fields not stored in checkpoints always come from *tc. A
+ * model field marked in model_given (one per row of da_config_fields) is an
+ * error naming it: the model comes from the run. Fills *cfg, *tc and the
+ * step the run reached. Under mpirun rank 0 reads out_dir and sends the
+ * outcome to the other ranks, which need not see the folder. */
+da_status da_train_resume_config(const char *out_dir, const unsigned char *model_given, const unsigned char *train_given,
+                                 da_config *cfg, da_train_config *tc, long *step);
 
 
 

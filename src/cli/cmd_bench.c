@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "experiments/bench.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "diffattn/experiments.h"
 #include "ops/bf16_gemm.h"
 #include "ops/ops.h"
 #include "core/profile.h"

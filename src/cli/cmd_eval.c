@@ -4,14 +4,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "train/eval_loss.h"
-#include "attn/attention.h"
-#include "experiments/compare.h"
-#include "eval/needle.h"
-#include "eval/needle_attention.h"
-#include "experiments/plot.h"
-#include "eval/outliers.h"
-#include "eval/quant_logits.h"
+#include "diffattn/eval.h"
+#include "diffattn/experiments.h"
 #include <stdlib.h>
 
 /* The model and its validation data, with --seq 0 meaning the model's

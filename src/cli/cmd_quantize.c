@@ -7,8 +7,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "diffattn/quant.h"
-#include "eval/ppl.h"
-#include "experiments/bench_generate.h"
+#include "diffattn/eval.h"
+#include "diffattn/experiments.h"
 
 int cmd_quantize(int argc, char **argv) {
     da_quantize_opts o;

@@ -6,7 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "tok/tokenizer.h"
+#include "diffattn/tokenizer.h"
 #include <sys/stat.h>
 
 /* Prints each generated token as it comes: through the tokenizer, or as a byte. */

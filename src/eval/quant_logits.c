@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/text_data.h"
 #include "eval/quant_logits.h"
 
 /* -log softmax(row)[target], in double. */

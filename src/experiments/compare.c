@@ -122,15 +122,17 @@ static void on_log(void *ctx, const da_train_log *g) {
     fflush(stderr);
 }
 
-static void arch_config(const da_compare_config *c, da_arch arch, da_config *cfg) {
+/* Equal parameters: c->heads counts DIFF heads. */
+static da_status arch_config(const da_compare_config *c, da_arch arch, da_config *cfg) {
     da_config_default(cfg);
     cfg->arch = arch;
     cfg->dim = c->dim;
     cfg->n_layers = c->layers;
-    int mult = arch == DA_ARCH_SOFTMAX ? 2 : 1; /* equal parameters: twice the heads of half the size */
-    cfg->n_heads = cfg->n_kv_heads = c->heads * mult;
-    cfg->ffn_hidden = da_default_ffn_hidden(c->dim);
+    cfg->n_heads = c->heads;
+    cfg->n_kv_heads = 0;
+    cfg->ffn_hidden = 0;
     cfg->max_seq_len = c->seq;
+    return da_config_from_diff_heads(cfg);
 }
 
 /* Validation windows of the evaluation: flash-kernel loss, and each of the
@@ -220,7 +222,8 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     char dir[4096], model_path[4200];
     snprintf(dir, sizeof dir, "%s/%s_seed%llu", c->out_dir, da_arch_name(arch), (unsigned long long)seed);
     da_config cfg;
-    arch_config(c, arch, &cfg);
+    da_status st = arch_config(c, arch, &cfg);
+    if (st.code) return st;
     da_train_config tc;
     da_train_config_default(&tc);
     tc.steps = c->steps;
@@ -244,7 +247,6 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     } else {
         done = -1;
     }
-    da_status st = da_ok();
     if (done >= c->steps) {
         if (!c->quiet) fprintf(stderr, "compare: %s (seed %llu) already trained for %ld steps: kept\n",
                                da_arch_name(arch), (unsigned long long)seed, c->steps);
@@ -297,10 +299,10 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
     if (!c->quiet) fprintf(stderr, "compare: timing a training step and a probe evaluation per architecture\n");
     for (int a = 0; a < 2; a++) {
         da_config cfg;
-        arch_config(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, &cfg);
-        da_bench_result b;
-        da_status st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &b);
+        da_status st = arch_config(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, &cfg);
         if (st.code) return st;
+        da_bench_result b;
+        if ((st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &b)).code) return st;
         step_s += b.ms_mean / 1000.0;
         da_model m;
         if ((st = da_model_create(&m, &cfg)).code) return st;
@@ -509,7 +511,7 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                      arch_result res[2][16]) {
     fprintf(fp, "# DIFF against the softmax baseline\n\nEqual parameters, tokens, data and seed: dim %d, %d layers, "
                 "%d DIFF heads (the baseline has %d), %ld steps of %d x %d tokens, %d seed(s). Data: %s.\n\n",
-            c->dim, c->layers, c->heads, 2 * c->heads, c->steps, c->batch, c->seq, c->seeds, data);
+            c->dim, c->layers, c->heads, da_arch_heads(DA_ARCH_SOFTMAX, c->heads), c->steps, c->batch, c->seq, c->seeds, data);
     fprintf(fp, "| metric | DIFF | softmax | difference | paper (DIFF / Transformer) |\n|---|---|---|---|---|\n");
 #define ROW(label, expr, fmt)                                                                                   \
     do {                                                                                                        \

@@ -6,13 +6,14 @@
 #include "diffattn/model.h"
 #include "io/safetensors.h"
 
-#define DA_CONFIG_META_N 14 /* at most; "window" is written only when > 0 */
+/* "format", "version", then one key per row of da_config_fields. */
+#define DA_CONFIG_META_N (2 + DA_CONFIG_N_FIELDS)
 
 typedef struct {
     const char *keys[DA_CONFIG_META_N];
     const char *vals[DA_CONFIG_META_N];
-    int n; /* keys in use */
-    char buf[11][32];
+    char buf[DA_CONFIG_META_N][32];
+    int n; /* keys in use: a DA_STORED_UNLESS_DEFAULT field at its default is left out */
 } da_config_meta;
 
 /* Reads and validates the configuration keys; errors name the file and key. */
