@@ -129,6 +129,9 @@ typedef struct {
     int needle;                    /* 1: needle retrieval at every width too */
     da_needle_config needles;      /* contexts[0] = 0: fitted to the model (below) */
     int needles_given;             /* needles.needles was chosen by the caller: keep it */
+    /* NULL, or called before each of the steps (a loss or a needle pass per width) */
+    void (*on_progress)(void *ctx, const char *step, int done, int total);
+    void *progress_ctx;
 } da_quant_logits_config;
 
 typedef struct {

@@ -30,6 +30,8 @@ typedef struct {
      * interrupted one continues from its last checkpoint, and the steps are
      * those the first run was started with. */
     int resume;
+    int force;       /* a new compare in an out_dir that holds one replaces it */
+    int steps_given; /* on resume, steps was chosen now: the runs continue to it (else the first run's steps) */
     volatile int *stop; /* when it becomes non-zero: checkpoint the run in training and return DA_INTERRUPTED */
 } da_compare_config;
 

@@ -28,6 +28,9 @@ int cmd_quantize(int argc, char **argv) {
          "(per tensor, needs --calib), bf16, f32",
          0},
         {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type)", 0},
+        {"fallback", OPT_STR, &o.fallback,
+         "q8_0: a matmul whose width is not a multiple of the type's block (q4_k: 256) gets q8_0; default: an error",
+         0},
         {"seed", OPT_U64, &o.seed, "calibration sampling seed", 0},
     };
     const char *req[] = {"model", "type", "out", NULL};
@@ -36,7 +39,7 @@ int cmd_quantize(int argc, char **argv) {
                        "GGUF v3 file\n(general.architecture \"diffattn\"). Norms, lambdas and the embedding stay "
                        "f32. With --calib, AWQ scales the\nweights' input channels by their activation size first, "
                        "and static int8 activation ranges are stored.",
-                       argc, argv, opts, 10, req);
+                       argc, argv, opts, 11, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     o.awq = !no_awq;
     da_quantize_report r;
@@ -59,7 +62,10 @@ int cmd_quantize(int argc, char **argv) {
         for (int k = 0; k < 4; k++) fprintf(stderr, " %s %.2f (%.0fx)", site_names[k], r.range_max[k], r.range_ratio[k]);
         fprintf(stderr, ", head %.2f\n", r.head_range);
     }
-    printf("%s: %s weights (%s head), %s activations%s, %.2f MB (from %.2f MB f32)\n", out, r.weight_type,
+    char fell[64] = "";
+    if (r.n_fallback)
+        snprintf(fell, sizeof fell, ", %d matmul%s q8_0 by --fallback", r.n_fallback, r.n_fallback > 1 ? "s" : "");
+    printf("%s: %s weights%s (%s head), %s activations%s, %.2f MB (from %.2f MB f32)\n", out, r.weight_type, fell,
            r.output_type, r.act, r.awq ? ", AWQ" : "", (double)r.file_bytes / 1e6, (double)r.n_params * 4 / 1e6);
     da_quantize_report_free(&r);
     return 0;

@@ -82,10 +82,10 @@ static int train_main(int argc, char **argv) {
     da_train_config tc;
     da_train_config_default(&tc);
     const char *data = NULL, *out = NULL;
-    int resume = 0;
+    int resume = 0, force = 0;
     long stop_at = 0;
     float dist_timeout = 60;
-    enum { N_MAX = CLI_N_MODEL_OPTS + DA_TRAIN_CONFIG_N_FIELDS + 5 };
+    enum { N_MAX = CLI_N_MODEL_OPTS + DA_TRAIN_CONFIG_N_FIELDS + 6 };
     cli_opt opts[N_MAX];
     int n = 0;
     cli_model_opts(&mf, opts);
@@ -96,6 +96,7 @@ static int train_main(int argc, char **argv) {
     n += cli_field_opts(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, &tc, opts + n, NULL);
     opts[n++] = (cli_opt){"resume", OPT_FLAG, &resume, "continue the run in --out exactly where its last checkpoint "
                                                        "left it", 0};
+    opts[n++] = (cli_opt){"force", OPT_FLAG, &force, "start a new run in an --out that holds one, replacing it", 0};
     opts[n++] = (cli_opt){"stop-at", OPT_LONG, &stop_at, "end this invocation after this step with a checkpoint, as "
                                                          "Ctrl-C would (0 = run to --steps)", 0};
     opts[n++] = (cli_opt){"dist-timeout", OPT_FLOAT, &dist_timeout,
@@ -118,7 +119,8 @@ static int train_main(int argc, char **argv) {
         unsigned char model_given[DA_CONFIG_N_FIELDS], train_given[DA_TRAIN_CONFIG_N_FIELDS];
         resume_given(opts, n, &tc, mf.cfg.max_seq_len, model_given, train_given);
         long step;
-        if ((st = da_train_resume_config(out, model_given, train_given, &cfg, &tc, &step)).code) return finish(1, st);
+        if ((st = da_train_resume_config(out, &mf.cfg, model_given, train_given, &cfg, &tc, &step)).code)
+            return finish(1, st);
         if (rank0) fprintf(stderr, "resuming %s at step %ld of %ld\n", out, step, tc.steps);
     } else {
         /* token shards bring their tokenizer's vocabulary */
@@ -132,7 +134,12 @@ static int train_main(int argc, char **argv) {
     /* under mpirun only rank 0 reports progress */
     volatile int *stop = cli_catch_stop_signals();
     da_train_hooks hooks = {rank0 ? on_log : NULL, &tty, stop, stop_at};
-    st = da_train(&cfg, &tc, data, out, resume, &hooks);
+    if (resume && force) return cli_fail("--resume and --force: choose one (continue the run, or replace it)");
+    st = da_train(&cfg, &tc, data, out, resume ? DA_RUN_RESUME : force ? DA_RUN_OVERWRITE : DA_RUN_NEW, &hooks);
+    if (st.code == DA_RUN_EXISTS) {
+        if (rank0) fprintf(stderr, "diffattn: %s (--resume, or --force)\n", st.msg);
+        return finish(1, da_ok());
+    }
     if (st.code == DA_INTERRUPTED) {
         if (rank0) fprintf(stderr, "%sdiffattn: %s\n", tty ? "\n" : "", st.msg);
         return finish(*stop ? 130 : 0, st); /* --stop-at is a normal end */

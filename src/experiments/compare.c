@@ -1,6 +1,7 @@
 /* DIFF against the baseline, side by side (see compare.h). */
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,7 +240,7 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     long done = -1;
     if (c->resume && !da_train_state_peek(dir, &saved_cfg, &saved_tc, &done).code) {
         if (saved_cfg.dim != cfg.dim || saved_cfg.n_layers != cfg.n_layers || saved_cfg.n_heads != cfg.n_heads ||
-            saved_cfg.max_seq_len != cfg.max_seq_len || saved_tc.batch != tc.batch || saved_tc.steps != tc.steps)
+            saved_cfg.max_seq_len != cfg.max_seq_len || saved_tc.batch != tc.batch)
             return da_errorf("%s was trained with dim %d, %d layers, %d heads, seq %d, batch %d, %ld steps; "
                              "--resume needs the flags of the first run",
                              dir, saved_cfg.dim, saved_cfg.n_layers, saved_cfg.n_heads, saved_cfg.max_seq_len,
@@ -255,7 +256,8 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
             fprintf(stderr, "compare: training %s (seed %llu) for %ld steps%s\n", da_arch_name(arch),
                     (unsigned long long)seed, c->steps, done >= 0 ? ", resumed from its checkpoint" : "");
         da_train_hooks hooks = {c->quiet ? NULL : on_log, NULL, c->stop, 0};
-        st = da_train(&cfg, &tc, data, dir, done >= 0, &hooks);
+        st = da_train(&cfg, &tc, data, dir, done >= 0 ? DA_RUN_RESUME : c->force ? DA_RUN_OVERWRITE : DA_RUN_NEW,
+                      &hooks);
         if (st.code == DA_INTERRUPTED) {
             /* da_train's message names its own --resume; this job continues with compare's */
             da_status e = da_errorf("interrupted while training %s (seed %llu); the checkpoint is saved: run "
@@ -568,6 +570,25 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                 "![quantized logits: loss](quant_logits.png)\n\n![quantized logits: retrieval](quant_needle.png)\n");
 }
 
+/* A new compare does not replace one silently: an error when out_dir holds
+ * a report or a trained run. */
+static da_status refuse_existing_compare(const char *out_dir) {
+    static const char *const files[] = {"report.json", "diff_seed1337/train_state.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char path[4200];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", out_dir, files[i]);
+        if (!stat(path, &sb)) {
+            da_status st = da_errorf("%s holds a compare (%s): resume it to continue, or overwrite it to start "
+                                     "again there",
+                                     out_dir, files[i]);
+            st.code = DA_RUN_EXISTS;
+            return st;
+        }
+    }
+    return da_ok();
+}
+
 da_status da_compare(const da_compare_config *cfg) {
     da_compare_config cc = *cfg, *c = &cc;
     if (c->seeds < 1 || c->seeds > 16) return da_errorf("--seeds must be 1..16");
@@ -593,6 +614,7 @@ da_status da_compare(const da_compare_config *cfg) {
     }
     da_status st = da_make_dirs(c->out_dir);
     if (st.code) return st;
+    if (!c->resume && !c->force && (st = refuse_existing_compare(c->out_dir)).code) return st;
     char mix[4200];
     const char *data = c->data;
     if (!data) {
@@ -609,7 +631,11 @@ da_status da_compare(const da_compare_config *cfg) {
     da_train_config first_tc;
     long first_done;
     const int have_first = c->resume && !da_train_state_peek(first, &first_cfg, &first_tc, &first_done).code;
-    if (have_first) {
+    if (have_first && c->steps_given && c->steps != first_tc.steps) {
+        if (!c->quiet)
+            fprintf(stderr, "compare: resuming %s with steps %ld (the first run had %ld): every run continues to %ld\n",
+                    c->out_dir, c->steps, first_tc.steps, c->steps);
+    } else if (have_first) {
         c->steps = first_tc.steps;
         if (!c->quiet) fprintf(stderr, "compare: resuming %s: %ld steps per model\n", c->out_dir, c->steps);
     } else if (c->budget_minutes > 0 &&

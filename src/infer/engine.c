@@ -493,7 +493,12 @@ static void attend(da_session *s, const da_qlayer *L, int l, int n) {
     const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->slots;
     const float scale = 1.0f / sqrtf((float)d), post = 1.0f - da_lambda_init(l);
     const int diff = c->arch == DA_ARCH_DIFF, Cq = da_q_dim(c);
-#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1)
+    /* small work (one token over a short cache) stays on one thread: a
+     * parallel region costs more than it saves, and far more when another
+     * process holds a core */
+    const long keys = c->window > 0 && s->len + n > c->window ? c->window : (long)s->len + n;
+    const long work = (long)n * H * keys * d;
+#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1 && work > 65536)
     for (int job = 0; job < n * H; job++) {
         /* query position pos sees keys p0 .. pos: len of them */
         const int t = job / H, h = job % H, g = h / n_rep, pos = s->len + t;

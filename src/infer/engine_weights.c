@@ -188,6 +188,16 @@ const da_config *da_engine_config(const da_engine *e) { return &e->cfg; }
 const char *da_engine_weight_type(const da_engine *e) { return da_qtype_name(e->weight_type); }
 da_act_mode da_engine_default_act(const da_engine *e) { return e->act; }
 
+int da_engine_n_tensors(const da_engine *e) { return e->n_tensors; }
+
+void da_engine_tensor(const da_engine *e, int i, const char **name, const char **type, int *rows, int *cols) {
+    const da_qtensor *t = &e->t[i];
+    if (name) *name = t->name;
+    if (type) *type = da_qtype_name(t->type);
+    if (rows) *rows = t->rows;
+    if (cols) *cols = t->cols;
+}
+
 size_t da_engine_weight_bytes(const da_engine *e) {
     size_t n = 0;
     for (int i = 0; i < e->n_tensors; i++) n += e->t[i].row_bytes * (size_t)e->t[i].rows;

@@ -164,12 +164,32 @@ static void describe_plan(run *r) {
              (double)da_dp_optimizer_bytes(dp) / 1e6, tc->zero ? "ZeRO-1: sharded" : "replicated on every rank");
 }
 
+/* A new run does not replace one silently: an error when out_dir holds a
+ * model or a training state. */
+static da_status refuse_existing_run(const char *out_dir) {
+    static const char *const files[] = {"train_state.safetensors", "model.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char path[4096];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", out_dir, files[i]);
+        if (!stat(path, &sb)) {
+            da_status st = da_errorf("%s holds a run (%s): resume it to continue, or overwrite it to start again "
+                                     "there",
+                                     out_dir, files[i]);
+            st.code = DA_RUN_EXISTS;
+            return st;
+        }
+    }
+    return da_ok();
+}
+
 /* Everything before the first step; every rank agrees on the outcome. */
-static da_status setup(run *r, const da_config *model_cfg, const char *data_path, int resume) {
+static da_status setup(run *r, const da_config *model_cfg, const char *data_path, int mode) {
     const da_train_config *tc = &r->tc;
-    const int rank0 = da_dist_rank() == 0;
+    const int rank0 = da_dist_rank() == 0, resume = mode == DA_RUN_RESUME;
     char path[4096];
     da_status st;
+    if (rank0 && mode == DA_RUN_NEW && (st = refuse_existing_run(r->out_dir)).code) return st;
     if (rank0 && (st = da_make_dirs(r->out_dir)).code) return st;
     if ((st = load_or_init(r, model_cfg, resume)).code) return st;
     if (tc->seq > r->m.cfg.max_seq_len)
@@ -280,6 +300,13 @@ static da_status train_loop(run *r) {
     }
     r->t_last = da_now_s();
     r->tokens_since = 0;
+    if (r->hooks && r->hooks->stop_at_step > 0 && r->opt.step >= r->hooks->stop_at_step && r->opt.step < r->tc.steps) {
+        /* already at (or past) the step to stop at: no step is taken, the checkpoint is as it was */
+        st = da_errorf("stopped at step %ld of %ld (stop_at %ld); checkpoint in %s; continue by resuming", r->opt.step,
+                       r->tc.steps, r->hooks->stop_at_step, r->out_dir);
+        st.code = DA_INTERRUPTED;
+        return st;
+    }
     while (r->opt.step < r->tc.steps) {
         int stop = 0;
         if ((st = train_step(r, &stop)).code) return st;
@@ -294,7 +321,7 @@ static da_status train_loop(run *r) {
 }
 
 da_status da_train(const da_config *model_cfg, const da_train_config *tc, const char *data_path, const char *out_dir,
-                   int resume, const da_train_hooks *hooks) {
+                   int mode, const da_train_hooks *hooks) {
     da_status st = da_train_config_validate(tc);
     if (st.code) return st;
     run r;
@@ -305,7 +332,7 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc, const 
     da_matmul_bf16 = r.tc.bf16;
     /* only rank 0 writes; a rank that cannot reach the others must not wait
      * for them at the first collective, hence the agreement after setup */
-    st = setup(&r, model_cfg, data_path, resume);
+    st = setup(&r, model_cfg, data_path, mode);
     if (!r.agreed) {
         r.agreed = 1;
         if (st.code != DA_DIST_FAILED && st.code != DA_DIST_PEER_FAILED) st = da_dist_agree(st);
