@@ -101,6 +101,10 @@ typedef struct {
 /* da_train with DA_RUN_NEW: out_dir already holds a run. */
 #define DA_RUN_EXISTS 3
 
+/* DA_RUN_EXISTS naming the first of files (n) found in dir, which holds a
+ * `what` ("run", "compare") that a new one would replace; ok when none is. */
+da_status da_refuse_existing(const char *dir, const char *what, const char *const *files, int n);
+
 /* What da_train does with out_dir. */
 typedef enum {
     DA_RUN_NEW = 0,       /* a new run; an error if out_dir already holds one (model or training state) */

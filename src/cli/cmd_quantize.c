@@ -71,14 +71,6 @@ int cmd_quantize(int argc, char **argv) {
     return 0;
 }
 
-static long file_size(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    long n = -1;
-    if (fp && !fseek(fp, 0, SEEK_END)) n = ftell(fp);
-    if (fp) fclose(fp);
-    return n;
-}
-
 /* --act and --kv into session options (act -1: the file's own). */
 static int parse_run_opts(const char *act_s, const char *kv_s, da_session_opts *o) {
     *o = da_session_opts_default();
@@ -123,13 +115,13 @@ int cmd_eval_ppl(int argc, char **argv) {
                        argc, argv, opts, 10, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (chunks < 0) return cli_fail("--chunks must be >= 0");
-    da_ppl_config pc = {ctx, chunks, da_session_opts_default(), cache, file_size(base)};
+    da_ppl_config pc = {ctx, chunks, da_session_opts_default(), cache, 0};
     if (parse_run_opts(act_s, kv_s, &pc.run)) return 1;
     da_engine *qe = NULL, *be = NULL;
     da_text_data d;
     da_ppl_result r;
     da_status st = da_engine_load(&qe, model);
-    if (!st.code) st = da_engine_load(&be, base);
+    if (!st.code && !(st = da_engine_load(&be, base)).code) pc.base_file_bytes = (long)da_engine_file_bytes(be);
     const da_config *c = qe ? da_engine_config(qe) : NULL;
     if (!st.code && !(st = da_text_data_load(&d, data, val_fraction, ctx ? ctx : c->max_seq_len)).code) {
         st = da_eval_ppl(qe, be, &d, &pc, &r);

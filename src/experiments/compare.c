@@ -635,25 +635,12 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                 "![quantized logits: loss](quant_logits.png)\n\n![quantized logits: retrieval](quant_needle.png)\n");
 }
 
-/* A new compare does not replace one silently: an error when out_dir holds
- * a report or a trained run. */
+/* A new compare does not replace one silently. */
 static da_status refuse_existing_compare(const char *out_dir, da_arch first) {
     char run[64];
     snprintf(run, sizeof run, "%s_seed1337/train_state.safetensors", da_arch_name(first));
     const char *const files[] = {"report.json", run};
-    for (int i = 0; i < 2; i++) {
-        char path[4200];
-        struct stat sb;
-        snprintf(path, sizeof path, "%s/%s", out_dir, files[i]);
-        if (!stat(path, &sb)) {
-            da_status st = da_errorf("%s holds a compare (%s): resume it to continue, or overwrite it to start "
-                                     "again there",
-                                     out_dir, files[i]);
-            st.code = DA_RUN_EXISTS;
-            return st;
-        }
-    }
-    return da_ok();
+    return da_refuse_existing(out_dir, "compare", files, 2);
 }
 
 da_status da_compare(const da_compare_config *cfg) {

@@ -164,23 +164,24 @@ static void describe_plan(run *r) {
              (double)da_dp_optimizer_bytes(dp) / 1e6, tc->zero ? "ZeRO-1: sharded" : "replicated on every rank");
 }
 
-/* A new run does not replace one silently: an error when out_dir holds a
- * model or a training state. */
-static da_status refuse_existing_run(const char *out_dir) {
-    static const char *const files[] = {"train_state.safetensors", "model.safetensors"};
-    for (int i = 0; i < 2; i++) {
+da_status da_refuse_existing(const char *dir, const char *what, const char *const *files, int n) {
+    for (int i = 0; i < n; i++) {
         char path[4096];
         struct stat sb;
-        snprintf(path, sizeof path, "%s/%s", out_dir, files[i]);
-        if (!stat(path, &sb)) {
-            da_status st = da_errorf("%s holds a run (%s): resume it to continue, or overwrite it to start again "
-                                     "there",
-                                     out_dir, files[i]);
-            st.code = DA_RUN_EXISTS;
-            return st;
-        }
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        if (stat(path, &sb)) continue;
+        da_status st = da_errorf("%s holds a %s (%s): resume it to continue, or overwrite it to start again there", dir,
+                                 what, files[i]);
+        st.code = DA_RUN_EXISTS;
+        return st;
     }
     return da_ok();
+}
+
+/* A new run does not replace one silently. */
+static da_status refuse_existing_run(const char *out_dir) {
+    static const char *const files[] = {"train_state.safetensors", "model.safetensors"};
+    return da_refuse_existing(out_dir, "run", files, 2);
 }
 
 /* Everything before the first step; every rank agrees on the outcome. */
