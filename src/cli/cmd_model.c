@@ -78,6 +78,7 @@ int cmd_info(int argc, char **argv) {
         printf("               %zu (%.1f%%) more than softmax with the same heads: the second queries "
                "and lambda_proj\n", extra, 100.0 * (double)extra / (double)(m.n_params - extra));
     }
+    printf("tokenizer      %s\n", m.tokenizer_json ? "embedded (tokenizer.json)" : "none (bytes)");
     if (c->arch == DA_ARCH_DIFF) {
         printf("lambda         layer  lambda_init  lambda\n");
         for (int l = 0; l < c->n_layers; l++)
