@@ -202,13 +202,13 @@ static int test_prefill_diff2_gqa(void) { return check_prefill(DA_ARCH_DIFF2, 4,
  * position's logits equal da_forward's on the tokens that reach it (its L
  * windows back, re-positioned from 0: RoPE sees only distances), and on
  * the whole prefix while that fits. */
-static int check_ring(da_arch arch, int heads, int kv_heads, int kv_int8, const char *what) {
-    enum { W = 9, MAXB = 4, N = 200, MAXSEQ = 64 };
+static int check_ring_b(da_arch arch, int heads, int kv_heads, int kv_int8, int MAXB, const char *what) {
+    enum { W = 9, N = 200, MAXSEQ = 64 };
     da_model m;
     if (make_model_win(&m, arch, 32, heads, kv_heads, 0, MAXSEQ, W, 21)) return 1;
     const int V = m.cfg.vocab_size, reach = m.cfg.n_layers * (W - 1) + 1;
     int tok[N];
-    make_tokens(tok, N, V, 8);
+    make_tokens(tok, N, V, 8 + MAXB);
     da_engine *e;
     da_session *s;
     da_session_opts o = da_session_opts_default();
@@ -221,7 +221,8 @@ static int check_ring(da_arch arch, int heads, int kv_heads, int kv_int8, const 
     float *got = malloc((size_t)N * V * sizeof(float));
     CHECK(got);
     int rc = 0;
-    for (int p = 0, step = 1; p < N; p += step, step = step % MAXB + 1) {
+    /* calls of 1, 2, .. MAXB tokens in turn; with large MAXB, one token and then full calls */
+    for (int p = 0, step = 1; p < N; p += step, step = MAXB > 8 ? MAXB : step % MAXB + 1) {
         const int n = p + step <= N ? step : N - p;
         const float *lg;
         da_status st = da_session_feed(s, tok + p, n, 1, &lg);
@@ -250,7 +251,13 @@ static int check_ring(da_arch arch, int heads, int kv_heads, int kv_int8, const 
     return rc;
 }
 
+static int check_ring(da_arch arch, int heads, int kv_heads, int kv_int8, const char *what) {
+    return check_ring_b(arch, heads, kv_heads, kv_int8, 4, what);
+}
+
 static int test_ring_diff(void) { return check_ring(DA_ARCH_DIFF, 2, 1, 0, "ring diff gqa"); }
+/* calls of up to max_T = max_batch = 64 tokens: the ring holds window - 1 + 64 rows, more than max_T */
+static int test_ring_big_batches(void) { return check_ring_b(DA_ARCH_DIFF2, 4, 2, 0, 64, "ring diff2, batches to 64"); }
 static int test_ring_diff2(void) { return check_ring(DA_ARCH_DIFF2, 4, 2, 0, "ring diff2 gqa"); }
 static int test_ring_softmax(void) { return check_ring(DA_ARCH_SOFTMAX, 4, 4, 0, "ring softmax"); }
 static int test_ring_int8(void) { return check_ring(DA_ARCH_DIFF2, 4, 2, 1, "ring diff2 int8 kv"); }
@@ -592,6 +599,7 @@ int main(void) {
     RUN(test_decode_softmax_gqa);
     RUN(test_decode_long);
     RUN(test_ring_diff);
+    RUN(test_ring_big_batches);
     RUN(test_ring_diff2);
     RUN(test_ring_softmax);
     RUN(test_ring_int8);

@@ -200,7 +200,9 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->max_T = o.max_T;
     s->max_n = o.max_batch;
     s->ring = c->window > 0 && c->window < c->max_seq_len;
-    s->slots = s->ring && c->window - 1 + s->max_n < s->max_T ? c->window - 1 + s->max_n : s->max_T;
+    /* a ring needs every key the call's first query sees kept while the call stores its n: window - 1 + n
+     * rows, which may be more than max_T when max_batch is close to it */
+    s->slots = s->ring ? c->window - 1 + s->max_n : s->max_T;
     s->d = da_head_dim(c);
     s->Ckv = c->dim / (c->n_heads / c->n_kv_heads);
     s->maps = da_arch_maps(c->arch);
