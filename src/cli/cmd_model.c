@@ -57,16 +57,29 @@ int cmd_info(int argc, char **argv) {
     if (st.code) return cli_fail(st.msg);
     const da_config *c = &m.cfg;
     printf("%-14s %s\n", "model", path);
-    /* every field of the configuration table, then what follows from them */
+    /* every field of the configuration table (those that are off unless set,
+     * only when set), then what follows from them */
+    da_config def;
+    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &def);
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *f = &da_config_fields[i];
-        char v[64];
+        if (f->stored == DA_STORED_UNLESS_DEFAULT && da_field_equal(f, c, &def)) continue;
+        char v[64], note[96] = "";
         da_field_format(f, c, v, sizeof v);
-        printf("%-14s %s%s\n", f->key, v,
-               !strcmp(f->key, "n_heads") && c->arch == DA_ARCH_DIFF ? " (differential)" : "");
+        if (!strcmp(f->key, "n_heads") && c->arch == DA_ARCH_DIFF) snprintf(note, sizeof note, " (differential)");
+        if (!strcmp(f->key, "n_heads") && c->arch == DA_ARCH_DIFF2)
+            snprintf(note, sizeof note, " (output heads; 2x query heads)");
+        if (!strcmp(f->key, "window")) snprintf(note, sizeof note, " (each token sees the last %d keys)", c->window);
+        printf("%-14s %s%s\n", f->key, v, note);
     }
     printf("%-14s %d%s\n", "head_dim", da_head_dim(c), c->arch == DA_ARCH_DIFF ? " (per sub-head; values 2x)" : "");
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
+    if (c->arch == DA_ARCH_DIFF2) {
+        /* the second query heads (dim x dim) and lambda_proj (n_heads x dim), per layer */
+        const size_t extra = (size_t)c->n_layers * ((size_t)c->dim * c->dim + (size_t)c->n_heads * c->dim);
+        printf("               %zu (%.1f%%) more than softmax with the same heads: the second queries "
+               "and lambda_proj\n", extra, 100.0 * (double)extra / (double)(m.n_params - extra));
+    }
     printf("tokenizer      %s\n", m.tokenizer_json ? "embedded (tokenizer.json)" : "none (bytes)");
     if (c->arch == DA_ARCH_DIFF) {
         printf("lambda         layer  lambda_init  lambda\n");
