@@ -114,9 +114,12 @@ static int test_metadata_keys_unchanged(void) {
     da_config_default(&c);
     da_config_meta cm;
     da_config_to_meta(&c, &cm);
-    CHECK(DA_CONFIG_META_N == 13);
+    CHECK(cm.n == 13); /* a field that is off by default (window) is written only when set */
     for (int i = 0; i < 13; i++) CHECK(!strcmp(cm.keys[i], model_keys[i]));
     CHECK(!strcmp(cm.vals[9], "1e-05") && !strcmp(cm.vals[10], "10000") && !strcmp(cm.vals[12], "false"));
+    c.window = 64;
+    da_config_to_meta(&c, &cm);
+    CHECK(cm.n == 14 && !strcmp(cm.keys[13], "window") && !strcmp(cm.vals[13], "64"));
     int k = 0;
     for (int i = 0; i < DA_TRAIN_CONFIG_N_FIELDS; i++) {
         if (!da_train_config_fields[i].stored) continue;
@@ -193,7 +196,7 @@ static int test_old_train_state_loads(void) {
     da_config_to_meta(&c, &cm);
     const char *keys[64], *vals[64];
     int n = 0;
-    for (int i = 0; i < DA_CONFIG_META_N; i++, n++) keys[n] = cm.keys[i], vals[n] = cm.vals[i];
+    for (int i = 0; i < cm.n; i++, n++) keys[n] = cm.keys[i], vals[n] = cm.vals[i];
     const char *old[][2] = {{"train.batch", "4"},        {"train.seq", "8"},           {"train.grad_accum", "1"},
                             {"train.steps", "30"},       {"train.warmup", "3"},        {"train.lr", "0.00100000005"},
                             {"train.min_lr", "9.99999975e-05"}, {"train.weight_decay", "0.100000001"},
