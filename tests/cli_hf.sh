@@ -21,7 +21,7 @@ expect_error() {
 F=tests/fixtures/hf_diffllama_gqa
 expect_ok "info on a folder" $BIN info --model $F
 expect_out "info names the format" "Hugging Face folder"
-expect_out "info names the rope rule" "llama3 scaling (factor 8"
+expect_out "info names the rope rule" "rope_scaling   llama3"
 echo "1 5 9 13 2 60" >"$T/ids.txt"
 expect_ok "logits on a folder" $BIN logits --model $F --ids "$T/ids.txt" --out "$T/l.npy"
 # 6 positions x 61 logits, float32, after the .npy header
@@ -33,14 +33,14 @@ shards=$(cat $F/*.safetensors | wc -c)
 expect_out "bench generate reports the folder's size" "$(awk -v b="$shards" 'BEGIN { printf "%.2f MB", b / 1e6 }')"
 expect_ok "quantize a folder" $BIN quantize --model $F --type f16 --out "$T/m.gguf"
 expect_ok "info on its GGUF" $BIN info --model "$T/m.gguf"
-expect_out "the GGUF keeps the llama3 rule" "llama3 scaling (factor 8"
+expect_out "the GGUF keeps the llama3 rule" "rope_original_max_pos 64"
 
 # fine-tuning a folder: byte-level text for its 256-token vocabulary
 for i in $(seq 1 300); do echo "line $i: the quick brown fox jumps over the lazy dog."; done >"$T/text.txt"
 expect_ok "train --init-from a folder" $BIN train --init-from tests/fixtures/hf_llama_tied --data "$T/text.txt" \
   --out "$T/run" --steps 4 --batch 2 --seq 32 --log-every 2
 expect_ok "info on the fine-tuned model" $BIN info --model "$T/run/model.safetensors"
-expect_out "it keeps the folder's shape and RoPE rule" "llama frequencies"
+expect_out "it keeps the folder's RoPE rule" "rope_freq      llama"
 expect_error "model flags with --init-from" "--dim cannot be set with --init-from" \
   $BIN train --init-from tests/fixtures/hf_llama_tied --dim 64 --data "$T/text.txt" --out "$T/run2" --steps 1
 
