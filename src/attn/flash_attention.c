@@ -19,8 +19,6 @@
 #include "attn/flash_attention.h"
 #include "ops/vexp.h"
 
-int da_attn_simd = 1;
-
 /* Column offsets of head h / group g within q, k, v rows. */
 typedef struct {
     int maps, d, dv; /* maps per head, sub-head size, value width */
@@ -38,19 +36,6 @@ static head_cols cols_of(int h, int g, int d, int diff) {
     }
     c.vcol = g * c.dv;
     return c;
-}
-
-/* Per-thread scratch, in floats. */
-static size_t per_thread(const attn_shape *s, int diff) {
-    const int maps = diff ? 2 : 1, dv = diff ? 2 * s->d : s->d;
-    return (size_t)FLASH_BR * FLASH_BC * (maps + 3) /* S/P per map, dPv, Pc, dS */
-           + (size_t)FLASH_BR * dv * maps            /* output accumulators */
-           + (size_t)4 * FLASH_BR                    /* running max and sum per map */
-           + (size_t)maps * s->T;                    /* D_m for every row of a head */
-}
-
-size_t flash_scratch_size(const attn_shape *s, int diff) {
-    return (size_t)s->n_threads * per_thread(s, diff) + (size_t)s->B * s->n_heads;
 }
 
 /* Keys of tile k0.. visible from query row r: k0..r (causal), at most nc. */
@@ -143,11 +128,11 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
     }
 }
 
-void flash_attention_forward(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
-                             const float *v, float lambda, int diff, const attn_shape *s, float *scratch) {
+static void flash_forward(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
+                          const float *v, float lambda, int diff, const attn_shape *s, float *scratch) {
     const int n_tiles = (s->T + FLASH_BR - 1) / FLASH_BR, H = s->n_heads;
     const int items = s->B * H * n_tiles;
-    const size_t pt = per_thread(s, diff);
+    const size_t pt = flash_scratch_per_thread(s, diff);
     /* Longest tiles (nearest the end of the sequence) first, for balance. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (int it = 0; it < items; it++) {
@@ -217,13 +202,12 @@ static void backward_head(float *dq, float *dk, float *dv, const float *dopre, c
     }
 }
 
-void flash_attention_backward(float *dq, float *dk, float *dv, float *dlambda, const float *dopre,
-                              const float *opre, const float *o1, const float *o2, const float *lse,
-                              const float *q, const float *k, const float *v, float lambda, int diff,
-                              const attn_shape *s, float *scratch) {
+static void flash_backward(float *dq, float *dk, float *dv, float *dlambda, const float *dopre, const float *opre,
+                           const float *o1, const float *o2, const float *lse, const float *q, const float *k,
+                           const float *v, float lambda, int diff, const attn_shape *s, float *scratch) {
     const int B = s->B, T = s->T, C = s->C, H = s->n_heads, n_kv = s->n_kv_heads, n_rep = H / n_kv;
     const int maps = diff ? 2 : 1, dv_w = diff ? 2 * s->d : s->d;
-    const size_t pt = per_thread(s, diff);
+    const size_t pt = flash_scratch_per_thread(s, diff);
     float *dlam_part = scratch + (size_t)s->n_threads * pt; /* (B, H) */
     memset(dq, 0, (size_t)B * T * C * sizeof(float));
     memset(dk, 0, (size_t)B * T * s->Ckv * sizeof(float));

@@ -18,17 +18,9 @@
 #define FLASH_BC 64 /* keys per tile */
 
 size_t flash_scratch_size(const attn_shape *s, int diff);
+/* The part of it each thread works in. */
+size_t flash_scratch_per_thread(const attn_shape *s, int diff);
 
-/* opre: (B, T, C) = per head sum_m c_m A_m V with c = (1, -lambda) for DIFF,
- * (1) for softmax. o1, o2 (DIFF only, else NULL) and lse are saved. */
-void flash_attention_forward(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
-                             const float *v, float lambda, int diff, const attn_shape *s, float *scratch);
-
-/* dq, dk, dv overwritten; *dlambda overwritten (DIFF; may be NULL for
- * softmax). dopre: (B, T, C), the gradient of opre. */
-void flash_attention_backward(float *dq, float *dk, float *dv, float *dlambda, const float *dopre,
-                              const float *opre, const float *o1, const float *o2, const float *lse,
-                              const float *q, const float *k, const float *v, float lambda, int diff,
-                              const attn_shape *s, float *scratch);
+/* The kernels are flash_forward and flash_backward of da_attn_ops (attention.h). */
 
 #endif

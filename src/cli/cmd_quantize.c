@@ -379,14 +379,14 @@ int cmd_bench_generate(int argc, char **argv) {
                    bm[i].path, fmt, bm[i].is_gguf ? "quantized" : "f32 (BLAS)",
                    bm[i].is_gguf ? da_act_mode_name(ro[i].act) : "f32", bm[i].is_gguf && ro[i].kv_int8 ? "int8" : "f32",
                    n_prompt, n_gen, bm[i].best_prompt, bm[i].best_decode, bm[i].file_bytes, sp, spp,
-                   omp_get_max_threads(), da_isa_name(da_qdot_isa), load[0]);
+                   omp_get_max_threads(), da_isa_name(da_exec_default().isa), load[0]);
         else
             printf("%-40s %-5s prompt %8.1f tok/s  decode %7.1f tok/s (%.2fx)  %8.2f MB\n", bm[i].path, fmt,
                    bm[i].best_prompt, bm[i].best_decode, sp, (double)bm[i].file_bytes / 1e6);
     }
     if (!json && !st.code)
-        printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), da_isa_name(da_qdot_isa),
-               reps, load[0]);
+        printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(),
+               da_isa_name(da_exec_default().isa), reps, load[0]);
     for (int i = 0; i < loaded; i++) {
         if (bm[i].is_gguf) da_qmodel_free(&bm[i].q);
         else da_model_free(&bm[i].m);

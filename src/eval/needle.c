@@ -150,8 +150,8 @@ da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, ch
     da_acts *a = NULL;
     int *tokens = malloc(n * sizeof(int));
     if (!tokens) st = da_errorf("out of memory");
-    if (!st.code)
-        st = da_acts_create_kernel(&a, &m->cfg, 1, (int)n, m->attn_logit_bits > 0 ? DA_ATTN_REFERENCE : DA_ATTN_FLASH);
+    const da_attn_kernel kernel = m->attn_logit_bits > 0 ? DA_ATTN_REFERENCE : DA_ATTN_FLASH;
+    if (!st.code) st = da_acts_create_ex(&a, &m->cfg, 1, (int)n, kernel, NULL);
     const float *logits = NULL;
     for (size_t i = 0; i < n && tokens; i++) tokens[i] = prompt[i];
     if (!st.code) st = da_kv_prefill(m, kv, a, tokens, (int)n, &logits);

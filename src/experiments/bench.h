@@ -27,15 +27,16 @@ double da_train_flops_per_token(const da_config *c, int T);
 double da_attn_flops_per_token(const da_config *c, int T);
 /* Best of 3 sgemm (or bf16 GEMM) runs at n = 2048, in GFLOP/s. */
 double da_sgemm_peak_gflops(void);
-double da_bf16_peak_gflops(void);
+double da_bf16_peak_gflops(da_isa isa); /* 0 below DA_ISA_AVX512_BF16 */
 
 /* Times `steps` training steps (zero grads, forward, backward, AdamW) after
- * `warmup` untimed ones, on random tokens. With da_prof_on set, da_prof_s
- * holds the time per phase summed over the timed steps (the caller resets it). */
+ * `warmup` untimed ones, on random tokens, in the context x (kernel level,
+ * bf16 matmuls). When x->prof_s is set, the time per phase summed over the
+ * timed steps is added to it. */
 da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
-                         da_bench_result *r);
+                         const da_exec *x, da_bench_result *r);
 /* Times the attention forward + backward of one layer on random q, k, v. */
 da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
-                        da_bench_result *r);
+                        const da_exec *x, da_bench_result *r);
 
 #endif

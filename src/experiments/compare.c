@@ -297,7 +297,8 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
         da_config cfg;
         arch_config(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, &cfg);
         da_bench_result b;
-        da_status st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &b);
+        const da_exec x = da_exec_default();
+        da_status st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &x, &b);
         if (st.code) return st;
         step_s += b.ms_mean / 1000.0;
         da_model m;

@@ -6,16 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/bf16_gemm.h"
+#include "ops/ops.h"
 
+/* Only the AVX512-BF16 variant has the kernel; the other tables hold NULL. */
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
+#define HAVE_BF16_GEMM 1
 #include <immintrin.h>
 #include <omp.h>
 
 #define MR 8
 #define NR 32
-
-int bf16_gemm_available(void) { return 1; }
 
 static inline uint16_t to_bf16(float f) {
     uint32_t b;
@@ -171,8 +171,8 @@ static void *pack_space(size_t bytes) {
     return pack_buf;
 }
 
-int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b, long b_rs,
-               long b_cs, float beta, float *c, long ldc) {
+static int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b,
+                     long b_rs, long b_cs, float beta, float *c, long ldc) {
     const int K2 = (K + 1) / 2, mp = (M + MR - 1) / MR, np = (N + NR - 1) / NR;
     const size_t a_bytes = ((size_t)mp * K2 * MR * sizeof(uint32_t) + 63) / 64 * 64;
     const size_t b_bytes = (size_t)np * K2 * NR * 2 * sizeof(uint16_t);
@@ -197,12 +197,8 @@ int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long 
     }
     return 0;
 }
+#undef MR
+#undef NR
 #else
-int bf16_gemm_available(void) { return 0; }
-int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b, long b_rs,
-               long b_cs, float beta, float *c, long ldc) {
-    (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)a_rs, (void)a_cs, (void)b, (void)b_rs, (void)b_cs;
-    (void)beta, (void)c, (void)ldc;
-    return -1;
-}
+#define HAVE_BF16_GEMM 0
 #endif

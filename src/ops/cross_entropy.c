@@ -3,7 +3,7 @@
 
 #include "ops/ops.h"
 
-float cross_entropy_forward(float *losses, const float *logits, const int *targets, int N, int V) {
+static float cross_entropy_forward(float *losses, const float *logits, const int *targets, int N, int V) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *z = logits + (size_t)n * V;
@@ -18,7 +18,7 @@ float cross_entropy_forward(float *losses, const float *logits, const int *targe
     return (float)(total / N);
 }
 
-void cross_entropy_backward(float *logits, const int *targets, int N, int V) {
+static void cross_entropy_backward(float *logits, const int *targets, int N, int V) {
     const float inv_n = 1.0f / (float)N;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {

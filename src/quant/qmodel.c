@@ -361,6 +361,7 @@ struct da_qstate {
     da_config cfg;
     const da_qmodel *q;
     da_qrun_opts o;
+    const da_ops *ops; /* integer dots and activation rows of da_exec_default()'s level */
     int max_T, max_n, len;
     int d, Ckv, maps, kb, nkb, n_threads, maxw;
     float *kf, *vf;   /* f32 cache: (L, max_T, Ckv) each */
@@ -408,6 +409,7 @@ da_status da_qstate_create(da_qstate **out, const da_qmodel *q, const da_qrun_op
     if (!s) return da_errorf("out of memory");
     s->cfg = *c;
     s->q = q;
+    s->ops = da_ops_of(da_exec_default().isa);
     s->o = *o;
     s->max_T = max_T;
     s->max_n = max_n;
@@ -532,7 +534,7 @@ static void prep_site(da_qstate *s, const float *X, int n, int w, int site) {
 #pragma omp parallel for schedule(static) if (n > 1)
         for (int t = 0; t < n; t++) {
             da_qact a = {w, s->aq + (size_t)t * w, s->ad + (size_t)t * w / 32, s->asum + (size_t)t * w / 32};
-            da_quantize_act(&a, X + (size_t)t * w, w, mode, amax);
+            s->ops->quantize_act(&a, X + (size_t)t * w, w, mode, amax);
             if (!prompt) continue;
             float *o = s->xr + (size_t)t * w;
             for (int b = 0; b < w / 32; b++)
@@ -589,7 +591,7 @@ static void qmatmul(da_qstate *s, float *out, const da_qtensor *W, int n, int ac
             if (integer) {
                 da_qact a = {cols, s->aq + (size_t)t * cols, s->ad + (size_t)t * cols / 32,
                              s->asum + (size_t)t * cols / 32};
-                v = da_vec_dot(W->type, wr, &a, cols);
+                v = s->ops->vec_dot(W->type, wr, &a, cols);
             } else {
                 v = fdot(deq, X + (size_t)t * cols, cols);
             }

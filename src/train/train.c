@@ -15,7 +15,6 @@
 #include "parallel/dist.h"
 #include "train/eval_loss.h"
 #include "io/atomic_file.h"
-#include "ops/bf16_gemm.h"
 #include "ops/ops.h"
 #include "train/train_state.h"
 
@@ -65,8 +64,9 @@ da_status da_train_config_validate(const da_train_config *tc) {
     if (tc->bf16 != 0 && tc->bf16 != 1) return da_errorf("bf16 must be 0 or 1");
     if (tc->deterministic != 0 && tc->deterministic != 1) return da_errorf("deterministic must be 0 or 1");
     if (tc->zero != 0 && tc->zero != 1) return da_errorf("--zero %d: the stages are 0 (off) and 1 (shard the AdamW moments)", tc->zero);
-    if (tc->bf16 && !bf16_gemm_available())
-        return da_errorf("--bf16: this build has no AVX512-BF16 kernel (needs a CPU with avx512_bf16 and -march=native)");
+    if (tc->bf16 && da_exec_default().isa < DA_ISA_AVX512_BF16)
+        return da_errorf("bf16: the bf16 matmuls need a CPU with AVX512-BF16; this one runs the %s kernels",
+                         da_isa_name(da_exec_default().isa));
     return da_ok();
 }
 
@@ -170,6 +170,8 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
     da_adamw opt = {0};
     da_rng rng;
     da_acts *acts = NULL;
+    da_exec ex = da_exec_default();
+    ex.bf16_matmul = tc.bf16;
     int *tokens = NULL, *targets = NULL;
     FILE *metrics = NULL;
     da_text_data data = {0};
@@ -185,7 +187,6 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
      * for them at the first collective, hence the agreement after setup */
 
     if (rank0 && (st = da_make_dirs(out_dir)).code) goto done;
-    da_matmul_bf16 = tc.bf16;
     if (resume) {
         da_train_config saved;
         snprintf(path, sizeof path, "%s/train_state.safetensors", out_dir);
@@ -237,7 +238,8 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, con
                  (double)da_dp_optimizer_bytes(&dp) / 1e6,
                  tc.zero ? "ZeRO-1: sharded" : "replicated on every rank");
     }
-    if ((st = da_acts_create(&acts, &m.cfg, micro, tc.seq)).code) goto done;
+    if ((st = da_acts_create_ex(&acts, &m.cfg, micro, tc.seq, DA_ATTN_FLASH, &ex)).code) goto done;
+    opt.isa = ex.isa;
     tokens = malloc((size_t)micro * tc.seq * sizeof(int));
     targets = malloc((size_t)micro * tc.seq * sizeof(int));
     if (!tokens || !targets) {
@@ -381,6 +383,5 @@ done:
     da_text_data_free(&data);
     da_adamw_free(&opt);
     da_model_free(&m);
-    da_matmul_bf16 = 0;
     return st;
 }
