@@ -61,6 +61,13 @@ int da_isa_supported(da_isa isa);
 const char *da_isa_name(da_isa isa); /* "scalar", "avx2", "avx512", "avx512-vnni", "avx512-bf16" */
 int da_isa_parse(const char *s, da_isa *out); /* 0 ok, -1 unknown */
 
+/* The CPU features the levels are made of: name[i] and present[i] (1 when
+ * this CPU has it) for i below the count returned (at most max filled). */
+int da_cpu_features(const char **name, int *present, int max);
+/* For reports: the code each kernel family runs at level isa (after the
+ * fall-back to what the CPU runs): family[i], path[i], as above. */
+int da_kernel_paths(da_isa isa, const char **family, const char **path, int max);
+
 /* Phases of a training step that a profile charges time to. */
 typedef enum {
     DA_PROF_EMBEDDING,

@@ -28,6 +28,33 @@ int da_isa_supported(da_isa isa) {
 #endif
 }
 
+int da_cpu_features(const char **name, int *present, int max) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    /* __builtin_cpu_supports takes string literals only */
+    const struct {
+        const char *name;
+        int present;
+    } f[] = {
+        {"avx2", __builtin_cpu_supports("avx2")},         {"fma", __builtin_cpu_supports("fma")},
+        {"f16c", __builtin_cpu_supports("f16c")},         {"bmi2", __builtin_cpu_supports("bmi2")},
+        {"avx512f", __builtin_cpu_supports("avx512f")},   {"avx512bw", __builtin_cpu_supports("avx512bw")},
+        {"avx512cd", __builtin_cpu_supports("avx512cd")}, {"avx512dq", __builtin_cpu_supports("avx512dq")},
+        {"avx512vl", __builtin_cpu_supports("avx512vl")}, {"avx512vnni", __builtin_cpu_supports("avx512vnni")},
+        {"avx512bf16", __builtin_cpu_supports("avx512bf16")},
+    };
+    const int n = (int)(sizeof f / sizeof f[0]);
+    for (int i = 0; i < n && i < max; i++) {
+        name[i] = f[i].name;
+        present[i] = f[i].present > 0;
+    }
+    return n;
+#else
+    (void)name, (void)present, (void)max;
+    return 0;
+#endif
+}
+
 da_isa da_isa_detect(void) {
     da_isa best = DA_ISA_SCALAR;
     for (int i = 1; i < DA_ISA_N; i++)

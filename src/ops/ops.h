@@ -19,6 +19,10 @@
 
 typedef struct {
     da_isa isa; /* the level this table's code was compiled for */
+    /* what the level's code is, for reports (da_kernel_paths) */
+    const char *vector_path; /* the `omp simd` loops */
+    const char *exp_path;    /* exp of flash attention and SwiGLU */
+    const char *dot_path;    /* vec_dot */
 
     /* out: (N, C) = x * rstd * w; rstd: (N) = 1/sqrt(mean(x^2) + eps), saved for the backward. */
     void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps);

@@ -19,8 +19,32 @@
 #define DA_CAT_(a, b) a##b
 #define DA_CAT(a, b) DA_CAT_(a, b)
 
+#if defined(__AVX512F__)
+#define VECTOR_PATH "avx512: 16-float vectors"
+#define EXP_PATH "avx512 polynomial (a few ulp)"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define VECTOR_PATH "avx2 + fma: 8-float vectors"
+#define EXP_PATH "avx2 polynomial (a few ulp)"
+#elif defined(__SSE2__)
+#define VECTOR_PATH "sse2: 4-float vectors"
+#define EXP_PATH "libm expf"
+#else
+#define VECTOR_PATH "plain C"
+#define EXP_PATH "libm expf"
+#endif
+#if HAVE_VNNI
+#define DOT_PATH "avx512-vnni vpdpbusd, 2 blocks per instruction"
+#elif HAVE_AVX2
+#define DOT_PATH "avx2 vpmaddubsw + vpmaddwd, 1 block per step"
+#else
+#define DOT_PATH "scalar C"
+#endif
+
 const da_ops DA_CAT(da_ops_, DA_VARIANT) = {
     .isa = DA_VARIANT_ISA,
+    .vector_path = VECTOR_PATH,
+    .exp_path = EXP_PATH,
+    .dot_path = DOT_PATH,
     .rmsnorm_forward = rmsnorm_forward,
     .rmsnorm_backward = rmsnorm_backward,
     .rope_apply = rope_apply,
