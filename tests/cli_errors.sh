@@ -83,7 +83,11 @@ expect_error "train: resume past the end" "larger --steps" "$BIN" train --data "
 expect_error "train: resume changes the model" "cannot change on --resume" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --dim 64
 expect_ok "train: resume with more steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --steps 5
 
-expect_error "sample: too long" "max_seq_len" "$BIN" sample --model "$M" --max-new 100
+# past the context (the model holds 32 positions), generation slides and goes on
+out=$("$BIN" sample --model "$M" --prompt "ab" --max-new 100 --temperature 0 2>/dev/null)
+if [[ ${#out} -ge 90 ]]; then passed=$((passed + 1)); echo "ok   sample: past the context"
+else failed=$((failed + 1)); echo "FAIL sample: past the context: ${#out} bytes"; fi
+expect_error "sample: prompt longer than the context" "shorten it" "$BIN" sample --model "$M" --prompt "$(printf 'x%.0s' {1..40})"
 expect_error "sample: bad top-p" "--top-p" "$BIN" sample --model "$M" --top-p 0
 expect_error "sample: negative temperature" "--temperature" "$BIN" sample --model "$M" --temperature -1
 expect_ok "sample" "$BIN" sample --model "$T/r/model.safetensors" --prompt "int " --max-new 8
@@ -112,7 +116,7 @@ expect_error "eval needle: bad depth" "--depths" "$BIN" eval needle --model "$M"
 expect_error "eval needle: too long for the model" "max_seq_len" "$BIN" eval needle --model "$M" --context 1024 --samples 1
 expect_error "eval quant-logits: bad --bits" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 16,x
 expect_error "eval quant-logits: 1 bit" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 1
-expect_error "eval quant-logits: model too short for needles" "--no-needle" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt"
+expect_error "eval quant-logits: model too short for needles" "too short for needle prompts" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt"
 "$BIN" init --out "$T/m256.safetensors" --dim 32 --layers 1 --heads 2 --seq 256 >/dev/null
 out=$("$BIN" eval quant-logits --model "$T/m256.safetensors" --data "$T/corpus.txt" --seq 64 --windows 2 --bits 8 --samples 1 2>&1)
 if [[ $out == *'needle accuracy'*'(N=3, R=2, 192 bytes'* && $out == *' 8-bit logits: loss'* ]]; then
