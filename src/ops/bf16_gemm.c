@@ -13,6 +13,7 @@
 #define HAVE_BF16_GEMM 1
 #include <immintrin.h>
 #include <omp.h>
+#include <pthread.h>
 
 #define MR 8
 #define NR 32
@@ -157,18 +158,41 @@ static void kernel(const uint32_t *ap, const uint16_t *bp, int K2, float *c, lon
 
 /* The packing buffers persist (per calling thread) and only grow: a fresh
  * multi-megabyte allocation per call costs page faults and zeroing on every
- * matmul (11% of a training step). */
-static _Thread_local void *pack_buf;
-static _Thread_local size_t pack_cap;
+ * matmul (11% of a training step). A thread's buffer is freed when the thread
+ * ends (the key's destructor), so threads that come and go leak nothing. */
+typedef struct {
+    void *buf;
+    size_t cap;
+} pack_buffer;
+
+static pthread_key_t pack_key;
+static pthread_once_t pack_key_once = PTHREAD_ONCE_INIT;
+
+static void pack_buffer_free(void *p) {
+    pack_buffer *pb = p;
+    free(pb->buf);
+    free(pb);
+}
+
+static void pack_key_make(void) { pthread_key_create(&pack_key, pack_buffer_free); }
 
 static void *pack_space(size_t bytes) {
-    if (bytes > pack_cap) {
-        free(pack_buf);
-        pack_cap = (bytes + 4095) / 4096 * 4096;
-        pack_buf = aligned_alloc(64, pack_cap);
-        if (!pack_buf) pack_cap = 0;
+    pthread_once(&pack_key_once, pack_key_make);
+    pack_buffer *pb = pthread_getspecific(pack_key);
+    if (!pb) {
+        if (!(pb = calloc(1, sizeof *pb))) return NULL;
+        if (pthread_setspecific(pack_key, pb)) {
+            free(pb);
+            return NULL;
+        }
     }
-    return pack_buf;
+    if (bytes > pb->cap) {
+        free(pb->buf);
+        pb->cap = (bytes + 4095) / 4096 * 4096;
+        pb->buf = aligned_alloc(64, pb->cap);
+        if (!pb->buf) pb->cap = 0;
+    }
+    return pb->buf;
 }
 
 static int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b,
