@@ -53,6 +53,11 @@ const da_config *da_engine_config(const da_engine *e);
 const char *da_engine_weight_type(const da_engine *e);
 da_act_mode da_engine_default_act(const da_engine *e);
 size_t da_engine_weight_bytes(const da_engine *e);
+size_t da_engine_file_bytes(const da_engine *e); /* of the file it was loaded from; 0 when made in memory */
+/* Tensor i (0 .. da_engine_n_tensors - 1) in the model's tensor order: its
+ * name, its type ("f32", "q4_k", ...) and shape (cols 0 for vectors). */
+int da_engine_n_tensors(const da_engine *e);
+void da_engine_tensor(const da_engine *e, int i, const char **name, const char **type, int *rows, int *cols);
 
 typedef struct {
     int act;        /* da_act_mode, or -1: the engine's default; float weights always run f32 activations */

@@ -4,15 +4,10 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "train/eval_loss.h"
-#include "attn/attention.h"
-#include "experiments/compare.h"
-#include "eval/needle.h"
-#include "eval/needle_attention.h"
-#include "experiments/plot.h"
-#include "eval/outliers.h"
-#include "eval/quant_logits.h"
+#include "diffattn/eval.h"
+#include "diffattn/experiments.h"
 #include <stdlib.h>
+#include <unistd.h>
 
 /* The model and its validation data, with --seq 0 meaning the model's
  * context. On failure nothing is left allocated. */
@@ -169,6 +164,15 @@ static int needle_flags_check(needle_flags *f) {
     return 0;
 }
 
+/* A progress line on a terminal: the step under way, redrawn in place. */
+static void progress_line(void *ctx, const char *step, int done, int total) {
+    (void)ctx;
+    if (!isatty(2)) return;
+    if (done == total) fprintf(stderr, "\r\033[K");
+    else fprintf(stderr, "\r\033[K  [%d/%d] %s", done + 1, total, step);
+    fflush(stderr);
+}
+
 static int eval_quant_logits(int argc, char **argv) {
     const char *model = NULL, *data = NULL, *bits_list = "16,8,6,4";
     int seq = 0, json = 0, no_needle = 0;
@@ -196,7 +200,8 @@ static int eval_quant_logits(int argc, char **argv) {
                        "prompt from an empty KV cache.",
                        argc, argv, opts, N_OPTS, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    da_quant_logits_config qc = {seq, windows, {0}, 0, !no_needle, f.c, cli_was_set(opts, N_OPTS, "needles")};
+    da_quant_logits_config qc = {seq,     windows, {0}, 0, !no_needle, f.c, cli_was_set(opts, N_OPTS, "needles"),
+                                 progress_line, NULL};
     if (parse_ints(bits_list, qc.bits, DA_QL_MAX_BITS, &qc.n_bits, 2, 24)) {
         fprintf(stderr, "diffattn eval quant-logits: --bits \"%s\": expected up to 16 widths in 2..24, like 16,8,6,4\n",
                 bits_list);
@@ -434,7 +439,9 @@ int cmd_compare(int argc, char **argv) {
                                                "(auto: seq/2 - 64 and seq - 64)", 0},
         {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
         {"resume", OPT_FLAG, &c.resume, "continue an interrupted compare in --out (same flags): finished runs are "
-                                        "kept, an interrupted one continues from its checkpoint", 0},
+                                        "kept, an interrupted one continues from its checkpoint; a new --steps "
+                                        "continues every run to it", 0},
+        {"force", OPT_FLAG, &c.force, "start a new compare in an --out that holds one, replacing it", 0},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse("compare",
@@ -450,7 +457,13 @@ int cmd_compare(int argc, char **argv) {
         return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
     /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */
     c.stop = cli_catch_stop_signals();
+    c.steps_given = cli_was_set(opts, n_opts, "steps");
+    if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the compare, or replace it)");
     da_status st = da_compare(&c);
+    if (st.code == DA_RUN_EXISTS) {
+        fprintf(stderr, "diffattn: %s (--resume, or --force)\n", st.msg);
+        return 1;
+    }
     if (st.code == DA_INTERRUPTED) {
         fprintf(stderr, "diffattn compare: %s\n", st.msg);
         return 130;

@@ -7,8 +7,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "diffattn/quant.h"
-#include "eval/ppl.h"
-#include "experiments/bench_generate.h"
+#include "diffattn/eval.h"
+#include "diffattn/experiments.h"
 
 int cmd_quantize(int argc, char **argv) {
     da_quantize_opts o;
@@ -28,6 +28,9 @@ int cmd_quantize(int argc, char **argv) {
          "(per tensor, needs --calib), bf16, f32",
          0},
         {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type)", 0},
+        {"fallback", OPT_STR, &o.fallback,
+         "q8_0: a matmul whose width is not a multiple of the type's block (q4_k: 256) gets q8_0; default: an error",
+         0},
         {"seed", OPT_U64, &o.seed, "calibration sampling seed", 0},
     };
     const char *req[] = {"model", "type", "out", NULL};
@@ -36,7 +39,7 @@ int cmd_quantize(int argc, char **argv) {
                        "GGUF v3 file\n(general.architecture \"diffattn\"). Norms, lambdas and the embedding stay "
                        "f32. With --calib, AWQ scales the\nweights' input channels by their activation size first, "
                        "and static int8 activation ranges are stored.",
-                       argc, argv, opts, 10, req);
+                       argc, argv, opts, 11, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     o.awq = !no_awq;
     da_quantize_report r;
@@ -59,18 +62,13 @@ int cmd_quantize(int argc, char **argv) {
         for (int k = 0; k < 4; k++) fprintf(stderr, " %s %.2f (%.0fx)", site_names[k], r.range_max[k], r.range_ratio[k]);
         fprintf(stderr, ", head %.2f\n", r.head_range);
     }
-    printf("%s: %s weights (%s head), %s activations%s, %.2f MB (from %.2f MB f32)\n", out, r.weight_type,
+    char fell[64] = "";
+    if (r.n_fallback)
+        snprintf(fell, sizeof fell, ", %d matmul%s q8_0 by --fallback", r.n_fallback, r.n_fallback > 1 ? "s" : "");
+    printf("%s: %s weights%s (%s head), %s activations%s, %.2f MB (from %.2f MB f32)\n", out, r.weight_type, fell,
            r.output_type, r.act, r.awq ? ", AWQ" : "", (double)r.file_bytes / 1e6, (double)r.n_params * 4 / 1e6);
     da_quantize_report_free(&r);
     return 0;
-}
-
-static long file_size(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    long n = -1;
-    if (fp && !fseek(fp, 0, SEEK_END)) n = ftell(fp);
-    if (fp) fclose(fp);
-    return n;
 }
 
 /* --act and --kv into session options (act -1: the file's own). */
@@ -117,13 +115,13 @@ int cmd_eval_ppl(int argc, char **argv) {
                        argc, argv, opts, 10, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (chunks < 0) return cli_fail("--chunks must be >= 0");
-    da_ppl_config pc = {ctx, chunks, da_session_opts_default(), cache, file_size(base)};
+    da_ppl_config pc = {ctx, chunks, da_session_opts_default(), cache, 0};
     if (parse_run_opts(act_s, kv_s, &pc.run)) return 1;
     da_engine *qe = NULL, *be = NULL;
     da_text_data d;
     da_ppl_result r;
     da_status st = da_engine_load(&qe, model);
-    if (!st.code) st = da_engine_load(&be, base);
+    if (!st.code && !(st = da_engine_load(&be, base)).code) pc.base_file_bytes = (long)da_engine_file_bytes(be);
     const da_config *c = qe ? da_engine_config(qe) : NULL;
     if (!st.code && !(st = da_text_data_load(&d, data, val_fraction, ctx ? ctx : c->max_seq_len)).code) {
         st = da_eval_ppl(qe, be, &d, &pc, &r);

@@ -6,7 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "tok/tokenizer.h"
+#include "diffattn/tokenizer.h"
 #include <sys/stat.h>
 
 /* Prints each generated token as it comes: through the tokenizer, or as a byte. */
@@ -74,10 +74,14 @@ int cmd_sample(int argc, char **argv) {
         da_engine_free(e);
         return cli_fail(st.msg);
     }
-    if (tok && da_tokenizer_vocab_size(tok) > cfg.vocab_size) {
+    if (tok && da_tokenizer_vocab_size(tok) != cfg.vocab_size) {
+        /* a smaller one would drop the ids it cannot decode, a larger one feed ids the model lacks */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s has %d tokens but the model's vocabulary %d (wrong --tokenizer?)", tok_path,
+                 da_tokenizer_vocab_size(tok), cfg.vocab_size);
         da_tokenizer_free(tok);
         da_engine_free(e);
-        return cli_fail("the tokenizer's vocabulary is larger than the model's (wrong --tokenizer?)");
+        return cli_fail(msg);
     }
     if (!tok && cfg.vocab_size < 256) {
         da_engine_free(e);

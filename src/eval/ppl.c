@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "eval/ppl.h"
+#include "infer/engine.h"
 
 /* tokens: (n) = validation tokens [start, start + n), across spans. */
 static void val_tokens(const da_text_data *d, size_t start, int n, int *tokens) {

@@ -1,8 +1,10 @@
 /* Validation loss with quantized attention logits (quant_logits.h). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/text_data.h"
 #include "eval/quant_logits.h"
 
 /* -log softmax(row)[target], in double. */
@@ -76,13 +78,25 @@ da_status da_eval_quant_logits(const da_engine *e, const da_text_data *data, con
     da_status st = da_ok();
     if (c->needle && c->needles.contexts[0] <= 0)
         st = da_needle_fit(&r->needles, da_engine_config(e)->max_seq_len, c->needles_given);
+    const int total = (c->n_bits + 1) * (c->needle ? 2 : 1);
+    int done = 0;
+    char what[64];
     da_eval_loss_result l;
-    if (!st.code && !(st = da_eval_loss_logit_bits(e, data, r->seq, c->windows, 0, &l)).code) r->exact_loss = l.loss;
-    for (int i = 0; i < c->n_bits && !st.code; i++)
-        if (!(st = da_eval_loss_logit_bits(e, data, r->seq, c->windows, c->bits[i], &l)).code) r->loss[i] = l.loss;
+    for (int i = -1; i < c->n_bits && !st.code; i++) {
+        const int bits = i < 0 ? 0 : c->bits[i];
+        snprintf(what, sizeof what, bits ? "loss, %d-bit logits" : "loss, exact logits", bits);
+        if (c->on_progress) c->on_progress(c->progress_ctx, what, done++, total);
+        if (!(st = da_eval_loss_logit_bits(e, data, r->seq, c->windows, bits, &l)).code)
+            *(i < 0 ? &r->exact_loss : &r->loss[i]) = l.loss;
+    }
     da_needle_result nr;
-    for (int i = -1; i < c->n_bits && !st.code && c->needle; i++)
-        if (!(st = da_needle_eval_engine(e, &r->needles, i < 0 ? 0 : c->bits[i], &nr)).code)
+    for (int i = -1; i < c->n_bits && !st.code && c->needle; i++) {
+        const int bits = i < 0 ? 0 : c->bits[i];
+        snprintf(what, sizeof what, bits ? "needles, %d-bit logits" : "needles, exact logits", bits);
+        if (c->on_progress) c->on_progress(c->progress_ctx, what, done++, total);
+        if (!(st = da_needle_eval_engine(e, &r->needles, bits, &nr)).code)
             *(i < 0 ? &r->needle_exact : &r->needle[i]) = nr.overall;
+    }
+    if (!st.code && c->on_progress) c->on_progress(c->progress_ctx, "done", done, total);
     return st;
 }

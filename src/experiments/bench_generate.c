@@ -14,14 +14,6 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-static long file_size(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    long n = -1;
-    if (fp && !fseek(fp, 0, SEEK_END)) n = ftell(fp);
-    if (fp) fclose(fp);
-    return n;
-}
-
 /* The session options of one model: the requested activations (the engine
  * runs float weights with f32 ones). */
 static da_status run_opts(const da_bench_generate_opts *o, da_session_opts *so) {
@@ -83,7 +75,7 @@ da_status da_bench_generate(const char *const *paths, int n, const da_bench_gene
         snprintf(res[i].weight_type, sizeof res[i].weight_type, "%s", da_engine_weight_type(e[i]));
         snprintf(res[i].dots, sizeof res[i].dots, "%s", da_isa_name(da_exec_default().isa));
         res[i].kv_int8 = o->kv_int8;
-        res[i].file_bytes = file_size(paths[i]);
+        res[i].file_bytes = (long)da_engine_file_bytes(e[i]);
     }
     if (!st.code) {
         const int V = da_engine_config(e[0])->vocab_size;

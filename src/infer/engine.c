@@ -457,7 +457,11 @@ static void attend(da_session *s, const da_qlayer *L, int l, int n) {
     const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->max_T;
     const float scale = 1.0f / sqrtf((float)d), post = 1.0f - da_lambda_init(l);
     const int diff = c->arch == DA_ARCH_DIFF;
-#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1)
+    /* small work (one token over a short cache) stays on one thread: a
+     * parallel region costs more than it saves, and far more when another
+     * process holds a core */
+    const long work = (long)n * H * (s->len + n) * d;
+#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1 && work > 65536)
     for (int job = 0; job < n * H; job++) {
         const int t = job / H, h = job % H, g = h / n_rep, len = s->len + t + 1;
         float *A1 = s->att + (size_t)omp_get_thread_num() * s->maps * T;
