@@ -94,6 +94,11 @@ typedef struct {
     float *grads; /* NULL until da_model_alloc_grads */
     da_weights w; /* views of params */
     da_weights g; /* views of grads (NULL pointers until allocated) */
+    /* The Hugging Face tokenizer.json text of the ids (malloc'd; freed by
+     * da_model_free), or NULL: bytes, or a file from before tokenizers were
+     * embedded. Saved and loaded with the model (docs/formats.md); read it with
+     * da_model_tokenizer (diffattn/tokenizer.h). */
+    char *tokenizer_json;
 } da_model;
 
 /* Allocates a zeroed model for cfg (validated). */

@@ -90,6 +90,7 @@ int cmd_info(int argc, char **argv) {
     printf("rope_theta     %g\n", (double)c->rope_theta);
     printf("tie_embeddings %s\n", c->tie_embeddings ? "true" : "false");
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
+    printf("tokenizer      %s\n", m.tokenizer_json ? "embedded (tokenizer.json)" : "none (bytes)");
     if (c->arch == DA_ARCH_DIFF) {
         printf("lambda         layer  lambda_init  lambda\n");
         for (int l = 0; l < c->n_layers; l++)

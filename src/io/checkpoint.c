@@ -98,7 +98,9 @@ da_status da_model_load(da_model *m, const char *path) {
         }
         if ((st = da_st_read_f32(&f, ft, m->params + t->offset)).code) goto done;
     }
-    for (int i = 0; i < m->n_tensors; i++) {
+    const char *tok_json = da_st_meta_get(&f, DA_TOKENIZER_META_KEY);
+    if (tok_json && !(m->tokenizer_json = strdup(tok_json))) st = da_errorf("%s: out of memory", path);
+    for (int i = 0; !st.code && i < m->n_tensors; i++) {
         if (!da_st_find(&f, m->tensors[i].name)) {
             st = da_errorf("%s: missing tensor %s%s", path, m->tensors[i].name,
                            !strcmp(m->tensors[i].name, "output.weight") ? " (set tie_embeddings=true if the head is tied)"
@@ -139,7 +141,16 @@ da_status da_model_save(const da_model *m, const char *path) {
     }
     da_config_meta cm;
     da_config_to_meta(c, &cm);
-    da_status st = da_st_write(path, ts, m->n_tensors, cm.keys, cm.vals, DA_CONFIG_META_N);
+    /* the tokenizer travels with the model, after the configuration keys */
+    const char *keys[DA_CONFIG_META_N + 1], *vals[DA_CONFIG_META_N + 1];
+    memcpy(keys, cm.keys, sizeof cm.keys);
+    memcpy(vals, cm.vals, sizeof cm.vals);
+    int n_meta = DA_CONFIG_META_N;
+    if (m->tokenizer_json) {
+        keys[n_meta] = DA_TOKENIZER_META_KEY;
+        vals[n_meta++] = m->tokenizer_json;
+    }
+    da_status st = da_st_write(path, ts, m->n_tensors, keys, vals, n_meta);
     free(ts);
     return st;
 }

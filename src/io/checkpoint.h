@@ -6,6 +6,9 @@
 #include "diffattn/model.h"
 #include "io/safetensors.h"
 
+/* The __metadata__ key of a model's tokenizer: Hugging Face tokenizer.json text. */
+#define DA_TOKENIZER_META_KEY "tokenizer.json"
+
 /* "format", "version", then one key per row of da_config_fields. */
 #define DA_CONFIG_META_N (2 + DA_CONFIG_N_FIELDS)
 

@@ -139,6 +139,7 @@ void da_model_free(da_model *m) {
     free(m->grads);
     free(m->w.layers);
     free(m->g.layers);
+    free(m->tokenizer_json);
     memset(m, 0, sizeof *m);
 }
 

@@ -50,7 +50,8 @@ da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_
     da_status st = da_engine_init_table(q, &m->cfg);
     if (st.code) return st;
     q->weight_type = o->type;
-    if ((st = assign_types(q, o, NULL)).code || (st = da_engine_alloc_blob(q)).code) {
+    if ((st = assign_types(q, o, NULL)).code || (st = da_engine_alloc_blob(q)).code ||
+        (st = da_engine_set_tokenizer(q, m->tokenizer_json, "the model")).code) {
         da_engine_release(q);
         return st;
     }
