@@ -7,11 +7,19 @@
  *     da_attn_ops_of(x->isa)->flash_forward(...)
  *
  * Layouts: q: (B, T, C) and k, v: (B, T, Ckv), RoPE already applied.
+ * Causal, and with attn_shape.window > 0 a sliding window: each map's row t
+ * is zero outside keys t-window+1 .. t.
  *   DIFF:    head i owns q sub-heads 2i (Q1), 2i+1 (Q2), each d wide; its KV
  *            group g = i / n_rep gives K1 = k sub-head 2g, K2 = 2g+1 and V =
  *            v columns [2d*g, 2d*(g+1)). att: (B, H, 2, T, T) holds A1, A2.
  *   softmax: head i is q columns [d*i, d*(i+1)), group g = i / n_rep.
- *            att: (B, H, T, T). */
+ *            att: (B, H, T, T).
+ *   DIFF2:   q: (B, T, 2C), 2H query heads of size d; head i owns query heads
+ *            2i (Q1) and 2i+1 (Q2), both against K = k columns [d*g, d*(g+1))
+ *            and V the same columns of v, g = i / n_rep (so C = H*d, Ckv =
+ *            n_kv*d). Output (B, T, C): head i is columns [d*i, d*(i+1)).
+ *            lam: (B, T, H), sigmoid(lambda) per token and head.
+ *            att: (B, H, 2, T, T) holds A1, A2. */
 #ifndef DA_ATTENTION_H
 #define DA_ATTENTION_H
 
@@ -19,16 +27,23 @@
 
 #include "diffattn/core.h"
 
+/* Which attention a kernel computes; ATTN_DIFF is 1 so that a 0/1 "diff" flag reads the same. */
+typedef enum { ATTN_SOFTMAX = 0, ATTN_DIFF = 1, ATTN_DIFF2 = 2 } attn_kind;
+
 typedef struct {
     int B, T;
     int n_heads, n_kv_heads;
-    int d; /* DIFF: sub-head size; softmax: head size */
-    int C, Ckv;
+    int d; /* DIFF: sub-head size; softmax, DIFF2: head size */
+    int C, Ckv; /* widths of a token's output (and of q, except DIFF2's 2C) and of k, v */
     int n_threads; /* OpenMP threads the scratch was sized for */
     int logit_bits; /* reference kernel: logits fake-quantized to this many bits (da_model.attn_logit_bits; 0 exact) */
+    int window;     /* sliding window: query t sees keys t-window+1 .. t in every map; 0 = all keys 0 .. t */
 } attn_shape;
 
 #define DA_SUBLN_EPS 1e-5f
+
+/* First key query t sees: 0, or t - window + 1 with a window. */
+static inline int attn_first_key(int t, int window) { return window > 0 && t >= window ? t - window + 1 : 0; }
 
 /* a: (n) logits of one query row, rounded in place to 2^(bits-1) - 1 levels
  * of max|a| / (2^(bits-1) - 1). */
@@ -59,6 +74,13 @@ typedef struct {
                           const float *opre, const float *sub_rstd, const float *att, const float *q, const float *k,
                           const float *v, const float *subln_w, float lambda, float lambda_init, const attn_shape *s,
                           float *scratch);
+    /* Reference DIFF2: out: (B, T, C) = A1 V - lam * A2 V per head, lam per row; att saved. */
+    void (*diff2_forward)(float *out, float *att, const float *q, const float *k, const float *v, const float *lam,
+                          const attn_shape *s, float *scratch);
+    /* dq: (B, T, 2C), dk, dv overwritten; dlam: (B, T, H) overwritten with d loss / d lam. */
+    void (*diff2_backward)(float *dq, float *dk, float *dv, float *dlam, const float *dout, const float *att,
+                           const float *q, const float *k, const float *v, const float *lam, const attn_shape *s,
+                           float *scratch);
     /* Reference softmax: out: (B, T, C) = softmax(Q K^T / sqrt(d)) V per head; att saved. */
     void (*softmax_forward)(float *out, float *att, const float *q, const float *k, const float *v,
                             const attn_shape *s);
@@ -66,16 +88,20 @@ typedef struct {
     void (*softmax_backward)(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
                              const float *k, const float *v, const attn_shape *s, float *scratch);
 
-    /* Flash attention, both architectures (flash_attention.h: what is saved).
-     * opre: (B, T, C) = per head sum_m c_m A_m V with c = (1, -lambda) for
-     * DIFF, (1) for softmax. o1, o2 (DIFF only, else NULL) and lse are saved. */
+    /* Flash attention, every kind (flash_attention.h: what is saved). opre:
+     * (B, T, C) = per head sum_m c_m A_m V with c = (1, -lambda) for DIFF,
+     * (1, -lam[b, t, h]) for DIFF2 (lam: (B, T, H); NULL otherwise), (1) for
+     * softmax. o1, o2 (DIFF, DIFF2; else NULL) and lse are saved. */
     void (*flash_forward)(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
-                          const float *v, float lambda, int diff, const attn_shape *s, float *scratch);
-    /* dq, dk, dv overwritten; *dlambda overwritten (DIFF; may be NULL for
-     * softmax). dopre: (B, T, C), the gradient of opre. */
-    void (*flash_backward)(float *dq, float *dk, float *dv, float *dlambda, const float *dopre, const float *opre,
-                           const float *o1, const float *o2, const float *lse, const float *q, const float *k,
-                           const float *v, float lambda, int diff, const attn_shape *s, float *scratch);
+                          const float *v, float lambda, const float *lam, int kind, const attn_shape *s,
+                          float *scratch);
+    /* dq, dk, dv overwritten; *dlambda overwritten (DIFF; may be NULL
+     * otherwise); dlam: (B, T, H) overwritten with d loss / d lam (DIFF2; NULL
+     * otherwise). dopre: (B, T, C), the gradient of opre. */
+    void (*flash_backward)(float *dq, float *dk, float *dv, float *dlambda, float *dlam, const float *dopre,
+                           const float *opre, const float *o1, const float *o2, const float *lse, const float *q,
+                           const float *k, const float *v, float lambda, const float *lam, int kind,
+                           const attn_shape *s, float *scratch);
 } da_attn_ops;
 
 /* The table of level isa, or of the best level below it that this CPU runs. */

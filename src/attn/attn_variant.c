@@ -18,8 +18,10 @@ const da_attn_ops DA_CAT(da_attn_ops_, DA_VARIANT) = {
     .head_norm_backward = head_norm_backward,
     .diff_forward = diff_attention_forward,
     .diff_backward = diff_attention_backward,
+    .diff2_forward = diff2_attention_forward,
+    .diff2_backward = diff2_attention_backward,
     .softmax_forward = softmax_attention_forward,
     .softmax_backward = softmax_attention_backward,
-    .flash_forward = flash_forward,
-    .flash_backward = flash_backward,
+    .flash_forward = flash_attention_forward,
+    .flash_backward = flash_attention_backward,
 };

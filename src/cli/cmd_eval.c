@@ -443,7 +443,7 @@ int cmd_compare(int argc, char **argv) {
     da_compare_config c;
     da_compare_config_default(&c);
     float budget = 0;
-    const char *contexts = "auto";
+    const char *contexts = "auto", *archs = "diff,diff2,softmax";
     cli_opt opts[] = {
         {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md, report.json and the figures", 0},
         {"data", OPT_STR, &c.data, "training text or shards (default: the built-in needle mix)", 0},
@@ -455,6 +455,7 @@ int cmd_compare(int argc, char **argv) {
         {"dim", OPT_INT, &c.dim, "model width", 0},
         {"layers", OPT_INT, &c.layers, "blocks", 0},
         {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
+        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax", 0},
         {"seq", OPT_INT, &c.seq, "training context length", 0},
         {"batch", OPT_INT, &c.batch, "sequences per step", 0},
         {"needles", OPT_INT, &c.needles, "needle sentences per evaluation prompt (1..16)", 0},
@@ -469,14 +470,17 @@ int cmd_compare(int argc, char **argv) {
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse("compare",
-                       "Trains DIFF and the softmax baseline at equal parameters, tokens, data and seed, runs the same "
-                       "evaluations on both\n(validation loss, needle retrieval, attention on the answer, outliers, "
-                       "quantized logits) and writes report.md,\nreport.json and PNG figures.",
+                       "Trains DIFF, DIFF V2 and the softmax baseline (--archs) at equal tokens, data and seed (DIFF "
+                       "and softmax at equal\nparameters), runs the same evaluations on each (validation loss, needle "
+                       "retrieval, attention on the answer,\noutliers, quantized logits) and writes report.md, "
+                       "report.json and PNG figures.",
                        argc, argv, opts, n_opts, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (budget < 0 || (budget > 0 && cli_was_set(opts, n_opts, "steps")))
         return cli_fail("--budget-minutes must be positive, and chooses the steps itself: drop --steps");
     c.budget_minutes = budget;
+    da_status ast = da_compare_parse_archs(&c, archs);
+    if (ast.code) return cli_fail(ast.msg);
     if (strcmp(contexts, "auto") && parse_ints(contexts, c.contexts, 4, &c.n_contexts, 128, 1 << 20))
         return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
     /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */

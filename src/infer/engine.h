@@ -27,6 +27,7 @@ typedef struct {
 typedef struct {
     const float *attention_norm, *ffn_norm, *subln; /* (C) (C) (2d) */
     const da_qtensor *wq, *wk, *wv, *wo, *w1, *w2, *w3;
+    const da_qtensor *lambda_proj; /* DIFF2: (H, C), lambda per token = sigmoid(xn . row h); else NULL */
     float lambda; /* DIFF: lambda_full, from the lambda vectors */
 } da_qlayer;
 

@@ -111,6 +111,7 @@ da_status da_engine_save_gguf(const da_engine *q, const char *path) {
     da_gguf_add_f32(&w, "diffattn.rope.freq_base", c->rope_theta);
     da_gguf_add_f32(&w, "diffattn.attention.layer_norm_rms_epsilon", c->norm_eps);
     da_gguf_add_bool(&w, "diffattn.tie_embeddings", c->tie_embeddings);
+    if (c->window > 0) da_gguf_add_u32(&w, "diffattn.attention.sliding_window", (uint32_t)c->window);
     da_gguf_add_str(&w, "diffattn.weight_type", da_qtype_name(q->weight_type));
     da_gguf_add_str(&w, "diffattn.activations", da_act_mode_name(q->act));
     da_gguf_add_bool(&w, "diffattn.awq", q->awq);
@@ -159,7 +160,7 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c) {
                          DA_FORMAT_VERSION);
     if ((st = da_gguf_get_str(f, "diffattn.variant", &variant)).code) return st;
     if (da_arch_parse(variant, &c->arch))
-        return da_errorf("%s: diffattn.variant = \"%s\" (expected diff or softmax)", f->path, variant);
+        return da_errorf("%s: diffattn.variant = \"%s\" (expected diff, diff2 or softmax)", f->path, variant);
     struct { const char *key; int *dst; } ints[] = {
         {"diffattn.context_length", &c->max_seq_len},   {"diffattn.embedding_length", &c->dim},
         {"diffattn.block_count", &c->n_layers},         {"diffattn.feed_forward_length", &c->ffn_hidden},
@@ -171,6 +172,9 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c) {
     if ((st = da_gguf_get_f32(f, "diffattn.rope.freq_base", &c->rope_theta)).code) return st;
     if ((st = da_gguf_get_f32(f, "diffattn.attention.layer_norm_rms_epsilon", &c->norm_eps)).code) return st;
     if ((st = da_gguf_get_bool(f, "diffattn.tie_embeddings", &c->tie_embeddings)).code) return st;
+    if (da_gguf_kv_find(f, "diffattn.attention.sliding_window") &&
+        (st = get_int_range(f, "diffattn.attention.sliding_window", 0, 1 << 30, &c->window)).code)
+        return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();

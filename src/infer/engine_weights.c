@@ -62,6 +62,7 @@ void da_engine_bind(da_engine *e) {
         L->wk = &e->t[i++];
         L->wv = &e->t[i++];
         L->wo = &e->t[i++];
+        L->lambda_proj = c->arch == DA_ARCH_DIFF2 ? &e->t[i++] : NULL;
         L->lambda = 0.0f;
         if (c->arch == DA_ARCH_DIFF) {
             const float *q1 = f32_of(&e->t[i++]), *k1 = f32_of(&e->t[i++]);

@@ -16,6 +16,7 @@ typedef struct {
     const char *keys[DA_CONFIG_META_N];
     const char *vals[DA_CONFIG_META_N];
     char buf[DA_CONFIG_META_N][32];
+    int n; /* keys in use: a DA_STORED_UNLESS_DEFAULT field at its default is left out */
 } da_config_meta;
 
 /* Reads and validates the configuration keys; errors name the file and key. */
