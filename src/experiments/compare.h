@@ -30,4 +30,37 @@ void da_compare_config_default(da_compare_config *c);
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed);
 da_status da_compare(const da_compare_config *c);
 
+/* ---------------------------------------------------------------- retrieval tasks
+ * compare --task mqar|noisy-recall: every architecture from the same
+ * initialisation where shapes agree (da_copy_shared_init), on the same
+ * generated training stream per seed, scored every eval_every steps on the
+ * same held-out sequences (teacher-forced answer accuracy). A sweep is the
+ * product of the lists: one run per point, architecture and seed. */
+#include "experiments/tasks.h"
+
+typedef struct {
+    const char *out_dir;
+    da_task_config task; /* the kind and the values of every parameter not swept */
+    int n_pairs, pairs[8]; /* mqar sweep (0: task.pairs) */
+    int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq) */
+    int n_noises;          /* noisy-recall sweep (0: task.noise) */
+    double noises[8];
+    long steps;
+    int eval_every, eval_seqs;
+    int dim, layers, heads, batch;
+    float lr;
+    int seeds, seed0; /* seeds seed0, seed0 + 1, ... */
+    int quiet;
+    volatile int *stop; /* non-zero: return DA_INTERRUPTED (no checkpoint: runs are minutes) */
+} da_task_compare_config;
+
+void da_task_compare_config_default(da_task_compare_config *c);
+/* Writes out_dir/report.md, report.json, accuracy_<point>.png, steps_to_90.png and lambda.png. */
+da_status da_task_compare(const da_task_compare_config *c);
+/* The first steps[i] with acc[i] >= threshold; -1 when none. */
+long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold);
+/* Copies into dst every tensor of src with dst's name and shape; returns how
+ * many were copied. */
+int da_copy_shared_init(da_model *dst, const da_model *src);
+
 #endif
