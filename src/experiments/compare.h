@@ -57,6 +57,10 @@ typedef struct {
 void da_task_compare_config_default(da_task_compare_config *c);
 /* Writes out_dir/report.md, report.json, accuracy_<point>.png, steps_to_90.png and lambda.png. */
 da_status da_task_compare(const da_task_compare_config *c);
+/* Teacher-forced answer accuracy of m on n sequences of task t drawn from
+ * seed; logit_bits > 0: the reference kernel with quantized attention logits. */
+da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, uint64_t seed, int logit_bits,
+                                  double *acc);
 /* The first steps[i] with acc[i] >= threshold; -1 when none. */
 long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold);
 /* Copies into dst every tensor of src with dst's name and shape; returns how

@@ -106,6 +106,28 @@ static double answer_accuracy(da_model *m, da_acts *a, int B, const eval_set *e)
     return total ? (double)right / total : 0;
 }
 
+da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, uint64_t seed, int logit_bits,
+                                  double *acc) {
+    da_status st = da_task_validate(t);
+    if (st.code) return st;
+    if (t->vocab > m->cfg.vocab_size || t->seq > m->cfg.max_seq_len)
+        return da_errorf("the task (vocab %d, seq %d) exceeds the model (vocab_size %d, max_seq_len %d)", t->vocab,
+                         t->seq, m->cfg.vocab_size, m->cfg.max_seq_len);
+    eval_set e;
+    da_acts *a = NULL;
+    const int B = n < 16 ? n : 16;
+    if (!(st = eval_set_make(&e, t, n, seed)).code)
+        st = da_acts_create_kernel(&a, &m->cfg, B, t->seq, logit_bits ? DA_ATTN_REFERENCE : DA_ATTN_FLASH);
+    if (!st.code) {
+        set_logit_bits(m, logit_bits);
+        *acc = answer_accuracy(m, a, B, &e);
+        set_logit_bits(m, 0);
+    }
+    da_acts_free(a);
+    eval_set_free(&e);
+    return st;
+}
+
 /* row[0..t]: position t's attention in head h, as in eval attention: DIFF's
  * combined map A1 - lambda A2 divided by its absolute mass, so a share is
  * signed and the absolute shares of a row sum to at most 1. */
