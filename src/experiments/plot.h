@@ -18,6 +18,11 @@ typedef struct {
 da_status da_plot_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
                         const da_series *s, int n_series);
 
+/* The same with a shaded band lo[k][i]..hi[k][i] under series k (e.g. mean
+ * ± sd over seeds); lo[k] or hi[k] NULL: no band for that series. */
+da_status da_plot_lines_band(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                             const da_series *s, const double *const *lo, const double *const *hi, int n_series);
+
 /* values[g][c]: group g (a series, e.g. an architecture), category c. */
 da_status da_plot_bars(const char *path, const char *title, const char *ylabel, const char *const *categories,
                        int n_cat, const char *const *groups, const double *const *values, int n_groups);

@@ -516,8 +516,7 @@ static da_status figures(const da_task_compare_config *c, const point *pts, int 
     for (int p = 0; p < n_pts && !st.code; p++) {
         static double x[MAX_EVALS], y[N_ARCHS][3][MAX_EVALS];
         const int n = runs[p][0][0].n_evals;
-        da_series s[N_ARCHS * 3];
-        static char names[N_ARCHS * 3][48];
+        da_series s[N_ARCHS];
         for (int a = 0; a < N_ARCHS; a++) {
             for (int i = 0; i < n; i++) {
                 double v[MAX_SEEDS], m, sd;
@@ -527,20 +526,15 @@ static da_status figures(const da_task_compare_config *c, const point *pts, int 
                 y[a][0][i] = m, y[a][1][i] = m - sd, y[a][2][i] = m + sd;
             }
         }
-        /* plot colours go by series index modulo 4: the means first, then each band edge in the same order */
-        int ns = 0;
-        for (int b = 0; b < (c->seeds > 1 ? 3 : 1); b++)
-            for (int a = 0; a < N_ARCHS; a++) {
-                snprintf(names[ns], sizeof names[ns], "%s%s", ARCHS[a].label, b == 0 ? "" : b == 1 ? " - sd" : " + sd");
-                s[ns] = (da_series){names[ns], x, y[a][b], n};
-                ns++;
-                if (ns % 4 == N_ARCHS && N_ARCHS < 4) /* skip to the next multiple of 4 to keep the colours */
-                    while (ns % 4) s[ns] = (da_series){"", x, x, 0}, ns++;
-            }
-        while (ns > 0 && s[ns - 1].n == 0) ns--;
+        const double *lo[N_ARCHS], *hi[N_ARCHS];
+        for (int a = 0; a < N_ARCHS; a++) {
+            s[a] = (da_series){ARCHS[a].label, x, y[a][0], n};
+            lo[a] = c->seeds > 1 ? y[a][1] : NULL, hi[a] = c->seeds > 1 ? y[a][2] : NULL;
+        }
         snprintf(path, sizeof path, "%s/accuracy_%d.png", c->out_dir, p);
-        snprintf(title, sizeof title, "%s (%s): held-out answer accuracy", da_task_name(c->task.kind), pts[p].name);
-        st = da_plot_lines(path, title, "step", "answer accuracy", s, ns);
+        snprintf(title, sizeof title, "%s (%s): held-out answer accuracy%s", da_task_name(c->task.kind), pts[p].name,
+                 c->seeds > 1 ? ", mean ± sd over seeds" : "");
+        st = da_plot_lines_band(path, title, "step", "answer accuracy", s, lo, hi, N_ARCHS);
     }
     if (st.code) return st;
     /* steps to 90% against difficulty (the sweep point's index); NAN where a seed did not reach it */
