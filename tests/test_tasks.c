@@ -123,6 +123,7 @@ static int test_noisy_recall(void) {
 static int test_task_seeded_and_validated(void) {
     da_task_config c;
     da_task_config_default(&c, DA_TASK_MQAR);
+    c.seq = 64, c.vocab = 128, c.pairs = 8;
     int a[64], b[64], ta[64], tb[64];
     da_rng r1, r2;
     da_rng_seed(&r1, 5), da_rng_seed(&r2, 5);
