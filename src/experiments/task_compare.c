@@ -64,9 +64,6 @@ typedef struct {
     int *tokens, *targets, *src; /* (n, T) */
 } eval_set;
 
-/* The one place that sets the model-level attention-logit precision, so a
- * move of the knob into an execution option changes only this function. */
-static void set_logit_bits(da_model *m, int bits) { m->attn_logit_bits = bits; }
 
 static da_status eval_set_make(eval_set *e, const da_task_config *t, int n, uint64_t seed) {
     memset(e, 0, sizeof *e);
@@ -106,6 +103,39 @@ static double answer_accuracy(da_model *m, da_acts *a, int B, const eval_set *e)
     return total ? (double)right / total : 0;
 }
 
+/* The one place that runs a model with quantized attention logits: the
+ * inference engine's session option (the reference attention math, logits
+ * fake-quantized per query row before each softmax), over the same
+ * sequences and answer positions as answer_accuracy. */
+static da_status quantized_answer_accuracy(const da_model *m, const eval_set *e, int logit_bits, double *acc) {
+    da_engine *en = NULL;
+    da_session *s = NULL;
+    da_status st = da_engine_from_model(&en, m);
+    da_session_opts o = da_session_opts_default();
+    o.logit_bits = logit_bits;
+    o.max_T = e->T;
+    if (!st.code) st = da_session_create(&s, en, &o);
+    const int V = m->cfg.vocab_size, T = e->T;
+    long right = 0, total = 0;
+    for (int i = 0; i < e->n && !st.code; i++) {
+        const float *lg;
+        da_session_reset(s);
+        if ((st = da_session_feed(s, e->tokens + (size_t)i * T, T, 1, &lg)).code) break;
+        for (int p = 0; p < T; p++) {
+            const int want = e->targets[(size_t)i * T + p];
+            if (want < 0) continue;
+            const float *z = lg + (size_t)p * V;
+            int best = 0;
+            for (int v = 1; v < V; v++) best = z[v] > z[best] ? v : best;
+            right += best == want, total++;
+        }
+    }
+    *acc = total ? (double)right / total : 0;
+    da_session_free(s);
+    da_engine_free(en);
+    return st;
+}
+
 da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, uint64_t seed, int logit_bits,
                                   double *acc) {
     da_status st = da_task_validate(t);
@@ -116,13 +146,9 @@ da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, u
     eval_set e;
     da_acts *a = NULL;
     const int B = n < 16 ? n : 16;
-    if (!(st = eval_set_make(&e, t, n, seed)).code)
-        st = da_acts_create_kernel(&a, &m->cfg, B, t->seq, logit_bits ? DA_ATTN_REFERENCE : DA_ATTN_FLASH);
-    if (!st.code) {
-        set_logit_bits(m, logit_bits);
-        *acc = answer_accuracy(m, a, B, &e);
-        set_logit_bits(m, 0);
-    }
+    st = eval_set_make(&e, t, n, seed);
+    if (!st.code && logit_bits) st = quantized_answer_accuracy(m, &e, logit_bits, acc);
+    else if (!st.code && !(st = da_acts_create(&a, &m->cfg, B, t->seq)).code) *acc = answer_accuracy(m, a, B, &e);
     da_acts_free(a);
     eval_set_free(&e);
     return st;
@@ -255,7 +281,7 @@ static void progress(const da_task_compare_config *c, const char *what, long ste
 static da_status train_one(const da_task_compare_config *c, const da_task_config *t, da_model *m,
                            uint64_t data_seed, const eval_set *e, const char *what, task_run *r) {
     const int B = c->batch, T = t->seq;
-    da_acts *a = NULL, *aref = NULL;
+    da_acts *a = NULL;
     da_adamw opt = {0};
     int *tok = malloc((size_t)B * T * sizeof(int)), *tgt = malloc((size_t)B * T * sizeof(int));
     da_status st = !tok || !tgt ? da_errorf("out of memory for a batch") : da_ok();
@@ -295,15 +321,9 @@ static da_status train_one(const da_task_compare_config *c, const da_task_config
     }
     r->train_s = da_now_s() - t0;
     if (!st.code) r->final_acc = r->acc[r->n_evals - 1];
-    /* quantized attention logits: only the reference kernel applies them */
-    if (!st.code) st = da_acts_create_kernel(&aref, &m->cfg, B, T, DA_ATTN_REFERENCE);
-    for (int i = 0; i < 3 && !st.code; i++) {
-        set_logit_bits(m, QBITS[i]);
-        r->quant_acc[i] = answer_accuracy(m, aref, B, e);
-        set_logit_bits(m, 0);
-    }
+    for (int i = 0; i < 3 && !st.code; i++) st = quantized_answer_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
     if (!st.code) st = analyse(m, t, e, e->n < 16 ? e->n : 16, r);
-    da_acts_free(a), da_acts_free(aref);
+    da_acts_free(a);
     da_adamw_free(&opt);
     free(tok), free(tgt);
     return st;

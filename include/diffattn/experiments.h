@@ -1,0 +1,208 @@
+/* diffattn experiments: `compare` (DIFF against the softmax baseline, trained
+ * and evaluated alike, with a report), throughput benchmarks, and the PNG
+ * figures of reports. */
+#ifndef DIFFATTN_EXPERIMENTS_H
+#define DIFFATTN_EXPERIMENTS_H
+
+#include "diffattn/eval.h"
+#include "diffattn/train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- compare */
+
+/* DIFF and the softmax baseline trained at equal parameters, tokens, data and
+ * seed, then the same evaluations on both, with a side-by-side report
+ * (report.md, report.json, figures) in out_dir. */
+typedef struct {
+    const char *out_dir;
+    const char *data;  /* NULL: the built-in needle mix */
+    long steps;
+    double budget_minutes; /* > 0: steps chosen so the whole job fits (overrides steps) */
+    int dim, layers, heads, seq, batch;
+    int seeds;
+    int needles, queries;  /* needle prompts: N needles, R asked */
+    int n_contexts, contexts[4]; /* needle prompt lengths; 0 contexts: seq/2 - 64 and seq - 64 */
+    int quiet;
+    /* Continue an interrupted job in out_dir: finished runs are kept, an
+     * interrupted one continues from its last checkpoint, and the steps are
+     * those the first run was started with. */
+    int resume;
+    int force;       /* a new compare in an out_dir that holds one replaces it */
+    int steps_given; /* on resume, steps was chosen now: the runs continue to it (else the first run's steps) */
+    volatile int *stop; /* when it becomes non-zero: checkpoint the run in training and return DA_INTERRUPTED */
+} da_compare_config;
+
+void da_compare_config_default(da_compare_config *c);
+/* Writes the built-in training mix (filler text with needle sentences, each
+ * document ending in a question and its answer) of about `bytes` bytes. */
+da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed);
+da_status da_compare(const da_compare_config *c);
+
+/* ---------------------------------------------------------------- synthetic retrieval tasks */
+
+/* Token-level synthetic retrieval tasks, generated from a seed (definitions
+ * and their sources in docs/tasks.md).
+ *
+ *   mqar          multi-query associative recall (Zoology): `pairs` key-value
+ *                 pairs, then each key asked once at a power-law gap.
+ *   noisy-recall  in-context recall with noise (MAD): key-value pairs drawn
+ *                 with repeats, slots of noise tokens from their own
+ *                 vocabulary in between; every repeated key's value is asked.
+ *
+ * A sample is (tokens, targets) of T positions each: targets[t] is the token
+ * the model must predict after tokens[t] at an answer position, and -1 (the
+ * loss mask of cross_entropy) everywhere else. */
+typedef enum { DA_TASK_MQAR = 0, DA_TASK_NOISY_RECALL = 1 } da_task_kind;
+
+typedef struct {
+    da_task_kind kind;
+    int seq;         /* T, tokens per sequence; even */
+    int vocab;       /* the model's vocabulary; every token lies in [0, vocab) */
+    int pairs;       /* mqar: key-value pairs, each asked once */
+    double alpha;    /* mqar: query gaps g = 0.. drawn with p(g) ~ (g + 1)^(alpha - 1) (Zoology's power_a) */
+    double noise;    /* noisy-recall: probability that a two-token slot is noise */
+    int noise_vocab; /* noisy-recall: tokens [vocab - noise_vocab, vocab) are noise */
+} da_task_config;
+
+/* Zoology's and MAD's defaults, scaled to small models (docs/tasks.md). */
+void da_task_config_default(da_task_config *c, da_task_kind kind);
+da_status da_task_validate(const da_task_config *c);
+const char *da_task_name(da_task_kind k);
+int da_task_parse(const char *s, da_task_kind *out); /* 0 ok, -1 unknown */
+
+/* One sample of c from r: tokens and targets (T) as above. src (T), when not
+ * NULL, gets at each answer position t the position of the key that t
+ * retrieves (its value follows it at src[t] + 1: for noisy-recall the most
+ * recent earlier occurrence of the pair), and -1 elsewhere. Returns the
+ * number of answer positions. c must be valid. */
+int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src);
+
+/* noisy-recall: whether token is a noise token (0 for mqar). */
+int da_task_is_noise(const da_task_config *c, int token);
+
+/* ---------------------------------------------------------------- retrieval tasks
+ * compare --task mqar|noisy-recall: every architecture from the same
+ * initialisation where shapes agree (da_copy_shared_init), on the same
+ * generated training stream per seed, scored every eval_every steps on the
+ * same held-out sequences (teacher-forced answer accuracy). A sweep is the
+ * product of the lists: one run per point, architecture and seed. */
+typedef struct {
+    const char *out_dir;
+    da_task_config task; /* the kind and the values of every parameter not swept */
+    int n_pairs, pairs[8]; /* mqar sweep (0: task.pairs) */
+    int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq) */
+    int n_noises;          /* noisy-recall sweep (0: task.noise) */
+    double noises[8];
+    long steps;
+    int eval_every, eval_seqs;
+    int dim, layers, heads, batch;
+    float lr;
+    int seeds, seed0; /* seeds seed0, seed0 + 1, ... */
+    int quiet;
+    volatile int *stop; /* non-zero: return DA_INTERRUPTED (no checkpoint: runs are minutes) */
+} da_task_compare_config;
+
+void da_task_compare_config_default(da_task_compare_config *c);
+/* Writes out_dir/report.md, report.json, accuracy_<point>.png, steps_to_90.png and lambda.png. */
+da_status da_task_compare(const da_task_compare_config *c);
+/* Teacher-forced answer accuracy of m on n sequences of task t drawn from
+ * seed; logit_bits > 0: the reference kernel with quantized attention logits. */
+da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, uint64_t seed, int logit_bits,
+                                  double *acc);
+/* The first steps[i] with acc[i] >= threshold; -1 when none. */
+long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold);
+/* Copies into dst every tensor of src with dst's name and shape; returns how
+ * many were copied. */
+int da_copy_shared_init(da_model *dst, const da_model *src);
+
+/* ---------------------------------------------------------------- benchmarks */
+
+typedef struct {
+    double ms_min, ms_median, ms_mean; /* per step */
+    double tok_per_s;         /* at ms_min: the best of the timed steps */
+    double gflops;            /* model FLOPs per step / ms_min */
+    double peak_gflops;       /* sgemm n=2048, best of 3, this run */
+    double peak_bf16_gflops;  /* bf16 GEMM n=2048, best of 3, this run (bf16 mode only, else 0) */
+    double mfu;               /* gflops / the peak of the arithmetic in use (bf16 peak in bf16 mode) */
+    double flops_per_token;
+    double peak_rss_mb;       /* the process's high-water resident memory (VmHWM) */
+    size_t n_params;
+    int steps;
+} da_bench_result;
+
+/* Times `steps` training steps (zero grads, forward, backward, AdamW) after
+ * `warmup` untimed ones, on random tokens. With da_prof_on set, da_prof_s
+ * holds the time per phase summed over the timed steps (the caller resets it). */
+da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
+                         da_bench_result *r);
+/* Times the attention forward + backward of one layer on random q, k, v. */
+da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
+                        da_bench_result *r);
+
+/* ---------------------------------------------------------------- figures */
+
+/* PNG figures drawn with cairo, 800 x 500, one color per series (DIFF blue,
+ * baseline orange). */
+#define DA_PLOT_WIDTH 800
+#define DA_PLOT_HEIGHT 500
+
+typedef struct {
+    const char *name;
+    const double *x, *y; /* n points; NAN y values are skipped */
+    int n;
+} da_series;
+
+da_status da_plot_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                        const da_series *s, int n_series);
+/* The same with a shaded band lo[k][i]..hi[k][i] under series k (e.g. mean
+ * ± sd over seeds); lo[k] or hi[k] NULL: no band for that series. */
+da_status da_plot_lines_band(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                             const da_series *s, const double *const *lo, const double *const *hi, int n_series);
+
+/* values[g][c]: group g (a series, e.g. an architecture), category c. */
+da_status da_plot_bars(const char *path, const char *title, const char *ylabel, const char *const *categories,
+                       int n_cat, const char *const *groups, const double *const *values, int n_groups);
+
+/* Attention of a few query rows over a long context, one band per model
+ * (the paper's Figure 1): map (rows, cols), weights may be negative (DIFF),
+ * with the asked needle [needle_begin, needle_end) and its answer
+ * [span_begin, span_end) marked under the band. All bands share one scale. */
+typedef struct {
+    const char *name;
+    const float *map;
+    int rows, cols;
+    int span_begin, span_end, needle_begin, needle_end;
+} da_attention_band;
+
+da_status da_plot_attention_bands(const char *path, const char *title, const da_attention_band *bands, int n_bands);
+
+
+/* ---------------------------------------------------------------- bench generate */
+
+/* `bench generate`: prompt and batch-1 decoding speed of several models,
+ * timed interleaved so their ratios share the machine's conditions. */
+typedef struct {
+    int prompt, gen, reps; /* prompt tokens (one batch), greedy decoding steps, repetitions */
+    const char *act;       /* activation mode for every model; NULL: each file's own (f32 for float weights) */
+    int kv_int8;
+} da_bench_generate_opts;
+
+typedef struct {
+    char weight_type[8], act[16];
+    char dots[16];   /* the instruction set of the quantized dot products */
+    int kv_int8;
+    long file_bytes;
+    double best_prompt, best_decode; /* tokens/s, the best repetition */
+} da_bench_generate_result;
+
+/* Times the n model files in paths; res: (n). */
+da_status da_bench_generate(const char *const *paths, int n, const da_bench_generate_opts *o,
+                            da_bench_generate_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
