@@ -22,6 +22,7 @@ out=$(OMP_NUM_THREADS=1 "$BIN" compare --task noisy-recall --out "$T/nr" --seq 3
 [[ -s $T/nr/report.json && -s $T/nr/accuracy_1.png && -s $T/nr/lambda.png ]]; check "report.json and the figures written" $?
 "$BIN" compare --task mqar --help | grep -q -- "--pairs"; check "compare --task mqar --help lists the task flags" $?
 "$BIN" compare --help | grep -q -- "--task"; check "compare --help lists --task" $?
+expect_error "a second comparison into the same folder is refused" "--force" "$BIN" compare --task noisy-recall --out "$T/nr" --steps 2
 expect_error "unknown task" "--task: expected mqar" "$BIN" compare --task sorting
 expect_error "bad sweep list" "--pairs" "$BIN" compare --task mqar --pairs 4,x
 expect_error "text needs --data" "--task text trains on --data" "$BIN" compare --task text --out "$T/x"

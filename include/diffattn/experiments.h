@@ -102,6 +102,7 @@ typedef struct {
     float lr;
     int seeds, seed0; /* seeds seed0, seed0 + 1, ... */
     int quiet;
+    int force; /* replace a report already in out_dir (else DA_RUN_EXISTS) */
     volatile int *stop; /* non-zero: return DA_INTERRUPTED (no checkpoint: runs are minutes) */
 } da_task_compare_config;
 

@@ -455,6 +455,7 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
         {"batch", OPT_INT, &c.batch, "sequences per step", 0},
         {"lr", OPT_FLOAT, &c.lr, "peak learning rate (warmup 10%, cosine to a tenth)", 0},
         {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
+        {"force", OPT_FLAG, &c.force, "replace a comparison already in --out", 0},
     };
     float alpha = (float)c.task.alpha;
     opts[6].dst = &alpha;
@@ -474,6 +475,10 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
         return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
     c.stop = cli_catch_stop_signals();
     da_status st = da_task_compare(&c);
+    if (st.code == DA_RUN_EXISTS) {
+        fprintf(stderr, "diffattn: %s (--force replaces it)\n", st.msg);
+        return 1;
+    }
     if (st.code == DA_INTERRUPTED) {
         fprintf(stderr, "diffattn compare: %s\n", st.msg);
         return 130;

@@ -475,8 +475,8 @@ static void write_md(FILE *fp, const da_task_compare_config *c, const point *pts
                 if (ARCHS[a].arch == DA_ARCH_DIFF) fprintf(fp, "%s%.3f", l ? ", " : " ", r0->lambda[r0->n_evals - 1][l]);
             fprintf(fp, "%s |\n", ARCHS[a].arch == DA_ARCH_DIFF ? "" : " –");
         }
-    fprintf(fp, "\nAccuracies with quantized logits use the reference attention kernel with the logits of each query "
-                "row fake-quantized (dynamic absmax, symmetric) before the softmax. Attention shares are taken at "
+    fprintf(fp, "\nAccuracies with quantized logits run the inference engine with the attention logits of each query "
+                "row fake-quantized (dynamic absmax, symmetric) before the softmax, on the same held-out sequences. Attention shares are taken at "
                 "every answer position of 16 held-out sequences, per layer and head; DIFF's map is A1 - λA2 over "
                 "its absolute mass (as in `eval attention`). \"Answer pair\": the retrieved key and its value; "
                 "\"elsewhere\": every other earlier position. Every number, and every curve, is in report.json.\n\n");
@@ -612,6 +612,8 @@ da_status da_task_compare(const da_task_compare_config *cfg) {
         }
     }
     if (st.code) return st;
+    static const char *const report[] = {"report.json"};
+    if (!c->force && (st = da_refuse_existing(c->out_dir, "compare", report, 1)).code) return st;
     if ((st = da_make_dirs(c->out_dir)).code) return st;
     memset(runs, 0, sizeof runs);
     const double t_start = da_now_s();
