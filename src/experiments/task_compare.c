@@ -297,7 +297,10 @@ static da_status train_one(const da_task_compare_config *c, const da_task_config
     r->n_params = m->n_params;
     for (long step = 0; !st.code; step++) {
         if (step % c->eval_every == 0 || step == c->steps) {
-            if (r->n_evals >= MAX_EVALS) return da_errorf("more than %d evaluations: raise --eval-every", MAX_EVALS);
+            if (r->n_evals >= MAX_EVALS) { /* da_task_compare checks steps / eval_every first */
+                st = da_errorf("more than %d evaluations: raise --eval-every", MAX_EVALS);
+                break;
+            }
             const int i = r->n_evals++;
             r->step[i] = step;
             r->acc[i] = answer_accuracy(m, a, B, e);
