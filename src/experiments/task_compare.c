@@ -546,7 +546,7 @@ static da_status figures(const da_task_compare_config *c, const point *pts, int 
                 for (int k = 0; k < c->seeds; k++) v[k] = runs[p][a][k].acc[i];
                 mean_sd(v, c->seeds, &m, &sd);
                 x[i] = (double)runs[p][0][0].step[i];
-                y[a][0][i] = m, y[a][1][i] = m - sd, y[a][2][i] = m + sd;
+                y[a][0][i] = m, y[a][1][i] = fmax(m - sd, 0), y[a][2][i] = fmin(m + sd, 1); /* accuracies */
             }
         }
         const double *lo[N_ARCHS], *hi[N_ARCHS];
