@@ -13,14 +13,13 @@
 #include "io/atomic_file.h"
 
 /* The architectures compared, in report order; the baseline is the softmax
- * row. A new architecture is one row: head_mult keeps the parameters equal
- * (softmax heads are half DIFF's width, so it gets twice as many). */
+ * row, last. A new architecture is one row; its heads come from
+ * da_arch_heads, which keeps the parameters equal to DIFF's. */
 typedef struct {
     da_arch arch;
-    int head_mult;
     const char *label;
 } arch_row;
-static const arch_row ARCHS[] = {{DA_ARCH_DIFF, 1, "DIFF"}, {DA_ARCH_SOFTMAX, 2, "softmax"}};
+static const arch_row ARCHS[] = {{DA_ARCH_DIFF, "DIFF"}, {DA_ARCH_DIFF2, "DIFF2"}, {DA_ARCH_SOFTMAX, "softmax"}};
 enum { N_ARCHS = sizeof ARCHS / sizeof ARCHS[0], MAX_EVALS = 512, MAX_LAYERS = 16, MAX_POINTS = 64, MAX_SEEDS = 8 };
 static const int QBITS[3] = {8, 6, 4};
 static const double THRESH[3] = {0.5, 0.9, 0.99};
@@ -159,15 +158,16 @@ da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, u
  * signed and the absolute shares of a row sum to at most 1. */
 static void attention_row(const da_config *c, const float *q, const float *k, float lambda, int h, int t, float *row,
                           float *tmp) {
-    const int d = da_head_dim(c), C = c->dim, rep = c->n_heads / c->n_kv_heads, Ckv = C / rep;
-    const int diff = c->arch == DA_ARCH_DIFF, maps = diff ? 2 : 1;
+    const int d = da_head_dim(c), Cq = da_q_dim(c), rep = c->n_heads / c->n_kv_heads, Ckv = c->dim / rep;
+    const int diff = c->arch == DA_ARCH_DIFF, maps = da_arch_maps(c->arch);
     const float scale = 1.0f / sqrtf((float)d);
     for (int mp = 0; mp < maps; mp++) {
-        const int qs = diff ? 2 * h + mp : h, ks = diff ? 2 * (h / rep) + mp : h / rep;
+        /* DIFF: sub-heads 2h+m against K sub-heads 2g+m; DIFF2: query heads 2h+m against the one K of g */
+        const int qs = maps == 2 ? 2 * h + mp : h, ks = diff ? 2 * (h / rep) + mp : h / rep;
         float *a = mp ? tmp : row, mx = -INFINITY;
         for (int j = 0; j <= t; j++) {
             float dot = 0.0f;
-            for (int x = 0; x < d; x++) dot += q[(size_t)t * C + (size_t)qs * d + x] * k[(size_t)j * Ckv + (size_t)ks * d + x];
+            for (int x = 0; x < d; x++) dot += q[(size_t)t * Cq + (size_t)qs * d + x] * k[(size_t)j * Ckv + (size_t)ks * d + x];
             a[j] = dot * scale;
             mx = a[j] > mx ? a[j] : mx;
         }
@@ -175,7 +175,7 @@ static void attention_row(const da_config *c, const float *q, const float *k, fl
         for (int j = 0; j <= t; j++) sum += a[j] = expf(a[j] - mx);
         for (int j = 0; j <= t; j++) a[j] = (float)(a[j] / sum);
     }
-    if (diff)
+    if (maps == 2)
         for (int j = 0; j <= t; j++) row[j] -= lambda * tmp[j];
     double mass = 0;
     for (int j = 0; j <= t; j++) mass += fabsf(row[j]);
@@ -186,8 +186,8 @@ static void attention_row(const da_config *c, const float *q, const float *k, fl
  * sequences, and the outliers (attention logits, hidden states) over them. */
 static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e, int n, task_run *r) {
     const da_config *c = &m->cfg;
-    const int T = e->T, d = da_head_dim(c), C = c->dim, rep = c->n_heads / c->n_kv_heads, Ckv = C / rep;
-    const int n_q = C / d;
+    const int T = e->T, d = da_head_dim(c), C = c->dim, Cq = da_q_dim(c), rep = c->n_heads / c->n_kv_heads;
+    const int Ckv = C / rep, n_q = Cq / d; /* q sub-heads, both maps */
     const size_t n_logits = (size_t)n * c->n_layers * n_q * T * (T + 1) / 2, n_hidden = (size_t)n * c->n_layers * T * C;
     float *logits = malloc(n_logits * sizeof(float)), *hidden = malloc(n_hidden * sizeof(float));
     float *scratch = malloc((n_logits > n_hidden ? n_logits : n_hidden) * sizeof(float));
@@ -207,10 +207,11 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
             const float *q, *k;
             da_acts_qk(a, l, &q, &k);
             const float lambda = c->arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : 0.0f;
+            const float *lam = da_acts_lam(a, l); /* DIFF2: (T, H), per token */
             for (int p = 0; p < T; p++) {
                 if (src[p] < 0) continue;
                 for (int h = 0; h < c->n_heads; h++) {
-                    attention_row(c, q, k, lambda, h, p, row, tmp);
+                    attention_row(c, q, k, lam ? lam[(size_t)p * c->n_heads + h] : lambda, h, p, row, tmp);
                     for (int j = 0; j < p; j++) {
                         if (j == src[p] || j == src[p] + 1) ans += row[j];
                         else noise += row[j];
@@ -219,12 +220,14 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
                     rows++;
                 }
             }
-            for (int s = 0; s < n_q; s++) { /* DIFF: q sub-head 2i+m pairs with k sub-head 2g+m */
-                const int ks = c->arch == DA_ARCH_DIFF ? 2 * ((s / 2) / rep) + s % 2 : s / rep;
+            for (int s = 0; s < n_q; s++) { /* DIFF: q sub-head 2i+m with k sub-head 2g+m; DIFF2: with k head g */
+                const int ks = c->arch == DA_ARCH_DIFF    ? 2 * ((s / 2) / rep) + s % 2
+                               : c->arch == DA_ARCH_DIFF2 ? (s / 2) / rep
+                                                          : s / rep;
                 for (int p = 0; p < T; p++)
                     for (int j = 0; j <= p; j++) {
                         float dot = 0.0f;
-                        for (int x = 0; x < d; x++) dot += q[(size_t)p * C + (size_t)s * d + x] * k[(size_t)j * Ckv + (size_t)ks * d + x];
+                        for (int x = 0; x < d; x++) dot += q[(size_t)p * Cq + (size_t)s * d + x] * k[(size_t)j * Ckv + (size_t)ks * d + x];
                         logits[nl++] = dot * scale;
                     }
             }
@@ -250,7 +253,7 @@ static void model_config(const da_task_compare_config *c, const da_task_config *
     cfg->arch = ar->arch;
     cfg->dim = c->dim;
     cfg->n_layers = c->layers;
-    cfg->n_heads = cfg->n_kv_heads = c->heads * ar->head_mult;
+    cfg->n_heads = cfg->n_kv_heads = da_arch_heads(ar->arch, c->heads);
     cfg->ffn_hidden = da_default_ffn_hidden(c->dim);
     cfg->vocab_size = t->vocab;
     cfg->max_seq_len = t->seq;
@@ -396,8 +399,8 @@ static void steps_stats(const task_run *rs, int seeds, double thr, double *mean,
     } while (0)
 
 static void write_md(FILE *fp, const da_task_compare_config *c, const point *pts, int n_pts, double wall_s) {
-    fprintf(fp, "# Retrieval: %s, DIFF against the softmax baseline\n\n", da_task_name(c->task.kind));
-    fprintf(fp, "dim %d, %d layers, %d DIFF head(s) (the baseline has %d), batch %d, %ld steps, lr %g, %d seed(s); "
+    fprintf(fp, "# Retrieval: %s, each architecture against the softmax baseline\n\n", da_task_name(c->task.kind));
+    fprintf(fp, "dim %d, %d layers, %d DIFF head(s) (DIFF2 and the baseline have %d: equal parameters), batch %d, %ld steps, lr %g, %d seed(s); "
                 "held-out evaluation on %d sequences every %d steps. Wall time %.0f s.\n\n",
             c->dim, c->layers, c->heads, 2 * c->heads, c->batch, c->steps, (double)c->lr, c->seeds, c->eval_seqs,
             c->eval_every, wall_s);
