@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make demo: retrieval that is learned. DIFF and the softmax baseline (equal
-# parameters, the same initialisation where shapes agree, the same data
+# make demo: retrieval that is learned. DIFF, DIFF2 and the softmax baseline
+# (equal parameters, the same initialisation where shapes agree, the same data
 # stream and held-out set) are trained on multi-query associative recall
 # (docs/tasks.md), two seeds each; runs/demo/report.md holds the learning
 # curves, steps to 50/90/99% answer accuracy with verdicts, and the attention,
