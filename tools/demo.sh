@@ -2,7 +2,7 @@
 # make demo: retrieval that is learned. DIFF, DIFF2 and the softmax baseline
 # (equal parameters, the same initialisation where shapes agree, the same data
 # stream and held-out set) are trained on multi-query associative recall
-# (docs/tasks.md), two seeds each; runs/demo/report.md holds the learning
+# (docs/tasks.md), three seeds each; runs/demo/report.md holds the learning
 # curves, steps to 50/90/99% answer accuracy with verdicts, and the attention,
 # outlier and quantized-logit analyses of the trained models. How the task
 # size was chosen: docs/results.md, "Retrieval that is learned". Extra flags
