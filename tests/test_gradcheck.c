@@ -474,6 +474,58 @@ static int test_cross_entropy_grad(void) {
     return report_end(&r);
 }
 
+/* The loss mask: targets of -1 add no loss, the mean is over the counted
+ * positions, and the gradient against finite differences of that mean is
+ * exactly zero on the masked rows. */
+static const int ce_masked_targets[CE_N] = {-1, 0, -1, 3, 5, -1};
+
+static double ce_masked_obj(void *p) {
+    ce_ctx *c = p;
+    return cross_entropy_forward(c->losses, c->logits, ce_masked_targets, CE_N, CE_V);
+}
+
+static int test_cross_entropy_masked(void) {
+    da_rng rng;
+    da_rng_seed(&rng, 503);
+    ce_ctx c;
+    fill_normal(c.logits, CE_N * CE_V, 0, 2, &rng);
+    const float mean = cross_entropy_forward(c.losses, c.logits, ce_masked_targets, CE_N, CE_V);
+    double total = 0;
+    for (int n = 0; n < CE_N; n++) {
+        if (ce_masked_targets[n] < 0) continue;
+        const float *z = c.logits + n * CE_V;
+        double s = 0.0;
+        for (int i = 0; i < CE_V; i++) s += exp((double)z[i]);
+        total += log(s) - z[ce_masked_targets[n]];
+    }
+    float want_mean = (float)(total / 3); /* three counted positions */
+    float analytic[CE_N * CE_V], num[CE_N * CE_V];
+    memcpy(analytic, c.logits, sizeof analytic);
+    cross_entropy_backward(analytic, ce_masked_targets, CE_N, CE_V);
+    fd_grad(num, c.logits, CE_N * CE_V, 1e-2, ce_masked_obj, &c);
+    report r;
+    report_start(&r, "cross_entropy masked");
+    compare(&r, "mean over counted", &mean, &want_mean, 1, EXACT_TOL);
+    compare(&r, "dlogits", analytic, num, CE_N * CE_V, GC_TOL);
+    for (int n = 0; n < CE_N; n++)
+        for (int i = 0; i < CE_V && ce_masked_targets[n] < 0; i++)
+            if (analytic[n * CE_V + i] != 0.0f) {
+                fprintf(stderr, "  masked row %d has gradient %g at %d\n", n, analytic[n * CE_V + i], i);
+                return 1;
+            }
+    return report_end(&r);
+}
+
+/* Every position masked: loss 0 and a zero gradient, not a division by zero. */
+static int test_cross_entropy_all_masked(void) {
+    const int t[3] = {-1, -1, -1};
+    float logits[3 * 4] = {1, 2, 3, 4, 0, 0, 0, 0, -1, 5, 2, 0}, losses[3];
+    CHECK(cross_entropy_forward(losses, logits, t, 3, 4) == 0.0f);
+    cross_entropy_backward(logits, t, 3, 4);
+    for (int i = 0; i < 12; i++) CHECK(logits[i] == 0.0f);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- embedding */
 
 enum { EMB_V = 7, EMB_C = 5, EMB_N = 12 };
@@ -964,6 +1016,8 @@ int main(void) {
     RUN(test_swiglu_grad);
     RUN(test_cross_entropy_losses);
     RUN(test_cross_entropy_grad);
+    RUN(test_cross_entropy_masked);
+    RUN(test_cross_entropy_all_masked);
     RUN(test_embedding_grad);
     RUN(test_diff_attention_grad_mha);
     RUN(test_diff_attention_grad_gqa);

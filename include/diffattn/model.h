@@ -150,8 +150,9 @@ da_status da_acts_create_ex(da_acts **out, const da_config *cfg, int B, int T, d
 void da_acts_free(da_acts *a);
 
 /* tokens, targets: (B, T), B and T at most those of da_acts_create; else NAN.
- * targets may be NULL (no loss). Returns the mean
- * cross-entropy over all B*T positions when targets are given, else 0. */
+ * targets may be NULL (no loss). A target of -1 masks its position: it adds
+ * no loss and no gradient. Returns the mean cross-entropy over the counted
+ * positions when targets are given (0 when none counts), else 0. */
 float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets, int B, int T);
 /* (B, T, V) logits of the last da_forward. */
 const float *da_acts_logits(const da_acts *a);

@@ -47,9 +47,12 @@ typedef struct {
     /* demb: (V, C) += scatter of dout: (N, C). Serial, so the sum order is fixed. */
     void (*embedding_backward)(float *demb, const float *dout, const int *tokens, int N, int C);
 
-    /* losses: (N) = logsumexp(logits) - logits[target]. Returns their mean. */
+    /* losses: (N) = logsumexp(logits) - logits[target]; 0 where target is -1
+     * (masked). Returns their mean over the counted (target >= 0) positions, 0
+     * when none counts. */
     float (*cross_entropy_forward)(float *losses, const float *logits, const int *targets, int N, int V);
-    /* Overwrites logits: (N, V) in place with d(mean loss)/d logits = (softmax - onehot) / N. */
+    /* Overwrites logits: (N, V) in place with d(mean loss)/d logits =
+     * (softmax - onehot) / n_counted; rows with target -1 become 0. */
     void (*cross_entropy_backward)(float *logits, const int *targets, int N, int V);
 
     /* One AdamW update of n parameters p, in place, with their gradients g
