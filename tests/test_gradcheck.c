@@ -481,7 +481,7 @@ static const int ce_masked_targets[CE_N] = {-1, 0, -1, 3, 5, -1};
 
 static double ce_masked_obj(void *p) {
     ce_ctx *c = p;
-    return cross_entropy_forward(c->losses, c->logits, ce_masked_targets, CE_N, CE_V);
+    return op->cross_entropy_forward(c->losses, c->logits, ce_masked_targets, CE_N, CE_V);
 }
 
 static int test_cross_entropy_masked(void) {
@@ -489,7 +489,7 @@ static int test_cross_entropy_masked(void) {
     da_rng_seed(&rng, 503);
     ce_ctx c;
     fill_normal(c.logits, CE_N * CE_V, 0, 2, &rng);
-    const float mean = cross_entropy_forward(c.losses, c.logits, ce_masked_targets, CE_N, CE_V);
+    const float mean = op->cross_entropy_forward(c.losses, c.logits, ce_masked_targets, CE_N, CE_V);
     double total = 0;
     for (int n = 0; n < CE_N; n++) {
         if (ce_masked_targets[n] < 0) continue;
@@ -501,7 +501,7 @@ static int test_cross_entropy_masked(void) {
     float want_mean = (float)(total / 3); /* three counted positions */
     float analytic[CE_N * CE_V], num[CE_N * CE_V];
     memcpy(analytic, c.logits, sizeof analytic);
-    cross_entropy_backward(analytic, ce_masked_targets, CE_N, CE_V);
+    op->cross_entropy_backward(analytic, ce_masked_targets, CE_N, CE_V);
     fd_grad(num, c.logits, CE_N * CE_V, 1e-2, ce_masked_obj, &c);
     report r;
     report_start(&r, "cross_entropy masked");
@@ -520,8 +520,8 @@ static int test_cross_entropy_masked(void) {
 static int test_cross_entropy_all_masked(void) {
     const int t[3] = {-1, -1, -1};
     float logits[3 * 4] = {1, 2, 3, 4, 0, 0, 0, 0, -1, 5, 2, 0}, losses[3];
-    CHECK(cross_entropy_forward(losses, logits, t, 3, 4) == 0.0f);
-    cross_entropy_backward(logits, t, 3, 4);
+    CHECK(op->cross_entropy_forward(losses, logits, t, 3, 4) == 0.0f);
+    op->cross_entropy_backward(logits, t, 3, 4);
     for (int i = 0; i < 12; i++) CHECK(logits[i] == 0.0f);
     return 0;
 }
