@@ -46,7 +46,7 @@ static int load_expected(const char *dir, expected *e) {
 
 static int forward_matches(da_model *m, const expected *e, da_attn_kernel kernel, const char *what) {
     da_acts *a;
-    da_status st = da_acts_create_kernel(&a, &m->cfg, 1, e->T, kernel);
+    da_status st = da_acts_create_ex(&a, &m->cfg, 1, e->T, kernel, NULL);
     CHECK(!st.code);
     da_forward(m, a, e->tokens, NULL, 1, e->T);
     int rc = expect_close_rel(what, da_acts_logits(a), e->logits, (size_t)e->T * e->V, TOL, 0);

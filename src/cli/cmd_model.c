@@ -32,6 +32,23 @@ int cmd_init(int argc, char **argv) {
     return st.code ? cli_fail(st.msg) : 0;
 }
 
+/* The CPU's features and the code each kernel family runs on it. */
+static int print_system(void) {
+    const char *name[32], *family[32], *path[32];
+    int present[32];
+    const int nf = da_cpu_features(name, present, 32);
+    printf("cpu features  ");
+    for (int i = 0; i < nf; i++) printf(" %s%s", present[i] ? "" : "-", name[i]);
+    printf("   (-: missing)\n");
+    const da_exec x = da_exec_default();
+    printf("best level     %s%s\n", da_isa_name(da_isa_detect()),
+           x.isa != da_isa_detect() ? "" : "   (DIFFATTN_ISA=scalar|avx2|avx512|avx512-vnni lowers it)");
+    if (x.isa != da_isa_detect()) printf("in use         %s (DIFFATTN_ISA)\n", da_isa_name(x.isa));
+    const int nk = da_kernel_paths(x.isa, family, path, 32);
+    for (int i = 0; i < nk; i++) printf("  %-36s %s\n", family[i], path[i]);
+    return 0;
+}
+
 /* The matmul weight type, and every tensor whose type differs from it
  * (f32 vectors and embedding aside): a quantized file says what it holds. */
 static void print_weight_types(const da_engine *e) {
@@ -47,11 +64,14 @@ static void print_weight_types(const da_engine *e) {
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    cli_opt opts[] = {{"model", OPT_STR, &path, "model: .safetensors, a .gguf from quantize, or a Hugging Face folder", 0}};
-    const char *req[] = {"model", NULL};
+    int system = 0;
+    cli_opt opts[] = {{"model", OPT_STR, &path, "model: .safetensors, a .gguf from quantize, or a Hugging Face folder", 0},
+                      {"system", OPT_FLAG, &system, "show the CPU's features and the kernels chosen for it instead", 0}};
     int rc = cli_parse("info", "Shows a model's configuration, parameter count and lambda per layer.", argc, argv,
-                       opts, 1, req);
+                       opts, 2, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
+    if (system) return print_system();
+    if (!path) return cli_fail("info: --model is required (or --system)");
     da_model m;
     da_status st = da_model_load_any(&m, path);
     if (st.code) return cli_fail(st.msg);
