@@ -54,6 +54,14 @@ const da_config *da_engine_config(const da_engine *e);
  * the model's at load; NULL when it carries none (bytes, or an older file).
  * Owned by the engine. */
 const da_tokenizer *da_engine_tokenizer(const da_engine *e);
+/* The tokenizer to use with e, loaded from model_path: given_path when set
+ * (an error when it differs from the one e carries, or from the model's
+ * vocabulary), else a Hugging Face folder's tokenizer.json, else the one e
+ * carries, else tokenizer files saved beside a model from before models
+ * carried theirs; none (*use NULL: bytes are tokens) only for a 256-token
+ * vocabulary. *owned: what the caller frees (NULL when *use is e's own). */
+da_status da_engine_choose_tokenizer(const da_engine *e, const char *model_path, const char *given_path,
+                                     da_tokenizer **owned, const da_tokenizer **use);
 /* The type of the layer matmuls ("f32", "q8_0", ...), the activation mode
  * the file asks for, and the bytes of all tensor data. */
 const char *da_engine_weight_type(const da_engine *e);

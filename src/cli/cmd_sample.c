@@ -7,7 +7,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "diffattn/tokenizer.h"
-#include <sys/stat.h>
 
 /* Prints each generated token as it comes: through the tokenizer, or as a byte. */
 typedef struct {
@@ -59,54 +58,11 @@ int cmd_sample(int argc, char **argv) {
     da_status st = da_engine_load(&e, model);
     if (st.code) return cli_fail(st.msg);
     const da_config cfg = *da_engine_config(e);
-    /* the tokenizer: the model's own, or given (and then the same), or saved
-     * beside a model from before tokenizers were embedded, or none (bytes) */
-    const da_tokenizer *embedded = da_engine_tokenizer(e);
-    char beside[4096];
-    snprintf(beside, sizeof beside, "%s", model);
-    char *slash = strrchr(beside, '/');
-    if (slash) *slash = 0;
-    else snprintf(beside, sizeof beside, ".");
-    struct stat sb;
-    char probe[4200], probe2[4200];
-    snprintf(probe, sizeof probe, "%s/tokenizer.json", beside);
-    snprintf(probe2, sizeof probe2, "%s/encoder.json", beside);
-    char in_folder[4200]; /* a Hugging Face folder's own tokenizer.json */
-    if (!tok_path && da_model_tokenizer_path(model, in_folder, sizeof in_folder)) tok_path = in_folder;
-    if (!tok_path && !embedded && (stat(probe, &sb) == 0 || stat(probe2, &sb) == 0)) tok_path = beside;
     da_tokenizer *tok = NULL;
-    if (tok_path && (st = da_tokenizer_load(&tok, tok_path)).code) {
+    const da_tokenizer *use = NULL;
+    if ((st = da_engine_choose_tokenizer(e, model, tok_path, &tok, &use)).code) {
         da_engine_free(e);
         return cli_fail(st.msg);
-    }
-    if (tok && embedded && !da_tokenizer_same(tok, embedded)) {
-        char msg[768];
-        snprintf(msg, sizeof msg,
-                 "--tokenizer %s (%d tokens) differs from the tokenizer %s carries (%d tokens): its ids would decode "
-                 "to other text; omit --tokenizer to use the model's",
-                 tok_path, da_tokenizer_vocab_size(tok), model, da_tokenizer_vocab_size(embedded));
-        da_tokenizer_free(tok);
-        da_engine_free(e);
-        return cli_fail(msg);
-    }
-    if (tok && da_tokenizer_vocab_size(tok) != cfg.vocab_size) {
-        /* a smaller one would drop the ids it cannot decode, a larger one feed ids the model lacks */
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s has %d tokens but the model's vocabulary %d (wrong --tokenizer?)", tok_path,
-                 da_tokenizer_vocab_size(tok), cfg.vocab_size);
-        da_tokenizer_free(tok);
-        da_engine_free(e);
-        return cli_fail(msg);
-    }
-    const da_tokenizer *use = tok ? tok : embedded;
-    if (!use && cfg.vocab_size != 256) {
-        /* bytes would drop (or never produce) the ids past 255 */
-        da_engine_free(e);
-        char msg[512];
-        snprintf(msg, sizeof msg,
-                 "%s carries no tokenizer and its vocabulary has %d tokens, not the 256 bytes: pass --tokenizer", model,
-                 cfg.vocab_size);
-        return cli_fail(msg);
     }
     const char *text = prompt[0] ? prompt : "\n";
     int *pids = NULL;
