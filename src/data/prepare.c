@@ -175,7 +175,7 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
     int fi = 0;
     FILE *fp = NULL;
     uint8_t *carry = malloc((size_t)pc->chunk_bytes);
-    size_t n_carry = 0;
+    size_t n_carry = 0, carry_cap = (size_t)pc->chunk_bytes;
     if (!carry && !st.code) st = da_errorf("out of memory");
     double last_progress = 0;
     while (!st.code) {
@@ -194,25 +194,35 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
                 stats->files++;
             }
             chunk *c = &ch[nb];
-            if (c->cap < (size_t)pc->chunk_bytes) {
-                uint8_t *nt = realloc(c->text, (size_t)pc->chunk_bytes);
-                if (!nt) { st = da_errorf("out of memory"); break; }
-                c->text = nt;
-                c->cap = (size_t)pc->chunk_bytes;
-            }
-            memcpy(c->text, carry, n_carry);
-            size_t want = (size_t)pc->chunk_bytes - n_carry;
+            /* fresh bytes to read: a chunk, or as much as is carried when no
+             * safe cut was found, so that a text without one grows the
+             * chunk geometrically */
+            size_t want = (size_t)pc->chunk_bytes > n_carry ? (size_t)pc->chunk_bytes : n_carry;
             /* never let a chunk cross the train/val boundary */
             int is_val = offset >= val_start;
             if (!is_val && offset + (double)n_carry + (double)want > val_start)
                 want = (size_t)(val_start - offset) - n_carry;
+            if (c->cap < n_carry + want) {
+                uint8_t *nt = realloc(c->text, n_carry + want);
+                if (!nt) { st = da_errorf("out of memory"); break; }
+                c->text = nt;
+                c->cap = n_carry + want;
+            }
+            memcpy(c->text, carry, n_carry);
             size_t got = fread(c->text + n_carry, 1, want, fp);
             if (ferror(fp)) { st = da_errorf("%s: read error", fl.path[fi]); break; }
             size_t n = n_carry + got;
             int doc_end = got < want && feof(fp);
             int at_split = !is_val && offset + (double)n >= val_start;
-            size_t cut = doc_end || at_split || n < (size_t)pc->chunk_bytes ? n : da_safe_cut(c->text, n);
+            /* 0 when the text so far has no safe cut: all of it is carried */
+            size_t cut = doc_end || at_split ? n : da_tokenizer_safe_cut(tok, c->text, n);
             n_carry = n - cut;
+            if (n_carry > carry_cap) {
+                uint8_t *nc = realloc(carry, n_carry);
+                if (!nc) { st = da_errorf("out of memory"); break; }
+                carry = nc;
+                carry_cap = n_carry;
+            }
             memcpy(carry, c->text + cut, n_carry);
             c->n = cut;
             c->val = is_val;
