@@ -41,14 +41,25 @@ static void shard_name(char *buf, size_t n, const shard_writer *w, int index, in
     snprintf(buf, n, "%s/%s%s_%06d.bin%s", w->dir, tmp ? "." : "", w->kind, index, tmp ? ".tmp" : "");
 }
 
+static da_status write_error(const shard_writer *w, int e) {
+    char p[4096];
+    shard_name(p, sizeof p, w, w->index, 1);
+    return da_errorf("%s: write failed: %s%s; no shard was published", p, strerror(e),
+                     e == ENOSPC || e == EFBIG || e == EDQUOT ? " (disk full, quota or file size limit)" : "");
+}
+
 static da_status shard_finish(shard_writer *w) {
     if (!w->fp) return da_ok();
     da_shard_header h = {DA_SHARD_MAGIC, DA_SHARD_VERSION, w->vocab, 0, w->n};
-    int bad = fseek(w->fp, 0, SEEK_SET) || fwrite(&h, sizeof h, 1, w->fp) != 1 || fflush(w->fp) || fsync(fileno(w->fp));
+    int bad = ferror(w->fp) || fseek(w->fp, 0, SEEK_SET) || fwrite(&h, sizeof h, 1, w->fp) != 1 || fflush(w->fp) ||
+              fsync(fileno(w->fp));
+    int e = errno;
     bad |= fclose(w->fp) != 0;
+    if (bad && !e) e = errno ? errno : EIO;
     w->fp = NULL;
+    da_status st = bad ? write_error(w, e) : da_ok();
     w->index++;
-    return bad ? da_errorf("%s: write error (disk full?)", w->dir) : da_ok();
+    return st;
 }
 
 static da_status shard_append(shard_writer *w, const int *ids, size_t n, long max_tokens) {
@@ -65,7 +76,7 @@ static da_status shard_append(shard_writer *w, const int *ids, size_t n, long ma
         size_t take = n;
         if (w->n + take > (uint64_t)max_tokens) take = (size_t)((uint64_t)max_tokens - w->n);
         _Static_assert(sizeof(int) == sizeof(uint32_t), "ids are written as they lie in memory");
-        if (fwrite(ids, 4, take, w->fp) != take) return da_errorf("%s: write error (disk full?)", w->dir);
+        if (fwrite(ids, 4, take, w->fp) != take) return write_error(w, errno);
         w->n += take;
         w->total += (long long)take;
         ids += take;
@@ -146,6 +157,7 @@ static da_status copy_tokenizer_files(const char *tok_path, const char *out_dir)
 da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int n_inputs, const char *out_dir,
                      const da_prepare_config *pc, da_prepare_stats *stats) {
     memset(stats, 0, sizeof *stats);
+    da_write_faults_as_errors();
     if (!(pc->val_fraction > 0 && pc->val_fraction < 1))
         return da_errorf("--val-fraction %g must lie in (0, 1)", (double)pc->val_fraction);
     if (pc->shard_tokens < 1024) return da_errorf("--shard-tokens %ld must be at least 1024", pc->shard_tokens);

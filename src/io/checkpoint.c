@@ -88,6 +88,27 @@ static const char *shape_hint(const char *name) {
     return "";
 }
 
+size_t da_config_param_count(const da_config *c) {
+    const uint64_t C = (uint64_t)c->dim, F = (uint64_t)c->ffn_hidden, V = (uint64_t)c->vocab_size;
+    const uint64_t Ckv = C / (uint64_t)(c->n_heads / c->n_kv_heads), d = (uint64_t)da_head_dim(c);
+    uint64_t layer = C + C * C + 2 * Ckv * C + C * C + C + 3 * F * C; /* norms, q k v out, ffn */
+    if (c->arch == DA_ARCH_DIFF) layer += 4 * d + 2 * d;             /* lambdas, subln */
+    uint64_t n = V * C + (uint64_t)c->n_layers * layer + C + (c->tie_embeddings ? 0 : V * C);
+    return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
+da_status da_config_check_file_size(const da_st_file *f, const da_config *c, size_t values) {
+    size_t need = da_config_param_count(c);
+    /* Some slack, so that a tensor of a wrong shape still gets its own
+     * message (with a hint) from the checks made after allocation. */
+    if (need / 2 <= values + ((size_t)1 << 20)) return da_ok();
+    return da_errorf("%s: the file declares a %s model of %zu parameters (dim=%d, n_layers=%d, n_heads=%d, "
+                     "n_kv_heads=%d, vocab_size=%d, ffn_hidden=%d, tie_embeddings=%s), but its tensors hold %zu "
+                     "values; is __metadata__ wrong or the file truncated?",
+                     f->path, da_arch_name(c->arch), need, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
+                     c->vocab_size, c->ffn_hidden, c->tie_embeddings ? "true" : "false", values);
+}
+
 da_status da_model_load(da_model *m, const char *path) {
     memset(m, 0, sizeof *m);
     if (da_gguf_is_gguf(path)) return da_model_load_gguf(m, path); /* quantized: dequantized to f32 */
@@ -96,7 +117,18 @@ da_status da_model_load(da_model *m, const char *path) {
     if (st.code) return st;
     da_config cfg;
     if ((st = da_config_from_meta(&f, &cfg)).code) goto done;
+    /* The model is allocated from the declared configuration: check first
+     * that the file holds about that many values, so that a small file
+     * cannot claim terabytes. */
+    size_t values = 0;
+    for (int i = 0; i < f.n_tensors; i++) values += f.tensors[i].numel; /* each lies inside the file */
+    if ((st = da_config_check_file_size(&f, &cfg, values)).code) goto done;
     if ((st = da_model_create(m, &cfg)).code) goto done;
+    if (m->n_params != da_config_param_count(&cfg)) { /* out of step with the tensor table */
+        st = da_errorf("%s: internal error: the model has %zu parameters, da_config_param_count says %zu", path,
+                       m->n_params, da_config_param_count(&cfg));
+        goto done;
+    }
     for (int i = 0; i < f.n_tensors; i++) {
         const da_st_tensor *ft = &f.tensors[i];
         const da_tensor *t = da_model_find(m, ft->name);

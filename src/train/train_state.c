@@ -1,5 +1,8 @@
 /* Saving and loading the training state (see train_state.h). */
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,13 +66,30 @@ da_status da_train_state_save(const char *path, const da_model *m, const da_adam
     return da_st_write(path, ts, 3, keys, vals, n);
 }
 
-static da_status meta_number(const da_st_file *f, const char *key, double *out) {
+/* How each train_keys entry is stored in da_train_config. */
+typedef enum { AS_INT, AS_LONG, AS_FLOAT } num_kind;
+static const num_kind train_kinds[N_TRAIN_KEYS] = {
+    AS_INT,   AS_INT,   AS_INT,   AS_LONG,  AS_LONG,  AS_FLOAT, AS_FLOAT, AS_FLOAT, AS_FLOAT, AS_FLOAT,
+    AS_FLOAT, AS_FLOAT, AS_LONG,  AS_INT,   AS_LONG,  AS_LONG,  AS_LONG,  AS_FLOAT, AS_INT};
+
+/* A metadata value as a number that fits its field: an integer within the
+ * range of an int or a long, or a finite float. Converting anything else is
+ * undefined behaviour in C, and a file may hold anything. */
+static da_status meta_number(const da_st_file *f, const char *key, num_kind kind, double *out) {
     const char *s = da_st_meta_get(f, key);
     if (!s) return da_errorf("%s: __metadata__ lacks \"%s\" (not a diffattn training state?)", f->path, key);
     char *end;
     errno = 0;
-    *out = strtod(s, &end);
-    if (errno || end == s || *end) return da_errorf("%s: __metadata__.%s = \"%s\" is not a number", f->path, key, s);
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return da_errorf("%s: __metadata__.%s = \"%.40s\" is not a finite number", f->path, key, s);
+    if (kind == AS_FLOAT && fabs(v) > FLT_MAX)
+        return da_errorf("%s: __metadata__.%s = \"%.40s\" is out of range for a float", f->path, key, s);
+    const double lo = kind == AS_INT ? INT_MIN : -9.2e18, hi = kind == AS_INT ? INT_MAX : 9.2e18;
+    if (kind != AS_FLOAT && (v != floor(v) || v < lo || v > hi))
+        return da_errorf("%s: __metadata__.%s = \"%.40s\" is not an integer in [%.0f, %.0f]", f->path, key, s, lo,
+                         hi);
+    *out = v;
     return da_ok();
 }
 
@@ -78,8 +98,8 @@ static da_status train_from_meta(const da_st_file *f, da_train_config *tc, long 
     da_status st;
     memset(tc, 0, sizeof *tc); /* fields not stored (deterministic, zero) read as 0 */
     for (int i = 0; i < N_TRAIN_KEYS; i++)
-        if ((st = meta_number(f, train_keys[i], &v[i])).code) return st;
-    if ((st = meta_number(f, "step", &v[N_TRAIN_KEYS])).code) return st;
+        if ((st = meta_number(f, train_keys[i], train_kinds[i], &v[i])).code) return st;
+    if ((st = meta_number(f, "step", AS_LONG, &v[N_TRAIN_KEYS])).code) return st;
     tc->batch = (int)v[0];
     tc->seq = (int)v[1];
     tc->grad_accum = (int)v[2];
@@ -97,7 +117,12 @@ static da_status train_from_meta(const da_st_file *f, da_train_config *tc, long 
     tc->save_every = (long)v[14];
     tc->log_every = (long)v[15];
     /* the seed is a u64: re-read it as one, not through a double */
-    tc->seed = strtoull(da_st_meta_get(f, "train.seed"), NULL, 10);
+    const char *seed = da_st_meta_get(f, "train.seed");
+    char *end;
+    errno = 0;
+    tc->seed = strtoull(seed, &end, 10);
+    if (errno || *end || seed[0] == '-')
+        return da_errorf("%s: __metadata__.train.seed = \"%.40s\" is not an unsigned 64-bit integer", f->path, seed);
     tc->val_fraction = (float)v[17];
     tc->bf16 = (int)v[18];
     *step = (long)v[N_TRAIN_KEYS];
@@ -138,6 +163,17 @@ da_status da_train_state_load(const char *path, da_model *m, da_adamw *opt, da_t
     long step = 0;
     if ((st = da_config_from_meta(&f, &cfg)).code) goto done;
     if ((st = train_from_meta(&f, tc, &step, rng)).code) goto done;
+    /* params, adam.m and adam.v each hold n_params values: check that the
+     * file does before allocating from the declared configuration */
+    for (int i = 0; i < 3; i++) {
+        static const char *names[3] = {"params", "adam.m", "adam.v"};
+        const da_st_tensor *t = da_st_find(&f, names[i]);
+        if (!t) {
+            st = da_errorf("%s: missing tensor %s", path, names[i]);
+            goto done;
+        }
+        if ((st = da_config_check_file_size(&f, &cfg, t->numel)).code) goto done;
+    }
     if ((st = da_model_create(m, &cfg)).code) goto done;
     if ((st = da_model_alloc_grads(m)).code) goto done;
     if ((st = da_adamw_create(opt, m->n_params)).code) goto done;

@@ -10,11 +10,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(copy, data, size);
     da_gguf_file f;
     if (!da_gguf_parse(&f, "fuzz.gguf", copy, size).code) {
-        for (int i = 0; i < f.n_kv; i++)
+        for (int i = 0; i < f.n_kv && i < 64; i++) /* the finds are linear: a few */
             if (da_gguf_kv_find(&f, f.kv[i].key) != &f.kv[i]) abort(); /* keys are unique */
         for (int i = 0; i < f.n_tensors; i++) {
             const da_gguf_tensor *t = &f.tensors[i];
-            if (da_gguf_tensor_find(&f, t->name) != t) abort();
+            if (i < 64 && da_gguf_tensor_find(&f, t->name) != t) abort();
             const unsigned char *p = da_gguf_data(&f, t);
             volatile unsigned char sink = 0;
             if (t->nbytes) sink ^= p[0] ^ p[t->nbytes - 1];
