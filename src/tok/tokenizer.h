@@ -21,6 +21,10 @@ typedef struct da_tokenizer da_tokenizer;
 da_status da_tokenizer_load(da_tokenizer **out, const char *path);
 void da_tokenizer_free(da_tokenizer *t);
 int da_tokenizer_vocab_size(const da_tokenizer *t);
+/* Pieces of n bytes or more are merged with a heap (O(n log n)) rather than
+ * by scanning (O(n^2), faster when short); both give the same ids. For tests,
+ * which compare the two; the default is 257. */
+void da_tokenizer_set_heap_from(da_tokenizer *t, size_t n);
 /* The id of a special token such as "<|endoftext|>", or -1. */
 int da_tokenizer_special_id(const da_tokenizer *t, const char *text);
 

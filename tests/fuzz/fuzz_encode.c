@@ -2,7 +2,8 @@
  * merges cross the places where chunking could go wrong ("\n\n", "  ",
  * " c" + "af" + "é", " é"). Checks that decode(encode(x)) == x, and that
  * cutting a prefix of x where da_tokenizer_safe_cut says, then encoding the
- * two parts, gives exactly the ids of the whole (what `prepare` relies on). */
+ * two parts, gives exactly the ids of the whole (what `prepare` relies on);
+ * and that the heap merge of long pieces gives the ids of the scan. */
 #include "fuzz_util.h"
 #include "tok/tokenizer.h"
 #include "tok_util.h"
@@ -36,13 +37,22 @@ static da_tokenizer *fixed_tokenizer(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    const da_tokenizer *t = fixed_tokenizer();
+    da_tokenizer *t = fixed_tokenizer();
     int *ids = NULL, *part = NULL;
     size_t n_ids = 0, cap = 0, n_part = 0, part_cap = 0, n_out = 0, out_cap = 0;
     uint8_t *out = NULL;
     if (da_tokenizer_encode(t, data, size, &ids, &n_ids, &cap).code) abort();
     if (da_tokenizer_decode(t, ids, n_ids, &out, &n_out, &out_cap).code) abort();
     if (n_out != size || (size && memcmp(out, data, size))) abort();
+    /* every piece through the heap */
+    da_tokenizer_set_heap_from(t, 2);
+    if (da_tokenizer_encode(t, data, size, &part, &n_part, &part_cap).code) abort();
+    da_tokenizer_set_heap_from(t, 257);
+    if (n_part != n_ids || memcmp(part, ids, n_ids * sizeof(int))) {
+        fprintf(stderr, "fuzz_encode: the heap merge gives other ids than the scan\n");
+        abort();
+    }
+    n_part = 0;
     /* a chunk of the text ends at k; the rest follows it */
     size_t k = size ? size - (size_t)(data[0] % 64) % size : 0;
     size_t c = da_tokenizer_safe_cut(t, data, k);
