@@ -50,7 +50,7 @@ expect_json_keys "bench generate --json keys" prompt_tok_per_s decode_tok_per_s 
 [[ $(grep -c prompt_tok_per_s "$T/out") == 3 ]] && ok "bench generate: one line per model" || bad "bench lines: $(cat "$T/out")"
 
 # errors
-expect_error "quantize: unknown type" "expected q8_0" $BIN quantize --model "$M" --type q3_k --out "$T/x.gguf"
+expect_error "quantize: unknown type" "type \"q3_k\" is not one of q8_0" $BIN quantize --model "$M" --type q3_k --out "$T/x.gguf"
 expect_error "quantize: GGUF input" "already a GGUF" $BIN quantize --model "$T/q8_0.gguf" --type q4_0 --out "$T/x.gguf"
 expect_error "eval ppl: static without ranges" "calibrated" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --act int8-static
 expect_error "eval ppl: bad --kv" "expected f32 or int8" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --kv int4

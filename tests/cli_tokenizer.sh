@@ -2,7 +2,7 @@
 # The byte-level BPE tokenizer against GPT-2's reference ids (tiktoken's gpt2
 # encoding, run live with node): the hand-made hard cases and at least 5 MB of
 # English text that Debian ships; decode(encode(x)) == x; bad inputs.
-# Needs `npm install` in tools/tokref (.ci/run does it).
+# Needs the npm packages of tools/tokref (tools/install-deps.sh runs npm ci there).
 set -u
 BIN=${1:-build/diffattn}
 REF=tools/tokref
@@ -14,7 +14,7 @@ ok() { passed=$((passed + 1)); echo "ok   $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL $1"; }
 if [[ ! -f $GPT2/encoder.json || ! -d $REF/node_modules/tiktoken || ! -d $REF/node_modules/@huggingface/tokenizers ]] ||
    ! command -v node >/dev/null; then
-  echo "FAIL reference tokenizers missing: run 'npm install' in $REF (needs node)"; echo "0 passed, 1 failed"; exit 1
+  echo "FAIL reference tokenizers missing: run 'npm ci' in $REF, or tools/install-deps.sh (needs node)"; echo "0 passed, 1 failed"; exit 1
 fi
 
 same_ids() { # what file

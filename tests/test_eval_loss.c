@@ -5,7 +5,7 @@
 
 #include "diffattn.h"
 #include "attn/attention.h"
-#include "train/eval_loss.h"
+#include "eval/quant_logits.h"
 #include "harness.h"
 
 static const char *corpus = "/tmp/da_eval_loss_corpus.txt";
@@ -73,8 +73,9 @@ static int test_matches_train_loop(void) {
     return 0;
 }
 
-/* Quantizing the attention logits to 16 bits changes nothing measurable;
- * 2 bits does change the loss (so the quantizer is really applied). */
+/* Through the engine, exact logits give the training forward's loss;
+ * quantizing them to 16 bits changes nothing measurable; 2 bits does change
+ * the loss (so the quantizer is really applied). */
 static int quant_case(da_arch arch) {
     da_config c;
     tiny(&c);
@@ -89,14 +90,10 @@ static int quant_case(da_arch arch) {
     da_text_data d;
     CHECK(!da_text_data_load(&d, corpus, 0.1f, 32).code);
     da_eval_loss_result exact, flash, q16, q3;
-    m.attn_logit_bits = 0;
-    CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_REFERENCE, &exact).code);
+    CHECK(!da_eval_loss_logit_bits(&m, &d, 32, 8, 0, &exact).code);
     CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_FLASH, &flash).code);
-    m.attn_logit_bits = 16;
-    CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_REFERENCE, &q16).code);
-    m.attn_logit_bits = 2;
-    CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_REFERENCE, &q3).code);
-    m.attn_logit_bits = 0;
+    CHECK(!da_eval_loss_logit_bits(&m, &d, 32, 8, 16, &q16).code);
+    CHECK(!da_eval_loss_logit_bits(&m, &d, 32, 8, 2, &q3).code);
     printf("     %s: exact %.6f (flash %.6f), 16-bit %.6f, 2-bit %.6f\n", da_arch_name(arch), exact.loss, flash.loss,
            q16.loss, q3.loss);
     CHECK(fabs(flash.loss - exact.loss) < 1e-5 * exact.loss);
@@ -122,7 +119,7 @@ static int test_quant_row_by_hand(void) {
     return 0;
 }
 
-/* The KV-cache decoder quantizes the same way: 16 bits match the exact
+/* Token-by-token decoding quantizes the same way: 16 bits match the exact
  * logits, 2 bits do not. */
 static int decode_case(da_arch arch) {
     da_config cfg;
@@ -140,16 +137,20 @@ static int decode_case(da_arch arch) {
     const int bits[3] = {0, 16, 2};
     for (int b = 0; b < 3; b++) {
         out[b] = malloc((size_t)n * V * sizeof(float));
-        da_kv_cache *kv;
-        CHECK(!da_kv_create(&kv, &cfg, n).code);
-        m.attn_logit_bits = bits[b];
+        da_engine *e = NULL;
+        da_session *s = NULL;
+        da_session_opts o = da_session_opts_default();
+        o.logit_bits = bits[b];
+        o.max_T = n;
+        CHECK(!da_engine_from_model(&e, &m).code && !da_session_create(&s, e, &o).code);
         for (int t = 0; t < n; t++) {
             const float *lg;
-            CHECK(!da_decode_step(&m, kv, (t * 37 + 11) % V, &lg).code);
+            const int tok = (t * 37 + 11) % V;
+            CHECK(!da_session_feed(s, &tok, 1, 0, &lg).code);
             memcpy(out[b] + (size_t)t * V, lg, (size_t)V * sizeof(float));
         }
-        m.attn_logit_bits = 0;
-        da_kv_free(kv);
+        da_session_free(s);
+        da_engine_free(e);
     }
     size_t at;
     double scale, e16 = rel_error_at(out[1], out[0], (size_t)n * V, 1e-6, &at, &scale);

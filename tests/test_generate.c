@@ -1,7 +1,7 @@
-/* KV-cache decoding against the batched forward, and the token sampler. */
+/* The inference engine against the training forward (token by token and
+ * in one call), generation, and the token sampler. */
 #include "diffattn.h"
 #include "harness.h"
-#include "infer/sample.h"
 
 #define SEQ 24
 
@@ -51,14 +51,33 @@ static void make_tokens(int *tok, int n, int V, uint64_t seed) {
     for (int i = 0; i < n; i++) tok[i] = (int)(da_rng_next(&rng) % (uint64_t)V);
 }
 
-/* Runs n decode steps from an empty cache, copying every step's logits to out: (n, V). */
-static int decode_all(const da_model *m, da_kv_cache *kv, const int *tok, int n, float *out) {
-    const int V = m->cfg.vocab_size;
+/* An engine viewing m and one session of max_T positions over it. */
+typedef struct {
+    da_engine *e;
+    da_session *s;
+} runner;
+
+static da_status runner_open(runner *r, const da_model *m, int max_T) {
+    memset(r, 0, sizeof *r);
+    da_status st = da_engine_from_model(&r->e, m);
+    da_session_opts o = da_session_opts_default();
+    o.max_T = max_T;
+    if (!st.code) st = da_session_create(&r->s, r->e, &o);
+    return st;
+}
+
+static void runner_close(runner *r) {
+    da_session_free(r->s);
+    da_engine_free(r->e);
+}
+
+/* Feeds n tokens one at a time from the session's position, copying every step's logits to out: (n, V). */
+static int decode_all(da_session *s, int V, const int *tok, int n, float *out) {
     for (int t = 0; t < n; t++) {
         const float *lg = NULL;
-        da_status st = da_decode_step(m, kv, tok[t], &lg);
+        da_status st = da_session_feed(s, &tok[t], 1, 0, &lg);
         if (st.code) {
-            fprintf(stderr, "  da_decode_step at %d: %s\n", t, st.msg);
+            fprintf(stderr, "  da_session_feed at %d: %s\n", t, st.msg);
             return 1;
         }
         memcpy(out + (size_t)t * V, lg, (size_t)V * sizeof(float));
@@ -66,7 +85,8 @@ static int decode_all(const da_model *m, da_kv_cache *kv, const int *tok, int n,
     return 0;
 }
 
-/* All T positions' logits from da_forward vs T da_decode_step calls. */
+/* All T positions' logits from da_forward vs T one-token engine calls, and
+ * vs one T-token call (the prompt path). */
 static int check_decode_len(da_arch arch, int dim, int heads, int kv_heads, int tied, int T, const char *what) {
     da_model m;
     if (make_model_len(&m, arch, dim, heads, kv_heads, tied, T, 1234)) return 1;
@@ -81,16 +101,19 @@ static int check_decode_len(da_arch arch, int dim, int heads, int kv_heads, int 
     da_forward(&m, a, tok, NULL, 1, T);
     const float *ref = da_acts_logits(a);
 
-    da_kv_cache *kv = NULL;
-    st = da_kv_create(&kv, &m.cfg, T);
-    CHECK(st.code == 0);
+    runner r;
+    CHECK(runner_open(&r, &m, T).code == 0);
     float *got = malloc((size_t)T * V * sizeof(float));
     CHECK(got);
-    int rc = decode_all(&m, kv, tok, T, got);
+    int rc = decode_all(r.s, V, tok, T, got);
     if (!rc) rc = expect_close_rel(what, got, ref, (size_t)T * V, 1e-4, 1e-6);
+    const float *batch = NULL;
+    da_session_reset(r.s);
+    CHECK(!da_session_feed(r.s, tok, T, 1, &batch).code);
+    if (!rc) rc = expect_close_rel(what, batch, ref, (size_t)T * V, 1e-4, 1e-6);
     free(got);
     free(tok);
-    da_kv_free(kv);
+    runner_close(&r);
     da_acts_free(a);
     da_model_free(&m);
     return rc;
@@ -119,9 +142,9 @@ static int test_decode_long(void) {
            check_decode_len(DA_ARCH_SOFTMAX, 128, 8, 2, 1, 160, "softmax gqa tied, 160 positions");
 }
 
-/* After da_kv_reset a second pass gives the same logits, bit for bit. */
-/* A prefilled cache continues exactly like one filled by decode steps: the
- * prompt's last logits and the next steps' logits agree. */
+/* A prompt fed in one call (the flash path) continues exactly like one fed
+ * token by token: the prompt's last logits and the next steps' agree; so
+ * does a prompt fed in two calls (the second against the cache). */
 static int check_prefill(da_arch arch, int heads, int kv_heads, const char *what) {
     da_model m;
     const int T = 96, n = 70;
@@ -129,24 +152,25 @@ static int check_prefill(da_arch arch, int heads, int kv_heads, const char *what
     const int V = m.cfg.vocab_size;
     int tok[96];
     make_tokens(tok, T, V, 5);
-    da_kv_cache *step = NULL, *pre = NULL;
-    da_acts *a = NULL;
-    CHECK(!da_kv_create(&step, &m.cfg, T).code && !da_kv_create(&pre, &m.cfg, T).code);
-    CHECK(!da_acts_create(&a, &m.cfg, 1, n).code);
+    runner step, pre;
+    CHECK(!runner_open(&step, &m, T).code && !runner_open(&pre, &m, T).code);
     float *want = malloc((size_t)T * V * sizeof(float)), *got = malloc((size_t)(T - n + 1) * V * sizeof(float));
-    CHECK(want && got && !decode_all(&m, step, tok, T, want));
+    CHECK(want && got && !decode_all(step.s, V, tok, T, want));
     const float *lg;
-    CHECK(!da_kv_prefill(&m, pre, a, tok, n, &lg).code);
+    CHECK(!da_session_feed(pre.s, tok, n, 0, &lg).code);
     memcpy(got, lg, (size_t)V * sizeof(float));
-    CHECK(!decode_all(&m, pre, tok + n, T - n, got + V));
+    CHECK(!decode_all(pre.s, V, tok + n, T - n, got + V));
     /* got row 0 is position n-1; rows 1.. are positions n.. */
     int rc = expect_close_rel(what, got, want + (size_t)(n - 1) * V, (size_t)(T - n + 1) * V, 1e-4, 1e-6);
-    /* misuse is an error: a cache that is not empty, a prompt longer than the cache */
-    CHECK(da_kv_prefill(&m, pre, a, tok, n, &lg).code);
-    da_kv_reset(pre);
-    CHECK(da_kv_prefill(&m, pre, a, tok, T + 1, &lg).code);
+    da_session_reset(pre.s);
+    CHECK(!da_session_feed(pre.s, tok, 30, 0, &lg).code && !da_session_feed(pre.s, tok + 30, n - 30, 0, &lg).code);
+    if (!rc) rc = expect_close_rel(what, lg, want + (size_t)(n - 1) * V, (size_t)V, 1e-4, 1e-6);
+    /* a prompt longer than the cache is an error */
+    da_session_reset(pre.s);
+    CHECK(da_session_feed(pre.s, tok, T, 0, &lg).code == 0);
+    CHECK(da_session_feed(pre.s, tok, 1, 0, &lg).code != 0);
     free(want), free(got);
-    da_kv_free(step), da_kv_free(pre), da_acts_free(a);
+    runner_close(&step), runner_close(&pre);
     da_model_free(&m);
     return rc;
 }
@@ -154,6 +178,7 @@ static int check_prefill(da_arch arch, int heads, int kv_heads, const char *what
 static int test_prefill_diff_gqa(void) { return check_prefill(DA_ARCH_DIFF, 4, 2, "prefill diff gqa"); }
 static int test_prefill_softmax(void) { return check_prefill(DA_ARCH_SOFTMAX, 4, 4, "prefill softmax"); }
 
+/* After da_session_reset a second pass gives the same logits, bit for bit. */
 static int test_reset_reproduces(void) {
     da_model m;
     if (make_model(&m, DA_ARCH_DIFF, 64, 4, 2, 0, 7)) return 1;
@@ -161,20 +186,20 @@ static int test_reset_reproduces(void) {
     int tok[SEQ], other[SEQ];
     make_tokens(tok, SEQ, V, 5);
     make_tokens(other, SEQ, V, 6);
-    da_kv_cache *kv = NULL;
-    CHECK(da_kv_create(&kv, &m.cfg, SEQ).code == 0);
+    runner r;
+    CHECK(runner_open(&r, &m, SEQ).code == 0);
     float *first = malloc((size_t)SEQ * V * sizeof(float)), *second = malloc((size_t)SEQ * V * sizeof(float));
     CHECK(first && second);
-    int rc = decode_all(&m, kv, tok, SEQ, first);
+    int rc = decode_all(r.s, V, tok, SEQ, first);
     /* a different, partial sequence in between */
-    da_kv_reset(kv);
-    if (!rc) rc = decode_all(&m, kv, other, SEQ / 2, second);
-    da_kv_reset(kv);
-    if (!rc) rc = decode_all(&m, kv, tok, SEQ, second);
+    da_session_reset(r.s);
+    if (!rc) rc = decode_all(r.s, V, other, SEQ / 2, second);
+    da_session_reset(r.s);
+    if (!rc) rc = decode_all(r.s, V, tok, SEQ, second);
     if (!rc) rc = expect_close_rel("after reset", second, first, (size_t)SEQ * V, 0.0, 1e-6);
     free(first);
     free(second);
-    da_kv_free(kv);
+    runner_close(&r);
     da_model_free(&m);
     return rc;
 }
@@ -183,48 +208,99 @@ static int test_decode_errors(void) {
     da_model m;
     if (make_model(&m, DA_ARCH_DIFF, 32, 2, 2, 0, 3)) return 1;
     const float *lg = (const float *)&m; /* set to NULL on error */
-    da_kv_cache *kv = NULL;
+    da_engine *e = NULL;
+    da_session *s = NULL;
+    CHECK(!da_engine_from_model(&e, &m).code);
+    da_session_opts o = da_session_opts_default();
 
-    /* cache longer than max_seq_len, or empty */
-    da_status st = da_kv_create(&kv, &m.cfg, m.cfg.max_seq_len + 1);
-    CHECK(st.code != 0 && kv == NULL && strstr(st.msg, "max_seq_len"));
-    st = da_kv_create(&kv, &m.cfg, 0);
-    CHECK(st.code != 0 && kv == NULL);
+    /* a session longer than max_seq_len, a negative one, an oversized batch */
+    o.max_T = m.cfg.max_seq_len + 1;
+    da_status st = da_session_create(&s, e, &o);
+    CHECK(st.code != 0 && s == NULL && strstr(st.msg, "max_seq_len"));
+    o.max_T = -1;
+    CHECK(da_session_create(&s, e, &o).code != 0 && s == NULL);
+    o.max_T = 4;
+    o.max_batch = 5;
+    CHECK(da_session_create(&s, e, &o).code != 0 && s == NULL);
+    o.max_batch = 0;
+    o.logit_bits = 1;
+    CHECK(da_session_create(&s, e, &o).code != 0 && s == NULL);
+    o.logit_bits = 0;
 
-    CHECK(da_kv_create(&kv, &m.cfg, 4).code == 0);
+    CHECK(da_session_create(&s, e, &o).code == 0);
     /* out-of-range tokens are refused and leave the cache empty */
-    st = da_decode_step(&m, kv, -1, &lg);
+    const int bad[2] = {-1, 64};
+    st = da_session_feed(s, &bad[0], 1, 0, &lg);
     CHECK(st.code != 0 && lg == NULL && strstr(st.msg, "token -1"));
-    st = da_decode_step(&m, kv, m.cfg.vocab_size, &lg);
+    st = da_session_feed(s, &bad[1], 1, 0, &lg);
     CHECK(st.code != 0 && strstr(st.msg, "token 64"));
-    /* position 0 is still free: same logits as a fresh cache's first step */
+    CHECK(da_session_len(s) == 0);
+    /* position 0 is still free: same logits as a fresh session's first step */
     float first[64];
-    CHECK(da_decode_step(&m, kv, 3, &lg).code == 0 && lg != NULL);
+    const int three = 3, one = 1;
+    CHECK(da_session_feed(s, &three, 1, 0, &lg).code == 0 && lg != NULL);
     memcpy(first, lg, sizeof first);
-    da_kv_cache *fresh = NULL;
-    CHECK(da_kv_create(&fresh, &m.cfg, 4).code == 0);
-    CHECK(da_decode_step(&m, fresh, 3, &lg).code == 0);
+    da_session *fresh = NULL;
+    CHECK(da_session_create(&fresh, e, &o).code == 0);
+    CHECK(da_session_feed(fresh, &three, 1, 0, &lg).code == 0);
     CHECK(memcmp(first, lg, sizeof first) == 0);
-    da_kv_free(fresh);
+    da_session_free(fresh);
 
-    /* overflow: 4 positions, the 5th step fails and says so */
-    for (int t = 1; t < 4; t++) CHECK(da_decode_step(&m, kv, t, &lg).code == 0);
-    st = da_decode_step(&m, kv, 1, &lg);
+    /* overflow: 4 positions, the 5th token fails and says so */
+    for (int t = 1; t < 4; t++) CHECK(da_session_feed(s, &t, 1, 0, &lg).code == 0);
+    st = da_session_feed(s, &one, 1, 0, &lg);
     CHECK(st.code != 0 && lg == NULL);
-    CHECK(strstr(st.msg, "full") && strstr(st.msg, "4 positions") && strstr(st.msg, "--max-new"));
-    da_kv_reset(kv);
-    CHECK(da_decode_step(&m, kv, 1, &lg).code == 0);
-    da_kv_free(kv);
+    CHECK(strstr(st.msg, "holds 4 positions") && strstr(st.msg, "max_seq_len"));
+    da_session_reset(s);
+    CHECK(da_session_feed(s, &one, 1, 0, &lg).code == 0);
+    da_session_free(s);
+    da_engine_free(e);
+    da_model_free(&m);
+    return 0;
+}
 
-    /* a cache made for another config */
-    da_config other = m.cfg;
-    other.n_heads = 4;
-    other.n_kv_heads = 4;
-    other.dim = 64;
-    CHECK(da_kv_create(&kv, &other, 4).code == 0);
-    st = da_decode_step(&m, kv, 1, &lg);
-    CHECK(st.code != 0 && strstr(st.msg, "different model"));
-    da_kv_free(kv);
+/* da_generate with greedy sampling is the argmax chain of one-token feeds;
+ * it stops at stop_token, and refuses a request the session cannot hold. */
+static int on_token_record(void *ctx, int tok) {
+    int *rec = ctx;
+    rec[1 + rec[0]++] = tok;
+    return 0;
+}
+
+static int test_generate_greedy(void) {
+    da_model m;
+    if (make_model(&m, DA_ARCH_DIFF, 64, 4, 2, 0, 11)) return 1;
+    const int V = m.cfg.vocab_size, n_prompt = 5, n_new = 12;
+    int prompt[5] = {1, 7, 3, 9, 2};
+    runner r;
+    CHECK(runner_open(&r, &m, n_prompt + n_new).code == 0);
+    int want[12];
+    const float *lg;
+    CHECK(!da_session_feed(r.s, prompt, n_prompt, 0, &lg).code);
+    for (int g = 0; g < n_new; g++) {
+        int best = 0;
+        for (int v = 1; v < V; v++) best = lg[v] > lg[best] ? v : best;
+        want[g] = best;
+        if (g + 1 < n_new) CHECK(!da_session_feed(r.s, &best, 1, 0, &lg).code);
+    }
+    int rec[1 + 12] = {0}, n_out = 0;
+    da_generate_opts go = {n_new, 0.0f, 1.0f, 1, -1, on_token_record, rec};
+    da_session_reset(r.s);
+    CHECK(!da_generate(r.s, prompt, n_prompt, &go, &n_out).code);
+    CHECK(n_out == n_new && rec[0] == n_new && !memcmp(rec + 1, want, sizeof want));
+    /* a stop token ends generation after it */
+    go.stop_token = want[3];
+    int first_stop = 0;
+    while (want[first_stop] != want[3]) first_stop++;
+    rec[0] = 0;
+    da_session_reset(r.s);
+    CHECK(!da_generate(r.s, prompt, n_prompt, &go, &n_out).code && n_out == first_stop + 1);
+    /* two tokens more than the session holds (the last token generated is never fed) */
+    go.max_new = n_new + 2;
+    da_session_reset(r.s);
+    da_status st = da_generate(r.s, prompt, n_prompt, &go, &n_out);
+    CHECK(st.code != 0 && strstr(st.msg, "holds"));
+    runner_close(&r);
     da_model_free(&m);
     return 0;
 }
@@ -352,6 +428,7 @@ int main(void) {
     RUN(test_decode_long);
     RUN(test_reset_reproduces);
     RUN(test_decode_errors);
+    RUN(test_generate_greedy);
     RUN(test_sample_greedy);
     RUN(test_sample_distribution);
     RUN(test_sample_nucleus);

@@ -6,7 +6,7 @@
 
 #include "harness.h"
 #include "io/gguf.h"
-#include "quant/qmodel.h"
+#include "quant/quantize.h"
 
 static char tmpdir[256];
 static const char *tpath(const char *name) {
@@ -101,12 +101,12 @@ static int test_model_roundtrip(void) {
     for (int k = 0; k < 3; k++) {
         da_model m;
         CHECK(!make_model(&m, k == 1 ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, k == 2));
-        da_qmodel q, r;
-        da_quantize_opts o = {types[k], -1};
-        CHECK(!da_qmodel_quantize(&q, &m, &o).code);
-        da_status st = da_qmodel_save(&q, tpath("m.gguf"));
+        da_engine q, r;
+        da_quantize_types o = {types[k], -1};
+        CHECK(!da_engine_quantize(&q, &m, &o).code);
+        da_status st = da_engine_save_gguf(&q, tpath("m.gguf"));
         CHECK(!st.code);
-        st = da_qmodel_load(&r, tpath("m.gguf"));
+        st = da_engine_load_gguf(&r, tpath("m.gguf"));
         if (st.code) fprintf(stderr, "  %s\n", st.msg);
         CHECK(!st.code);
         CHECK(!memcmp(&r.cfg, &q.cfg, sizeof r.cfg) && r.n_tensors == q.n_tensors && r.weight_type == types[k]);
@@ -114,8 +114,8 @@ static int test_model_roundtrip(void) {
             CHECK(r.t[i].type == q.t[i].type && r.t[i].row_bytes == q.t[i].row_bytes);
             CHECK(!memcmp(r.t[i].data, q.t[i].data, q.t[i].row_bytes * (size_t)q.t[i].rows));
         }
-        da_qmodel_free(&q);
-        da_qmodel_free(&r);
+        da_engine_release(&q);
+        da_engine_release(&r);
         da_model_free(&m);
     }
     return 0;
@@ -139,14 +139,17 @@ static int expect_rms_close(const char *what, const float *got, const float *ref
 }
 
 /* Logits of the prompt, by the quantized forward (one batch). */
-static int qlogits(const da_qmodel *q, da_act_mode act, int kv_int8, const int *tok, int T, float *out) {
-    da_qstate *s;
-    da_qrun_opts o = {act, kv_int8};
-    if (da_qstate_create(&s, q, &o, T, T).code) return -1;
+static int qlogits(const da_engine *q, da_act_mode act, int kv_int8, const int *tok, int T, float *out) {
+    da_session *s;
+    da_session_opts o = da_session_opts_default();
+    o.act = act;
+    o.kv_int8 = kv_int8;
+    o.max_T = T;
+    if (da_session_create(&s, q, &o).code) return -1;
     const float *lg;
-    da_status st = da_qforward(q, s, tok, T, 1, &lg);
+    da_status st = da_session_feed(s, tok, T, 1, &lg);
     if (!st.code) memcpy(out, lg, (size_t)T * q->cfg.vocab_size * sizeof(float));
-    da_qstate_free(s);
+    da_session_free(s);
     return st.code ? -1 : 0;
 }
 
@@ -165,27 +168,27 @@ static int test_q8_0_logits_close(void) {
         const size_t n = (size_t)T * m.cfg.vocab_size;
         float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
         memcpy(ref, da_acts_logits(a), n * sizeof(float));
-        da_qmodel q;
-        da_quantize_opts o32 = {DA_QT_F32, DA_QT_F32}, o8 = {DA_QT_Q8_0, -1};
-        CHECK(!da_qmodel_quantize(&q, &m, &o32).code);
+        da_engine q;
+        da_quantize_types o32 = {DA_QT_F32, DA_QT_F32}, o8 = {DA_QT_Q8_0, -1};
+        CHECK(!da_engine_quantize(&q, &m, &o32).code);
         CHECK(!qlogits(&q, DA_ACTQ_F32, 0, tok, T, got));
         int rc = expect_close_rel("f32 qforward vs da_forward", got, ref, n, 1e-4, 1e-3);
-        da_qmodel_free(&q);
-        CHECK(!da_qmodel_quantize(&q, &m, &o8).code);
+        da_engine_release(&q);
+        CHECK(!da_engine_quantize(&q, &m, &o8).code);
         CHECK(!qlogits(&q, DA_ACTQ_Q8, 0, tok, T, got));
         rc |= expect_rms_close("q8_0 logits vs f32", got, ref, n, 0.03);
         CHECK(!qlogits(&q, DA_ACTQ_Q8, 1, tok, T, got));
         rc |= expect_rms_close("q8_0 + int8 KV logits vs f32", got, ref, n, 0.03);
         /* the dequantized model (what eval loss etc. load) agrees with the f32-activation run */
-        CHECK(!da_qmodel_save(&q, tpath("q8.gguf")).code);
+        CHECK(!da_engine_save_gguf(&q, tpath("q8.gguf")).code);
         da_model dm;
-        CHECK(!da_model_load(&dm, tpath("q8.gguf")).code); /* da_model_load takes a GGUF too */
+        CHECK(!da_model_load_any(&dm, tpath("q8.gguf")).code); /* a GGUF, dequantized */
         da_forward(&dm, a, tok, NULL, 1, T);
         CHECK(!qlogits(&q, DA_ACTQ_F32, 0, tok, T, got));
         rc |= expect_close_rel("dequantized da_forward vs q8_0 with f32 activations", da_acts_logits(a), got, n,
                                1e-4, 1e-3);
         da_model_free(&dm);
-        da_qmodel_free(&q);
+        da_engine_release(&q);
         da_acts_free(a);
         free(ref);
         free(got);
@@ -203,30 +206,34 @@ static int test_q8_0_logits_close(void) {
 static int decode_matches_batch(int wtype, da_act_mode act, int T, double tol) {
     da_model m;
     CHECK(!make_model(&m, DA_ARCH_DIFF, 0));
-    da_qmodel q;
-    da_quantize_opts o = {wtype, -1};
-    CHECK(!da_qmodel_quantize(&q, &m, &o).code);
+    da_engine q;
+    da_quantize_types o = {wtype, -1};
+    CHECK(!da_engine_quantize(&q, &m, &o).code);
     int tok[32];
     for (int i = 0; i < T; i++) tok[i] = (i * 53 + 5) % 256;
     const int V = q.cfg.vocab_size;
     float *batch = malloc((size_t)T * V * sizeof(float)), *step = malloc((size_t)T * V * sizeof(float));
     CHECK(!qlogits(&q, act, 1, tok, T, batch));
-    da_qstate *s;
-    da_qrun_opts ro = {act, 1};
-    CHECK(!da_qstate_create(&s, &q, &ro, T, 1).code);
+    da_session *s;
+    da_session_opts ro = da_session_opts_default();
+    ro.act = act;
+    ro.kv_int8 = 1;
+    ro.max_T = T;
+    ro.max_batch = 1;
+    CHECK(!da_session_create(&s, &q, &ro).code);
     const float *lg;
     for (int i = 0; i < T; i++) {
-        CHECK(!da_qforward(&q, s, &tok[i], 1, 0, &lg).code);
+        CHECK(!da_session_feed(s, &tok[i], 1, 0, &lg).code);
         memcpy(step + (size_t)i * V, lg, (size_t)V * sizeof(float));
     }
-    int over = da_qforward(&q, s, &tok[0], 1, 0, &lg).code; /* the cache is full */
-    da_qstate_free(s);
+    int over = da_session_feed(s, &tok[0], 1, 0, &lg).code; /* the cache is full */
+    da_session_free(s);
     char what[96];
     snprintf(what, sizeof what, "token-by-token vs batched, %d tokens", T);
     int rc = expect_close_rel(what, step, batch, (size_t)T * V, tol, 1e-3);
     free(batch);
     free(step);
-    da_qmodel_free(&q);
+    da_engine_release(&q);
     da_model_free(&m);
     CHECK(over);
     return rc;
@@ -242,11 +249,11 @@ static int test_decode_matches_batch(void) {
 static int saved_model(size_t *n, unsigned char **bytes) {
     da_model m;
     if (make_model(&m, DA_ARCH_DIFF, 0)) return -1;
-    da_qmodel q;
-    da_quantize_opts o = {DA_QT_Q4_K, DA_QT_Q8_0};
+    da_engine q;
+    da_quantize_types o = {DA_QT_Q4_K, DA_QT_Q8_0};
     m.cfg.ffn_hidden = 256;
-    int rc = da_qmodel_quantize(&q, &m, &o).code || da_qmodel_save(&q, tpath("h.gguf")).code;
-    da_qmodel_free(&q);
+    int rc = da_engine_quantize(&q, &m, &o).code || da_engine_save_gguf(&q, tpath("h.gguf")).code;
+    da_engine_release(&q);
     da_model_free(&m);
     if (rc) return -1;
     *bytes = th_read_file(tpath("h.gguf"), n);
@@ -286,8 +293,8 @@ static int test_every_truncation_fails(void) {
     }
     /* and through the model loader, which names the file */
     CHECK(!write_file(tpath("t.gguf"), b, n / 2));
-    da_qmodel q;
-    da_status st = da_qmodel_load(&q, tpath("t.gguf"));
+    da_engine q;
+    da_status st = da_engine_load_gguf(&q, tpath("t.gguf"));
     CHECK(st.code && strstr(st.msg, "t.gguf"));
     free(b);
     return 0;
@@ -313,20 +320,22 @@ static int test_random_corruption(void) {
         }
         CHECK(!write_file(tpath("c.gguf"), p, n));
         free(p);
-        da_qmodel q;
-        da_status st = da_qmodel_load(&q, tpath("c.gguf"));
+        da_engine q;
+        da_status st = da_engine_load_gguf(&q, tpath("c.gguf"));
         if (st.code) refused++;
         else {
             /* a load that passes must run */
-            da_qstate *s;
-            da_qrun_opts o = {DA_ACTQ_Q8, 0};
-            if (!da_qstate_create(&s, &q, &o, 4, 4).code) {
+            da_session *s;
+            da_session_opts o = da_session_opts_default();
+            o.act = DA_ACTQ_Q8;
+            o.max_T = 4;
+            if (!da_session_create(&s, &q, &o).code) {
                 int tok[4] = {1, 2, 3, 4};
                 const float *lg;
-                (void)da_qforward(&q, s, tok, 4, 0, &lg);
-                da_qstate_free(s);
+                (void)da_session_feed(s, tok, 4, 0, &lg);
+                da_session_free(s);
             }
-            da_qmodel_free(&q);
+            da_engine_release(&q);
         }
     }
     free(b);
@@ -344,33 +353,33 @@ static int test_wrong_files(void) {
     da_gguf_add_u32(&w, "llama.block_count", 2);
     CHECK(!da_gguf_write(&w, tpath("llama.gguf")).code);
     da_gguf_writer_free(&w);
-    da_qmodel q;
-    da_status st = da_qmodel_load(&q, tpath("llama.gguf"));
+    da_engine q;
+    da_status st = da_engine_load_gguf(&q, tpath("llama.gguf"));
     CHECK(st.code && strstr(st.msg, "\"llama\"") && strstr(st.msg, "diffattn"));
     da_model m;
-    st = da_model_load(&m, tpath("llama.gguf"));
+    st = da_model_load_any(&m, tpath("llama.gguf"));
     CHECK(st.code && strstr(st.msg, "llama"));
 
     /* a diffattn file whose q_proj has the wrong shape */
     da_model src;
     CHECK(!make_model(&src, DA_ARCH_DIFF, 0));
-    da_qmodel good;
-    da_quantize_opts o = {DA_QT_Q8_0, -1};
-    CHECK(!da_qmodel_quantize(&good, &src, &o).code);
+    da_engine good;
+    da_quantize_types o = {DA_QT_Q8_0, -1};
+    CHECK(!da_engine_quantize(&good, &src, &o).code);
     good.t[2].rows = 32; /* layers.0.attn.q_proj: 32 rows instead of 64 */
-    CHECK(!da_qmodel_save(&good, tpath("shape.gguf")).code);
+    CHECK(!da_engine_save_gguf(&good, tpath("shape.gguf")).code);
     good.t[2].rows = 64;
-    st = da_qmodel_load(&q, tpath("shape.gguf"));
+    st = da_engine_load_gguf(&q, tpath("shape.gguf"));
     CHECK(st.code && strstr(st.msg, "layers.0.attn.q_proj.weight"));
-    da_qmodel_free(&good);
+    da_engine_release(&good);
     da_model_free(&src);
 
     /* not a GGUF at all, and a missing file */
     unsigned char junk[64] = "GGUF\x02\0\0\0";
     CHECK(!write_file(tpath("v2.gguf"), junk, sizeof junk));
-    st = da_qmodel_load(&q, tpath("v2.gguf"));
+    st = da_engine_load_gguf(&q, tpath("v2.gguf"));
     CHECK(st.code && strstr(st.msg, "version 2"));
-    st = da_qmodel_load(&q, tpath("absent.gguf"));
+    st = da_engine_load_gguf(&q, tpath("absent.gguf"));
     CHECK(st.code && strstr(st.msg, "absent.gguf"));
     return 0;
 }

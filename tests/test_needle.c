@@ -85,7 +85,9 @@ static int test_model_runs(void) {
     da_needle_config c;
     da_needle_config_default(&c);
     c.contexts[0] = 512, c.samples = 1, c.n_depths = 2;
-    da_needle_model nm = {&m, 10};
+    da_engine *e = NULL;
+    CHECK(!da_engine_from_model(&e, &m).code);
+    da_needle_model nm = {e, 10, 0};
     da_needle_result r;
     CHECK(!da_needle_eval(&c, da_needle_predict_model, &nm, &r).code);
     CHECK(r.asked == 4 && r.overall >= 0 && r.overall <= 1);
@@ -177,19 +179,16 @@ static int test_hand_built_model_scores_one(void) {
     da_needle_config c;
     da_needle_config_default(&c);
     c.needles = 1, c.queries = 1, c.samples = 4, c.n_contexts = 2, c.contexts[0] = 200, c.contexts[1] = 480;
-    da_needle_model nm = {&m, 10};
     da_needle_result r;
-    CHECK(!da_needle_eval(&c, da_needle_predict_model, &nm, &r).code);
+    CHECK(!da_needle_eval_model(&m, &c, 0, &r).code);
     printf("     hand-built retriever: %.3f over %ld answers\n", r.overall, r.asked);
     CHECK(r.asked == 40 && r.overall == 1.0);
-    /* attention logits quantized to 16 bits (reference kernel, decoder alike) change nothing */
-    m.attn_logit_bits = 16;
-    CHECK(!da_needle_eval(&c, da_needle_predict_model, &nm, &r).code);
-    m.attn_logit_bits = 0;
+    /* attention logits quantized to 16 bits (prompt and decoding alike) change nothing */
+    CHECK(!da_needle_eval_model(&m, &c, 16, &r).code);
     CHECK(r.overall == 1.0);
     /* the same model with its induction head switched off answers nothing */
     memset(m.w.layers[1].wv, 0, (size_t)HB_C * HB_C * sizeof(float));
-    CHECK(!da_needle_eval(&c, da_needle_predict_model, &nm, &r).code);
+    CHECK(!da_needle_eval_model(&m, &c, 0, &r).code);
     CHECK(r.overall == 0.0);
     da_model_free(&m);
     return 0;

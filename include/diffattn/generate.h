@@ -1,4 +1,16 @@
-/* diffattn inference: KV-cache decoding. */
+/* diffattn inference: one engine for every model format.
+ *
+ * An engine holds a model's weights as typed tensors (f32, f16, bf16, q8_0,
+ * q4_0, q4_k) ready to run; a session holds one sequence's KV cache and
+ * scratch. The same forward pass serves prompts (any number of tokens a
+ * call) and batch-1 decoding, for safetensors and GGUF models alike:
+ *
+ *     da_engine *e;  da_engine_load(&e, "model.safetensors");   // or .gguf
+ *     da_session *s; da_session_create(&s, e, NULL);
+ *     da_session_feed(s, prompt, n, 0, &logits);               // logits: (V) of the last token
+ *     ... da_sample_token(logits, ...) ... da_session_feed(s, &tok, 1, 0, &logits);
+ *
+ * or let da_generate run that loop. */
 #ifndef DIFFATTN_GENERATE_H
 #define DIFFATTN_GENERATE_H
 
@@ -8,20 +20,95 @@
 extern "C" {
 #endif
 
-/* ---------------------------------------------------------------- generation */
+typedef struct da_engine da_engine;   /* a model's weights, ready to run; read-only once made */
+typedef struct da_session da_session; /* one sequence: KV cache and scratch */
 
-typedef struct da_kv_cache da_kv_cache;
+/* How a matmul's input row meets the weights:
+ *   Q8:           int8 per 32-block (ggml's way for q8_0/q4_0/q4_K; near lossless), integer dots
+ *   INT8_DYNAMIC: int8 with one scale per token (w8a8, dynamic per-token), integer dots
+ *   INT8_STATIC:  int8 with one calibrated scale per tensor (w8a8, static), integer dots
+ *   BF16:         activations rounded to bf16, weights dequantized (w8a16)
+ *   F32:          fp32 activations, weights dequantized (weight-only reference) */
+typedef enum {
+    DA_ACTQ_Q8 = 0,
+    DA_ACTQ_INT8_DYNAMIC = 1,
+    DA_ACTQ_INT8_STATIC = 2,
+    DA_ACTQ_BF16 = 3,
+    DA_ACTQ_F32 = 4,
+} da_act_mode;
 
-da_status da_kv_create(da_kv_cache **out, const da_config *cfg, int max_T);
-void da_kv_free(da_kv_cache *kv);
-void da_kv_reset(da_kv_cache *kv);
-/* Feeds one token at position kv's length; returns the (V) logits, owned by kv. */
-da_status da_decode_step(const da_model *m, da_kv_cache *kv, int token, const float **logits);
-/* Fills an empty cache with a whole prompt in one batched forward (through a,
- * created for at least 1 x n), much faster than n decode steps; returns the
- * last position's (V) logits, owned by kv. The reference kernel in a honours
- * m->attn_logit_bits, as decoding does. */
-da_status da_kv_prefill(da_model *m, da_kv_cache *kv, da_acts *a, const int *tokens, int n, const float **logits);
+const char *da_act_mode_name(da_act_mode m);
+int da_act_mode_parse(const char *s, da_act_mode *out); /* 0 ok, -1 unknown */
+
+/* A model file: a diffattn safetensors checkpoint, or a GGUF from `diffattn
+ * quantize`. Errors name the file and the field. */
+da_status da_engine_load(da_engine **out, const char *path);
+/* f32 views of m's parameters, no copy: m must outlive the engine. λ is
+ * computed here, once: make a new engine after changing m's parameters. */
+da_status da_engine_from_model(da_engine **out, const da_model *m);
+void da_engine_free(da_engine *e);
+const da_config *da_engine_config(const da_engine *e);
+/* The type of the layer matmuls ("f32", "q8_0", ...), the activation mode
+ * the file asks for, and the bytes of all tensor data. */
+const char *da_engine_weight_type(const da_engine *e);
+da_act_mode da_engine_default_act(const da_engine *e);
+size_t da_engine_weight_bytes(const da_engine *e);
+
+typedef struct {
+    int act;        /* da_act_mode, or -1: the engine's default (f32 for f32 weights) */
+    int kv_int8;    /* 1: the KV cache holds int8 with a scale per position, head and 32-block */
+    int logit_bits; /* > 0: attention logits fake-quantized to this many bits before each softmax
+                       (symmetric, one absmax scale per query row of each map: the paper's Figure 8); 0: exact */
+    int max_T;      /* positions the session holds; 0: the model's max_seq_len */
+    int max_batch;  /* tokens one da_session_feed call may take; 0: max_T */
+} da_session_opts;
+
+/* Options with every field at its default: act -1, exact logits, f32 cache, max_seq_len positions. */
+da_session_opts da_session_opts_default(void);
+
+da_status da_session_create(da_session **out, const da_engine *e, const da_session_opts *o); /* o NULL: defaults */
+void da_session_free(da_session *s);
+void da_session_reset(da_session *s); /* empty the cache; the next token is position 0 */
+int da_session_len(const da_session *s);
+int da_session_capacity(const da_session *s);  /* positions it holds (max_T) */
+int da_session_max_batch(const da_session *s); /* tokens one call may take */
+int da_session_vocab_size(const da_session *s);
+
+/* Feeds tokens: (n) at positions len .. len+n-1. logits: (n, V) when
+ * all_logits, else the last position's (V); owned by s, valid until the next call. */
+da_status da_session_feed(da_session *s, const int *tokens, int n, int all_logits, const float **logits);
+
+/* Picks a token from logits: (V), which must be finite.
+ *   temperature <= 0: argmax (the lowest index among ties); rng is not used.
+ *   otherwise: softmax(logits / temperature) restricted to the smallest set of
+ *   top tokens whose probability mass reaches top_p (ties at the boundary
+ *   resolved towards lower indices), renormalised, and drawn with one
+ *   da_rng_uniform. top_p in (0, 1]; 1 = no restriction; top_p <= 0 keeps only
+ *   the most likely token, top_p > 1 acts as 1.
+ * Deterministic given the rng state. scratch: (2V) floats. Returns -1 when V <= 0. */
+int da_sample_token(const float *logits, int V, float temperature, float top_p, da_rng *rng, float *scratch);
+
+typedef struct {
+    int max_new;       /* tokens to generate */
+    float temperature; /* 0: greedy */
+    float top_p;
+    uint64_t seed;
+    int stop_token;    /* generation ends after this token; -1: none */
+    /* called with each generated token; a non-zero return stops generation */
+    int (*on_token)(void *ctx, int token);
+    void *ctx;
+} da_generate_opts;
+
+/* Feeds the prompt (n_prompt >= 1) to s from its current position, then
+ * samples up to o->max_new tokens, feeding each back. *n_out (may be NULL):
+ * the tokens generated. The session must hold len + n_prompt + max_new - 1
+ * positions. */
+da_status da_generate(da_session *s, const int *prompt, int n_prompt, const da_generate_opts *o, int *n_out);
+
+/* Any model file as a full-precision da_model for the training forward (the
+ * evaluations that need activations): safetensors as stored, GGUF weights
+ * dequantized to f32. */
+da_status da_model_load_any(da_model *m, const char *path);
 
 #ifdef __cplusplus
 }

@@ -78,17 +78,11 @@ typedef struct {
     float *grads; /* NULL until da_model_alloc_grads */
     da_weights w; /* views of params */
     da_weights g; /* views of grads (NULL pointers until allocated) */
-    /* Evaluation only, not saved: when > 0, the reference attention kernel
-     * and KV-cache decoding fake-quantize the attention logits to this many
-     * bits before their softmax (dynamic absmax, symmetric, one scale per
-     * query row of each map: the paper's Figure 8). 0 (default): exact. The
-     * flash kernel ignores it. */
-    int attn_logit_bits;
 } da_model;
 
 /* Allocates a zeroed model for cfg (validated). */
 da_status da_model_create(da_model *m, const da_config *cfg);
-/* The initialisation documented in the README, from a seeded RNG. */
+/* The initialisation documented in docs/model.md, from a seeded RNG. */
 void da_model_init(da_model *m, uint64_t seed);
 da_status da_model_alloc_grads(da_model *m);
 void da_model_zero_grads(da_model *m);
@@ -129,6 +123,9 @@ void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k);
 /* Layer l's values: (B, T, Ckv). */
 const float *da_acts_v(const da_acts *a, int layer);
 const float *da_acts_hidden(const da_acts *a, int layer);
+/* Layer l's attention output, the input of its out_proj: (B, T, C) (DIFF:
+ * after the per-head norm). */
+const float *da_acts_attn_out(const da_acts *a, int layer);
 
 /* Gradient of the mean loss of the last da_forward (which needed targets);
  * accumulates (+=) into m->grads. */

@@ -49,7 +49,7 @@ typedef struct {
     uint64_t seed;
     float val_fraction;
     int bf16; /* 1: large matmuls in bf16 with fp32 accumulation (AVX512-BF16 builds) */
-    /* Data parallel (see "Training on several processes" in the README);
+    /* Data parallel (docs/data-parallel.md);
      * neither is stored in the training state. */
     int deterministic; /* 1: per-window gradients summed exactly: bit-identical for any number of ranks */
     int zero;          /* 1: ZeRO-1, the AdamW moments sharded over the ranks */
@@ -76,7 +76,8 @@ typedef struct {
 
 #define DA_INTERRUPTED 2
 
-/* Trains on the byte-level text at data_path (a file or folder) into out_dir:
+/* Trains on data_path (a text file or folder: bytes are tokens; or a folder of token shards from `diffattn
+ * prepare`) into out_dir:
  * out_dir/model.safetensors (the latest model), out_dir/train_state.safetensors
  * (parameters, AdamW moments, step, RNG: everything --resume needs) and
  * out_dir/metrics.jsonl. With resume, model_cfg is ignored and the run

@@ -11,13 +11,14 @@
 #include "eval/needle_attention.h"
 #include "experiments/plot.h"
 #include "eval/outliers.h"
+#include "eval/quant_logits.h"
 #include <stdlib.h>
 
 /* The model and its validation data, with --seq 0 meaning the model's
  * context. On failure nothing is left allocated. */
 static da_status load_model_data(const char *model, const char *data, float val_fraction, int *seq, da_model *m,
                                  da_text_data *d) {
-    da_status st = da_model_load(m, model);
+    da_status st = da_model_load_any(m, model);
     if (st.code) return st;
     if (*seq == 0) *seq = m->cfg.max_seq_len;
     if (*seq <= 0) st = da_errorf("--seq must be positive");
@@ -170,30 +171,29 @@ static int needle_flags_check(needle_flags *f) {
 
 static int eval_quant_logits(int argc, char **argv) {
     const char *model = NULL, *data = NULL, *bits_list = "16,8,6,4";
-    int seq = 0, batch = 4, json = 0, no_needle = 0;
+    int seq = 0, json = 0, no_needle = 0;
     long windows = 32;
     float val_fraction = 0.1f;
     needle_flags f;
-    enum { N_OPTS = 9 + NEEDLE_OPTS };
+    enum { N_OPTS = 8 + NEEDLE_OPTS };
     cli_opt opts[N_OPTS] = {
-        {"model", OPT_STR, &model, "model file (.safetensors)", 0},
+        {"model", OPT_STR, &model, "model file (.safetensors or .gguf)", 0},
         {"data", OPT_STR, &data, "text file or folder (bytes), or a folder of token shards", 0},
         {"bits", OPT_STR, &bits_list, "comma-separated bit widths of the attention logits", 0},
         {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
         {"windows", OPT_LONG, &windows, "validation windows", 0},
-        {"batch", OPT_INT, &batch, "windows per forward pass", 0},
         {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
         {"no-needle", OPT_FLAG, &no_needle, "skip needle retrieval (for models that are not byte-level)", 0},
         {"json", OPT_FLAG, &json, "print one JSON object", 0},
     };
-    needle_flags_init(&f, opts + 9, "auto");
+    needle_flags_init(&f, opts + 8, "auto");
     opts[9 + 2].help = "comma-separated needle prompt lengths in bytes (auto: max_seq_len - 64, at most 1024)";
     const char *req[] = {"model", "data", NULL};
     int rc = cli_parse("eval quant-logits",
                        "The attention logits fake-quantized before the softmax (dynamic absmax per query row of each "
                        "map, symmetric),\nper bit width, against the exact model: validation loss and needle retrieval "
-                       "accuracy (the paper's Figure 8).\nLoss uses the reference attention kernel, retrieval the "
-                       "KV-cache decoder; both quantize the same way.",
+                       "accuracy (the paper's Figure 8).\nBoth run through the inference engine, each window and "
+                       "prompt from an empty KV cache.",
                        argc, argv, opts, N_OPTS, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     int bits[16], n_bits = 0;
@@ -225,12 +225,8 @@ static int eval_quant_logits(int argc, char **argv) {
     }
     double needle_exact = 0, needle_q[16] = {0};
     if (!st.code) {
-        st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &exact);
-        for (int i = 0; i < n_bits && !st.code; i++) {
-            m.attn_logit_bits = bits[i];
-            st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_REFERENCE, &q[i]);
-        }
-        m.attn_logit_bits = 0;
+        st = da_eval_loss_logit_bits(&m, &d, seq, windows, 0, &exact);
+        for (int i = 0; i < n_bits && !st.code; i++) st = da_eval_loss_logit_bits(&m, &d, seq, windows, bits[i], &q[i]);
         da_needle_result nr;
         for (int i = -1; i < n_bits && !st.code && !no_needle; i++) {
             st = da_needle_eval_model(&m, &f.c, i < 0 ? 0 : bits[i], &nr);
@@ -284,7 +280,7 @@ static int eval_needle(int argc, char **argv) {
     if (needle_flags_check(&f)) return 1;
     const da_needle_config c = f.c;
     da_model m;
-    da_status st = da_model_load(&m, model);
+    da_status st = da_model_load_any(&m, model);
     if (st.code) return cli_fail(st.msg);
     da_needle_result r;
     st = da_needle_eval_model(&m, &c, 0, &r);
@@ -352,7 +348,7 @@ static int eval_attention(int argc, char **argv) {
     if (other && !png) return cli_fail("--vs draws a second model in the --png figure; pass --png FILE too");
     const da_needle_config c = f.c;
     da_model m;
-    da_status st = da_model_load(&m, model);
+    da_status st = da_model_load_any(&m, model);
     if (st.code) return cli_fail(st.msg);
     da_needle_attention_result r;
     st = da_eval_needle_attention(&m, &c, &r);
@@ -394,7 +390,7 @@ static int eval_attention(int argc, char **argv) {
         snprintf(names[0], sizeof names[0], "%s (%s)", model, da_arch_name(m.cfg.arch));
         st = attention_band(&m, &c, names[0], &maps[0], &bands[0]);
         if (!st.code && other) {
-            st = da_model_load(&m2, other);
+            st = da_model_load_any(&m2, other);
             have2 = !st.code;
             if (!st.code) {
                 snprintf(names[1], sizeof names[1], "%s (%s)", other, da_arch_name(m2.cfg.arch));

@@ -15,7 +15,7 @@ int cmd_init(int argc, char **argv) {
     opts[CLI_N_MODEL_OPTS + 1] = (cli_opt){"seed", OPT_U64, &seed, "initialisation seed", 0};
     const int n = CLI_N_MODEL_OPTS + 2;
     const char *req[] = {"out", NULL};
-    int rc = cli_parse("init", "Writes a freshly initialised model (initialisation described in the README).", argc,
+    int rc = cli_parse("init", "Writes a freshly initialised model (initialisation described in docs/model.md).", argc,
                        argv, opts, n, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     da_config cfg;
@@ -39,7 +39,7 @@ int cmd_info(int argc, char **argv) {
                        opts, 1, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     da_model m;
-    da_status st = da_model_load(&m, path);
+    da_status st = da_model_load_any(&m, path);
     if (st.code) return cli_fail(st.msg);
     const da_config *c = &m.cfg;
     printf("model          %s\n", path);

@@ -10,26 +10,27 @@
 #include "eval/ppl.h"
 #include "io/gguf.h"
 #include "quant/calib.h"
-#include "quant/qmodel.h"
+#include "quant/quantize.h"
 
 int cmd_quantize(int argc, char **argv) {
-    const char *model = NULL, *type_s = NULL, *out = NULL, *calib = NULL, *act_s = NULL, *out_type_s = NULL;
-    int calib_samples = 64, calib_seq = 0, no_awq = 0;
-    uint64_t seed = 1234;
+    da_quantize_opts o;
+    da_quantize_opts_default(&o);
+    const char *model = NULL, *out = NULL;
+    int no_awq = 0;
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "full-precision model (.safetensors)", 0},
-        {"type", OPT_STR, &type_s, "weight type of every matmul: q8_0, q4_0, q4_k (or f16, bf16, f32)", 0},
+        {"type", OPT_STR, &o.type, "weight type of every matmul: q8_0, q4_0, q4_k (or f16, bf16, f32)", 0},
         {"out", OPT_STR, &out, "GGUF file to write", 0},
-        {"calib", OPT_STR, &calib, "calibration text (its train split): AWQ scaling and static int8 ranges", 0},
-        {"calib-samples", OPT_INT, &calib_samples, "calibration sequences", 0},
-        {"calib-seq", OPT_INT, &calib_seq, "tokens per calibration sequence (0 = the model's max_seq_len)", 0},
+        {"calib", OPT_STR, &o.calib_data, "calibration text (its train split): AWQ scaling and static int8 ranges", 0},
+        {"calib-samples", OPT_INT, &o.calib_samples, "calibration sequences", 0},
+        {"calib-seq", OPT_INT, &o.calib_seq, "tokens per calibration sequence (0 = the model's max_seq_len)", 0},
         {"no-awq", OPT_FLAG, &no_awq, "with --calib: only the int8 ranges, no AWQ scaling", 0},
-        {"act", OPT_STR, &act_s,
+        {"act", OPT_STR, &o.act,
          "default activations when run: q8 (per-32 int8, the default), int8-dynamic (per token), int8-static "
          "(per tensor, needs --calib), bf16, f32",
          0},
-        {"output-type", OPT_STR, &out_type_s, "type of the LM head (default: q8_0 for 4-bit types, else --type)", 0},
-        {"seed", OPT_U64, &seed, "calibration sampling seed", 0},
+        {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type)", 0},
+        {"seed", OPT_U64, &o.seed, "calibration sampling seed", 0},
     };
     const char *req[] = {"model", "type", "out", NULL};
     int rc = cli_parse("quantize",
@@ -39,103 +40,31 @@ int cmd_quantize(int argc, char **argv) {
                        "and static int8 activation ranges are stored.",
                        argc, argv, opts, 10, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    da_quantize_opts qo = {DA_QT_Q8_0, -1};
-    da_qtype t;
-    if (da_qtype_parse(type_s, &t)) return cli_fail("--type: expected q8_0, q4_0, q4_k, f16, bf16 or f32");
-    qo.type = t;
-    if (out_type_s) {
-        if (da_qtype_parse(out_type_s, &t)) return cli_fail("--output-type: expected q8_0, q4_0, q4_k, f16, bf16 or f32");
-        qo.output_type = t;
-    }
-    da_act_mode act = DA_ACTQ_Q8;
-    if (act_s && da_act_mode_parse(act_s, &act))
-        return cli_fail("--act: expected q8, int8-dynamic, int8-static, bf16 or f32");
-    if (act == DA_ACTQ_INT8_STATIC && !calib)
-        return cli_fail("--act int8-static needs calibrated ranges: add --calib DATA");
-    if (calib && calib_samples < 1) return cli_fail("--calib-samples must be positive");
-    if (da_gguf_is_gguf(model))
-        return cli_fail("--model is already a GGUF; quantize the full-precision .safetensors it came from");
-    da_model m;
-    da_status st = da_model_load(&m, model);
+    o.awq = !no_awq;
+    da_quantize_report r;
+    da_status st = da_quantize_file(model, out, &o, &r);
     if (st.code) return cli_fail(st.msg);
-    float *absmax = NULL, *alpha = NULL;
-    const int n_sites = DA_N_SITES(&m.cfg);
-    if (calib) {
-        if (calib_seq == 0) calib_seq = m.cfg.max_seq_len;
-        if (calib_samples < DA_CALIB_MIN_SEQUENCES)
-            fprintf(stderr,
-                    "diffattn quantize: warning: %d calibration sequences; static int8 ranges settle only by about "
-                    "%d (measured), below that they depend on which sequences were drawn\n",
-                    calib_samples, DA_CALIB_MIN_SEQUENCES);
-        da_text_data d;
-        st = da_text_data_load(&d, calib, 0.1f, calib_seq);
-        da_qstats stats;
-        alpha = calloc((size_t)n_sites, sizeof *alpha);
-        if (!st.code && !alpha) st = da_errorf("out of memory");
-        if (!st.code && !no_awq && qo.type != DA_QT_F32) {
-            double t0 = da_now_s();
-            if (!(st = da_calibrate(&m, &d, calib_samples, calib_seq, seed, &stats)).code) {
-                st = da_awq_apply(&m, &stats, qo.type, alpha);
-                da_qstats_free(&stats);
-            }
-            if (!st.code) {
-                fprintf(stderr, "AWQ (%d sequences of %d tokens, %.1fs): alpha per layer [attn-in ffn-in ffn-gate]:",
-                        calib_samples, calib_seq, da_now_s() - t0);
-                for (int l = 0; l < m.cfg.n_layers; l++)
-                    fprintf(stderr, " [%.1f %.1f %.1f]", alpha[4 * l], alpha[4 * l + 2], alpha[4 * l + 3]);
-                fprintf(stderr, ", head %.1f\n", alpha[n_sites - 1]);
-            }
-        }
-        /* the static ranges come from the (scaled) model that will run */
-        if (!st.code && !(st = da_calibrate(&m, &d, calib_samples, calib_seq, seed + 1, &stats)).code) {
-            absmax = malloc((size_t)n_sites * sizeof *absmax);
-            if (absmax) memcpy(absmax, stats.absmax, (size_t)n_sites * sizeof *absmax);
-            else st = da_errorf("out of memory");
-            /* the ranges, largest over layers, with their ratio to the mean |x| (an outlier measure) */
-            static const char *site_names[DA_SITES_PER_LAYER] = {"attn-in", "attn-out", "ffn-in", "ffn-gate"};
-            fprintf(stderr, "static int8 ranges (max |x| over layers; max / mean |x|):");
-            for (int k = 0; absmax && k < DA_SITES_PER_LAYER; k++) {
-                float mx = 0;
-                double ratio = 0;
-                for (int l = 0; l < m.cfg.n_layers; l++) {
-                    const int site = DA_SITES_PER_LAYER * l + k;
-                    const size_t w = stats.chan_off[site + 1] - stats.chan_off[site];
-                    double mean = 0;
-                    for (size_t c = 0; c < w; c++) mean += stats.chan[stats.chan_off[site] + c];
-                    mean /= (double)w * (double)(stats.rows > 0 ? stats.rows : 1);
-                    if (absmax[site] > mx) mx = absmax[site];
-                    if (mean > 0 && absmax[site] / mean > ratio) ratio = absmax[site] / mean;
-                }
-                fprintf(stderr, " %s %.2f (%.0fx)", site_names[k], mx, ratio);
-            }
-            if (absmax) fprintf(stderr, ", head %.2f\n", absmax[n_sites - 1]);
-            da_qstats_free(&stats);
-        }
-        if (!st.code || d.spans) da_text_data_free(&d);
+    if (r.few_calib_samples)
+        fprintf(stderr, "diffattn quantize: warning: %d calibration sequences; static int8 ranges settle only by about "
+                        "16 (measured), below that they depend on which sequences were drawn\n",
+                o.calib_samples);
+    if (r.awq) {
+        fprintf(stderr, "AWQ (%d sequences, %.1fs): alpha per layer [attn-in ffn-in ffn-gate]:", o.calib_samples,
+                r.awq_seconds);
+        for (int l = 0; l < r.n_layers; l++)
+            fprintf(stderr, " [%.1f %.1f %.1f]", r.alpha[4 * l], r.alpha[4 * l + 2], r.alpha[4 * l + 3]);
+        fprintf(stderr, ", head %.1f\n", r.alpha[4 * r.n_layers]);
     }
-    da_qmodel q;
-    if (!st.code && !(st = da_qmodel_quantize(&q, &m, &qo)).code) {
-        q.act = act;
-        q.act_absmax = absmax;
-        absmax = NULL;
-        q.calib_samples = calib ? calib_samples : 0;
-        q.awq = calib && !no_awq && qo.type != DA_QT_F32;
-        st = da_qmodel_save(&q, out);
-        if (!st.code) {
-            FILE *fp = fopen(out, "rb");
-            long size = -1;
-            if (fp && !fseek(fp, 0, SEEK_END)) size = ftell(fp);
-            if (fp) fclose(fp);
-            printf("%s: %s weights (%s head), %s activations%s, %.2f MB (from %.2f MB f32)\n", out,
-                   da_qtype_name(qo.type), da_qtype_name(q.output->type), da_act_mode_name(q.act),
-                   q.awq ? ", AWQ" : "", (double)size / 1e6, (double)m.n_params * 4 / 1e6);
-        }
-        da_qmodel_free(&q);
+    if (r.has_ranges) {
+        static const char *site_names[4] = {"attn-in", "attn-out", "ffn-in", "ffn-gate"};
+        fprintf(stderr, "static int8 ranges (max |x| over layers; max / mean |x|):");
+        for (int k = 0; k < 4; k++) fprintf(stderr, " %s %.2f (%.0fx)", site_names[k], r.range_max[k], r.range_ratio[k]);
+        fprintf(stderr, ", head %.2f\n", r.head_range);
     }
-    free(absmax);
-    free(alpha);
-    da_model_free(&m);
-    return st.code ? cli_fail(st.msg) : 0;
+    printf("%s: %s weights (%s head), %s activations%s, %.2f MB (from %.2f MB f32)\n", out, r.weight_type,
+           r.output_type, r.act, r.awq ? ", AWQ" : "", (double)r.file_bytes / 1e6, (double)r.n_params * 4 / 1e6);
+    da_quantize_report_free(&r);
+    return 0;
 }
 
 static long file_size(const char *path) {
@@ -146,24 +75,10 @@ static long file_size(const char *path) {
     return n;
 }
 
-/* A quantized model from a GGUF, or an f32 one built from a safetensors (the
- * reference path of the same code). */
-static da_status load_q(da_qmodel *q, const char *path) {
-    if (da_gguf_is_gguf(path)) return da_qmodel_load(q, path);
-    da_model m;
-    da_status st = da_model_load(&m, path);
-    if (st.code) return st;
-    da_quantize_opts o = {DA_QT_F32, DA_QT_F32};
-    st = da_qmodel_quantize(q, &m, &o);
-    if (!st.code) q->act = DA_ACTQ_F32;
-    da_model_free(&m);
-    return st;
-}
-
-static int parse_run_opts(const char *act_s, const char *kv_s, const da_qmodel *q, da_qrun_opts *o) {
-    o->act = q->act;
-    o->kv_int8 = 0;
-    if (act_s && da_act_mode_parse(act_s, &o->act)) {
+static int parse_run_opts(const char *act_s, const char *kv_s, const da_engine *q, da_session_opts *o) {
+    *o = da_session_opts_default();
+    da_act_mode act = q->act;
+    if (act_s && da_act_mode_parse(act_s, &act)) {
         fprintf(stderr, "diffattn: --act: expected q8, int8-dynamic, int8-static, bf16 or f32\n");
         return 1;
     }
@@ -174,7 +89,8 @@ static int parse_run_opts(const char *act_s, const char *kv_s, const da_qmodel *
     o->kv_int8 = kv_s && !strcmp(kv_s, "int8");
     /* float weights take float activations: int8 modes do not apply */
     const int wt = q->weight_type;
-    if ((wt == DA_QT_F32 || wt == DA_QT_F16 || wt == DA_QT_BF16) && o->act <= DA_ACTQ_INT8_STATIC) o->act = DA_ACTQ_F32;
+    if ((wt == DA_QT_F32 || wt == DA_QT_F16 || wt == DA_QT_BF16) && act <= DA_ACTQ_INT8_STATIC) act = DA_ACTQ_F32;
+    o->act = act;
     return 0;
 }
 
@@ -205,23 +121,24 @@ int cmd_eval_ppl(int argc, char **argv) {
                        argc, argv, opts, 10, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (chunks < 0) return cli_fail("--chunks must be >= 0");
-    da_qmodel q;
-    da_status st = load_q(&q, model);
+    da_engine *qe = NULL;
+    da_status st = da_engine_load(&qe, model);
     if (st.code) return cli_fail(st.msg);
-    da_ppl_config pc = {ctx, chunks, {DA_ACTQ_Q8, 0}, cache, file_size(base)};
-    if (parse_run_opts(act_s, kv_s, &q, &pc.run)) {
-        da_qmodel_free(&q);
+    const da_engine q = *qe;
+    da_ppl_config pc = {ctx, chunks, da_session_opts_default(), cache, file_size(base)};
+    if (parse_run_opts(act_s, kv_s, qe, &pc.run)) {
+        da_engine_free(qe);
         return 1;
     }
-    da_model bm;
+    da_engine *be = NULL;
     da_text_data d;
     da_ppl_result r;
-    if (!(st = da_model_load(&bm, base)).code) {
+    if (!(st = da_engine_load(&be, base)).code) {
         if (!(st = da_text_data_load(&d, data, val_fraction, ctx ? ctx : q.cfg.max_seq_len)).code) {
-            st = da_eval_ppl(&q, &bm, &d, &pc, &r);
+            st = da_eval_ppl(qe, be, &d, &pc, &r);
             da_text_data_free(&d);
         }
-        da_model_free(&bm);
+        da_engine_free(be);
     }
     if (!st.code) {
         const char *wt = da_qtype_name(q.weight_type);
@@ -238,7 +155,7 @@ int cmd_eval_ppl(int argc, char **argv) {
                    model, da_arch_name(q.cfg.arch), wt, da_act_mode_name(pc.run.act), pc.run.kv_int8 ? "int8" : "f32",
                    r.ppl, r.base_ppl, r.delta_ppl_pct, r.kld, 100 * r.same_top1, r.chunks, r.scored);
     }
-    da_qmodel_free(&q);
+    da_engine_free(qe);
     return st.code ? cli_fail(st.msg) : 0;
 }
 
@@ -246,9 +163,8 @@ int cmd_eval_ppl(int argc, char **argv) {
 
 typedef struct {
     const char *path;
-    int is_gguf;
-    da_model m;  /* f32 path */
-    da_qmodel q; /* quantized path */
+    da_engine *e;
+    da_session_opts run;
     long file_bytes;
     double best_prompt, best_decode; /* tokens/s */
 } bench_model;
@@ -261,51 +177,26 @@ static int argmax_f(const float *x, int n) {
 }
 
 /* One timed run: the prompt in one batch, then n_gen greedy decoding steps. */
-static da_status bench_once(bench_model *b, const int *prompt, int n_prompt, int n_gen, const da_qrun_opts *ro) {
-    da_status st = da_ok();
-    double t0, t1, t2;
-    if (!b->is_gguf) {
-        const da_config *c = &b->m.cfg;
-        da_acts *a = NULL;
-        da_kv_cache *kv = NULL;
-        if ((st = da_acts_create(&a, c, 1, n_prompt)).code) return st;
-        if ((st = da_kv_create(&kv, c, n_prompt + n_gen)).code) {
-            da_acts_free(a);
-            return st;
-        }
-        t0 = da_now_s();
-        da_forward(&b->m, a, prompt, NULL, 1, n_prompt);
-        t1 = da_now_s();
-        const float *lg = NULL;
-        for (int i = 0; i < n_prompt && !st.code; i++) st = da_decode_step(&b->m, kv, prompt[i], &lg); /* fill the cache, untimed */
-        int tk = st.code ? 0 : argmax_f(lg, c->vocab_size);
-        t2 = da_now_s();
-        for (int i = 0; i < n_gen && !st.code; i++) {
-            st = da_decode_step(&b->m, kv, tk, &lg);
-            if (!st.code) tk = argmax_f(lg, c->vocab_size);
-        }
-        const double t3 = da_now_s();
-        da_kv_free(kv);
-        da_acts_free(a);
-        if (st.code) return st;
-        t2 = t3 - t2;
-    } else {
-        da_qstate *s = NULL;
-        if ((st = da_qstate_create(&s, &b->q, ro, n_prompt + n_gen, n_prompt)).code) return st;
-        const float *lg = NULL;
-        t0 = da_now_s();
-        st = da_qforward(&b->q, s, prompt, n_prompt, 0, &lg);
-        t1 = da_now_s();
-        int tk = st.code ? 0 : argmax_f(lg, b->q.cfg.vocab_size);
-        const double td = da_now_s();
-        for (int i = 0; i < n_gen && !st.code; i++) {
-            st = da_qforward(&b->q, s, &tk, 1, 0, &lg);
-            if (!st.code) tk = argmax_f(lg, b->q.cfg.vocab_size);
-        }
-        t2 = da_now_s() - td;
-        da_qstate_free(s);
-        if (st.code) return st;
+static da_status bench_once(bench_model *b, const int *prompt, int n_prompt, int n_gen) {
+    da_session *s = NULL;
+    da_session_opts o = b->run;
+    o.max_T = n_prompt + n_gen;
+    o.max_batch = n_prompt;
+    da_status st = da_session_create(&s, b->e, &o);
+    if (st.code) return st;
+    const int V = da_engine_config(b->e)->vocab_size;
+    const float *lg = NULL;
+    const double t0 = da_now_s();
+    st = da_session_feed(s, prompt, n_prompt, 0, &lg);
+    const double t1 = da_now_s();
+    int tk = st.code ? 0 : argmax_f(lg, V);
+    for (int i = 0; i < n_gen && !st.code; i++) {
+        st = da_session_feed(s, &tk, 1, 0, &lg);
+        if (!st.code) tk = argmax_f(lg, V);
     }
+    const double t2 = da_now_s() - t1;
+    da_session_free(s);
+    if (st.code) return st;
     const double pp = n_prompt / (t1 - t0), dd = n_gen / t2;
     if (pp > b->best_prompt) b->best_prompt = pp;
     if (dd > b->best_decode) b->best_decode = dd;
@@ -321,8 +212,8 @@ int cmd_bench_generate(int argc, char **argv) {
         {"prompt", OPT_INT, &n_prompt, "prompt tokens, processed in one batch", 0},
         {"gen", OPT_INT, &n_gen, "tokens decoded one at a time (batch 1, greedy)", 0},
         {"reps", OPT_INT, &reps, "repetitions; the best of each is reported", 0},
-        {"act", OPT_STR, &act_s, "GGUF activations: q8, int8-dynamic, int8-static, bf16, f32 (default: the file's)", 0},
-        {"kv", OPT_STR, &kv_s, "GGUF KV cache: f32 (default) or int8", 0},
+        {"act", OPT_STR, &act_s, "activations: q8, int8-dynamic, int8-static, bf16, f32 (default: the file's; f32 for float weights)", 0},
+        {"kv", OPT_STR, &kv_s, "KV cache: f32 (default) or int8", 0},
         {"json", OPT_FLAG, &json, "one JSON object per model", 0},
     };
     const char *req[] = {"model", NULL};
@@ -340,28 +231,25 @@ int cmd_bench_generate(int argc, char **argv) {
     bm[nm++].path = model;
     for (char *tok = list ? strtok(list, ",") : NULL; tok && nm < MAXM; tok = strtok(NULL, ",")) bm[nm++].path = tok;
     da_status st = da_ok();
-    da_qrun_opts ro[MAXM];
-    int loaded = 0;
-    for (int i = 0; i < nm && !st.code; i++, loaded++) {
-        bm[i].is_gguf = da_gguf_is_gguf(bm[i].path);
+    for (int i = 0; i < nm && !st.code; i++) {
         bm[i].file_bytes = file_size(bm[i].path);
-        st = bm[i].is_gguf ? da_qmodel_load(&bm[i].q, bm[i].path) : da_model_load(&bm[i].m, bm[i].path);
+        st = da_engine_load(&bm[i].e, bm[i].path);
         if (st.code) break;
-        const da_config *c = bm[i].is_gguf ? &bm[i].q.cfg : &bm[i].m.cfg;
+        const da_config *c = da_engine_config(bm[i].e);
         if (n_prompt + n_gen > c->max_seq_len)
             st = da_errorf("%s: --prompt %d + --gen %d exceeds max_seq_len %d", bm[i].path, n_prompt, n_gen,
                            c->max_seq_len);
-        if (bm[i].is_gguf && parse_run_opts(act_s, kv_s, &bm[i].q, &ro[i])) st = da_errorf("bad --act or --kv");
+        if (parse_run_opts(act_s, kv_s, bm[i].e, &bm[i].run)) st = da_errorf("bad --act or --kv");
     }
     int *prompt = malloc((size_t)n_prompt * sizeof(int));
     if (!st.code && !prompt) st = da_errorf("out of memory");
     if (!st.code) {
-        const int V = bm[0].is_gguf ? bm[0].q.cfg.vocab_size : bm[0].m.cfg.vocab_size;
+        const int V = da_engine_config(bm[0].e)->vocab_size;
         const char *text = "The quick brown fox jumps over the lazy dog. ";
         for (int i = 0; i < n_prompt; i++) prompt[i] = (unsigned char)text[i % strlen(text)] % V;
     }
     for (int r = 0; r < reps && !st.code; r++)
-        for (int i = 0; i < nm && !st.code; i++) st = bench_once(&bm[i], prompt, n_prompt, n_gen, &ro[i]);
+        for (int i = 0; i < nm && !st.code; i++) st = bench_once(&bm[i], prompt, n_prompt, n_gen);
     double load[3] = {0};
     FILE *fp = fopen("/proc/loadavg", "r");
     if (fp) {
@@ -369,15 +257,14 @@ int cmd_bench_generate(int argc, char **argv) {
         fclose(fp);
     }
     for (int i = 0; i < nm && !st.code; i++) {
-        const char *fmt = bm[i].is_gguf ? da_qtype_name(bm[i].q.weight_type) : "f32";
+        const char *fmt = da_engine_weight_type(bm[i].e);
         const double sp = bm[i].best_decode / bm[0].best_decode, spp = bm[i].best_prompt / bm[0].best_prompt;
         if (json)
             printf("{\"model\":\"%s\",\"weights\":\"%s\",\"path\":\"%s\",\"act\":\"%s\",\"kv\":\"%s\",\"prompt_tokens\":%d,"
                    "\"decode_tokens\":%d,\"prompt_tok_per_s\":%.2f,\"decode_tok_per_s\":%.2f,\"file_bytes\":%ld,"
                    "\"decode_speedup_vs_first\":%.3f,\"prompt_speedup_vs_first\":%.3f,\"threads\":%d,\"isa\":\"%s\","
                    "\"loadavg\":%.2f}\n",
-                   bm[i].path, fmt, bm[i].is_gguf ? "quantized" : "f32 (BLAS)",
-                   bm[i].is_gguf ? da_act_mode_name(ro[i].act) : "f32", bm[i].is_gguf && ro[i].kv_int8 ? "int8" : "f32",
+                   bm[i].path, fmt, "engine", da_act_mode_name(bm[i].run.act), bm[i].run.kv_int8 ? "int8" : "f32",
                    n_prompt, n_gen, bm[i].best_prompt, bm[i].best_decode, bm[i].file_bytes, sp, spp,
                    omp_get_max_threads(), da_isa_name(da_qdot_isa), load[0]);
         else
@@ -387,10 +274,7 @@ int cmd_bench_generate(int argc, char **argv) {
     if (!json && !st.code)
         printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), da_isa_name(da_qdot_isa),
                reps, load[0]);
-    for (int i = 0; i < loaded; i++) {
-        if (bm[i].is_gguf) da_qmodel_free(&bm[i].q);
-        else da_model_free(&bm[i].m);
-    }
+    for (int i = 0; i < nm; i++) da_engine_free(bm[i].e);
     free(prompt);
     free(list);
     return st.code ? cli_fail(st.msg) : 0;

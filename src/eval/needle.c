@@ -137,44 +137,42 @@ da_status da_needle_eval(const da_needle_config *c, da_needle_predict predict, v
 
 da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap) {
     const da_needle_model *nm = ctx;
-    da_model *m = nm->m;
-    if ((long)n + nm->max_new > m->cfg.max_seq_len)
+    const da_config *c = da_engine_config(nm->e);
+    if ((long)n + nm->max_new > c->max_seq_len)
         return da_errorf("a needle prompt of %zu bytes + %d new tokens exceeds the model's max_seq_len %d; use a "
-                         "smaller --context",
-                         n, nm->max_new, m->cfg.max_seq_len);
-    if (m->cfg.vocab_size < 256) return da_errorf("eval needle needs a byte-level model (vocab_size >= 256)");
-    da_kv_cache *kv;
-    da_status st = da_kv_create(&kv, &m->cfg, (int)n + nm->max_new);
-    if (st.code) return st;
-    /* the prompt in one batched forward; quantized logits need the reference kernel */
-    da_acts *a = NULL;
-    int *tokens = malloc(n * sizeof(int));
-    if (!tokens) st = da_errorf("out of memory");
-    if (!st.code)
-        st = da_acts_create_kernel(&a, &m->cfg, 1, (int)n, m->attn_logit_bits > 0 ? DA_ATTN_REFERENCE : DA_ATTN_FLASH);
+                         "smaller context",
+                         n, nm->max_new, c->max_seq_len);
+    if (c->vocab_size < 256) return da_errorf("needle evaluation needs a byte-level model (vocab_size >= 256)");
+    da_session_opts so = da_session_opts_default();
+    so.logit_bits = nm->logit_bits;
+    so.max_T = (int)n + nm->max_new;
+    da_session *s = NULL;
+    da_status st = da_session_create(&s, nm->e, &so);
+    int *tokens = st.code ? NULL : malloc(n * sizeof(int));
+    if (!st.code && !tokens) st = da_errorf("out of memory");
     const float *logits = NULL;
     for (size_t i = 0; i < n && tokens; i++) tokens[i] = prompt[i];
-    if (!st.code) st = da_kv_prefill(m, kv, a, tokens, (int)n, &logits);
-    da_acts_free(a);
+    if (!st.code) st = da_session_feed(s, tokens, (int)n, 0, &logits); /* the prompt in one batch */
     free(tokens);
     size_t k = 0;
     for (int t = 0; t < nm->max_new && !st.code && k + 1 < cap; t++) {
         int best = 0;
-        for (int v = 1; v < m->cfg.vocab_size; v++) best = logits[v] > logits[best] ? v : best;
+        for (int v = 1; v < c->vocab_size; v++) best = logits[v] > logits[best] ? v : best;
         if (best >= 256 || best == '\n') break;
         out[k++] = (char)best;
-        if (t + 1 < nm->max_new) st = da_decode_step(m, kv, best, &logits);
+        if (t + 1 < nm->max_new) st = da_session_feed(s, &best, 1, 0, &logits);
     }
     out[k] = 0;
-    da_kv_free(kv);
+    da_session_free(s);
     return st;
 }
 
-da_status da_needle_eval_model(da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r) {
-    da_needle_model nm = {m, 10};
-    const int saved = m->attn_logit_bits;
-    m->attn_logit_bits = logit_bits;
-    da_status st = da_needle_eval(c, da_needle_predict_model, &nm, r);
-    m->attn_logit_bits = saved;
+da_status da_needle_eval_model(const da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r) {
+    da_engine *e = NULL;
+    da_status st = da_engine_from_model(&e, m);
+    if (st.code) return st;
+    da_needle_model nm = {e, 10, logit_bits};
+    st = da_needle_eval(c, da_needle_predict_model, &nm, r);
+    da_engine_free(e);
     return st;
 }

@@ -42,13 +42,13 @@ da_status da_needle_eval(const da_needle_config *c, da_needle_predict predict, v
 /* The predictor for a model: the prompt in one batched forward into the KV
  * cache, then greedy decoding, bytes as tokens (byte-level models). */
 typedef struct {
-    da_model *m;
+    const da_engine *e;
     int max_new;
+    int logit_bits; /* attention logits fake-quantized to this many bits; 0: exact */
 } da_needle_model;
 da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap);
-/* da_needle_eval of model m (10 new tokens per answer) with the attention
- * logits quantized to logit_bits (0: exact); m->attn_logit_bits is restored
- * afterwards. */
-da_status da_needle_eval_model(da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r);
+/* da_needle_eval of model m (10 new tokens per answer) through the inference
+ * engine, the attention logits quantized to logit_bits (0: exact). */
+da_status da_needle_eval_model(const da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r);
 
 #endif

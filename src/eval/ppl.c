@@ -62,7 +62,7 @@ static void cache_write(const char *path, const ppl_cache_header *h, const float
     if (fclose(fp) || !ok) remove(path);
 }
 
-da_status da_eval_ppl(const da_qmodel *q, da_model *base, const da_text_data *data, const da_ppl_config *c,
+da_status da_eval_ppl(const da_engine *q, const da_engine *base, const da_text_data *data, const da_ppl_config *c,
                       da_ppl_result *r) {
     memset(r, 0, sizeof *r);
     const da_config *qc = &q->cfg, *bc = &base->cfg;
@@ -80,13 +80,15 @@ da_status da_eval_ppl(const da_qmodel *q, da_model *base, const da_text_data *da
     if (c->max_chunks > 0 && chunks > c->max_chunks) chunks = c->max_chunks;
     if (chunks < 1)
         return da_errorf("the validation split holds %zu tokens, fewer than one chunk of %d", data->n_val, n_ctx);
-    da_qstate *qs = NULL;
-    da_acts *a = NULL;
+    da_session *qs = NULL, *bs = NULL;
     int *tok = malloc((size_t)n_ctx * sizeof(int));
     double *lp = malloc(2 * (size_t)V * sizeof(double)), *lq = lp ? lp + V : NULL;
     da_status st = tok && lp ? da_ok() : da_errorf("out of memory");
-    if (!st.code) st = da_qstate_create(&qs, q, &c->run, n_ctx, n_ctx);
-    if (!st.code) st = da_acts_create(&a, bc, 1, n_ctx);
+    da_session_opts qo = c->run, bo = da_session_opts_default();
+    qo.max_T = bo.max_T = n_ctx;
+    bo.act = DA_ACTQ_F32;
+    if (!st.code) st = da_session_create(&qs, q, &qo);
+    if (!st.code) st = da_session_create(&bs, base, &bo);
     double nll = 0, base_nll = 0, kld = 0;
     long same = 0, scored = 0;
     const int first = n_ctx / 2, rows = n_ctx - 1 - first;
@@ -104,15 +106,15 @@ da_status da_eval_ppl(const da_qmodel *q, da_model *base, const da_text_data *da
     for (long ch = 0; ch < chunks && !st.code; ch++) {
         val_tokens(data, (size_t)ch * n_ctx, n_ctx, tok);
         const float *ql;
-        da_qstate_reset(qs);
-        if ((st = da_qforward(q, qs, tok, n_ctx, 1, &ql)).code) break;
+        da_session_reset(qs);
+        if ((st = da_session_feed(qs, tok, n_ctx, 1, &ql)).code) break;
         float *crow = cache ? cache + (size_t)ch * rows * V : NULL;
         const float *bl;
         if (cached) {
             bl = crow - (size_t)first * V; /* row j of the chunk is crow[j - first] */
         } else {
-            da_forward(base, a, tok, NULL, 1, n_ctx);
-            bl = da_acts_logits(a);
+            da_session_reset(bs);
+            if ((st = da_session_feed(bs, tok, n_ctx, 1, &bl)).code) break;
             if (crow) memcpy(crow, bl + (size_t)first * V, (size_t)rows * V * sizeof(float));
         }
         for (int j = first; j < n_ctx - 1; j++) {
@@ -140,8 +142,8 @@ da_status da_eval_ppl(const da_qmodel *q, da_model *base, const da_text_data *da
         r->kld = kld / scored;
         r->same_top1 = (double)same / scored;
     }
-    da_acts_free(a);
-    da_qstate_free(qs);
+    da_session_free(bs);
+    da_session_free(qs);
     free(tok);
     free(lp);
     return st;

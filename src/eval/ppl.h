@@ -7,12 +7,12 @@
 #define DA_EVAL_PPL_H
 
 #include "data/text_data.h"
-#include "quant/qmodel.h"
+#include "infer/engine.h"
 
 typedef struct {
     int n_ctx;       /* chunk length (0 = the model's max_seq_len) */
     long max_chunks; /* 0 = every whole chunk of the validation split */
-    da_qrun_opts run;
+    da_session_opts run; /* the quantized model's session options (act, kv_int8) */
     /* NULL, or a file caching the base model's scored logits: read when it
      * matches (same n_ctx, chunks, vocabulary and base file size), else
      * computed and written. Saves the base forward when many quantized
@@ -28,7 +28,7 @@ typedef struct {
     long chunks, scored;
 } da_ppl_result;
 
-da_status da_eval_ppl(const da_qmodel *q, da_model *base, const da_text_data *data, const da_ppl_config *c,
+da_status da_eval_ppl(const da_engine *q, const da_engine *base, const da_text_data *data, const da_ppl_config *c,
                       da_ppl_result *r);
 
 #endif

@@ -10,6 +10,7 @@
 #include "eval/needle.h"
 #include "eval/needle_attention.h"
 #include "eval/outliers.h"
+#include "eval/quant_logits.h"
 #include "experiments/plot.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
@@ -153,11 +154,9 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
     r->eval_loss = el.loss;
     r->loss_flash_s = da_now_s() - t0;
     t0 = da_now_s();
-    if (!st.code) st = da_eval_loss(m, &d, c->seq, windows_ref, 4, DA_ATTN_REFERENCE, &exact);
+    if (!st.code) st = da_eval_loss_logit_bits(m, &d, c->seq, windows_ref, 0, &exact);
     for (int i = 0; i < 4 && !st.code; i++) {
-        m->attn_logit_bits = QBITS[i];
-        st = da_eval_loss(m, &d, c->seq, windows_ref, 4, DA_ATTN_REFERENCE, &q);
-        m->attn_logit_bits = 0;
+        st = da_eval_loss_logit_bits(m, &d, c->seq, windows_ref, QBITS[i], &q);
         r->quant[i] = q.loss - exact.loss;
     }
     r->loss_ref_s = da_now_s() - t0;

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "infer/sample.h"
+#include "diffattn/generate.h"
 
 static int argmax(const float *x, int n) {
     int best = 0;

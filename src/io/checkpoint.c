@@ -10,7 +10,6 @@
 #include "io/checkpoint.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
-#include "quant/qmodel.h"
 
 /* Shortest decimal that reads back as the same float. */
 static void format_float(char *buf, size_t n, float v) {
@@ -111,7 +110,10 @@ da_status da_config_check_file_size(const da_st_file *f, const da_config *c, siz
 
 da_status da_model_load(da_model *m, const char *path) {
     memset(m, 0, sizeof *m);
-    if (da_gguf_is_gguf(path)) return da_model_load_gguf(m, path); /* quantized: dequantized to f32 */
+    if (da_gguf_is_gguf(path))
+        return da_errorf("%s: a GGUF file, not a safetensors checkpoint (load it with da_engine_load, or "
+                         "da_model_load_any for its weights in f32)",
+                         path);
     da_st_file f;
     da_status st = da_st_open(&f, path);
     if (st.code) return st;

@@ -153,7 +153,7 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* Initialisation (documented in README):
+/* Initialisation (documented in docs/model.md):
  *   norms, subln               1
  *   lambda_{q1,k1,q2,k2}       N(0, 0.1^2)   (the paper's choice)
  *   out_proj, w2               N(0, 0.02^2 / (2 * n_layers))  (GPT-2 residual scaling)

@@ -55,6 +55,7 @@ void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k) {
 }
 
 const float *da_acts_v(const da_acts *a, int layer) { return a->layers[layer].v; }
+const float *da_acts_attn_out(const da_acts *a, int layer) { return a->layers[layer].attn_out; }
 
 const float *da_acts_hidden(const da_acts *a, int layer) {
     return layer + 1 < a->cfg.n_layers ? a->layers[layer + 1].resid_in : a->resid_out;
@@ -162,10 +163,10 @@ void da_acts_free(da_acts *a) {
     free(a);
 }
 
-static attn_shape shape_of(const da_model *m, const da_acts *a) {
+static attn_shape shape_of(const da_acts *a) {
     const da_config *c = &a->cfg;
     attn_shape s = {a->B, a->T, c->n_heads, c->n_kv_heads, da_head_dim(c), c->dim,
-                    c->dim / (c->n_heads / c->n_kv_heads), a->n_threads, m->attn_logit_bits};
+                    c->dim / (c->n_heads / c->n_kv_heads), a->n_threads, 0};
     return s;
 }
 
@@ -176,7 +177,7 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
     a->B = B;
     a->T = T;
     const int C = c->dim, F = c->ffn_hidden, V = c->vocab_size, N = B * T;
-    attn_shape as = shape_of(m, a);
+    attn_shape as = shape_of(a);
     const int d = as.d, Ckv = as.Ckv;
     memcpy(a->tokens, tokens, (size_t)N * sizeof(int));
     a->have_targets = targets != NULL;
@@ -249,7 +250,7 @@ static void lambda_backward(da_layer_weights *g, const da_layer_weights *w, floa
 void da_backward(da_model *m, da_acts *a) {
     const da_config *c = &m->cfg;
     const int B = a->B, T = a->T, C = c->dim, F = c->ffn_hidden, V = c->vocab_size, N = B * T;
-    attn_shape as = shape_of(m, a);
+    attn_shape as = shape_of(a);
     const int d = as.d, Ckv = as.Ckv;
     if (!a->have_targets || !m->grads) return;
 

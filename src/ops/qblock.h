@@ -111,7 +111,7 @@ const char *da_isa_name(da_isa isa);
 /* Dot of one weight row of type (n weights) with the quantized activation
  * row x (the same n). Q8_0, Q4_0, Q4_K: integer block dots (the 4-bit
  * nibbles unpacked inside the loop), then scaled. F32/F16/BF16 rows are not
- * handled here (see da_qmatmul). */
+ * handled here: the inference engine dequantizes them (infer/engine.c). */
 float da_vec_dot(int type, const void *wrow, const da_qact *x, int64_t n);
 
 #endif

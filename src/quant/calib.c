@@ -13,31 +13,32 @@ da_status da_calibrate(const da_model *m, const da_text_data *data, int n_seq, i
     if (data->vocab_size > m->cfg.vocab_size)
         return da_errorf("the calibration data's vocabulary (%d) is larger than the model's (%d)", data->vocab_size,
                          m->cfg.vocab_size);
-    da_qmodel q;
-    da_quantize_opts o = {DA_QT_F32, DA_QT_F32};
-    da_status s = da_qmodel_quantize(&q, m, &o);
+    da_engine e;
+    da_status s = da_engine_init_from_model(&e, m);
     if (s.code) return s;
-    da_qstate *qs = NULL;
-    da_qrun_opts ro = {DA_ACTQ_F32, 0};
+    da_session *qs = NULL;
+    da_session_opts ro = da_session_opts_default();
+    ro.act = DA_ACTQ_F32;
+    ro.max_T = T;
     int *tok = malloc((size_t)T * sizeof(int)), *tgt = malloc((size_t)T * sizeof(int));
     if (!tok || !tgt) s = da_errorf("out of memory");
     if (!s.code) s = da_qstats_create(st, &m->cfg);
-    if (!s.code) s = da_qstate_create(&qs, &q, &ro, T, T);
+    if (!s.code) s = da_session_create(&qs, &e, &ro);
     if (!s.code) {
-        da_qstate_attach_stats(qs, st);
+        da_session_attach_stats(qs, st);
         da_rng rng;
         da_rng_seed(&rng, seed);
         for (int i = 0; i < n_seq && !s.code; i++) {
             da_text_data_sample(data, &rng, 1, T, tok, tgt);
-            da_qstate_reset(qs);
-            s = da_qforward(&q, qs, tok, T, 1, NULL);
+            da_session_reset(qs);
+            s = da_session_feed(qs, tok, T, 1, NULL);
         }
     }
     if (s.code) da_qstats_free(st);
-    da_qstate_free(qs);
+    da_session_free(qs);
     free(tok);
     free(tgt);
-    da_qmodel_free(&q);
+    da_engine_release(&e);
     return s;
 }
 
@@ -79,7 +80,7 @@ static double scaled_error(float *const *Ws, const int *rows, int nW, int cols, 
  * of prod_mat (prod_width wide: W3, whose row c makes gate channel c). */
 static da_status awq_site(float *const *Ws, const int *rows, int nW, int cols, float *prod_vec, float *prod_mat,
                           int prod_width, const da_qstats *st, int site, int type, float *alpha_out) {
-    /* the type the matmul really gets (qmodel.c falls back to q8_0, then f32, for widths off the block) */
+    /* the type the matmul really gets (da_engine_quantize falls back to q8_0, then f32, for widths off the block) */
     if (cols % da_qtype_block(type)) type = cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
     *alpha_out = 0.0f;
     if (type == DA_QT_F32) return da_ok();
@@ -156,7 +157,7 @@ da_status da_awq_apply(da_model *m, const da_qstats *st, int type, float *alpha_
     const int last = DA_SITES_PER_LAYER * c->n_layers;
     alpha_out[last] = 0.0f;
     if (!s.code && !c->tie_embeddings) {
-        /* the LM head is quantized to q8_0 for 4-bit types (qmodel.c); its error is measured at that type */
+        /* the LM head is quantized to q8_0 for 4-bit types (da_engine_quantize); its error is measured at that type */
         const int head_type = (type == DA_QT_Q4_0 || type == DA_QT_Q4_K) ? DA_QT_Q8_0 : type;
         float *head[1] = {m->w.output};
         int head_rows[1] = {c->vocab_size};

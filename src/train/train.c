@@ -1,4 +1,4 @@
-/* The training loop: AdamW over byte-level text windows, with evaluation,
+/* The training loop: AdamW over windows of the training data (byte-level text or token shards), with evaluation,
  * metrics, atomic checkpoints and exact resume. */
 #include <errno.h>
 #include <math.h>

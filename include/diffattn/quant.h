@@ -1,0 +1,55 @@
+/* diffattn quantization: a full-precision model's matmul weights rounded to
+ * ggml's block types (q8_0, q4_0, q4_k; or f16, bf16, f32) and written as a
+ * GGUF v3 file that da_engine_load runs. With calibration data, AWQ scales
+ * each weight's input channels by their activation size first, and static
+ * int8 activation ranges are stored (docs/quantization.md). */
+#ifndef DIFFATTN_QUANT_H
+#define DIFFATTN_QUANT_H
+
+#include "diffattn/generate.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char *type;        /* every layer matmul: "q8_0", "q4_0", "q4_k", "f16", "bf16" or "f32" */
+    const char *output_type; /* the untied LM head; NULL: q8_0 for the 4-bit types, else type */
+    const char *act;         /* the activation mode stored as the file's default (da_act_mode_name); NULL: "q8" */
+    const char *calib_data;  /* text file or folder, or token shards; NULL: no calibration */
+    int calib_samples;       /* calibration sequences (64) */
+    int calib_seq;           /* tokens per calibration sequence; 0: the model's max_seq_len */
+    int awq;                 /* with calib_data: 1 = AWQ scaling, 0 = only the int8 ranges */
+    uint64_t seed;           /* calibration sampling seed */
+} da_quantize_opts;
+
+void da_quantize_opts_default(da_quantize_opts *o);
+
+/* What quantization did, for the caller to report. */
+typedef struct {
+    char weight_type[8], output_type[8], act[16];
+    int awq;                /* AWQ scales were folded in */
+    double awq_seconds;
+    int n_layers;
+    float *alpha;           /* (4 n_layers + 1) AWQ's alpha per matmul input site (attn-in, attn-out, ffn-in,
+                               ffn-gate per layer, then the LM head); NULL without AWQ */
+    int has_ranges;         /* static int8 ranges were stored: */
+    float range_max[4];     /* per site kind (attn-in, attn-out, ffn-in, ffn-gate): the largest |x| over layers */
+    float range_ratio[4];   /* and the largest max/mean |x| over layers (an outlier measure) */
+    float head_range;
+    int few_calib_samples;  /* fewer than the sequences static ranges need to settle (16): they depend on the draw */
+    long file_bytes;
+    size_t n_params;
+} da_quantize_report;
+
+/* Reads the safetensors model at model_path, quantizes it as o says and
+ * writes out_path (atomically). r (may be NULL) is filled; free it with
+ * da_quantize_report_free. Errors name the file and the field. */
+da_status da_quantize_file(const char *model_path, const char *out_path, const da_quantize_opts *o,
+                           da_quantize_report *r);
+void da_quantize_report_free(da_quantize_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

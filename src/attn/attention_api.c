@@ -1,0 +1,69 @@
+/* The public attention entry points (include/diffattn/attention.h) over the
+ * flash kernel: shape checks, scratch, and the saved-state layout. */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "attn/attention.h"
+#include "attn/flash_attention.h"
+#include "diffattn/attention.h"
+
+static da_status to_attn_shape(const da_attention_shape *s, attn_shape *as) {
+    if (s->batch < 1 || s->seq < 1 || s->head_dim < 2 || s->head_dim % 2)
+        return da_errorf("attention: batch %d, seq %d, head_dim %d: all must be positive, head_dim even", s->batch,
+                         s->seq, s->head_dim);
+    if (s->n_heads < 1 || s->n_kv_heads < 1 || s->n_heads % s->n_kv_heads)
+        return da_errorf("attention: n_heads %d must be a positive multiple of n_kv_heads %d", s->n_heads,
+                         s->n_kv_heads);
+    const int w = s->diff ? 2 * s->head_dim : s->head_dim; /* one head's q (and output) width */
+    attn_shape a = {s->batch, s->seq, s->n_heads, s->n_kv_heads, s->head_dim, s->n_heads * w, s->n_kv_heads * w,
+                    omp_get_max_threads(), 0};
+    *as = a;
+    return da_ok();
+}
+
+size_t da_attention_saved_floats(const da_attention_shape *s) {
+    attn_shape as;
+    if (to_attn_shape(s, &as).code) return 0;
+    const size_t lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T;
+    return lse + (s->diff ? 2 * (size_t)as.B * as.T * as.C : 0);
+}
+
+da_status da_attention_forward(float *out, float *saved, const float *q, const float *k, const float *v, float lambda,
+                               const da_attention_shape *s) {
+    attn_shape as;
+    da_status st = to_attn_shape(s, &as);
+    if (st.code) return st;
+    float *scratch = malloc(flash_scratch_size(&as, s->diff) * sizeof(float));
+    if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
+    const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
+    float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
+    flash_attention_forward(out, o1, o2, saved, q, k, v, lambda, s->diff, &as, scratch);
+    free(scratch);
+    return da_ok();
+}
+
+da_status da_attention_backward(float *dq, float *dk, float *dv, float *dlambda, const float *dout, const float *out,
+                                const float *saved, const float *q, const float *k, const float *v, float lambda,
+                                const da_attention_shape *s) {
+    attn_shape as;
+    da_status st = to_attn_shape(s, &as);
+    if (st.code) return st;
+    if (s->diff && !dlambda) return da_errorf("attention: DIFF's backward needs dlambda");
+    float *scratch = malloc(flash_scratch_size(&as, s->diff) * sizeof(float));
+    if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
+    const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
+    const float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
+    flash_attention_backward(dq, dk, dv, dlambda, dout, out, o1, o2, saved, q, k, v, lambda, s->diff, &as, scratch);
+    free(scratch);
+    return da_ok();
+}
+
+da_status da_attention_head_norm(float *y, const float *x, const float *w, float lambda_init, int rows, int d2) {
+    if (rows < 1 || d2 < 2 || d2 > 2048) return da_errorf("attention: head norm of %d rows of %d: rows must be positive, "
+                                                           "the row width 2..2048", rows, d2);
+    float *rstd = malloc((size_t)rows * sizeof(float));
+    if (!rstd) return da_errorf("attention: out of memory");
+    head_norm_forward(y, rstd, x, w, 1.0f - lambda_init, rows, d2);
+    free(rstd);
+    return da_ok();
+}

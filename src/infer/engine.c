@@ -1,0 +1,560 @@
+/* The inference engine: one forward pass over typed weights and a KV cache,
+ * for prompts (n tokens a call) and batch-1 decoding alike. Per layer:
+ *   xn = rmsnorm(x); q, k, v = xn Wq, xn Wk, xn Wv; RoPE(q, k) at their positions;
+ *   append k, v to the cache; o = attention(q, cached K, V); x += o Wo;
+ *   x += (silu(xn2 W1) * xn2 W3) W2 with xn2 = rmsnorm(x)
+ * then logits = rmsnorm(x) Wout. Head layouts are those of attn/attention.h.
+ * A prompt into an empty f32 cache with exact logits takes the fused flash
+ * kernel the training forward uses; everything else (decoding, a prompt
+ * after earlier tokens, an int8 cache, quantized logits) scores each query
+ * against the cache row by row. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attention.h"
+#include "attn/flash_attention.h"
+#include "infer/engine.h"
+#include "ops/ops.h"
+
+/* From this many tokens in one call (a prompt), an integer-activation matmul
+ * dequantizes the weight matrix and the int8 activations and runs one sgemm:
+ * the same products up to the order of float sums, 1.4-2x faster than an
+ * int8 dot per (row, token) at 200 tokens, where the dequantization is paid
+ * once for all of them. Decoding (one token) keeps the int8 dots. */
+#define PREFILL_SGEMM_MIN 16
+
+static int is_float_type(int t) { return t == DA_QT_F32 || t == DA_QT_F16 || t == DA_QT_BF16; }
+
+/* ---------------------------------------------------------------- running state */
+
+struct da_session {
+    da_config cfg;
+    const da_engine *q;
+    da_session_opts o; /* resolved: act >= 0, max_T and max_batch set */
+    int max_T, max_n, len;
+    int d, Ckv, maps, kb, nkb, n_threads, maxw;
+    float *kf, *vf;   /* f32 cache: (L, max_T, Ckv) each */
+    int8_t *k8, *v8;  /* int8 cache: (L, max_T, Ckv) each */
+    float *ks, *vs;   /* their scales: (L, max_T, nkb) */
+    float *rope_cos, *rope_sin; /* (max_T, d/2) */
+    float *x, *xn, *qv, *kn, *vn, *ao, *h1, *h3, *logits; /* (max_n, width) */
+    float *att;       /* (threads, maps, max_T) */
+    float *deq;       /* (threads, maxw): a dequantized weight row */
+    float *wdeq;      /* batches (float activations, or int8 ones of >= PREFILL_SGEMM_MIN tokens): one dequantized matrix */
+    float *xr;        /* (max_n, maxw): bf16-rounded activations, or int8 ones dequantized for a prefill sgemm */
+    int8_t *aq;       /* (max_n, maxw) */
+    float *ad;        /* (max_n, maxw / 32) */
+    int32_t *asum;
+    /* the flash prefill (f32 cache only): its outputs and scratch */
+    float *fl_opre, *fl_o1, *fl_o2, *fl_lse, *fl_rstd, *fl_scratch;
+    const float *site_x; /* the prepared site's float input (n, width) */
+    int site_w;
+    const float *site_xd; /* a prompt in an int8 mode: the site's int8 activations as floats, q * d; else NULL */
+    da_qstats *stats;
+};
+
+void da_session_free(da_session *s) {
+    if (!s) return;
+    void *ps[] = {s->kf,  s->vf,     s->k8,   s->v8,   s->ks,      s->vs,    s->rope_cos, s->rope_sin, s->x,
+                  s->xn,  s->qv,     s->kn,   s->vn,   s->ao,      s->h1,    s->h3,       s->logits,   s->att,
+                  s->deq, s->wdeq,   s->xr,   s->aq,   s->ad,      s->asum,  s->fl_opre,  s->fl_o1,    s->fl_o2,
+                  s->fl_lse, s->fl_rstd, s->fl_scratch};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+    free(s);
+}
+
+void da_session_reset(da_session *s) { s->len = 0; }
+int da_session_len(const da_session *s) { return s->len; }
+int da_session_capacity(const da_session *s) { return s->max_T; }
+int da_session_max_batch(const da_session *s) { return s->max_n; }
+int da_session_vocab_size(const da_session *s) { return s->cfg.vocab_size; }
+
+da_session_opts da_session_opts_default(void) {
+    da_session_opts o = {-1, 0, 0, 0, 0};
+    return o;
+}
+
+/* The shape of the flash kernel's call for a prompt of n tokens. */
+static attn_shape prompt_shape(const da_session *s, int n) {
+    const da_config *c = &s->cfg;
+    attn_shape as = {1, n, c->n_heads, c->n_kv_heads, s->d, c->dim, s->Ckv, s->n_threads, 0};
+    return as;
+}
+
+/* Checks the options against the engine and fills in the defaults. */
+static da_status resolve_opts(const da_engine *q, const da_session_opts *in, da_session_opts *o) {
+    const da_config *c = &q->cfg;
+    *o = in ? *in : da_session_opts_default();
+    if (o->act < 0) o->act = q->act;
+    if (o->act > DA_ACTQ_F32) return da_errorf("session: act = %d is not an activation mode", o->act);
+    if (!o->max_T) o->max_T = c->max_seq_len;
+    if (!o->max_batch) o->max_batch = o->max_T;
+    if (o->max_T < 0 || o->max_T > c->max_seq_len)
+        return da_errorf("session: max_T = %d is out of range (1..max_seq_len=%d)", o->max_T, c->max_seq_len);
+    if (o->max_batch < 0 || o->max_batch > o->max_T)
+        return da_errorf("session: max_batch = %d is out of range (1..max_T=%d)", o->max_batch, o->max_T);
+    if (o->logit_bits < 0 || o->logit_bits == 1 || o->logit_bits > 24)
+        return da_errorf("session: logit_bits = %d is out of range (0 = exact, or 2..24)", o->logit_bits);
+    if (o->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
+        return da_errorf("session: act int8-static needs calibrated activation ranges (quantize with calibration data)");
+    if (o->act <= DA_ACTQ_INT8_STATIC && (c->dim % 32 || c->ffn_hidden % 32))
+        return da_errorf("session: int8 activations need dim and ffn_hidden multiples of 32 (dim %d, ffn_hidden %d); "
+                         "use act f32",
+                         c->dim, c->ffn_hidden);
+    return da_ok();
+}
+
+/* malloc of n elements, at least one (a zero-sized buffer still gets a pointer). */
+static void *malloc_n(size_t n, size_t size) { return malloc((n ? n : 1) * size); }
+
+/* Allocates every buffer of s for its options (sizes from s's fields). */
+static int alloc_buffers(da_session *s) {
+    const da_config *c = &s->cfg;
+    const da_engine *q = s->q;
+    const size_t L = c->n_layers, T = s->max_T, N = s->max_n, C = c->dim, F = c->ffn_hidden, V = c->vocab_size;
+    const size_t Ckv = s->Ckv, W = s->maxw, H = c->n_heads;
+    int fail = 0;
+#define ALLOC(p, n) fail |= !((p) = malloc_n((n), sizeof *(p)))
+    if (s->o.kv_int8) {
+        ALLOC(s->k8, L * T * Ckv);
+        ALLOC(s->v8, L * T * Ckv);
+        ALLOC(s->ks, L * T * s->nkb);
+        ALLOC(s->vs, L * T * s->nkb);
+    } else {
+        ALLOC(s->kf, L * T * Ckv);
+        ALLOC(s->vf, L * T * Ckv);
+        if (N > 1) {
+            attn_shape as = prompt_shape(s, (int)N);
+            const int diff = s->maps == 2;
+            ALLOC(s->fl_lse, H * s->maps * N);
+            ALLOC(s->fl_scratch, flash_scratch_size(&as, diff));
+            if (diff) {
+                ALLOC(s->fl_opre, N * C);
+                ALLOC(s->fl_o1, N * C);
+                ALLOC(s->fl_o2, N * C);
+                ALLOC(s->fl_rstd, N * H);
+            }
+        }
+    }
+    ALLOC(s->rope_cos, T * s->d / 2);
+    ALLOC(s->rope_sin, T * s->d / 2);
+    ALLOC(s->x, N * C);
+    ALLOC(s->xn, N * C);
+    ALLOC(s->qv, N * C);
+    ALLOC(s->kn, N * Ckv);
+    ALLOC(s->vn, N * Ckv);
+    ALLOC(s->ao, N * C);
+    ALLOC(s->h1, N * F);
+    ALLOC(s->h3, N * F);
+    ALLOC(s->logits, N * V);
+    ALLOC(s->att, (size_t)s->n_threads * s->maps * T);
+    ALLOC(s->deq, (size_t)s->n_threads * W);
+    /* one dequantized matrix, for batches through block-typed weights */
+    size_t big = 0;
+    for (int i = 0; i < q->n_tensors; i++)
+        if (q->t[i].cols && q->t[i].type != DA_QT_F32 && (size_t)q->t[i].rows * q->t[i].cols > big)
+            big = (size_t)q->t[i].rows * q->t[i].cols;
+    if (big && (s->o.act >= DA_ACTQ_BF16 || N >= PREFILL_SGEMM_MIN)) ALLOC(s->wdeq, big);
+    ALLOC(s->xr, N * W);
+    ALLOC(s->aq, N * W);
+    ALLOC(s->ad, N * W / 32 + 1);
+    ALLOC(s->asum, N * W / 32 + 1);
+#undef ALLOC
+    return fail;
+}
+
+da_status da_session_create(da_session **out, const da_engine *q, const da_session_opts *opts) {
+    *out = NULL;
+    da_session_opts o;
+    da_status st = resolve_opts(q, opts, &o);
+    if (st.code) return st;
+    const da_config *c = &q->cfg;
+    da_session *s = calloc(1, sizeof *s);
+    if (!s) return da_errorf("out of memory");
+    s->cfg = *c;
+    s->q = q;
+    s->o = o;
+    s->max_T = o.max_T;
+    s->max_n = o.max_batch;
+    s->d = da_head_dim(c);
+    s->Ckv = c->dim / (c->n_heads / c->n_kv_heads);
+    s->maps = c->arch == DA_ARCH_DIFF ? 2 : 1;
+    s->kb = s->d % 32 == 0 ? 32 : s->d;
+    s->nkb = s->Ckv / s->kb;
+    s->n_threads = omp_get_max_threads();
+    s->maxw = c->dim > c->ffn_hidden ? c->dim : c->ffn_hidden;
+    if (alloc_buffers(s)) {
+        da_session_free(s);
+        return da_errorf("out of memory allocating the inference state for %d positions", o.max_T);
+    }
+    rope_tables(s->rope_cos, s->rope_sin, s->max_T, s->d, c->rope_theta);
+    *out = s;
+    return da_ok();
+}
+
+da_status da_qstats_create(da_qstats *st, const da_config *cfg) {
+    memset(st, 0, sizeof *st);
+    const int n = DA_N_SITES(cfg);
+    st->absmax = calloc((size_t)n, sizeof *st->absmax);
+    st->chan_off = calloc((size_t)n + 1, sizeof *st->chan_off);
+    if (!st->absmax || !st->chan_off) {
+        da_qstats_free(st);
+        return da_errorf("out of memory");
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        st->chan_off[i] = off;
+        off += (i < n - 1 && i % DA_SITES_PER_LAYER == DA_SITE_FFN_GATE) ? (size_t)cfg->ffn_hidden : (size_t)cfg->dim;
+    }
+    st->chan_off[n] = off;
+    st->chan = calloc(off, sizeof *st->chan);
+    st->chan2 = calloc(off, sizeof *st->chan2);
+    if (!st->chan || !st->chan2) {
+        da_qstats_free(st);
+        return da_errorf("out of memory");
+    }
+    return da_ok();
+}
+
+void da_qstats_free(da_qstats *st) {
+    free(st->absmax);
+    free(st->chan);
+    free(st->chan2);
+    free(st->chan_off);
+    memset(st, 0, sizeof *st);
+}
+
+void da_session_attach_stats(da_session *s, da_qstats *st) { s->stats = st; }
+
+/* ---------------------------------------------------------------- forward pieces */
+
+/* Readies the input X: (n, w) of one matmul site: statistics, then the int8
+ * rows (integer modes; for a prompt also their float values, once for all
+ * the site's matmuls) or the bf16-rounded copy. */
+static void prep_site(da_session *s, const float *X, int n, int w, int site) {
+    s->site_x = X;
+    s->site_w = w;
+    s->site_xd = NULL;
+    if (s->stats) {
+        da_qstats *st = s->stats;
+        double *ch = st->chan + st->chan_off[site], *ch2 = st->chan2 + st->chan_off[site];
+        float mx = st->absmax[site];
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < w; i++) {
+                const float v = X[(size_t)t * w + i], a = fabsf(v);
+                mx = a > mx ? a : mx;
+                ch[i] += a;
+                ch2[i] += (double)v * v;
+            }
+        st->absmax[site] = mx;
+    }
+    switch (s->o.act) {
+    case DA_ACTQ_Q8:
+    case DA_ACTQ_INT8_DYNAMIC:
+    case DA_ACTQ_INT8_STATIC: {
+        const da_act_scale_mode mode = s->o.act == DA_ACTQ_Q8             ? DA_ACT_BLOCK
+                                       : s->o.act == DA_ACTQ_INT8_DYNAMIC ? DA_ACT_TOKEN
+                                                                          : DA_ACT_STATIC;
+        const float amax = s->q->act_absmax ? s->q->act_absmax[site] : 0.0f;
+        const int prompt = n >= PREFILL_SGEMM_MIN && s->wdeq;
+#pragma omp parallel for schedule(static) if (n > 1)
+        for (int t = 0; t < n; t++) {
+            da_qact a = {w, s->aq + (size_t)t * w, s->ad + (size_t)t * w / 32, s->asum + (size_t)t * w / 32};
+            da_quantize_act(&a, X + (size_t)t * w, w, mode, amax);
+            if (!prompt) continue;
+            float *o = s->xr + (size_t)t * w;
+            for (int b = 0; b < w / 32; b++)
+#pragma omp simd
+                for (int i = 0; i < 32; i++) o[b * 32 + i] = (float)a.q[b * 32 + i] * a.d[b];
+        }
+        if (prompt) s->site_xd = s->xr;
+        break;
+    }
+    case DA_ACTQ_BF16:
+        for (size_t i = 0; i < (size_t)n * w; i++) s->xr[i] = da_bf16_round(X[i]);
+        s->site_x = s->xr;
+        break;
+    case DA_ACTQ_F32: break;
+    }
+}
+
+static float fdot(const float *a, const float *b, int n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* out: (n, W->rows) (+)= prepared site input (n, W->cols) @ W^T. Threads over
+ * the output rows; each weight row is read once for all n tokens. */
+static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int accumulate) {
+    const int rows = W->rows, cols = W->cols;
+    const int integer = !is_float_type(W->type) && s->o.act <= DA_ACTQ_INT8_STATIC;
+    if (W->type == DA_QT_F32 && n == 1) {
+        /* decoding: a matrix-vector product (OpenBLAS's sgemm packs the whole matrix even for one row) */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, cols, 1.0f, (const float *)(const void *)W->data, cols,
+                    s->site_x, 1, accumulate ? 1.0f : 0.0f, out, 1);
+        return;
+    }
+    if (W->type == DA_QT_F32 && !integer) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, s->site_x, cols,
+                    (const float *)(const void *)W->data, cols, accumulate ? 1.0f : 0.0f, out, rows);
+        return;
+    }
+    const float *X = s->site_x;
+    if ((!integer && n > 1) || (integer && s->site_xd)) {
+        /* a batch: dequantize the matrix once, then one sgemm (int8
+         * activations enter as their float values, from prep_site) */
+        float *Wf = s->wdeq;
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < rows; r++) da_dequantize_row(W->type, W->data + (size_t)r * W->row_bytes, Wf + (size_t)r * cols, cols);
+        if (integer) X = s->site_xd;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, X, cols, Wf, cols,
+                    accumulate ? 1.0f : 0.0f, out, rows);
+        return;
+    }
+#pragma omp parallel for schedule(static) if ((long)rows * cols * n > 32768)
+    for (int r = 0; r < rows; r++) {
+        const unsigned char *wr = W->data + (size_t)r * W->row_bytes;
+        float *deq = s->deq + (size_t)omp_get_thread_num() * s->maxw;
+        if (!integer) da_dequantize_row(W->type, wr, deq, cols);
+        for (int t = 0; t < n; t++) {
+            float v;
+            if (integer) {
+                da_qact a = {cols, s->aq + (size_t)t * cols, s->ad + (size_t)t * cols / 32,
+                             s->asum + (size_t)t * cols / 32};
+                v = da_vec_dot(W->type, wr, &a, cols);
+            } else {
+                v = fdot(deq, X + (size_t)t * cols, cols);
+            }
+            float *o = out + (size_t)t * rows + r;
+            *o = accumulate ? *o + v : v;
+        }
+    }
+}
+
+static void rmsnorm_rows(float *out, const float *x, const float *w, int n, int C, float eps) {
+    for (int t = 0; t < n; t++) {
+        const float *xr = x + (size_t)t * C;
+        float ss = 0.0f;
+        for (int i = 0; i < C; i++) ss += xr[i] * xr[i];
+        const float r = 1.0f / sqrtf(ss / C + eps);
+        for (int i = 0; i < C; i++) out[(size_t)t * C + i] = xr[i] * r * w[i];
+    }
+}
+
+static void rope_rows(float *x, const da_session *s, int pos0, int n, int width) {
+    const int d = s->d, half = d / 2;
+    for (int t = 0; t < n; t++) {
+        const float *cr = s->rope_cos + (size_t)(pos0 + t) * half, *sr = s->rope_sin + (size_t)(pos0 + t) * half;
+        for (int h = 0; h < width / d; h++) {
+            float *v = x + (size_t)t * width + (size_t)h * d;
+            for (int j = 0; j < half; j++) {
+                float x0 = v[2 * j], x1 = v[2 * j + 1];
+                v[2 * j] = x0 * cr[j] - x1 * sr[j];
+                v[2 * j + 1] = x0 * sr[j] + x1 * cr[j];
+            }
+        }
+    }
+}
+
+/* Stores the n new K and V rows of layer l at positions len.. (int8: a scale
+ * per kb-wide block, absmax / 127). */
+static void kv_store(da_session *s, int l, int n) {
+    const size_t T = s->max_T, Ckv = s->Ckv;
+    for (int t = 0; t < n; t++) {
+        const size_t row = (size_t)l * T + s->len + t;
+        const float *k = s->kn + (size_t)t * Ckv, *v = s->vn + (size_t)t * Ckv;
+        if (!s->o.kv_int8) {
+            memcpy(s->kf + row * Ckv, k, Ckv * sizeof(float));
+            memcpy(s->vf + row * Ckv, v, Ckv * sizeof(float));
+            continue;
+        }
+        for (int b = 0; b < s->nkb; b++)
+            for (int which = 0; which < 2; which++) {
+                const float *src = (which ? v : k) + (size_t)b * s->kb;
+                int8_t *dst = (which ? s->v8 : s->k8) + row * Ckv + (size_t)b * s->kb;
+                float amax = 0.0f;
+                for (int i = 0; i < s->kb; i++) amax = fmaxf(amax, fabsf(src[i]));
+                const float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+                for (int i = 0; i < s->kb; i++) {
+                    float r = roundf(src[i] * id);
+                    dst[i] = (int8_t)(r == r ? r : 0.0f);
+                }
+                (which ? s->vs : s->ks)[row * s->nkb + b] = d;
+            }
+    }
+}
+
+/* a: (n) = softmax(scale * Q: (d) . K rows 0..n-1 at column col of layer l). */
+static void scores(const da_session *s, float *a, const float *Q, int l, int col, int n, float scale) {
+    const size_t T = s->max_T, Ckv = s->Ckv, base = (size_t)l * T;
+    const int d = s->d, kb = s->kb;
+    float mx = -INFINITY;
+    for (int t = 0; t < n; t++) {
+        float dot = 0.0f;
+        if (!s->o.kv_int8) {
+            dot = fdot(Q, s->kf + (base + t) * Ckv + col, d);
+        } else {
+            const int8_t *kr = s->k8 + (base + t) * Ckv + col;
+            const float *sc = s->ks + (base + t) * s->nkb + col / kb;
+            for (int b = 0; b < d / kb; b++) {
+                float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+                for (int i = 0; i < kb; i++) acc += Q[b * kb + i] * (float)kr[b * kb + i];
+                dot += sc[b] * acc;
+            }
+        }
+        a[t] = scale * dot;
+    }
+    if (s->o.logit_bits > 0) da_quantize_logit_row(a, n, s->o.logit_bits);
+    for (int t = 0; t < n; t++) mx = a[t] > mx ? a[t] : mx;
+    float sum = 0.0f;
+    for (int t = 0; t < n; t++) {
+        a[t] = expf(a[t] - mx);
+        sum += a[t];
+    }
+    const float inv = 1.0f / sum;
+    for (int t = 0; t < n; t++) a[t] *= inv;
+}
+
+/* o: (w) = sum_t p[t] * V row t at column col of layer l. */
+static void mix_values(const da_session *s, float *o, const float *p, int l, int col, int n, int w) {
+    const size_t T = s->max_T, Ckv = s->Ckv, base = (size_t)l * T;
+    for (int i = 0; i < w; i++) o[i] = 0.0f;
+    for (int t = 0; t < n; t++) {
+        if (!s->o.kv_int8) {
+            const float *vr = s->vf + (base + t) * Ckv + col;
+            const float pt = p[t];
+#pragma omp simd
+            for (int i = 0; i < w; i++) o[i] += pt * vr[i];
+        } else {
+            const int8_t *vr = s->v8 + (base + t) * Ckv + col;
+            const float *sc = s->vs + (base + t) * s->nkb + col / s->kb;
+            for (int b = 0; b < w / s->kb; b++) {
+                const float ps = p[t] * sc[b];
+#pragma omp simd
+                for (int i = 0; i < s->kb; i++) o[b * s->kb + i] += ps * (float)vr[b * s->kb + i];
+            }
+        }
+    }
+}
+
+/* Attention of the n new queries (s->qv, after RoPE) of layer l; writes s->ao. */
+static void attend(da_session *s, const da_qlayer *L, int l, int n) {
+    const da_config *c = &s->cfg;
+    const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->max_T;
+    const float scale = 1.0f / sqrtf((float)d), post = 1.0f - da_lambda_init(l);
+    const int diff = c->arch == DA_ARCH_DIFF;
+#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1)
+    for (int job = 0; job < n * H; job++) {
+        const int t = job / H, h = job % H, g = h / n_rep, len = s->len + t + 1;
+        float *A1 = s->att + (size_t)omp_get_thread_num() * s->maps * T;
+        const float *q = s->qv + (size_t)t * C;
+        float *o = s->ao + (size_t)t * C;
+        if (diff) {
+            const int d2 = 2 * d;
+            float *A2 = A1 + T;
+            scores(s, A1, q + (size_t)(2 * h) * d, l, 2 * g * d, len, scale);
+            scores(s, A2, q + (size_t)(2 * h + 1) * d, l, (2 * g + 1) * d, len, scale);
+            for (int i = 0; i < len; i++) A1[i] -= L->lambda * A2[i];
+            float *oh = o + (size_t)h * d2;
+            mix_values(s, oh, A1, l, g * d2, len, d2);
+            float ss = 0.0f;
+            for (int i = 0; i < d2; i++) ss += oh[i] * oh[i];
+            const float r = 1.0f / sqrtf(ss / d2 + DA_SUBLN_EPS);
+            for (int i = 0; i < d2; i++) oh[i] = oh[i] * r * L->subln[i] * post;
+        } else {
+            scores(s, A1, q + (size_t)h * d, l, g * d, len, scale);
+            mix_values(s, o + (size_t)h * d, A1, l, g * d, len, d);
+        }
+    }
+}
+
+/* A prompt into an empty f32 cache, exact logits: the fused flash kernel
+ * over the n new queries, keys and values (contiguous in s->qv, kn, vn). */
+static int use_flash(const da_session *s, int n) {
+    return s->len == 0 && n > 1 && !s->o.kv_int8 && s->o.logit_bits == 0 && s->fl_lse;
+}
+
+static void attend_flash(da_session *s, const da_qlayer *L, int l, int n) {
+    const da_config *c = &s->cfg;
+    attn_shape as = prompt_shape(s, n);
+    if (s->maps == 1) {
+        flash_attention_forward(s->ao, NULL, NULL, s->fl_lse, s->qv, s->kn, s->vn, 0.0f, 0, &as, s->fl_scratch);
+        return;
+    }
+    flash_attention_forward(s->fl_opre, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, L->lambda, 1, &as,
+                            s->fl_scratch);
+    head_norm_forward(s->ao, s->fl_rstd, s->fl_opre, L->subln, 1.0f - da_lambda_init(l), n * c->n_heads, 2 * s->d);
+}
+
+/* x += attention(rmsnorm(x)) Wo for layer l's n new positions. */
+static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
+    const da_config *c = &s->cfg;
+    const int C = c->dim, site = DA_SITES_PER_LAYER * l;
+    rmsnorm_rows(s->xn, s->x, L->attention_norm, n, C, c->norm_eps);
+    prep_site(s, s->xn, n, C, site + DA_SITE_ATTN_IN);
+    qmatmul(s, s->qv, L->wq, n, 0);
+    qmatmul(s, s->kn, L->wk, n, 0);
+    qmatmul(s, s->vn, L->wv, n, 0);
+    rope_rows(s->qv, s, s->len, n, C);
+    rope_rows(s->kn, s, s->len, n, s->Ckv);
+    kv_store(s, l, n);
+    if (use_flash(s, n)) attend_flash(s, L, l, n);
+    else attend(s, L, l, n);
+    prep_site(s, s->ao, n, C, site + DA_SITE_ATTN_OUT);
+    qmatmul(s, s->x, L->wo, n, 1);
+}
+
+/* x += (silu(xn W1) * xn W3) W2 with xn = rmsnorm(x), for n positions. */
+static void ffn_block(da_session *s, const da_qlayer *L, int l, int n) {
+    const da_config *c = &s->cfg;
+    const int C = c->dim, F = c->ffn_hidden, site = DA_SITES_PER_LAYER * l;
+    rmsnorm_rows(s->xn, s->x, L->ffn_norm, n, C, c->norm_eps);
+    prep_site(s, s->xn, n, C, site + DA_SITE_FFN_IN);
+    qmatmul(s, s->h1, L->w1, n, 0);
+    qmatmul(s, s->h3, L->w3, n, 0);
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (size_t i = 0; i < (size_t)n * F; i++) {
+        const float h = s->h1[i];
+        s->h1[i] = h / (1.0f + expf(-h)) * s->h3[i]; /* the gate, in h1 */
+    }
+    prep_site(s, s->h1, n, F, site + DA_SITE_FFN_GATE);
+    qmatmul(s, s->x, L->w2, n, 1);
+}
+
+da_status da_session_feed(da_session *s, const int *tokens, int n, int all_logits, const float **logits) {
+    if (logits) *logits = NULL;
+    const da_engine *q = s->q;
+    const da_config *c = &q->cfg;
+    if (n <= 0 || n > s->max_n)
+        return da_errorf("%d tokens in one call; 1..%d allowed (the session's max_batch)", n, s->max_n);
+    if (s->len + n > s->max_T)
+        return da_errorf("the KV cache holds %d positions and %d are used; %d more do not fit (a session holds at "
+                         "most max_seq_len=%d: reset it, or use a model with a longer context)",
+                         s->max_T, s->len, n, c->max_seq_len);
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            return da_errorf("token %d at position %d is out of range (0..%d for vocab_size %d)", tokens[t], t,
+                             c->vocab_size - 1, c->vocab_size);
+    const int C = c->dim;
+    for (int t = 0; t < n; t++)
+        memcpy(s->x + (size_t)t * C, q->tok_embeddings + (size_t)tokens[t] * C, (size_t)C * sizeof(float));
+    if (s->stats) s->stats->rows += n;
+    for (int l = 0; l < c->n_layers; l++) {
+        attention_block(s, &q->layers[l], l, n);
+        ffn_block(s, &q->layers[l], l, n);
+    }
+    const int first = all_logits ? 0 : n - 1, m = n - first;
+    rmsnorm_rows(s->xn, s->x + (size_t)first * C, q->norm, m, C, c->norm_eps);
+    prep_site(s, s->xn, m, C, DA_SITES_PER_LAYER * c->n_layers);
+    qmatmul(s, s->logits, q->output, m, 0);
+    s->len += n;
+    if (logits) *logits = s->logits;
+    return da_ok();
+}

@@ -1,0 +1,86 @@
+/* The inference engine's internals: a model as typed tensors, and the
+ * forward pass over a KV cache (engine.c). The math is da_forward's
+ * (model/transformer.c); only the number formats differ. Quantization
+ * (quant/) builds engines; GGUF files (engine_gguf.c) store them. */
+#ifndef DA_INFER_ENGINE_H
+#define DA_INFER_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diffattn/generate.h"
+#include "ops/qblock.h"
+
+/* Per layer, the four matmul input sites; then one for the LM head. */
+enum { DA_SITE_ATTN_IN = 0, DA_SITE_ATTN_OUT = 1, DA_SITE_FFN_IN = 2, DA_SITE_FFN_GATE = 3, DA_SITES_PER_LAYER = 4 };
+#define DA_N_SITES(cfg) (DA_SITES_PER_LAYER * (cfg)->n_layers + 1)
+
+typedef struct {
+    char name[96];
+    int type;       /* da_qtype */
+    int rows, cols; /* 1-D tensors: rows = length, cols = 0 (stored as f32) */
+    size_t row_bytes;
+    const unsigned char *data; /* rows * row_bytes */
+} da_qtensor;
+
+typedef struct {
+    const float *attention_norm, *ffn_norm, *subln; /* (C) (C) (2d) */
+    const da_qtensor *wq, *wk, *wv, *wo, *w1, *w2, *w3;
+    float lambda; /* DIFF: lambda_full, from the lambda vectors */
+} da_qlayer;
+
+struct da_engine {
+    da_config cfg;
+    int weight_type;    /* the type of the block matmuls (the file's type) */
+    int n_tensors;
+    da_qtensor *t;      /* in da_model's tensor order */
+    da_qlayer *layers;
+    const float *tok_embeddings; /* (V, C) f32 */
+    const float *norm;
+    const da_qtensor *output;
+    float *act_absmax;  /* (DA_N_SITES) calibrated |x| ranges, or NULL */
+    int calib_samples;  /* sequences behind act_absmax (and AWQ) */
+    int awq;            /* 1: AWQ scales were folded in */
+    da_act_mode act;    /* the file's default activation mode */
+    unsigned char *blob; /* owns every tensor's bytes; NULL when the tensors view a da_model */
+    size_t file_bytes;  /* size of the GGUF it came from (0 when built in memory) */
+};
+
+/* ---------------------------------------------------------------- building (engine_weights.c) */
+
+/* Names and shapes of every tensor for cfg, types unset, no data. */
+da_status da_engine_init_table(da_engine *e, const da_config *cfg);
+/* Sets every tensor's row_bytes from its type, allocates the blob and points the data into it. */
+da_status da_engine_alloc_blob(da_engine *e);
+/* The layer views (and λ) from the tensors, once their data is in place. */
+void da_engine_bind(da_engine *e);
+/* Frees what e owns and zeroes it (e itself is the caller's). */
+void da_engine_release(da_engine *e);
+/* m's f32 parameters as the tensors, no copy. */
+da_status da_engine_init_from_model(da_engine *e, const da_model *m);
+/* A full-precision da_model with e's weights dequantized. */
+da_status da_engine_to_model(const da_engine *e, da_model *m);
+
+/* ---------------------------------------------------------------- GGUF (engine_gguf.c) */
+
+/* Reads a GGUF written by da_engine_save_gguf; every key, name, shape and
+ * type is checked. Errors name the file and field. */
+da_status da_engine_load_gguf(da_engine *e, const char *path);
+da_status da_engine_save_gguf(const da_engine *e, const char *path);
+
+/* ---------------------------------------------------------------- calibration statistics */
+
+/* Gathered by da_session_feed when attached: per site, the largest |x| and
+ * the sums over rows of |x| and x^2 per input channel. */
+typedef struct {
+    float *absmax;    /* (n_sites) */
+    double *chan;     /* per site, its width (C or F) channels, concatenated: sum |x| */
+    double *chan2;    /* the same layout: sum x^2 */
+    size_t *chan_off; /* (n_sites + 1) offset into chan */
+    long rows;
+} da_qstats;
+da_status da_qstats_create(da_qstats *st, const da_config *cfg);
+void da_qstats_free(da_qstats *st);
+void da_session_attach_stats(da_session *s, da_qstats *st);
+
+#endif

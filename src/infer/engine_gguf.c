@@ -1,0 +1,183 @@
+/* GGUF files of engines: the keys and tensors `diffattn quantize` writes
+ * (general.architecture "diffattn"; docs/formats.md), read back with every
+ * key, name, shape and type checked. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/engine.h"
+#include "io/gguf.h"
+
+static int is_float_type(int t) { return t == DA_QT_F32 || t == DA_QT_F16 || t == DA_QT_BF16; }
+
+/* llama.cpp's general.file_type numbers for "mostly" this type. */
+static uint32_t file_type_of(int t) {
+    switch (t) {
+    case DA_QT_F32: return 0;
+    case DA_QT_F16: return 1;
+    case DA_QT_Q4_0: return 2;
+    case DA_QT_Q8_0: return 7;
+    case DA_QT_Q4_K: return 15; /* Q4_K_M */
+    case DA_QT_BF16: return 32;
+    default: return 0;
+    }
+}
+
+da_status da_engine_save_gguf(const da_engine *q, const char *path) {
+    const da_config *c = &q->cfg;
+    da_gguf_writer w;
+    da_gguf_writer_init(&w);
+    char name[128];
+    da_gguf_add_str(&w, "general.architecture", "diffattn");
+    snprintf(name, sizeof name, "diffattn-%s-%dx%d-%s", da_arch_name(c->arch), c->n_layers, c->dim,
+             da_qtype_name(q->weight_type));
+    da_gguf_add_str(&w, "general.name", name);
+    da_gguf_add_u32(&w, "general.file_type", file_type_of(q->weight_type));
+    da_gguf_add_u32(&w, "general.quantization_version", 2);
+    da_gguf_add_u32(&w, "diffattn.format_version", DA_FORMAT_VERSION);
+    da_gguf_add_str(&w, "diffattn.variant", da_arch_name(c->arch));
+    da_gguf_add_u32(&w, "diffattn.context_length", (uint32_t)c->max_seq_len);
+    da_gguf_add_u32(&w, "diffattn.embedding_length", (uint32_t)c->dim);
+    da_gguf_add_u32(&w, "diffattn.block_count", (uint32_t)c->n_layers);
+    da_gguf_add_u32(&w, "diffattn.feed_forward_length", (uint32_t)c->ffn_hidden);
+    da_gguf_add_u32(&w, "diffattn.attention.head_count", (uint32_t)c->n_heads);
+    da_gguf_add_u32(&w, "diffattn.attention.head_count_kv", (uint32_t)c->n_kv_heads);
+    da_gguf_add_u32(&w, "diffattn.vocab_size", (uint32_t)c->vocab_size);
+    da_gguf_add_f32(&w, "diffattn.rope.freq_base", c->rope_theta);
+    da_gguf_add_f32(&w, "diffattn.attention.layer_norm_rms_epsilon", c->norm_eps);
+    da_gguf_add_bool(&w, "diffattn.tie_embeddings", c->tie_embeddings);
+    da_gguf_add_str(&w, "diffattn.weight_type", da_qtype_name(q->weight_type));
+    da_gguf_add_str(&w, "diffattn.activations", da_act_mode_name(q->act));
+    da_gguf_add_bool(&w, "diffattn.awq", q->awq);
+    da_gguf_add_u32(&w, "diffattn.calibration_sequences", (uint32_t)q->calib_samples);
+    for (int i = 0; i < q->n_tensors; i++) {
+        const da_qtensor *t = &q->t[i];
+        int64_t ne[2] = {t->cols ? t->cols : t->rows, t->rows};
+        da_gguf_add_tensor(&w, t->name, t->type, t->cols ? 2 : 1, ne, t->data, t->row_bytes * (size_t)t->rows);
+    }
+    if (q->act_absmax) {
+        int64_t ne[1] = {DA_N_SITES(c)};
+        da_gguf_add_tensor(&w, "act_absmax", DA_QT_F32, 1, ne, q->act_absmax, (size_t)ne[0] * 4);
+    }
+    da_status st = da_gguf_write(&w, path);
+    da_gguf_writer_free(&w);
+    return st;
+}
+
+static da_status get_int_range(const da_gguf_file *f, const char *key, int lo, int hi, int *out) {
+    int64_t v;
+    da_status st = da_gguf_get_int(f, key, &v);
+    if (st.code) return st;
+    if (v < lo || v > hi) return da_errorf("%s: %s = %lld is out of range (%d..%d)", f->path, key, (long long)v, lo, hi);
+    *out = (int)v;
+    return da_ok();
+}
+
+static da_status config_from_gguf(const da_gguf_file *f, da_config *c) {
+    memset(c, 0, sizeof *c);
+    const char *arch, *variant;
+    da_status st = da_gguf_get_str(f, "general.architecture", &arch);
+    if (st.code) return da_errorf("%s: general.architecture is missing: not a model GGUF", f->path);
+    if (strcmp(arch, "diffattn"))
+        return da_errorf("%s: general.architecture is \"%s\", expected \"diffattn\" (a model of another family: "
+                         "diffattn runs only its own models)",
+                         f->path, arch);
+    int fv;
+    if ((st = get_int_range(f, "diffattn.format_version", 0, 1 << 30, &fv)).code) return st;
+    if (fv != DA_FORMAT_VERSION)
+        return da_errorf("%s: diffattn.format_version %d is not supported (this build reads %d)", f->path, fv,
+                         DA_FORMAT_VERSION);
+    if ((st = da_gguf_get_str(f, "diffattn.variant", &variant)).code) return st;
+    if (da_arch_parse(variant, &c->arch))
+        return da_errorf("%s: diffattn.variant = \"%s\" (expected diff or softmax)", f->path, variant);
+    struct { const char *key; int *dst; } ints[] = {
+        {"diffattn.context_length", &c->max_seq_len},   {"diffattn.embedding_length", &c->dim},
+        {"diffattn.block_count", &c->n_layers},         {"diffattn.feed_forward_length", &c->ffn_hidden},
+        {"diffattn.attention.head_count", &c->n_heads}, {"diffattn.attention.head_count_kv", &c->n_kv_heads},
+        {"diffattn.vocab_size", &c->vocab_size},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if ((st = get_int_range(f, ints[i].key, 0, 1 << 30, ints[i].dst)).code) return st;
+    if ((st = da_gguf_get_f32(f, "diffattn.rope.freq_base", &c->rope_theta)).code) return st;
+    if ((st = da_gguf_get_f32(f, "diffattn.attention.layer_norm_rms_epsilon", &c->norm_eps)).code) return st;
+    if ((st = da_gguf_get_bool(f, "diffattn.tie_embeddings", &c->tie_embeddings)).code) return st;
+    st = da_config_validate(c);
+    if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
+    return da_ok();
+}
+
+da_status da_engine_load_gguf(da_engine *q, const char *path) {
+    memset(q, 0, sizeof *q);
+    da_gguf_file f;
+    da_status st = da_gguf_open(&f, path);
+    if (st.code) return st;
+    da_config c;
+    if (!(st = config_from_gguf(&f, &c)).code) st = da_engine_init_table(q, &c);
+    /* check every tensor before allocating */
+    for (int i = 0; !st.code && i < q->n_tensors; i++) {
+        da_qtensor *t = &q->t[i];
+        const da_gguf_tensor *g = da_gguf_tensor_find(&f, t->name);
+        if (!g) {
+            st = da_errorf("%s: tensor \"%s\" is missing (the file's keys say %s, dim %d, %d layers)", path, t->name,
+                           da_arch_name(c.arch), c.dim, c.n_layers);
+            break;
+        }
+        const int want_nd = t->cols ? 2 : 1;
+        const int64_t want0 = t->cols ? t->cols : t->rows;
+        if (g->n_dims != want_nd || g->ne[0] != want0 || (want_nd == 2 && g->ne[1] != t->rows)) {
+            st = da_errorf("%s: tensor \"%s\" has ne [%lld, %lld] (%d dims), expected [%lld, %d] (%d dims)", path,
+                           t->name, (long long)g->ne[0], (long long)g->ne[1], g->n_dims, (long long)want0,
+                           want_nd == 2 ? t->rows : 1, want_nd);
+            break;
+        }
+        /* vectors and the embedding are read as f32 */
+        t->type = (!t->cols || i == 0) ? DA_QT_F32 : g->type;
+        if (t->type == DA_QT_F32 && !is_float_type(g->type)) {
+            st = da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms, lambdas and the "
+                           "embedding",
+                           path, t->name, da_qtype_name(g->type));
+            break;
+        }
+    }
+    const da_gguf_tensor *ga = st.code ? NULL : da_gguf_tensor_find(&f, "act_absmax");
+    if (ga && (ga->type != DA_QT_F32 || ga->n_dims != 1 || ga->ne[0] != DA_N_SITES(&c)))
+        st = da_errorf("%s: tensor \"act_absmax\" must be f32 [%d] (4 per layer + 1)", path, DA_N_SITES(&c));
+    if (!st.code) st = da_engine_alloc_blob(q);
+    for (int i = 0; !st.code && i < q->n_tensors; i++) {
+        da_qtensor *t = &q->t[i];
+        const da_gguf_tensor *g = da_gguf_tensor_find(&f, t->name);
+        const unsigned char *src = da_gguf_data(&f, g);
+        if (t->type == g->type) memcpy((void *)t->data, src, g->nbytes);
+        else da_dequantize_row(g->type, src, (float *)(void *)t->data, (int64_t)g->ne[0] * g->ne[1]);
+    }
+    if (!st.code && ga) {
+        q->act_absmax = malloc((size_t)ga->ne[0] * sizeof(float));
+        if (!q->act_absmax) st = da_errorf("out of memory");
+        else memcpy(q->act_absmax, da_gguf_data(&f, ga), (size_t)ga->ne[0] * sizeof(float));
+        for (int i = 0; !st.code && i < ga->ne[0]; i++)
+            if (!(q->act_absmax[i] >= 0.0f) || !isfinite(q->act_absmax[i]))
+                st = da_errorf("%s: act_absmax[%d] = %g is not a finite non-negative range", path, i,
+                               (double)q->act_absmax[i]);
+    }
+    if (!st.code) {
+        const da_gguf_kv *kv;
+        const char *s;
+        int64_t v;
+        q->act = DA_ACTQ_Q8;
+        if (!da_gguf_get_str(&f, "diffattn.activations", &s).code && da_act_mode_parse(s, &q->act))
+            st = da_errorf("%s: diffattn.activations = \"%s\" (expected q8, int8-dynamic, int8-static, bf16 or f32)",
+                           path, s);
+        if ((kv = da_gguf_kv_find(&f, "diffattn.awq")) && kv->type == DA_GGUF_BOOL) q->awq = kv->v.u != 0;
+        if (!da_gguf_get_int(&f, "diffattn.calibration_sequences", &v).code && v >= 0 && v < (1 << 30))
+            q->calib_samples = (int)v;
+        q->weight_type = q->n_tensors > 2 ? q->t[2].type : DA_QT_F32; /* layers.0.attn.q_proj */
+        if (!st.code && q->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
+            st = da_errorf("%s: activations are int8-static but the file has no act_absmax ranges", path);
+    }
+    q->file_bytes = f.size;
+    da_gguf_close(&f);
+    if (st.code) da_engine_release(q);
+    else da_engine_bind(q);
+    return st;
+}

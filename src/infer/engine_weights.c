@@ -1,0 +1,205 @@
+/* An engine's weights: the tensor table, its storage, and the public ways to
+ * make an engine (from a file or from a da_model in memory). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/engine.h"
+#include "io/gguf.h"
+
+#define ALIGN 64
+
+const char *da_act_mode_name(da_act_mode m) {
+    static const char *names[] = {"q8", "int8-dynamic", "int8-static", "bf16", "f32"};
+    return (unsigned)m < 5 ? names[m] : "?";
+}
+
+int da_act_mode_parse(const char *s, da_act_mode *out) {
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(s, da_act_mode_name((da_act_mode)i))) {
+            *out = (da_act_mode)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* Names and shapes from da_model's table (its parameter buffer is calloc'd
+ * and never touched, so it costs no memory). */
+da_status da_engine_init_table(da_engine *e, const da_config *cfg) {
+    memset(e, 0, sizeof *e);
+    da_model tmp;
+    da_status st = da_model_create(&tmp, cfg);
+    if (st.code) return st;
+    e->cfg = *cfg;
+    e->n_tensors = tmp.n_tensors;
+    e->t = calloc((size_t)tmp.n_tensors, sizeof *e->t);
+    e->layers = calloc((size_t)cfg->n_layers, sizeof *e->layers);
+    if (!e->t || !e->layers) st = da_errorf("out of memory");
+    for (int i = 0; !st.code && i < tmp.n_tensors; i++) {
+        snprintf(e->t[i].name, sizeof e->t[i].name, "%s", tmp.tensors[i].name);
+        e->t[i].rows = tmp.tensors[i].shape[0];
+        e->t[i].cols = tmp.tensors[i].ndim == 2 ? tmp.tensors[i].shape[1] : 0;
+    }
+    da_model_free(&tmp);
+    if (st.code) da_engine_release(e);
+    return st;
+}
+
+static const float *f32_of(const da_qtensor *t) { return (const float *)(const void *)t->data; }
+
+/* The views of e->layers, in da_model's tensor order (model.c map_weights). */
+void da_engine_bind(da_engine *e) {
+    const da_config *c = &e->cfg;
+    int i = 0;
+    e->tok_embeddings = f32_of(&e->t[i++]);
+    const int d = da_head_dim(c);
+    for (int l = 0; l < c->n_layers; l++) {
+        da_qlayer *L = &e->layers[l];
+        L->attention_norm = f32_of(&e->t[i++]);
+        L->wq = &e->t[i++];
+        L->wk = &e->t[i++];
+        L->wv = &e->t[i++];
+        L->wo = &e->t[i++];
+        L->lambda = 0.0f;
+        if (c->arch == DA_ARCH_DIFF) {
+            const float *q1 = f32_of(&e->t[i++]), *k1 = f32_of(&e->t[i++]);
+            const float *q2 = f32_of(&e->t[i++]), *k2 = f32_of(&e->t[i++]);
+            float a = 0, b = 0;
+            for (int j = 0; j < d; j++) {
+                a += q1[j] * k1[j];
+                b += q2[j] * k2[j];
+            }
+            L->lambda = expf(a) - expf(b) + da_lambda_init(l);
+            L->subln = f32_of(&e->t[i++]);
+        }
+        L->ffn_norm = f32_of(&e->t[i++]);
+        L->w1 = &e->t[i++];
+        L->w2 = &e->t[i++];
+        L->w3 = &e->t[i++];
+    }
+    e->norm = f32_of(&e->t[i++]);
+    e->output = c->tie_embeddings ? &e->t[0] : &e->t[i++]; /* tied: the f32 embedding */
+}
+
+static size_t pad(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+da_status da_engine_alloc_blob(da_engine *e) {
+    size_t total = 0;
+    for (int i = 0; i < e->n_tensors; i++) {
+        da_qtensor *t = &e->t[i];
+        t->row_bytes = t->cols ? da_qtype_row_bytes(t->type, t->cols) : 4;
+        total += pad(t->row_bytes * (size_t)t->rows);
+    }
+    e->blob = aligned_alloc(ALIGN, pad(total ? total : 1));
+    if (!e->blob) return da_errorf("out of memory allocating %.1f MB of weights", (double)total / 1e6);
+    size_t off = 0;
+    for (int i = 0; i < e->n_tensors; i++) {
+        e->t[i].data = e->blob + off;
+        off += pad(e->t[i].row_bytes * (size_t)e->t[i].rows);
+    }
+    return da_ok();
+}
+
+void da_engine_release(da_engine *e) {
+    free(e->t);
+    free(e->layers);
+    free(e->act_absmax);
+    free(e->blob);
+    memset(e, 0, sizeof *e);
+}
+
+da_status da_engine_init_from_model(da_engine *e, const da_model *m) {
+    da_status st = da_engine_init_table(e, &m->cfg);
+    if (st.code) return st;
+    for (int i = 0; i < e->n_tensors; i++) {
+        da_qtensor *t = &e->t[i];
+        t->type = DA_QT_F32;
+        t->row_bytes = t->cols ? (size_t)t->cols * 4 : 4;
+        t->data = (const unsigned char *)(const void *)(m->params + m->tensors[i].offset);
+    }
+    e->weight_type = DA_QT_F32;
+    e->act = DA_ACTQ_F32;
+    da_engine_bind(e);
+    return da_ok();
+}
+
+da_status da_engine_to_model(const da_engine *e, da_model *m) {
+    da_status st = da_model_create(m, &e->cfg);
+    if (st.code) return st;
+    for (int i = 0; i < e->n_tensors; i++) {
+        const da_qtensor *t = &e->t[i];
+        const int64_t rows = t->cols ? t->rows : 1, n = t->cols ? t->cols : t->rows;
+        for (int64_t r = 0; r < rows; r++)
+            da_dequantize_row(t->type, t->data + (size_t)r * t->row_bytes, m->params + m->tensors[i].offset + r * n,
+                              n);
+    }
+    return da_ok();
+}
+
+/* ---------------------------------------------------------------- public */
+
+da_status da_engine_from_model(da_engine **out, const da_model *m) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return da_errorf("out of memory");
+    da_status st = da_engine_init_from_model(*out, m);
+    if (st.code) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* A safetensors checkpoint is read into a da_model whose parameter buffer
+ * becomes the engine's blob (one copy of the weights in memory). */
+static da_status load_safetensors(da_engine *e, const char *path) {
+    da_model m;
+    da_status st = da_model_load(&m, path);
+    if (st.code) return st;
+    if ((st = da_engine_init_from_model(e, &m)).code) {
+        da_model_free(&m);
+        return st;
+    }
+    e->blob = (unsigned char *)m.params; /* the engine owns the parameters now */
+    m.params = NULL;
+    da_model_free(&m);
+    return da_ok();
+}
+
+da_status da_engine_load(da_engine **out, const char *path) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return da_errorf("out of memory");
+    da_status st = da_gguf_is_gguf(path) ? da_engine_load_gguf(*out, path) : load_safetensors(*out, path);
+    if (st.code) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+void da_engine_free(da_engine *e) {
+    if (!e) return;
+    da_engine_release(e);
+    free(e);
+}
+
+const da_config *da_engine_config(const da_engine *e) { return &e->cfg; }
+const char *da_engine_weight_type(const da_engine *e) { return da_qtype_name(e->weight_type); }
+da_act_mode da_engine_default_act(const da_engine *e) { return e->act; }
+
+size_t da_engine_weight_bytes(const da_engine *e) {
+    size_t n = 0;
+    for (int i = 0; i < e->n_tensors; i++) n += e->t[i].row_bytes * (size_t)e->t[i].rows;
+    return n;
+}
+
+da_status da_model_load_any(da_model *m, const char *path) {
+    if (!da_gguf_is_gguf(path)) return da_model_load(m, path);
+    memset(m, 0, sizeof *m);
+    da_engine e;
+    da_status st = da_engine_load_gguf(&e, path);
+    if (st.code) return st;
+    st = da_engine_to_model(&e, m);
+    da_engine_release(&e);
+    return st;
+}

@@ -1,0 +1,42 @@
+/* Quantizing a model's weights into an engine (quantize.h). */
+#include <string.h>
+
+#include "quant/quantize.h"
+
+/* The type a 2-D tensor gets: the embedding stays f32; a matmul whose width
+ * is not a multiple of the type's block falls back to q8_0, then f32. */
+static int tensor_type(const da_qtensor *t, int i, const da_quantize_types *o) {
+    if (i == 0) return DA_QT_F32; /* tok_embeddings */
+    int type = o->type;
+    if (!strcmp(t->name, "output.weight"))
+        type = o->output_type >= 0 ? o->output_type
+                                   : (o->type == DA_QT_Q4_0 || o->type == DA_QT_Q4_K ? DA_QT_Q8_0 : o->type);
+    if (t->cols % da_qtype_block(type)) type = t->cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
+    return type;
+}
+
+da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_types *o) {
+    memset(q, 0, sizeof *q);
+    if (!da_qtype_name(o->type)) return da_errorf("quantize: unknown weight type %d", o->type);
+    da_status st = da_engine_init_table(q, &m->cfg);
+    if (st.code) return st;
+    q->weight_type = o->type;
+    for (int i = 0; i < q->n_tensors; i++) q->t[i].type = q->t[i].cols ? tensor_type(&q->t[i], i, o) : DA_QT_F32;
+    if ((st = da_engine_alloc_blob(q)).code) {
+        da_engine_release(q);
+        return st;
+    }
+    for (int i = 0; i < q->n_tensors; i++) {
+        da_qtensor *t = &q->t[i];
+        const float *src = m->params + m->tensors[i].offset;
+        const int rows = t->cols ? t->rows : 1, n = t->cols ? t->cols : t->rows;
+#pragma omp parallel for schedule(dynamic, 16)
+        for (int r = 0; r < rows; r++)
+            da_quantize_row(t->cols ? t->type : DA_QT_F32, (unsigned char *)t->data + (size_t)r * t->row_bytes,
+                            src + (size_t)r * n, n);
+    }
+    q->act = DA_ACTQ_Q8;
+    da_engine_bind(q);
+    return da_ok();
+}
+

@@ -1,0 +1,19 @@
+/* Quantizing a model: its matmul weights rounded to block types, as an
+ * engine (infer/engine.h) that runs or is saved as GGUF. */
+#ifndef DA_QUANT_QUANTIZE_H
+#define DA_QUANT_QUANTIZE_H
+
+#include "diffattn/quant.h"
+#include "infer/engine.h"
+
+typedef struct {
+    int type;        /* weight type of the layer matmuls: q8_0, q4_0, q4_K, f32, f16, bf16 */
+    int output_type; /* of output.weight (untied); -1: q8_0 for 4-bit types, else type */
+} da_quantize_types;
+
+/* e: a new engine owning m's matmul weights quantized; norms, lambdas and the
+ * embedding stay f32. A matmul whose width is not a multiple of the type's
+ * block falls back to q8_0, then f32. */
+da_status da_engine_quantize(da_engine *e, const da_model *m, const da_quantize_types *o);
+
+#endif

@@ -1,0 +1,143 @@
+/* da_quantize_file: calibrate (optional), AWQ (optional), calibrate again on
+ * the scaled model for the static ranges, quantize, write the GGUF. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "io/gguf.h"
+#include "quant/calib.h"
+#include "quant/quantize.h"
+
+void da_quantize_opts_default(da_quantize_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->type = "q8_0";
+    o->act = "q8";
+    o->calib_samples = 64;
+    o->awq = 1;
+    o->seed = 1234;
+}
+
+void da_quantize_report_free(da_quantize_report *r) {
+    if (!r) return;
+    free(r->alpha);
+    r->alpha = NULL;
+}
+
+/* The static ranges of stats, summarised per site kind for the report. */
+static void summarise_ranges(const da_qstats *stats, const float *absmax, int n_layers, da_quantize_report *r) {
+    for (int k = 0; k < DA_SITES_PER_LAYER; k++) {
+        float mx = 0;
+        double ratio = 0;
+        for (int l = 0; l < n_layers; l++) {
+            const int site = DA_SITES_PER_LAYER * l + k;
+            const size_t w = stats->chan_off[site + 1] - stats->chan_off[site];
+            double mean = 0;
+            for (size_t c = 0; c < w; c++) mean += stats->chan[stats->chan_off[site] + c];
+            mean /= (double)w * (double)(stats->rows > 0 ? stats->rows : 1);
+            if (absmax[site] > mx) mx = absmax[site];
+            if (mean > 0 && absmax[site] / mean > ratio) ratio = absmax[site] / mean;
+        }
+        r->range_max[k] = mx;
+        r->range_ratio[k] = (float)ratio;
+    }
+    r->head_range = absmax[DA_SITES_PER_LAYER * n_layers];
+    r->has_ranges = 1;
+}
+
+/* AWQ on m (when asked and the type rounds), then the static ranges of the
+ * model that will run: *absmax (DA_N_SITES) malloc'd. */
+static da_status calibrate(da_model *m, const da_quantize_opts *o, int type, float **absmax, da_quantize_report *r) {
+    const int T = o->calib_seq ? o->calib_seq : m->cfg.max_seq_len, n_sites = DA_N_SITES(&m->cfg);
+    da_text_data d;
+    da_status st = da_text_data_load(&d, o->calib_data, 0.1f, T);
+    if (st.code) return st;
+    da_qstats stats;
+    if (o->awq && type != DA_QT_F32) {
+        const double t0 = da_now_s();
+        r->alpha = calloc((size_t)n_sites, sizeof *r->alpha);
+        if (!r->alpha) st = da_errorf("out of memory");
+        if (!st.code && !(st = da_calibrate(m, &d, o->calib_samples, T, o->seed, &stats)).code) {
+            st = da_awq_apply(m, &stats, type, r->alpha);
+            da_qstats_free(&stats);
+        }
+        r->awq = !st.code;
+        r->awq_seconds = da_now_s() - t0;
+    }
+    if (!st.code && !(st = da_calibrate(m, &d, o->calib_samples, T, o->seed + 1, &stats)).code) {
+        *absmax = malloc((size_t)n_sites * sizeof **absmax);
+        if (*absmax) {
+            memcpy(*absmax, stats.absmax, (size_t)n_sites * sizeof **absmax);
+            summarise_ranges(&stats, *absmax, m->cfg.n_layers, r);
+        } else {
+            st = da_errorf("out of memory");
+        }
+        da_qstats_free(&stats);
+    }
+    da_text_data_free(&d);
+    return st;
+}
+
+static da_status parse_opts(const da_quantize_opts *o, da_quantize_types *types, da_act_mode *act) {
+    da_qtype t;
+    if (!o->type || da_qtype_parse(o->type, &t))
+        return da_errorf("quantize: type \"%s\" is not one of q8_0, q4_0, q4_k, f16, bf16, f32",
+                         o->type ? o->type : "(null)");
+    types->type = t;
+    types->output_type = -1;
+    if (o->output_type) {
+        if (da_qtype_parse(o->output_type, &t))
+            return da_errorf("quantize: output_type \"%s\" is not one of q8_0, q4_0, q4_k, f16, bf16, f32",
+                             o->output_type);
+        types->output_type = t;
+    }
+    *act = DA_ACTQ_Q8;
+    if (o->act && da_act_mode_parse(o->act, act))
+        return da_errorf("quantize: act \"%s\" is not one of q8, int8-dynamic, int8-static, bf16, f32", o->act);
+    if (*act == DA_ACTQ_INT8_STATIC && !o->calib_data)
+        return da_errorf("quantize: act int8-static needs calibrated ranges: give calibration data");
+    if (o->calib_data && o->calib_samples < 1)
+        return da_errorf("quantize: calib_samples = %d must be positive", o->calib_samples);
+    return da_ok();
+}
+
+da_status da_quantize_file(const char *model_path, const char *out_path, const da_quantize_opts *o,
+                           da_quantize_report *r) {
+    da_quantize_report scratch;
+    if (!r) r = &scratch;
+    memset(r, 0, sizeof *r);
+    da_quantize_types types;
+    da_act_mode act;
+    da_status st = parse_opts(o, &types, &act);
+    if (st.code) return st;
+    if (da_gguf_is_gguf(model_path))
+        return da_errorf("%s: already a GGUF; quantize the full-precision .safetensors it came from", model_path);
+    da_model m;
+    if ((st = da_model_load(&m, model_path)).code) return st;
+    r->n_layers = m.cfg.n_layers;
+    r->n_params = m.n_params;
+    r->few_calib_samples = o->calib_data && o->calib_samples < DA_CALIB_MIN_SEQUENCES;
+    float *absmax = NULL;
+    if (o->calib_data) st = calibrate(&m, o, types.type, &absmax, r);
+    da_engine q;
+    if (!st.code && !(st = da_engine_quantize(&q, &m, &types)).code) {
+        q.act = act;
+        q.act_absmax = absmax;
+        absmax = NULL;
+        q.calib_samples = o->calib_data ? o->calib_samples : 0;
+        q.awq = r->awq;
+        if (!(st = da_engine_save_gguf(&q, out_path)).code) {
+            snprintf(r->weight_type, sizeof r->weight_type, "%s", da_qtype_name(types.type));
+            snprintf(r->output_type, sizeof r->output_type, "%s", da_qtype_name(q.output->type));
+            snprintf(r->act, sizeof r->act, "%s", da_act_mode_name(act));
+            FILE *fp = fopen(out_path, "rb");
+            r->file_bytes = fp && !fseek(fp, 0, SEEK_END) ? ftell(fp) : -1;
+            if (fp) fclose(fp);
+        }
+        da_engine_release(&q);
+    }
+    free(absmax);
+    da_model_free(&m);
+    if (r == &scratch || st.code) da_quantize_report_free(r);
+    return st;
+}
