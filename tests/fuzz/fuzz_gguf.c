@@ -1,8 +1,8 @@
 /* Fuzz target: a GGUF file, through the container parser (from memory) and
- * the quantized-model loader that `sample`, `eval` and `info` use. */
+ * the inference engine's loader that `sample`, `eval` and `info` use. */
 #include "fuzz_util.h"
 #include "io/gguf.h"
-#include "quant/qmodel.h"
+#include "diffattn/generate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned char *copy = malloc(size ? size : 1);
@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         da_gguf_close(&f);
     }
     const char *path = fz_write("model.gguf", data, size);
-    da_qmodel q;
-    if (!da_qmodel_load(&q, path).code) da_qmodel_free(&q);
+    da_engine *e;
+    if (!da_engine_load(&e, path).code) da_engine_free(e);
     return 0;
 }
