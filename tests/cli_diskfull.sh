@@ -4,7 +4,8 @@
 # ignored): every writer -- a training checkpoint, quantize, prepare, the npy
 # export of logits, the ids export of encode -- must exit with a clear error
 # (not be killed by SIGXFSZ, exit 153), leave the previous file byte for byte
-# and leave no temporary behind.
+# and leave no temporary behind. And a temporary left by a process killed
+# mid-write is removed by the next write of that file.
 set -u
 BIN=${1:-build/diffattn}
 export OMP_NUM_THREADS=1
@@ -82,6 +83,17 @@ elif [ "$rc" -eq 0 ]; then bad "prepare: succeeded under a 20000-byte limit"
 elif ! echo "$err" | grep -q "File too large"; then bad "prepare: unclear message: $err"
 elif [ "$left" -ne 0 ]; then bad "prepare: $left shard file(s) left behind"
 else ok "prepare: exit $rc, \"$(echo "$err" | tail -1 | cut -c1-150)\", no shard left"; fi
+
+# 6. a kill -9 mid-checkpoint leaves train_state.safetensors.tmp.<pid>; the
+#    next checkpoint of the run removes those of processes that are gone
+dead=$(bash -c 'echo $$')
+echo partial > "$T/run/train_state.safetensors.tmp.$dead"
+echo partial > "$T/run/model.safetensors.tmp.$dead"
+"$BIN" train --steps 6 --save-every 2 --eval-every 0 --log-every 1 --data "$T/corpus.txt" --out "$T/run" --resume \
+  >/dev/null 2>&1 || bad "train --resume after the size limit failed"
+left=$(find "$T/run" -name '*.tmp.*' | wc -l)
+if [ "$left" -eq 0 ]; then ok "stale temporaries of a dead process removed by the next checkpoint"
+else bad "$left stale temporaries left in the run folder"; fi
 
 echo "$passed passed, $fail failed"
 [ "$fail" -eq 0 ]
