@@ -8,5 +8,9 @@
 #include "diffattn/model.h"
 #include "diffattn/train.h"
 #include "diffattn/generate.h"
+#include "diffattn/tokenizer.h"
+#include "diffattn/data.h"
+#include "diffattn/eval.h"
+#include "diffattn/experiments.h"
 
 #endif

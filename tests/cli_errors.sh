@@ -75,15 +75,19 @@ expect_error "train: negative steps" "--steps" "$BIN" train --data "$T/corpus.tx
 expect_error "train: bad lr" "--lr" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --lr 0
 expect_error "train: min-lr above lr" "--min-lr" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --min-lr 1
 expect_error "train: val fraction" "val-fraction" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --val-fraction 1.5
-expect_error "train: resume nothing" "drop --resume" "$BIN" train --data "$T/corpus.txt" --out "$T/fresh" --resume
+expect_error "train: resume nothing" "to start a new run" "$BIN" train --data "$T/corpus.txt" --out "$T/fresh" --resume
 expect_error "train: missing --data" "--data is required" "$BIN" train --out "$T/r"
 expect_error "train: lr NaN" "not a valid number" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --lr nan
 expect_ok "train: tiny run" "$BIN" train --data "$T/corpus.txt" --out "$T/r" "${TR[@]}" --steps 3 --eval-batches 1
-expect_error "train: resume past the end" "larger --steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume
-expect_error "train: resume changes the model" "cannot change on --resume" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --dim 64
+expect_error "train: resume past the end" "resume with more steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume
+expect_error "train: resume changes the model" "a model field cannot change when resuming" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --dim 64
 expect_ok "train: resume with more steps" "$BIN" train --data "$T/corpus.txt" --out "$T/r" --resume --steps 5
 
-expect_error "sample: too long" "max_seq_len" "$BIN" sample --model "$M" --max-new 100
+# past the context (the model holds 32 positions), generation slides and goes on
+out=$("$BIN" sample --model "$M" --prompt "ab" --max-new 100 --temperature 0 2>/dev/null)
+if [[ ${#out} -ge 90 ]]; then passed=$((passed + 1)); echo "ok   sample: past the context"
+else failed=$((failed + 1)); echo "FAIL sample: past the context: ${#out} bytes"; fi
+expect_error "sample: prompt longer than the context" "shorten it" "$BIN" sample --model "$M" --prompt "$(printf 'x%.0s' {1..40})"
 expect_error "sample: bad top-p" "--top-p" "$BIN" sample --model "$M" --top-p 0
 expect_error "sample: negative temperature" "--temperature" "$BIN" sample --model "$M" --temperature -1
 expect_ok "sample" "$BIN" sample --model "$T/r/model.safetensors" --prompt "int " --max-new 8
@@ -112,8 +116,12 @@ expect_error "eval needle: bad depth" "--depths" "$BIN" eval needle --model "$M"
 expect_error "eval needle: too long for the model" "max_seq_len" "$BIN" eval needle --model "$M" --context 1024 --samples 1
 expect_error "eval quant-logits: bad --bits" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 16,x
 expect_error "eval quant-logits: 1 bit" "--bits" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt" --bits 1
-expect_error "eval quant-logits: model too short for needles" "--no-needle" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt"
+expect_error "eval quant-logits: model too short for needles" "too short for needle prompts" "$BIN" eval quant-logits --model "$M" --data "$T/corpus.txt"
 "$BIN" init --out "$T/m256.safetensors" --dim 32 --layers 1 --heads 2 --seq 256 >/dev/null
+# on a terminal, the evaluation shows which step it is in
+out=$(script -qc "'$BIN' eval quant-logits --model '$T/m256.safetensors' --data '$T/corpus.txt' --seq 64 --windows 2 --bits 8 --samples 1" /dev/null 2>&1)
+if [[ $out == *'[1/4] loss, exact logits'*'[4/4] needles, 8-bit logits'* ]]; then passed=$((passed + 1)); echo "ok   eval quant-logits: progress on a terminal"
+else failed=$((failed + 1)); echo "FAIL eval quant-logits: progress on a terminal: $out"; fi
 out=$("$BIN" eval quant-logits --model "$T/m256.safetensors" --data "$T/corpus.txt" --seq 64 --windows 2 --bits 8 --samples 1 2>&1)
 if [[ $out == *'needle accuracy'*'(N=3, R=2, 192 bytes'* && $out == *' 8-bit logits: loss'* ]]; then
   passed=$((passed + 1)); echo "ok   eval quant-logits: a 256-token model gets as many needles as fit"

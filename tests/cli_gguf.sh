@@ -28,6 +28,17 @@ for i in $(seq 1 300); do echo "line $i: the quick brown fox jumps over the lazy
 M="$T/m.safetensors"
 expect_ok "init" $BIN init --out "$M" --dim 256 --layers 1 --heads 2 --ffn 256 --seq 64
 for t in q8_0 q4_0 q4_k; do expect_ok "quantize $t" $BIN quantize --model "$M" --type $t --out "$T/$t.gguf"; done
+# a width off q4_k's 256 (dim 128) is an error naming the tensor, unless --fallback q8_0 allows it
+"$BIN" init --out "$T/m128.safetensors" --dim 128 --layers 1 --heads 2 --seq 64 >/dev/null
+err=$($BIN quantize --model "$T/m128.safetensors" --type q4_k --out "$T/k.gguf" 2>&1 >/dev/null); rc=$?
+[[ $rc == 1 && $err == *"q_proj.weight has 128 columns"* && ! -e "$T/k.gguf" ]] && ok "q4_k refuses a width off its block" \
+  || bad "q4_k refuses a width off its block: rc=$rc $err"
+out=$($BIN quantize --model "$T/m128.safetensors" --type q4_k --out "$T/k.gguf" --fallback q8_0 2>/dev/null)
+[[ $out == *"q4_k weights, 7 matmuls q8_0 by --fallback"* ]] && ok "--fallback q8_0 says what fell back" \
+  || bad "--fallback q8_0 says what fell back: $out"
+out=$($BIN info --model "$T/k.gguf")
+[[ $out == *"weights        q4_k"* && $out == *"layers.0.feed_forward.w2.weight: q8_0 [128, 384]"* ]] \
+  && ok "info lists the tensors of another type" || bad "info lists the tensors of another type: $out"
 expect_ok "quantize --calib" $BIN quantize --model "$M" --type q4_0 --out "$T/awq.gguf" --calib "$T/text.txt" --calib-samples 4 --act int8-static
 grep -q "warning: 4 calibration sequences" "$T/err" && ok "warns below the needed calibration sequences" || bad "no calibration warning: $(cat "$T/err")"
 grep -q "AWQ" "$T/err" && ok "AWQ reports its alphas" || bad "no AWQ line"

@@ -110,7 +110,7 @@ fi
 
 # 5. a batch that does not split over the ranks is refused with the fix
 if "${MPI[@]}" "$BIN" train "${RUN[@]}" --batch 3 --out "$T/odd" 2>"$T/odd.log"; then bad "--batch 3 on 2 ranks is refused"
-elif grep -q "must be a multiple of ranks x --grad-accum = 2 x 1" "$T/odd.log" && [[ $(grep -c "rank" "$T/odd.log") == 1 ]]; then
+elif grep -q "must be a multiple of ranks x grad_accum = 2 x 1" "$T/odd.log" && [[ $(grep -c "rank" "$T/odd.log") == 1 ]]; then
   ok "--batch 3 on 2 ranks is refused, reported once"; else bad "--batch 3 on 2 ranks: message"; cat "$T/odd.log"; fi
 
 echo "$passed passed, $fail failed"

@@ -90,10 +90,13 @@ static int quant_case(da_arch arch) {
     da_text_data d;
     CHECK(!da_text_data_load(&d, corpus, 0.1f, 32).code);
     da_eval_loss_result exact, flash, q16, q3;
-    CHECK(!da_eval_loss_logit_bits(&m, &d, 32, 8, 0, &exact).code);
+    da_engine *e = NULL;
+    CHECK(!da_engine_from_model(&e, &m).code);
+    CHECK(!da_eval_loss_logit_bits(e, &d, 32, 8, 0, &exact).code);
     CHECK(!da_eval_loss(&m, &d, 32, 8, 4, DA_ATTN_FLASH, &flash).code);
-    CHECK(!da_eval_loss_logit_bits(&m, &d, 32, 8, 16, &q16).code);
-    CHECK(!da_eval_loss_logit_bits(&m, &d, 32, 8, 2, &q3).code);
+    CHECK(!da_eval_loss_logit_bits(e, &d, 32, 8, 16, &q16).code);
+    CHECK(!da_eval_loss_logit_bits(e, &d, 32, 8, 2, &q3).code);
+    da_engine_free(e);
     printf("     %s: exact %.6f (flash %.6f), 16-bit %.6f, 2-bit %.6f\n", da_arch_name(arch), exact.loss, flash.loss,
            q16.loss, q3.loss);
     CHECK(fabs(flash.loss - exact.loss) < 1e-5 * exact.loss);

@@ -259,6 +259,33 @@ static int test_decode_errors(void) {
     return 0;
 }
 
+/* An f32 model with an int8 KV cache runs with it: logits close to the f32
+ * cache's, and not equal (the cache is really int8). */
+static int test_int8_cache_on_f32_weights(void) {
+    da_model m;
+    if (make_model(&m, DA_ARCH_DIFF, 64, 4, 2, 0, 13)) return 1;
+    const int V = m.cfg.vocab_size;
+    int tok[SEQ];
+    make_tokens(tok, SEQ, V, 8);
+    da_engine *e = NULL;
+    da_session *f = NULL, *q = NULL;
+    da_session_opts o = da_session_opts_default();
+    o.max_T = SEQ;
+    CHECK(!da_engine_from_model(&e, &m).code && !da_session_create(&f, e, &o).code);
+    o.kv_int8 = 1;
+    CHECK(!da_session_create(&q, e, &o).code);
+    float *a = malloc((size_t)SEQ * V * sizeof(float)), *b = malloc((size_t)SEQ * V * sizeof(float));
+    CHECK(a && b && !decode_all(f, V, tok, SEQ, a) && !decode_all(q, V, tok, SEQ, b));
+    size_t at;
+    double scale, err = rel_error_at(b, a, (size_t)SEQ * V, 1e-6, &at, &scale);
+    printf("     int8 KV cache on f32 weights: rel. error %.2e\n", err);
+    CHECK(err > 0 && err < 5e-2);
+    free(a), free(b);
+    da_session_free(f), da_session_free(q), da_engine_free(e);
+    da_model_free(&m);
+    return 0;
+}
+
 /* da_generate with greedy sampling is the argmax chain of one-token feeds;
  * it stops at stop_token, and refuses a request the session cannot hold. */
 static int on_token_record(void *ctx, int tok) {
@@ -284,7 +311,7 @@ static int test_generate_greedy(void) {
         if (g + 1 < n_new) CHECK(!da_session_feed(r.s, &best, 1, 0, &lg).code);
     }
     int rec[1 + 12] = {0}, n_out = 0;
-    da_generate_opts go = {n_new, 0.0f, 1.0f, 1, -1, on_token_record, rec};
+    da_generate_opts go = {n_new, 0.0f, 1.0f, 1, -1, on_token_record, rec, 0};
     da_session_reset(r.s);
     CHECK(!da_generate(r.s, prompt, n_prompt, &go, &n_out).code);
     CHECK(n_out == n_new && rec[0] == n_new && !memcmp(rec + 1, want, sizeof want));
@@ -300,6 +327,30 @@ static int test_generate_greedy(void) {
     da_session_reset(r.s);
     da_status st = da_generate(r.s, prompt, n_prompt, &go, &n_out);
     CHECK(st.code != 0 && strstr(st.msg, "holds"));
+    /* sliding: 3x the session's length, and after the first slide the
+     * logits are those of the last half fed again from position 0 */
+    go.slide = 1;
+    go.max_new = 3 * (n_prompt + n_new);
+    go.stop_token = -1;
+    int *many = malloc(sizeof(int) * (1 + (size_t)go.max_new));
+    CHECK(many);
+    many[0] = 0;
+    go.ctx = many;
+    da_session_reset(r.s);
+    CHECK(!da_generate(r.s, prompt, n_prompt, &go, &n_out).code && n_out == go.max_new && many[0] == go.max_new);
+    CHECK(!memcmp(many + 1, want, sizeof want)); /* before the first slide: as without sliding */
+    /* the session fills after the prompt and 12 tokens; the 13th is sampled
+     * from the full context, then the last 8 of those 18 tokens are fed again */
+    const int cap = n_prompt + n_new, keep = cap / 2, n_hist = cap + 1;
+    int hist[64];
+    memcpy(hist, prompt, sizeof prompt);
+    memcpy(hist + n_prompt, many + 1, (size_t)(n_new + 1) * sizeof(int));
+    da_session_reset(r.s);
+    CHECK(!da_session_feed(r.s, hist + n_hist - keep, keep, 0, &lg).code);
+    int best = 0;
+    for (int v = 1; v < V; v++) best = lg[v] > lg[best] ? v : best;
+    CHECK(best == many[1 + n_new + 1]); /* the first token after the slide */
+    free(many);
     runner_close(&r);
     da_model_free(&m);
     return 0;
@@ -429,6 +480,7 @@ int main(void) {
     RUN(test_reset_reproduces);
     RUN(test_decode_errors);
     RUN(test_generate_greedy);
+    RUN(test_int8_cache_on_f32_weights);
     RUN(test_sample_greedy);
     RUN(test_sample_distribution);
     RUN(test_sample_nucleus);

@@ -102,7 +102,7 @@ static int test_model_roundtrip(void) {
         da_model m;
         CHECK(!make_model(&m, k == 1 ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, k == 2));
         da_engine q, r;
-        da_quantize_types o = {types[k], -1};
+        da_quantize_types o = {types[k], -1, 1};
         CHECK(!da_engine_quantize(&q, &m, &o).code);
         da_status st = da_engine_save_gguf(&q, tpath("m.gguf"));
         CHECK(!st.code);
@@ -169,7 +169,7 @@ static int test_q8_0_logits_close(void) {
         float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
         memcpy(ref, da_acts_logits(a), n * sizeof(float));
         da_engine q;
-        da_quantize_types o32 = {DA_QT_F32, DA_QT_F32}, o8 = {DA_QT_Q8_0, -1};
+        da_quantize_types o32 = {DA_QT_F32, DA_QT_F32, 1}, o8 = {DA_QT_Q8_0, -1, 1};
         CHECK(!da_engine_quantize(&q, &m, &o32).code);
         CHECK(!qlogits(&q, DA_ACTQ_F32, 0, tok, T, got));
         int rc = expect_close_rel("f32 qforward vs da_forward", got, ref, n, 1e-4, 1e-3);
@@ -207,7 +207,7 @@ static int decode_matches_batch(int wtype, da_act_mode act, int T, double tol) {
     da_model m;
     CHECK(!make_model(&m, DA_ARCH_DIFF, 0));
     da_engine q;
-    da_quantize_types o = {wtype, -1};
+    da_quantize_types o = {wtype, -1, 1};
     CHECK(!da_engine_quantize(&q, &m, &o).code);
     int tok[32];
     for (int i = 0; i < T; i++) tok[i] = (i * 53 + 5) % 256;
@@ -250,7 +250,7 @@ static int saved_model(size_t *n, unsigned char **bytes) {
     da_model m;
     if (make_model(&m, DA_ARCH_DIFF, 0)) return -1;
     da_engine q;
-    da_quantize_types o = {DA_QT_Q4_K, DA_QT_Q8_0};
+    da_quantize_types o = {DA_QT_Q4_K, DA_QT_Q8_0, 1};
     m.cfg.ffn_hidden = 256;
     int rc = da_engine_quantize(&q, &m, &o).code || da_engine_save_gguf(&q, tpath("h.gguf")).code;
     da_engine_release(&q);
@@ -364,7 +364,7 @@ static int test_wrong_files(void) {
     da_model src;
     CHECK(!make_model(&src, DA_ARCH_DIFF, 0));
     da_engine good;
-    da_quantize_types o = {DA_QT_Q8_0, -1};
+    da_quantize_types o = {DA_QT_Q8_0, -1, 1};
     CHECK(!da_engine_quantize(&good, &src, &o).code);
     good.t[2].rows = 32; /* layers.0.attn.q_proj: 32 rows instead of 64 */
     CHECK(!da_engine_save_gguf(&good, tpath("shape.gguf")).code);

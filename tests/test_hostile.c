@@ -160,8 +160,8 @@ static int test_train_state_numbers_checked(void) {
     const char *seed = "tests/fuzz/corpus/train_state/softmax_tied.safetensors";
     const struct { const char *key, *value, *want; } cases[] = {
         {"train.batch", "1e300", "train.batch = \"1e300\" is not an integer"},
-        {"step", "nan", "step = \"nan\" is not a finite number"},
-        {"train.lr", "1e300", "train.lr = \"1e300\" is out of range"},
+        {"step", "nan", "step = \"nan\" is not an integer"},
+        {"train.lr", "1e300", "train.lr = \"1e300\" is not a number"},
         {"train.steps", "2.5", "train.steps = \"2.5\" is not an integer"},
         {"train.seed", "-3", "train.seed = \"-3\" is not an unsigned"},
     };

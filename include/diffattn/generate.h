@@ -53,9 +53,14 @@ const da_config *da_engine_config(const da_engine *e);
 const char *da_engine_weight_type(const da_engine *e);
 da_act_mode da_engine_default_act(const da_engine *e);
 size_t da_engine_weight_bytes(const da_engine *e);
+size_t da_engine_file_bytes(const da_engine *e); /* of the file it was loaded from; 0 when made in memory */
+/* Tensor i (0 .. da_engine_n_tensors - 1) in the model's tensor order: its
+ * name, its type ("f32", "q4_k", ...) and shape (cols 0 for vectors). */
+int da_engine_n_tensors(const da_engine *e);
+void da_engine_tensor(const da_engine *e, int i, const char **name, const char **type, int *rows, int *cols);
 
 typedef struct {
-    int act;        /* da_act_mode, or -1: the engine's default (f32 for f32 weights) */
+    int act;        /* da_act_mode, or -1: the engine's default; float weights always run f32 activations */
     int kv_int8;    /* 1: the KV cache holds int8 with a scale per position, head and 32-block */
     int logit_bits; /* > 0: attention logits fake-quantized to this many bits before each softmax
                        (symmetric, one absmax scale per query row of each map: the paper's Figure 8); 0: exact */
@@ -73,6 +78,7 @@ int da_session_len(const da_session *s);
 int da_session_capacity(const da_session *s);  /* positions it holds (max_T) */
 int da_session_max_batch(const da_session *s); /* tokens one call may take */
 int da_session_vocab_size(const da_session *s);
+da_act_mode da_session_act(const da_session *s); /* the activation mode it runs (float weights: f32) */
 
 /* Feeds tokens: (n) at positions len .. len+n-1. logits: (n, V) when
  * all_logits, else the last position's (V); owned by s, valid until the next call. */
@@ -97,12 +103,16 @@ typedef struct {
     /* called with each generated token; a non-zero return stops generation */
     int (*on_token)(void *ctx, int token);
     void *ctx;
+    /* 0: the session must hold every position (else an error says so);
+     * 1: when it is full, the last half of the tokens so far are fed again
+     * from position 0 and generation goes on (a sliding context) */
+    int slide;
 } da_generate_opts;
 
 /* Feeds the prompt (n_prompt >= 1) to s from its current position, then
  * samples up to o->max_new tokens, feeding each back. *n_out (may be NULL):
- * the tokens generated. The session must hold len + n_prompt + max_new - 1
- * positions. */
+ * the tokens generated. Without o->slide the session must hold len +
+ * n_prompt + max_new - 1 positions; with it, the prompt must fit. */
 da_status da_generate(da_session *s, const int *prompt, int n_prompt, const da_generate_opts *o, int *n_out);
 
 /* Any model file as a full-precision da_model for the training forward (the

@@ -26,10 +26,26 @@ typedef struct {
     int tie_embeddings; /* 1: output.weight is tok_embeddings.weight */
 } da_config;
 
-/* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads). */
+/* The schema of da_config: one row per field, in checkpoint-metadata order
+ * (src/model/config.c). n_kv_heads and ffn_hidden default to 0 there, meaning
+ * "derived" (see da_config_from_diff_heads). */
+#define DA_CONFIG_N_FIELDS 11
+extern const da_field da_config_fields[DA_CONFIG_N_FIELDS];
+
+/* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads),
+ * with the derived fields filled in. */
 void da_config_default(da_config *c);
-/* Checks every field and their relations; the message names the offending field. */
+/* Checks every field's range, then their relations; the message names the
+ * offending field. */
 da_status da_config_validate(const da_config *c);
+/* Heads of architecture a at the parameters of diff_heads DIFF heads: a
+ * softmax head is half a DIFF head's size, so softmax gets twice as many. */
+int da_arch_heads(da_arch a, int diff_heads);
+/* Completes a configuration whose n_heads and n_kv_heads count DIFF heads (the
+ * CLI's --heads, compare's --heads): scales them with da_arch_heads; 0 fields
+ * take their derived values (n_kv_heads = n_heads, ffn_hidden =
+ * da_default_ffn_hidden(dim)); then validates. */
+da_status da_config_from_diff_heads(da_config *c);
 /* d: the size of one RoPE'd sub-head. DIFF: dim/H/2. softmax: dim/H. */
 int da_head_dim(const da_config *c);
 /* 8*dim/3 rounded up to a multiple of 64. */

@@ -15,6 +15,8 @@ extern "C" {
 typedef struct {
     const char *type;        /* every layer matmul: "q8_0", "q4_0", "q4_k", "f16", "bf16" or "f32" */
     const char *output_type; /* the untied LM head; NULL: q8_0 for the 4-bit types, else type */
+    const char *fallback;    /* a matmul whose width is not a multiple of type's block (q4_k: 256, others 32):
+                                NULL = an error naming it; "q8_0" = q8_0 for it (f32 if even 32 does not divide) */
     const char *act;         /* the activation mode stored as the file's default (da_act_mode_name); NULL: "q8" */
     const char *calib_data;  /* text file or folder, or token shards; NULL: no calibration */
     int calib_samples;       /* calibration sequences (64) */
@@ -38,6 +40,7 @@ typedef struct {
     float range_ratio[4];   /* and the largest max/mean |x| over layers (an outlier measure) */
     float head_range;
     int few_calib_samples;  /* fewer than the sequences static ranges need to settle (16): they depend on the draw */
+    int n_fallback;         /* layer matmuls that fell back to q8_0 or f32 */
     long file_bytes;
     size_t n_params;
 } da_quantize_report;

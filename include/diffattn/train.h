@@ -2,6 +2,7 @@
 #ifndef DIFFATTN_TRAIN_H
 #define DIFFATTN_TRAIN_H
 
+#include "diffattn/data.h"
 #include "diffattn/model.h"
 #include "diffattn/parallel.h"
 
@@ -32,6 +33,21 @@ void da_grad_scale(da_model *m, float s);
 /* Linear warmup to lr_max over `warmup` steps, cosine to lr_min at `total`. */
 float da_lr_schedule(long step, long warmup, long total, float lr_max, float lr_min);
 
+/* ---------------------------------------------------------------- validation loss */
+
+/* The mean next-token cross-entropy over n_windows fixed windows spread evenly
+ * over the validation split (the same set for every model, so numbers compare
+ * across runs and architectures). */
+typedef struct {
+    double loss, ppl;
+    long windows, tokens;
+} da_eval_loss_result;
+
+/* Loads nothing: the model and data are the caller's. kernel: the flash one
+ * for speed, the reference one where logits are inspected or quantized. */
+da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_windows, int batch, da_attn_kernel kernel,
+                       da_eval_loss_result *r);
+
 /* ---------------------------------------------------------------- training */
 
 typedef struct {
@@ -55,7 +71,14 @@ typedef struct {
     int zero;          /* 1: ZeRO-1, the AdamW moments sharded over the ranks */
 } da_train_config;
 
+/* The schema of da_train_config: one row per field, in checkpoint-metadata
+ * order (keys "train." + key), with its flag, range and resume rule
+ * (src/train/train_config.c). */
+#define DA_TRAIN_CONFIG_N_FIELDS 21
+extern const da_field da_train_config_fields[DA_TRAIN_CONFIG_N_FIELDS];
+
 void da_train_config_default(da_train_config *tc);
+/* Every field's range, then their relations; the message names the field. */
 da_status da_train_config_validate(const da_train_config *tc);
 
 typedef struct {
@@ -75,17 +98,43 @@ typedef struct {
 } da_train_hooks;
 
 #define DA_INTERRUPTED 2
+/* da_train with DA_RUN_NEW: out_dir already holds a run. */
+#define DA_RUN_EXISTS 3
 
-/* Trains on data_path (a text file or folder: bytes are tokens; or a folder of token shards from `diffattn
- * prepare`) into out_dir:
+/* DA_RUN_EXISTS naming the first of files (n) found in dir, which holds a
+ * `what` ("run", "compare") that a new one would replace; ok when none is. */
+da_status da_refuse_existing(const char *dir, const char *what, const char *const *files, int n);
+
+/* What da_train does with out_dir. */
+typedef enum {
+    DA_RUN_NEW = 0,       /* a new run; an error if out_dir already holds one (model or training state) */
+    DA_RUN_RESUME = 1,    /* continue the run in out_dir from its training state */
+    DA_RUN_OVERWRITE = 2, /* a new run, replacing one that out_dir holds */
+} da_run_mode;
+
+/* Trains on data_path (a text file or folder: bytes are tokens; or a folder
+ * of token shards from `diffattn prepare`) into out_dir:
  * out_dir/model.safetensors (the latest model), out_dir/train_state.safetensors
- * (parameters, AdamW moments, step, RNG: everything --resume needs) and
- * out_dir/metrics.jsonl. With resume, model_cfg is ignored and the run
- * continues from the state file with the training config tc. */
+ * (parameters, AdamW moments, step, RNG: everything a resume needs) and
+ * out_dir/metrics.jsonl. mode: a da_run_mode. On DA_RUN_RESUME, model_cfg is
+ * ignored and the run continues from the state file with the training
+ * config tc. */
 da_status da_train(const da_config *model_cfg, const da_train_config *tc, const char *data_path,
-                   const char *out_dir, int resume, const da_train_hooks *hooks);
+                   const char *out_dir, int mode, const da_train_hooks *hooks);
 /* Reads the model and training configs stored in out_dir's state file. */
 da_status da_train_state_peek(const char *out_dir, da_config *model_cfg, da_train_config *tc, long *step);
+/* The configuration a resumed run continues with: the model and training
+ * configs stored in out_dir, with the training fields marked in train_given
+ * (one entry per row of da_train_config_fields) taken from *tc by each row's
+ * on_resume rule; fields not stored in checkpoints always come from *tc. The
+ * model fields marked in model_given (one per row of da_config_fields) take
+ * their values from *given (heads counted as DIFF heads, as on a new run):
+ * the run's own values are accepted, a different one is an error naming the
+ * field (the model comes from the run). Fills *cfg, *tc and the
+ * step the run reached. Under mpirun rank 0 reads out_dir and sends the
+ * outcome to the other ranks, which need not see the folder. */
+da_status da_train_resume_config(const char *out_dir, const da_config *given, const unsigned char *model_given,
+                                 const unsigned char *train_given, da_config *cfg, da_train_config *tc, long *step);
 
 
 

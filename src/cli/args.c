@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
 
 static void print_default(const cli_opt *o) {
     switch (o->type) {
@@ -20,6 +21,11 @@ static void print_default(const cli_opt *o) {
     case OPT_STR:
         if (*(const char **)o->dst) printf(" (default %s)", *(const char **)o->dst);
         break;
+    case OPT_ENUM: {
+        const cli_enum *e = o->dst;
+        printf(" (default %s)", e->names[*e->value]);
+        break;
+    }
     case OPT_FLAG: break;
     }
 }
@@ -27,7 +33,7 @@ static void print_default(const cli_opt *o) {
 static void print_help(const char *cmd, const char *summary, const cli_opt *opts, int n) {
     printf("usage: diffattn %s [flags]\n\n%s\n\nflags:\n", cmd, summary);
     for (int i = 0; i < n; i++) {
-        const char *meta = opts[i].type == OPT_FLAG ? "" : opts[i].type == OPT_STR ? " S" :
+        const char *meta = opts[i].type == OPT_FLAG ? "" : opts[i].type == OPT_STR || opts[i].type == OPT_ENUM ? " S" :
                            opts[i].type == OPT_FLOAT ? " X" : " N";
         char left[64];
         snprintf(left, sizeof left, "--%s%s", opts[i].name, meta);
@@ -64,6 +70,19 @@ static int parse_value(const char *cmd, cli_opt *o, const char *v) {
         return 0;
     }
     case OPT_STR: *(const char **)o->dst = v; return 0;
+    case OPT_ENUM: {
+        const cli_enum *e = o->dst;
+        char names[128] = "";
+        for (int k = 0; e->names[k]; k++) {
+            if (!strcmp(v, e->names[k])) {
+                *e->value = k;
+                return 0;
+            }
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? " or " : "", e->names[k]);
+        }
+        fprintf(stderr, "diffattn %s: --%s \"%s\": expected %s\n", cmd, o->name, v, names);
+        return 1;
+    }
     case OPT_FLAG: break;
     }
     fprintf(stderr, "diffattn %s: --%s: \"%s\" is not a valid %s\n", cmd, o->name, v,
@@ -136,59 +155,76 @@ int cli_was_set(const cli_opt *opts, int n_opts, const char *name) {
     return 0;
 }
 
+static cli_opt_type opt_type(da_field_type t) {
+    switch (t) {
+    case DA_FIELD_INT: return OPT_INT;
+    case DA_FIELD_LONG: return OPT_LONG;
+    case DA_FIELD_U64: return OPT_U64;
+    case DA_FIELD_FLOAT: return OPT_FLOAT;
+    case DA_FIELD_BOOL: return OPT_FLAG;
+    case DA_FIELD_ENUM: return OPT_ENUM;
+    }
+    return OPT_STR;
+}
+
+int cli_field_opts(const da_field *fields, int n, void *obj, cli_opt *opts, cli_enum *enums) {
+    int k = 0, e = 0;
+    for (int i = 0; i < n; i++) {
+        const da_field *f = &fields[i];
+        if (!f->flag) continue;
+        void *dst = (char *)obj + f->offset;
+        if (f->type == DA_FIELD_ENUM) {
+            enums[e] = (cli_enum){(int *)dst, f->names};
+            dst = &enums[e++];
+        }
+        opts[k++] = (cli_opt){f->flag, opt_type(f->type), dst, f->help, 0};
+    }
+    return k;
+}
+
+void cli_fields_given(const da_field *fields, int n, const cli_opt *opts, int n_opts, unsigned char *given) {
+    for (int i = 0; i < n; i++) given[i] = fields[i].flag && cli_was_set(opts, n_opts, fields[i].flag);
+}
+
+void cli_name_flags(char *out, size_t size, const char *msg) {
+    const da_field *tables[2] = {da_config_fields, da_train_config_fields};
+    const int counts[2] = {DA_CONFIG_N_FIELDS, DA_TRAIN_CONFIG_N_FIELDS};
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < counts[t]; i++) {
+            const da_field *f = &tables[t][i];
+            size_t len = strlen(f->key);
+            if (f->flag && !strncmp(msg, f->key, len) && msg[len] == ':') {
+                snprintf(out, size, "%s (--%s)%s", f->key, f->flag, msg + len);
+                return;
+            }
+        }
+    snprintf(out, size, "%s", msg);
+}
+
+int cli_fail_fields(const char *msg) {
+    char named[1024];
+    cli_name_flags(named, sizeof named, msg);
+    return cli_fail(named);
+}
+
 void cli_model_flags_default(cli_model_flags *f) {
-    da_config c;
-    da_config_default(&c);
-    f->arch = "diff";
-    f->dim = c.dim;
-    f->layers = c.n_layers;
-    f->heads = c.n_heads;
-    f->kv_heads = 0;
-    f->ffn = 0;
-    f->seq = c.max_seq_len;
-    f->vocab = c.vocab_size;
-    f->tie = 0;
-    f->rope_theta = c.rope_theta;
-    f->norm_eps = c.norm_eps;
+    memset(f, 0, sizeof *f);
+    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &f->cfg);
+    f->seq = f->cfg.max_seq_len;
 }
 
-void cli_model_opts(cli_model_flags *f, cli_opt *o) {
-    cli_opt opts[CLI_N_MODEL_OPTS] = {
-        {"arch", OPT_STR, &f->arch, "diff (Differential Transformer) or softmax (the baseline)", 0},
-        {"dim", OPT_INT, &f->dim, "model width", 0},
-        {"layers", OPT_INT, &f->layers, "number of blocks", 0},
-        {"heads", OPT_INT, &f->heads,
-         "DIFF heads; --arch softmax gets twice as many plain heads, for equal parameters", 0},
-        {"kv-heads", OPT_INT, &f->kv_heads, "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax", 0},
-        {"ffn", OPT_INT, &f->ffn, "SwiGLU hidden size (0 = 8*dim/3 rounded up to a multiple of 64)", 0},
-        {"seq", OPT_INT, &f->seq, "context length (the model's max_seq_len)", 0},
-        {"vocab", OPT_INT, &f->vocab, "vocabulary size (256 = bytes)", 0},
-        {"rope-theta", OPT_FLOAT, &f->rope_theta, "RoPE base", 0},
-        {"norm-eps", OPT_FLOAT, &f->norm_eps, "RMSNorm epsilon", 0},
-        {"tie-embeddings", OPT_FLAG, &f->tie, "share the LM head with the token embedding", 0},
-    };
-    memcpy(o, opts, sizeof opts);
-}
+void cli_model_opts(cli_model_flags *f, cli_opt *o) { cli_field_opts(da_config_fields, DA_CONFIG_N_FIELDS, &f->cfg, o, f->enums); }
 
-da_status cli_model_config(const cli_model_flags *f, const cli_opt *opts, int n_opts, da_config *c) {
+da_status cli_model_config(cli_model_flags *f, const cli_opt *opts, int n_opts, da_config *c) {
     (void)opts;
     (void)n_opts;
-    da_config_default(c);
-    if (da_arch_parse(f->arch, &c->arch)) return da_errorf("--arch \"%s\": expected diff or softmax", f->arch);
-    int mult = c->arch == DA_ARCH_SOFTMAX ? 2 : 1;
-    if (f->heads <= 0) return da_errorf("--heads %d must be positive", f->heads);
-    if (f->kv_heads < 0) return da_errorf("--kv-heads %d must be >= 0", f->kv_heads);
-    c->dim = f->dim;
-    c->n_layers = f->layers;
-    c->n_heads = f->heads * mult;
-    c->n_kv_heads = (f->kv_heads ? f->kv_heads : f->heads) * mult;
-    c->ffn_hidden = f->ffn ? f->ffn : da_default_ffn_hidden(f->dim > 0 ? f->dim : 1);
-    c->max_seq_len = f->seq;
-    c->vocab_size = f->vocab;
-    c->rope_theta = f->rope_theta;
-    c->norm_eps = f->norm_eps;
-    c->tie_embeddings = f->tie;
-    da_status st = da_config_validate(c);
-    if (st.code) return da_errorf("invalid model flags: %s", st.msg);
+    *c = f->cfg;
+    f->seq = c->max_seq_len;
+    da_status st = da_config_from_diff_heads(c);
+    if (st.code) {
+        char named[sizeof st.msg];
+        cli_name_flags(named, sizeof named, st.msg);
+        return da_errorf("invalid model flags: %s", named);
+    }
     return da_ok();
 }

@@ -7,7 +7,13 @@
 
 #include "diffattn.h"
 
-typedef enum { OPT_INT, OPT_LONG, OPT_FLOAT, OPT_STR, OPT_FLAG, OPT_U64 } cli_opt_type;
+typedef enum { OPT_INT, OPT_LONG, OPT_FLOAT, OPT_STR, OPT_FLAG, OPT_U64, OPT_ENUM } cli_opt_type;
+
+/* What an OPT_ENUM's dst points to: the value is the index of its spelling. */
+typedef struct {
+    int *value;
+    const char *const *names; /* NULL-terminated */
+} cli_enum;
 
 typedef struct {
     const char *name; /* without the dashes */
@@ -30,18 +36,33 @@ int cli_was_set(const cli_opt *opts, int n_opts, const char *name);
  * jobs poll to checkpoint and stop; a second signal ends the process at once. */
 volatile int *cli_catch_stop_signals(void);
 
-/* The model flags shared by init and train. */
+/* Options for the rows of a configuration table that have a flag, bound to
+ * obj's fields (whose current values --help shows as defaults). enums: room
+ * for one cli_enum per DA_FIELD_ENUM row, which the options point to.
+ * Returns the number of options written. */
+int cli_field_opts(const da_field *fields, int n, void *obj, cli_opt *opts, cli_enum *enums);
+/* given[i] = 1 when row i of the table has a flag that was given. */
+void cli_fields_given(const da_field *fields, int n, const cli_opt *opts, int n_opts, unsigned char *given);
+/* Writes msg to out, naming the flag of a configuration field it begins with:
+ * "batch: ..." becomes "batch (--batch): ...". */
+void cli_name_flags(char *out, size_t size, const char *msg);
+/* cli_fail with cli_name_flags applied. */
+int cli_fail_fields(const char *msg);
+
+/* The model flags shared by init, train and bench: one per row of
+ * da_config_fields. */
 typedef struct {
-    const char *arch;
-    int dim, layers, heads, kv_heads, ffn, seq, vocab, tie;
-    float rope_theta, norm_eps;
+    da_config cfg; /* the table's defaults (0 = derived), then the flags */
+    int seq;       /* --seq, set by cli_model_config */
+    cli_enum enums[1];
 } cli_model_flags;
 
-#define CLI_N_MODEL_OPTS 11
+#define CLI_N_MODEL_OPTS DA_CONFIG_N_FIELDS
 void cli_model_flags_default(cli_model_flags *f);
 /* Writes CLI_N_MODEL_OPTS entries into opts. */
 void cli_model_opts(cli_model_flags *f, cli_opt *opts);
-/* Builds and validates the config; --heads counts DIFF heads, so softmax gets twice as many. */
-da_status cli_model_config(const cli_model_flags *f, const cli_opt *opts, int n_opts, da_config *cfg);
+/* Builds and validates the config (da_config_from_diff_heads: --heads counts
+ * DIFF heads); the message names the flag. */
+da_status cli_model_config(cli_model_flags *f, const cli_opt *opts, int n_opts, da_config *cfg);
 
 #endif

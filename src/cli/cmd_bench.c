@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "experiments/bench.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "diffattn/experiments.h"
 #include "ops/bf16_gemm.h"
 #include "ops/ops.h"
 #include "core/profile.h"
@@ -35,7 +35,7 @@ int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "generate")) return cmd_bench_generate(argc - 1, argv + 1);
     if (argc < 2 || (strcmp(argv[1], "train") && strcmp(argv[1], "attn"))) {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-            printf("usage: diffattn bench train|attn [flags]\n\n"
+            printf("usage: diffattn bench train|attn|generate [flags]\n\n"
                    "  train  a whole training step: forward, backward, AdamW\n"
                    "  attn   the attention kernel of one layer, forward + backward\n"
                    "  generate  prompt processing and batch-1 decoding of a model file (f32 or GGUF)\n\n"

@@ -4,15 +4,10 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "train/eval_loss.h"
-#include "attn/attention.h"
-#include "experiments/compare.h"
-#include "eval/needle.h"
-#include "eval/needle_attention.h"
-#include "experiments/plot.h"
-#include "eval/outliers.h"
-#include "eval/quant_logits.h"
+#include "diffattn/eval.h"
+#include "diffattn/experiments.h"
 #include <stdlib.h>
+#include <unistd.h>
 
 /* The model and its validation data, with --seq 0 meaning the model's
  * context. On failure nothing is left allocated. */
@@ -169,6 +164,15 @@ static int needle_flags_check(needle_flags *f) {
     return 0;
 }
 
+/* A progress line on a terminal: the step under way, redrawn in place. */
+static void progress_line(void *ctx, const char *step, int done, int total) {
+    (void)ctx;
+    if (!isatty(2)) return;
+    if (done == total) fprintf(stderr, "\r\033[K");
+    else fprintf(stderr, "\r\033[K  [%d/%d] %s", done + 1, total, step);
+    fflush(stderr);
+}
+
 static int eval_quant_logits(int argc, char **argv) {
     const char *model = NULL, *data = NULL, *bits_list = "16,8,6,4";
     int seq = 0, json = 0, no_needle = 0;
@@ -196,71 +200,51 @@ static int eval_quant_logits(int argc, char **argv) {
                        "prompt from an empty KV cache.",
                        argc, argv, opts, N_OPTS, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    int bits[16], n_bits = 0;
-    if (parse_ints(bits_list, bits, 16, &n_bits, 2, 24)) {
+    da_quant_logits_config qc = {seq,     windows, {0}, 0, !no_needle, f.c, cli_was_set(opts, N_OPTS, "needles"),
+                                 progress_line, NULL};
+    if (parse_ints(bits_list, qc.bits, DA_QL_MAX_BITS, &qc.n_bits, 2, 24)) {
         fprintf(stderr, "diffattn eval quant-logits: --bits \"%s\": expected up to 16 widths in 2..24, like 16,8,6,4\n",
                 bits_list);
         return 1;
     }
     const int auto_context = !strcmp(f.contexts, "auto");
-    if (auto_context) f.contexts = "1024"; /* checked now, replaced once the model is known */
+    if (auto_context) f.contexts = "1024"; /* checked now; the library fits it to the model */
     if (!no_needle && needle_flags_check(&f)) return 1;
-    da_model m;
+    qc.needles = f.c;
+    if (auto_context) qc.needles.contexts[0] = 0;
+    da_engine *e = NULL;
     da_text_data d;
-    da_eval_loss_result exact, q[16];
-    da_status st = load_model_data(model, data, val_fraction, &seq, &m, &d);
-    if (st.code) return cli_fail(st.msg);
-    if (auto_context) {
-        f.c.contexts[0] = m.cfg.max_seq_len - 64 < 1024 ? m.cfg.max_seq_len - 64 : 1024;
-        if (!no_needle && f.c.contexts[0] < 128) st = da_errorf("%s: max_seq_len %d is too short for needle prompts; "
-                                                                "pass --no-needle", model, m.cfg.max_seq_len);
-        /* A needle sentence is about 46 bytes: a short model cannot hold the
-         * default six in its context, so unless --needles was given, ask for
-         * as many as fit (a 256-token model: 3). */
-        const int fit = f.c.contexts[0] / 50 > 0 ? f.c.contexts[0] / 50 : 1;
-        if (!cli_was_set(opts, N_OPTS, "needles") && f.c.needles > fit) {
-            f.c.needles = fit;
-            if (f.c.queries > fit) f.c.queries = fit;
-        }
+    da_quant_logits_result r;
+    da_status st = da_engine_load(&e, model);
+    if (!st.code && !(st = da_text_data_load(&d, data, val_fraction, seq ? seq : da_engine_config(e)->max_seq_len)).code) {
+        st = da_eval_quant_logits(e, &d, &qc, &r);
+        da_text_data_free(&d);
     }
-    double needle_exact = 0, needle_q[16] = {0};
-    if (!st.code) {
-        st = da_eval_loss_logit_bits(&m, &d, seq, windows, 0, &exact);
-        for (int i = 0; i < n_bits && !st.code; i++) st = da_eval_loss_logit_bits(&m, &d, seq, windows, bits[i], &q[i]);
-        da_needle_result nr;
-        for (int i = -1; i < n_bits && !st.code && !no_needle; i++) {
-            st = da_needle_eval_model(&m, &f.c, i < 0 ? 0 : bits[i], &nr);
-            *(i < 0 ? &needle_exact : &needle_q[i]) = nr.overall;
+    const char *arch = e ? da_arch_name(da_engine_config(e)->arch) : "";
+    if (!st.code && json) {
+        printf("{\"model\":\"%s\",\"arch\":\"%s\",\"exact_loss\":%.6f,", model, arch, r.exact_loss);
+        if (!no_needle) printf("\"needle_exact\":%.4f,", r.needle_exact);
+        printf("\"bits\":[");
+        for (int i = 0; i < qc.n_bits; i++) {
+            printf("%s{\"bits\":%d,\"loss\":%.6f,\"delta\":%.6f", i ? "," : "", qc.bits[i], r.loss[i],
+                   r.loss[i] - r.exact_loss);
+            if (!no_needle) printf(",\"needle\":%.4f", r.needle[i]);
+            printf("}");
         }
-    }
-    da_text_data_free(&d);
-    if (!st.code) {
-        if (json) {
-            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"exact_loss\":%.6f,", model, da_arch_name(m.cfg.arch),
-                   exact.loss);
-            if (!no_needle) printf("\"needle_exact\":%.4f,", needle_exact);
-            printf("\"bits\":[");
-            for (int i = 0; i < n_bits; i++) {
-                printf("%s{\"bits\":%d,\"loss\":%.6f,\"delta\":%.6f", i ? "," : "", bits[i], q[i].loss,
-                       q[i].loss - exact.loss);
-                if (!no_needle) printf(",\"needle\":%.4f", needle_q[i]);
-                printf("}");
-            }
-            printf("]}\n");
-        } else {
-            printf("%s (%s): exact validation loss %.4f", model, da_arch_name(m.cfg.arch), exact.loss);
-            if (!no_needle)
-                printf(", needle accuracy %.3f (N=%d, R=%d, %d bytes, %d samples x %d depths)", needle_exact,
-                       f.c.needles, f.c.queries, f.c.contexts[0], f.c.samples, f.c.n_depths);
+        printf("]}\n");
+    } else if (!st.code) {
+        printf("%s (%s): exact validation loss %.4f", model, arch, r.exact_loss);
+        if (!no_needle)
+            printf(", needle accuracy %.3f (N=%d, R=%d, %d bytes, %d samples x %d depths)", r.needle_exact,
+                   r.needles.needles, r.needles.queries, r.needles.contexts[0], r.needles.samples, r.needles.n_depths);
+        printf("\n");
+        for (int i = 0; i < qc.n_bits; i++) {
+            printf("  %2d-bit logits: loss %.4f (%+.4f)", qc.bits[i], r.loss[i], r.loss[i] - r.exact_loss);
+            if (!no_needle) printf("  needle %.3f", r.needle[i]);
             printf("\n");
-            for (int i = 0; i < n_bits; i++) {
-                printf("  %2d-bit logits: loss %.4f (%+.4f)", bits[i], q[i].loss, q[i].loss - exact.loss);
-                if (!no_needle) printf("  needle %.3f", needle_q[i]);
-                printf("\n");
-            }
         }
     }
-    da_model_free(&m);
+    da_engine_free(e);
     return st.code ? cli_fail(st.msg) : 0;
 }
 
@@ -455,7 +439,9 @@ int cmd_compare(int argc, char **argv) {
                                                "(auto: seq/2 - 64 and seq - 64)", 0},
         {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
         {"resume", OPT_FLAG, &c.resume, "continue an interrupted compare in --out (same flags): finished runs are "
-                                        "kept, an interrupted one continues from its checkpoint", 0},
+                                        "kept, an interrupted one continues from its checkpoint; a new --steps "
+                                        "continues every run to it", 0},
+        {"force", OPT_FLAG, &c.force, "start a new compare in an --out that holds one, replacing it", 0},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse("compare",
@@ -471,7 +457,13 @@ int cmd_compare(int argc, char **argv) {
         return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
     /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */
     c.stop = cli_catch_stop_signals();
+    c.steps_given = cli_was_set(opts, n_opts, "steps");
+    if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the compare, or replace it)");
     da_status st = da_compare(&c);
+    if (st.code == DA_RUN_EXISTS) {
+        fprintf(stderr, "diffattn: %s (--resume, or --force)\n", st.msg);
+        return 1;
+    }
     if (st.code == DA_INTERRUPTED) {
         fprintf(stderr, "diffattn compare: %s\n", st.msg);
         return 130;

@@ -1,5 +1,6 @@
 /* diffattn init and diffattn info. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -31,9 +32,22 @@ int cmd_init(int argc, char **argv) {
     return st.code ? cli_fail(st.msg) : 0;
 }
 
+/* The matmul weight type, and every tensor whose type differs from it
+ * (f32 vectors and embedding aside): a quantized file says what it holds. */
+static void print_weight_types(const da_engine *e) {
+    const char *wt = da_engine_weight_type(e);
+    printf("weights        %s, %.2f MB\n", wt, (double)da_engine_weight_bytes(e) / 1e6);
+    for (int i = 1; i < da_engine_n_tensors(e); i++) {
+        const char *name, *type;
+        int rows, cols;
+        da_engine_tensor(e, i, &name, &type, &rows, &cols);
+        if (cols && strcmp(type, wt)) printf("               %s: %s [%d, %d]\n", name, type, rows, cols);
+    }
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    cli_opt opts[] = {{"model", OPT_STR, &path, "model file (.safetensors)", 0}};
+    cli_opt opts[] = {{"model", OPT_STR, &path, "model file (.safetensors, or a .gguf from quantize)", 0}};
     const char *req[] = {"model", NULL};
     int rc = cli_parse("info", "Shows a model's configuration, parameter count and lambda per layer.", argc, argv,
                        opts, 1, req);
@@ -62,5 +76,9 @@ int cmd_info(int argc, char **argv) {
             printf("               %5d  %11.4f  %.4f\n", l, (double)da_lambda_init(l), (double)da_model_lambda(&m, l));
     }
     da_model_free(&m);
+    da_engine *e = NULL;
+    if ((st = da_engine_load(&e, path)).code) return cli_fail(st.msg);
+    print_weight_types(e);
+    da_engine_free(e);
     return 0;
 }

@@ -5,7 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "data/prepare.h"
+#include "diffattn/data.h"
 
 int cmd_prepare(int argc, char **argv) {
     const char *tok = NULL, *out = NULL, *first_in = NULL;

@@ -2,11 +2,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "core/clock.h"
-#include "tok/tokenizer.h"
+#include "diffattn/tokenizer.h"
 #include <sys/stat.h>
 
 /* Prints each generated token as it comes: through the tokenizer, or as a byte. */
@@ -37,7 +37,8 @@ int cmd_sample(int argc, char **argv) {
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model file (.safetensors, or a .gguf from diffattn quantize: run quantized)", 0},
         {"prompt", OPT_STR, &prompt, "text to continue (bytes are tokens; empty starts from a newline)", 0},
-        {"max-new", OPT_INT, &max_new, "tokens to generate", 0},
+        {"max-new", OPT_INT, &max_new,
+         "tokens to generate; past the model's context the last half of the text is kept and generation goes on", 0},
         {"temperature", OPT_FLOAT, &temperature, "softmax temperature (0 = greedy)", 0},
         {"top-p", OPT_FLOAT, &top_p, "nucleus sampling mass in (0, 1]", 0},
         {"seed", OPT_U64, &seed, "sampling seed", 0},
@@ -73,10 +74,14 @@ int cmd_sample(int argc, char **argv) {
         da_engine_free(e);
         return cli_fail(st.msg);
     }
-    if (tok && da_tokenizer_vocab_size(tok) > cfg.vocab_size) {
+    if (tok && da_tokenizer_vocab_size(tok) != cfg.vocab_size) {
+        /* a smaller one would drop the ids it cannot decode, a larger one feed ids the model lacks */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s has %d tokens but the model's vocabulary %d (wrong --tokenizer?)", tok_path,
+                 da_tokenizer_vocab_size(tok), cfg.vocab_size);
         da_tokenizer_free(tok);
         da_engine_free(e);
-        return cli_fail("the tokenizer's vocabulary is larger than the model's (wrong --tokenizer?)");
+        return cli_fail(msg);
     }
     if (!tok && cfg.vocab_size < 256) {
         da_engine_free(e);
@@ -92,22 +97,25 @@ int cmd_sample(int argc, char **argv) {
         if (!pids) st = da_errorf("out of memory");
         for (size_t i = 0; pids && i < n_prompt; i++) pids[i] = (unsigned char)text[i];
     }
-    long total = (long)n_prompt + max_new;
-    if (!st.code && total > cfg.max_seq_len)
-        st = da_errorf("prompt (%zu tokens) + --max-new %d exceeds the model's max_seq_len %d", n_prompt, max_new,
+    if (!st.code && (long)n_prompt > cfg.max_seq_len)
+        st = da_errorf("the prompt is %zu tokens; the model's context is %d (max_seq_len): shorten it", n_prompt,
                        cfg.max_seq_len);
+    /* past the context, generation slides: the last half is fed again and it goes on */
+    const long total = (long)n_prompt + max_new;
     da_session *s = NULL;
     da_session_opts so = da_session_opts_default();
     so.kv_int8 = !strcmp(kv_s, "int8");
-    so.max_T = (int)total;
+    so.max_T = total < cfg.max_seq_len ? (int)total : cfg.max_seq_len;
     if (!st.code) st = da_session_create(&s, e, &so);
     printer pr = {tok, NULL, 0};
-    da_generate_opts go = {max_new, temperature, top_p, seed, -1, print_token, &pr};
+    da_generate_opts go = {max_new, temperature, top_p, seed, -1, print_token, &pr, 1};
     int generated = 0;
-    const double t0 = da_now_s();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!st.code && prompt[0]) fwrite(prompt, 1, strlen(prompt), stdout);
     if (!st.code) st = da_generate(s, pids, (int)n_prompt, &go, &generated);
-    const double secs = da_now_s() - t0;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     printf("\n");
     if (!st.code)
         fprintf(stderr, "[%zu tokens in %.2fs, %.1f tok/s]\n", n_prompt + (size_t)generated, secs,

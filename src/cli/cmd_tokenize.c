@@ -7,9 +7,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "data/ids_file.h"
-#include "tok/bpe_train.h"
-#include "tok/tokenizer.h"
+#include "diffattn/data.h"
+#include "diffattn/tokenizer.h"
 
 static const char *TOK_HELP = "tokenizer.json (Hugging Face byte-level BPE), GPT-2's encoder.json (vocab.bpe beside it), "
                               "or a folder holding either";

@@ -5,8 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "data/text_data.h"
-#include "parallel/dist.h"
+#include "diffattn/data.h"
 
 static void format_duration(char *buf, size_t n, double s) {
     if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
@@ -41,8 +40,10 @@ static int finish(int rc, da_status st) {
         da_dist_abort(1);
     }
     if (st.code && st.code != DA_DIST_PEER_FAILED && st.code != DA_INTERRUPTED) {
-        if (da_dist_size() > 1) fprintf(stderr, "diffattn: rank %d: %s\n", da_dist_rank(), st.msg);
-        else cli_fail(st.msg);
+        char named[1024];
+        cli_name_flags(named, sizeof named, st.msg);
+        if (da_dist_size() > 1) fprintf(stderr, "diffattn: rank %d: %s\n", da_dist_rank(), named);
+        else cli_fail(named);
     }
     da_dist_finalize();
     return rc;
@@ -58,49 +59,49 @@ int cmd_train(int argc, char **argv) {
     return rc;
 }
 
+/* The flags given now, for da_train_resume_config. --seq is the model's
+ * context on a new run and the training window on either, so on resume it
+ * only marks the window. */
+static void resume_given(const cli_opt *opts, int n, da_train_config *tc, int seq, unsigned char *model_given,
+                         unsigned char *train_given) {
+    cli_fields_given(da_config_fields, DA_CONFIG_N_FIELDS, opts, n, model_given);
+    cli_fields_given(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, opts, n, train_given);
+    const int ctx = (int)(da_fields_find(da_config_fields, DA_CONFIG_N_FIELDS, "max_seq_len") - da_config_fields);
+    const int win = (int)(da_fields_find(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, "seq") -
+                          da_train_config_fields);
+    if (model_given[ctx]) {
+        model_given[ctx] = 0;
+        train_given[win] = 1;
+        tc->seq = seq;
+    }
+}
+
 static int train_main(int argc, char **argv) {
     cli_model_flags mf;
     cli_model_flags_default(&mf);
     da_train_config tc;
     da_train_config_default(&tc);
     const char *data = NULL, *out = NULL;
-    int resume = 0;
+    int resume = 0, force = 0;
     long stop_at = 0;
     float dist_timeout = 60;
-    enum { NT = 22 };
-    cli_opt opts[CLI_N_MODEL_OPTS + NT];
+    enum { N_MAX = CLI_N_MODEL_OPTS + DA_TRAIN_CONFIG_N_FIELDS + 6 };
+    cli_opt opts[N_MAX];
+    int n = 0;
     cli_model_opts(&mf, opts);
-    cli_opt topts[NT] = {
-        {"data", OPT_STR, &data, "text file or folder of text files (bytes are tokens), or a folder of token shards "
-                                 "from diffattn prepare", 0},
-        {"out", OPT_STR, &out, "run folder: model.safetensors, train_state.safetensors, metrics.jsonl", 0},
-        {"batch", OPT_INT, &tc.batch, "sequences per optimizer step: the global batch, summed over --grad-accum micro-batches and mpirun ranks", 0},
-        {"steps", OPT_LONG, &tc.steps, "optimizer steps", 0},
-        {"lr", OPT_FLOAT, &tc.lr, "peak learning rate", 0},
-        {"warmup", OPT_LONG, &tc.warmup, "linear warmup steps", 0},
-        {"min-lr", OPT_FLOAT, &tc.min_lr, "learning rate at the end of the cosine decay", 0},
-        {"weight-decay", OPT_FLOAT, &tc.weight_decay, "AdamW decoupled weight decay (2-D matrices only)", 0},
-        {"clip", OPT_FLOAT, &tc.clip, "global gradient-norm clip (0 = off)", 0},
-        {"grad-accum", OPT_INT, &tc.grad_accum, "micro-batches per step; must divide --batch", 0},
-        {"seed", OPT_U64, &tc.seed, "seed of the initialisation and of the data sampler", 0},
-        {"eval-every", OPT_LONG, &tc.eval_every, "steps between validation passes (0 = start and end only)", 0},
-        {"eval-batches", OPT_INT, &tc.eval_batches, "validation windows = this x --batch", 0},
-        {"save-every", OPT_LONG, &tc.save_every, "steps between checkpoints (0 = end only)", 0},
-        {"log-every", OPT_LONG, &tc.log_every, "steps between metrics lines", 0},
-        {"val-fraction", OPT_FLOAT, &tc.val_fraction, "share of the text held out for validation (the tail)", 0},
-        {"bf16", OPT_FLAG, &tc.bf16, "large matmuls in bf16 with fp32 accumulation (AVX512-BF16 CPUs; about 1.4x faster)", 0},
-        {"resume", OPT_FLAG, &resume, "continue the run in --out exactly where its last checkpoint left it", 0},
-        {"stop-at", OPT_LONG, &stop_at, "end this invocation after this step with a checkpoint, as Ctrl-C would (0 = run to --steps)", 0},
-        {"deterministic", OPT_FLAG, &tc.deterministic, "sum each window's gradient exactly (integer fixed point): "
-                          "bit-identical results for any number of mpirun ranks; slower (windows run one at a time)", 0},
-        {"zero", OPT_INT, &tc.zero, "1: shard the AdamW moments over the mpirun ranks (ZeRO-1; optimizer memory / P); "
-                 "0: every rank holds them", 0},
-        {"dist-timeout", OPT_FLOAT, &dist_timeout, "under mpirun: seconds a rank waits for the others in a collective "
-                         "before the job ends with an error (a dead or hung rank); 0: Open MPI's blocking "
-                         "collectives, no deadline", 0},
-    };
-    memcpy(opts + CLI_N_MODEL_OPTS, topts, sizeof topts);
-    const int n = CLI_N_MODEL_OPTS + NT;
+    n += CLI_N_MODEL_OPTS;
+    opts[n++] = (cli_opt){"data", OPT_STR, &data, "text file or folder of text files (bytes are tokens), or a folder "
+                                                  "of token shards from diffattn prepare", 0};
+    opts[n++] = (cli_opt){"out", OPT_STR, &out, "run folder: model.safetensors, train_state.safetensors, metrics.jsonl", 0};
+    n += cli_field_opts(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, &tc, opts + n, NULL);
+    opts[n++] = (cli_opt){"resume", OPT_FLAG, &resume, "continue the run in --out exactly where its last checkpoint "
+                                                       "left it", 0};
+    opts[n++] = (cli_opt){"force", OPT_FLAG, &force, "start a new run in an --out that holds one, replacing it", 0};
+    opts[n++] = (cli_opt){"stop-at", OPT_LONG, &stop_at, "end this invocation after this step with a checkpoint, as "
+                                                         "Ctrl-C would (0 = run to --steps)", 0};
+    opts[n++] = (cli_opt){"dist-timeout", OPT_FLOAT, &dist_timeout,
+                          "under mpirun: seconds a rank waits for the others in a collective before the job ends "
+                          "with an error (a dead or hung rank); 0: Open MPI's blocking collectives, no deadline", 0};
     const char *req[] = {"data", "out", NULL};
     int rc = cli_parse("train",
                        "Trains a DIFF Transformer (or the softmax baseline) on byte-level text with AdamW, warmup and "
@@ -109,67 +110,36 @@ static int train_main(int argc, char **argv) {
                        "processes;\n--batch stays the global batch, so the same command is the same run on any P.",
                        argc, argv, opts, n, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    tc.seq = mf.seq;
     da_config cfg;
     da_status st;
     if (!(dist_timeout >= 0)) return cli_fail("--dist-timeout must be 0 or a positive number of seconds");
     da_dist_set_timeout(dist_timeout);
+    const int rank0 = da_dist_rank() == 0;
     if (resume) {
-        for (int i = 0; i < CLI_N_MODEL_OPTS; i++)
-            if (opts[i].set && strcmp(opts[i].name, "seq")) {
-                fprintf(stderr, "diffattn train: --%s cannot change on --resume (the model comes from %s)\n",
-                        opts[i].name, out);
-                return 1;
-            }
-        /* under mpirun rank 0 reads the run folder and tells the others,
-         * which need not see it */
-        struct {
-            da_status st;
-            da_config cfg;
-            da_train_config saved;
-            long step;
-        } peek;
-        memset(&peek, 0, sizeof peek);
-        if (da_dist_rank() == 0) peek.st = da_train_state_peek(out, &peek.cfg, &peek.saved, &peek.step);
-        if ((st = da_dist_bcast(&peek, sizeof peek, "the run's configuration")).code) return finish(1, st);
-        if (peek.st.code) {
-            if (da_dist_rank() == 0)
-                fprintf(stderr, "diffattn: %s (is %s a run folder? drop --resume to start a new run)\n", peek.st.msg,
-                        out);
-            return 1;
-        }
-        cfg = peek.cfg;
-        da_train_config saved = peek.saved;
-        long step = peek.step;
-        /* Start from the saved run's settings; flags given now override them. */
-        da_train_config given = tc;
-        tc = saved;
-        for (int i = CLI_N_MODEL_OPTS; i < n; i++) {
-            if (!opts[i].set || !strcmp(opts[i].name, "stop-at") || !strcmp(opts[i].name, "dist-timeout")) continue;
-            const char *f = opts[i].name;
-#define OVERRIDE(flag, field) if (!strcmp(f, flag)) tc.field = given.field
-            OVERRIDE("batch", batch); OVERRIDE("steps", steps); OVERRIDE("lr", lr); OVERRIDE("warmup", warmup);
-            OVERRIDE("min-lr", min_lr); OVERRIDE("weight-decay", weight_decay); OVERRIDE("clip", clip);
-            OVERRIDE("grad-accum", grad_accum); OVERRIDE("eval-every", eval_every);
-            OVERRIDE("eval-batches", eval_batches); OVERRIDE("save-every", save_every);
-            OVERRIDE("log-every", log_every); OVERRIDE("val-fraction", val_fraction); OVERRIDE("bf16", bf16);
-            OVERRIDE("deterministic", deterministic); OVERRIDE("zero", zero);
-#undef OVERRIDE
-        }
-        if (cli_was_set(opts, n, "seq")) tc.seq = given.seq;
-        if (da_dist_rank() == 0) fprintf(stderr, "resuming %s at step %ld of %ld\n", out, step, tc.steps);
+        unsigned char model_given[DA_CONFIG_N_FIELDS], train_given[DA_TRAIN_CONFIG_N_FIELDS];
+        resume_given(opts, n, &tc, mf.cfg.max_seq_len, model_given, train_given);
+        long step;
+        if ((st = da_train_resume_config(out, &mf.cfg, model_given, train_given, &cfg, &tc, &step)).code)
+            return finish(1, st);
+        if (rank0) fprintf(stderr, "resuming %s at step %ld of %ld\n", out, step, tc.steps);
     } else {
         /* token shards bring their tokenizer's vocabulary */
-        if (!cli_was_set(opts, n, "vocab")) mf.vocab = da_data_vocab_size(data);
+        if (!cli_was_set(opts, n, "vocab")) mf.cfg.vocab_size = da_data_vocab_size(data);
         if ((st = cli_model_config(&mf, opts, n, &cfg)).code) return cli_fail(st.msg);
+        tc.seq = cfg.max_seq_len;
     }
+    if ((st = da_train_config_validate(&tc)).code) return cli_fail_fields(st.msg);
 
-    const int rank0 = da_dist_rank() == 0;
     int tty = isatty(2);
     /* under mpirun only rank 0 reports progress */
     volatile int *stop = cli_catch_stop_signals();
     da_train_hooks hooks = {rank0 ? on_log : NULL, &tty, stop, stop_at};
-    st = da_train(&cfg, &tc, data, out, resume, &hooks);
+    if (resume && force) return cli_fail("--resume and --force: choose one (continue the run, or replace it)");
+    st = da_train(&cfg, &tc, data, out, resume ? DA_RUN_RESUME : force ? DA_RUN_OVERWRITE : DA_RUN_NEW, &hooks);
+    if (st.code == DA_RUN_EXISTS) {
+        if (rank0) fprintf(stderr, "diffattn: %s (--resume, or --force)\n", st.msg);
+        return finish(1, da_ok());
+    }
     if (st.code == DA_INTERRUPTED) {
         if (rank0) fprintf(stderr, "%sdiffattn: %s\n", tty ? "\n" : "", st.msg);
         return finish(*stop ? 130 : 0, st); /* --stop-at is a normal end */

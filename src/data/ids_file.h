@@ -2,13 +2,15 @@
 #ifndef DA_IDS_FILE_H
 #define DA_IDS_FILE_H
 
+<<<<<<< HEAD
 #include <stddef.h>
 
 #include "diffattn/model.h"
+=======
+#include "diffattn/data.h"
+>>>>>>> main
 
-/* *ids is malloc'd. Every id must lie in [0, vocab_size); the error names
- * the file, the position and the offending text. */
-da_status da_ids_read(const char *path, int vocab_size, int **ids, int *n);
+/* da_ids_read is in diffattn/data.h. */
 
 /* Writes ids space-separated on one line, atomically: on any failure (a full
  * disk, a file size limit) the previous file at path is untouched. */

@@ -167,12 +167,15 @@ da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, ch
     return st;
 }
 
+da_status da_needle_eval_engine(const da_engine *e, const da_needle_config *c, int logit_bits, da_needle_result *r) {
+    da_needle_model nm = {e, 10, logit_bits};
+    return da_needle_eval(c, da_needle_predict_model, &nm, r);
+}
+
 da_status da_needle_eval_model(const da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r) {
     da_engine *e = NULL;
     da_status st = da_engine_from_model(&e, m);
-    if (st.code) return st;
-    da_needle_model nm = {e, 10, logit_bits};
-    st = da_needle_eval(c, da_needle_predict_model, &nm, r);
+    if (!st.code) st = da_needle_eval_engine(e, c, logit_bits, r);
     da_engine_free(e);
     return st;
 }

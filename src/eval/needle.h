@@ -9,30 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn/train.h"
-#include "diffattn/generate.h"
-
-#define DA_NEEDLE_MAX_CONTEXTS 16
-#define DA_NEEDLE_MAX_DEPTHS 16
-
-typedef struct {
-    int needles, queries, samples;
-    int n_contexts, contexts[DA_NEEDLE_MAX_CONTEXTS]; /* prompt length in bytes of filler + needles */
-    int n_depths, depths[DA_NEEDLE_MAX_DEPTHS];       /* percent */
-    uint64_t seed;
-} da_needle_config;
+#include "diffattn/eval.h"
 
 /* Answers one prompt: writes the continuation (at most cap-1 bytes, NUL-
  * terminated). A model, or a test's oracle. */
 typedef da_status (*da_needle_predict)(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap);
 
-typedef struct {
-    double acc[DA_NEEDLE_MAX_CONTEXTS][DA_NEEDLE_MAX_DEPTHS]; /* per (context, depth) */
-    double overall;
-    long asked;
-} da_needle_result;
-
-void da_needle_config_default(da_needle_config *c);
 /* Builds the prompt of one sample: text (malloc'd) and the asked keys and
  * values, deterministic in (config, context, depth, sample). */
 da_status da_needle_prompt(const da_needle_config *c, int ctx_i, int depth_i, int sample, uint8_t **text, size_t *n,
@@ -47,8 +29,4 @@ typedef struct {
     int logit_bits; /* attention logits fake-quantized to this many bits; 0: exact */
 } da_needle_model;
 da_status da_needle_predict_model(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap);
-/* da_needle_eval of model m (10 new tokens per answer) through the inference
- * engine, the attention logits quantized to logit_bits (0: exact). */
-da_status da_needle_eval_model(const da_model *m, const da_needle_config *c, int logit_bits, da_needle_result *r);
-
 #endif

@@ -23,34 +23,8 @@
 #ifndef DA_NEEDLE_ATTENTION_H
 #define DA_NEEDLE_ATTENTION_H
 
+#include "diffattn/eval.h"
 #include "eval/needle.h"
 
-#define DA_ATTN_MAX_LAYERS 64
-
-typedef struct {
-    double answer[DA_NEEDLE_MAX_CONTEXTS][DA_NEEDLE_MAX_DEPTHS]; /* per (context, depth) */
-    double noise[DA_NEEDLE_MAX_CONTEXTS][DA_NEEDLE_MAX_DEPTHS];
-    double answer_by_layer[DA_ATTN_MAX_LAYERS], noise_by_layer[DA_ATTN_MAX_LAYERS];
-    double digits[DA_NEEDLE_MAX_CONTEXTS][DA_NEEDLE_MAX_DEPTHS]; /* answer digit accuracy */
-    double answer_all, noise_all, digits_all;
-    long prompts;
-} da_needle_attention_result;
-
-/* The answer-position rows of one prompt, averaged over layers and heads:
- * map (rows, cols) with rows = 7 answer-generating positions and cols = every
- * position before the question; span_begin/span_end bound the answer span. */
-typedef struct {
-    float *map; /* malloc'd, rows * cols */
-    int rows, cols;
-    int span_begin, span_end; /* [begin, end) */
-    int needle_begin, needle_end;
-    int first_row; /* the sequence position of map row 0 */
-} da_needle_attention_map;
-
-/* The byte-level model m on nc's prompts (every context, depth and sample). */
-da_status da_eval_needle_attention(da_model *m, const da_needle_config *nc, da_needle_attention_result *r);
-/* One prompt's map (context ci, depth di, sample s). Free map->map. */
-da_status da_needle_attention_map_of(da_model *m, const da_needle_config *nc, int ci, int di, int s,
-                                     da_needle_attention_map *map);
-
+/* The types and functions are in diffattn/eval.h. */
 #endif

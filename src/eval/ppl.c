@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "eval/ppl.h"
+#include "infer/engine.h"
 
 /* tokens: (n) = validation tokens [start, start + n), across spans. */
 static void val_tokens(const da_text_data *d, size_t start, int n, int *tokens) {
@@ -141,6 +142,7 @@ da_status da_eval_ppl(const da_engine *q, const da_engine *base, const da_text_d
         r->delta_ppl_pct = 100.0 * (r->ppl / r->base_ppl - 1.0);
         r->kld = kld / scored;
         r->same_top1 = (double)same / scored;
+        r->act = da_session_act(qs);
     }
     da_session_free(bs);
     da_session_free(qs);

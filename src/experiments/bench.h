@@ -3,21 +3,7 @@
 #ifndef DA_BENCH_H
 #define DA_BENCH_H
 
-#include "diffattn/train.h"
-#include "diffattn/generate.h"
-
-typedef struct {
-    double ms_min, ms_median, ms_mean; /* per step */
-    double tok_per_s;         /* at ms_min: the best of the timed steps */
-    double gflops;            /* model FLOPs per step / ms_min */
-    double peak_gflops;       /* sgemm n=2048, best of 3, this run */
-    double peak_bf16_gflops;  /* bf16 GEMM n=2048, best of 3, this run (bf16 mode only, else 0) */
-    double mfu;               /* gflops / the peak of the arithmetic in use (bf16 peak in bf16 mode) */
-    double flops_per_token;
-    double peak_rss_mb;       /* the process's high-water resident memory (VmHWM) */
-    size_t n_params;
-    int steps;
-} da_bench_result;
+#include "diffattn/experiments.h"
 
 /* Model FLOPs per token of a training step (forward + backward = 3x the
  * forward): 2 x every matmul weight (incl. the LM head), plus attention with
@@ -28,14 +14,5 @@ double da_attn_flops_per_token(const da_config *c, int T);
 /* Best of 3 sgemm (or bf16 GEMM) runs at n = 2048, in GFLOP/s. */
 double da_sgemm_peak_gflops(void);
 double da_bf16_peak_gflops(void);
-
-/* Times `steps` training steps (zero grads, forward, backward, AdamW) after
- * `warmup` untimed ones, on random tokens. With da_prof_on set, da_prof_s
- * holds the time per phase summed over the timed steps (the caller resets it). */
-da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
-                         da_bench_result *r);
-/* Times the attention forward + backward of one layer on random q, k, v. */
-da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
-                        da_bench_result *r);
 
 #endif

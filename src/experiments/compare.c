@@ -1,6 +1,7 @@
 /* DIFF against the baseline, side by side (see compare.h). */
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,15 +123,17 @@ static void on_log(void *ctx, const da_train_log *g) {
     fflush(stderr);
 }
 
-static void arch_config(const da_compare_config *c, da_arch arch, da_config *cfg) {
+/* Equal parameters: c->heads counts DIFF heads. */
+static da_status arch_config(const da_compare_config *c, da_arch arch, da_config *cfg) {
     da_config_default(cfg);
     cfg->arch = arch;
     cfg->dim = c->dim;
     cfg->n_layers = c->layers;
-    int mult = arch == DA_ARCH_SOFTMAX ? 2 : 1; /* equal parameters: twice the heads of half the size */
-    cfg->n_heads = cfg->n_kv_heads = c->heads * mult;
-    cfg->ffn_hidden = da_default_ffn_hidden(c->dim);
+    cfg->n_heads = c->heads;
+    cfg->n_kv_heads = 0;
+    cfg->ffn_hidden = 0;
     cfg->max_seq_len = c->seq;
+    return da_config_from_diff_heads(cfg);
 }
 
 /* Validation windows of the evaluation: flash-kernel loss, and each of the
@@ -154,11 +157,14 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
     r->eval_loss = el.loss;
     r->loss_flash_s = da_now_s() - t0;
     t0 = da_now_s();
-    if (!st.code) st = da_eval_loss_logit_bits(m, &d, c->seq, windows_ref, 0, &exact);
+    da_engine *e = NULL;
+    if (!st.code) st = da_engine_from_model(&e, m);
+    if (!st.code) st = da_eval_loss_logit_bits(e, &d, c->seq, windows_ref, 0, &exact);
     for (int i = 0; i < 4 && !st.code; i++) {
-        st = da_eval_loss_logit_bits(m, &d, c->seq, windows_ref, QBITS[i], &q);
+        st = da_eval_loss_logit_bits(e, &d, c->seq, windows_ref, QBITS[i], &q);
         r->quant[i] = q.loss - exact.loss;
     }
+    da_engine_free(e);
     r->loss_ref_s = da_now_s() - t0;
     if (!c->quiet) fprintf(stderr, ", outliers");
     t0 = da_now_s();
@@ -217,7 +223,8 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     char dir[4096], model_path[4200];
     snprintf(dir, sizeof dir, "%s/%s_seed%llu", c->out_dir, da_arch_name(arch), (unsigned long long)seed);
     da_config cfg;
-    arch_config(c, arch, &cfg);
+    da_status st = arch_config(c, arch, &cfg);
+    if (st.code) return st;
     da_train_config tc;
     da_train_config_default(&tc);
     tc.steps = c->steps;
@@ -233,7 +240,7 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     long done = -1;
     if (c->resume && !da_train_state_peek(dir, &saved_cfg, &saved_tc, &done).code) {
         if (saved_cfg.dim != cfg.dim || saved_cfg.n_layers != cfg.n_layers || saved_cfg.n_heads != cfg.n_heads ||
-            saved_cfg.max_seq_len != cfg.max_seq_len || saved_tc.batch != tc.batch || saved_tc.steps != tc.steps)
+            saved_cfg.max_seq_len != cfg.max_seq_len || saved_tc.batch != tc.batch)
             return da_errorf("%s was trained with dim %d, %d layers, %d heads, seq %d, batch %d, %ld steps; "
                              "--resume needs the flags of the first run",
                              dir, saved_cfg.dim, saved_cfg.n_layers, saved_cfg.n_heads, saved_cfg.max_seq_len,
@@ -241,7 +248,6 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     } else {
         done = -1;
     }
-    da_status st = da_ok();
     if (done >= c->steps) {
         if (!c->quiet) fprintf(stderr, "compare: %s (seed %llu) already trained for %ld steps: kept\n",
                                da_arch_name(arch), (unsigned long long)seed, c->steps);
@@ -250,7 +256,8 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
             fprintf(stderr, "compare: training %s (seed %llu) for %ld steps%s\n", da_arch_name(arch),
                     (unsigned long long)seed, c->steps, done >= 0 ? ", resumed from its checkpoint" : "");
         da_train_hooks hooks = {c->quiet ? NULL : on_log, NULL, c->stop, 0};
-        st = da_train(&cfg, &tc, data, dir, done >= 0, &hooks);
+        st = da_train(&cfg, &tc, data, dir, done >= 0 ? DA_RUN_RESUME : c->force ? DA_RUN_OVERWRITE : DA_RUN_NEW,
+                      &hooks);
         if (st.code == DA_INTERRUPTED) {
             /* da_train's message names its own --resume; this job continues with compare's */
             da_status e = da_errorf("interrupted while training %s (seed %llu); the checkpoint is saved: run "
@@ -294,10 +301,10 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
     if (!c->quiet) fprintf(stderr, "compare: timing a training step and a probe evaluation per architecture\n");
     for (int a = 0; a < 2; a++) {
         da_config cfg;
-        arch_config(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, &cfg);
-        da_bench_result b;
-        da_status st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &b);
+        da_status st = arch_config(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, &cfg);
         if (st.code) return st;
+        da_bench_result b;
+        if ((st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &b)).code) return st;
         step_s += b.ms_mean / 1000.0;
         da_model m;
         if ((st = da_model_create(&m, &cfg)).code) return st;
@@ -506,7 +513,7 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                      arch_result res[2][16]) {
     fprintf(fp, "# DIFF against the softmax baseline\n\nEqual parameters, tokens, data and seed: dim %d, %d layers, "
                 "%d DIFF heads (the baseline has %d), %ld steps of %d x %d tokens, %d seed(s). Data: %s.\n\n",
-            c->dim, c->layers, c->heads, 2 * c->heads, c->steps, c->batch, c->seq, c->seeds, data);
+            c->dim, c->layers, c->heads, da_arch_heads(DA_ARCH_SOFTMAX, c->heads), c->steps, c->batch, c->seq, c->seeds, data);
     fprintf(fp, "| metric | DIFF | softmax | difference | paper (DIFF / Transformer) |\n|---|---|---|---|---|\n");
 #define ROW(label, expr, fmt)                                                                                   \
     do {                                                                                                        \
@@ -563,6 +570,12 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                 "![quantized logits: loss](quant_logits.png)\n\n![quantized logits: retrieval](quant_needle.png)\n");
 }
 
+/* A new compare does not replace one silently. */
+static da_status refuse_existing_compare(const char *out_dir) {
+    static const char *const files[] = {"report.json", "diff_seed1337/train_state.safetensors"};
+    return da_refuse_existing(out_dir, "compare", files, 2);
+}
+
 da_status da_compare(const da_compare_config *cfg) {
     da_compare_config cc = *cfg, *c = &cc;
     if (c->seeds < 1 || c->seeds > 16) return da_errorf("--seeds must be 1..16");
@@ -588,6 +601,7 @@ da_status da_compare(const da_compare_config *cfg) {
     }
     da_status st = da_make_dirs(c->out_dir);
     if (st.code) return st;
+    if (!c->resume && !c->force && (st = refuse_existing_compare(c->out_dir)).code) return st;
     char mix[4200];
     const char *data = c->data;
     if (!data) {
@@ -604,7 +618,11 @@ da_status da_compare(const da_compare_config *cfg) {
     da_train_config first_tc;
     long first_done;
     const int have_first = c->resume && !da_train_state_peek(first, &first_cfg, &first_tc, &first_done).code;
-    if (have_first) {
+    if (have_first && c->steps_given && c->steps != first_tc.steps) {
+        if (!c->quiet)
+            fprintf(stderr, "compare: resuming %s with steps %ld (the first run had %ld): every run continues to %ld\n",
+                    c->out_dir, c->steps, first_tc.steps, c->steps);
+    } else if (have_first) {
         c->steps = first_tc.steps;
         if (!c->quiet) fprintf(stderr, "compare: resuming %s: %ld steps per model\n", c->out_dir, c->steps);
     } else if (c->budget_minutes > 0 &&

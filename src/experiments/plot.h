@@ -3,36 +3,8 @@
 #ifndef DA_PLOT_H
 #define DA_PLOT_H
 
-#include "diffattn/train.h"
-#include "diffattn/generate.h"
+#include "diffattn/experiments.h"
 
-#define DA_PLOT_WIDTH 800
-#define DA_PLOT_HEIGHT 500
-
-typedef struct {
-    const char *name;
-    const double *x, *y; /* n points; NAN y values are skipped */
-    int n;
-} da_series;
-
-da_status da_plot_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
-                        const da_series *s, int n_series);
-
-/* values[g][c]: group g (a series, e.g. an architecture), category c. */
-da_status da_plot_bars(const char *path, const char *title, const char *ylabel, const char *const *categories,
-                       int n_cat, const char *const *groups, const double *const *values, int n_groups);
-
-/* Attention of a few query rows over a long context, one band per model
- * (the paper's Figure 1): map (rows, cols), weights may be negative (DIFF),
- * with the asked needle [needle_begin, needle_end) and its answer
- * [span_begin, span_end) marked under the band. All bands share one scale. */
-typedef struct {
-    const char *name;
-    const float *map;
-    int rows, cols;
-    int span_begin, span_end, needle_begin, needle_end;
-} da_attention_band;
-
-da_status da_plot_attention_bands(const char *path, const char *title, const da_attention_band *bands, int n_bands);
+/* The API is in diffattn/experiments.h. */
 
 #endif

@@ -72,6 +72,7 @@ int da_session_len(const da_session *s) { return s->len; }
 int da_session_capacity(const da_session *s) { return s->max_T; }
 int da_session_max_batch(const da_session *s) { return s->max_n; }
 int da_session_vocab_size(const da_session *s) { return s->cfg.vocab_size; }
+da_act_mode da_session_act(const da_session *s) { return (da_act_mode)s->o.act; }
 
 da_session_opts da_session_opts_default(void) {
     da_session_opts o = {-1, 0, 0, 0, 0};
@@ -91,6 +92,8 @@ static da_status resolve_opts(const da_engine *q, const da_session_opts *in, da_
     *o = in ? *in : da_session_opts_default();
     if (o->act < 0) o->act = q->act;
     if (o->act > DA_ACTQ_F32) return da_errorf("session: act = %d is not an activation mode", o->act);
+    /* float weights take float activations: their matmuls have no integer path */
+    if (is_float_type(q->weight_type) && o->act <= DA_ACTQ_INT8_STATIC) o->act = DA_ACTQ_F32;
     if (!o->max_T) o->max_T = c->max_seq_len;
     if (!o->max_batch) o->max_batch = o->max_T;
     if (o->max_T < 0 || o->max_T > c->max_seq_len)
@@ -450,7 +453,11 @@ static void attend(da_session *s, const da_qlayer *L, int l, int n) {
     const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->max_T;
     const float scale = 1.0f / sqrtf((float)d), post = 1.0f - da_lambda_init(l);
     const int diff = c->arch == DA_ARCH_DIFF;
-#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1)
+    /* small work (one token over a short cache) stays on one thread: a
+     * parallel region costs more than it saves, and far more when another
+     * process holds a core */
+    const long work = (long)n * H * (s->len + n) * d;
+#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1 && work > 65536)
     for (int job = 0; job < n * H; job++) {
         const int t = job / H, h = job % H, g = h / n_rep, len = s->len + t + 1;
         float *A1 = s->att + (size_t)omp_get_thread_num() * s->maps * T;

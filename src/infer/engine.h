@@ -43,7 +43,7 @@ struct da_engine {
     int awq;            /* 1: AWQ scales were folded in */
     da_act_mode act;    /* the file's default activation mode */
     unsigned char *blob; /* owns every tensor's bytes; NULL when the tensors view a da_model */
-    size_t file_bytes;  /* size of the GGUF it came from (0 when built in memory) */
+    size_t file_bytes;  /* size of the file it came from (0 when built in memory) */
 };
 
 /* ---------------------------------------------------------------- building (engine_weights.c) */

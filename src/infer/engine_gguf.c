@@ -171,7 +171,10 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
         if ((kv = da_gguf_kv_find(&f, "diffattn.awq")) && kv->type == DA_GGUF_BOOL) q->awq = kv->v.u != 0;
         if (!da_gguf_get_int(&f, "diffattn.calibration_sequences", &v).code && v >= 0 && v < (1 << 30))
             q->calib_samples = (int)v;
-        q->weight_type = q->n_tensors > 2 ? q->t[2].type : DA_QT_F32; /* layers.0.attn.q_proj */
+        /* the type asked for at quantization; a file without the key: layers.0.attn.q_proj's */
+        q->weight_type = q->n_tensors > 2 ? q->t[2].type : DA_QT_F32;
+        da_qtype wt;
+        if (!da_gguf_get_str(&f, "diffattn.weight_type", &s).code && !da_qtype_parse(s, &wt)) q->weight_type = wt;
         if (!st.code && q->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
             st = da_errorf("%s: activations are int8-static but the file has no act_absmax ranges", path);
     }

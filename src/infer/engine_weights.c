@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "infer/engine.h"
 #include "io/gguf.h"
@@ -170,6 +171,8 @@ da_status da_engine_load(da_engine **out, const char *path) {
     *out = calloc(1, sizeof **out);
     if (!*out) return da_errorf("out of memory");
     da_status st = da_gguf_is_gguf(path) ? da_engine_load_gguf(*out, path) : load_safetensors(*out, path);
+    struct stat sb;
+    if (!st.code) (*out)->file_bytes = stat(path, &sb) ? 0 : (size_t)sb.st_size;
     if (st.code) {
         free(*out);
         *out = NULL;
@@ -186,6 +189,18 @@ void da_engine_free(da_engine *e) {
 const da_config *da_engine_config(const da_engine *e) { return &e->cfg; }
 const char *da_engine_weight_type(const da_engine *e) { return da_qtype_name(e->weight_type); }
 da_act_mode da_engine_default_act(const da_engine *e) { return e->act; }
+
+int da_engine_n_tensors(const da_engine *e) { return e->n_tensors; }
+
+void da_engine_tensor(const da_engine *e, int i, const char **name, const char **type, int *rows, int *cols) {
+    const da_qtensor *t = &e->t[i];
+    if (name) *name = t->name;
+    if (type) *type = da_qtype_name(t->type);
+    if (rows) *rows = t->rows;
+    if (cols) *cols = t->cols;
+}
+
+size_t da_engine_file_bytes(const da_engine *e) { return e->file_bytes; }
 
 size_t da_engine_weight_bytes(const da_engine *e) {
     size_t n = 0;

@@ -11,14 +11,6 @@
 #include "io/gguf.h"
 #include "io/safetensors.h"
 
-/* Shortest decimal that reads back as the same float. */
-static void format_float(char *buf, size_t n, float v) {
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, n, "%.*g", prec, (double)v);
-        if (strtof(buf, NULL) == v) return;
-    }
-}
-
 static da_status meta_int(const da_st_file *f, const char *key, int *out) {
     const char *s = da_st_meta_get(f, key);
     if (!s) return da_errorf("%s: __metadata__ lacks \"%s\"", f->path, key);
@@ -31,48 +23,25 @@ static da_status meta_int(const da_st_file *f, const char *key, int *out) {
     return da_ok();
 }
 
-static da_status meta_float(const da_st_file *f, const char *key, float *out) {
-    const char *s = da_st_meta_get(f, key);
-    if (!s) return da_errorf("%s: __metadata__ lacks \"%s\"", f->path, key);
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end)
-        return da_errorf("%s: __metadata__.%s = \"%s\" is not a number", f->path, key, s);
-    *out = v;
-    return da_ok();
-}
-
 da_status da_config_from_meta(const da_st_file *f, da_config *c) {
     memset(c, 0, sizeof *c);
     const char *fmt = da_st_meta_get(f, "format");
     if (!fmt || strcmp(fmt, "diffattn"))
         return da_errorf("%s: not a diffattn model (__metadata__.format is %s%s%s, expected \"diffattn\")", f->path,
                          fmt ? "\"" : "absent", fmt ? fmt : "", fmt ? "\"" : "");
-    int version;
+    int version = 0;
     da_status st = meta_int(f, "version", &version);
     if (st.code) return st;
     if (version != DA_FORMAT_VERSION)
         return da_errorf("%s: format version %d is not supported (this build reads version %d)", f->path, version,
                          DA_FORMAT_VERSION);
-    const char *arch = da_st_meta_get(f, "arch");
-    if (!arch) return da_errorf("%s: __metadata__ lacks \"arch\"", f->path);
-    if (da_arch_parse(arch, &c->arch))
-        return da_errorf("%s: __metadata__.arch = \"%s\" (expected diff or softmax)", f->path, arch);
-    struct { const char *key; int *dst; } ints[] = {
-        {"dim", &c->dim},           {"n_layers", &c->n_layers},     {"n_heads", &c->n_heads},
-        {"n_kv_heads", &c->n_kv_heads}, {"vocab_size", &c->vocab_size}, {"ffn_hidden", &c->ffn_hidden},
-        {"max_seq_len", &c->max_seq_len},
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if ((st = meta_int(f, ints[i].key, ints[i].dst)).code) return st;
-    if ((st = meta_float(f, "norm_eps", &c->norm_eps)).code) return st;
-    if ((st = meta_float(f, "rope_theta", &c->rope_theta)).code) return st;
-    const char *tie = da_st_meta_get(f, "tie_embeddings");
-    if (!tie) return da_errorf("%s: __metadata__ lacks \"tie_embeddings\"", f->path);
-    if (!strcmp(tie, "true")) c->tie_embeddings = 1;
-    else if (!strcmp(tie, "false")) c->tie_embeddings = 0;
-    else return da_errorf("%s: __metadata__.tie_embeddings = \"%s\" (expected true or false)", f->path, tie);
+    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
+        const da_field *fd = &da_config_fields[i];
+        const char *s = da_st_meta_get(f, fd->key);
+        if (!s) return da_errorf("%s: __metadata__ lacks \"%s\"", f->path, fd->key);
+        if ((st = da_field_parse(fd, c, s)).code)
+            return da_errorf("%s: __metadata__.%s = %s", f->path, fd->key, st.msg);
+    }
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();
@@ -176,25 +145,15 @@ done:
 }
 
 void da_config_to_meta(const da_config *c, da_config_meta *cm) {
-    static const char *keys[DA_CONFIG_META_N] = {"format", "version", "arch", "dim", "n_layers", "n_heads", "n_kv_heads",
-                                              "vocab_size", "ffn_hidden", "norm_eps", "rope_theta", "max_seq_len",
-                                              "tie_embeddings"};
-    char(*v)[32] = cm->buf;
-    snprintf(v[0], 32, "%d", DA_FORMAT_VERSION);
-    snprintf(v[1], 32, "%d", c->dim);
-    snprintf(v[2], 32, "%d", c->n_layers);
-    snprintf(v[3], 32, "%d", c->n_heads);
-    snprintf(v[4], 32, "%d", c->n_kv_heads);
-    snprintf(v[5], 32, "%d", c->vocab_size);
-    snprintf(v[6], 32, "%d", c->ffn_hidden);
-    format_float(v[7], 32, c->norm_eps);
-    format_float(v[8], 32, c->rope_theta);
-    snprintf(v[9], 32, "%d", c->max_seq_len);
-    const char *vals[DA_CONFIG_META_N] = {"diffattn", v[0], da_arch_name(c->arch), v[1], v[2], v[3], v[4], v[5],
-                                          v[6], v[7], v[8], v[9], c->tie_embeddings ? "true" : "false"};
-    for (int i = 0; i < DA_CONFIG_META_N; i++) {
-        cm->keys[i] = keys[i];
-        cm->vals[i] = vals[i];
+    cm->keys[0] = "format";
+    cm->vals[0] = "diffattn";
+    cm->keys[1] = "version";
+    snprintf(cm->buf[1], sizeof cm->buf[1], "%d", DA_FORMAT_VERSION);
+    cm->vals[1] = cm->buf[1];
+    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
+        cm->keys[2 + i] = da_config_fields[i].key;
+        da_field_format(&da_config_fields[i], c, cm->buf[2 + i], sizeof cm->buf[2 + i]);
+        cm->vals[2 + i] = cm->buf[2 + i];
     }
 }
 

@@ -6,12 +6,13 @@
 #include "diffattn/model.h"
 #include "io/safetensors.h"
 
-#define DA_CONFIG_META_N 13
+/* "format", "version", then one key per row of da_config_fields. */
+#define DA_CONFIG_META_N (2 + DA_CONFIG_N_FIELDS)
 
 typedef struct {
     const char *keys[DA_CONFIG_META_N];
     const char *vals[DA_CONFIG_META_N];
-    char buf[10][32];
+    char buf[DA_CONFIG_META_N][32];
 } da_config_meta;
 
 /* Reads and validates the configuration keys; errors name the file and key. */

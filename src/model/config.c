@@ -1,22 +1,53 @@
-/* Model configuration: defaults, derived sizes, and validation. */
+/* Model configuration: the schema table, defaults, derived sizes, and validation. */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "diffattn/model.h"
 
+/* Upper bounds keep every size product within int range and memory sane. */
+#define DA_MAX_DIM 65536
+#define DA_MAX_LAYERS 1024
+#define DA_MAX_VOCAB (1 << 24)
+#define DA_MAX_SEQ (1 << 20)
+#define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
+
+static const char *const ARCH_NAMES[] = {"diff", "softmax", NULL};
+_Static_assert(sizeof(da_arch) == sizeof(int), "DA_FIELD_ENUM stores an int");
+
+#define F(key, flag, field, type, def, lo, hi, bounds, help) \
+    {key, flag, offsetof(da_config, field), type, def, lo, hi, bounds, DA_RESUME_FIXED, 1, help, NULL}
+
+/* Metadata order is this order; every field is stored and fixed for a run
+ * (the parameters' shapes depend on it). */
+const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
+    {"arch", "arch", offsetof(da_config, arch), DA_FIELD_ENUM, DA_ARCH_DIFF, 0, 1, "[]", DA_RESUME_FIXED, 1,
+     "diff (Differential Transformer) or softmax (the baseline)", ARCH_NAMES},
+    F("dim", "dim", dim, DA_FIELD_INT, 256, 1, DA_MAX_DIM, "[]", "model width"),
+    F("n_layers", "layers", n_layers, DA_FIELD_INT, 4, 1, DA_MAX_LAYERS, "[]", "number of blocks"),
+    F("n_heads", "heads", n_heads, DA_FIELD_INT, 4, 1, DA_MAX_DIM, "[]",
+      "DIFF heads; --arch softmax gets twice as many plain heads, for equal parameters"),
+    F("n_kv_heads", "kv-heads", n_kv_heads, DA_FIELD_INT, 0, 0, DA_MAX_DIM, "[]",
+      "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax"),
+    F("vocab_size", "vocab", vocab_size, DA_FIELD_INT, 256, 1, DA_MAX_VOCAB, "[]", "vocabulary size (256 = bytes)"),
+    F("ffn_hidden", "ffn", ffn_hidden, DA_FIELD_INT, 0, 0, 8 * DA_MAX_DIM, "[]",
+      "SwiGLU hidden size (0 = 8*dim/3 rounded up to a multiple of 64)"),
+    F("norm_eps", "norm-eps", norm_eps, DA_FIELD_FLOAT, 1e-5, 0, 1, "()", "RMSNorm epsilon"),
+    F("rope_theta", "rope-theta", rope_theta, DA_FIELD_FLOAT, 10000, 1, INFINITY, "()", "RoPE base"),
+    F("max_seq_len", "seq", max_seq_len, DA_FIELD_INT, 256, 1, DA_MAX_SEQ, "[]",
+      "context length (the model's max_seq_len)"),
+    F("tie_embeddings", "tie-embeddings", tie_embeddings, DA_FIELD_BOOL, 0, 0, 1, "[]",
+      "share the LM head with the token embedding"),
+};
+_Static_assert(sizeof da_config_fields / sizeof da_config_fields[0] == DA_CONFIG_N_FIELDS,
+               "da_config_fields out of step with DA_CONFIG_N_FIELDS");
+#undef F
+
 void da_config_default(da_config *c) {
     memset(c, 0, sizeof *c);
-    c->arch = DA_ARCH_DIFF;
-    c->dim = 256;
-    c->n_layers = 4;
-    c->n_heads = 4;
-    c->n_kv_heads = 4;
-    c->vocab_size = 256;
+    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, c);
+    c->n_kv_heads = c->n_heads;
     c->ffn_hidden = da_default_ffn_hidden(c->dim);
-    c->max_seq_len = 256;
-    c->norm_eps = 1e-5f;
-    c->rope_theta = 10000.0f;
-    c->tie_embeddings = 0;
 }
 
 int da_default_ffn_hidden(int dim) {
@@ -39,22 +70,24 @@ int da_arch_parse(const char *s, da_arch *out) {
     return -1;
 }
 
-/* Upper bounds keep every size product within int range and memory sane. */
-#define DA_MAX_DIM 65536
-#define DA_MAX_LAYERS 1024
-#define DA_MAX_VOCAB (1 << 24)
-#define DA_MAX_SEQ (1 << 20)
-#define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
+int da_arch_heads(da_arch a, int diff_heads) { return a == DA_ARCH_SOFTMAX ? 2 * diff_heads : diff_heads; }
 
+da_status da_config_from_diff_heads(da_config *c) {
+    /* ranges first, on the counts as given, so a message quotes them */
+    da_status st = da_fields_check(da_config_fields, DA_CONFIG_N_FIELDS, c);
+    if (st.code) return st;
+    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
+    c->n_heads = da_arch_heads(c->arch, c->n_heads);
+    c->n_kv_heads = da_arch_heads(c->arch, c->n_kv_heads);
+    if (c->ffn_hidden == 0) c->ffn_hidden = da_default_ffn_hidden(c->dim);
+    return da_config_validate(c);
+}
+
+/* The relations between fields; each field's own range is in the table. */
 da_status da_config_validate(const da_config *c) {
-    if (c->arch != DA_ARCH_DIFF && c->arch != DA_ARCH_SOFTMAX)
-        return da_errorf("arch: unknown value %d (expected diff or softmax)", (int)c->arch);
-    if (c->dim <= 0 || c->dim > DA_MAX_DIM)
-        return da_errorf("dim: %d is out of range (1..%d)", c->dim, DA_MAX_DIM);
-    if (c->n_layers <= 0 || c->n_layers > DA_MAX_LAYERS)
-        return da_errorf("n_layers: %d is out of range (1..%d)", c->n_layers, DA_MAX_LAYERS);
-    if (c->n_heads <= 0 || c->n_heads > c->dim)
-        return da_errorf("n_heads: %d is out of range (1..dim=%d)", c->n_heads, c->dim);
+    da_status st = da_fields_check(da_config_fields, DA_CONFIG_N_FIELDS, c);
+    if (st.code) return st;
+    if (c->n_heads > c->dim) return da_errorf("n_heads: %d exceeds dim=%d", c->n_heads, c->dim);
     if (c->n_kv_heads <= 0 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads)
         return da_errorf("n_kv_heads: %d must divide n_heads=%d", c->n_kv_heads, c->n_heads);
     int split = c->arch == DA_ARCH_DIFF ? 2 * c->n_heads : c->n_heads;
@@ -71,17 +104,6 @@ da_status da_config_validate(const da_config *c) {
         return da_errorf("head size %d (dim=%d, n_heads=%d, arch=%s) must be even and >= 4 for RoPE; "
                          "use fewer heads",
                          d, c->dim, c->n_heads, da_arch_name(c->arch));
-    if (c->vocab_size <= 0 || c->vocab_size > DA_MAX_VOCAB)
-        return da_errorf("vocab_size: %d is out of range (1..%d)", c->vocab_size, DA_MAX_VOCAB);
-    if (c->ffn_hidden <= 0 || c->ffn_hidden > 8 * DA_MAX_DIM)
-        return da_errorf("ffn_hidden: %d is out of range (1..%d)", c->ffn_hidden, 8 * DA_MAX_DIM);
-    if (c->max_seq_len <= 0 || c->max_seq_len > DA_MAX_SEQ)
-        return da_errorf("max_seq_len: %d is out of range (1..%d)", c->max_seq_len, DA_MAX_SEQ);
-    if (!(c->norm_eps > 0 && c->norm_eps < 1))
-        return da_errorf("norm_eps: %g must be in (0, 1)", (double)c->norm_eps);
-    if (!(c->rope_theta > 1 && isfinite(c->rope_theta)))
-        return da_errorf("rope_theta: %g must be a finite number > 1", (double)c->rope_theta);
-    if (c->tie_embeddings != 0 && c->tie_embeddings != 1)
-        return da_errorf("tie_embeddings: must be true or false");
+    if (c->ffn_hidden <= 0) return da_errorf("ffn_hidden: %d must be positive", c->ffn_hidden);
     return da_ok();
 }

@@ -160,7 +160,7 @@ static da_status wait_for(MPI_Request *req, const char *op, const char *what, do
             nanosleep(&ts, NULL);
             if ((polls & 255) == 0 && da_now_s() - t0 > g_timeout_s) {
                 da_status st = da_errorf("rank %d of %d: %s (%s) did not complete within %.0f s: a peer rank died, "
-                                         "hangs, or is far slower (raise --dist-timeout if a checkpoint write or "
+                                         "hangs, or is far slower (raise the collective timeout if a checkpoint write or "
                                          "evaluation takes longer)",
                                          g_rank, g_size, op, what, g_timeout_s);
                 st.code = DA_DIST_FAILED;

@@ -3,16 +3,45 @@
 
 #include "quant/quantize.h"
 
-/* The type a 2-D tensor gets: the embedding stays f32; a matmul whose width
- * is not a multiple of the type's block falls back to q8_0, then f32. */
+/* The type a 2-D tensor gets: the embedding stays f32; the LM head takes
+ * output_type (q8_0 for the 4-bit types by default). A width off the type's
+ * block: q8_0, then f32, with fallback_q8; else -1. */
 static int tensor_type(const da_qtensor *t, int i, const da_quantize_types *o) {
     if (i == 0) return DA_QT_F32; /* tok_embeddings */
     int type = o->type;
     if (!strcmp(t->name, "output.weight"))
         type = o->output_type >= 0 ? o->output_type
                                    : (o->type == DA_QT_Q4_0 || o->type == DA_QT_Q4_K ? DA_QT_Q8_0 : o->type);
-    if (t->cols % da_qtype_block(type)) type = t->cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
-    return type;
+    if (t->cols % da_qtype_block(type) == 0) return type;
+    if (!o->fallback_q8) return -1;
+    return t->cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
+}
+
+/* Every tensor's type into e->t (error: the first that does not fit). */
+static da_status assign_types(da_engine *e, const da_quantize_types *o, int *n_fallback) {
+    if (n_fallback) *n_fallback = 0;
+    for (int i = 0; i < e->n_tensors; i++) {
+        da_qtensor *t = &e->t[i];
+        if (!t->cols) {
+            t->type = DA_QT_F32;
+            continue;
+        }
+        t->type = tensor_type(t, i, o);
+        if (t->type < 0)
+            return da_errorf("quantize: %s has %d columns, not a multiple of %s's block of %d; allow a fallback to "
+                             "q8_0 for such matmuls, or choose another type",
+                             t->name, t->cols, da_qtype_name(o->type), da_qtype_block(o->type));
+        if (n_fallback && i && strcmp(t->name, "output.weight") && t->type != o->type) (*n_fallback)++;
+    }
+    return da_ok();
+}
+
+da_status da_quantize_check(const da_config *cfg, const da_quantize_types *o, int *n_fallback) {
+    da_engine e;
+    da_status st = da_engine_init_table(&e, cfg);
+    if (!st.code) st = assign_types(&e, o, n_fallback);
+    da_engine_release(&e);
+    return st;
 }
 
 da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_types *o) {
@@ -21,8 +50,7 @@ da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_
     da_status st = da_engine_init_table(q, &m->cfg);
     if (st.code) return st;
     q->weight_type = o->type;
-    for (int i = 0; i < q->n_tensors; i++) q->t[i].type = q->t[i].cols ? tensor_type(&q->t[i], i, o) : DA_QT_F32;
-    if ((st = da_engine_alloc_blob(q)).code) {
+    if ((st = assign_types(q, o, NULL)).code || (st = da_engine_alloc_blob(q)).code) {
         da_engine_release(q);
         return st;
     }

@@ -85,6 +85,12 @@ static da_status parse_opts(const da_quantize_opts *o, da_quantize_types *types,
                          o->type ? o->type : "(null)");
     types->type = t;
     types->output_type = -1;
+    types->fallback_q8 = 0;
+    if (o->fallback) {
+        if (strcmp(o->fallback, "q8_0"))
+            return da_errorf("quantize: fallback \"%s\" is not q8_0 (the one fallback type)", o->fallback);
+        types->fallback_q8 = 1;
+    }
     if (o->output_type) {
         if (da_qtype_parse(o->output_type, &t))
             return da_errorf("quantize: output_type \"%s\" is not one of q8_0, q4_0, q4_k, f16, bf16, f32",
@@ -117,6 +123,10 @@ da_status da_quantize_file(const char *model_path, const char *out_path, const d
     r->n_layers = m.cfg.n_layers;
     r->n_params = m.n_params;
     r->few_calib_samples = o->calib_data && o->calib_samples < DA_CALIB_MIN_SEQUENCES;
+    if ((st = da_quantize_check(&m.cfg, &types, &r->n_fallback)).code) { /* before any calibration */
+        da_model_free(&m);
+        return da_errorf("%s: %s", model_path, st.msg);
+    }
     float *absmax = NULL;
     if (o->calib_data) st = calibrate(&m, o, types.type, &absmax, r);
     da_engine q;

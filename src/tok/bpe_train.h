@@ -4,21 +4,8 @@
 #ifndef DA_BPE_TRAIN_H
 #define DA_BPE_TRAIN_H
 
-#include "diffattn/model.h"
+#include "diffattn/tokenizer.h"
 
-typedef struct {
-    int vocab_size;    /* including the 256 byte tokens and <|endoftext|> */
-    int min_frequency; /* stop when the best pair is rarer */
-    int quiet;
-} da_bpe_train_config;
-
-typedef struct {
-    double bytes, seconds;
-    long unique_words;
-    int merges;
-} da_bpe_train_stats;
-
-da_status da_bpe_train(const char *const *inputs, int n_inputs, const char *out_path, const da_bpe_train_config *c,
-                       da_bpe_train_stats *stats);
+/* da_bpe_train is in diffattn/tokenizer.h. */
 
 #endif

@@ -12,8 +12,9 @@ extern const char *const DA_GPT2_PATTERN;
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn/model.h"
+#include "diffattn/tokenizer.h"
 
+<<<<<<< HEAD
 typedef struct da_tokenizer da_tokenizer;
 
 /* path: a tokenizer.json (Hugging Face), an encoder.json (vocab.bpe beside
@@ -37,6 +38,10 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
  * vocabulary is an error naming its position. */
 da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, uint8_t **out, size_t *n_out,
                               size_t *cap);
+=======
+/* The tokenizer API is in diffattn/tokenizer.h; these are its internals,
+ * shared with BPE training and prepare. */
+>>>>>>> main
 
 /* GPT-2 writes every byte as one printable code point: these bytes stand for
  * themselves, the other 68 map to U+0100 onwards, in byte order. Fills both

@@ -81,19 +81,19 @@ da_status da_dp_create(da_dp *dp, const da_model *m, const da_train_config *tc) 
     const int P = dp->size, B = tc->batch;
     if (tc->deterministic) {
         if (B % P)
-            return da_errorf("--batch %d (the global batch) must be a multiple of the number of ranks, %d, so that "
-                             "every rank gets as many windows (try --batch %d)",
+            return da_errorf("batch: %d (the global batch) must be a multiple of the number of ranks, %d, so that "
+                             "every rank gets as many windows (try batch %d)",
                              B, P, (B / P + 1) * P);
         if (B > EXACT_MAX_WINDOWS)
-            return da_errorf("--deterministic sums at most %d windows per step exactly; --batch is %d",
+            return da_errorf("batch: deterministic training sums at most %d windows per step exactly; batch is %d",
                              EXACT_MAX_WINDOWS, B);
         dp->local = B / P;
         dp->micro = 1;
         dp->accum = dp->local;
     } else {
         if (B % (P * tc->grad_accum))
-            return da_errorf("--batch %d (the global batch) must be a multiple of ranks x --grad-accum = %d x %d, "
-                             "so that every rank runs equal micro-batches (change --grad-accum or --batch)",
+            return da_errorf("batch: %d (the global batch) must be a multiple of ranks x grad_accum = %d x %d, "
+                             "so that every rank runs equal micro-batches (change grad_accum or batch)",
                              B, P, tc->grad_accum);
         dp->local = B / P;
         dp->accum = tc->grad_accum;
@@ -204,8 +204,8 @@ da_status da_dp_gradients(da_dp *dp, da_model *m, da_acts *a, const da_text_data
         for (int j = 0; j < B; j++) s += dp->seq_loss[j];
         *loss = s / B;
         if (flags[1])
-            return da_errorf("--deterministic: the gradient of a window has an element beyond 2^31 or not finite "
-                             "(loss %g); lower --lr or raise --warmup",
+            return da_errorf("deterministic: the gradient of a window has an element beyond 2^31 or not finite "
+                             "(loss %g); lower lr or raise warmup",
                              *loss);
         if (dp->zero) {
             size_t off2[P > 0 ? P : 1], cnt2[P > 0 ? P : 1];
@@ -309,7 +309,7 @@ da_status da_dp_check_replicas(const da_dp *dp, const da_model *m, long step) {
     if (st.code) return st;
     if (v[0] != -v[1])
         return da_errorf("after step %ld the ranks hold different parameters (the reduction did not give every rank "
-                         "the same gradients); rerun with --deterministic",
+                         "the same gradients); rerun with deterministic training",
                          step);
     return da_ok();
 }

@@ -13,14 +13,6 @@
 float da_eval_val_loss(da_model *m, da_acts *a, const da_text_data *data, long n_windows, int T, int micro,
                        int *tokens, int *targets);
 
-typedef struct {
-    double loss, ppl;
-    long windows, tokens;
-} da_eval_loss_result;
-
-/* Loads nothing: the model and data are the caller's. kernel: the flash one
- * for speed, the reference one where logits are inspected or quantized. */
-da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_windows, int batch, da_attn_kernel kernel,
-                       da_eval_loss_result *r);
+/* da_eval_loss is in diffattn/train.h. */
 
 #endif

@@ -19,63 +19,6 @@
 #include "ops/ops.h"
 #include "train/train_state.h"
 
-void da_train_config_default(da_train_config *tc) {
-    memset(tc, 0, sizeof *tc);
-    tc->batch = 8;
-    tc->seq = 256;
-    tc->grad_accum = 1;
-    tc->steps = 500;
-    tc->warmup = 50;
-    tc->lr = 1e-3f;
-    tc->min_lr = 1e-4f;
-    tc->weight_decay = 0.1f;
-    tc->clip = 1.0f;
-    tc->beta1 = 0.9f;
-    tc->beta2 = 0.95f;
-    tc->adam_eps = 1e-8f;
-    tc->eval_every = 100;
-    tc->eval_batches = 4;
-    tc->save_every = 100;
-    tc->log_every = 10;
-    tc->seed = 1337;
-    tc->val_fraction = 0.1f;
-}
-
-da_status da_train_config_validate(const da_train_config *tc) {
-    if (tc->batch <= 0) return da_errorf("--batch %d must be positive", tc->batch);
-    if (tc->grad_accum <= 0 || tc->batch % tc->grad_accum)
-        return da_errorf("--grad-accum %d must divide --batch %d", tc->grad_accum, tc->batch);
-    if (tc->seq <= 0) return da_errorf("--seq %d must be positive", tc->seq);
-    if (tc->steps <= 0) return da_errorf("--steps %ld must be positive", tc->steps);
-    if (tc->warmup < 0) return da_errorf("--warmup %ld must be >= 0", tc->warmup);
-    if (!(tc->lr > 0 && isfinite(tc->lr))) return da_errorf("--lr %g must be a positive number", (double)tc->lr);
-    if (!(tc->min_lr >= 0 && tc->min_lr <= tc->lr))
-        return da_errorf("--min-lr %g must lie in [0, --lr]", (double)tc->min_lr);
-    if (!(tc->weight_decay >= 0 && tc->weight_decay < 1))
-        return da_errorf("--weight-decay %g must lie in [0, 1)", (double)tc->weight_decay);
-    if (!isfinite(tc->clip)) return da_errorf("--clip must be a number (0 disables clipping)");
-    if (!(tc->beta1 >= 0 && tc->beta1 < 1 && tc->beta2 >= 0 && tc->beta2 < 1))
-        return da_errorf("AdamW betas must lie in [0, 1)");
-    if (!(tc->adam_eps > 0)) return da_errorf("AdamW eps must be positive");
-    if (tc->eval_every < 0 || tc->save_every < 0) return da_errorf("--eval-every and --save-every must be >= 0");
-    if (tc->log_every <= 0) return da_errorf("--log-every %ld must be positive", tc->log_every);
-    if (tc->eval_batches <= 0) return da_errorf("--eval-batches %d must be positive", tc->eval_batches);
-    if (!(tc->val_fraction > 0 && tc->val_fraction < 1))
-        return da_errorf("--val-fraction %g must lie in (0, 1)", (double)tc->val_fraction);
-    if (tc->bf16 != 0 && tc->bf16 != 1) return da_errorf("bf16 must be 0 or 1");
-    if (tc->deterministic != 0 && tc->deterministic != 1) return da_errorf("deterministic must be 0 or 1");
-    if (tc->zero != 0 && tc->zero != 1) return da_errorf("--zero %d: the stages are 0 (off) and 1 (shard the AdamW moments)", tc->zero);
-    if (tc->bf16 && !bf16_gemm_available())
-        return da_errorf("--bf16: this build has no AVX512-BF16 kernel (needs a CPU with avx512_bf16 and -march=native)");
-    return da_ok();
-}
-
-/* Mean validation loss over eval_batches * batch fixed windows. */
-static float evaluate(da_model *m, da_acts *a, const da_text_data *data, const da_train_config *tc, int micro,
-                      int *tokens, int *targets) {
-    return da_eval_val_loss(m, a, data, (long)tc->eval_batches * tc->batch, tc->seq, micro, tokens, targets);
-}
-
 /* On resume, drop metrics lines past the checkpoint, which the interrupted
  * run logged but the resumed run will log again. */
 static da_status trim_metrics(const char *path, long last_step) {
@@ -126,10 +69,10 @@ static da_status save_checkpoint(const char *out_dir, const da_model *m, const d
     return da_model_save(m, path);
 }
 
-/* Data parallel: every rank takes part (gathering ZeRO's moments, comparing
- * the replicas), rank 0 writes, and every rank learns whether it worked. */
-static da_status save_checkpoint_dp(const char *out_dir, da_dp *dp, da_model *m, da_adamw *opt,
-                                    const da_train_config *tc, const da_rng *rng) {
+/* Every rank takes part (gathering ZeRO's moments, comparing the replicas),
+ * rank 0 writes, and every rank learns whether it worked. */
+static da_status checkpoint(const char *out_dir, da_dp *dp, da_model *m, da_adamw *opt, const da_train_config *tc,
+                            const da_rng *rng) {
     da_adamw full;
     float *owned = NULL;
     da_status st = da_dp_check_replicas(dp, m, opt->step);
@@ -140,7 +83,8 @@ static da_status save_checkpoint_dp(const char *out_dir, da_dp *dp, da_model *m,
 }
 
 /* Rank 0 loaded the training state (its outcome: st); the others build the
- * same model and optimizer from it. Every rank returns the same outcome. */
+ * same model and optimizer from it. Every rank returns the same outcome. In
+ * a group of one every step is the identity. */
 static da_status receive_state(da_status st, da_model *m, da_adamw *opt, da_rng *rng) {
     if ((st = da_dist_agree(st)).code) return st;
     const int rank0 = da_dist_rank() == 0;
@@ -161,226 +105,246 @@ static da_status receive_state(da_status st, da_model *m, da_adamw *opt, da_rng 
     return da_dist_bcast(opt->v, m->n_params * sizeof(float), "AdamW second moments");
 }
 
-da_status da_train(const da_config *model_cfg, const da_train_config *tc_in, const char *data_path,
-                   const char *out_dir, int resume, const da_train_hooks *hooks) {
-    da_train_config tc = *tc_in;
-    da_status st = da_train_config_validate(&tc);
-    if (st.code) return st;
-    da_model m = {0};
-    da_adamw opt = {0};
+/* One training run. A single process is a group of one: the same steps run,
+ * and every collective is the identity. */
+typedef struct {
+    da_train_config tc;
+    const char *out_dir;
+    const da_train_hooks *hooks;
+    da_model m;
+    da_adamw opt;
     da_rng rng;
-    da_acts *acts = NULL;
-    int *tokens = NULL, *targets = NULL;
-    FILE *metrics = NULL;
-    da_text_data data = {0};
-    da_dp dp = {0};
-    int agreed = 0; /* data parallel: the setup's outcome was agreed on by every rank */
-    char plan[512] = ""; /* data parallel: shown with the first log line */
+    da_acts *acts;
+    da_text_data data;
+    da_dp dp;
+    FILE *metrics;   /* rank 0 only */
+    int agreed;      /* the outcome so far was agreed on by every rank */
+    char plan[512];  /* the data-parallel plan, shown with the first log line */
+    double t_start, t_last, comm_last;
+    long first_step, tokens_since;
+} run;
+
+/* The model, optimizer and sampler: from the state in out_dir (read by rank
+ * 0, sent to the others), or new. */
+static da_status load_or_init(run *r, const da_config *model_cfg, int resume) {
+    da_status st = da_ok();
+    const da_train_config *tc = &r->tc;
+    if (!resume) {
+        if ((st = da_model_create(&r->m, model_cfg)).code) return st;
+        da_model_init(&r->m, tc->seed);
+        if ((st = da_model_alloc_grads(&r->m)).code) return st;
+        if ((st = da_adamw_create(&r->opt, r->m.n_params)).code) return st;
+        da_rng_seed(&r->rng, tc->seed ^ 0x5eed0fda7aULL);
+        return st;
+    }
     char path[4096];
-    /* the data-parallel path: several ranks, or one rank asked for its
-     * reductions; otherwise the single-process loop, untouched */
-    const int dist = da_dist_size() > 1 || tc.deterministic || tc.zero;
-    const int rank0 = da_dist_rank() == 0;
+    da_train_config saved;
+    snprintf(path, sizeof path, "%s/train_state.safetensors", r->out_dir);
+    if (da_dist_rank() == 0) st = da_train_state_load(path, &r->m, &r->opt, &saved, &r->rng);
+    r->agreed = 1; /* receive_state agrees on rank 0's outcome first */
+    if ((st = receive_state(st, &r->m, &r->opt, &r->rng)).code) return st;
+    r->agreed = 0;
+    if (r->opt.step >= tc->steps)
+        return da_errorf("%s: the run already took %ld of its %ld steps; to continue, resume with more steps", r->out_dir,
+                         r->opt.step, tc->steps);
+    return st;
+}
+
+static void describe_plan(run *r) {
+    const da_dp *dp = &r->dp;
+    const da_train_config *tc = &r->tc;
+    if (dp->size == 1 && !tc->deterministic && !tc->zero) return; /* plain training: nothing to say */
+    char lib[64] = "";
+    if (dp->size > 1) snprintf(lib, sizeof lib, " (%s)", da_dist_library());
+    snprintf(r->plan, sizeof r->plan,
+             "data parallel: %d rank%s%s, global batch %d = %d windows per rank in %d forward pass%s of %d; "
+             "reduction %s; AdamW moments %.2f MB per rank (%s)",
+             dp->size, dp->size > 1 ? "s" : "", lib, tc->batch, dp->local, dp->accum, dp->accum > 1 ? "es" : "",
+             dp->micro, tc->deterministic ? "exact (deterministic)" : "float allreduce",
+             (double)da_dp_optimizer_bytes(dp) / 1e6, tc->zero ? "ZeRO-1: sharded" : "replicated on every rank");
+}
+
+da_status da_refuse_existing(const char *dir, const char *what, const char *const *files, int n) {
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        if (stat(path, &sb)) continue;
+        da_status st = da_errorf("%s holds a %s (%s): resume it to continue, or overwrite it to start again there", dir,
+                                 what, files[i]);
+        st.code = DA_RUN_EXISTS;
+        return st;
+    }
+    return da_ok();
+}
+
+/* A new run does not replace one silently. */
+static da_status refuse_existing_run(const char *out_dir) {
+    static const char *const files[] = {"train_state.safetensors", "model.safetensors"};
+    return da_refuse_existing(out_dir, "run", files, 2);
+}
+
+/* Everything before the first step; every rank agrees on the outcome. */
+static da_status setup(run *r, const da_config *model_cfg, const char *data_path, int mode) {
+    const da_train_config *tc = &r->tc;
+    const int rank0 = da_dist_rank() == 0, resume = mode == DA_RUN_RESUME;
+    char path[4096];
+    da_status st;
+    if (rank0 && mode == DA_RUN_NEW && (st = refuse_existing_run(r->out_dir)).code) return st;
+    if (rank0 && (st = da_make_dirs(r->out_dir)).code) return st;
+    if ((st = load_or_init(r, model_cfg, resume)).code) return st;
+    if (tc->seq > r->m.cfg.max_seq_len)
+        return da_errorf("seq: %d exceeds the model's max_seq_len %d", tc->seq, r->m.cfg.max_seq_len);
+    if ((st = da_text_data_load(&r->data, data_path, tc->val_fraction, tc->seq)).code) return st;
+    if (r->m.cfg.vocab_size < r->data.vocab_size)
+        return da_errorf("%s: the data's vocabulary has %d tokens but the model only %d (vocab_size)", data_path,
+                         r->data.vocab_size, r->m.cfg.vocab_size);
+    if (rank0 && r->data.from_shards && (st = copy_tokenizer(data_path, r->out_dir)).code) return st;
+    if ((st = da_dp_create(&r->dp, &r->m, tc)).code) return st;
+    if ((st = da_dp_shard_optimizer(&r->dp, &r->opt)).code) return st;
+    describe_plan(r);
+    if ((st = da_acts_create(&r->acts, &r->m.cfg, r->dp.micro, tc->seq)).code) return st;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", r->out_dir);
+    if (rank0 && resume && (st = trim_metrics(path, r->opt.step)).code) return st;
+    if (rank0 && !(r->metrics = fopen(path, resume ? "a" : "w")))
+        return da_errorf("%s: cannot open for writing: %s", path, strerror(errno));
+    return st;
+}
+
+/* A metrics line and the log hook (rank 0). vl: NAN without an evaluation. */
+static void log_step(run *r, long step, double loss, float vl, float lr, float norm) {
+    double t = da_now_s();
+    float tps = (float)(r->tokens_since / (t - r->t_last + 1e-9));
+    double elapsed = t - r->t_start;
+    double eta = step > r->first_step ? elapsed / (double)(step - r->first_step) * (double)(r->tc.steps - step) : 0;
+    FILE *fp = r->metrics;
+    fprintf(fp, "{\"step\":%ld", step);
+    if (step > 0) {
+        json_float(fp, "train_loss", (float)loss);
+        json_float(fp, "val_loss", vl);
+        json_float(fp, "lr", lr);
+        json_float(fp, "grad_norm", norm);
+        json_float(fp, "tok_per_s", tps);
+        if (r->dp.size > 1) {
+            /* rank 0's seconds in collectives since the last line */
+            double c = da_dist_stats_get().comm_s;
+            fprintf(fp, ",\"comm_s\":%.4f", c - r->comm_last);
+            r->comm_last = c;
+        }
+        fprintf(fp, ",\"elapsed_s\":%.3f", elapsed);
+    } else {
+        json_float(fp, "val_loss", vl);
+    }
+    fprintf(fp, "}\n");
+    fflush(fp);
+    da_train_log log = {step, r->tc.steps, step > 0 ? (float)loss : NAN, vl, step > 0 ? lr : 0, step > 0 ? norm : 0,
+                        step > 0 ? tps : 0, step > 0 ? elapsed : 0, step > 0 ? eta : 0, r->plan[0] ? r->plan : NULL};
+    if (r->hooks && r->hooks->on_log) r->hooks->on_log(r->hooks->ctx, &log);
+    r->plan[0] = 0;
+    r->t_last = t;
+    r->tokens_since = 0;
+}
+
+static da_status val_loss(run *r, float *vl) {
+    return da_dp_val_loss(&r->dp, &r->m, r->acts, &r->data, (long)r->tc.eval_batches * r->tc.batch, vl);
+}
+
+/* One optimizer step, its evaluation, log line and checkpoint. *stop: the
+ * run ends after this step (interrupted). */
+static da_status train_step(run *r, int *stop) {
+    const da_train_config *tc = &r->tc;
+    const da_train_hooks *hooks = r->hooks;
+    double loss = 0.0;
+    float norm;
+    int stop_any = 0;
+    int stop_local = hooks && hooks->stop && *hooks->stop;
+    da_status st = da_dp_gradients(&r->dp, &r->m, r->acts, &r->data, &r->rng, stop_local, &loss, &norm, &stop_any);
+    if (st.code == 1) {
+        char msg[sizeof st.msg];
+        snprintf(msg, sizeof msg, "%s", st.msg);
+        st = da_errorf("step %ld: %s; the last checkpoint in %s is intact", r->opt.step + 1, msg, r->out_dir);
+        return da_dist_agree(st); /* every rank met it: the first one reports */
+    }
+    if (st.code) return st;
+    if (!isfinite(loss) || !isfinite(norm)) {
+        st = da_errorf("loss became %g at step %ld (gradient norm %g); the last checkpoint in %s is intact; "
+                       "lower lr or raise warmup",
+                       loss, r->opt.step + 1, (double)norm, r->out_dir);
+        return da_dist_agree(st); /* every rank is here: only the first reports */
+    }
+    float lr = da_lr_schedule(r->opt.step, tc->warmup, tc->steps, tc->lr, tc->min_lr);
+    da_adamw_config ac = {tc->beta1, tc->beta2, tc->adam_eps, tc->weight_decay};
+    if ((st = da_dp_update(&r->dp, &r->m, &r->opt, &ac, lr, tc->clip, norm)).code) return st;
+    r->tokens_since += (long)tc->batch * tc->seq;
+
+    const long step = r->opt.step;
+    /* the stop flags were agreed on in the step */
+    *stop = stop_any || (hooks && hooks->stop_at_step > 0 && step >= hooks->stop_at_step);
+    const int is_last = step == tc->steps;
+    float vl = NAN;
+    if ((is_last || (tc->eval_every > 0 && step % tc->eval_every == 0)) && (st = val_loss(r, &vl)).code) return st;
+    if (r->dp.rank == 0 && (is_last || step % tc->log_every == 0 || isfinite(vl))) log_step(r, step, loss, vl, lr, norm);
+    if (is_last || *stop || (tc->save_every > 0 && step % tc->save_every == 0))
+        st = checkpoint(r->out_dir, &r->dp, &r->m, &r->opt, tc, &r->rng);
+    return st;
+}
+
+static da_status train_loop(run *r) {
+    da_status st;
+    da_dist_stats_reset();
+    r->t_start = da_now_s();
+    r->first_step = r->opt.step;
+    if (r->opt.step == 0) {
+        float vl;
+        if ((st = val_loss(r, &vl)).code) return st;
+        if (r->dp.rank == 0) log_step(r, 0, NAN, vl, 0, 0);
+    }
+    r->t_last = da_now_s();
+    r->tokens_since = 0;
+    if (r->hooks && r->hooks->stop_at_step > 0 && r->opt.step >= r->hooks->stop_at_step && r->opt.step < r->tc.steps) {
+        /* already at (or past) the step to stop at: no step is taken, the checkpoint is as it was */
+        st = da_errorf("stopped at step %ld of %ld (stop_at %ld); checkpoint in %s; continue by resuming", r->opt.step,
+                       r->tc.steps, r->hooks->stop_at_step, r->out_dir);
+        st.code = DA_INTERRUPTED;
+        return st;
+    }
+    while (r->opt.step < r->tc.steps) {
+        int stop = 0;
+        if ((st = train_step(r, &stop)).code) return st;
+        if (stop && r->opt.step < r->tc.steps) {
+            st = da_errorf("interrupted at step %ld of %ld; checkpoint saved in %s; continue by resuming",
+                           r->opt.step, r->tc.steps, r->out_dir);
+            st.code = DA_INTERRUPTED;
+            return st;
+        }
+    }
+    return da_ok();
+}
+
+da_status da_train(const da_config *model_cfg, const da_train_config *tc, const char *data_path, const char *out_dir,
+                   int mode, const da_train_hooks *hooks) {
+    da_status st = da_train_config_validate(tc);
+    if (st.code) return st;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.tc = *tc;
+    r.out_dir = out_dir;
+    r.hooks = hooks;
+    da_matmul_bf16 = r.tc.bf16;
     /* only rank 0 writes; a rank that cannot reach the others must not wait
      * for them at the first collective, hence the agreement after setup */
-
-    if (rank0 && (st = da_make_dirs(out_dir)).code) goto done;
-    da_matmul_bf16 = tc.bf16;
-    if (resume) {
-        da_train_config saved;
-        snprintf(path, sizeof path, "%s/train_state.safetensors", out_dir);
-        if (rank0) st = da_train_state_load(path, &m, &opt, &saved, &rng);
-        /* several ranks: rank 0 alone reads the state (the run folder need
-         * only be on its machine) and sends it to the others */
-        if (da_dist_size() > 1) {
-            agreed = 1; /* receive_state agrees on rank 0's outcome first */
-            st = receive_state(st, &m, &opt, &rng);
-        }
-        if (st.code) goto done;
-        agreed = 0;
-        if (opt.step >= tc.steps) {
-            st = da_errorf("%s: the run already took %ld of %ld steps; pass a larger --steps to continue", out_dir,
-                           opt.step, tc.steps);
-            goto done;
-        }
-    } else {
-        if ((st = da_model_create(&m, model_cfg)).code) goto done;
-        da_model_init(&m, tc.seed);
-        if ((st = da_model_alloc_grads(&m)).code) goto done;
-        if ((st = da_adamw_create(&opt, m.n_params)).code) goto done;
-        da_rng_seed(&rng, tc.seed ^ 0x5eed0fda7aULL);
+    st = setup(&r, model_cfg, data_path, mode);
+    if (!r.agreed) {
+        r.agreed = 1;
+        if (st.code != DA_DIST_FAILED && st.code != DA_DIST_PEER_FAILED) st = da_dist_agree(st);
     }
-    if (tc.seq > m.cfg.max_seq_len) {
-        st = da_errorf("--seq %d exceeds the model's max_seq_len %d", tc.seq, m.cfg.max_seq_len);
-        goto done;
-    }
-    if ((st = da_text_data_load(&data, data_path, tc.val_fraction, tc.seq)).code) goto done;
-    if (m.cfg.vocab_size < data.vocab_size) {
-        st = da_errorf("%s: the data's vocabulary has %d tokens but the model only %d (--vocab)", data_path,
-                       data.vocab_size, m.cfg.vocab_size);
-        goto done;
-    }
-    if (rank0 && data.from_shards && (st = copy_tokenizer(data_path, out_dir)).code) goto done;
-
-    int micro = tc.batch / tc.grad_accum;
-    if (dist) {
-        if ((st = da_dp_create(&dp, &m, &tc)).code) goto done;
-        if ((st = da_dp_shard_optimizer(&dp, &opt)).code) goto done;
-        micro = dp.micro;
-        char lib[64] = "";
-        if (dp.size > 1) snprintf(lib, sizeof lib, " (%s)", da_dist_library());
-        snprintf(plan, sizeof plan,
-                 "data parallel: %d rank%s%s, global batch %d = %d windows per rank in %d forward pass%s of %d; "
-                 "reduction %s; AdamW moments %.2f MB per rank (%s)",
-                 dp.size, dp.size > 1 ? "s" : "", lib, tc.batch, dp.local, dp.accum, dp.accum > 1 ? "es" : "",
-                 dp.micro, tc.deterministic ? "exact (--deterministic)" : "float allreduce",
-                 (double)da_dp_optimizer_bytes(&dp) / 1e6,
-                 tc.zero ? "ZeRO-1: sharded" : "replicated on every rank");
-    }
-    if ((st = da_acts_create(&acts, &m.cfg, micro, tc.seq)).code) goto done;
-    tokens = malloc((size_t)micro * tc.seq * sizeof(int));
-    targets = malloc((size_t)micro * tc.seq * sizeof(int));
-    if (!tokens || !targets) {
-        st = da_errorf("out of memory");
-        goto done;
-    }
-    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
-    if (rank0 && resume && (st = trim_metrics(path, opt.step)).code) goto done;
-    if (rank0 && !(metrics = fopen(path, resume ? "a" : "w"))) {
-        st = da_errorf("%s: cannot open for writing: %s", path, strerror(errno));
-        goto done;
-    }
-    if (dist) {
-        agreed = 1;
-        if ((st = da_dist_agree(st)).code) goto done;
-    }
-    da_dist_stats_reset();
-
-    const double t_start = da_now_s();
-    const long first_step = opt.step;
-    if (opt.step == 0) {
-        float vl;
-        if (!dist) vl = evaluate(&m, acts, &data, &tc, micro, tokens, targets);
-        else if ((st = da_dp_val_loss(&dp, &m, acts, &data, (long)tc.eval_batches * tc.batch, &vl)).code) goto done;
-        if (rank0) {
-            fprintf(metrics, "{\"step\":0");
-            json_float(metrics, "val_loss", vl);
-            fprintf(metrics, "}\n");
-            fflush(metrics);
-            da_train_log log = {0, tc.steps, NAN, vl, 0, 0, 0, 0, 0, plan[0] ? plan : NULL};
-            if (hooks && hooks->on_log) hooks->on_log(hooks->ctx, &log);
-            plan[0] = 0;
-        }
-    }
-    double t_last = da_now_s();
-    long tokens_since = 0;
-    double comm_last = 0.0;
-    while (opt.step < tc.steps) {
-        double loss = 0.0;
-        float norm;
-        int stop_any = 0;
-        if (dist) {
-            int stop_local = hooks && hooks->stop && *hooks->stop;
-            if ((st = da_dp_gradients(&dp, &m, acts, &data, &rng, stop_local, &loss, &norm, &stop_any)).code) {
-                if (st.code == 1) {
-                    char msg[sizeof st.msg];
-                    snprintf(msg, sizeof msg, "%s", st.msg);
-                    st = da_errorf("step %ld: %s; the last checkpoint in %s is intact", opt.step + 1, msg, out_dir);
-                    st = da_dist_agree(st); /* every rank met it: the first one reports */
-                }
-                goto done;
-            }
-        } else {
-            da_model_zero_grads(&m);
-            for (int k = 0; k < tc.grad_accum; k++) {
-                da_text_data_sample(&data, &rng, micro, tc.seq, tokens, targets);
-                loss += da_forward(&m, acts, tokens, targets, micro, tc.seq);
-                da_backward(&m, acts);
-            }
-            loss /= tc.grad_accum;
-            if (tc.grad_accum > 1) da_grad_scale(&m, 1.0f / tc.grad_accum);
-            norm = da_grad_norm(&m);
-        }
-        if (!isfinite(loss) || !isfinite(norm)) {
-            st = da_errorf("loss became %g at step %ld (gradient norm %g); the last checkpoint in %s is intact; "
-                           "lower --lr or raise --warmup",
-                           loss, opt.step + 1, (double)norm, out_dir);
-            if (dist) st = da_dist_agree(st); /* every rank is here: only the first reports */
-            goto done;
-        }
-        float lr = da_lr_schedule(opt.step, tc.warmup, tc.steps, tc.lr, tc.min_lr);
-        da_adamw_config ac = {tc.beta1, tc.beta2, tc.adam_eps, tc.weight_decay};
-        if (dist) {
-            if ((st = da_dp_update(&dp, &m, &opt, &ac, lr, tc.clip, norm)).code) goto done;
-        } else {
-            if (tc.clip > 0 && norm > tc.clip) da_grad_scale(&m, tc.clip / norm);
-            da_adamw_step(&opt, &m, &ac, lr);
-        }
-        tokens_since += (long)tc.batch * tc.seq;
-
-        const long step = opt.step;
-        /* under data parallelism the stop flags were agreed on in the step */
-        int stop = dist ? stop_any || (hooks && hooks->stop_at_step > 0 && step >= hooks->stop_at_step)
-                        : hooks && ((hooks->stop && *hooks->stop) ||
-                                    (hooks->stop_at_step > 0 && step >= hooks->stop_at_step));
-        int is_last = step == tc.steps;
-        float vl = NAN;
-        if (is_last || (tc.eval_every > 0 && step % tc.eval_every == 0)) {
-            if (!dist) vl = evaluate(&m, acts, &data, &tc, micro, tokens, targets);
-            else if ((st = da_dp_val_loss(&dp, &m, acts, &data, (long)tc.eval_batches * tc.batch, &vl)).code)
-                goto done;
-        }
-        if (rank0 && (is_last || step % tc.log_every == 0 || isfinite(vl))) {
-            double t = da_now_s();
-            float tps = (float)(tokens_since / (t - t_last + 1e-9));
-            double elapsed = t - t_start;
-            double eta = elapsed / (double)(step - first_step) * (double)(tc.steps - step);
-            fprintf(metrics, "{\"step\":%ld", step);
-            json_float(metrics, "train_loss", (float)loss);
-            json_float(metrics, "val_loss", vl);
-            json_float(metrics, "lr", lr);
-            json_float(metrics, "grad_norm", norm);
-            json_float(metrics, "tok_per_s", tps);
-            if (dist && dp.size > 1) {
-                /* rank 0's seconds in collectives since the last line */
-                double c = da_dist_stats_get().comm_s;
-                fprintf(metrics, ",\"comm_s\":%.4f", c - comm_last);
-                comm_last = c;
-            }
-            fprintf(metrics, ",\"elapsed_s\":%.3f}\n", elapsed);
-            fflush(metrics);
-            da_train_log log = {step, tc.steps, (float)loss, vl, lr, norm, tps, elapsed, eta, plan[0] ? plan : NULL};
-            if (hooks && hooks->on_log) hooks->on_log(hooks->ctx, &log);
-            plan[0] = 0;
-            t_last = t;
-            tokens_since = 0;
-        }
-        if (is_last || stop || (tc.save_every > 0 && step % tc.save_every == 0)) {
-            st = dist ? save_checkpoint_dp(out_dir, &dp, &m, &opt, &tc, &rng)
-                      : save_checkpoint(out_dir, &m, &opt, &tc, &rng);
-            if (st.code) goto done;
-        }
-        if (stop && !is_last) {
-            st = da_errorf("interrupted at step %ld of %ld; checkpoint saved in %s; continue with --resume", step,
-                           tc.steps, out_dir);
-            st.code = DA_INTERRUPTED;
-            goto done;
-        }
-    }
-done:
-    /* A rank that failed alone tells the others, which are waiting in the
-     * setup agreement (or fail in the same place, as on a non-finite loss). */
-    if (dist && da_dist_size() > 1 && st.code && st.code != DA_INTERRUPTED && st.code != DA_DIST_FAILED &&
-        st.code != DA_DIST_PEER_FAILED && !agreed)
-        st = da_dist_agree(st);
-    if (metrics) fclose(metrics);
-    da_dp_free(&dp);
-    free(tokens);
-    free(targets);
-    da_acts_free(acts);
-    da_text_data_free(&data);
-    da_adamw_free(&opt);
-    da_model_free(&m);
+    if (!st.code) st = train_loop(&r);
+    if (r.metrics) fclose(r.metrics);
+    da_dp_free(&r.dp);
+    da_acts_free(r.acts);
+    da_text_data_free(&r.data);
+    da_adamw_free(&r.opt);
+    da_model_free(&r.m);
     da_matmul_bf16 = 0;
     return st;
 }

@@ -12,50 +12,28 @@
 #include "io/safetensors.h"
 #include "train/train_state.h"
 
-#define N_TRAIN_KEYS 19
-
-/* Training config <-> strings; floats with %.9g so they read back exactly. */
-static void train_to_strings(const da_train_config *tc, char v[N_TRAIN_KEYS][40]) {
-    snprintf(v[0], 40, "%d", tc->batch);
-    snprintf(v[1], 40, "%d", tc->seq);
-    snprintf(v[2], 40, "%d", tc->grad_accum);
-    snprintf(v[3], 40, "%ld", tc->steps);
-    snprintf(v[4], 40, "%ld", tc->warmup);
-    snprintf(v[5], 40, "%.9g", (double)tc->lr);
-    snprintf(v[6], 40, "%.9g", (double)tc->min_lr);
-    snprintf(v[7], 40, "%.9g", (double)tc->weight_decay);
-    snprintf(v[8], 40, "%.9g", (double)tc->clip);
-    snprintf(v[9], 40, "%.9g", (double)tc->beta1);
-    snprintf(v[10], 40, "%.9g", (double)tc->beta2);
-    snprintf(v[11], 40, "%.9g", (double)tc->adam_eps);
-    snprintf(v[12], 40, "%ld", tc->eval_every);
-    snprintf(v[13], 40, "%d", tc->eval_batches);
-    snprintf(v[14], 40, "%ld", tc->save_every);
-    snprintf(v[15], 40, "%ld", tc->log_every);
-    snprintf(v[16], 40, "%" PRIu64, tc->seed);
-    snprintf(v[17], 40, "%.9g", (double)tc->val_fraction);
-    snprintf(v[18], 40, "%d", tc->bf16);
-}
-
-static const char *train_keys[N_TRAIN_KEYS] = {
-    "train.batch", "train.seq", "train.grad_accum", "train.steps", "train.warmup", "train.lr",
-    "train.min_lr", "train.weight_decay", "train.clip", "train.beta1", "train.beta2", "train.adam_eps",
-    "train.eval_every", "train.eval_batches", "train.save_every", "train.log_every", "train.seed",
-    "train.val_fraction", "train.bf16"};
+/* The stored rows of da_train_config_fields, as "train." + key. */
+#define TRAIN_PREFIX "train."
+#define MAX_META (DA_CONFIG_META_N + DA_TRAIN_CONFIG_N_FIELDS + 2)
 
 da_status da_train_state_save(const char *path, const da_model *m, const da_adamw *opt, const da_train_config *tc,
                               const da_rng *rng) {
     da_config_meta cm;
     da_config_to_meta(&m->cfg, &cm);
-    char tv[N_TRAIN_KEYS][40], step[32], rngs[80];
-    train_to_strings(tc, tv);
+    char tk[DA_TRAIN_CONFIG_N_FIELDS][48], tv[DA_TRAIN_CONFIG_N_FIELDS][40], step[32], rngs[80];
+    const char *keys[MAX_META], *vals[MAX_META];
+    int n = 0;
+    for (int i = 0; i < DA_CONFIG_META_N; i++, n++) keys[n] = cm.keys[i], vals[n] = cm.vals[i];
+    for (int i = 0; i < DA_TRAIN_CONFIG_N_FIELDS; i++) {
+        const da_field *f = &da_train_config_fields[i];
+        if (!f->stored) continue;
+        snprintf(tk[i], sizeof tk[i], TRAIN_PREFIX "%s", f->key);
+        da_field_format(f, tc, tv[i], sizeof tv[i]);
+        keys[n] = tk[i], vals[n++] = tv[i];
+    }
     snprintf(step, sizeof step, "%ld", opt->step);
     snprintf(rngs, sizeof rngs, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, rng->s[0], rng->s[1],
              rng->s[2], rng->s[3]);
-    const char *keys[DA_CONFIG_META_N + N_TRAIN_KEYS + 2], *vals[DA_CONFIG_META_N + N_TRAIN_KEYS + 2];
-    int n = 0;
-    for (int i = 0; i < DA_CONFIG_META_N; i++, n++) keys[n] = cm.keys[i], vals[n] = cm.vals[i];
-    for (int i = 0; i < N_TRAIN_KEYS; i++, n++) keys[n] = train_keys[i], vals[n] = tv[i];
     keys[n] = "step", vals[n++] = step;
     keys[n] = "rng", vals[n++] = rngs;
     da_st_write_tensor ts[3] = {
@@ -66,82 +44,48 @@ da_status da_train_state_save(const char *path, const da_model *m, const da_adam
     return da_st_write(path, ts, 3, keys, vals, n);
 }
 
-/* How each train_keys entry is stored in da_train_config. */
-typedef enum { AS_INT, AS_LONG, AS_FLOAT } num_kind;
-static const num_kind train_kinds[N_TRAIN_KEYS] = {
-    AS_INT,   AS_INT,   AS_INT,   AS_LONG,  AS_LONG,  AS_FLOAT, AS_FLOAT, AS_FLOAT, AS_FLOAT, AS_FLOAT,
-    AS_FLOAT, AS_FLOAT, AS_LONG,  AS_INT,   AS_LONG,  AS_LONG,  AS_LONG,  AS_FLOAT, AS_INT};
-
-/* A metadata value as a number that fits its field: an integer within the
- * range of an int or a long, or a finite float. Converting anything else is
- * undefined behaviour in C, and a file may hold anything. */
-static da_status meta_number(const da_st_file *f, const char *key, num_kind kind, double *out) {
+static const char *meta_get(const da_st_file *f, const char *key, da_status *st) {
     const char *s = da_st_meta_get(f, key);
-    if (!s) return da_errorf("%s: __metadata__ lacks \"%s\" (not a diffattn training state?)", f->path, key);
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v))
-        return da_errorf("%s: __metadata__.%s = \"%.40s\" is not a finite number", f->path, key, s);
-    if (kind == AS_FLOAT && fabs(v) > FLT_MAX)
-        return da_errorf("%s: __metadata__.%s = \"%.40s\" is out of range for a float", f->path, key, s);
-    const double lo = kind == AS_INT ? INT_MIN : -9.2e18, hi = kind == AS_INT ? INT_MAX : 9.2e18;
-    if (kind != AS_FLOAT && (v != floor(v) || v < lo || v > hi))
-        return da_errorf("%s: __metadata__.%s = \"%.40s\" is not an integer in [%.0f, %.0f]", f->path, key, s, lo,
-                         hi);
-    *out = v;
+    if (!s) *st = da_errorf("%s: __metadata__ lacks \"%s\" (not a diffattn training state?)", f->path, key);
+    return s;
+}
+
+static da_status read_rng(const da_st_file *f, da_rng *rng) {
+    const char *r = da_st_meta_get(f, "rng");
+    if (!r || strlen(r) != 64) return da_errorf("%s: __metadata__.rng is missing or not 64 hex digits", f->path);
+    for (int i = 0; i < 4; i++) {
+        char part[17];
+        memcpy(part, r + 16 * i, 16);
+        part[16] = 0;
+        char *end;
+        rng->s[i] = strtoull(part, &end, 16);
+        if (*end) return da_errorf("%s: __metadata__.rng is not hexadecimal", f->path);
+    }
     return da_ok();
 }
 
 static da_status train_from_meta(const da_st_file *f, da_train_config *tc, long *step, da_rng *rng) {
-    double v[N_TRAIN_KEYS + 1];
-    da_status st;
-    memset(tc, 0, sizeof *tc); /* fields not stored (deterministic, zero) read as 0 */
-    for (int i = 0; i < N_TRAIN_KEYS; i++)
-        if ((st = meta_number(f, train_keys[i], train_kinds[i], &v[i])).code) return st;
-    if ((st = meta_number(f, "step", AS_LONG, &v[N_TRAIN_KEYS])).code) return st;
-    tc->batch = (int)v[0];
-    tc->seq = (int)v[1];
-    tc->grad_accum = (int)v[2];
-    tc->steps = (long)v[3];
-    tc->warmup = (long)v[4];
-    tc->lr = (float)v[5];
-    tc->min_lr = (float)v[6];
-    tc->weight_decay = (float)v[7];
-    tc->clip = (float)v[8];
-    tc->beta1 = (float)v[9];
-    tc->beta2 = (float)v[10];
-    tc->adam_eps = (float)v[11];
-    tc->eval_every = (long)v[12];
-    tc->eval_batches = (int)v[13];
-    tc->save_every = (long)v[14];
-    tc->log_every = (long)v[15];
-    /* the seed is a u64: re-read it as one, not through a double */
-    const char *seed = da_st_meta_get(f, "train.seed");
+    da_status st = da_ok();
+    da_train_config_default(tc); /* fields not stored (deterministic, zero) read as their defaults */
+    for (int i = 0; i < DA_TRAIN_CONFIG_N_FIELDS; i++) {
+        const da_field *fd = &da_train_config_fields[i];
+        if (!fd->stored) continue;
+        char key[48];
+        snprintf(key, sizeof key, TRAIN_PREFIX "%s", fd->key);
+        const char *s = meta_get(f, key, &st);
+        if (!s) return st;
+        if ((st = da_field_parse(fd, tc, s)).code) return da_errorf("%s: __metadata__.%s = %s", f->path, key, st.msg);
+    }
+    const char *s = meta_get(f, "step", &st);
+    if (!s) return st;
     char *end;
     errno = 0;
-    tc->seed = strtoull(seed, &end, 10);
-    if (errno || *end || seed[0] == '-')
-        return da_errorf("%s: __metadata__.train.seed = \"%.40s\" is not an unsigned 64-bit integer", f->path, seed);
-    tc->val_fraction = (float)v[17];
-    tc->bf16 = (int)v[18];
-    *step = (long)v[N_TRAIN_KEYS];
+    *step = strtol(s, &end, 10);
+    if (errno || end == s || *end) return da_errorf("%s: __metadata__.step = \"%s\" is not an integer", f->path, s);
     st = da_train_config_validate(tc);
     if (st.code) return da_errorf("%s: stored training config is invalid: %s", f->path, st.msg);
     if (*step < 0) return da_errorf("%s: __metadata__.step is negative", f->path);
-    if (rng) {
-        const char *r = da_st_meta_get(f, "rng");
-        if (!r || strlen(r) != 64) return da_errorf("%s: __metadata__.rng is missing or not 64 hex digits", f->path);
-        for (int i = 0; i < 4; i++) {
-            char part[17];
-            memcpy(part, r + 16 * i, 16);
-            part[16] = 0;
-            char *end;
-            rng->s[i] = strtoull(part, &end, 16);
-            if (*end) return da_errorf("%s: __metadata__.rng is not hexadecimal", f->path);
-        }
-    }
-    return da_ok();
+    return rng ? read_rng(f, rng) : da_ok();
 }
 
 static da_status read_flat(const da_st_file *f, const char *name, size_t n, float *out) {

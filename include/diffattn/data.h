@@ -1,0 +1,84 @@
+/* diffattn data: training text and token shards, `prepare` (text -> token
+ * shards), and token-id files. */
+#ifndef DIFFATTN_DATA_H
+#define DIFFATTN_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diffattn/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- training data */
+
+/* Token windows for training and evaluation, from either
+ *  - text: a file or every regular file below a folder (sorted by path), read as
+ *    bytes (vocabulary 256) and split into train (head) and validation (tail);
+ *  - token shards: a folder written by `diffattn prepare` (train_*.bin and
+ *    val_*.bin), mapped read-only with no copy. */
+typedef struct {
+    const uint32_t *tok;
+    size_t n;
+} da_token_span;
+
+typedef struct {
+    da_token_span *spans; /* train spans, then validation spans */
+    int n_train_spans, n_val_spans;
+    size_t n_train, n_val; /* tokens in each split */
+    int vocab_size;        /* 256 for text; the shards' vocabulary otherwise */
+    int from_shards;
+    uint32_t *owned;       /* text: the tokens */
+    void **maps;           /* shards: the mappings */
+    size_t *map_sizes;
+    int n_maps;
+    int n_files;
+} da_text_data;
+
+/* Both splits must hold a window of seq_len + 1 tokens; the error says how
+ * much is needed otherwise. val_fraction applies to text only (shards carry
+ * their own split). */
+da_status da_text_data_load(da_text_data *d, const char *path, float val_fraction, int seq_len);
+void da_text_data_free(da_text_data *d);
+/* 1 when path is a folder of token shards. */
+int da_data_is_shards(const char *path);
+/* The vocabulary the data needs: its shards' vocab_size, or 256 for text
+ * (also when the shard header cannot be read: loading reports that). */
+int da_data_vocab_size(const char *path);
+
+/* ---------------------------------------------------------------- prepare */
+
+typedef struct {
+    float val_fraction;  /* the tail of the input, by bytes, goes to val_*.bin; in (0, 1) */
+    long shard_tokens;   /* tokens per shard at most */
+    int chunk_bytes;     /* text encoded per task (cut at a line end) */
+    int quiet;           /* no progress display */
+} da_prepare_config;
+
+typedef struct {
+    long files, empty_files;
+    double bytes, seconds;
+    long long train_tokens, val_tokens;
+    int train_shards, val_shards;
+} da_prepare_stats;
+
+void da_prepare_config_default(da_prepare_config *pc);
+/* Streams text files through a tokenizer into uint32 token shards with
+ * bounded memory, on every core; tokenizer_path is copied into out_dir next
+ * to the shards. */
+da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int n_inputs, const char *out_dir,
+                     const da_prepare_config *pc, da_prepare_stats *stats);
+
+/* ---------------------------------------------------------------- token-id files */
+
+/* Whitespace-separated decimal ids, one sequence; *ids is malloc'd. Every id
+ * must lie in [0, vocab_size); the error names the file, the position and
+ * the offending text. */
+da_status da_ids_read(const char *path, int vocab_size, int **ids, int *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

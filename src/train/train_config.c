@@ -1,0 +1,146 @@
+/* The training configuration: its schema table, defaults, validation, and
+ * the merge of a resumed run's stored settings with the ones given now. */
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "diffattn/train.h"
+#include "ops/bf16_gemm.h"
+#include "parallel/dist.h"
+
+#define BIG 1e15 /* steps and intervals: no practical limit, but not negative */
+
+#define F(key, flag, field, type, def, lo, hi, bounds, on_resume, stored, help) \
+    {key, flag, offsetof(da_train_config, field), type, def, lo, hi, bounds, on_resume, stored, help, NULL}
+#define MAY DA_RESUME_MAY_CHANGE
+
+/* Metadata order is this order (train.batch, train.seq, ...). */
+const da_field da_train_config_fields[DA_TRAIN_CONFIG_N_FIELDS] = {
+    F("batch", "batch", batch, DA_FIELD_INT, 8, 1, 1 << 20, "[]", MAY, 1,
+      "sequences per optimizer step: the global batch, summed over --grad-accum micro-batches and mpirun ranks"),
+    /* the CLI's --seq sets it (and a new model's context) */
+    F("seq", NULL, seq, DA_FIELD_INT, 256, 1, 1 << 20, "[]", MAY, 1, "tokens per training window"),
+    F("grad_accum", "grad-accum", grad_accum, DA_FIELD_INT, 1, 1, 1 << 20, "[]", MAY, 1,
+      "micro-batches per step; must divide --batch"),
+    F("steps", "steps", steps, DA_FIELD_LONG, 500, 1, BIG, "[]", MAY, 1, "optimizer steps"),
+    F("warmup", "warmup", warmup, DA_FIELD_LONG, 50, 0, BIG, "[]", MAY, 1, "linear warmup steps"),
+    F("lr", "lr", lr, DA_FIELD_FLOAT, 1e-3, 0, INFINITY, "()", MAY, 1, "peak learning rate"),
+    F("min_lr", "min-lr", min_lr, DA_FIELD_FLOAT, 1e-4, 0, INFINITY, "[)", MAY, 1,
+      "learning rate at the end of the cosine decay"),
+    F("weight_decay", "weight-decay", weight_decay, DA_FIELD_FLOAT, 0.1, 0, 1, "[)", MAY, 1,
+      "AdamW decoupled weight decay (2-D matrices only)"),
+    F("clip", "clip", clip, DA_FIELD_FLOAT, 1.0, -INFINITY, INFINITY, "()", MAY, 1,
+      "global gradient-norm clip (0 = off)"),
+    F("beta1", NULL, beta1, DA_FIELD_FLOAT, 0.9, 0, 1, "[)", MAY, 1, "AdamW first-moment decay"),
+    F("beta2", NULL, beta2, DA_FIELD_FLOAT, 0.95, 0, 1, "[)", MAY, 1, "AdamW second-moment decay"),
+    F("adam_eps", NULL, adam_eps, DA_FIELD_FLOAT, 1e-8, 0, INFINITY, "()", MAY, 1, "AdamW epsilon"),
+    F("eval_every", "eval-every", eval_every, DA_FIELD_LONG, 100, 0, BIG, "[]", MAY, 1,
+      "steps between validation passes (0 = start and end only)"),
+    F("eval_batches", "eval-batches", eval_batches, DA_FIELD_INT, 4, 1, 1 << 20, "[]", MAY, 1,
+      "validation windows = this x --batch"),
+    F("save_every", "save-every", save_every, DA_FIELD_LONG, 100, 0, BIG, "[]", MAY, 1,
+      "steps between checkpoints (0 = end only)"),
+    F("log_every", "log-every", log_every, DA_FIELD_LONG, 10, 1, BIG, "[]", MAY, 1, "steps between metrics lines"),
+    /* the sampler continues from its stored state; the seed only started it */
+    F("seed", "seed", seed, DA_FIELD_U64, 1337, 0, 0, "[]", DA_RESUME_IGNORED, 1,
+      "seed of the initialisation and of the data sampler"),
+    F("val_fraction", "val-fraction", val_fraction, DA_FIELD_FLOAT, 0.1, 0, 1, "()", MAY, 1,
+      "share of the text held out for validation (the tail)"),
+    F("bf16", "bf16", bf16, DA_FIELD_BOOL, 0, 0, 1, "[]", MAY, 1,
+      "large matmuls in bf16 with fp32 accumulation (AVX512-BF16 CPUs; about 1.4x faster)"),
+    F("deterministic", "deterministic", deterministic, DA_FIELD_BOOL, 0, 0, 1, "[]", MAY, 0,
+      "sum each window's gradient exactly (integer fixed point): bit-identical results for any number of mpirun "
+      "ranks; slower (windows run one at a time)"),
+    F("zero", "zero", zero, DA_FIELD_INT, 0, 0, 1, "[]", MAY, 0,
+      "1: shard the AdamW moments over the mpirun ranks (ZeRO-1; optimizer memory / P); 0: every rank holds them"),
+};
+_Static_assert(sizeof da_train_config_fields / sizeof da_train_config_fields[0] == DA_TRAIN_CONFIG_N_FIELDS,
+               "da_train_config_fields out of step with DA_TRAIN_CONFIG_N_FIELDS");
+#undef F
+#undef MAY
+
+void da_train_config_default(da_train_config *tc) {
+    memset(tc, 0, sizeof *tc);
+    da_fields_default(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, tc);
+}
+
+/* The relations between fields; each field's own range is in the table. */
+da_status da_train_config_validate(const da_train_config *tc) {
+    da_status st = da_fields_check(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, tc);
+    if (st.code) return st;
+    if (tc->batch % tc->grad_accum)
+        return da_errorf("grad_accum: %d must divide batch=%d", tc->grad_accum, tc->batch);
+    if (tc->min_lr > tc->lr) return da_errorf("min_lr: %g must not exceed lr=%g", (double)tc->min_lr, (double)tc->lr);
+    if (tc->bf16 && !bf16_gemm_available())
+        return da_errorf("bf16: this build has no AVX512-BF16 kernel (needs a CPU with avx512_bf16 and -march=native)");
+    return da_ok();
+}
+
+/* Rank 0's peek at the run folder, sent to every rank. */
+static da_status peek_run(const char *out_dir, da_config *cfg, da_train_config *saved, long *step) {
+    struct {
+        da_status st;
+        da_config cfg;
+        da_train_config saved;
+        long step;
+    } peek;
+    memset(&peek, 0, sizeof peek);
+    if (da_dist_rank() == 0) peek.st = da_train_state_peek(out_dir, &peek.cfg, &peek.saved, &peek.step);
+    da_status st = da_dist_bcast(&peek, sizeof peek, "the run's configuration");
+    if (st.code) return st;
+    if (peek.st.code) {
+        /* the other ranks stay quiet: rank 0 reports */
+        if (da_dist_rank() != 0) peek.st.code = DA_DIST_PEER_FAILED;
+        return peek.st;
+    }
+    *cfg = peek.cfg, *saved = peek.saved, *step = peek.step;
+    return da_ok();
+}
+
+/* The model fields given again on resume must be the run's own: the run's
+ * config with the given ones put in (heads counted as DIFF heads, as given)
+ * must come out equal to it. Repeating the command that started the run is
+ * then accepted, and a changed value is an error naming the field. */
+static da_status check_model_given(const char *out_dir, const da_config *run, const da_config *given,
+                                   const unsigned char *model_given) {
+    da_config want = *run;
+    int any = 0;
+    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++)
+        if (model_given[i]) da_field_copy(&da_config_fields[i], &want, given), any = 1;
+    if (!any) return da_ok();
+    /* back to DIFF heads for the fields the run supplies, then forward again */
+    const int per = da_arch_heads(want.arch, 1);
+    const da_field *h = da_fields_find(da_config_fields, DA_CONFIG_N_FIELDS, "n_heads");
+    const da_field *kv = da_fields_find(da_config_fields, DA_CONFIG_N_FIELDS, "n_kv_heads");
+    if (!model_given[h - da_config_fields]) want.n_heads = run->n_heads / per;
+    if (!model_given[kv - da_config_fields]) want.n_kv_heads = run->n_kv_heads / per;
+    da_status st = da_config_from_diff_heads(&want);
+    for (int i = 0; i < DA_CONFIG_N_FIELDS && !st.code; i++) {
+        const da_field *f = &da_config_fields[i];
+        if (f->on_resume != DA_RESUME_FIXED || da_field_equal(f, &want, run)) continue;
+        char was[64], now[64];
+        da_field_format(f, run, was, sizeof was);
+        da_field_format(f, &want, now, sizeof now);
+        return da_errorf("%s: %s, but the run in %s has %s; a model field cannot change when resuming", f->key, now,
+                         out_dir, was);
+    }
+    if (st.code) return da_errorf("%s: the model flags given do not make the run's model: %s", out_dir, st.msg);
+    return da_ok();
+}
+
+da_status da_train_resume_config(const char *out_dir, const da_config *given, const unsigned char *model_given,
+                                 const unsigned char *train_given, da_config *cfg, da_train_config *tc, long *step) {
+    da_train_config saved;
+    da_status st = peek_run(out_dir, cfg, &saved, step);
+    if (st.code) {
+        if (st.code == DA_DIST_PEER_FAILED) return st;
+        return da_errorf("%s (is %s a run folder? to start a new run, do not resume)", st.msg, out_dir);
+    }
+    if (model_given && (st = check_model_given(out_dir, cfg, given, model_given)).code) return st;
+    for (int i = 0; i < DA_TRAIN_CONFIG_N_FIELDS; i++) {
+        const da_field *f = &da_train_config_fields[i];
+        const int take = !f->stored || (train_given && train_given[i] && f->on_resume == DA_RESUME_MAY_CHANGE);
+        if (!take) da_field_copy(f, tc, &saved);
+    }
+    return da_ok();
+}
