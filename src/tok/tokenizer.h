@@ -14,34 +14,13 @@ extern const char *const DA_GPT2_PATTERN;
 
 #include "diffattn/tokenizer.h"
 
-<<<<<<< HEAD
-typedef struct da_tokenizer da_tokenizer;
+/* The tokenizer API is in diffattn/tokenizer.h; these are its internals,
+ * shared with BPE training and prepare. */
 
-/* path: a tokenizer.json (Hugging Face), an encoder.json (vocab.bpe beside
- * it), or a folder holding either. */
-da_status da_tokenizer_load(da_tokenizer **out, const char *path);
-void da_tokenizer_free(da_tokenizer *t);
-int da_tokenizer_vocab_size(const da_tokenizer *t);
 /* Pieces of n bytes or more are merged with a heap (O(n log n)) rather than
  * by scanning (O(n^2), faster when short); both give the same ids. For tests,
  * which compare the two; the default is 257. */
 void da_tokenizer_set_heap_from(da_tokenizer *t, size_t n);
-/* The id of a special token such as "<|endoftext|>", or -1. */
-int da_tokenizer_special_id(const da_tokenizer *t, const char *text);
-
-/* Appends the ids of text[0..n) to *ids (grown with realloc; *n_ids and *cap
- * track it). Special tokens in the text become their ids. Any bytes,
- * including invalid UTF-8, encode losslessly. */
-da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
-                              size_t *cap);
-/* Appends the bytes of ids to *out (grown with realloc). An id outside the
- * vocabulary is an error naming its position. */
-da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, uint8_t **out, size_t *n_out,
-                              size_t *cap);
-=======
-/* The tokenizer API is in diffattn/tokenizer.h; these are its internals,
- * shared with BPE training and prepare. */
->>>>>>> main
 
 /* GPT-2 writes every byte as one printable code point: these bytes stand for
  * themselves, the other 68 map to U+0100 onwards, in byte order. Fills both
