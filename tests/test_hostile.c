@@ -398,7 +398,8 @@ static int test_long_pieces_heap_equals_scan(void) {
     double t0 = da_now_s();
     CHECK(!da_tokenizer_encode(t, b, big, &h, &nh, &ch).code);
     double s = da_now_s() - t0;
-    if (s > 2) fprintf(stderr, "  1 MB of one letter took %.2f s\n", s), ok = 0;
+    /* 0.1 s optimised, 3 s under ASan on a busy machine; the scan needs ~300 s */
+    if (s > 30) fprintf(stderr, "  1 MB of one letter took %.2f s\n", s), ok = 0;
     free(h), free(b);
     da_tokenizer_free(t);
     return ok ? 0 : 1;
