@@ -90,7 +90,7 @@ static int test_added_token_id_bounded(void) {
         double s = da_now_s() - t0;
         if (!st.code) da_tokenizer_free(t);
         if (expect_error(st, i < 4 ? "added_tokens[0] lacks an id in [0, 16777215]" : "far beyond")) return 1;
-        if (s > 0.5) {
+        if (s > 1.0) {
             fprintf(stderr, "  id %s: %.2f s to refuse an 87-byte file\n", ids[i], s);
             return 1;
         }
@@ -208,7 +208,7 @@ static int test_gguf_many_keys_fast(void) {
     da_status st = da_gguf_parse(&f, "many.gguf", buf, (size_t)(p - buf)); /* takes buf */
     double s = da_now_s() - t0;
     if (expect_error(st, "key \"k.0000017\" appears twice")) return 1;
-    if (s > 1.0) {
+    if (s > 5.0) { /* 0.05 s optimised; comparing every pair took 34 s */
         fprintf(stderr, "  %.2f s to parse %d keys\n", s, N);
         return 1;
     }
