@@ -28,5 +28,18 @@ for t in q8_0 q4_0 q4_k; do
   check "$t: q_proj type and shape" "$out" "$want"
   check "$t: alignment" "$out" '"alignment":32'
 done
+
+# A model trained on token shards carries its tokenizer: llama.cpp's tokenizer.ggml.* keys
+for f in /usr/share/common-licenses/*; do [[ -f $f ]] && cat "$f" >> "$T/text.txt"; done
+"$BIN" tokenizer train --vocab-size 300 --in "$T/text.txt" --out "$T/tok.json" --quiet >/dev/null 2>&1 || exit 1
+"$BIN" prepare --tokenizer "$T/tok.json" --in "$T/text.txt" --out "$T/shards" >/dev/null 2>&1 || exit 1
+"$BIN" train --data "$T/shards" --out "$T/run" --dim 32 --layers 1 --heads 2 --seq 32 --steps 1 --batch 2 \
+  >/dev/null 2>&1 || exit 1
+"$BIN" quantize --model "$T/run/model.safetensors" --type q8_0 --out "$T/bpe.gguf" >/dev/null || exit 1
+out=$(node $REF/check.mjs "$T/bpe.gguf" 2>&1)
+check "tokenizer: gpt2 model, GPT-2 pre-tokeniser" "$out" '"tokenizer":{"model":"gpt2","pre":"gpt-2"'
+check "tokenizer: a token and a type per id" "$out" '"tokens":300,"token_type":300'
+check "tokenizer: merges as \"a b\"" "$out" '"merges":43,"first_merge":"'
+check "tokenizer: <|endoftext|> is bos and eos" "$out" '"eos_text":"<|endoftext|>","hf_json":"string"'
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

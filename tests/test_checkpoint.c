@@ -45,9 +45,10 @@ static int expect_load_error(const char *path, const char *want) {
     return 0;
 }
 
-static int round_trip(da_arch arch, int tied) {
+static int round_trip_w(da_arch arch, int tied, int window) {
     da_config c;
     tiny_config(&c, arch, tied);
+    c.window = window;
     da_model a, b;
     CHECK(!da_model_create(&a, &c).code);
     da_model_init(&a, 5);
@@ -58,12 +59,20 @@ static int round_trip(da_arch arch, int tied) {
     CHECK(!memcmp(&a.cfg, &b.cfg, sizeof a.cfg));
     CHECK(a.n_params == b.n_params);
     CHECK(!memcmp(a.params, b.params, a.n_params * sizeof(float)));
+    /* a full-attention file has no "window" key (so files from before it read the same) */
+    da_st_file f;
+    CHECK(!da_st_open(&f, p).code);
+    CHECK((da_st_meta_get(&f, "window") != NULL) == (window > 0));
+    da_st_close(&f);
     da_model_free(&a);
     da_model_free(&b);
     return 0;
 }
 
+static int round_trip(da_arch arch, int tied) { return round_trip_w(arch, tied, 0); }
+
 static int test_round_trip_diff(void) { return round_trip(DA_ARCH_DIFF, 0); }
+static int test_round_trip_diff2_window(void) { return round_trip_w(DA_ARCH_DIFF2, 0, 5); }
 static int test_round_trip_softmax_tied(void) { return round_trip(DA_ARCH_SOFTMAX, 1); }
 
 /* Writes m's tensors with one change: drop `skip`, add `extra`, or replace
@@ -268,6 +277,7 @@ int main(void) {
     snprintf(dir, sizeof dir, "/tmp/da_ckpt_XXXXXX");
     if (!mkdtemp(dir)) return 1;
     RUN(test_round_trip_diff);
+    RUN(test_round_trip_diff2_window);
     RUN(test_round_trip_softmax_tied);
     RUN(test_unchanged_file_loads);
     RUN(test_bf16_model);

@@ -46,8 +46,10 @@ static int test_compare_tiny(void) {
     cJSON *root = cJSON_Parse(js);
     CHECK(root);
     const cJSON *archs = cJSON_GetObjectItem(root, "archs");
-    for (int a = 0; a < 2; a++) {
-        const cJSON *runs = cJSON_GetObjectItem(archs, a ? "softmax" : "diff");
+    static const char *const names[3] = {"diff", "diff2", "softmax"}; /* the default --archs, in order */
+    CHECK(cJSON_GetArraySize(archs) == 3);
+    for (int a = 0; a < 3; a++) {
+        const cJSON *runs = cJSON_GetObjectItem(archs, names[a]);
         CHECK(cJSON_GetArraySize(runs) == 2);
         for (const cJSON *r = runs->child; r; r = r->next) {
             CHECK(cJSON_IsNumber(cJSON_GetObjectItem(r, "val_loss")));
@@ -70,19 +72,22 @@ static int test_compare_tiny(void) {
     long pd = (long)cJSON_GetObjectItem(cJSON_GetObjectItem(archs, "diff")->child, "n_params")->valuedouble;
     long ps = (long)cJSON_GetObjectItem(cJSON_GetObjectItem(archs, "softmax")->child, "n_params")->valuedouble;
     CHECK(pd > ps && pd - ps < 200);
+    /* DIFF2: the second queries (dim x dim) and lambda_proj (4 heads x dim) of its one layer */
+    long p2 = (long)cJSON_GetObjectItem(cJSON_GetObjectItem(archs, "diff2")->child, "n_params")->valuedouble;
+    CHECK(p2 - ps == 32 * 32 + 4 * 32);
     snprintf(p, sizeof p, "%s/report.md", dir);
     char *md = (char *)th_read_file(p, NULL);
     /* the table is recomputable from report.json: mean and sample sd of the seeds */
     const char *row = md ? strstr(md, "| needle accuracy, 4-bit logits | ") : NULL;
     CHECK(row);
-    double mean_md[2], sd_md[2];
-    CHECK(sscanf(row, "| needle accuracy, 4-bit logits | %lf ± %lf | %lf ± %lf |", &mean_md[0], &sd_md[0], &mean_md[1],
-                 &sd_md[1]) == 4);
+    double mean_md[3], sd_md[3];
+    CHECK(sscanf(row, "| needle accuracy, 4-bit logits | %lf ± %lf | %lf ± %lf | %lf ± %lf |", &mean_md[0], &sd_md[0],
+                 &mean_md[1], &sd_md[1], &mean_md[2], &sd_md[2]) == 6);
     row = strstr(md, "| validation loss (nats/token) | ");
-    CHECK(row && sscanf(row, "| validation loss (nats/token) | %lf ± %lf | %lf ± %lf |", &mean_md[0], &sd_md[0],
-                        &mean_md[1], &sd_md[1]) == 4);
-    for (int a = 0; a < 2; a++) {
-        const cJSON *runs = cJSON_GetObjectItem(archs, a ? "softmax" : "diff");
+    CHECK(row && sscanf(row, "| validation loss (nats/token) | %lf ± %lf | %lf ± %lf | %lf ± %lf |", &mean_md[0],
+                        &sd_md[0], &mean_md[1], &sd_md[1], &mean_md[2], &sd_md[2]) == 6);
+    for (int a = 0; a < 3; a++) {
+        const cJSON *runs = cJSON_GetObjectItem(archs, names[a]);
         double v0 = cJSON_GetObjectItem(runs->child, "val_loss")->valuedouble;
         double v1 = cJSON_GetObjectItem(runs->child->next, "val_loss")->valuedouble;
         double mean = (v0 + v1) / 2, sd = fabs(v0 - v1) / sqrt(2.0);
@@ -90,9 +95,11 @@ static int test_compare_tiny(void) {
     }
     cJSON_Delete(root);
     free(js);
-    CHECK(md && strstr(md, "| metric | DIFF | softmax | difference | paper") && strstr(md, "needle retrieval accuracy"));
+    CHECK(md && strstr(md, "| metric | DIFF | DIFF2 | softmax | DIFF vs softmax | DIFF2 vs softmax | paper") &&
+          strstr(md, "needle retrieval accuracy"));
     CHECK(strstr(md, "attention on the answer span") && strstr(md, "needle accuracy, 4-bit logits"));
     CHECK(strstr(md, "| within noise |") || strstr(md, "| DIFF higher |") || strstr(md, "| DIFF lower |"));
+    CHECK(strstr(md, "| DIFF2 higher |") || strstr(md, "| DIFF2 lower |") || strstr(md, "within noise | within noise"));
     /* every figure the report links is a valid PNG of the documented size */
     const char *figs[] = {"loss_curves.png", "needle_by_depth.png", "needle_by_context.png", "attention_heatmap.png",
                           "outliers.png", "quant_logits.png", "quant_needle.png"};
@@ -145,6 +152,7 @@ static int test_compare_resume(void) {
     da_compare_config c;
     da_compare_config_default(&c);
     c.steps = 20, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 1, c.quiet = 1;
+    CHECK(!da_compare_parse_archs(&c, "diff,softmax").code); /* two runs are enough to interrupt between */
     c.out_dir = whole;
     CHECK(!da_compare(&c).code);
     double ref[2], got[2];
@@ -180,6 +188,19 @@ static int test_compare_resume(void) {
     return 0;
 }
 
+/* --archs: names in the order given, each once */
+static int test_parse_archs(void) {
+    da_compare_config c;
+    da_compare_config_default(&c);
+    CHECK(c.n_archs == 3 && c.archs[0] == DA_ARCH_DIFF && c.archs[1] == DA_ARCH_DIFF2 && c.archs[2] == DA_ARCH_SOFTMAX);
+    CHECK(!da_compare_parse_archs(&c, "softmax,diff2").code && c.n_archs == 2 && c.archs[0] == DA_ARCH_SOFTMAX &&
+          c.archs[1] == DA_ARCH_DIFF2);
+    CHECK(da_compare_parse_archs(&c, "diff,diff").code);
+    CHECK(strstr(da_compare_parse_archs(&c, "diff,gpt").msg, "\"gpt\""));
+    CHECK(da_compare_parse_archs(&c, "").code);
+    return 0;
+}
+
 /* a budget too small for 20 steps is refused before any training */
 static int test_budget_too_small(void) {
     da_compare_config c;
@@ -194,6 +215,7 @@ static int test_budget_too_small(void) {
 
 int main(void) {
     RUN(test_mix_answers_are_in_context);
+    RUN(test_parse_archs);
     RUN(test_compare_tiny);
     RUN(test_compare_resume);
     RUN(test_budget_too_small);

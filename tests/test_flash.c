@@ -1,6 +1,6 @@
 /* The fused flash-attention kernel against the reference attention, forward
  * and backward, within 1e-5 relative (max|err| / max|ref| per tensor): both
- * archs, GQA, head sizes 32/64/128, T not a multiple of the tile, and the
+ * archs and DIFF2, GQA, head sizes 32/64/128, T not a multiple of the tile, and the
  * SIMD path against the scalar one. */
 #include <omp.h>
 
@@ -18,10 +18,10 @@ static float *randn(size_t n, da_rng *r, float std) {
 }
 
 /* Runs both kernels on the same random inputs and compares every output. */
-static int compare(int diff, int B, int T, int H, int n_kv, int d) {
+static int compare_w(int diff, int B, int T, int H, int n_kv, int d, int window) {
     const int C = diff ? 2 * H * d : H * d, Ckv = C / (H / n_kv), d2 = diff ? 2 * d : d;
     const int threads = omp_get_max_threads();
-    attn_shape s = {B, T, H, n_kv, d, C, Ckv, threads, 0};
+    attn_shape s = {B, T, H, n_kv, d, C, Ckv, threads, 0, window};
     da_rng r;
     da_rng_seed(&r, (uint64_t)(T * 131 + d * 7 + H + diff));
     /* std 1 / d^0.25 per side gives logits of std ~1 * 1.5: peaked, non-uniform maps */
@@ -49,15 +49,15 @@ static int compare(int diff, int B, int T, int H, int n_kv, int d) {
         diff_attention_forward(ref_out, ref_opre, ref_rstd, att, q, k, v, w, lambda, lambda_init, &s, scr);
         diff_attention_backward(rdq, rdk, rdv, rdw, &rdl, dout, ref_opre, ref_rstd, att, q, k, v, w, lambda,
                                 lambda_init, &s, scr);
-        flash_attention_forward(f_opre, o1, o2, lse, q, k, v, lambda, 1, &s, fscr);
+        flash_attention_forward(f_opre, o1, o2, lse, q, k, v, lambda, NULL, 1, &s, fscr);
         head_norm_forward(f_out, f_rstd, f_opre, w, 1.0f - lambda_init, B * T * H, d2);
         head_norm_backward(dopre, fdw, dout, f_opre, f_rstd, w, 1.0f - lambda_init, B * T * H, d2);
-        flash_attention_backward(fdq, fdk, fdv, &fdl, dopre, f_opre, o1, o2, lse, q, k, v, lambda, 1, &s, fscr);
+        flash_attention_backward(fdq, fdk, fdv, &fdl, NULL, dopre, f_opre, o1, o2, lse, q, k, v, lambda, NULL, 1, &s, fscr);
     } else {
         softmax_attention_forward(ref_out, att, q, k, v, &s);
         softmax_attention_backward(rdq, rdk, rdv, dout, att, q, k, v, &s, scr);
-        flash_attention_forward(f_out, NULL, NULL, lse, q, k, v, 0.0f, 0, &s, fscr);
-        flash_attention_backward(fdq, fdk, fdv, NULL, dout, f_out, NULL, NULL, lse, q, k, v, 0.0f, 0, &s, fscr);
+        flash_attention_forward(f_out, NULL, NULL, lse, q, k, v, 0.0f, NULL, 0, &s, fscr);
+        flash_attention_backward(fdq, fdk, fdv, NULL, NULL, dout, f_out, NULL, NULL, lse, q, k, v, 0.0f, NULL, 0, &s, fscr);
     }
     const double tol = 1e-5;
     double e_out = max_rel_error(f_out, ref_out, n, 0), e_dq = max_rel_error(fdq, rdq, n, 0);
@@ -72,13 +72,48 @@ static int compare(int diff, int B, int T, int H, int n_kv, int d) {
             terms += fabs(t);
         }
     double e_dw = diff ? max_rel_error(fdw, rdw, d2, 0) : 0, e_dl = diff ? fabs(fdl - rdl) / terms : 0;
-    printf("     %-7s B%d T%-4d H%d kv%d d%-3d %s: out %.1e dq %.1e dk %.1e dv %.1e", diff ? "diff" : "softmax", B, T,
-           H, n_kv, d, da_attn_simd ? "simd  " : "scalar", e_out, e_dq, e_dk, e_dv);
+    printf("     %-7s B%d T%-4d H%d kv%d d%-3d W%-3d %s: out %.1e dq %.1e dk %.1e dv %.1e", diff ? "diff" : "softmax", B,
+           T, H, n_kv, d, window, da_attn_simd ? "simd  " : "scalar", e_out, e_dq, e_dk, e_dv);
     if (diff) printf(" dsubln %.1e dlambda %.1e", e_dw, e_dl);
     printf("\n");
     int fail = !(e_out <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol && e_dw <= tol && e_dl <= tol);
     float *all[] = {q, k, v, dout, w, ref_out, ref_opre, ref_rstd, att, scr, rdq, rdk, rdv, rdw, f_out, f_opre,
                     f_rstd, o1, o2, lse, fscr, dopre, fdq, fdk, fdv, fdw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    return fail;
+}
+
+static int compare(int diff, int B, int T, int H, int n_kv, int d) { return compare_w(diff, B, T, H, n_kv, d, 0); }
+
+/* DIFF2: both kernels on the same random q (B, T, 2C), k, v and per-row lam. */
+static int compare_diff2(int B, int T, int H, int n_kv, int d, int window) {
+    const int C = H * d, Ckv = n_kv * d, threads = omp_get_max_threads();
+    attn_shape s = {B, T, H, n_kv, d, C, Ckv, threads, 0, window};
+    da_rng r;
+    da_rng_seed(&r, (uint64_t)(T * 131 + d * 7 + H + 2));
+    const float qk_std = 1.5f / powf((float)d, 0.25f);
+    const size_t nq = (size_t)B * T * 2 * C, n = (size_t)B * T * C, nkv = (size_t)B * T * Ckv, nl = (size_t)B * T * H;
+    float *q = randn(nq, &r, qk_std), *k = randn(nkv, &r, qk_std), *v = randn(nkv, &r, 1.0f);
+    float *dout = randn(n, &r, 1.0f), *lam = calloc(nl, 4);
+    for (size_t i = 0; i < nl; i++) lam[i] = da_rng_uniform(&r);
+    float *ref_out = calloc(n, 4), *att = calloc((size_t)B * H * 2 * T * T, 4), *scr = calloc(attn_scratch_size(&s), 4);
+    float *rdq = calloc(nq, 4), *rdk = calloc(nkv, 4), *rdv = calloc(nkv, 4), *rdl = calloc(nl, 4);
+    float *f_out = calloc(n, 4), *o1 = calloc(n, 4), *o2 = calloc(n, 4), *lse = calloc((size_t)B * H * 2 * T, 4);
+    float *fscr = calloc(flash_scratch_size(&s, ATTN_DIFF2), 4);
+    float *fdq = calloc(nq, 4), *fdk = calloc(nkv, 4), *fdv = calloc(nkv, 4), *fdl = calloc(nl, 4);
+    diff2_attention_forward(ref_out, att, q, k, v, lam, &s, scr);
+    diff2_attention_backward(rdq, rdk, rdv, rdl, dout, att, q, k, v, lam, &s, scr);
+    flash_attention_forward(f_out, o1, o2, lse, q, k, v, 0.0f, lam, ATTN_DIFF2, &s, fscr);
+    flash_attention_backward(fdq, fdk, fdv, NULL, fdl, dout, f_out, o1, o2, lse, q, k, v, 0.0f, lam, ATTN_DIFF2, &s,
+                             fscr);
+    const double tol = 1e-5;
+    double e_out = max_rel_error(f_out, ref_out, n, 0), e_dq = max_rel_error(fdq, rdq, nq, 0);
+    double e_dk = max_rel_error(fdk, rdk, nkv, 0), e_dv = max_rel_error(fdv, rdv, nkv, 0);
+    double e_dl = max_rel_error(fdl, rdl, nl, 0);
+    printf("     diff2   B%d T%-4d H%d kv%d d%-3d W%-3d %s: out %.1e dq %.1e dk %.1e dv %.1e dlam %.1e\n", B, T, H,
+           n_kv, d, window, da_attn_simd ? "simd  " : "scalar", e_out, e_dq, e_dk, e_dv, e_dl);
+    int fail = !(e_out <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol && e_dl <= tol);
+    float *all[] = {q, k, v, dout, lam, ref_out, att, scr, rdq, rdk, rdv, rdl, f_out, o1, o2, lse, fscr, fdq, fdk, fdv, fdl};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     return fail;
 }
@@ -91,6 +126,44 @@ static int test_diff_short(void) { return compare(1, 3, 5, 2, 2, 32); }
 static int test_softmax_mha_d32_ragged(void) { return compare(0, 2, 100, 4, 4, 32); }
 static int test_softmax_gqa_d64_ragged(void) { return compare(0, 2, 150, 4, 2, 64); }
 static int test_softmax_gqa_d128(void) { return compare(0, 1, 130, 4, 1, 128); }
+static int test_diff2_mha_d32_ragged(void) { return compare_diff2(2, 100, 4, 4, 32, 0); }
+static int test_diff2_gqa_rep2_d64_ragged(void) { return compare_diff2(2, 150, 4, 2, 64, 0); }
+static int test_diff2_gqa_rep4_d128(void) { return compare_diff2(1, 130, 4, 1, 128, 0); }
+static int test_diff2_short(void) { return compare_diff2(3, 5, 2, 2, 32, 0); }
+
+/* Sliding window, T = 200, W = 37 (not a tile multiple: windows start
+ * mid-tile and whole tiles are skipped), and W = 100 > a tile, per arch. */
+static int test_window_diff(void) { return compare_w(1, 2, 200, 2, 1, 32, 37) | compare_w(1, 1, 200, 2, 2, 16, 100); }
+static int test_window_softmax(void) {
+    return compare_w(0, 2, 200, 4, 2, 32, 37) | compare_w(0, 1, 200, 4, 4, 16, 100);
+}
+static int test_window_diff2(void) {
+    return compare_diff2(2, 200, 4, 2, 32, 37) | compare_diff2(1, 200, 4, 1, 16, 100);
+}
+static int test_window_one(void) { return compare_w(0, 1, 70, 2, 2, 8, 1) | compare_diff2(1, 70, 2, 1, 8, 1); }
+
+/* A window of at least T is no window: flash outputs equal bit for bit. */
+static int test_window_ge_T_is_full(void) {
+    const int B = 1, T = 90, H = 2, d = 16, C = 2 * H * d;
+    da_rng r;
+    da_rng_seed(&r, 31);
+    float *q = randn((size_t)B * T * C, &r, 0.7f), *k = randn((size_t)B * T * C, &r, 0.7f);
+    float *v = randn((size_t)B * T * C, &r, 1.0f);
+    float *o[2], *o1 = calloc((size_t)B * T * C, 4), *o2 = calloc((size_t)B * T * C, 4);
+    float *lse = calloc((size_t)B * H * 2 * T, 4);
+    int fail = 0;
+    for (int w = 0; w < 2; w++) {
+        attn_shape s = {B, T, H, H, d, C, C, omp_get_max_threads(), 0, w ? T : 0};
+        float *scr = calloc(flash_scratch_size(&s, ATTN_DIFF), 4);
+        o[w] = calloc((size_t)B * T * C, 4);
+        flash_attention_forward(o[w], o1, o2, lse, q, k, v, 0.4f, NULL, ATTN_DIFF, &s, scr);
+        free(scr);
+    }
+    fail = memcmp(o[0], o[1], (size_t)B * T * C * 4) != 0;
+    if (fail) fprintf(stderr, "  window = T differs from no window\n");
+    free(q), free(k), free(v), free(o[0]), free(o[1]), free(o1), free(o2), free(lse);
+    return fail;
+}
 static int test_scalar_path_diff(void) {
     da_attn_simd = 0;
     int rc = compare(1, 2, 150, 4, 2, 64);
@@ -113,6 +186,15 @@ int main(void) {
     RUN(test_softmax_mha_d32_ragged);
     RUN(test_softmax_gqa_d64_ragged);
     RUN(test_softmax_gqa_d128);
+    RUN(test_diff2_mha_d32_ragged);
+    RUN(test_diff2_gqa_rep2_d64_ragged);
+    RUN(test_diff2_gqa_rep4_d128);
+    RUN(test_diff2_short);
+    RUN(test_window_diff);
+    RUN(test_window_softmax);
+    RUN(test_window_diff2);
+    RUN(test_window_one);
+    RUN(test_window_ge_T_is_full);
     RUN(test_scalar_path_diff);
     RUN(test_scalar_path_softmax);
     TH_SUMMARY();

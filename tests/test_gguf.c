@@ -27,7 +27,7 @@ static int write_file(const char *path, const unsigned char *b, size_t n) {
 
 /* A small trained-looking model: the seeded init, matrices scaled up so the
  * logits are far from uniform. */
-static int make_model(da_model *m, da_arch arch, int tie) {
+static int make_model_w(da_model *m, da_arch arch, int tie, int window) {
     da_config c;
     da_config_default(&c);
     c.arch = arch;
@@ -38,6 +38,7 @@ static int make_model(da_model *m, da_arch arch, int tie) {
     c.ffn_hidden = 256;
     c.max_seq_len = 64;
     c.tie_embeddings = tie;
+    c.window = window;
     if (da_model_create(m, &c).code) return -1;
     da_model_init(m, 7);
     for (int i = 0; i < m->n_tensors; i++)
@@ -95,12 +96,16 @@ static int test_kv_roundtrip(void) {
     return 0;
 }
 
-/* Quantize, save, load: every byte and the config come back. */
+static int make_model(da_model *m, da_arch arch, int tie) { return make_model_w(m, arch, tie, 0); }
+
+/* Quantize, save, load: every byte and the config (a window too) come back; DIFF2's
+ * lambda_proj stays f32. */
 static int test_model_roundtrip(void) {
-    const int types[] = {DA_QT_Q8_0, DA_QT_Q4_0, DA_QT_F16};
-    for (int k = 0; k < 3; k++) {
+    const int types[] = {DA_QT_Q8_0, DA_QT_Q4_0, DA_QT_F16, DA_QT_Q4_0};
+    const da_arch archs[] = {DA_ARCH_DIFF, DA_ARCH_SOFTMAX, DA_ARCH_DIFF, DA_ARCH_DIFF2};
+    for (int k = 0; k < 4; k++) {
         da_model m;
-        CHECK(!make_model(&m, k == 1 ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, k == 2));
+        CHECK(!make_model_w(&m, archs[k], k == 2, k == 3 ? 13 : 0));
         da_engine q, r;
         da_quantize_types o = {types[k], -1, 1};
         CHECK(!da_engine_quantize(&q, &m, &o).code);
@@ -110,10 +115,17 @@ static int test_model_roundtrip(void) {
         if (st.code) fprintf(stderr, "  %s\n", st.msg);
         CHECK(!st.code);
         CHECK(!memcmp(&r.cfg, &q.cfg, sizeof r.cfg) && r.n_tensors == q.n_tensors && r.weight_type == types[k]);
+        CHECK(r.cfg.window == (k == 3 ? 13 : 0));
+        int lambda_proj = 0;
         for (int i = 0; i < q.n_tensors; i++) {
+            if (strstr(q.t[i].name, "lambda_proj")) {
+                CHECK(q.t[i].type == DA_QT_F32);
+                lambda_proj++;
+            }
             CHECK(r.t[i].type == q.t[i].type && r.t[i].row_bytes == q.t[i].row_bytes);
             CHECK(!memcmp(r.t[i].data, q.t[i].data, q.t[i].row_bytes * (size_t)q.t[i].rows));
         }
+        CHECK(lambda_proj == (archs[k] == DA_ARCH_DIFF2 ? m.cfg.n_layers : 0));
         da_engine_release(&q);
         da_engine_release(&r);
         da_model_free(&m);
@@ -156,9 +168,10 @@ static int qlogits(const da_engine *q, da_act_mode act, int kv_int8, const int *
 /* q8_0 weights with q8 activations stay close to the f32 model; the f32
  * build of the same code matches da_forward. */
 static int test_q8_0_logits_close(void) {
-    for (int arch = 0; arch < 2; arch++) {
+    const da_arch archs[] = {DA_ARCH_DIFF, DA_ARCH_SOFTMAX, DA_ARCH_DIFF2};
+    for (int arch = 0; arch < 3; arch++) {
         da_model m;
-        CHECK(!make_model(&m, (da_arch)arch, 0));
+        CHECK(!make_model(&m, archs[arch], 0));
         enum { T = 48 };
         int tok[T];
         for (int i = 0; i < T; i++) tok[i] = (i * 37 + 11) % 256;

@@ -660,6 +660,76 @@ static int test_softmax_attention_grad_gqa_h4kv2(void) {
     return check_softmax_attention("softmax_attention gqa h4kv2", 2, 7, 4, 2, 4, 803);
 }
 
+/* DIFF2's reference kernel: q (B, T, 2C) of 2H query heads, one K and a
+ * d-wide V per group, lam (B, T, H) per row. */
+typedef struct {
+    attn_shape s;
+    float *q, *k, *v, *lam, *R, *out, *att, *scratch;
+    size_t nq, nkv, nout, nlam;
+} diff2_ctx;
+
+static double diff2_obj(void *p) {
+    diff2_ctx *c = p;
+    diff2_attention_forward(c->out, c->att, c->q, c->k, c->v, c->lam, &c->s, c->scratch);
+    return dot_d(c->out, c->R, c->nout);
+}
+
+/* dq, dk, dv, dlam (all overwritten). */
+static int check_diff2_attention(const char *name, int B, int T, int H, int KV, int d, uint64_t seed) {
+    diff2_ctx c;
+    da_rng rng;
+    da_rng_seed(&rng, seed);
+    c.s = (attn_shape){.B = B, .T = T, .n_heads = H, .n_kv_heads = KV, .d = d, .C = H * d, .Ckv = KV * d,
+                       .n_threads = 2};
+    c.nq = (size_t)B * T * 2 * H * d, c.nkv = (size_t)B * T * KV * d, c.nout = (size_t)B * T * H * d;
+    c.nlam = (size_t)B * T * H;
+    c.q = xalloc(c.nq), c.k = xalloc(c.nkv), c.v = xalloc(c.nkv), c.lam = xalloc(c.nlam), c.R = xalloc(c.nout);
+    c.out = xalloc(c.nout), c.att = xalloc((size_t)B * H * 2 * T * T), c.scratch = xalloc(attn_scratch_size(&c.s));
+    fill_normal(c.q, c.nq, 0, 1, &rng);
+    fill_normal(c.k, c.nkv, 0, 1, &rng);
+    fill_normal(c.v, c.nkv, 0, 1, &rng);
+    fill_normal(c.R, c.nout, 0, 1, &rng);
+    for (size_t i = 0; i < c.nlam; i++) c.lam[i] = 0.1f + 0.8f * da_rng_uniform(&rng); /* per row, in (0, 1) */
+    float *dq = xalloc(c.nq), *dk = xalloc(c.nkv), *dv = xalloc(c.nkv), *dlam = xalloc(c.nlam);
+    float *nq = xalloc(c.nq), *nk = xalloc(c.nkv), *nv = xalloc(c.nkv), *nlam = xalloc(c.nlam);
+    fill_const(dq, c.nq, 5.0f);
+    fill_const(dk, c.nkv, -5.0f);
+    fill_const(dv, c.nkv, 5.0f);
+    fill_const(dlam, c.nlam, 7.0f);
+    diff2_obj(&c);
+    float peak = 0.0f; /* largest weight in rows 3.. of any map: the maps are not near uniform */
+    for (size_t m = 0; m < (size_t)B * H * 2; m++)
+        for (int t = 3; t < T; t++)
+            for (int j = 0; j <= t; j++) peak = fmaxf(peak, c.att[m * T * T + (size_t)t * T + j]);
+    diff2_attention_backward(dq, dk, dv, dlam, c.R, c.att, c.q, c.k, c.v, c.lam, &c.s, c.scratch);
+    fd_grad(nq, c.q, c.nq, 1e-2, diff2_obj, &c);
+    fd_grad(nk, c.k, c.nkv, 1e-2, diff2_obj, &c);
+    fd_grad(nv, c.v, c.nkv, 1e-2, diff2_obj, &c);
+    fd_grad(nlam, c.lam, c.nlam, 1e-2, diff2_obj, &c);
+    report r;
+    report_start(&r, name);
+    compare(&r, "dq", dq, nq, c.nq, GC_TOL);
+    compare(&r, "dk", dk, nk, c.nkv, GC_TOL);
+    compare(&r, "dv", dv, nv, c.nkv, GC_TOL);
+    compare(&r, "dlam", dlam, nlam, c.nlam, GC_TOL);
+    if (!(peak > 0.5f)) {
+        fprintf(stderr, "  %s: attention maps too uniform (peak %.3f); the check would be weak\n", name, (double)peak);
+        r.fail = 1;
+    }
+    free(dq), free(dk), free(dv), free(dlam), free(nq), free(nk), free(nv), free(nlam);
+    free(c.q), free(c.k), free(c.v), free(c.lam), free(c.R), free(c.out), free(c.att), free(c.scratch);
+    return report_end(&r);
+}
+
+/*                                                        B  T  H KV d */
+static int test_diff2_attention_grad_mha(void) { return check_diff2_attention("diff2_attention mha", 2, 9, 2, 2, 8, 711); }
+static int test_diff2_attention_grad_gqa_rep2(void) {
+    return check_diff2_attention("diff2_attention gqa h4kv2", 2, 7, 4, 2, 4, 712);
+}
+static int test_diff2_attention_grad_gqa_rep4(void) {
+    return check_diff2_attention("diff2_attention gqa h4kv1", 1, 11, 4, 1, 8, 713);
+}
+
 /* ---------------------------------------------------------------- whole model */
 
 enum { MODEL_B = 2, MODEL_T = 8, MODEL_SAMPLES = 20 };
@@ -837,6 +907,18 @@ static int test_model_grad_softmax_tied(void) {
     return check_model("model softmax tied mha", model_config(DA_ARCH_SOFTMAX, 2, 2, 1), 904);
 }
 
+/* DIFF2: 4 output heads of d = 4 (8 query heads); lambda_proj's gradient
+ * runs through the sigmoid, and its share of dx through attention_norm. */
+static int test_model_grad_diff2_mha(void) {
+    return check_model("model diff2 mha", model_config(DA_ARCH_DIFF2, 4, 4, 0), 906);
+}
+static int test_model_grad_diff2_gqa(void) {
+    return check_model("model diff2 gqa h4kv2", model_config(DA_ARCH_DIFF2, 4, 2, 0), 907);
+}
+static int test_model_grad_diff2_tied_rep4(void) {
+    return check_model("model diff2 tied gqa h4kv1", model_config(DA_ARCH_DIFF2, 4, 1, 1), 908);
+}
+
 /* da_backward accumulates (+=) into m->grads: two backwards of the same
  * batch give twice the gradient of one. */
 static int test_model_backward_accumulates(void) {
@@ -880,10 +962,16 @@ int main(void) {
     RUN(test_softmax_attention_grad_mha);
     RUN(test_softmax_attention_grad_gqa);
     RUN(test_softmax_attention_grad_gqa_h4kv2);
+    RUN(test_diff2_attention_grad_mha);
+    RUN(test_diff2_attention_grad_gqa_rep2);
+    RUN(test_diff2_attention_grad_gqa_rep4);
     RUN(test_model_grad_diff_mha);
     RUN(test_model_grad_diff_gqa);
     RUN(test_model_grad_softmax_untied);
     RUN(test_model_grad_softmax_tied);
+    RUN(test_model_grad_diff2_mha);
+    RUN(test_model_grad_diff2_gqa);
+    RUN(test_model_grad_diff2_tied_rep4);
     RUN(test_model_backward_accumulates);
     TH_SUMMARY();
 }

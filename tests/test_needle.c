@@ -95,6 +95,7 @@ static int test_model_runs(void) {
     c.contexts[0] = 4096;
     da_status st = da_needle_eval(&c, da_needle_predict_model, &nm, &r);
     CHECK(st.code && strstr(st.msg, "max_seq_len"));
+    da_engine_free(e);
     da_model_free(&m);
     return 0;
 }

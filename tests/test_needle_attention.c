@@ -7,12 +7,25 @@
  *     does not matter), with a logit gap of 30 or more: the map is uniform
  *     over the digits seen so far. With one needle the only digits before
  *     the question are the answer span.
+ * DIFF2's lambda per token and head comes from lambda_proj reading both
+ * features, so it differs between heads and between digit and other rows.
  * The expected shares are then computed here, row by row, in double. */
 #include "diffattn.h"
 #include "eval/needle_attention.h"
 #include "harness.h"
 
 enum { UNIFORM, DIGITS };
+
+/* DIFF2's lambda_proj: row h reads the constant feature with lam_w0(h) and the digit one with LAM_W1. */
+static float lam_w0(int h) { return 0.05f * (float)(h + 1) - 0.4f; }
+#define LAM_W1 0.15f
+
+/* sigmoid(lambda) of head h at a token with (digit = 1) or without the digit feature, from the
+ * attention norm's input (1, digit, 0, ...) of 64 channels, gain 1. */
+static double lam_of(int h, int digit) {
+    const double rstd = 1.0 / sqrt((1.0 + digit) / 64.0 + 1e-5);
+    return 1.0 / (1.0 + exp(-((double)lam_w0(h) * rstd + (double)LAM_W1 * digit * rstd)));
+}
 
 static int build(da_model *m, da_arch arch, int kind) {
     da_config cfg;
@@ -21,6 +34,7 @@ static int build(da_model *m, da_arch arch, int kind) {
     cfg.dim = 64, cfg.n_layers = 2, cfg.ffn_hidden = 64, cfg.max_seq_len = 800;
     cfg.rope_theta = 1e12f; /* the slowest pair turns by 1e-12 rad per position: no position effect */
     cfg.n_heads = cfg.n_kv_heads = arch == DA_ARCH_DIFF ? 2 : 4;
+    const int diff2 = arch == DA_ARCH_DIFF2;
     if (da_model_create(m, &cfg).code) return 1;
     const int C = cfg.dim, d = da_head_dim(&cfg);
     for (int v = 0; v < cfg.vocab_size; v++) {
@@ -33,13 +47,19 @@ static int build(da_model *m, da_arch arch, int kind) {
         for (int i = 0; i < C; i++) w->attention_norm[i] = w->ffn_norm[i] = 1.0f;
         if (arch == DA_ARCH_DIFF)
             for (int i = 0; i < 2 * d; i++) w->subln[i] = 1.0f;
+        if (diff2)
+            for (int h = 0; h < cfg.n_heads; h++) {
+                w->lambda_proj[(size_t)h * C + 0] = lam_w0(h);
+                w->lambda_proj[(size_t)h * C + 1] = LAM_W1;
+            }
         if (kind != DIGITS) continue;
         /* wo and the FFN stay zero: every layer sees the embeddings */
-        const int maps = arch == DA_ARCH_DIFF ? 2 : 1;
+        const int maps = da_arch_maps(arch);
         for (int h = 0; h < cfg.n_heads; h++) {
-            const int row = h * maps * d + d - 2; /* the first map's sub-head, slowest RoPE pair */
+            const int row = h * maps * d + d - 2; /* the first map's (sub-)head, slowest RoPE pair */
+            const int krow = (arch == DA_ARCH_DIFF ? 2 * h * d : h * d) + d - 2; /* KV group h (no GQA here) */
             w->wq[(size_t)row * C + 0] = 2.0f;
-            w->wk[(size_t)row * C + 1] = 2.0f; /* KV group h (no GQA here) */
+            w->wk[(size_t)krow * C + 1] = 2.0f;
         }
     }
     return 0;
@@ -51,9 +71,12 @@ static void expected(const da_model *m, int kind, const da_needle_attention_map 
     const int n_ctx = mp->cols, span = mp->span_end - mp->span_begin;
     const int n_noise = n_ctx - (mp->needle_end - mp->needle_begin);
     *ans = *noise = 0;
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        const double lambda = m->cfg.arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : 0.0;
+    const int diff2 = m->cfg.arch == DA_ARCH_DIFF2, heads = diff2 ? m->cfg.n_heads : 1;
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int h = 0; h < heads; h++)
         for (int r = 0; r < mp->rows; r++) {
+            /* row 0 is the space before the answer, rows 1.. its digits */
+            const double lambda = diff2 ? lam_of(h, r > 0) : m->cfg.arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : 0.0;
             const int t = mp->first_row + r, n = t + 1, digits = span + r; /* answer digits seen so far: r */
             const double u = 1.0 / n;
             double on, off; /* A1 on a digit (or on any position when uniform), elsewhere */
@@ -65,9 +88,8 @@ static void expected(const da_model *m, int kind, const da_needle_attention_map 
             *ans += span * p_on / mass;
             *noise += n_noise * (kind == UNIFORM ? p_on : p_off) / mass;
         }
-    }
-    *ans /= m->cfg.n_layers * mp->rows;
-    *noise /= m->cfg.n_layers * mp->rows;
+    *ans /= m->cfg.n_layers * heads * mp->rows;
+    *noise /= m->cfg.n_layers * heads * mp->rows;
 }
 
 static int check_case(da_arch arch, int kind) {
@@ -108,6 +130,8 @@ static int test_uniform_diff(void) { return check_case(DA_ARCH_DIFF, UNIFORM); }
 static int test_uniform_softmax(void) { return check_case(DA_ARCH_SOFTMAX, UNIFORM); }
 static int test_digits_diff(void) { return check_case(DA_ARCH_DIFF, DIGITS); }
 static int test_digits_softmax(void) { return check_case(DA_ARCH_SOFTMAX, DIGITS); }
+static int test_uniform_diff2(void) { return check_case(DA_ARCH_DIFF2, UNIFORM); }
+static int test_digits_diff2(void) { return check_case(DA_ARCH_DIFF2, DIGITS); }
 
 /* The map of one prompt: the softmax digit pointer puts 1/(7 + r) on each
  * answer digit in row r, and nothing elsewhere in the context. */
@@ -140,6 +164,8 @@ int main(void) {
     RUN(test_uniform_softmax);
     RUN(test_digits_diff);
     RUN(test_digits_softmax);
+    RUN(test_uniform_diff2);
+    RUN(test_digits_diff2);
     RUN(test_map_rows);
     TH_SUMMARY();
 }

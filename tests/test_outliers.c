@@ -80,9 +80,65 @@ static int test_hand_built_model(void) {
     return 0;
 }
 
+/* DIFF2 with GQA and a window: the logits are both maps' scores of every
+ * query head (2H of them) over the keys in its window, and the largest
+ * equals a brute-force scan that pairs query head j with KV group
+ * j / (2H / n_kv), flash_attn's GQA rule in the official module. */
+static int test_diff2_window_logits(void) {
+    const char *corpus = "/tmp/da_outliers_corpus2.txt";
+    FILE *fp = fopen(corpus, "w");
+    for (int i = 0; i < 200; i++) fprintf(fp, "window %d: diff2 GQA %d.\n", i, i * 7);
+    fclose(fp);
+    da_config c;
+    da_config_default(&c);
+    c.arch = DA_ARCH_DIFF2, c.dim = 32, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_hidden = 64;
+    c.max_seq_len = 16, c.window = 5;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    da_model_init(&m, 3);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] *= 20.0f; /* logits well away from zero */
+    da_text_data d;
+    CHECK(!da_text_data_load(&d, corpus, 0.1f, 16).code);
+    da_outliers_result r;
+    CHECK(!da_eval_outliers(&m, &d, 16, 2, &r).code);
+    const int T = 16, W = 5, d8 = 8, Cq = 64, Ckv = 16, nq = 8;
+    size_t pairs = 0;
+    for (int t = 0; t < T; t++) pairs += (size_t)(t < W ? t + 1 : W);
+    CHECK(r.logits.count == (size_t)2 * 2 * nq * pairs); /* windows x layers x query heads x windowed pairs */
+    da_acts *a;
+    CHECK(!da_acts_create(&a, &c, 1, T).code);
+    double top = 0;
+    int tok[16], tgt[16];
+    for (long w = 0; w < 2; w++) {
+        da_text_data_val_window(&d, w, 2, T, tok, tgt);
+        da_forward(&m, a, tok, NULL, 1, T);
+        for (int l = 0; l < 2; l++) {
+            const float *q, *k;
+            da_acts_qk(a, l, &q, &k);
+            for (int j = 0; j < nq; j++)
+                for (int t = 0; t < T; t++)
+                    for (int s = t - W + 1 < 0 ? 0 : t - W + 1; s <= t; s++) {
+                        double dot = 0;
+                        for (int e = 0; e < d8; e++)
+                            dot += (double)q[t * Cq + j * d8 + e] * k[s * Ckv + (j / (nq / 2)) * d8 + e];
+                        top = fmax(top, fabs(dot) / sqrt((double)d8));
+                    }
+        }
+    }
+    printf("     diff2 window: logits top-1 %.4f (brute force %.4f), %zu logits\n", r.logits.top[0], top,
+           r.logits.count);
+    CHECK(fabs(r.logits.top[0] - top) <= 1e-4 * top && top > 1.0);
+    da_acts_free(a);
+    da_text_data_free(&d);
+    da_model_free(&m);
+    unlink(corpus);
+    return 0;
+}
+
 int main(void) {
     RUN(test_known_array);
     RUN(test_random_against_sort);
     RUN(test_hand_built_model);
+    RUN(test_diff2_window_logits);
     TH_SUMMARY();
 }

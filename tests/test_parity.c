@@ -85,6 +85,14 @@ static int test_diff_gqa_h4kv2(void) { return check_config("diff_gqa_h4kv2"); }
 static int test_softmax_untied(void) { return check_config("softmax_untied"); }
 static int test_softmax_tied(void) { return check_config("softmax_tied"); }
 static int test_softmax_gqa_h4kv2(void) { return check_config("softmax_gqa_h4kv2"); }
+static int test_diff2_mha(void) { return check_config("diff2_mha"); }
+static int test_diff2_gqa_rep2(void) { return check_config("diff2_gqa_rep2"); }
+static int test_diff2_gqa_rep4(void) { return check_config("diff2_gqa_rep4"); }
+static int test_diff2_tied(void) { return check_config("diff2_tied"); }
+/* sliding window 37 over 200 ids, the PyTorch reference masking keys before t-36 */
+static int test_diff_window(void) { return check_config("diff_window"); }
+static int test_diff2_window(void) { return check_config("diff2_window"); }
+static int test_softmax_window(void) { return check_config("softmax_window"); }
 
 int main(void) {
     RUN(test_diff_mha);
@@ -93,5 +101,12 @@ int main(void) {
     RUN(test_softmax_untied);
     RUN(test_softmax_tied);
     RUN(test_softmax_gqa_h4kv2);
+    RUN(test_diff2_mha);
+    RUN(test_diff2_gqa_rep2);
+    RUN(test_diff2_gqa_rep4);
+    RUN(test_diff2_tied);
+    RUN(test_diff_window);
+    RUN(test_diff2_window);
+    RUN(test_softmax_window);
     TH_SUMMARY();
 }

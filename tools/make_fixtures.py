@@ -39,18 +39,33 @@ CONFIGS = {
     # have 2 groups of 2 heads each.
     "diff_gqa_h4kv2": dict(_BASE, arch="diff", n_heads=4, n_kv_heads=2),
     "softmax_gqa_h4kv2": dict(_BASE, arch="softmax", n_heads=4, n_kv_heads=2),
+    # DIFF V2: 4 output heads of d = 8 (8 query heads), MHA, n_rep 2, n_rep 4, tied.
+    "diff2_mha": dict(_BASE, arch="diff2", n_heads=4, n_kv_heads=4),
+    "diff2_gqa_rep2": dict(_BASE, arch="diff2", n_heads=4, n_kv_heads=2),
+    "diff2_gqa_rep4": dict(_BASE, arch="diff2", n_heads=4, n_kv_heads=1),
+    "diff2_tied": dict(_BASE, arch="diff2", n_heads=4, n_kv_heads=2, tie_embeddings=True),
+    # Sliding window W = 37 over T = 200 ids (SEQ_LEN), every arch.
+    "diff_window": dict(_BASE, arch="diff", n_heads=2, n_kv_heads=1, max_seq_len=256, window=37),
+    "diff2_window": dict(_BASE, arch="diff2", n_heads=4, n_kv_heads=2, max_seq_len=256, window=37),
+    "softmax_window": dict(_BASE, arch="softmax", n_heads=4, n_kv_heads=2, max_seq_len=256, window=37),
 }
+SEQ_LEN = {"diff_window": 200, "diff2_window": 200, "softmax_window": 200}  # others: T
 SEEDS = {"diff_mha": 1001, "diff_gqa": 1002, "softmax_untied": 1003, "softmax_tied": 1004,
-         "diff_gqa_h4kv2": 1008, "softmax_gqa_h4kv2": 1006}
+         "diff_gqa_h4kv2": 1008, "softmax_gqa_h4kv2": 1006,
+         "diff2_mha": 1011, "diff2_gqa_rep2": 1012, "diff2_gqa_rep4": 1013, "diff2_tied": 1014,
+         "diff_window": 1021, "diff2_window": 1022, "softmax_window": 1023}
 
 
 def random_params(cfg, seed):
     """Non-trivial random weights: matrices N(0, 0.3^2), norm/subln gains
-    1 + 0.3 N(0,1), lambda vectors N(0, 0.3^2). float32 values."""
+    1 + 0.3 N(0,1), lambda vectors N(0, 0.3^2), lambda_proj N(0, 1/dim) (its
+    logits of std ~1 keep the sigmoid off its flat tails). float32 values."""
     rng = np.random.default_rng(seed)
     P = {}
     for name, shape in ref.param_shapes(cfg).items():
-        if len(shape) == 2:
+        if ".lambda_proj" in name:
+            a = rng.standard_normal(shape) / math.sqrt(shape[1])
+        elif len(shape) == 2:
             a = 0.3 * rng.standard_normal(shape)
         elif ".lambda_" in name:
             a = 0.3 * rng.standard_normal(shape)
@@ -60,8 +75,12 @@ def random_params(cfg, seed):
     return P
 
 
-def random_ids(cfg, seed):
-    return np.random.default_rng(seed + 7777).integers(0, cfg["vocab_size"], size=T).astype(np.int64)
+def seq_len(name):
+    return SEQ_LEN.get(name, T)
+
+
+def random_ids(cfg, seed, n=T):
+    return np.random.default_rng(seed + 7777).integers(0, cfg["vocab_size"], size=n).astype(np.int64)
 
 
 def paths(name):
@@ -79,9 +98,14 @@ def naive_forward(cfg, params, ids):
     C, H, Hkv = cfg["dim"], cfg["n_heads"], cfg["n_kv_heads"]
     n_rep = H // Hkv
     diff = cfg["arch"] == "diff"
+    diff2 = cfg["arch"] == "diff2"
     d = C // H // 2 if diff else C // H
     eps, theta = cfg["norm_eps"], cfg["rope_theta"]
     Tn = len(ids)
+    W = cfg.get("window", 0)
+
+    def keys(t):  # the keys query t sees: causal, and the last W with a sliding window
+        return range(max(0, t - W + 1) if W else 0, t + 1)
 
     def rms(vec, w, e):
         return vec / math.sqrt(sum(float(z) * float(z) for z in vec) / len(vec) + e) * w
@@ -112,7 +136,24 @@ def naive_forward(cfg, params, ids):
         k = xn @ P[p + "attn.k_proj.weight"].T
         v = xn @ P[p + "attn.v_proj.weight"].T
         heads_out = np.zeros((Tn, C))
-        if diff:
+        if diff2:
+            # spec: head i = query heads 2i, 2i+1 against KV group i // n_rep;
+            # lambda_t = sigmoid(xn_t . lambda_proj[i]); no head norm
+            for i in range(H):
+                g = i // n_rep
+                Q1 = [rope(q[t, (2 * i) * d:(2 * i + 1) * d], t) for t in range(Tn)]
+                Q2 = [rope(q[t, (2 * i + 1) * d:(2 * i + 2) * d], t) for t in range(Tn)]
+                Kg = [rope(k[t, g * d:(g + 1) * d], t) for t in range(Tn)]
+                Vg = [v[t, g * d:(g + 1) * d] for t in range(Tn)]
+                for t in range(Tn):
+                    lam = 1.0 / (1.0 + math.exp(-float(np.dot(xn[t], P[p + "attn.lambda_proj.weight"][i]))))
+                    a1 = softmax_row([float(np.dot(Q1[t], Kg[s])) / math.sqrt(d) for s in keys(t)])
+                    a2 = softmax_row([float(np.dot(Q2[t], Kg[s])) / math.sqrt(d) for s in keys(t)])
+                    o = np.zeros(d)
+                    for n_, s in enumerate(keys(t)):
+                        o += (a1[n_] - lam * a2[n_]) * Vg[s]
+                    heads_out[t, d * i:d * (i + 1)] = o
+        elif diff:
             lam_init = 0.8 - 0.6 * math.exp(-0.3 * l)
             lam = (math.exp(float(np.dot(P[p + "attn.lambda_q1"], P[p + "attn.lambda_k1"])))
                    - math.exp(float(np.dot(P[p + "attn.lambda_q2"], P[p + "attn.lambda_k2"]))) + lam_init)
@@ -124,11 +165,11 @@ def naive_forward(cfg, params, ids):
                 K2 = [rope(k[t, (2 * g + 1) * d:(2 * g + 2) * d], t) for t in range(Tn)]
                 Vg = [v[t, g * 2 * d:(g + 1) * 2 * d] for t in range(Tn)]
                 for t in range(Tn):
-                    a1 = softmax_row([float(np.dot(Q1[t], K1[s])) / math.sqrt(d) for s in range(t + 1)])
-                    a2 = softmax_row([float(np.dot(Q2[t], K2[s])) / math.sqrt(d) for s in range(t + 1)])
+                    a1 = softmax_row([float(np.dot(Q1[t], K1[s])) / math.sqrt(d) for s in keys(t)])
+                    a2 = softmax_row([float(np.dot(Q2[t], K2[s])) / math.sqrt(d) for s in keys(t)])
                     o = np.zeros(2 * d)
-                    for s in range(t + 1):
-                        o += (a1[s] - lam * a2[s]) * Vg[s]
+                    for n_, s in enumerate(keys(t)):
+                        o += (a1[n_] - lam * a2[n_]) * Vg[s]
                     o = rms(o, P[p + "attn.subln.weight"], 1e-5) * (1.0 - lam_init)
                     heads_out[t, 2 * d * i:2 * d * (i + 1)] = o
         else:
@@ -138,8 +179,8 @@ def naive_forward(cfg, params, ids):
                 Kh = [rope(k[t, g * d:(g + 1) * d], t) for t in range(Tn)]
                 Vh = [v[t, g * d:(g + 1) * d] for t in range(Tn)]
                 for t in range(Tn):
-                    a = softmax_row([float(np.dot(Qh[t], Kh[s])) / math.sqrt(d) for s in range(t + 1)])
-                    heads_out[t, d * i:d * (i + 1)] = sum(a[s] * Vh[s] for s in range(t + 1))
+                    a = softmax_row([float(np.dot(Qh[t], Kh[s])) / math.sqrt(d) for s in keys(t)])
+                    heads_out[t, d * i:d * (i + 1)] = sum(a[n_] * Vh[s] for n_, s in enumerate(keys(t)))
         x = x + heads_out @ P[p + "attn.out_proj.weight"].T
         hn = np.stack([rms(x[t], P[p + "ffn_norm.weight"], eps) for t in range(Tn)])
         a1 = hn @ P[p + "feed_forward.w1.weight"].T
@@ -214,7 +255,20 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
     R.ok(0.3 < spread < 30 and float(logits.abs().max()) < 100,
          "logits spread: std %.3f, max |logit| %.3f" % (spread, float(logits.abs().max())))
     for tr in trace:
-        if cfg["arch"] == "diff":
+        if cfg["arch"] == "diff2":
+            lam, A1, A2, Vv = tr["lam"], tr["A1"], tr["A2"], tr["V"]
+            m1 = float(A1[:, 8:].max(-1).values.mean())
+            m2 = float(A2[:, 8:].max(-1).values.mean())
+            o1 = torch.einsum("hts,shd->thd", A1, Vv)
+            o2 = lam.unsqueeze(-1) * torch.einsum("hts,shd->thd", A2, Vv)
+            ratio = float(o2.norm() / o1.norm())
+            R.ok(0.01 < float(lam.min()) and float(lam.max()) < 0.99 and float(lam.std()) > 0.1 and 0.1 < ratio < 10,
+                 "layer %d: sigmoid(lambda) per token in [%.3f, %.3f], std %.3f; |lam A2 V|/|A1 V| = %.3f"
+                 % (tr["layer"], float(lam.min()), float(lam.max()), float(lam.std()), ratio))
+            R.ok(m1 > 0.3 and m2 > 0.3,
+                 "layer %d: attention far from uniform: mean max weight A1 %.3f, A2 %.3f (uniform at t>=8 <= 0.111)"
+                 % (tr["layer"], m1, m2))
+        elif cfg["arch"] == "diff":
             lam, li = tr["lambda"], tr["lambda_init"]
             A1, A2, Vv = tr["A1"], tr["A2"], tr["V"]
             m1 = float(A1[:, 8:].max(-1).values.mean())
@@ -237,7 +291,8 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
     R.ok(err < 1e-12, "naive loop forward == reference forward: rel err %.2e" % err)
 
     # causality: changing ids[t] leaves logits[<t] unchanged, and changes logits[t:]
-    for t in (0, 17, T - 1):
+    Tn = len(ids)
+    for t in (0, 17, Tn - 1):
         ids2 = ids.copy()
         ids2[t] = (ids2[t] + 1 + rng.integers(0, cfg["vocab_size"] - 1)) % cfg["vocab_size"]
         l2 = ref.forward(cfg, params, ids2)
@@ -245,6 +300,14 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
         at = float((l2[t:] - logits[t:]).abs().max())
         R.ok(before < 1e-12 and at > 1e-3,
              "causality at t=%d: max change before t %.1e, at/after t %.2e" % (t, before, at))
+        W = cfg.get("window", 0)
+        reach = t + cfg["n_layers"] * (W - 1)  # the last position a change at t can reach through L windows
+        if W and reach + 1 < Tn:
+            beyond = float((l2[reach + 1:] - logits[reach + 1:]).abs().max())
+            edge = float((l2[reach] - logits[reach]).abs().max())
+            R.ok(beyond < 1e-12 and edge > 1e-6,
+                 "window %d: a change at t=%d reaches position %d (change %.1e) and none after (%.1e)"
+                 % (W, t, reach, edge, beyond))
 
     # GQA grouping (i // n_rep for K1, K2 and V) via the equivalent MHA model
     n_rep = cfg["n_heads"] // cfg["n_kv_heads"]
@@ -260,6 +323,26 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
             ocfg, oP = official_repeat_kv_order(cfg, params)
             e = float((ref.forward(ocfg, oP, ids) - logits).abs().max())
             R.ok(e > 1e-2, "unilm repeat_kv sub-head pairing ((2i+m)//n_rep) gives different logits: %.3f" % e)
+
+    # lambda_proj zero -> lambda = 1/2 everywhere: o = (A1 - A2/2) V, by hand
+    if cfg["arch"] == "diff2":
+        P0 = dict(params)
+        for l in range(cfg["n_layers"]):
+            P0["layers.%d.attn.lambda_proj.weight" % l] = torch.zeros_like(params["layers.%d.attn.lambda_proj.weight" % l])
+        tr0 = []
+        ref.forward(cfg, P0, ids, trace=tr0)
+        R.ok(all(float((t["lam"] - 0.5).abs().max()) == 0.0 for t in tr0), "zero lambda_proj: sigmoid(lambda) = 0.5")
+        e = float(np.abs(naive_forward(cfg, P0, ids) - ref.forward(cfg, P0, ids).numpy()).max())
+        R.ok(e < 1e-11, "zero lambda_proj: naive == reference (max abs diff %.1e)" % e)
+        # the two query heads of a head are adjacent (2i, 2i+1), not split in halves (i, H+i)
+        Ps = dict(params)
+        H, d = cfg["n_heads"], ref.head_dim(cfg)
+        for l in range(cfg["n_layers"]):
+            key = "layers.%d.attn.q_proj.weight" % l
+            W = params[key].view(2 * H, d, -1)
+            Ps[key] = torch.cat([W[0::2], W[1::2]], 0).reshape(params[key].shape)
+        e = float((ref.forward(cfg, Ps, ids) - logits).abs().max())
+        R.ok(e > 1e-2, "query heads paired as (i, H+i) instead of (2i, 2i+1) give different logits: %.3f" % e)
 
     # lambda vectors zero -> lambda == lambda_init
     if cfg["arch"] == "diff":
@@ -318,9 +401,9 @@ def check_files(name, R):
     cfg, params = ref.load_model(pa["model"])
     R.ok(cfg == CONFIGS[name], "%s: model metadata round-trips to the config" % name)
     ids = ref.read_ids(pa["ids"])
-    R.ok(ids.shape == (T,), "%s: %d ids" % (name, ids.shape[0]))
+    R.ok(ids.shape == (seq_len(name),), "%s: %d ids" % (name, ids.shape[0]))
     logits = np.load(pa["logits"])
-    R.ok(logits.dtype == np.dtype("<f4") and logits.shape == (T, cfg["vocab_size"]),
+    R.ok(logits.dtype == np.dtype("<f4") and logits.shape == (seq_len(name), cfg["vocab_size"]),
          "%s: logits.npy float32 %s" % (name, list(logits.shape)))
     e = ref.logits_error(ref.forward(cfg, params, ids).numpy().astype(np.float32), logits)
     R.ok(e == 0.0, "%s: logits.npy reproduces exactly (rel err %.1e)" % (name, e))
@@ -339,7 +422,7 @@ def write_fixtures(name, cfg, R):
     os.makedirs(OUT_DIR, exist_ok=True)
     pa = paths(name)
     params = random_params(cfg, SEEDS[name])
-    ids = random_ids(cfg, SEEDS[name])
+    ids = random_ids(cfg, SEEDS[name], seq_len(name))
     ref.save_model(pa["model"], cfg, params)
     cfg2, params2 = ref.load_model(pa["model"])
     R.ok(cfg2 == cfg and all(torch.equal(params[k], params2[k]) for k in params) and set(params) == set(params2),

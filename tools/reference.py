@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""PyTorch reference for diffattn: the Differential Transformer (DIFF V1) and
-its softmax baseline, computed in float64.
+"""PyTorch reference for diffattn: the Differential Transformer (DIFF V1), DIFF
+V2 (arch "diff2", written from microsoft/unilm
+Diff-Transformer/Diff-Transformer-V2/multihead_flashdiffv2.py) and the
+softmax baseline, computed in float64.
 
 Module use:
     cfg, params = load_model("m.safetensors")
@@ -32,6 +34,7 @@ import torch
 CONFIG_INT_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
                    "ffn_hidden", "max_seq_len")
 CONFIG_KEYS = ("arch",) + CONFIG_INT_KEYS + ("norm_eps", "rope_theta", "tie_embeddings")
+# Optional: "window" (sliding-window attention, the last `window` keys; absent or 0 = all).
 SUBLN_EPS = 1e-5  # fixed eps of the DIFF per-head RMSNorm (subln)
 
 
@@ -41,7 +44,7 @@ def lambda_init(depth):
 
 
 def head_dim(cfg):
-    """d: the size of one RoPE'd sub-head. diff: dim/H/2. softmax: dim/H."""
+    """d: the size of one RoPE'd sub-head. diff: dim/H/2. softmax, diff2: dim/H."""
     if cfg["arch"] == "diff":
         return cfg["dim"] // cfg["n_heads"] // 2
     return cfg["dim"] // cfg["n_heads"]
@@ -51,8 +54,8 @@ def validate_config(cfg):
     missing = [k for k in CONFIG_KEYS if k not in cfg]
     if missing:
         raise ValueError("config lacks %s" % ", ".join(missing))
-    if cfg["arch"] not in ("diff", "softmax"):
-        raise ValueError("arch must be 'diff' or 'softmax', got %r" % (cfg["arch"],))
+    if cfg["arch"] not in ("diff", "diff2", "softmax"):
+        raise ValueError("arch must be 'diff', 'diff2' or 'softmax', got %r" % (cfg["arch"],))
     for k in CONFIG_INT_KEYS:
         if not isinstance(cfg[k], int) or cfg[k] <= 0:
             raise ValueError("%s must be a positive int, got %r" % (k, cfg[k]))
@@ -69,6 +72,8 @@ def validate_config(cfg):
         raise ValueError("norm_eps and rope_theta must be > 0")
     if not isinstance(cfg["tie_embeddings"], bool):
         raise ValueError("tie_embeddings must be a bool")
+    if not isinstance(cfg.get("window", 0), int) or cfg.get("window", 0) < 0:
+        raise ValueError("window must be an int >= 0, got %r" % (cfg.get("window"),))
 
 
 def param_shapes(cfg):
@@ -82,10 +87,12 @@ def param_shapes(cfg):
     for i in range(cfg["n_layers"]):
         p = "layers.%d." % i
         s[p + "attention_norm.weight"] = (C,)
-        s[p + "attn.q_proj.weight"] = (C, C)
+        s[p + "attn.q_proj.weight"] = (2 * C if cfg["arch"] == "diff2" else C, C)
         s[p + "attn.k_proj.weight"] = (Ckv, C)
         s[p + "attn.v_proj.weight"] = (Ckv, C)
         s[p + "attn.out_proj.weight"] = (C, C)
+        if cfg["arch"] == "diff2":
+            s[p + "attn.lambda_proj.weight"] = (cfg["n_heads"], C)
         if cfg["arch"] == "diff":
             for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
                 s[p + "attn." + n] = (d,)
@@ -115,6 +122,8 @@ def config_to_metadata(cfg):
     md["norm_eps"] = _fmt_float(cfg["norm_eps"])
     md["rope_theta"] = _fmt_float(cfg["rope_theta"])
     md["tie_embeddings"] = "true" if cfg["tie_embeddings"] else "false"
+    if cfg.get("window", 0):
+        md["window"] = str(cfg["window"])
     return md
 
 
@@ -136,6 +145,8 @@ def metadata_to_config(md):
     if tie not in ("true", "false"):
         raise ValueError("metadata tie_embeddings is %r, expected 'true' or 'false'" % (tie,))
     cfg["tie_embeddings"] = tie == "true"
+    if "window" in md:
+        cfg["window"] = int(md["window"])
     validate_config(cfg)
     return cfg
 
@@ -282,6 +293,8 @@ def _attention(cfg, P, i, x, trace):
     v = x @ P[p + "v_proj.weight"].T
     group = torch.arange(H) // n_rep  # head i -> KV group i // n_rep
     causal = torch.ones(T, T, dtype=torch.bool).tril()
+    if cfg.get("window", 0):  # query t sees keys t-W+1 .. t
+        causal &= torch.ones(T, T, dtype=torch.bool).triu(1 - cfg["window"])
     if cfg["arch"] == "diff":
         q = apply_rope(q.view(T, 2 * H, d), th).view(T, H, 2, d)      # [.., h, (Q1,Q2), d]
         k = apply_rope(k.view(T, 2 * Hkv, d), th).view(T, Hkv, 2, d)  # [.., g, (K1,K2), d]
@@ -297,6 +310,23 @@ def _attention(cfg, P, i, x, trace):
         if trace is not None:
             trace.append({"layer": i, "lambda": float(lam), "lambda_init": lam_init,
                           "A1": a[:, 0].detach(), "A2": a[:, 1].detach(), "V": vv.detach()})
+    elif cfg["arch"] == "diff2":
+        # As MultiheadFlashDiffV2.forward: flash_attn_func over 2H query heads
+        # (its GQA maps query head j to KV head j // (2H / Hkv)), then even
+        # heads minus sigmoid(x . lambda_proj) times odd heads.
+        q = apply_rope(q.view(T, 2 * H, d), th)
+        k = apply_rope(k.view(T, Hkv, d), th)
+        v = v.view(T, Hkv, d)
+        qgroup = torch.arange(2 * H) // (2 * H // Hkv)
+        kk, vv = k[:, qgroup], v[:, qgroup]                           # [T, 2H, d]
+        s = torch.einsum("tjd,sjd->jts", q, kk) / math.sqrt(d)
+        a = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)  # [2H, T, T]
+        attn = torch.einsum("jts,sjd->tjd", a, vv)                    # [T, 2H, d]
+        lam = x @ P[p + "lambda_proj.weight"].T                       # [T, H]
+        o = attn[:, 0::2] - torch.sigmoid(lam).unsqueeze(-1) * attn[:, 1::2]
+        if trace is not None:
+            trace.append({"layer": i, "lam": torch.sigmoid(lam).detach(), "A1": a[0::2].detach(),
+                          "A2": a[1::2].detach(), "V": vv[:, 0::2].detach()})
     else:
         q = apply_rope(q.view(T, H, d), th)
         k = apply_rope(k.view(T, Hkv, d), th)
@@ -312,7 +342,8 @@ def _attention(cfg, P, i, x, trace):
 
 def forward(config, params, ids, dtype=torch.float64, trace=None):
     """logits [T, V] (in `dtype`, default float64) of ids (length T sequence).
-    trace: optional list that receives per-layer attention maps and lambdas."""
+    trace: optional list that receives per-layer attention maps and lambdas
+    (diff2: "lam" [T, H], sigmoid(lambda) per token and head)."""
     validate_config(config)
     ids = torch.as_tensor(np.asarray(ids, dtype=np.int64))
     T = ids.shape[0]

@@ -58,6 +58,8 @@ typedef enum {
     DA_RESUME_IGNORED,    /* the run's stored value stays; a value given on resume is ignored */
 } da_resume_rule;
 
+#define DA_STORED_UNLESS_DEFAULT 2
+
 typedef struct {
     const char *key;    /* field name: metadata key (after the table's prefix) and error messages */
     const char *flag;   /* CLI flag without the dashes; NULL: not a flag */
@@ -66,7 +68,9 @@ typedef struct {
     double def, lo, hi; /* default and valid range */
     const char *bounds; /* "[]", "[)", "(]" or "()": whether lo and hi themselves are valid */
     da_resume_rule on_resume;
-    int stored;         /* 1: written to and read from checkpoints */
+    int stored;         /* 1: written to and read from checkpoints; DA_STORED_UNLESS_DEFAULT: written only
+                         * when not the default, and absent reads as the default (a field added later, so
+                         * files without it keep their bytes and their meaning) */
     const char *help;
     const char *const *names; /* DA_FIELD_ENUM: NULL-terminated spellings */
 } da_field;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "diffattn/model.h"
+#include "diffattn/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +31,7 @@ typedef struct {
     size_t n_train, n_val; /* tokens in each split */
     int vocab_size;        /* 256 for text; the shards' vocabulary otherwise */
     int from_shards;
+    int tokenized;         /* text encoded with a tokenizer (da_text_data_load_tok) */
     uint32_t *owned;       /* text: the tokens */
     void **maps;           /* shards: the mappings */
     size_t *map_sizes;
@@ -42,6 +44,16 @@ typedef struct {
  * their own split). */
 da_status da_text_data_load(da_text_data *d, const char *path, float val_fraction, int seq_len);
 void da_text_data_free(da_text_data *d);
+/* The same, text encoded with tok (NULL: bytes), split as `diffattn prepare`
+ * splits it, so the ids equal prepare's shards of that text (the model's
+ * own tokenizer: eval loss on text and on its shards agree). */
+da_status da_text_data_load_tok(da_text_data *d, const char *path, float val_fraction, int seq_len,
+                                const da_tokenizer *tok);
+/* An error naming both sizes when the data's vocabulary is not the model's. */
+da_status da_text_data_check_vocab(const da_text_data *d, const char *path, int model_vocab);
+/* The tokenizer a shard folder holds (prepare copies it there), or *out NULL
+ * for text or a folder without one. */
+da_status da_data_tokenizer(const char *path, da_tokenizer **out);
 /* 1 when path is a folder of token shards. */
 int da_data_is_shards(const char *path);
 /* The vocabulary the data needs: its shards' vocab_size, or 256 for text

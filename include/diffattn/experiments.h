@@ -16,9 +16,15 @@ extern "C" {
 /* DIFF and the softmax baseline trained at equal parameters, tokens, data and
  * seed, then the same evaluations on both, with a side-by-side report
  * (report.md, report.json, figures) in out_dir. */
+#define DA_COMPARE_MAX_ARCHS 3
+
 typedef struct {
     const char *out_dir;
     const char *data;  /* NULL: the built-in needle mix */
+    /* trained and evaluated side by side, in this order (default diff, diff2, softmax); each DIFF
+     * variant gets a verdict against softmax when softmax is among them */
+    da_arch archs[DA_COMPARE_MAX_ARCHS];
+    int n_archs;
     long steps;
     double budget_minutes; /* > 0: steps chosen so the whole job fits (overrides steps) */
     int dim, layers, heads, seq, batch;
@@ -36,6 +42,8 @@ typedef struct {
 } da_compare_config;
 
 void da_compare_config_default(da_compare_config *c);
+/* A comma-separated list of architecture names ("diff,diff2,softmax") into c->archs; each at most once. */
+da_status da_compare_parse_archs(da_compare_config *c, const char *list);
 /* Writes the built-in training mix (filler text with needle sentences, each
  * document ending in a question and its answer) of about `bytes` bytes. */
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed);

@@ -15,6 +15,7 @@
 #define DIFFATTN_GENERATE_H
 
 #include "diffattn/model.h"
+#include "diffattn/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,6 +49,11 @@ da_status da_engine_load(da_engine **out, const char *path);
 da_status da_engine_from_model(da_engine **out, const da_model *m);
 void da_engine_free(da_engine *e);
 const da_config *da_engine_config(const da_engine *e);
+/* The tokenizer the model file carries (safetensors __metadata__
+ * "tokenizer.json", GGUF tokenizer.* keys), its vocabulary checked against
+ * the model's at load; NULL when it carries none (bytes, or an older file).
+ * Owned by the engine. */
+const da_tokenizer *da_engine_tokenizer(const da_engine *e);
 /* The type of the layer matmuls ("f32", "q8_0", ...), the activation mode
  * the file asks for, and the bytes of all tensor data. */
 const char *da_engine_weight_type(const da_engine *e);

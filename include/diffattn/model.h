@@ -10,13 +10,18 @@ extern "C" {
 
 /* ---------------------------------------------------------------- config */
 
-typedef enum { DA_ARCH_DIFF = 0, DA_ARCH_SOFTMAX = 1 } da_arch;
+/* DIFF: the Differential Transformer (V1); SOFTMAX: the baseline; DIFF2: DIFF V2
+ * (microsoft/unilm Diff-Transformer-V2/multihead_flashdiffv2.py): 2H query
+ * heads of size d = dim/H, K and V shared by the two maps of a head, lambda
+ * per token and head = sigmoid(x . lambda_proj), no head norm. */
+typedef enum { DA_ARCH_DIFF = 0, DA_ARCH_SOFTMAX = 1, DA_ARCH_DIFF2 = 2 } da_arch;
 
 typedef struct {
     da_arch arch;
     int dim;
     int n_layers;
-    int n_heads;    /* DIFF: differential heads; softmax: plain heads (twice DIFF's at equal params) */
+    int n_heads;    /* DIFF: differential heads; softmax: plain heads (twice DIFF's at equal params);
+                     * DIFF2: output heads, each with two query heads of the same size */
     int n_kv_heads; /* GQA: n_heads / n_kv_heads query heads share one KV group */
     int vocab_size;
     int ffn_hidden;
@@ -24,12 +29,14 @@ typedef struct {
     float norm_eps;
     float rope_theta;
     int tie_embeddings; /* 1: output.weight is tok_embeddings.weight */
+    int window;         /* sliding-window attention: query t sees keys t-window+1 .. t (both maps of
+                         * DIFF and DIFF2); 0 = every earlier key. Stored only when > 0 */
 } da_config;
 
 /* The schema of da_config: one row per field, in checkpoint-metadata order
  * (src/model/config.c). n_kv_heads and ffn_hidden default to 0 there, meaning
  * "derived" (see da_config_from_diff_heads). */
-#define DA_CONFIG_N_FIELDS 11
+#define DA_CONFIG_N_FIELDS 12
 extern const da_field da_config_fields[DA_CONFIG_N_FIELDS];
 
 /* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads),
@@ -39,15 +46,20 @@ void da_config_default(da_config *c);
  * offending field. */
 da_status da_config_validate(const da_config *c);
 /* Heads of architecture a at the parameters of diff_heads DIFF heads: a
- * softmax head is half a DIFF head's size, so softmax gets twice as many. */
+ * softmax head is half a DIFF head's size, so softmax gets twice as many; a
+ * DIFF2 output head is a softmax head's size, so DIFF2 gets as many as softmax. */
 int da_arch_heads(da_arch a, int diff_heads);
 /* Completes a configuration whose n_heads and n_kv_heads count DIFF heads (the
  * CLI's --heads, compare's --heads): scales them with da_arch_heads; 0 fields
  * take their derived values (n_kv_heads = n_heads, ffn_hidden =
  * da_default_ffn_hidden(dim)); then validates. */
 da_status da_config_from_diff_heads(da_config *c);
-/* d: the size of one RoPE'd sub-head. DIFF: dim/H/2. softmax: dim/H. */
+/* d: the size of one RoPE'd sub-head. DIFF: dim/H/2. softmax, DIFF2: dim/H. */
 int da_head_dim(const da_config *c);
+/* Width of a token's queries: dim, or 2*dim for DIFF2 (two query heads per output head). */
+int da_q_dim(const da_config *c);
+/* Attention maps per head: 2 for DIFF and DIFF2, 1 for softmax. */
+int da_arch_maps(da_arch a);
 /* 8*dim/3 rounded up to a multiple of 64. */
 int da_default_ffn_hidden(int dim);
 /* 0.8 - 0.6*exp(-0.3*depth), depth 0-based. */
@@ -72,6 +84,7 @@ typedef struct {
     float *attention_norm;                               /* (C) */
     float *wq, *wk, *wv, *wo;                            /* (C,C) (Ckv,C) (Ckv,C) (C,C) */
     float *lambda_q1, *lambda_k1, *lambda_q2, *lambda_k2; /* (d) each; DIFF only */
+    float *lambda_proj;                                  /* (H, C); DIFF2 only; wq is (2C, C) there */
     float *subln;                                        /* (2d); DIFF only */
     float *ffn_norm;                                     /* (C) */
     float *w1, *w2, *w3;                                 /* (F,C) (C,F) (F,C) */
@@ -94,6 +107,11 @@ typedef struct {
     float *grads; /* NULL until da_model_alloc_grads */
     da_weights w; /* views of params */
     da_weights g; /* views of grads (NULL pointers until allocated) */
+    /* The Hugging Face tokenizer.json text of the ids (malloc'd; freed by
+     * da_model_free), or NULL: bytes, or a file from before tokenizers were
+     * embedded. Saved and loaded with the model (docs/formats.md); read it with
+     * da_model_tokenizer (diffattn/tokenizer.h). */
+    char *tokenizer_json;
 } da_model;
 
 /* Allocates a zeroed model for cfg (validated). */
@@ -133,9 +151,12 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
 /* (B, T, V) logits of the last da_forward. */
 const float *da_acts_logits(const da_acts *a);
 /* Views into the last da_forward, for evaluations. Layer l's queries and
- * keys after RoPE: q (B, T, C), k (B, T, Ckv); the residual stream after
+ * keys after RoPE: q (B, T, da_q_dim), k (B, T, Ckv); the residual stream after
  * layer l (its output): (B, T, C). */
 void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k);
+/* Layer l's lambda per token and head, sigmoid(x . lambda_proj): (B, T, H);
+ * NULL unless DIFF2. */
+const float *da_acts_lam(const da_acts *a, int layer);
 /* Layer l's values: (B, T, Ckv). */
 const float *da_acts_v(const da_acts *a, int layer);
 const float *da_acts_hidden(const da_acts *a, int layer);

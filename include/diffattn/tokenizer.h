@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "diffattn/core.h"
+#include "diffattn/model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +34,25 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
  * vocabulary is an error naming its position. */
 da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, uint8_t **out, size_t *n_out,
                               size_t *cap);
+
+/* ---------------------------------------------------------------- the tokenizer of a model */
+
+/* A model file carries the tokenizer of its ids (docs/formats.md): the
+ * Hugging Face tokenizer.json text, in safetensors __metadata__ and in GGUF.
+ * This is that text: the file it was loaded from, or, for GPT-2's
+ * encoder.json + vocab.bpe, the equivalent tokenizer.json. *n gets its
+ * length (n may be NULL). */
+const char *da_tokenizer_json(const da_tokenizer *t, size_t *n);
+/* A tokenizer from tokenizer.json text; name is used in messages. */
+da_status da_tokenizer_from_json(da_tokenizer **out, const char *json, size_t n, const char *name);
+/* 1 when a and b give every id the same bytes and have the same special
+ * tokens and merges (so the same ids for any text under one pre-tokeniser). */
+int da_tokenizer_same(const da_tokenizer *a, const da_tokenizer *b);
+/* The tokenizer a model carries (m->tokenizer_json), or *out = NULL when it
+ * carries none (a byte-level model, or a file from before tokenizers were
+ * embedded). An embedded tokenizer whose vocabulary differs from the model's
+ * is an error naming both sizes. */
+da_status da_model_tokenizer(const da_model *m, da_tokenizer **out);
 
 /* ---------------------------------------------------------------- training a tokenizer */
 

@@ -25,33 +25,35 @@ void da_quantize_logit_row(float *a, int n, int bits) {
     for (int j = 0; j < n; j++) a[j] = roundf(a[j] / step) * step;
 }
 
-static void quantize_logits(float *A, int T, int bits) {
-    for (int t = 0; t < T; t++) da_quantize_logit_row(A + (size_t)t * T, t + 1, bits);
-}
-
-/* In place: row t becomes softmax over columns 0..t, zero beyond (causal). */
-static void causal_softmax(float *A, int T, int logit_bits) {
-    if (logit_bits > 0) quantize_logits(A, T, logit_bits);
+/* In place: row t becomes softmax over columns lo..t (lo = attn_first_key),
+ * zero elsewhere (causal, windowed). Logits are quantized over that span. */
+static void causal_softmax(float *A, int T, int logit_bits, int window) {
     for (int t = 0; t < T; t++) {
         float *a = A + (size_t)t * T;
-        float mx = a[0];
-        for (int j = 1; j <= t; j++) mx = a[j] > mx ? a[j] : mx;
+        const int lo = attn_first_key(t, window);
+        if (logit_bits > 0) da_quantize_logit_row(a + lo, t + 1 - lo, logit_bits);
+        float mx = a[lo];
+        for (int j = lo + 1; j <= t; j++) mx = a[j] > mx ? a[j] : mx;
         float sum = 0.0f;
-        for (int j = 0; j <= t; j++) {
+        for (int j = lo; j <= t; j++) {
             a[j] = expf(a[j] - mx);
             sum += a[j];
         }
         float inv = 1.0f / sum;
-        for (int j = 0; j <= t; j++) a[j] *= inv;
+        for (int j = lo; j <= t; j++) a[j] *= inv;
+        for (int j = 0; j < lo; j++) a[j] = 0.0f;
         for (int j = t + 1; j < T; j++) a[j] = 0.0f;
     }
 }
 
-/* In place: dA: (T, T) -> dS = A * (c*dA - rowsum(c*dA * A)), the gradient
- * through the softmax of map A scaled by c (1 for A1, -lambda for A2). */
-static void softmax_map_backward(float *dS, const float *dA, const float *A, float c, int T) {
+/* dA: (T, T) -> dS = A * (c*dA - rowsum(c*dA * A)), the gradient through
+ * the softmax of map A scaled by c (1 for A1, -lambda for A2). With crow
+ * (DIFF2's per-row lambdas) row t's scale is -crow[t * crow_stride], not c. */
+static void softmax_map_backward(float *dS, const float *dA, const float *A, float c, const float *crow,
+                                 int crow_stride, int T) {
     for (int t = 0; t < T; t++) {
         const float *a = A + (size_t)t * T, *da = dA + (size_t)t * T;
+        if (crow) c = -crow[(size_t)t * crow_stride];
         float *ds = dS + (size_t)t * T;
         float dot = 0.0f;
         for (int j = 0; j <= t; j++) dot += c * da[j] * a[j];
@@ -92,8 +94,8 @@ void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att
             float *A1 = att + ((size_t)b * H + h) * 2 * TT, *A2 = A1 + TT;
             scores(A1, Q1, C, K1, Ckv, T, d, scale);
             scores(A2, Q2, C, K2, Ckv, T, d, scale);
-            causal_softmax(A1, T, s->logit_bits);
-            causal_softmax(A2, T, s->logit_bits);
+            causal_softmax(A1, T, s->logit_bits, s->window);
+            causal_softmax(A2, T, s->logit_bits, s->window);
             combine_maps(P, A1, A2, lambda, T);
             /* opre[b, :, h] : (T, 2d) = P @ V */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d2, T, 1.0f, P, T, V, Ckv, 0.0f,
@@ -142,8 +144,8 @@ void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, flo
             double dl = 0.0;
             for (size_t i = 0; i < TT; i++) dl -= (double)dP[i] * A2[i];
             dlam_part[(size_t)b * H + h] = (float)dl;
-            softmax_map_backward(dS1, dP, A1, 1.0f, T);
-            softmax_map_backward(dS2, dP, A2, -lambda, T);
+            softmax_map_backward(dS1, dP, A1, 1.0f, NULL, 0, T);
+            softmax_map_backward(dS2, dP, A2, -lambda, NULL, 0, T);
             map_input_grads(dq + qoff, C, dk + koff, Ckv, dS1, q + qoff, k + koff, T, d, scale);
             map_input_grads(dq + qoff + d, C, dk + koff + d, Ckv, dS2, q + qoff + d, k + koff + d, T, d, scale);
         }
@@ -168,7 +170,7 @@ void softmax_attention_forward(float *out, float *att, const float *q, const flo
             const float *V = v + (size_t)b * T * Ckv + (size_t)g * d;
             float *A = att + ((size_t)b * H + h) * TT;
             scores(A, Q, C, K, Ckv, T, d, scale);
-            causal_softmax(A, T, s->logit_bits);
+            causal_softmax(A, T, s->logit_bits, s->window);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, T, 1.0f, A, T, V, Ckv, 0.0f,
                         out + (size_t)b * T * C + (size_t)h * d, C);
         }
@@ -197,8 +199,80 @@ void softmax_attention_backward(float *dq, float *dk, float *dv, const float *do
                         T);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, d, T, 1.0f, A, T, dO, C, 1.0f, dv + kvoff,
                         Ckv);
-            softmax_map_backward(dS, dA, A, 1.0f, T);
+            softmax_map_backward(dS, dA, A, 1.0f, NULL, 0, T);
             map_input_grads(dq + qoff, C, dk + kvoff, Ckv, dS, q + qoff, k + kvoff, T, d, scale);
+        }
+    }
+}
+
+void diff2_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                             const float *lam, const attn_shape *s, float *scratch) {
+    const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Cq = 2 * C, Ckv = s->Ckv;
+    const int n_rep = H / s->n_kv_heads;
+    const float scale = 1.0f / sqrtf((float)d);
+    const size_t TT = (size_t)T * T;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
+    for (int bh = 0; bh < B * H; bh++) {
+        const int b = bh / H, h = bh % H, g = h / n_rep;
+        float *P = scratch + (size_t)omp_get_thread_num() * 4 * TT;
+        const float *Q1 = q + (size_t)b * T * Cq + (size_t)(2 * h) * d, *Q2 = Q1 + d;
+        const float *K = k + (size_t)b * T * Ckv + (size_t)g * d, *V = v + (size_t)b * T * Ckv + (size_t)g * d;
+        const float *lam_h = lam + (size_t)b * T * H + h; /* row t at lam_h[t * H] */
+        float *A1 = att + ((size_t)b * H + h) * 2 * TT, *A2 = A1 + TT;
+        scores(A1, Q1, Cq, K, Ckv, T, d, scale);
+        scores(A2, Q2, Cq, K, Ckv, T, d, scale);
+        causal_softmax(A1, T, s->logit_bits, s->window);
+        causal_softmax(A2, T, s->logit_bits, s->window);
+        for (int t = 0; t < T; t++) {
+            const float l = lam_h[(size_t)t * H];
+            for (int j = 0; j < T; j++) P[(size_t)t * T + j] = A1[(size_t)t * T + j] - l * A2[(size_t)t * T + j];
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, T, 1.0f, P, T, V, Ckv, 0.0f,
+                    out + (size_t)b * T * C + (size_t)h * d, C);
+    }
+}
+
+void diff2_attention_backward(float *dq, float *dk, float *dv, float *dlam, const float *dout, const float *att,
+                              const float *q, const float *k, const float *v, const float *lam,
+                              const attn_shape *s, float *scratch) {
+    const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Cq = 2 * C, Ckv = s->Ckv;
+    const int n_rep = H / s->n_kv_heads;
+    const float scale = 1.0f / sqrtf((float)d);
+    const size_t TT = (size_t)T * T;
+    memset(dk, 0, (size_t)B * T * Ckv * sizeof(float));
+    memset(dv, 0, (size_t)B * T * Ckv * sizeof(float));
+    /* One (batch, KV group) per iteration, as in diff_attention_backward. */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
+    for (int bg = 0; bg < B * s->n_kv_heads; bg++) {
+        const int b = bg / s->n_kv_heads, g = bg % s->n_kv_heads;
+        float *P = scratch + (size_t)omp_get_thread_num() * 4 * TT, *dP = P + TT, *dS1 = dP + TT, *dS2 = dS1 + TT;
+        const size_t kvoff = (size_t)b * T * Ckv + (size_t)g * d;
+        for (int h = g * n_rep; h < (g + 1) * n_rep; h++) {
+            const size_t qoff = (size_t)b * T * Cq + (size_t)(2 * h) * d;
+            const float *A1 = att + ((size_t)b * H + h) * 2 * TT, *A2 = A1 + TT;
+            const float *dO = dout + (size_t)b * T * C + (size_t)h * d;
+            const float *lam_h = lam + (size_t)b * T * H + h;
+            float *dlam_h = dlam + (size_t)b * T * H + h;
+            /* dP: (T, T) = dO: (T, d) @ V^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d, 1.0f, dO, C, v + kvoff, Ckv, 0.0f, dP, T);
+            for (int t = 0; t < T; t++) {
+                const float l = lam_h[(size_t)t * H];
+                const float *a1 = A1 + (size_t)t * T, *a2 = A2 + (size_t)t * T, *dp = dP + (size_t)t * T;
+                float *p = P + (size_t)t * T;
+                double dl = 0.0; /* d lam_t = -sum_j dP[t, j] A2[t, j] */
+                for (int j = 0; j < T; j++) {
+                    p[j] = a1[j] - l * a2[j];
+                    dl -= (double)dp[j] * a2[j];
+                }
+                dlam_h[(size_t)t * H] = (float)dl;
+            }
+            /* dV += P^T @ dO */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, d, T, 1.0f, P, T, dO, C, 1.0f, dv + kvoff, Ckv);
+            softmax_map_backward(dS1, dP, A1, 1.0f, NULL, 0, T);
+            softmax_map_backward(dS2, dP, A2, 0.0f, lam_h, H, T);
+            /* both maps read the one K: their dK add up */
+            map_input_grads(dq + qoff, Cq, dk + kvoff, Ckv, dS1, q + qoff, k + kvoff, T, d, scale);
+            map_input_grads(dq + qoff + d, Cq, dk + kvoff, Ckv, dS2, q + qoff + d, k + kvoff, T, d, scale);
         }
     }
 }

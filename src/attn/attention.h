@@ -3,26 +3,41 @@
  * for the evaluations that inspect them.
  *
  * Layouts: q: (B, T, C) and k, v: (B, T, Ckv), RoPE already applied.
+ * Causal, and with attn_shape.window > 0 a sliding window: each map's row t
+ * is zero outside keys t-window+1 .. t.
  *   DIFF:    head i owns q sub-heads 2i (Q1), 2i+1 (Q2), each d wide; its KV
  *            group g = i / n_rep gives K1 = k sub-head 2g, K2 = 2g+1 and V =
  *            v columns [2d*g, 2d*(g+1)). att: (B, H, 2, T, T) holds A1, A2.
  *   softmax: head i is q columns [d*i, d*(i+1)), group g = i / n_rep.
- *            att: (B, H, T, T). */
+ *            att: (B, H, T, T).
+ *   DIFF2:   q: (B, T, 2C), 2H query heads of size d; head i owns query heads
+ *            2i (Q1) and 2i+1 (Q2), both against K = k columns [d*g, d*(g+1))
+ *            and V the same columns of v, g = i / n_rep (so C = H*d, Ckv =
+ *            n_kv*d). Output (B, T, C): head i is columns [d*i, d*(i+1)).
+ *            lam: (B, T, H), sigmoid(lambda) per token and head.
+ *            att: (B, H, 2, T, T) holds A1, A2. */
 #ifndef DA_ATTENTION_H
 #define DA_ATTENTION_H
 
 #include <stddef.h>
 
+/* Which attention a kernel computes; ATTN_DIFF is 1 so that a 0/1 "diff" flag reads the same. */
+typedef enum { ATTN_SOFTMAX = 0, ATTN_DIFF = 1, ATTN_DIFF2 = 2 } attn_kind;
+
 typedef struct {
     int B, T;
     int n_heads, n_kv_heads;
-    int d; /* DIFF: sub-head size; softmax: head size */
-    int C, Ckv;
+    int d; /* DIFF: sub-head size; softmax, DIFF2: head size */
+    int C, Ckv; /* widths of a token's output (and of q, except DIFF2's 2C) and of k, v */
     int n_threads; /* OpenMP threads the scratch was sized for */
     int logit_bits; /* reference kernel: logits fake-quantized to this many bits (da_model.attn_logit_bits; 0 exact) */
+    int window;     /* sliding window: query t sees keys t-window+1 .. t in every map; 0 = all keys 0 .. t */
 } attn_shape;
 
 #define DA_SUBLN_EPS 1e-5f
+
+/* First key query t sees: 0, or t - window + 1 with a window. */
+static inline int attn_first_key(int t, int window) { return window > 0 && t >= window ? t - window + 1 : 0; }
 
 /* a: (n) logits of one query row, rounded in place to 2^(bits-1) - 1 levels
  * of max|a| / (2^(bits-1) - 1). */
@@ -51,6 +66,14 @@ void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, flo
                              const float *att, const float *q, const float *k, const float *v,
                              const float *subln_w, float lambda, float lambda_init,
                              const attn_shape *s, float *scratch);
+
+/* DIFF2: out: (B, T, C) = A1 V - lam * A2 V per head, lam per row; att saved. */
+void diff2_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                             const float *lam, const attn_shape *s, float *scratch);
+/* dq: (B, T, 2C), dk, dv overwritten; dlam: (B, T, H) overwritten with d loss / d lam. */
+void diff2_attention_backward(float *dq, float *dk, float *dv, float *dlam, const float *dout, const float *att,
+                              const float *q, const float *k, const float *v, const float *lam,
+                              const attn_shape *s, float *scratch);
 
 /* out: (B, T, C) = softmax(Q K^T / sqrt(d)) V per head; att saved. */
 void softmax_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,

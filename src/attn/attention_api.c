@@ -16,7 +16,7 @@ static da_status to_attn_shape(const da_attention_shape *s, attn_shape *as) {
                          s->n_kv_heads);
     const int w = s->diff ? 2 * s->head_dim : s->head_dim; /* one head's q (and output) width */
     attn_shape a = {s->batch, s->seq, s->n_heads, s->n_kv_heads, s->head_dim, s->n_heads * w, s->n_kv_heads * w,
-                    omp_get_max_threads(), 0};
+                    omp_get_max_threads(), 0, 0};
     *as = a;
     return da_ok();
 }
@@ -37,7 +37,7 @@ da_status da_attention_forward(float *out, float *saved, const float *q, const f
     if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
     const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
     float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
-    flash_attention_forward(out, o1, o2, saved, q, k, v, lambda, s->diff, &as, scratch);
+    flash_attention_forward(out, o1, o2, saved, q, k, v, lambda, NULL, s->diff, &as, scratch);
     free(scratch);
     return da_ok();
 }
@@ -53,7 +53,8 @@ da_status da_attention_backward(float *dq, float *dk, float *dv, float *dlambda,
     if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
     const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
     const float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
-    flash_attention_backward(dq, dk, dv, dlambda, dout, out, o1, o2, saved, q, k, v, lambda, s->diff, &as, scratch);
+    flash_attention_backward(dq, dk, dv, dlambda, NULL, dout, out, o1, o2, saved, q, k, v, lambda, NULL, s->diff, &as,
+                             scratch);
     free(scratch);
     return da_ok();
 }

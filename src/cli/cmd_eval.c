@@ -9,15 +9,37 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+static const char *const DATA_HELP =
+    "text file or folder (through the model's tokenizer; bytes when it has none), or a folder of token shards";
+
+/* Validation data for a model: text goes through the tokenizer the model
+ * carries (bytes when it carries none); shards must hold the same
+ * tokenizer's ids. Any other vocabulary is an error naming both sizes. */
+static da_status load_data_for(const char *model, const da_config *cfg, const da_tokenizer *tok, const char *data,
+                               float val_fraction, int seq, da_text_data *d) {
+    da_tokenizer *shard_tok = NULL;
+    da_status st = da_data_tokenizer(data, &shard_tok);
+    if (!st.code && shard_tok && tok && !da_tokenizer_same(shard_tok, tok))
+        st = da_errorf("%s: the shards' tokenizer (%d tokens) differs from the one %s carries (%d tokens)", data,
+                       da_tokenizer_vocab_size(shard_tok), model, da_tokenizer_vocab_size(tok));
+    da_tokenizer_free(shard_tok);
+    if (!st.code) st = da_text_data_load_tok(d, data, val_fraction, seq, tok);
+    if (!st.code && (st = da_text_data_check_vocab(d, data, cfg->vocab_size)).code) da_text_data_free(d);
+    return st;
+}
+
 /* The model and its validation data, with --seq 0 meaning the model's
  * context. On failure nothing is left allocated. */
 static da_status load_model_data(const char *model, const char *data, float val_fraction, int *seq, da_model *m,
                                  da_text_data *d) {
     da_status st = da_model_load_any(m, model);
     if (st.code) return st;
+    da_tokenizer *tok = NULL;
     if (*seq == 0) *seq = m->cfg.max_seq_len;
     if (*seq <= 0) st = da_errorf("--seq must be positive");
-    if (!st.code) st = da_text_data_load(d, data, val_fraction, *seq);
+    if (!st.code && (st = da_model_tokenizer(m, &tok)).code) st = da_errorf("%s: %s", model, st.msg);
+    if (!st.code) st = load_data_for(model, &m->cfg, tok, data, val_fraction, *seq, d);
+    da_tokenizer_free(tok);
     if (st.code) da_model_free(m);
     return st;
 }
@@ -29,7 +51,7 @@ static int eval_loss(int argc, char **argv) {
     float val_fraction = 0.1f;
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model file (.safetensors)", 0},
-        {"data", OPT_STR, &data, "text file or folder (bytes), or a folder of token shards", 0},
+        {"data", OPT_STR, &data, DATA_HELP, 0},
         {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
         {"windows", OPT_LONG, &windows, "validation windows, spread evenly over the validation split", 0},
         {"batch", OPT_INT, &batch, "windows per forward pass", 0},
@@ -79,7 +101,7 @@ static int eval_outliers(int argc, char **argv) {
     float val_fraction = 0.1f;
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model file (.safetensors)", 0},
-        {"data", OPT_STR, &data, "text file or folder (bytes), or a folder of token shards", 0},
+        {"data", OPT_STR, &data, DATA_HELP, 0},
         {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
         {"windows", OPT_LONG, &windows, "validation windows (tokens = windows x seq)", 0},
         {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
@@ -182,7 +204,7 @@ static int eval_quant_logits(int argc, char **argv) {
     enum { N_OPTS = 8 + NEEDLE_OPTS };
     cli_opt opts[N_OPTS] = {
         {"model", OPT_STR, &model, "model file (.safetensors or .gguf)", 0},
-        {"data", OPT_STR, &data, "text file or folder (bytes), or a folder of token shards", 0},
+        {"data", OPT_STR, &data, DATA_HELP, 0},
         {"bits", OPT_STR, &bits_list, "comma-separated bit widths of the attention logits", 0},
         {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
         {"windows", OPT_LONG, &windows, "validation windows", 0},
@@ -216,7 +238,9 @@ static int eval_quant_logits(int argc, char **argv) {
     da_text_data d;
     da_quant_logits_result r;
     da_status st = da_engine_load(&e, model);
-    if (!st.code && !(st = da_text_data_load(&d, data, val_fraction, seq ? seq : da_engine_config(e)->max_seq_len)).code) {
+    if (!st.code && !(st = load_data_for(model, da_engine_config(e), da_engine_tokenizer(e), data, val_fraction,
+                                         seq ? seq : da_engine_config(e)->max_seq_len, &d))
+                         .code) {
         st = da_eval_quant_logits(e, &d, &qc, &r);
         da_text_data_free(&d);
     }
@@ -419,7 +443,7 @@ int cmd_compare(int argc, char **argv) {
     da_compare_config c;
     da_compare_config_default(&c);
     float budget = 0;
-    const char *contexts = "auto";
+    const char *contexts = "auto", *archs = "diff,diff2,softmax";
     cli_opt opts[] = {
         {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md, report.json and the figures", 0},
         {"data", OPT_STR, &c.data, "training text or shards (default: the built-in needle mix)", 0},
@@ -431,6 +455,7 @@ int cmd_compare(int argc, char **argv) {
         {"dim", OPT_INT, &c.dim, "model width", 0},
         {"layers", OPT_INT, &c.layers, "blocks", 0},
         {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
+        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax", 0},
         {"seq", OPT_INT, &c.seq, "training context length", 0},
         {"batch", OPT_INT, &c.batch, "sequences per step", 0},
         {"needles", OPT_INT, &c.needles, "needle sentences per evaluation prompt (1..16)", 0},
@@ -445,14 +470,17 @@ int cmd_compare(int argc, char **argv) {
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse("compare",
-                       "Trains DIFF and the softmax baseline at equal parameters, tokens, data and seed, runs the same "
-                       "evaluations on both\n(validation loss, needle retrieval, attention on the answer, outliers, "
-                       "quantized logits) and writes report.md,\nreport.json and PNG figures.",
+                       "Trains DIFF, DIFF V2 and the softmax baseline (--archs) at equal tokens, data and seed (DIFF "
+                       "and softmax at equal\nparameters), runs the same evaluations on each (validation loss, needle "
+                       "retrieval, attention on the answer,\noutliers, quantized logits) and writes report.md, "
+                       "report.json and PNG figures.",
                        argc, argv, opts, n_opts, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (budget < 0 || (budget > 0 && cli_was_set(opts, n_opts, "steps")))
         return cli_fail("--budget-minutes must be positive, and chooses the steps itself: drop --steps");
     c.budget_minutes = budget;
+    da_status ast = da_compare_parse_archs(&c, archs);
+    if (ast.code) return cli_fail(ast.msg);
     if (strcmp(contexts, "auto") && parse_ints(contexts, c.contexts, 4, &c.n_contexts, 128, 1 << 20))
         return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
     /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */

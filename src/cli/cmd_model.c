@@ -60,7 +60,8 @@ int cmd_info(int argc, char **argv) {
     printf("arch           %s\n", da_arch_name(c->arch));
     printf("dim            %d\n", c->dim);
     printf("n_layers       %d\n", c->n_layers);
-    printf("n_heads        %d%s\n", c->n_heads, c->arch == DA_ARCH_DIFF ? " (differential)" : "");
+    printf("n_heads        %d%s\n", c->n_heads,
+           c->arch == DA_ARCH_DIFF ? " (differential)" : c->arch == DA_ARCH_DIFF2 ? " (output heads; 2x query heads)" : "");
     printf("n_kv_heads     %d\n", c->n_kv_heads);
     printf("head_dim       %d%s\n", da_head_dim(c), c->arch == DA_ARCH_DIFF ? " (per sub-head; values 2x)" : "");
     printf("ffn_hidden     %d\n", c->ffn_hidden);
@@ -69,7 +70,15 @@ int cmd_info(int argc, char **argv) {
     printf("norm_eps       %g\n", (double)c->norm_eps);
     printf("rope_theta     %g\n", (double)c->rope_theta);
     printf("tie_embeddings %s\n", c->tie_embeddings ? "true" : "false");
+    if (c->window > 0) printf("window         %d (each token sees the last %d keys)\n", c->window, c->window);
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
+    if (c->arch == DA_ARCH_DIFF2) {
+        /* the second query heads (dim x dim) and lambda_proj (n_heads x dim), per layer */
+        const size_t extra = (size_t)c->n_layers * ((size_t)c->dim * c->dim + (size_t)c->n_heads * c->dim);
+        printf("               %zu (%.1f%%) more than softmax with the same heads: the second queries "
+               "and lambda_proj\n", extra, 100.0 * (double)extra / (double)(m.n_params - extra));
+    }
+    printf("tokenizer      %s\n", m.tokenizer_json ? "embedded (tokenizer.json)" : "none (bytes)");
     if (c->arch == DA_ARCH_DIFF) {
         printf("lambda         layer  lambda_init  lambda\n");
         for (int l = 0; l < c->n_layers; l++)

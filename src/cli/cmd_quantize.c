@@ -123,8 +123,11 @@ int cmd_eval_ppl(int argc, char **argv) {
     da_status st = da_engine_load(&qe, model);
     if (!st.code && !(st = da_engine_load(&be, base)).code) pc.base_file_bytes = (long)da_engine_file_bytes(be);
     const da_config *c = qe ? da_engine_config(qe) : NULL;
-    if (!st.code && !(st = da_text_data_load(&d, data, val_fraction, ctx ? ctx : c->max_seq_len)).code) {
-        st = da_eval_ppl(qe, be, &d, &pc, &r);
+    /* text through the model's tokenizer; any other vocabulary is an error */
+    if (!st.code && !(st = da_text_data_load_tok(&d, data, val_fraction, ctx ? ctx : c->max_seq_len,
+                                                 da_engine_tokenizer(qe)))
+                         .code) {
+        if (!(st = da_text_data_check_vocab(&d, data, c->vocab_size)).code) st = da_eval_ppl(qe, be, &d, &pc, &r);
         da_text_data_free(&d);
     }
     if (!st.code) {

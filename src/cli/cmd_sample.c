@@ -11,7 +11,7 @@
 
 /* Prints each generated token as it comes: through the tokenizer, or as a byte. */
 typedef struct {
-    da_tokenizer *tok;
+    const da_tokenizer *tok;
     uint8_t *bytes;
     size_t cap;
 } printer;
@@ -43,7 +43,7 @@ int cmd_sample(int argc, char **argv) {
         {"top-p", OPT_FLOAT, &top_p, "nucleus sampling mass in (0, 1]", 0},
         {"seed", OPT_U64, &seed, "sampling seed", 0},
         {"tokenizer", OPT_STR, &tok_path,
-         "tokenizer (default: the one saved next to the model by train --data SHARDS; else bytes)", 0},
+         "tokenizer (default: the one the model file carries; else one saved next to an older model; else bytes)", 0},
         {"kv", OPT_STR, &kv_s, "KV cache: f32 or int8 (a scale per position, head and 32-block)", 0},
     };
     const char *req[] = {"model", NULL};
@@ -58,7 +58,9 @@ int cmd_sample(int argc, char **argv) {
     da_status st = da_engine_load(&e, model);
     if (st.code) return cli_fail(st.msg);
     const da_config cfg = *da_engine_config(e);
-    /* the tokenizer: given, or saved beside the model, or none (bytes) */
+    /* the tokenizer: the model's own, or given (and then the same), or saved
+     * beside a model from before tokenizers were embedded, or none (bytes) */
+    const da_tokenizer *embedded = da_engine_tokenizer(e);
     char beside[4096];
     snprintf(beside, sizeof beside, "%s", model);
     char *slash = strrchr(beside, '/');
@@ -68,11 +70,21 @@ int cmd_sample(int argc, char **argv) {
     char probe[4200], probe2[4200];
     snprintf(probe, sizeof probe, "%s/tokenizer.json", beside);
     snprintf(probe2, sizeof probe2, "%s/encoder.json", beside);
-    if (!tok_path && (stat(probe, &sb) == 0 || stat(probe2, &sb) == 0)) tok_path = beside;
+    if (!tok_path && !embedded && (stat(probe, &sb) == 0 || stat(probe2, &sb) == 0)) tok_path = beside;
     da_tokenizer *tok = NULL;
     if (tok_path && (st = da_tokenizer_load(&tok, tok_path)).code) {
         da_engine_free(e);
         return cli_fail(st.msg);
+    }
+    if (tok && embedded && !da_tokenizer_same(tok, embedded)) {
+        char msg[768];
+        snprintf(msg, sizeof msg,
+                 "--tokenizer %s (%d tokens) differs from the tokenizer %s carries (%d tokens): its ids would decode "
+                 "to other text; omit --tokenizer to use the model's",
+                 tok_path, da_tokenizer_vocab_size(tok), model, da_tokenizer_vocab_size(embedded));
+        da_tokenizer_free(tok);
+        da_engine_free(e);
+        return cli_fail(msg);
     }
     if (tok && da_tokenizer_vocab_size(tok) != cfg.vocab_size) {
         /* a smaller one would drop the ids it cannot decode, a larger one feed ids the model lacks */
@@ -83,14 +95,20 @@ int cmd_sample(int argc, char **argv) {
         da_engine_free(e);
         return cli_fail(msg);
     }
-    if (!tok && cfg.vocab_size < 256) {
+    const da_tokenizer *use = tok ? tok : embedded;
+    if (!use && cfg.vocab_size != 256) {
+        /* bytes would drop (or never produce) the ids past 255 */
         da_engine_free(e);
-        return cli_fail("no tokenizer next to the model, and it is not byte-level (vocab_size < 256): pass --tokenizer");
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "%s carries no tokenizer and its vocabulary has %d tokens, not the 256 bytes: pass --tokenizer", model,
+                 cfg.vocab_size);
+        return cli_fail(msg);
     }
     const char *text = prompt[0] ? prompt : "\n";
     int *pids = NULL;
     size_t n_prompt = 0, pcap = 0;
-    if (tok) st = da_tokenizer_encode(tok, (const uint8_t *)text, strlen(text), &pids, &n_prompt, &pcap);
+    if (use) st = da_tokenizer_encode(use, (const uint8_t *)text, strlen(text), &pids, &n_prompt, &pcap);
     else {
         n_prompt = strlen(text);
         pids = malloc(n_prompt * sizeof(int));
@@ -107,7 +125,7 @@ int cmd_sample(int argc, char **argv) {
     so.kv_int8 = !strcmp(kv_s, "int8");
     so.max_T = total < cfg.max_seq_len ? (int)total : cfg.max_seq_len;
     if (!st.code) st = da_session_create(&s, e, &so);
-    printer pr = {tok, NULL, 0};
+    printer pr = {use, NULL, 0};
     da_generate_opts go = {max_new, temperature, top_p, seed, -1, print_token, &pr, 1};
     int generated = 0;
     struct timespec t0, t1;

@@ -8,10 +8,46 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "diffattn/data.h"
+#include "diffattn/generate.h"
 #include "diffattn/tokenizer.h"
 
 static const char *TOK_HELP = "tokenizer.json (Hugging Face byte-level BPE), GPT-2's encoder.json (vocab.bpe beside it), "
                               "or a folder holding either";
+
+static const char *MODEL_HELP = "a model file: use the tokenizer it carries (default when --tokenizer is not given)";
+
+/* --tokenizer, or the one --model carries; with both, they must be the same. */
+static da_status open_tokenizer(const char *tok_path, const char *model, da_tokenizer **out) {
+    *out = NULL;
+    if (!tok_path && !model) return da_errorf("give --tokenizer, or --model for the tokenizer a model carries");
+    da_status st = tok_path ? da_tokenizer_load(out, tok_path) : da_ok();
+    if (st.code || !model) return st;
+    da_engine *e = NULL;
+    if ((st = da_engine_load(&e, model)).code) {
+        da_tokenizer_free(*out);
+        *out = NULL;
+        return st;
+    }
+    const da_tokenizer *own = da_engine_tokenizer(e);
+    if (!own && !*out)
+        st = da_errorf("%s carries no tokenizer (a byte-level model, or a file from before tokenizers were embedded): "
+                       "give --tokenizer",
+                       model);
+    else if (own && *out && !da_tokenizer_same(own, *out))
+        st = da_errorf("--tokenizer %s (%d tokens) differs from the tokenizer %s carries (%d tokens)", tok_path,
+                       da_tokenizer_vocab_size(*out), model, da_tokenizer_vocab_size(own));
+    else if (own && !*out) {
+        size_t n;
+        const char *json = da_tokenizer_json(own, &n);
+        st = da_tokenizer_from_json(out, json, n, model);
+    }
+    da_engine_free(e);
+    if (st.code) {
+        da_tokenizer_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
 
 static da_status read_all(const char *path, uint8_t **data, size_t *n) {
     FILE *fp = fopen(path, "rb");
@@ -40,19 +76,20 @@ static da_status read_all(const char *path, uint8_t **data, size_t *n) {
 }
 
 int cmd_encode(int argc, char **argv) {
-    const char *tok_path = NULL, *in = NULL, *out = NULL;
+    const char *tok_path = NULL, *model = NULL, *in = NULL, *out = NULL;
     int timing = 0;
     cli_opt opts[] = {
         {"tokenizer", OPT_STR, &tok_path, TOK_HELP, 0},
+        {"model", OPT_STR, &model, MODEL_HELP, 0},
         {"in", OPT_STR, &in, "text file to encode (any bytes)", 0},
         {"out", OPT_STR, &out, "write the ids here instead of standard output", 0},
         {"time", OPT_FLAG, &timing, "report the encoding speed on standard error", 0},
     };
-    const char *req[] = {"tokenizer", "in", NULL};
-    int rc = cli_parse("encode", "Prints the token ids of a file, whitespace-separated.", argc, argv, opts, 4, req);
+    const char *req[] = {"in", NULL};
+    int rc = cli_parse("encode", "Prints the token ids of a file, whitespace-separated.", argc, argv, opts, 5, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     da_tokenizer *t;
-    da_status st = da_tokenizer_load(&t, tok_path);
+    da_status st = open_tokenizer(tok_path, model, &t);
     if (st.code) return cli_fail(st.msg);
     uint8_t *text = NULL;
     int *ids = NULL;
@@ -80,18 +117,19 @@ int cmd_encode(int argc, char **argv) {
 }
 
 int cmd_decode(int argc, char **argv) {
-    const char *tok_path = NULL, *ids_path = NULL, *out = NULL;
+    const char *tok_path = NULL, *model = NULL, *ids_path = NULL, *out = NULL;
     cli_opt opts[] = {
         {"tokenizer", OPT_STR, &tok_path, TOK_HELP, 0},
+        {"model", OPT_STR, &model, MODEL_HELP, 0},
         {"ids", OPT_STR, &ids_path, "file of whitespace-separated token ids", 0},
         {"out", OPT_STR, &out, "write the bytes here instead of standard output", 0},
     };
-    const char *req[] = {"tokenizer", "ids", NULL};
+    const char *req[] = {"ids", NULL};
     int rc = cli_parse("decode", "Writes the bytes that token ids stand for (the inverse of encode).", argc, argv, opts,
-                       3, req);
+                       4, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     da_tokenizer *t;
-    da_status st = da_tokenizer_load(&t, tok_path);
+    da_status st = open_tokenizer(tok_path, model, &t);
     if (st.code) return cli_fail(st.msg);
     int *ids = NULL, n = 0;
     uint8_t *bytes = NULL;

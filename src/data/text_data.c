@@ -11,6 +11,7 @@
 #include "io/file_list.h"
 #include "data/shard.h"
 #include "data/text_data.h"
+#include "diffattn/tokenizer.h"
 
 /* The raw bytes of a text corpus while it is read. */
 typedef struct {
@@ -181,6 +182,116 @@ static da_status load_shards(da_text_data *d, const char *dir, int seq_len) {
     if (d->n_train < (size_t)seq_len + 1) return too_little(dir, d->n_train, "tokens", seq_len, "train");
     if (d->n_val < (size_t)seq_len + 1) return too_little(dir, d->n_val, "tokens", seq_len, "validation");
     return da_ok();
+}
+
+static da_status encode_part(const da_tokenizer *tok, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
+                             size_t *cap) {
+    return n ? da_tokenizer_encode(tok, text, n, ids, n_ids, cap) : da_ok();
+}
+
+/* Text through a tokenizer, split as `diffattn prepare` splits it: the last
+ * val_fraction of the bytes is the validation split, each file is encoded on
+ * its own, and <|endoftext|> (when the tokenizer has it) follows every file
+ * but the last, in the split where the file ends. So these are the ids of
+ * prepare's shards of the same text. */
+static da_status load_text_tok(da_text_data *d, const char *path, float val_fraction, int seq_len,
+                               const da_tokenizer *tok) {
+    if (!(val_fraction > 0 && val_fraction < 1))
+        return da_errorf("--val-fraction %g must be in (0, 1)", (double)val_fraction);
+    byte_buf b = {0};
+    size_t cap = 0;
+    file_list fl = {0};
+    da_status st = file_list_add(&fl, path);
+    size_t *ends = st.code ? NULL : malloc(((size_t)fl.n + 1) * sizeof *ends);
+    if (!st.code && !ends) st = da_errorf("%s: out of memory", path);
+    for (int i = 0; i < fl.n && !st.code; i++) {
+        st = append_file(&b, &cap, fl.path[i]);
+        ends[i] = b.n;
+    }
+    if (!st.code && b.n == 0) st = da_errorf("%s: no text", path);
+    const size_t val_start = b.n - (size_t)((double)b.n * val_fraction);
+    const int eot = da_tokenizer_special_id(tok, "<|endoftext|>");
+    int *ids[2] = {NULL, NULL};
+    size_t n_ids[2] = {0, 0}, caps[2] = {0, 0};
+    for (int i = 0; i < fl.n && !st.code; i++) {
+        const size_t a = i ? ends[i - 1] : 0, e = ends[i];
+        if (a == e) continue; /* prepare skips empty files */
+        const size_t cut = e < val_start ? e : a > val_start ? a : val_start;
+        st = encode_part(tok, b.bytes + a, cut - a, &ids[0], &n_ids[0], &caps[0]);
+        if (!st.code) st = encode_part(tok, b.bytes + cut, e - cut, &ids[1], &n_ids[1], &caps[1]);
+        const int k = e <= val_start ? 0 : 1;
+        if (!st.code && eot >= 0 && i + 1 < fl.n) {
+            if (n_ids[k] == caps[k]) {
+                int *p = realloc(ids[k], (caps[k] + 1024) * sizeof(int));
+                if (!p) {
+                    st = da_errorf("out of memory");
+                    break;
+                }
+                ids[k] = p;
+                caps[k] += 1024;
+            }
+            ids[k][n_ids[k]++] = eot;
+        }
+    }
+    file_list_free(&fl);
+    free(ends);
+    free(b.bytes);
+    if (!st.code && n_ids[0] < (size_t)seq_len + 1) st = too_little(path, n_ids[0], "tokens", seq_len, "train");
+    if (!st.code && n_ids[1] < (size_t)seq_len + 1) st = too_little(path, n_ids[1], "tokens", seq_len, "validation");
+    if (!st.code) {
+        d->owned = malloc((n_ids[0] + n_ids[1]) * sizeof(uint32_t));
+        d->spans = calloc(2, sizeof(da_token_span));
+        if (!d->owned || !d->spans) st = da_errorf("%s: out of memory", path);
+    }
+    if (!st.code) {
+        for (size_t i = 0; i < n_ids[0]; i++) d->owned[i] = (uint32_t)ids[0][i];
+        for (size_t i = 0; i < n_ids[1]; i++) d->owned[n_ids[0] + i] = (uint32_t)ids[1][i];
+        d->n_train = n_ids[0];
+        d->n_val = n_ids[1];
+        d->spans[0] = (da_token_span){d->owned, d->n_train};
+        d->spans[1] = (da_token_span){d->owned + d->n_train, d->n_val};
+        d->n_train_spans = d->n_val_spans = 1;
+        d->vocab_size = da_tokenizer_vocab_size(tok);
+        d->n_files = b.n_files;
+        d->tokenized = 1;
+    }
+    free(ids[0]);
+    free(ids[1]);
+    return st;
+}
+
+da_status da_text_data_load_tok(da_text_data *d, const char *path, float val_fraction, int seq_len,
+                                const da_tokenizer *tok) {
+    if (!tok || da_data_is_shards(path)) return da_text_data_load(d, path, val_fraction, seq_len);
+    memset(d, 0, sizeof *d);
+    da_status st = load_text_tok(d, path, val_fraction, seq_len, tok);
+    if (st.code) da_text_data_free(d);
+    return st;
+}
+
+da_status da_text_data_check_vocab(const da_text_data *d, const char *path, int model_vocab) {
+    if (d->vocab_size == model_vocab) return da_ok();
+    if (d->from_shards)
+        return da_errorf("%s: the shards' vocabulary has %d tokens but the model's %d (shards of another tokenizer?)",
+                         path, d->vocab_size, model_vocab);
+    if (d->tokenized)
+        return da_errorf("%s: the tokenizer has %d tokens but the model's vocabulary %d", path, d->vocab_size,
+                         model_vocab);
+    return da_errorf("%s: text read as bytes has a vocabulary of 256 but the model's has %d tokens, and the model "
+                     "carries no tokenizer: give the tokenizer, or token shards from `diffattn prepare`",
+                     path, model_vocab);
+}
+
+da_status da_data_tokenizer(const char *path, da_tokenizer **out) {
+    *out = NULL;
+    if (!da_data_is_shards(path)) return da_ok();
+    char p[4200];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/tokenizer.json", path);
+    int has = !stat(p, &sb);
+    snprintf(p, sizeof p, "%s/encoder.json", path);
+    has |= !stat(p, &sb);
+    return has ? da_tokenizer_load(out, path) : da_ok();
 }
 
 da_status da_text_data_load(da_text_data *d, const char *path, float val_fraction, int seq_len) {

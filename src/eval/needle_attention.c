@@ -64,18 +64,22 @@ static da_status build_sequence(const da_model *m, const da_needle_config *nc, i
 }
 
 /* row[0..t] = the attention of position t in head h of one layer, as the
- * combined map divided by its absolute mass (see the header). q: (T, C),
- * k: (T, Ckv) after RoPE. tmp: (t + 1) scratch. */
+ * combined map divided by its absolute mass (see the header); with a window,
+ * zero before its first key. q: (T, da_q_dim), k: (T, Ckv) after RoPE.
+ * lambda: DIFF's, or DIFF2's for this token and head. tmp: (t + 1) scratch. */
 static void attention_row(const da_config *c, const float *q, const float *k, float lambda, int h, int t, float *row,
                           float *tmp) {
-    const int d = da_head_dim(c), C = c->dim, rep = c->n_heads / c->n_kv_heads, Ckv = C / rep;
-    const int diff = c->arch == DA_ARCH_DIFF, maps = diff ? 2 : 1;
+    const int d = da_head_dim(c), C = c->dim, Cq = da_q_dim(c), rep = c->n_heads / c->n_kv_heads, Ckv = C / rep;
+    const int diff = c->arch == DA_ARCH_DIFF, maps = da_arch_maps(c->arch);
+    const int lo = c->window > 0 && t >= c->window ? t - c->window + 1 : 0;
     const float scale = 1.0f / sqrtf((float)d);
     for (int mp = 0; mp < maps; mp++) {
-        const int qs = diff ? 2 * h + mp : h, ks = diff ? 2 * (h / rep) + mp : h / rep;
-        const float *qv = q + (size_t)t * C + (size_t)qs * d;
+        /* DIFF: sub-heads 2h+m against K sub-heads 2g+m; DIFF2: query heads 2h+m against the one K of g */
+        const int qs = maps == 2 ? 2 * h + mp : h, ks = diff ? 2 * (h / rep) + mp : h / rep;
+        const float *qv = q + (size_t)t * Cq + (size_t)qs * d;
         float *a = mp ? tmp : row, mx = -INFINITY;
-        for (int j = 0; j <= t; j++) {
+        for (int j = 0; j < lo; j++) a[j] = 0.0f;
+        for (int j = lo; j <= t; j++) {
             const float *kv = k + (size_t)j * Ckv + (size_t)ks * d;
             float dot = 0.0f;
             for (int e = 0; e < d; e++) dot += qv[e] * kv[e];
@@ -83,10 +87,10 @@ static void attention_row(const da_config *c, const float *q, const float *k, fl
             mx = a[j] > mx ? a[j] : mx;
         }
         double sum = 0;
-        for (int j = 0; j <= t; j++) sum += a[j] = expf(a[j] - mx);
-        for (int j = 0; j <= t; j++) a[j] = (float)(a[j] / sum);
+        for (int j = lo; j <= t; j++) sum += a[j] = expf(a[j] - mx);
+        for (int j = lo; j <= t; j++) a[j] = (float)(a[j] / sum);
     }
-    if (diff)
+    if (maps == 2)
         for (int j = 0; j <= t; j++) row[j] -= lambda * tmp[j];
     double mass = 0;
     for (int j = 0; j <= t; j++) mass += fabsf(row[j]);
@@ -120,10 +124,11 @@ static da_status visit_rows(da_model *m, const needle_sequence *q, row_visitor v
             const float *qq, *kk;
             da_acts_qk(a, l, &qq, &kk);
             const float lambda = c->arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : 0.0f;
+            const float *lam = da_acts_lam(a, l); /* DIFF2: (T, H), per token */
             for (int h = 0; h < c->n_heads; h++)
                 for (int r = 0; r < ANSWER_ROWS; r++) {
                     const int t = q->first_row + r;
-                    attention_row(c, qq, kk, lambda, h, t, row, tmp);
+                    attention_row(c, qq, kk, lam ? lam[(size_t)t * c->n_heads + h] : lambda, h, t, row, tmp);
                     visit(ctx, l, t, row);
                 }
         }

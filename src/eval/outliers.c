@@ -54,15 +54,19 @@ void da_outlier_stats_of(const float *x, size_t n, float *scratch, da_outlier_st
     }
 }
 
+/* The first key query t scores: 0, or t - window + 1 with a sliding window. */
+static int first_key(int t, int window) { return window > 0 && t >= window ? t - window + 1 : 0; }
+
 da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long windows, da_outliers_result *r) {
     memset(r, 0, sizeof *r);
     const da_config *c = &m->cfg;
     if (T > c->max_seq_len) return da_errorf("--seq %d exceeds the model's max_seq_len %d", T, c->max_seq_len);
     if (windows < 1) return da_errorf("--windows must be positive");
     if (data->n_val < (size_t)T + 1) return da_errorf("the validation split is shorter than one window of %d", T);
-    const int d = da_head_dim(c), C = c->dim, Ckv = C / (c->n_heads / c->n_kv_heads);
-    const int n_q = C / d, rep = c->n_heads / c->n_kv_heads; /* q sub-heads; heads per KV group */
-    const size_t pairs = (size_t)T * (T + 1) / 2;
+    const int d = da_head_dim(c), C = c->dim, Cq = da_q_dim(c), Ckv = C / (c->n_heads / c->n_kv_heads);
+    const int n_q = Cq / d, rep = c->n_heads / c->n_kv_heads; /* q sub-heads (both maps); heads per KV group */
+    size_t pairs = 0; /* (query, key) pairs a map scores: causal, within the window */
+    for (int t = 0; t < T; t++) pairs += (size_t)(t - first_key(t, c->window) + 1);
     const size_t n_logits = (size_t)windows * c->n_layers * n_q * pairs, n_hidden = (size_t)windows * c->n_layers * T * C;
     float *logits = malloc(n_logits * sizeof(float)), *hidden = malloc(n_hidden * sizeof(float));
     float *scratch = malloc((n_logits > n_hidden ? n_logits : n_hidden) * sizeof(float));
@@ -80,12 +84,15 @@ da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long wi
         for (int l = 0; l < c->n_layers; l++) {
             const float *q, *k;
             da_acts_qk(a, l, &q, &k);
-            /* DIFF: q sub-head 2i+m pairs with k sub-head 2g+m; softmax: head i with k head g */
+            /* DIFF: q sub-head 2i+m pairs with k sub-head 2g+m; DIFF2: query head 2i+m with the one k
+             * head g (both maps' logits count); softmax: head i with k head g */
             for (int s = 0; s < n_q; s++) {
-                int ks = c->arch == DA_ARCH_DIFF ? 2 * ((s / 2) / rep) + s % 2 : s / rep;
+                const int ks = c->arch == DA_ARCH_DIFF    ? 2 * ((s / 2) / rep) + s % 2
+                               : c->arch == DA_ARCH_DIFF2 ? (s / 2) / rep
+                                                          : s / rep;
                 for (int t = 0; t < T; t++)
-                    for (int j = 0; j <= t; j++) {
-                        const float *qv = q + (size_t)t * C + (size_t)s * d, *kv = k + (size_t)j * Ckv + (size_t)ks * d;
+                    for (int j = first_key(t, c->window); j <= t; j++) {
+                        const float *qv = q + (size_t)t * Cq + (size_t)s * d, *kv = k + (size_t)j * Ckv + (size_t)ks * d;
                         float dot = 0.0f;
                         for (int e = 0; e < d; e++) dot += qv[e] * kv[e];
                         logits[nl++] = dot * scale;

@@ -22,16 +22,20 @@ static int cmp_d(const void *a, const void *b) {
 
 double da_attn_flops_per_token(const da_config *c, int T) {
     /* Each query sees (T+1)/2 keys on average. QK^T: 2 flops per key per
-     * q-dimension (C in total, both archs); PV: 2 per key per value column
-     * (DIFF: 2 maps x H x 2d = 2C; softmax: C). Backward = 2x forward. */
+     * q-dimension (C for DIFF and softmax, 2C for DIFF2's 2H query heads);
+     * PV: 2 per key per value column (DIFF: 2 maps x H x 2d = 2C; DIFF2: 2
+     * maps x H x d = 2C; softmax: C). Backward = 2x forward. So DIFF2's
+     * attention costs twice softmax's at the same heads. */
     double keys = (T + 1) / 2.0, C = c->dim;
-    double fwd = 2.0 * keys * C + 2.0 * keys * (c->arch == DA_ARCH_DIFF ? 2.0 * C : C);
+    double fwd = 2.0 * keys * da_q_dim(c) + 2.0 * keys * (c->arch == DA_ARCH_SOFTMAX ? C : 2.0 * C);
     return 3.0 * fwd;
 }
 
 double da_train_flops_per_token(const da_config *c, int T) {
     double C = c->dim, F = c->ffn_hidden, V = c->vocab_size, Ckv = C / (c->n_heads / c->n_kv_heads);
-    double per_layer = 2.0 * (C * C * 2 + C * Ckv * 2 + 3.0 * C * F);
+    /* q (Cq x C), out (C x C), k and v (Ckv x C), SwiGLU, DIFF2's lambda_proj (H x C) */
+    double Cq = da_q_dim(c), lam = c->arch == DA_ARCH_DIFF2 ? c->n_heads * C : 0.0;
+    double per_layer = 2.0 * (C * Cq + C * C + C * Ckv * 2 + 3.0 * C * F + lam);
     double matmul = c->n_layers * per_layer + 2.0 * C * V;
     return 3.0 * matmul + c->n_layers * da_attn_flops_per_token(c, T);
 }
@@ -154,14 +158,17 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
     if (steps < 1 || warmup < 0) return da_errorf("--steps must be >= 1 and --warmup-steps >= 0");
     da_status st = da_config_validate(c);
     if (st.code) return st;
-    const int diff = c->arch == DA_ARCH_DIFF, H = c->n_heads, C = c->dim, Ckv = C / (H / c->n_kv_heads);
-    const int d = da_head_dim(c), maps = diff ? 2 : 1, d2 = diff ? 2 * d : d;
-    attn_shape s = {B, T, H, c->n_kv_heads, d, C, Ckv, omp_get_max_threads(), 0};
-    const size_t n = (size_t)B * T * C, nkv = (size_t)B * T * Ckv;
+    const int diff = c->arch == DA_ARCH_DIFF, diff2 = c->arch == DA_ARCH_DIFF2, H = c->n_heads, C = c->dim;
+    const int Ckv = C / (H / c->n_kv_heads);
+    const int d = da_head_dim(c), maps = da_arch_maps(c->arch), d2 = diff ? 2 * d : d;
+    const int kind = diff ? ATTN_DIFF : diff2 ? ATTN_DIFF2 : ATTN_SOFTMAX;
+    attn_shape s = {B, T, H, c->n_kv_heads, d, C, Ckv, omp_get_max_threads(), 0, c->window};
+    const size_t n = (size_t)B * T * C, nq = (size_t)B * T * da_q_dim(c), nkv = (size_t)B * T * Ckv;
+    const size_t nl = (size_t)B * T * H;
     const int flash = kernel == DA_ATTN_FLASH;
-    size_t scr = flash ? flash_scratch_size(&s, diff) : attn_scratch_size(&s);
+    size_t scr = flash ? flash_scratch_size(&s, kind) : attn_scratch_size(&s);
     size_t att = flash ? (size_t)B * H * maps * T : (size_t)B * H * maps * T * T;
-    size_t total = 12 * n + 6 * nkv + scr + att + (size_t)B * T * H + 2 * (size_t)d2;
+    size_t total = 10 * n + 2 * nq + 6 * nkv + scr + att + 3 * nl + 2 * (size_t)d2;
     float *pool = calloc(total, sizeof(float));
     double *times = malloc((size_t)steps * sizeof(double));
     if (!pool || !times) {
@@ -169,7 +176,7 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
         return da_errorf("out of memory (%.1f MB)", (double)total * 4 / 1e6);
     }
     float *p = pool;
-    float *q = p; p += n;
+    float *q = p; p += nq;
     float *k = p; p += nkv;
     float *v = p; p += nkv;
     float *out = p; p += n;
@@ -178,7 +185,9 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
     float *o2 = p; p += n;
     float *dout = p; p += n;
     float *dopre = p; p += n;
-    float *dq = p; p += n;
+    float *dq = p; p += nq;
+    float *lam = p; p += nl;   /* DIFF2: sigmoid(lambda) per row */
+    float *dlam = p; p += nl;
     float *dk = p; p += nkv;
     float *dv = p; p += nkv;
     float *rstd = p; p += (size_t)B * T * H;
@@ -188,24 +197,29 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
     float *scratch = p;
     da_rng rng;
     da_rng_seed(&rng, 5);
-    for (size_t i = 0; i < n; i++) q[i] = 0.5f * da_rng_normal(&rng), dout[i] = da_rng_normal(&rng);
+    for (size_t i = 0; i < nq; i++) q[i] = 0.5f * da_rng_normal(&rng);
+    for (size_t i = 0; i < n; i++) dout[i] = da_rng_normal(&rng);
+    for (size_t i = 0; i < nl; i++) lam[i] = da_rng_uniform(&rng);
     for (size_t i = 0; i < nkv; i++) k[i] = 0.5f * da_rng_normal(&rng), v[i] = da_rng_normal(&rng);
     for (int i = 0; i < d2; i++) w[i] = 1.0f;
     float dl;
     for (int it = 0; it < warmup + steps; it++) {
         double t = da_now_s();
         if (flash) {
-            flash_attention_forward(diff ? opre : out, o1, o2, maps_or_lse, q, k, v, 0.5f, diff, &s, scratch);
+            flash_attention_forward(diff ? opre : out, o1, o2, maps_or_lse, q, k, v, 0.5f, lam, kind, &s, scratch);
             if (diff) {
                 head_norm_forward(out, rstd, opre, w, 0.8f, B * T * H, d2);
                 head_norm_backward(dopre, dw, dout, opre, rstd, w, 0.8f, B * T * H, d2);
             }
-            flash_attention_backward(dq, dk, dv, &dl, diff ? dopre : dout, diff ? opre : out, o1, o2, maps_or_lse,
-                                     q, k, v, 0.5f, diff, &s, scratch);
+            flash_attention_backward(dq, dk, dv, &dl, diff2 ? dlam : NULL, diff ? dopre : dout, diff ? opre : out, o1, o2, maps_or_lse,
+                                     q, k, v, 0.5f, lam, kind, &s, scratch);
         } else if (diff) {
             diff_attention_forward(out, opre, rstd, maps_or_lse, q, k, v, w, 0.5f, 0.2f, &s, scratch);
             diff_attention_backward(dq, dk, dv, dw, &dl, dout, opre, rstd, maps_or_lse, q, k, v, w, 0.5f, 0.2f, &s,
                                     scratch);
+        } else if (diff2) {
+            diff2_attention_forward(out, maps_or_lse, q, k, v, lam, &s, scratch);
+            diff2_attention_backward(dq, dk, dv, dlam, dout, maps_or_lse, q, k, v, lam, &s, scratch);
         } else {
             softmax_attention_forward(out, maps_or_lse, q, k, v, &s);
             softmax_attention_backward(dq, dk, dv, dout, maps_or_lse, q, k, v, &s, scratch);

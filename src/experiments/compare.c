@@ -30,7 +30,28 @@ void da_compare_config_default(da_compare_config *c) {
     c->seeds = 1;
     c->needles = 3;
     c->queries = 1;
+    c->n_archs = 3;
+    c->archs[0] = DA_ARCH_DIFF, c->archs[1] = DA_ARCH_DIFF2, c->archs[2] = DA_ARCH_SOFTMAX;
 }
+
+da_status da_compare_parse_archs(da_compare_config *c, const char *list) {
+    c->n_archs = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        da_arch a;
+        if (da_arch_parse(tok, &a)) return da_errorf("--archs: \"%s\" is not an architecture (diff, diff2, softmax)", tok);
+        for (int i = 0; i < c->n_archs; i++)
+            if (c->archs[i] == a) return da_errorf("--archs: %s is listed twice", tok);
+        if (c->n_archs == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
+        c->archs[c->n_archs++] = a;
+    }
+    if (!c->n_archs) return da_errorf("--archs: empty list (expected e.g. diff,diff2,softmax)");
+    return da_ok();
+}
+
+/* The name an architecture goes by in reports and figures. */
+static const char *label_of(da_arch a) { return a == DA_ARCH_DIFF ? "DIFF" : a == DA_ARCH_DIFF2 ? "DIFF2" : "softmax"; }
 
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed) {
     if (context < 256) return da_errorf("the needle mix needs a context of at least 256 bytes, got %d", context);
@@ -299,9 +320,9 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
     probe_nc.depths[0] = 50;
     const double prompts = (double)nc->n_contexts * nc->n_depths * nc->samples;
     if (!c->quiet) fprintf(stderr, "compare: timing a training step and a probe evaluation per architecture\n");
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < c->n_archs; a++) {
         da_config cfg;
-        da_status st = arch_config(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, &cfg);
+        da_status st = arch_config(c, c->archs[a], &cfg);
         if (st.code) return st;
         da_bench_result b;
         if ((st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &b)).code) return st;
@@ -325,12 +346,13 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
     *steps = left > 0 ? (long)(left / (1.1 * step_s * c->seeds)) : 0;
     if (*steps < 20)
         return da_errorf("--budget-minutes %g leaves %ld training steps per model: the evaluations take about %.0f s "
-                         "and each DIFF + baseline step %.2f s (%d seed(s)); raise the budget or lower --seq, "
+                         "and a step of every architecture %.2f s (%d seed(s)); raise the budget or lower --seq, "
                          "--needles, --dim or --seeds",
                          c->budget_minutes, *steps, eval_s, step_s, c->seeds);
     if (!c->quiet)
-        fprintf(stderr, "compare: %.2f s per DIFF + baseline step, about %.0f s of evaluations: %ld steps per model "
-                        "fit %g minutes\n",
+        fprintf(stderr,
+                "compare: %.2f s per step of every architecture, about %.0f s of evaluations: %ld steps per model "
+                "fit %g minutes\n",
                 step_s, eval_s, *steps, c->budget_minutes);
     return da_ok();
 }
@@ -355,47 +377,54 @@ static int read_curves(const char *dir, double *step, double *train, double *val
     return n;
 }
 
-static const char *const GROUPS[2] = {"DIFF", "softmax"};
+enum { NA = DA_COMPARE_MAX_ARCHS };
 
-static da_status figures(const da_compare_config *c, const da_needle_config *nc, arch_result res[2][16]) {
+static da_status figures(const da_compare_config *c, const da_needle_config *nc, arch_result res[NA][16]) {
     char p[4200];
     da_status st;
+    const int na = c->n_archs;
+    const char *groups[NA];
+    for (int a = 0; a < na; a++) groups[a] = label_of(c->archs[a]);
     /* loss curves, first seed */
     enum { CAP = 8192 };
-    static double step[2][CAP], tr[2][CAP], va[2][CAP];
-    int n[2];
-    for (int a = 0; a < 2; a++) {
+    static double step[NA][CAP], tr[NA][CAP], va[NA][CAP];
+    char names[2 * NA][48];
+    da_series ls[2 * NA];
+    for (int a = 0; a < na; a++) {
         char dir[4200];
-        snprintf(dir, sizeof dir, "%s/%s_seed1337", c->out_dir, a ? "softmax" : "diff");
-        n[a] = read_curves(dir, step[a], tr[a], va[a], CAP);
+        snprintf(dir, sizeof dir, "%s/%s_seed1337", c->out_dir, da_arch_name(c->archs[a]));
+        const int n = read_curves(dir, step[a], tr[a], va[a], CAP);
+        snprintf(names[a], sizeof names[a], "%s train", groups[a]);
+        snprintf(names[na + a], sizeof names[na + a], "%s validation", groups[a]);
+        ls[a] = (da_series){names[a], step[a], tr[a], n};
+        ls[na + a] = (da_series){names[na + a], step[a], va[a], n};
     }
-    da_series ls[4] = {{"DIFF train", step[0], tr[0], n[0]}, {"softmax train", step[1], tr[1], n[1]},
-                       {"DIFF validation", step[0], va[0], n[0]}, {"softmax validation", step[1], va[1], n[1]}};
     snprintf(p, sizeof p, "%s/loss_curves.png", c->out_dir);
-    if ((st = da_plot_lines(p, "Loss (first seed)", "step", "loss (nats/token)", ls, 4)).code) return st;
+    if ((st = da_plot_lines(p, "Loss (first seed)", "step", "loss (nats/token)", ls, 2 * na)).code) return st;
     /* needle accuracy by depth (mean over contexts) and by context (mean over depths), mean over seeds */
     char labels[DA_NEEDLE_MAX_DEPTHS][16];
     const char *cats[DA_NEEDLE_MAX_DEPTHS];
-    double acc[2][DA_NEEDLE_MAX_DEPTHS];
+    double acc[NA][DA_NEEDLE_MAX_DEPTHS];
     for (int j = 0; j < nc->n_depths; j++) {
         snprintf(labels[j], sizeof labels[j], "%d%%", nc->depths[j]);
         cats[j] = labels[j];
-        for (int a = 0; a < 2; a++) {
+        for (int a = 0; a < na; a++) {
             acc[a][j] = 0;
             for (int s = 0; s < c->seeds; s++)
                 for (int i = 0; i < nc->n_contexts; i++)
                     acc[a][j] += res[a][s].needle_acc[i][j] / (c->seeds * nc->n_contexts);
         }
     }
-    const double *av[2] = {acc[0], acc[1]};
+    const double *av[NA];
+    for (int a = 0; a < na; a++) av[a] = acc[a];
     snprintf(p, sizeof p, "%s/needle_by_depth.png", c->out_dir);
     if ((st = da_plot_bars(p, "Needle retrieval accuracy by depth of the asked needle", "accuracy", cats,
-                           nc->n_depths, GROUPS, av, 2)).code)
+                           nc->n_depths, groups, av, na)).code)
         return st;
     for (int i = 0; i < nc->n_contexts; i++) {
         snprintf(labels[i], sizeof labels[i], "%d bytes", nc->contexts[i]);
         cats[i] = labels[i];
-        for (int a = 0; a < 2; a++) {
+        for (int a = 0; a < na; a++) {
             acc[a][i] = 0;
             for (int s = 0; s < c->seeds; s++)
                 for (int j = 0; j < nc->n_depths; j++) acc[a][i] += res[a][s].needle_acc[i][j] / (c->seeds * nc->n_depths);
@@ -403,46 +432,53 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
     }
     snprintf(p, sizeof p, "%s/needle_by_context.png", c->out_dir);
     if ((st = da_plot_bars(p, "Needle retrieval accuracy by context length", "accuracy", cats, nc->n_contexts,
-                           GROUPS, av, 2)).code)
+                           groups, av, na)).code)
         return st;
-    /* one prompt's attention, first seed, both models on one scale */
-    da_attention_band bands[2];
-    for (int a = 0; a < 2; a++) {
+    /* one prompt's attention, first seed, every model on one scale */
+    da_attention_band bands[NA];
+    for (int a = 0; a < na; a++) {
         const da_needle_attention_map *mp = &res[a][0].map;
-        bands[a] = (da_attention_band){a ? "softmax baseline" : "DIFF (A1 - lambda A2)", mp->map, mp->rows, mp->cols,
-                                       mp->span_begin, mp->span_end, mp->needle_begin, mp->needle_end};
+        const da_arch arch = c->archs[a];
+        bands[a] = (da_attention_band){arch == DA_ARCH_SOFTMAX ? "softmax baseline"
+                                       : arch == DA_ARCH_DIFF  ? "DIFF (A1 - lambda A2)"
+                                                               : "DIFF2 (A1 - sigmoid(lambda_t) A2)",
+                                       mp->map, mp->rows, mp->cols, mp->span_begin, mp->span_end, mp->needle_begin,
+                                       mp->needle_end};
     }
     snprintf(p, sizeof p, "%s/attention_heatmap.png", c->out_dir);
-    if ((st = da_plot_attention_bands(p, "Attention of the answer positions (mean over layers and heads)", bands, 2))
+    if ((st = da_plot_attention_bands(p, "Attention of the answer positions (mean over layers and heads)", bands, na))
             .code)
         return st;
     /* outliers, mean over seeds */
     const char *ocats[4] = {"top-1 |logit|", "top-10 |logit|", "top-1 |hidden|", "top-10 |hidden|"};
-    double ov[2][4] = {{0}};
-    for (int a = 0; a < 2; a++)
+    double ov[NA][4] = {{0}};
+    for (int a = 0; a < na; a++)
         for (int s = 0; s < c->seeds; s++) {
             const da_outliers_result *o = &res[a][s].out;
             ov[a][0] += o->logits.top[0] / c->seeds, ov[a][1] += o->logits.top[3] / c->seeds;
             ov[a][2] += o->hidden.top[0] / c->seeds, ov[a][3] += o->hidden.top[3] / c->seeds;
         }
-    const double *ovp[2] = {ov[0], ov[1]};
+    const double *ovp[NA];
+    for (int a = 0; a < na; a++) ovp[a] = ov[a];
     snprintf(p, sizeof p, "%s/outliers.png", c->out_dir);
-    if ((st = da_plot_bars(p, "Largest attention logits and hidden states", "|value|", ocats, 4, GROUPS, ovp, 2)).code)
+    if ((st = da_plot_bars(p, "Largest attention logits and hidden states", "|value|", ocats, 4, groups, ovp, na)).code)
         return st;
     /* quantized attention logits: loss cost and retrieval accuracy against bits */
     static const double bits_x[4] = {16, 8, 6, 4};
-    double qd[2][4] = {{0}}, qn[2][4] = {{0}};
-    for (int a = 0; a < 2; a++)
+    double qd[NA][4] = {{0}}, qn[NA][4] = {{0}};
+    da_series qs[NA], qa[NA];
+    for (int a = 0; a < na; a++) {
         for (int s = 0; s < c->seeds; s++)
             for (int i = 0; i < 4; i++) qd[a][i] += res[a][s].quant[i] / c->seeds, qn[a][i] += res[a][s].quant_needle[i] / c->seeds;
-    da_series qs[2] = {{"DIFF", bits_x, qd[0], 4}, {"softmax", bits_x, qd[1], 4}};
+        qs[a] = (da_series){groups[a], bits_x, qd[a], 4};
+        qa[a] = (da_series){groups[a], bits_x, qn[a], 4};
+    }
     snprintf(p, sizeof p, "%s/quant_logits.png", c->out_dir);
     if ((st = da_plot_lines(p, "Validation loss increase with quantized attention logits", "bits",
-                            "loss increase (nats)", qs, 2)).code)
+                            "loss increase (nats)", qs, na)).code)
         return st;
-    da_series qa[2] = {{"DIFF", bits_x, qn[0], 4}, {"softmax", bits_x, qn[1], 4}};
     snprintf(p, sizeof p, "%s/quant_needle.png", c->out_dir);
-    return da_plot_lines(p, "Needle retrieval accuracy with quantized attention logits", "bits", "accuracy", qa, 2);
+    return da_plot_lines(p, "Needle retrieval accuracy with quantized attention logits", "bits", "accuracy", qa, na);
 }
 
 static void mean_sd(const double *x, int n, double *mean, double *sd) {
@@ -454,15 +490,24 @@ static void mean_sd(const double *x, int n, double *mean, double *sd) {
 }
 
 /* Plain words on whether two seed means differ by more than their spread
- * and by more than the table shows (resolution: half its last digit). */
-static const char *verdict(int seeds, double m0, double sd0, double m1, double sd1, double resolution) {
-    if (seeds < 2) return "one seed: spread unknown";
-    if (fabs(m0 - m1) <= sd0 + sd1 || fabs(m0 - m1) < resolution) return "within noise";
-    return m0 > m1 ? "DIFF higher" : "DIFF lower";
+ * and by more than the table shows (resolution: half its last digit); name
+ * is the first one's. Into out (n bytes). */
+static void verdict(char *out, size_t n, const char *name, int seeds, double m0, double sd0, double m1, double sd1,
+                    double resolution) {
+    if (seeds < 2) snprintf(out, n, "one seed: spread unknown");
+    else if (fabs(m0 - m1) <= sd0 + sd1 || fabs(m0 - m1) < resolution) snprintf(out, n, "within noise");
+    else snprintf(out, n, "%s %s", name, m0 > m1 ? "higher" : "lower");
+}
+
+/* The slot of softmax among c->archs, or -1: each DIFF variant is judged against it. */
+static int baseline_slot(const da_compare_config *c) {
+    for (int a = 0; a < c->n_archs; a++)
+        if (c->archs[a] == DA_ARCH_SOFTMAX) return a;
+    return -1;
 }
 
 static void write_json(FILE *fp, const da_compare_config *c, const char *data, const da_needle_config *nc,
-                       arch_result res[2][16]) {
+                       arch_result res[NA][16]) {
     fprintf(fp, "{\"data\":\"%s\",\"steps\":%ld,\"budget_minutes\":%g,\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,"
                 "\"seq\":%d,\"batch\":%d,\"seeds\":%d,\"needle\":{\"needles\":%d,\"queries\":%d,\"samples\":%d,"
                 "\"contexts\":[",
@@ -472,8 +517,8 @@ static void write_json(FILE *fp, const da_compare_config *c, const char *data, c
     fprintf(fp, "],\"depths\":[");
     for (int j = 0; j < nc->n_depths; j++) fprintf(fp, "%s%d", j ? "," : "", nc->depths[j]);
     fprintf(fp, "]},\"archs\":{");
-    for (int a = 0; a < 2; a++) {
-        fprintf(fp, "%s\"%s\":[", a ? "," : "", a ? "softmax" : "diff");
+    for (int a = 0; a < c->n_archs; a++) {
+        fprintf(fp, "%s\"%s\":[", a ? "," : "", da_arch_name(c->archs[a]));
         for (int s = 0; s < c->seeds; s++) {
             const arch_result *r = &res[a][s];
             fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_seconds\":%.1f,\"eval_seconds\":%.1f,"
@@ -510,25 +555,44 @@ static double context_accuracy(const arch_result *r, int ci, int n_depths) {
 }
 
 static void write_md(FILE *fp, const da_compare_config *c, const char *data, const da_needle_config *nc,
-                     arch_result res[2][16]) {
-    fprintf(fp, "# DIFF against the softmax baseline\n\nEqual parameters, tokens, data and seed: dim %d, %d layers, "
-                "%d DIFF heads (the baseline has %d), %ld steps of %d x %d tokens, %d seed(s). Data: %s.\n\n",
-            c->dim, c->layers, c->heads, da_arch_heads(DA_ARCH_SOFTMAX, c->heads), c->steps, c->batch, c->seq, c->seeds, data);
-    fprintf(fp, "| metric | DIFF | softmax | difference | paper (DIFF / Transformer) |\n|---|---|---|---|---|\n");
+                     arch_result res[NA][16]) {
+    const int na = c->n_archs, base = baseline_slot(c);
+    fprintf(fp, "# ");
+    for (int a = 0; a < na; a++) fprintf(fp, "%s%s", a ? (a + 1 < na ? ", " : " and ") : "", label_of(c->archs[a]));
+    fprintf(fp, " side by side\n\nEqual tokens, data and seed: dim %d, %d layers, %d DIFF heads (softmax and DIFF2 "
+                "have %d of half the size), %ld steps of %d x %d tokens, %d seed(s). Data: %s. DIFF and softmax have "
+                "equal parameters; DIFF2 has a second query per head and lambda_proj (the parameters row).\n\n",
+            c->dim, c->layers, c->heads, da_arch_heads(DA_ARCH_SOFTMAX, c->heads), c->steps, c->batch, c->seq,
+            c->seeds, data);
+    fprintf(fp, "| metric |");
+    for (int a = 0; a < na; a++) fprintf(fp, " %s |", label_of(c->archs[a]));
+    for (int a = 0; a < na && base >= 0; a++)
+        if (a != base) fprintf(fp, " %s vs softmax |", label_of(c->archs[a]));
+    fprintf(fp, " paper (DIFF / Transformer) |\n|---|");
+    for (int a = 0; a < na + (base >= 0 ? na - 1 : 0) + 1; a++) fprintf(fp, "---|");
+    fprintf(fp, "\n");
 #define ROW(label, expr, fmt)                                                                                   \
     do {                                                                                                        \
-        double v[2][16], mean[2], sd[2];                                                                        \
-        for (int a = 0; a < 2; a++) {                                                                           \
+        double v[NA][16], mean[NA], sd[NA];                                                                     \
+        fprintf(fp, "| %s |", label);                                                                           \
+        for (int a = 0; a < na; a++) {                                                                          \
             for (int s = 0; s < c->seeds; s++) {                                                                \
                 const arch_result *r = &res[a][s];                                                              \
                 v[a][s] = (expr);                                                                               \
             }                                                                                                   \
             mean_sd(v[a], c->seeds, &mean[a], &sd[a]);                                                          \
+            fprintf(fp, " " fmt " ± " fmt " |", mean[a], sd[a]);                                                \
         }                                                                                                       \
-        fprintf(fp, "| %s | " fmt " ± " fmt " | " fmt " ± " fmt " | %s | %s |\n", label, mean[0], sd[0], mean[1], \
-                sd[1], verdict(c->seeds, mean[0], sd[0], mean[1], sd[1], 0.5 * pow(10, -atoi(strchr(fmt, '.') + 1))), \
-                paper_of(label));                                                                               \
+        for (int a = 0; a < na && base >= 0; a++) {                                                             \
+            if (a == base) continue;                                                                            \
+            char vd[64];                                                                                        \
+            verdict(vd, sizeof vd, label_of(c->archs[a]), c->seeds, mean[a], sd[a], mean[base], sd[base],       \
+                    0.5 * pow(10, -atoi(strchr(fmt, '.') + 1)));                                                \
+            fprintf(fp, " %s |", vd);                                                                           \
+        }                                                                                                       \
+        fprintf(fp, " %s |\n", paper_of(label));                                                                \
     } while (0)
+    ROW("parameters", (double)r->n_params, "%.0f");
     ROW("validation loss (nats/token)", r->eval_loss, "%.4f");
     ROW("needle retrieval accuracy", r->needle, "%.3f");
     for (int i = 0; i < nc->n_contexts; i++) {
@@ -561,7 +625,8 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
     fprintf(fp, "; contexts of ");
     for (int i = 0; i < nc->n_contexts; i++) fprintf(fp, "%s%d", i ? " and " : "", nc->contexts[i]);
     fprintf(fp, " bytes. Attention shares: from the positions that generate the answer (teacher-forced), mean over "
-                "layers, heads and prompts; for DIFF the combined map A1 - λA2 divided by its absolute mass, so "
+                "layers, heads and prompts; for DIFF the combined map A1 - λA2 (DIFF2: A1 - σ(λ_t)A2 with its λ per "
+                "token and head) divided by its absolute mass, so "
                 "negative weights subtract (`diffattn eval attention --help`). Quantized logits: dynamic absmax per "
                 "query row, symmetric. Every number is in report.json.\n");
     fprintf(fp, "\n![loss curves](loss_curves.png)\n\n![needle retrieval by depth](needle_by_depth.png)\n\n"
@@ -571,14 +636,18 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
 }
 
 /* A new compare does not replace one silently. */
-static da_status refuse_existing_compare(const char *out_dir) {
-    static const char *const files[] = {"report.json", "diff_seed1337/train_state.safetensors"};
+static da_status refuse_existing_compare(const char *out_dir, da_arch first) {
+    char run[64];
+    snprintf(run, sizeof run, "%s_seed1337/train_state.safetensors", da_arch_name(first));
+    const char *const files[] = {"report.json", run};
     return da_refuse_existing(out_dir, "compare", files, 2);
 }
 
 da_status da_compare(const da_compare_config *cfg) {
     da_compare_config cc = *cfg, *c = &cc;
     if (c->seeds < 1 || c->seeds > 16) return da_errorf("--seeds must be 1..16");
+    if (c->n_archs < 1 || c->n_archs > DA_COMPARE_MAX_ARCHS)
+        return da_errorf("compare: %d architectures (1..%d)", c->n_archs, DA_COMPARE_MAX_ARCHS);
     if (c->seq < 256) return da_errorf("--seq %d: needle prompts need at least 256", c->seq);
     if (c->needles < 1 || c->needles > 16 || c->queries < 1 || c->queries > c->needles)
         return da_errorf("--needles must be 1..16 and --queries 1..--needles");
@@ -601,7 +670,7 @@ da_status da_compare(const da_compare_config *cfg) {
     }
     da_status st = da_make_dirs(c->out_dir);
     if (st.code) return st;
-    if (!c->resume && !c->force && (st = refuse_existing_compare(c->out_dir)).code) return st;
+    if (!c->resume && !c->force && (st = refuse_existing_compare(c->out_dir, c->archs[0])).code) return st;
     char mix[4200];
     const char *data = c->data;
     if (!data) {
@@ -613,7 +682,7 @@ da_status da_compare(const da_compare_config *cfg) {
     da_train_config_default(&tc_default);
     /* --resume: the steps are the first run's (a budget is not timed again) */
     char first[4200];
-    snprintf(first, sizeof first, "%s/diff_seed1337", c->out_dir);
+    snprintf(first, sizeof first, "%s/%s_seed1337", c->out_dir, da_arch_name(c->archs[0]));
     da_config first_cfg;
     da_train_config first_tc;
     long first_done;
@@ -629,15 +698,15 @@ da_status da_compare(const da_compare_config *cfg) {
                (st = steps_for_budget(c, data, tc_default.val_fraction, &nc, &c->steps)).code) {
         return st;
     }
-    static arch_result res[2][16];
+    static arch_result res[NA][16];
     memset(res, 0, sizeof res);
     for (int s = 0; s < c->seeds && !st.code; s++)
-        for (int a = 0; a < 2 && !st.code; a++) {
-            st = run_arch(c, a ? DA_ARCH_SOFTMAX : DA_ARCH_DIFF, 1337 + (uint64_t)s, s == 0, data, &nc, &res[a][s]);
+        for (int a = 0; a < c->n_archs && !st.code; a++) {
+            st = run_arch(c, c->archs[a], 1337 + (uint64_t)s, s == 0, data, &nc, &res[a][s]);
             if (!st.code && c->stop && *c->stop) {
                 st = da_errorf("interrupted after evaluating %s (seed %d): run the same compare command with "
                                "--resume to continue (trained runs are kept; evaluations run again)",
-                               a ? "softmax" : "diff", 1337 + s);
+                               da_arch_name(c->archs[a]), 1337 + s);
                 st.code = DA_INTERRUPTED;
             }
         }
@@ -659,6 +728,6 @@ da_status da_compare(const da_compare_config *cfg) {
             st = da_atomic_commit(&af);
         }
     }
-    for (int a = 0; a < 2; a++) free(res[a][0].map.map);
+    for (int a = 0; a < NA; a++) free(res[a][0].map.map);
     return st;
 }

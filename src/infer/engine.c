@@ -9,6 +9,7 @@
  * after earlier tokens, an int8 cache, quantized logits) scores each query
  * against the cache row by row. */
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -36,13 +37,20 @@ struct da_session {
     const da_engine *q;
     da_session_opts o; /* resolved: act >= 0, max_T and max_batch set */
     int max_T, max_n, len;
+    /* Cache rows per layer: max_T; or, with a sliding window shorter than max_seq_len, a ring of
+     * window + max_n - 1 rows (the last window keys of every query of one call), position p in row
+     * p % slots. A ring session takes positions past max_T: a query sees only keys within window
+     * of it, so every RoPE distance stays one the model trained on. */
+    int slots, ring;
     int d, Ckv, maps, kb, nkb, n_threads, maxw;
-    float *kf, *vf;   /* f32 cache: (L, max_T, Ckv) each */
-    int8_t *k8, *v8;  /* int8 cache: (L, max_T, Ckv) each */
-    float *ks, *vs;   /* their scales: (L, max_T, nkb) */
-    float *rope_cos, *rope_sin; /* (max_T, d/2) */
-    float *x, *xn, *qv, *kn, *vn, *ao, *h1, *h3, *logits; /* (max_n, width) */
-    float *att;       /* (threads, maps, max_T) */
+    float *kf, *vf;   /* f32 cache: (L, slots, Ckv) each */
+    int8_t *k8, *v8;  /* int8 cache: (L, slots, Ckv) each */
+    float *ks, *vs;   /* their scales: (L, slots, nkb) */
+    float *rope_cos, *rope_sin; /* (max_T, d/2); positions past max_T (a ring) are computed into rope_far */
+    float *rope_far;  /* (d): cos then sin of one position */
+    float *x, *xn, *qv, *kn, *vn, *ao, *h1, *h3, *logits; /* (max_n, width); qv is 2C wide for DIFF2 */
+    float *lam;       /* DIFF2: (max_n, H) sigmoid(lambda) of the new tokens */
+    float *att;       /* (threads, maps, slots) */
     float *deq;       /* (threads, maxw): a dequantized weight row */
     float *wdeq;      /* batches (float activations, or int8 ones of >= PREFILL_SGEMM_MIN tokens): one dequantized matrix */
     float *xr;        /* (max_n, maxw): bf16-rounded activations, or int8 ones dequantized for a prefill sgemm */
@@ -62,14 +70,14 @@ void da_session_free(da_session *s) {
     void *ps[] = {s->kf,  s->vf,     s->k8,   s->v8,   s->ks,      s->vs,    s->rope_cos, s->rope_sin, s->x,
                   s->xn,  s->qv,     s->kn,   s->vn,   s->ao,      s->h1,    s->h3,       s->logits,   s->att,
                   s->deq, s->wdeq,   s->xr,   s->aq,   s->ad,      s->asum,  s->fl_opre,  s->fl_o1,    s->fl_o2,
-                  s->fl_lse, s->fl_rstd, s->fl_scratch};
+                  s->fl_lse, s->fl_rstd, s->fl_scratch, s->lam, s->rope_far};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     free(s);
 }
 
 void da_session_reset(da_session *s) { s->len = 0; }
 int da_session_len(const da_session *s) { return s->len; }
-int da_session_capacity(const da_session *s) { return s->max_T; }
+int da_session_capacity(const da_session *s) { return s->ring ? INT_MAX : s->max_T; }
 int da_session_max_batch(const da_session *s) { return s->max_n; }
 int da_session_vocab_size(const da_session *s) { return s->cfg.vocab_size; }
 da_act_mode da_session_act(const da_session *s) { return (da_act_mode)s->o.act; }
@@ -79,10 +87,15 @@ da_session_opts da_session_opts_default(void) {
     return o;
 }
 
+/* The attention kernels' name for the architecture. */
+static int kind_of(const da_config *c) {
+    return c->arch == DA_ARCH_DIFF ? ATTN_DIFF : c->arch == DA_ARCH_DIFF2 ? ATTN_DIFF2 : ATTN_SOFTMAX;
+}
+
 /* The shape of the flash kernel's call for a prompt of n tokens. */
 static attn_shape prompt_shape(const da_session *s, int n) {
     const da_config *c = &s->cfg;
-    attn_shape as = {1, n, c->n_heads, c->n_kv_heads, s->d, c->dim, s->Ckv, s->n_threads, 0};
+    attn_shape as = {1, n, c->n_heads, c->n_kv_heads, s->d, c->dim, s->Ckv, s->n_threads, 0, c->window};
     return as;
 }
 
@@ -118,8 +131,8 @@ static void *malloc_n(size_t n, size_t size) { return malloc((n ? n : 1) * size)
 static int alloc_buffers(da_session *s) {
     const da_config *c = &s->cfg;
     const da_engine *q = s->q;
-    const size_t L = c->n_layers, T = s->max_T, N = s->max_n, C = c->dim, F = c->ffn_hidden, V = c->vocab_size;
-    const size_t Ckv = s->Ckv, W = s->maxw, H = c->n_heads;
+    const size_t L = c->n_layers, N = s->max_n, C = c->dim, F = c->ffn_hidden, V = c->vocab_size;
+    const size_t Ckv = s->Ckv, W = s->maxw, H = c->n_heads, T = s->slots;
     int fail = 0;
 #define ALLOC(p, n) fail |= !((p) = malloc_n((n), sizeof *(p)))
     if (s->o.kv_int8) {
@@ -132,22 +145,25 @@ static int alloc_buffers(da_session *s) {
         ALLOC(s->vf, L * T * Ckv);
         if (N > 1) {
             attn_shape as = prompt_shape(s, (int)N);
-            const int diff = s->maps == 2;
             ALLOC(s->fl_lse, H * s->maps * N);
-            ALLOC(s->fl_scratch, flash_scratch_size(&as, diff));
-            if (diff) {
-                ALLOC(s->fl_opre, N * C);
+            ALLOC(s->fl_scratch, flash_scratch_size(&as, kind_of(c)));
+            if (s->maps == 2) {
                 ALLOC(s->fl_o1, N * C);
                 ALLOC(s->fl_o2, N * C);
+            }
+            if (c->arch == DA_ARCH_DIFF) {
+                ALLOC(s->fl_opre, N * C);
                 ALLOC(s->fl_rstd, N * H);
             }
         }
     }
-    ALLOC(s->rope_cos, T * s->d / 2);
-    ALLOC(s->rope_sin, T * s->d / 2);
+    ALLOC(s->rope_cos, (size_t)s->max_T * s->d / 2);
+    ALLOC(s->rope_sin, (size_t)s->max_T * s->d / 2);
+    ALLOC(s->rope_far, (size_t)s->d);
     ALLOC(s->x, N * C);
     ALLOC(s->xn, N * C);
-    ALLOC(s->qv, N * C);
+    ALLOC(s->qv, N * da_q_dim(c));
+    if (c->arch == DA_ARCH_DIFF2) ALLOC(s->lam, N * H);
     ALLOC(s->kn, N * Ckv);
     ALLOC(s->vn, N * Ckv);
     ALLOC(s->ao, N * C);
@@ -183,9 +199,13 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->o = o;
     s->max_T = o.max_T;
     s->max_n = o.max_batch;
+    s->ring = c->window > 0 && c->window < c->max_seq_len;
+    /* a ring needs every key the call's first query sees kept while the call stores its n: window - 1 + n
+     * rows, which may be more than max_T when max_batch is close to it */
+    s->slots = s->ring ? c->window - 1 + s->max_n : s->max_T;
     s->d = da_head_dim(c);
     s->Ckv = c->dim / (c->n_heads / c->n_kv_heads);
-    s->maps = c->arch == DA_ARCH_DIFF ? 2 : 1;
+    s->maps = da_arch_maps(c->arch);
     s->kb = s->d % 32 == 0 ? 32 : s->d;
     s->nkb = s->Ckv / s->kb;
     s->n_threads = omp_get_max_threads();
@@ -350,10 +370,30 @@ static void rmsnorm_rows(float *out, const float *x, const float *w, int n, int 
     }
 }
 
+/* cos and sin of position pos: (d/2) each. A ring session's positions past
+ * the table are computed as rope_tables does (the angle in double). */
+static void rope_at(const da_session *s, int pos, const float **cr, const float **sr) {
+    const int half = s->d / 2;
+    if (pos < s->max_T) {
+        *cr = s->rope_cos + (size_t)pos * half;
+        *sr = s->rope_sin + (size_t)pos * half;
+        return;
+    }
+    float *far = s->rope_far;
+    for (int j = 0; j < half; j++) {
+        const double a = (double)pos * pow((double)s->cfg.rope_theta, -(double)j / (double)(half - 1));
+        far[j] = (float)cos(a);
+        far[half + j] = (float)sin(a);
+    }
+    *cr = far;
+    *sr = far + half;
+}
+
 static void rope_rows(float *x, const da_session *s, int pos0, int n, int width) {
     const int d = s->d, half = d / 2;
     for (int t = 0; t < n; t++) {
-        const float *cr = s->rope_cos + (size_t)(pos0 + t) * half, *sr = s->rope_sin + (size_t)(pos0 + t) * half;
+        const float *cr, *sr;
+        rope_at(s, pos0 + t, &cr, &sr);
         for (int h = 0; h < width / d; h++) {
             float *v = x + (size_t)t * width + (size_t)h * d;
             for (int j = 0; j < half; j++) {
@@ -366,11 +406,11 @@ static void rope_rows(float *x, const da_session *s, int pos0, int n, int width)
 }
 
 /* Stores the n new K and V rows of layer l at positions len.. (int8: a scale
- * per kb-wide block, absmax / 127). */
+ * per kb-wide block, absmax / 127), in their rows of the cache. */
 static void kv_store(da_session *s, int l, int n) {
-    const size_t T = s->max_T, Ckv = s->Ckv;
+    const size_t T = s->slots, Ckv = s->Ckv;
     for (int t = 0; t < n; t++) {
-        const size_t row = (size_t)l * T + s->len + t;
+        const size_t row = (size_t)l * T + (size_t)(s->len + t) % T;
         const float *k = s->kn + (size_t)t * Ckv, *v = s->vn + (size_t)t * Ckv;
         if (!s->o.kv_int8) {
             memcpy(s->kf + row * Ckv, k, Ckv * sizeof(float));
@@ -393,12 +433,13 @@ static void kv_store(da_session *s, int l, int n) {
     }
 }
 
-/* a: (n) = softmax(scale * Q: (d) . K rows 0..n-1 at column col of layer l). */
-static void scores(const da_session *s, float *a, const float *Q, int l, int col, int n, float scale) {
-    const size_t T = s->max_T, Ckv = s->Ckv, base = (size_t)l * T;
+/* a: (n) = softmax(scale * Q: (d) . the keys of positions p0..p0+n-1 at column col of layer l). */
+static void scores(const da_session *s, float *a, const float *Q, int l, int col, int p0, int n, float scale) {
+    const size_t T = s->slots, Ckv = s->Ckv;
     const int d = s->d, kb = s->kb;
     float mx = -INFINITY;
     for (int t = 0; t < n; t++) {
+        const size_t base = (size_t)l * T + (size_t)(p0 + t) % T - (size_t)t; /* base + t: the row of position p0 + t */
         float dot = 0.0f;
         if (!s->o.kv_int8) {
             dot = fdot(Q, s->kf + (base + t) * Ckv + col, d);
@@ -425,11 +466,12 @@ static void scores(const da_session *s, float *a, const float *Q, int l, int col
     for (int t = 0; t < n; t++) a[t] *= inv;
 }
 
-/* o: (w) = sum_t p[t] * V row t at column col of layer l. */
-static void mix_values(const da_session *s, float *o, const float *p, int l, int col, int n, int w) {
-    const size_t T = s->max_T, Ckv = s->Ckv, base = (size_t)l * T;
+/* o: (w) = sum_t p[t] * the value of position p0 + t at column col of layer l. */
+static void mix_values(const da_session *s, float *o, const float *p, int l, int col, int p0, int n, int w) {
+    const size_t T = s->slots, Ckv = s->Ckv;
     for (int i = 0; i < w; i++) o[i] = 0.0f;
     for (int t = 0; t < n; t++) {
+        const size_t base = (size_t)l * T + (size_t)(p0 + t) % T - (size_t)t;
         if (!s->o.kv_int8) {
             const float *vr = s->vf + (base + t) * Ckv + col;
             const float pt = p[t];
@@ -450,34 +492,45 @@ static void mix_values(const da_session *s, float *o, const float *p, int l, int
 /* Attention of the n new queries (s->qv, after RoPE) of layer l; writes s->ao. */
 static void attend(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
-    const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->max_T;
+    const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->slots;
     const float scale = 1.0f / sqrtf((float)d), post = 1.0f - da_lambda_init(l);
-    const int diff = c->arch == DA_ARCH_DIFF;
+    const int diff = c->arch == DA_ARCH_DIFF, Cq = da_q_dim(c);
     /* small work (one token over a short cache) stays on one thread: a
      * parallel region costs more than it saves, and far more when another
      * process holds a core */
-    const long work = (long)n * H * (s->len + n) * d;
+    const long keys = c->window > 0 && s->len + n > c->window ? c->window : (long)s->len + n;
+    const long work = (long)n * H * keys * d;
 #pragma omp parallel for schedule(dynamic, 1) if (n * H > 1 && work > 65536)
     for (int job = 0; job < n * H; job++) {
-        const int t = job / H, h = job % H, g = h / n_rep, len = s->len + t + 1;
+        /* query position pos sees keys p0 .. pos: len of them */
+        const int t = job / H, h = job % H, g = h / n_rep, pos = s->len + t;
+        const int p0 = attn_first_key(pos, c->window), len = pos - p0 + 1;
         float *A1 = s->att + (size_t)omp_get_thread_num() * s->maps * T;
-        const float *q = s->qv + (size_t)t * C;
+        const float *q = s->qv + (size_t)t * Cq;
         float *o = s->ao + (size_t)t * C;
-        if (diff) {
+        if (c->arch == DA_ARCH_DIFF2) {
+            /* both query heads against the group's one K; V is d wide */
+            float *A2 = A1 + T;
+            const float lam = s->lam[(size_t)t * H + h];
+            scores(s, A1, q + (size_t)(2 * h) * d, l, g * d, p0, len, scale);
+            scores(s, A2, q + (size_t)(2 * h + 1) * d, l, g * d, p0, len, scale);
+            for (int i = 0; i < len; i++) A1[i] -= lam * A2[i];
+            mix_values(s, o + (size_t)h * d, A1, l, g * d, p0, len, d);
+        } else if (diff) {
             const int d2 = 2 * d;
             float *A2 = A1 + T;
-            scores(s, A1, q + (size_t)(2 * h) * d, l, 2 * g * d, len, scale);
-            scores(s, A2, q + (size_t)(2 * h + 1) * d, l, (2 * g + 1) * d, len, scale);
+            scores(s, A1, q + (size_t)(2 * h) * d, l, 2 * g * d, p0, len, scale);
+            scores(s, A2, q + (size_t)(2 * h + 1) * d, l, (2 * g + 1) * d, p0, len, scale);
             for (int i = 0; i < len; i++) A1[i] -= L->lambda * A2[i];
             float *oh = o + (size_t)h * d2;
-            mix_values(s, oh, A1, l, g * d2, len, d2);
+            mix_values(s, oh, A1, l, g * d2, p0, len, d2);
             float ss = 0.0f;
             for (int i = 0; i < d2; i++) ss += oh[i] * oh[i];
             const float r = 1.0f / sqrtf(ss / d2 + DA_SUBLN_EPS);
             for (int i = 0; i < d2; i++) oh[i] = oh[i] * r * L->subln[i] * post;
         } else {
-            scores(s, A1, q + (size_t)h * d, l, g * d, len, scale);
-            mix_values(s, o + (size_t)h * d, A1, l, g * d, len, d);
+            scores(s, A1, q + (size_t)h * d, l, g * d, p0, len, scale);
+            mix_values(s, o + (size_t)h * d, A1, l, g * d, p0, len, d);
         }
     }
 }
@@ -491,11 +544,12 @@ static int use_flash(const da_session *s, int n) {
 static void attend_flash(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     attn_shape as = prompt_shape(s, n);
-    if (s->maps == 1) {
-        flash_attention_forward(s->ao, NULL, NULL, s->fl_lse, s->qv, s->kn, s->vn, 0.0f, 0, &as, s->fl_scratch);
+    if (c->arch != DA_ARCH_DIFF) {
+        flash_attention_forward(s->ao, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, 0.0f, s->lam, kind_of(c),
+                                &as, s->fl_scratch);
         return;
     }
-    flash_attention_forward(s->fl_opre, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, L->lambda, 1, &as,
+    flash_attention_forward(s->fl_opre, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, L->lambda, NULL, 1, &as,
                             s->fl_scratch);
     head_norm_forward(s->ao, s->fl_rstd, s->fl_opre, L->subln, 1.0f - da_lambda_init(l), n * c->n_heads, 2 * s->d);
 }
@@ -509,7 +563,11 @@ static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
     qmatmul(s, s->qv, L->wq, n, 0);
     qmatmul(s, s->kn, L->wk, n, 0);
     qmatmul(s, s->vn, L->wv, n, 0);
-    rope_rows(s->qv, s, s->len, n, C);
+    if (L->lambda_proj) {
+        qmatmul(s, s->lam, L->lambda_proj, n, 0);
+        for (size_t i = 0; i < (size_t)n * c->n_heads; i++) s->lam[i] = 1.0f / (1.0f + expf(-s->lam[i]));
+    }
+    rope_rows(s->qv, s, s->len, n, da_q_dim(c));
     rope_rows(s->kn, s, s->len, n, s->Ckv);
     kv_store(s, l, n);
     if (use_flash(s, n)) attend_flash(s, L, l, n);
@@ -541,7 +599,7 @@ da_status da_session_feed(da_session *s, const int *tokens, int n, int all_logit
     const da_config *c = &q->cfg;
     if (n <= 0 || n > s->max_n)
         return da_errorf("%d tokens in one call; 1..%d allowed (the session's max_batch)", n, s->max_n);
-    if (s->len + n > s->max_T)
+    if (s->ring ? s->len > INT_MAX - n : s->len + n > s->max_T)
         return da_errorf("the KV cache holds %d positions and %d are used; %d more do not fit (a session holds at "
                          "most max_seq_len=%d: reset it, or use a model with a longer context)",
                          s->max_T, s->len, n, c->max_seq_len);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "diffattn/generate.h"
+#include "diffattn/tokenizer.h"
 #include "ops/qblock.h"
 
 /* Per layer, the four matmul input sites; then one for the LM head. */
@@ -26,6 +27,7 @@ typedef struct {
 typedef struct {
     const float *attention_norm, *ffn_norm, *subln; /* (C) (C) (2d) */
     const da_qtensor *wq, *wk, *wv, *wo, *w1, *w2, *w3;
+    const da_qtensor *lambda_proj; /* DIFF2: (H, C), lambda per token = sigmoid(xn . row h); else NULL */
     float lambda; /* DIFF: lambda_full, from the lambda vectors */
 } da_qlayer;
 
@@ -44,6 +46,8 @@ struct da_engine {
     da_act_mode act;    /* the file's default activation mode */
     unsigned char *blob; /* owns every tensor's bytes; NULL when the tensors view a da_model */
     size_t file_bytes;  /* size of the file it came from (0 when built in memory) */
+    char *tokenizer_json; /* the model's tokenizer.json text, or NULL (see da_model.tokenizer_json) */
+    da_tokenizer *tok;    /* parsed from it, its vocabulary checked against cfg */
 };
 
 /* ---------------------------------------------------------------- building (engine_weights.c) */
@@ -56,7 +60,10 @@ da_status da_engine_alloc_blob(da_engine *e);
 void da_engine_bind(da_engine *e);
 /* Frees what e owns and zeroes it (e itself is the caller's). */
 void da_engine_release(da_engine *e);
-/* m's f32 parameters as the tensors, no copy. */
+/* Gives e the tokenizer.json text json (copied; NULL: none), parsed and its
+ * vocabulary checked against e->cfg; where names the file in errors. */
+da_status da_engine_set_tokenizer(da_engine *e, const char *json, const char *where);
+/* m's f32 parameters as the tensors, no copy; m's tokenizer too (copied). */
 da_status da_engine_init_from_model(da_engine *e, const da_model *m);
 /* A full-precision da_model with e's weights dequantized. */
 da_status da_engine_to_model(const da_engine *e, da_model *m);

@@ -8,6 +8,7 @@
 
 #include "infer/engine.h"
 #include "io/gguf.h"
+#include "tok/tokenizer_embed.h"
 
 static int is_float_type(int t) { return t == DA_QT_F32 || t == DA_QT_F16 || t == DA_QT_BF16; }
 
@@ -22,6 +23,69 @@ static uint32_t file_type_of(int t) {
     case DA_QT_BF16: return 32;
     default: return 0;
     }
+}
+
+/* llama.cpp's tokenizer keys (tokenizer.ggml.*) and, for an exact round
+ * trip of what they cannot say (another pre-tokeniser, a normalizer), the
+ * tokenizer.json text itself under tokenizer.huggingface.json. */
+static da_status add_tokenizer(da_gguf_writer *w, const char *json) {
+    da_tok_ggml g;
+    da_status st = da_tok_ggml_from_json(&g, json, strlen(json));
+    if (st.code) return st;
+    da_gguf_add_str(w, "tokenizer.ggml.model", "gpt2");
+    if (g.pre) da_gguf_add_str(w, "tokenizer.ggml.pre", g.pre);
+    da_gguf_add_str_array(w, "tokenizer.ggml.tokens", (const char *const *)g.tokens, (uint64_t)g.n_tokens);
+    da_gguf_add_i32_array(w, "tokenizer.ggml.token_type", g.types, (uint64_t)g.n_tokens);
+    da_gguf_add_str_array(w, "tokenizer.ggml.merges", (const char *const *)g.merges, (uint64_t)g.n_merges);
+    if (g.bos >= 0) da_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)g.bos);
+    if (g.eos >= 0) da_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)g.eos);
+    da_gguf_add_str(w, "tokenizer.huggingface.json", json);
+    da_tok_ggml_free(&g);
+    return da_ok();
+}
+
+/* The tokenizer.json text of a GGUF's tokenizer keys (*json NULL: none):
+ * tokenizer.huggingface.json, else rebuilt from llama.cpp's arrays. */
+static da_status gguf_tokenizer_json(const da_gguf_file *f, char **json) {
+    *json = NULL;
+    const char *s;
+    if (da_gguf_kv_find(f, "tokenizer.huggingface.json")) {
+        da_status st = da_gguf_get_str(f, "tokenizer.huggingface.json", &s);
+        if (st.code) return st;
+        if (!(*json = strdup(s))) return da_errorf("%s: out of memory", f->path);
+        return da_ok();
+    }
+    if (!da_gguf_kv_find(f, "tokenizer.ggml.model")) return da_ok();
+    da_status st = da_gguf_get_str(f, "tokenizer.ggml.model", &s);
+    if (st.code) return st;
+    if (strcmp(s, "gpt2"))
+        return da_errorf("%s: tokenizer.ggml.model is \"%s\"; diffattn reads byte-level BPE (\"gpt2\") only", f->path,
+                         s);
+    da_tok_ggml g;
+    memset(&g, 0, sizeof g);
+    g.bos = g.eos = -1;
+    uint64_t n_tok = 0, n_types = 0, n_merges = 0;
+    if (da_gguf_kv_find(f, "tokenizer.ggml.pre") && (st = da_gguf_get_str(f, "tokenizer.ggml.pre", &g.pre)).code)
+        return st;
+    int32_t *types = NULL;
+    if (!(st = da_gguf_get_str_array(f, "tokenizer.ggml.tokens", &g.tokens, &n_tok)).code &&
+        !(st = da_gguf_get_i32_array(f, "tokenizer.ggml.token_type", &types, &n_types)).code &&
+        !(st = da_gguf_get_str_array(f, "tokenizer.ggml.merges", &g.merges, &n_merges)).code) {
+        if (n_types != n_tok)
+            st = da_errorf("%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %llu", f->path,
+                           (unsigned long long)n_types, (unsigned long long)n_tok);
+        else if (n_tok > (1u << 24) || n_merges > (1u << 24))
+            st = da_errorf("%s: tokenizer.ggml.tokens or .merges holds more than 2^24 entries", f->path);
+    }
+    g.types = types;
+    g.n_tokens = (int)n_tok;
+    g.n_merges = (int)n_merges;
+    if (!st.code) st = da_tok_ggml_to_json(&g, f->path, json);
+    g.pre = NULL;
+    da_gguf_free_str_array(g.tokens, n_tok);
+    da_gguf_free_str_array(g.merges, n_merges);
+    free(types);
+    return st;
 }
 
 da_status da_engine_save_gguf(const da_engine *q, const char *path) {
@@ -47,10 +111,16 @@ da_status da_engine_save_gguf(const da_engine *q, const char *path) {
     da_gguf_add_f32(&w, "diffattn.rope.freq_base", c->rope_theta);
     da_gguf_add_f32(&w, "diffattn.attention.layer_norm_rms_epsilon", c->norm_eps);
     da_gguf_add_bool(&w, "diffattn.tie_embeddings", c->tie_embeddings);
+    if (c->window > 0) da_gguf_add_u32(&w, "diffattn.attention.sliding_window", (uint32_t)c->window);
     da_gguf_add_str(&w, "diffattn.weight_type", da_qtype_name(q->weight_type));
     da_gguf_add_str(&w, "diffattn.activations", da_act_mode_name(q->act));
     da_gguf_add_bool(&w, "diffattn.awq", q->awq);
     da_gguf_add_u32(&w, "diffattn.calibration_sequences", (uint32_t)q->calib_samples);
+    da_status st = q->tokenizer_json ? add_tokenizer(&w, q->tokenizer_json) : da_ok();
+    if (st.code) {
+        da_gguf_writer_free(&w);
+        return da_errorf("%s: %s", path, st.msg);
+    }
     for (int i = 0; i < q->n_tensors; i++) {
         const da_qtensor *t = &q->t[i];
         int64_t ne[2] = {t->cols ? t->cols : t->rows, t->rows};
@@ -60,7 +130,7 @@ da_status da_engine_save_gguf(const da_engine *q, const char *path) {
         int64_t ne[1] = {DA_N_SITES(c)};
         da_gguf_add_tensor(&w, "act_absmax", DA_QT_F32, 1, ne, q->act_absmax, (size_t)ne[0] * 4);
     }
-    da_status st = da_gguf_write(&w, path);
+    st = da_gguf_write(&w, path);
     da_gguf_writer_free(&w);
     return st;
 }
@@ -90,7 +160,7 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c) {
                          DA_FORMAT_VERSION);
     if ((st = da_gguf_get_str(f, "diffattn.variant", &variant)).code) return st;
     if (da_arch_parse(variant, &c->arch))
-        return da_errorf("%s: diffattn.variant = \"%s\" (expected diff or softmax)", f->path, variant);
+        return da_errorf("%s: diffattn.variant = \"%s\" (expected diff, diff2 or softmax)", f->path, variant);
     struct { const char *key; int *dst; } ints[] = {
         {"diffattn.context_length", &c->max_seq_len},   {"diffattn.embedding_length", &c->dim},
         {"diffattn.block_count", &c->n_layers},         {"diffattn.feed_forward_length", &c->ffn_hidden},
@@ -102,6 +172,9 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c) {
     if ((st = da_gguf_get_f32(f, "diffattn.rope.freq_base", &c->rope_theta)).code) return st;
     if ((st = da_gguf_get_f32(f, "diffattn.attention.layer_norm_rms_epsilon", &c->norm_eps)).code) return st;
     if ((st = da_gguf_get_bool(f, "diffattn.tie_embeddings", &c->tie_embeddings)).code) return st;
+    if (da_gguf_kv_find(f, "diffattn.attention.sliding_window") &&
+        (st = get_int_range(f, "diffattn.attention.sliding_window", 0, 1 << 30, &c->window)).code)
+        return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();
@@ -178,6 +251,10 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
         if (!st.code && q->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
             st = da_errorf("%s: activations are int8-static but the file has no act_absmax ranges", path);
     }
+    char *tok_json = NULL;
+    if (!st.code) st = gguf_tokenizer_json(&f, &tok_json);
+    if (!st.code) st = da_engine_set_tokenizer(q, tok_json, path);
+    free(tok_json);
     q->file_bytes = f.size;
     da_gguf_close(&f);
     if (st.code) da_engine_release(q);

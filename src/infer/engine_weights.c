@@ -62,6 +62,7 @@ void da_engine_bind(da_engine *e) {
         L->wk = &e->t[i++];
         L->wv = &e->t[i++];
         L->wo = &e->t[i++];
+        L->lambda_proj = c->arch == DA_ARCH_DIFF2 ? &e->t[i++] : NULL;
         L->lambda = 0.0f;
         if (c->arch == DA_ARCH_DIFF) {
             const float *q1 = f32_of(&e->t[i++]), *k1 = f32_of(&e->t[i++]);
@@ -103,6 +104,8 @@ da_status da_engine_alloc_blob(da_engine *e) {
 }
 
 void da_engine_release(da_engine *e) {
+    free(e->tokenizer_json);
+    da_tokenizer_free(e->tok);
     free(e->t);
     free(e->layers);
     free(e->act_absmax);
@@ -122,8 +125,27 @@ da_status da_engine_init_from_model(da_engine *e, const da_model *m) {
     e->weight_type = DA_QT_F32;
     e->act = DA_ACTQ_F32;
     da_engine_bind(e);
-    return da_ok();
+    if ((st = da_engine_set_tokenizer(e, m->tokenizer_json, "the model")).code) da_engine_release(e);
+    return st;
 }
+
+da_status da_engine_set_tokenizer(da_engine *e, const char *json, const char *where) {
+    free(e->tokenizer_json);
+    da_tokenizer_free(e->tok);
+    e->tokenizer_json = NULL;
+    e->tok = NULL;
+    if (!json) return da_ok();
+    if (!(e->tokenizer_json = strdup(json))) return da_errorf("%s: out of memory", where);
+    char name[4200];
+    snprintf(name, sizeof name, "%s: the embedded tokenizer", where);
+    da_status st = da_tokenizer_from_json(&e->tok, json, strlen(json), name);
+    if (!st.code && da_tokenizer_vocab_size(e->tok) != e->cfg.vocab_size)
+        st = da_errorf("%s has %d tokens but the model's vocabulary (vocab_size) %d", name,
+                       da_tokenizer_vocab_size(e->tok), e->cfg.vocab_size);
+    return st;
+}
+
+const da_tokenizer *da_engine_tokenizer(const da_engine *e) { return e->tok; }
 
 da_status da_engine_to_model(const da_engine *e, da_model *m) {
     da_status st = da_model_create(m, &e->cfg);
@@ -134,6 +156,10 @@ da_status da_engine_to_model(const da_engine *e, da_model *m) {
         for (int64_t r = 0; r < rows; r++)
             da_dequantize_row(t->type, t->data + (size_t)r * t->row_bytes, m->params + m->tensors[i].offset + r * n,
                               n);
+    }
+    if (e->tokenizer_json && !(m->tokenizer_json = strdup(e->tokenizer_json))) {
+        da_model_free(m);
+        return da_errorf("out of memory");
     }
     return da_ok();
 }
@@ -159,7 +185,7 @@ static da_status load_safetensors(da_engine *e, const char *path) {
     if (st.code) return st;
     if ((st = da_engine_init_from_model(e, &m)).code) {
         da_model_free(&m);
-        return st;
+        return da_errorf("%s: %s", path, st.msg);
     }
     e->blob = (unsigned char *)m.params; /* the engine owns the parameters now */
     m.params = NULL;

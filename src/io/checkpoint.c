@@ -35,9 +35,11 @@ da_status da_config_from_meta(const da_st_file *f, da_config *c) {
     if (version != DA_FORMAT_VERSION)
         return da_errorf("%s: format version %d is not supported (this build reads version %d)", f->path, version,
                          DA_FORMAT_VERSION);
+    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, c);
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *fd = &da_config_fields[i];
         const char *s = da_st_meta_get(f, fd->key);
+        if (!s && fd->stored == DA_STORED_UNLESS_DEFAULT) continue;
         if (!s) return da_errorf("%s: __metadata__ lacks \"%s\"", f->path, fd->key);
         if ((st = da_field_parse(fd, c, s)).code)
             return da_errorf("%s: __metadata__.%s = %s", f->path, fd->key, st.msg);
@@ -130,7 +132,9 @@ da_status da_model_load(da_model *m, const char *path) {
         }
         if ((st = da_st_read_f32(&f, ft, m->params + t->offset)).code) goto done;
     }
-    for (int i = 0; i < m->n_tensors; i++) {
+    const char *tok_json = da_st_meta_get(&f, DA_TOKENIZER_META_KEY);
+    if (tok_json && !(m->tokenizer_json = strdup(tok_json))) st = da_errorf("%s: out of memory", path);
+    for (int i = 0; !st.code && i < m->n_tensors; i++) {
         if (!da_st_find(&f, m->tensors[i].name)) {
             st = da_errorf("%s: missing tensor %s%s", path, m->tensors[i].name,
                            !strcmp(m->tensors[i].name, "output.weight") ? " (set tie_embeddings=true if the head is tied)"
@@ -150,10 +154,16 @@ void da_config_to_meta(const da_config *c, da_config_meta *cm) {
     cm->keys[1] = "version";
     snprintf(cm->buf[1], sizeof cm->buf[1], "%d", DA_FORMAT_VERSION);
     cm->vals[1] = cm->buf[1];
+    da_config def;
+    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &def);
+    cm->n = 2;
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
-        cm->keys[2 + i] = da_config_fields[i].key;
-        da_field_format(&da_config_fields[i], c, cm->buf[2 + i], sizeof cm->buf[2 + i]);
-        cm->vals[2 + i] = cm->buf[2 + i];
+        const da_field *fd = &da_config_fields[i];
+        if (fd->stored == DA_STORED_UNLESS_DEFAULT && da_field_equal(fd, c, &def)) continue;
+        cm->keys[cm->n] = fd->key;
+        da_field_format(fd, c, cm->buf[cm->n], sizeof cm->buf[cm->n]);
+        cm->vals[cm->n] = cm->buf[cm->n];
+        cm->n++;
     }
 }
 
@@ -171,7 +181,16 @@ da_status da_model_save(const da_model *m, const char *path) {
     }
     da_config_meta cm;
     da_config_to_meta(c, &cm);
-    da_status st = da_st_write(path, ts, m->n_tensors, cm.keys, cm.vals, DA_CONFIG_META_N);
+    /* the tokenizer travels with the model, after the configuration keys */
+    const char *keys[DA_CONFIG_META_N + 1], *vals[DA_CONFIG_META_N + 1];
+    memcpy(keys, cm.keys, sizeof cm.keys);
+    memcpy(vals, cm.vals, sizeof cm.vals);
+    int n_meta = cm.n;
+    if (m->tokenizer_json) {
+        keys[n_meta] = DA_TOKENIZER_META_KEY;
+        vals[n_meta++] = m->tokenizer_json;
+    }
+    da_status st = da_st_write(path, ts, m->n_tensors, keys, vals, n_meta);
     free(ts);
     return st;
 }

@@ -6,6 +6,9 @@
 #include "diffattn/model.h"
 #include "io/safetensors.h"
 
+/* The __metadata__ key of a model's tokenizer: Hugging Face tokenizer.json text. */
+#define DA_TOKENIZER_META_KEY "tokenizer.json"
+
 /* "format", "version", then one key per row of da_config_fields. */
 #define DA_CONFIG_META_N (2 + DA_CONFIG_N_FIELDS)
 
@@ -13,6 +16,7 @@ typedef struct {
     const char *keys[DA_CONFIG_META_N];
     const char *vals[DA_CONFIG_META_N];
     char buf[DA_CONFIG_META_N][32];
+    int n; /* keys in use: a DA_STORED_UNLESS_DEFAULT field at its default is left out */
 } da_config_meta;
 
 /* Reads and validates the configuration keys; errors name the file and key. */

@@ -365,6 +365,61 @@ da_status da_gguf_get_str(const da_gguf_file *f, const char *key, const char **o
     return da_ok();
 }
 
+/* The open already checked that every element lies inside the file, so
+ * these only walk it; the copies are bounded by the file's size. */
+da_status da_gguf_get_str_array(const da_gguf_file *f, const char *key, char ***out, uint64_t *n) {
+    *out = NULL;
+    *n = 0;
+    const da_gguf_kv *kv;
+    da_status st = need(f, key, &kv);
+    if (st.code) return st;
+    if (kv->type != DA_GGUF_ARRAY || kv->arr_type != DA_GGUF_STRING)
+        return da_errorf("%s: key \"%s\" is not an array of strings", f->path, key);
+    char **v = calloc((size_t)kv->arr_n + 1, sizeof *v);
+    if (!v) return da_errorf("%s: out of memory reading \"%s\"", f->path, key);
+    const unsigned char *p = kv->arr_data;
+    for (uint64_t i = 0; i < kv->arr_n && !st.code; i++) {
+        uint64_t len;
+        memcpy(&len, p, 8);
+        if (!(v[i] = malloc((size_t)len + 1))) {
+            st = da_errorf("%s: out of memory reading \"%s\"", f->path, key);
+            break;
+        }
+        memcpy(v[i], p + 8, (size_t)len);
+        v[i][len] = 0;
+        if (strlen(v[i]) != len) st = da_errorf("%s: \"%s\"[%llu] holds a NUL byte", f->path, key, (unsigned long long)i);
+        p += 8 + (size_t)len;
+    }
+    if (st.code) {
+        da_gguf_free_str_array(v, kv->arr_n);
+        return st;
+    }
+    *out = v;
+    *n = kv->arr_n;
+    return da_ok();
+}
+
+void da_gguf_free_str_array(char **v, uint64_t n) {
+    for (uint64_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+da_status da_gguf_get_i32_array(const da_gguf_file *f, const char *key, int32_t **out, uint64_t *n) {
+    *out = NULL;
+    *n = 0;
+    const da_gguf_kv *kv;
+    da_status st = need(f, key, &kv);
+    if (st.code) return st;
+    if (kv->type != DA_GGUF_ARRAY || (kv->arr_type != DA_GGUF_I32 && kv->arr_type != DA_GGUF_U32))
+        return da_errorf("%s: key \"%s\" is not an array of 32-bit integers", f->path, key);
+    int32_t *v = malloc((size_t)kv->arr_n * 4 + 4);
+    if (!v) return da_errorf("%s: out of memory reading \"%s\"", f->path, key);
+    memcpy(v, kv->arr_data, (size_t)kv->arr_n * 4);
+    *out = v;
+    *n = kv->arr_n;
+    return da_ok();
+}
+
 /* ---------------------------------------------------------------- writer */
 
 void da_gguf_writer_init(da_gguf_writer *w) { memset(w, 0, sizeof *w); }
@@ -428,6 +483,22 @@ void da_gguf_add_str(da_gguf_writer *w, const char *key, const char *v) {
 void da_gguf_add_f32_array(da_gguf_writer *w, const char *key, const float *v, uint64_t n) {
     put_key(w, key, DA_GGUF_ARRAY);
     uint32_t t = DA_GGUF_F32;
+    put(w, &t, 4);
+    put(w, &n, 8);
+    put(w, v, (size_t)n * 4);
+}
+
+void da_gguf_add_str_array(da_gguf_writer *w, const char *key, const char *const *v, uint64_t n) {
+    put_key(w, key, DA_GGUF_ARRAY);
+    uint32_t t = DA_GGUF_STRING;
+    put(w, &t, 4);
+    put(w, &n, 8);
+    for (uint64_t i = 0; i < n; i++) put_str(w, v[i]);
+}
+
+void da_gguf_add_i32_array(da_gguf_writer *w, const char *key, const int32_t *v, uint64_t n) {
+    put_key(w, key, DA_GGUF_ARRAY);
+    uint32_t t = DA_GGUF_I32;
     put(w, &t, 4);
     put(w, &n, 8);
     put(w, v, (size_t)n * 4);

@@ -98,6 +98,13 @@ da_status da_gguf_get_f32(const da_gguf_file *f, const char *key, float *out);
 da_status da_gguf_get_bool(const da_gguf_file *f, const char *key, int *out);
 da_status da_gguf_get_str(const da_gguf_file *f, const char *key, const char **out);
 
+/* Arrays: malloc'd copies (free a string array with da_gguf_free_str_array).
+ * A string element holding a NUL byte is an error; the integer getter takes
+ * i32 or u32 elements. */
+da_status da_gguf_get_str_array(const da_gguf_file *f, const char *key, char ***out, uint64_t *n);
+void da_gguf_free_str_array(char **v, uint64_t n);
+da_status da_gguf_get_i32_array(const da_gguf_file *f, const char *key, int32_t **out, uint64_t *n);
+
 /* ---------------------------------------------------------------- writer */
 
 typedef struct {
@@ -125,6 +132,8 @@ void da_gguf_add_f32(da_gguf_writer *w, const char *key, float v);
 void da_gguf_add_bool(da_gguf_writer *w, const char *key, int v);
 void da_gguf_add_str(da_gguf_writer *w, const char *key, const char *v);
 void da_gguf_add_f32_array(da_gguf_writer *w, const char *key, const float *v, uint64_t n);
+void da_gguf_add_str_array(da_gguf_writer *w, const char *key, const char *const *v, uint64_t n);
+void da_gguf_add_i32_array(da_gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
 /* A [rows, cols] tensor is ne = {cols, rows}, n_dims 2; a vector n_dims 1. */
 void da_gguf_add_tensor(da_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne,
                         const void *data, size_t nbytes);

@@ -12,23 +12,25 @@
 #define DA_MAX_SEQ (1 << 20)
 #define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
 
-static const char *const ARCH_NAMES[] = {"diff", "softmax", NULL};
+static const char *const ARCH_NAMES[] = {"diff", "softmax", "diff2", NULL}; /* da_arch order */
 _Static_assert(sizeof(da_arch) == sizeof(int), "DA_FIELD_ENUM stores an int");
 
 #define F(key, flag, field, type, def, lo, hi, bounds, help) \
     {key, flag, offsetof(da_config, field), type, def, lo, hi, bounds, DA_RESUME_FIXED, 1, help, NULL}
 
-/* Metadata order is this order; every field is stored and fixed for a run
- * (the parameters' shapes depend on it). */
+/* Metadata order is this order; every field is stored (window only when > 0)
+ * and fixed for a run (the parameters' shapes, or what they were trained on,
+ * depend on it). */
 const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
-    {"arch", "arch", offsetof(da_config, arch), DA_FIELD_ENUM, DA_ARCH_DIFF, 0, 1, "[]", DA_RESUME_FIXED, 1,
-     "diff (Differential Transformer) or softmax (the baseline)", ARCH_NAMES},
+    {"arch", "arch", offsetof(da_config, arch), DA_FIELD_ENUM, DA_ARCH_DIFF, 0, 2, "[]", DA_RESUME_FIXED, 1,
+     "diff (Differential Transformer), diff2 (DIFF V2) or softmax (the baseline)", ARCH_NAMES},
     F("dim", "dim", dim, DA_FIELD_INT, 256, 1, DA_MAX_DIM, "[]", "model width"),
     F("n_layers", "layers", n_layers, DA_FIELD_INT, 4, 1, DA_MAX_LAYERS, "[]", "number of blocks"),
     F("n_heads", "heads", n_heads, DA_FIELD_INT, 4, 1, DA_MAX_DIM, "[]",
-      "DIFF heads; --arch softmax gets twice as many plain heads, for equal parameters"),
+      "DIFF heads; --arch softmax gets twice as many plain heads, for equal parameters, and --arch diff2 as "
+      "many output heads as softmax (each with two query heads)"),
     F("n_kv_heads", "kv-heads", n_kv_heads, DA_FIELD_INT, 0, 0, DA_MAX_DIM, "[]",
-      "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax"),
+      "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax and diff2"),
     F("vocab_size", "vocab", vocab_size, DA_FIELD_INT, 256, 1, DA_MAX_VOCAB, "[]", "vocabulary size (256 = bytes)"),
     F("ffn_hidden", "ffn", ffn_hidden, DA_FIELD_INT, 0, 0, 8 * DA_MAX_DIM, "[]",
       "SwiGLU hidden size (0 = 8*dim/3 rounded up to a multiple of 64)"),
@@ -38,6 +40,9 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
       "context length (the model's max_seq_len)"),
     F("tie_embeddings", "tie-embeddings", tie_embeddings, DA_FIELD_BOOL, 0, 0, 1, "[]",
       "share the LM head with the token embedding"),
+    {"window", "window", offsetof(da_config, window), DA_FIELD_INT, 0, 0, DA_MAX_SEQ, "[]", DA_RESUME_FIXED,
+     DA_STORED_UNLESS_DEFAULT, "sliding-window attention: each token sees the last N keys, itself included (0 = all)",
+     NULL},
 };
 _Static_assert(sizeof da_config_fields / sizeof da_config_fields[0] == DA_CONFIG_N_FIELDS,
                "da_config_fields out of step with DA_CONFIG_N_FIELDS");
@@ -62,15 +67,22 @@ int da_head_dim(const da_config *c) {
     return c->arch == DA_ARCH_DIFF ? c->dim / c->n_heads / 2 : c->dim / c->n_heads;
 }
 
-const char *da_arch_name(da_arch a) { return a == DA_ARCH_DIFF ? "diff" : "softmax"; }
+int da_q_dim(const da_config *c) { return c->arch == DA_ARCH_DIFF2 ? 2 * c->dim : c->dim; }
+
+int da_arch_maps(da_arch a) { return a == DA_ARCH_SOFTMAX ? 1 : 2; }
+
+const char *da_arch_name(da_arch a) {
+    return a == DA_ARCH_DIFF ? "diff" : a == DA_ARCH_DIFF2 ? "diff2" : "softmax";
+}
 
 int da_arch_parse(const char *s, da_arch *out) {
     if (!strcmp(s, "diff")) { *out = DA_ARCH_DIFF; return 0; }
+    if (!strcmp(s, "diff2")) { *out = DA_ARCH_DIFF2; return 0; }
     if (!strcmp(s, "softmax")) { *out = DA_ARCH_SOFTMAX; return 0; }
     return -1;
 }
 
-int da_arch_heads(da_arch a, int diff_heads) { return a == DA_ARCH_SOFTMAX ? 2 * diff_heads : diff_heads; }
+int da_arch_heads(da_arch a, int diff_heads) { return a == DA_ARCH_DIFF ? diff_heads : 2 * diff_heads; }
 
 da_status da_config_from_diff_heads(da_config *c) {
     /* ranges first, on the counts as given, so a message quotes them */

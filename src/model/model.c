@@ -49,6 +49,7 @@ static void map_weights(const da_model *m, float *base, da_weights *w) {
         L->wk = NEXT();
         L->wv = NEXT();
         L->wo = NEXT();
+        if (c->arch == DA_ARCH_DIFF2) L->lambda_proj = NEXT();
         if (c->arch == DA_ARCH_DIFF) {
             L->lambda_q1 = NEXT();
             L->lambda_k1 = NEXT();
@@ -83,10 +84,11 @@ da_status da_model_create(da_model *m, const da_config *cfg) {
         fail |= table_add(&b, name, rows, cols, decay);              \
     } while (0)
         ADD("attention_norm.weight", C, 0, 0);
-        ADD("attn.q_proj.weight", C, C, 1);
+        ADD("attn.q_proj.weight", da_q_dim(cfg), C, 1);
         ADD("attn.k_proj.weight", Ckv, C, 1);
         ADD("attn.v_proj.weight", Ckv, C, 1);
         ADD("attn.out_proj.weight", C, C, 1);
+        if (cfg->arch == DA_ARCH_DIFF2) ADD("attn.lambda_proj.weight", cfg->n_heads, C, 1);
         if (cfg->arch == DA_ARCH_DIFF) {
             ADD("attn.lambda_q1", d, 0, 0);
             ADD("attn.lambda_k1", d, 0, 0);
@@ -139,6 +141,7 @@ void da_model_free(da_model *m) {
     free(m->grads);
     free(m->w.layers);
     free(m->g.layers);
+    free(m->tokenizer_json);
     memset(m, 0, sizeof *m);
 }
 
@@ -157,6 +160,9 @@ static int ends_with(const char *s, const char *suffix) {
  *   norms, subln               1
  *   lambda_{q1,k1,q2,k2}       N(0, 0.1^2)   (the paper's choice)
  *   out_proj, w2               N(0, 0.02^2 / (2 * n_layers))  (GPT-2 residual scaling)
+ *   lambda_proj (DIFF2)        U(-1/sqrt(dim), 1/sqrt(dim)): torch's nn.Linear default, which the
+ *                              official V2 module keeps (it sets no init of its own); sigmoid(lambda)
+ *                              then starts near 0.5 with a spread of about +-0.14 per token
  *   every other matrix         N(0, 0.02^2) */
 void da_model_init(da_model *m, uint64_t seed) {
     da_rng rng;
@@ -169,6 +175,10 @@ void da_model_init(da_model *m, uint64_t seed) {
         if (t->ndim == 1 && strstr(t->name, "lambda_")) std = 0.1f;
         else if (t->ndim == 1) {
             for (size_t k = 0; k < t->numel; k++) p[k] = 1.0f;
+            continue;
+        } else if (ends_with(t->name, "lambda_proj.weight")) {
+            const float bound = 1.0f / sqrtf((float)t->shape[1]);
+            for (size_t k = 0; k < t->numel; k++) p[k] = bound * (2.0f * da_rng_uniform(&rng) - 1.0f);
             continue;
         } else if (ends_with(t->name, "out_proj.weight") || ends_with(t->name, "w2.weight"))
             std = resid_std;

@@ -14,10 +14,11 @@
 typedef struct {
     float *resid_in;    /* (B, T, C) block input */
     float *xn1, *rstd1; /* (B, T, C), (B, T) */
-    float *q, *k, *v;   /* (B, T, C), (B, T, Ckv) x2; q, k after RoPE */
-    float *att;         /* reference kernel: DIFF (B, H, 2, T, T); softmax (B, H, T, T) */
+    float *q, *k, *v;   /* (B, T, Cq), (B, T, Ckv) x2; q, k after RoPE; Cq = C, DIFF2 2C */
+    float *lam;         /* DIFF2 (B, T, H): sigmoid(xn1 . lambda_proj), per token and head */
+    float *att;         /* reference kernel: DIFF, DIFF2 (B, H, 2, T, T); softmax (B, H, T, T) */
     float *lse;         /* flash kernel: (B, H, maps, T) */
-    float *o1, *o2;     /* flash kernel, DIFF: (B, T, C) normalised A1 V and A2 V */
+    float *o1, *o2;     /* flash kernel, DIFF and DIFF2: (B, T, C) normalised A1 V and A2 V */
     float *opre;        /* DIFF (B, T, C): (A1 - lambda A2) V before the head norm */
     float *sub_rstd;    /* DIFF (B, T, H) */
     float *attn_out;    /* (B, T, C): input of out_proj */
@@ -44,10 +45,18 @@ struct da_acts {
     float *lambda;      /* (L) lambda_full used by the forward */
     /* backward scratch */
     float *dresid, *dxn, *dattn, *dopre, *dq, *dk, *dv, *dh1, *dh3, *dgate, *scratch;
+    float *dlam;        /* DIFF2 (B, T, H): d loss / d lam, then / d its logit */
     float *pool;        /* one allocation behind every float array above */
 };
 
 const float *da_acts_logits(const da_acts *a) { return a->logits; }
+
+/* The attention kernels' name for an architecture. */
+static int attn_kind_of(da_arch a) {
+    return a == DA_ARCH_DIFF ? ATTN_DIFF : a == DA_ARCH_DIFF2 ? ATTN_DIFF2 : ATTN_SOFTMAX;
+}
+
+const float *da_acts_lam(const da_acts *a, int layer) { return a->layers[layer].lam; }
 
 void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k) {
     *q = a->layers[layer].q;
@@ -67,10 +76,10 @@ static size_t layout(da_acts *a, float *base) {
     const da_config *cfg = &a->cfg;
     const size_t B = a->cap_B, T = a->cap_T, C = cfg->dim, F = cfg->ffn_hidden, V = cfg->vocab_size;
     const size_t L = cfg->n_layers, H = cfg->n_heads, Ckv = C / (H / cfg->n_kv_heads), d = da_head_dim(cfg);
-    const size_t BT = B * T;
-    const int diff = cfg->arch == DA_ARCH_DIFF, flash = a->kernel == DA_ATTN_FLASH;
-    const size_t maps = diff ? 2 : 1;
-    attn_shape as = {(int)B, (int)T, (int)H, cfg->n_kv_heads, (int)d, (int)C, (int)Ckv, a->n_threads, 0};
+    const size_t BT = B * T, Cq = da_q_dim(cfg);
+    const int diff = cfg->arch == DA_ARCH_DIFF, diff2 = cfg->arch == DA_ARCH_DIFF2, flash = a->kernel == DA_ATTN_FLASH;
+    const size_t maps = da_arch_maps(cfg->arch);
+    attn_shape as = {(int)B, (int)T, (int)H, cfg->n_kv_heads, (int)d, (int)C, (int)Ckv, a->n_threads, 0, cfg->window};
     size_t used = 0;
     /* TAKE(n): the next n floats (a NULL-based pointer while counting, never dereferenced) */
 #define TAKE(n) (used += (n), base ? base + used - (n) : NULL)
@@ -79,13 +88,14 @@ static size_t layout(da_acts *a, float *base) {
         la->resid_in = TAKE(BT * C);
         la->xn1 = TAKE(BT * C);
         la->rstd1 = TAKE(BT);
-        la->q = TAKE(BT * C);
+        la->q = TAKE(BT * Cq);
         la->k = TAKE(BT * Ckv);
         la->v = TAKE(BT * Ckv);
+        la->lam = diff2 ? TAKE(BT * H) : NULL;
         la->att = flash ? NULL : TAKE(B * H * maps * T * T);
         la->lse = flash ? TAKE(B * H * maps * T) : NULL;
-        la->o1 = flash && diff ? TAKE(BT * C) : NULL;
-        la->o2 = flash && diff ? TAKE(BT * C) : NULL;
+        la->o1 = flash && maps == 2 ? TAKE(BT * C) : NULL;
+        la->o2 = flash && maps == 2 ? TAKE(BT * C) : NULL;
         la->opre = diff ? TAKE(BT * C) : NULL;
         la->sub_rstd = diff ? TAKE(BT * H) : NULL;
         la->attn_out = TAKE(BT * C);
@@ -108,13 +118,14 @@ static size_t layout(da_acts *a, float *base) {
     a->dxn = TAKE(BT * C);
     a->dattn = TAKE(BT * C);
     a->dopre = flash && diff ? TAKE(BT * C) : NULL;
-    a->dq = TAKE(BT * C);
+    a->dq = TAKE(BT * Cq);
+    a->dlam = diff2 ? TAKE(BT * H) : NULL;
     a->dk = TAKE(BT * Ckv);
     a->dv = TAKE(BT * Ckv);
     a->dh1 = TAKE(BT * F);
     a->dh3 = TAKE(BT * F);
     a->dgate = TAKE(BT * F);
-    a->scratch = TAKE(flash ? flash_scratch_size(&as, diff) : attn_scratch_size(&as));
+    a->scratch = TAKE(flash ? flash_scratch_size(&as, attn_kind_of(cfg->arch)) : attn_scratch_size(&as));
 #undef TAKE
     return used;
 }
@@ -166,7 +177,7 @@ void da_acts_free(da_acts *a) {
 static attn_shape shape_of(const da_acts *a) {
     const da_config *c = &a->cfg;
     attn_shape s = {a->B, a->T, c->n_heads, c->n_kv_heads, da_head_dim(c), c->dim,
-                    c->dim / (c->n_heads / c->n_kv_heads), a->n_threads, 0};
+                    c->dim / (c->n_heads / c->n_kv_heads), a->n_threads, 0, c->window};
     return s;
 }
 
@@ -176,7 +187,7 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
     if (B <= 0 || T <= 0 || B > a->cap_B || T > a->cap_T) return NAN;
     a->B = B;
     a->T = T;
-    const int C = c->dim, F = c->ffn_hidden, V = c->vocab_size, N = B * T;
+    const int C = c->dim, Cq = da_q_dim(c), F = c->ffn_hidden, V = c->vocab_size, N = B * T;
     attn_shape as = shape_of(a);
     const int d = as.d, Ckv = as.Ckv;
     memcpy(a->tokens, tokens, (size_t)N * sizeof(int));
@@ -191,23 +202,29 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
 
         DA_PROF(DA_PROF_RMSNORM,
                 rmsnorm_forward(la->xn1, la->rstd1, la->resid_in, w->attention_norm, N, C, c->norm_eps));
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->q, la->xn1, w->wq, N, C, C, 0));
+        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->q, la->xn1, w->wq, N, C, Cq, 0));
         DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->k, la->xn1, w->wk, N, C, Ckv, 0));
         DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->v, la->xn1, w->wv, N, C, Ckv, 0));
-        DA_PROF(DA_PROF_ROPE, rope_apply(la->q, a->rope_cos, a->rope_sin, B, T, C / d, d, 0));
+        DA_PROF(DA_PROF_ROPE, rope_apply(la->q, a->rope_cos, a->rope_sin, B, T, Cq / d, d, 0));
         DA_PROF(DA_PROF_ROPE, rope_apply(la->k, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 0));
         const int diff = c->arch == DA_ARCH_DIFF;
         if (diff) a->lambda[l] = da_model_lambda(m, l);
+        if (c->arch == DA_ARCH_DIFF2) {
+            DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->lam, la->xn1, w->lambda_proj, N, C, c->n_heads, 0));
+            for (size_t i = 0; i < (size_t)N * c->n_heads; i++) la->lam[i] = 1.0f / (1.0f + expf(-la->lam[i]));
+        }
         double t_attn = da_prof_on ? da_now_s() : 0.0, hn0 = da_prof_s[DA_PROF_HEAD_NORM];
         if (a->kernel == DA_ATTN_FLASH) {
             flash_attention_forward(diff ? la->opre : la->attn_out, la->o1, la->o2, la->lse, la->q, la->k, la->v,
-                                    diff ? a->lambda[l] : 0.0f, diff, &as, a->scratch);
+                                    diff ? a->lambda[l] : 0.0f, la->lam, attn_kind_of(c->arch), &as, a->scratch);
             if (diff)
                 DA_PROF(DA_PROF_HEAD_NORM, head_norm_forward(la->attn_out, la->sub_rstd, la->opre, w->subln,
                                                              1.0f - da_lambda_init(l), N * c->n_heads, 2 * d));
         } else if (diff) {
             diff_attention_forward(la->attn_out, la->opre, la->sub_rstd, la->att, la->q, la->k, la->v, w->subln,
                                    a->lambda[l], da_lambda_init(l), &as, a->scratch);
+        } else if (c->arch == DA_ARCH_DIFF2) {
+            diff2_attention_forward(la->attn_out, la->att, la->q, la->k, la->v, la->lam, &as, a->scratch);
         } else {
             softmax_attention_forward(la->attn_out, la->att, la->q, la->k, la->v, &as);
         }
@@ -249,7 +266,8 @@ static void lambda_backward(da_layer_weights *g, const da_layer_weights *w, floa
 
 void da_backward(da_model *m, da_acts *a) {
     const da_config *c = &m->cfg;
-    const int B = a->B, T = a->T, C = c->dim, F = c->ffn_hidden, V = c->vocab_size, N = B * T;
+    const int B = a->B, T = a->T, C = c->dim, Cq = da_q_dim(c), H = c->n_heads, F = c->ffn_hidden;
+    const int V = c->vocab_size, N = B * T;
     attn_shape as = shape_of(a);
     const int d = as.d, Ckv = as.Ckv;
     if (!a->have_targets || !m->grads) return;
@@ -280,28 +298,38 @@ void da_backward(da_model *m, da_acts *a) {
             float dlambda = 0.0f;
             DA_PROF(DA_PROF_HEAD_NORM, head_norm_backward(a->dopre, g->subln, a->dattn, la->opre, la->sub_rstd,
                                                           w->subln, 1.0f - da_lambda_init(l), N * c->n_heads, 2 * d));
-            flash_attention_backward(a->dq, a->dk, a->dv, &dlambda, a->dopre, la->opre, la->o1, la->o2, la->lse,
-                                     la->q, la->k, la->v, a->lambda[l], 1, &as, a->scratch);
+            flash_attention_backward(a->dq, a->dk, a->dv, &dlambda, NULL, a->dopre, la->opre, la->o1, la->o2,
+                                     la->lse, la->q, la->k, la->v, a->lambda[l], NULL, ATTN_DIFF, &as, a->scratch);
             lambda_backward(g, w, dlambda, d);
         } else if (a->kernel == DA_ATTN_FLASH) {
-            flash_attention_backward(a->dq, a->dk, a->dv, NULL, a->dattn, la->attn_out, NULL, NULL, la->lse, la->q,
-                                     la->k, la->v, 0.0f, 0, &as, a->scratch);
+            flash_attention_backward(a->dq, a->dk, a->dv, NULL, a->dlam, a->dattn, la->attn_out, la->o1, la->o2,
+                                     la->lse, la->q, la->k, la->v, 0.0f, la->lam, attn_kind_of(c->arch), &as,
+                                     a->scratch);
         } else if (c->arch == DA_ARCH_DIFF) {
             float dlambda = 0.0f;
             diff_attention_backward(a->dq, a->dk, a->dv, g->subln, &dlambda, a->dattn, la->opre, la->sub_rstd,
                                     la->att, la->q, la->k, la->v, w->subln, a->lambda[l], da_lambda_init(l), &as,
                                     a->scratch);
             lambda_backward(g, w, dlambda, d);
+        } else if (c->arch == DA_ARCH_DIFF2) {
+            diff2_attention_backward(a->dq, a->dk, a->dv, a->dlam, a->dattn, la->att, la->q, la->k, la->v, la->lam,
+                                     &as, a->scratch);
         } else {
             softmax_attention_backward(a->dq, a->dk, a->dv, a->dattn, la->att, la->q, la->k, la->v, &as,
                                        a->scratch);
         }
         if (da_prof_on) da_prof_s[DA_PROF_ATTN_BWD] += da_now_s() - t_attn - (da_prof_s[DA_PROF_HEAD_NORM] - hn0);
-        DA_PROF(DA_PROF_ROPE, rope_apply(a->dq, a->rope_cos, a->rope_sin, B, T, C / d, d, 1));
+        DA_PROF(DA_PROF_ROPE, rope_apply(a->dq, a->rope_cos, a->rope_sin, B, T, Cq / d, d, 1));
         DA_PROF(DA_PROF_ROPE, rope_apply(a->dk, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 1));
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wq, a->dq, la->xn1, w->wq, N, C, C, 0));
+        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wq, a->dq, la->xn1, w->wq, N, C, Cq, 0));
         DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wk, a->dk, la->xn1, w->wk, N, C, Ckv, 1));
         DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wv, a->dv, la->xn1, w->wv, N, C, Ckv, 1));
+        if (c->arch == DA_ARCH_DIFF2) {
+            /* d lam -> d of its logit through the sigmoid, then into lambda_proj and x */
+            for (size_t i = 0; i < (size_t)N * H; i++) a->dlam[i] *= la->lam[i] * (1.0f - la->lam[i]);
+            DA_PROF(DA_PROF_MATMUL_BWD,
+                    matmul_backward(a->dxn, g->lambda_proj, a->dlam, la->xn1, w->lambda_proj, N, C, H, 1));
+        }
         DA_PROF(DA_PROF_RMSNORM, rmsnorm_backward(a->dresid, g->attention_norm, a->dxn, la->resid_in,
                                                   w->attention_norm, la->rstd1, N, C));
     }

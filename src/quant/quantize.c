@@ -3,11 +3,15 @@
 
 #include "quant/quantize.h"
 
-/* The type a 2-D tensor gets: the embedding stays f32; the LM head takes
+/* The type a 2-D tensor gets: the embedding stays f32, and so does DIFF2's
+ * lambda_proj (n_heads rows, a few hundredths of the layer's weights, whose
+ * output goes through a sigmoid gate on the second map); the LM head takes
  * output_type (q8_0 for the 4-bit types by default). A width off the type's
  * block: q8_0, then f32, with fallback_q8; else -1. */
 static int tensor_type(const da_qtensor *t, int i, const da_quantize_types *o) {
     if (i == 0) return DA_QT_F32; /* tok_embeddings */
+    const size_t n = strlen(t->name), k = strlen("lambda_proj.weight");
+    if (n >= k && !strcmp(t->name + n - k, "lambda_proj.weight")) return DA_QT_F32;
     int type = o->type;
     if (!strcmp(t->name, "output.weight"))
         type = o->output_type >= 0 ? o->output_type
@@ -50,7 +54,8 @@ da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_
     da_status st = da_engine_init_table(q, &m->cfg);
     if (st.code) return st;
     q->weight_type = o->type;
-    if ((st = assign_types(q, o, NULL)).code || (st = da_engine_alloc_blob(q)).code) {
+    if ((st = assign_types(q, o, NULL)).code || (st = da_engine_alloc_blob(q)).code ||
+        (st = da_engine_set_tokenizer(q, m->tokenizer_json, "the model")).code) {
         da_engine_release(q);
         return st;
     }

@@ -50,7 +50,12 @@ static void summarise_ranges(const da_qstats *stats, const float *absmax, int n_
 static da_status calibrate(da_model *m, const da_quantize_opts *o, int type, float **absmax, da_quantize_report *r) {
     const int T = o->calib_seq ? o->calib_seq : m->cfg.max_seq_len, n_sites = DA_N_SITES(&m->cfg);
     da_text_data d;
-    da_status st = da_text_data_load(&d, o->calib_data, 0.1f, T);
+    da_tokenizer *tok = NULL;
+    /* calibration text goes through the model's tokenizer, as its training text did */
+    da_status st = da_model_tokenizer(m, &tok);
+    if (!st.code) st = da_text_data_load_tok(&d, o->calib_data, 0.1f, T, tok);
+    da_tokenizer_free(tok);
+    if (!st.code && (st = da_text_data_check_vocab(&d, o->calib_data, m->cfg.vocab_size)).code) da_text_data_free(&d);
     if (st.code) return st;
     da_qstats stats;
     if (o->awq && type != DA_QT_F32) {

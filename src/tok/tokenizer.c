@@ -33,6 +33,8 @@ typedef struct {
 } pair_map;
 
 struct da_tokenizer {
+    char *json; /* the Hugging Face tokenizer.json text it was made from (GPT-2's pair: converted) */
+    size_t json_len;
     int vocab_size;
     uint8_t **tok;     /* (vocab) raw bytes of each id; NULL for unused ids */
     uint32_t *tok_len; /* (vocab) */
@@ -299,6 +301,57 @@ static da_status compile_regex(da_tokenizer *t) {
     return da_ok();
 }
 
+/* GPT-2's encoder.json + vocab.bpe as the equivalent Hugging Face
+ * tokenizer.json (ByteLevel pre-tokeniser, <|endoftext|> as an added special
+ * token), kept as the tokenizer's text so that it can be embedded in a model
+ * file and loaded back as the same tokenizer. */
+static da_status gpt2_as_hf_json(da_tokenizer *t, const char *path, const cJSON *vocab, const char *bpe, size_t n_bpe) {
+    cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *pre = cJSON_CreateObject();
+    cJSON *merges = cJSON_CreateArray(), *added = cJSON_CreateArray(), *v = cJSON_Duplicate(vocab, 1);
+    int ok = root && model && pre && merges && added && v;
+    const cJSON *eot = cJSON_GetObjectItemCaseSensitive(vocab, "<|endoftext|>");
+    if (ok && cJSON_IsNumber(eot)) {
+        cJSON *e = cJSON_CreateObject();
+        ok = e && cJSON_AddItemToArray(added, e) && cJSON_AddNumberToObject(e, "id", eot->valuedouble) &&
+             cJSON_AddStringToObject(e, "content", "<|endoftext|>") && cJSON_AddBoolToObject(e, "special", 1);
+    }
+    for (const char *p = bpe; ok && p < bpe + n_bpe;) {
+        const char *e = memchr(p, '\n', (size_t)(bpe + n_bpe - p));
+        size_t len = e ? (size_t)(e - p) : (size_t)(bpe + n_bpe - p);
+        if (len && p[len - 1] == '\r') len--;
+        if (len && !(p == bpe && !strncmp(p, "#version", 8))) {
+            char *line = malloc(len + 1);
+            cJSON *item = line ? (memcpy(line, p, len), line[len] = 0, cJSON_CreateString(line)) : NULL;
+            free(line);
+            ok = item && cJSON_AddItemToArray(merges, item);
+        }
+        p = e ? e + 1 : bpe + n_bpe;
+    }
+    ok = ok && cJSON_AddStringToObject(root, "version", "1.0") && cJSON_AddItemToObject(root, "added_tokens", added);
+    if (ok) added = NULL;
+    ok = ok && cJSON_AddNullToObject(root, "normalizer") && cJSON_AddStringToObject(pre, "type", "ByteLevel") &&
+         cJSON_AddBoolToObject(pre, "add_prefix_space", 0) && cJSON_AddBoolToObject(pre, "use_regex", 1) &&
+         cJSON_AddItemToObject(root, "pre_tokenizer", pre);
+    if (ok) pre = NULL;
+    ok = ok && cJSON_AddStringToObject(model, "type", "BPE") && cJSON_AddItemToObject(model, "vocab", v);
+    if (ok) v = NULL;
+    ok = ok && cJSON_AddItemToObject(model, "merges", merges);
+    if (ok) merges = NULL;
+    ok = ok && cJSON_AddItemToObject(root, "model", model);
+    if (ok) model = NULL;
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    cJSON_Delete(model);
+    cJSON_Delete(pre);
+    cJSON_Delete(merges);
+    cJSON_Delete(added);
+    cJSON_Delete(v);
+    if (!text) return da_errorf("%s: out of memory converting to tokenizer.json", path);
+    t->json = text;
+    t->json_len = strlen(text);
+    return da_ok();
+}
+
 static da_status load_gpt2(da_tokenizer *t, const char *enc_path, const char *bpe_path) {
     char *js = NULL, *bpe = NULL;
     size_t n_js, n_bpe;
@@ -312,6 +365,7 @@ static da_status load_gpt2(da_tokenizer *t, const char *enc_path, const char *bp
     }
     if ((st = build_vocab(t, enc_path, vocab, NULL)).code) goto done;
     if ((st = read_file(bpe_path, &bpe, &n_bpe)).code) goto done;
+    if ((st = gpt2_as_hf_json(t, enc_path, vocab, bpe, n_bpe)).code) goto done;
     size_t lines = 1;
     for (size_t i = 0; i < n_bpe; i++) lines += bpe[i] == '\n';
     if (pair_map_init(&t->merges, lines)) {
@@ -347,6 +401,7 @@ void da_tokenizer_free(da_tokenizer *t) {
     free(t->merges.rank);
     free(t->merges.merged);
     if (t->re) pcre2_code_free(t->re);
+    free(t->json);
     free(t);
 }
 
@@ -354,10 +409,11 @@ void da_tokenizer_free(da_tokenizer *t) {
 static da_status load_hf(da_tokenizer *t, const char *path) {
     char *js = NULL;
     size_t n;
-    da_status st = read_file(path, &js, &n);
+    /* the text: t->json when da_tokenizer_from_json gave it, else the file's (kept) */
+    da_status st = t->json ? da_ok() : read_file(path, &js, &n);
     if (st.code) return st;
-    cJSON *root = cJSON_ParseWithLength(js, n);
-    free(js);
+    if (!t->json) t->json = js, t->json_len = n;
+    cJSON *root = cJSON_ParseWithLength(t->json, t->json_len);
     if (!root) return da_errorf("%s: not valid JSON", path);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
@@ -720,4 +776,57 @@ size_t da_tokenizer_safe_cut(const da_tokenizer *t, const uint8_t *b, size_t n) 
         if (!across) return c;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------ the tokenizer as text */
+
+da_status da_tokenizer_from_json(da_tokenizer **out, const char *json, size_t n, const char *name) {
+    *out = NULL;
+    da_tokenizer *t = calloc(1, sizeof *t);
+    char *copy = malloc(n + 1);
+    if (!t || !copy) {
+        free(t);
+        free(copy);
+        return da_errorf("%s: out of memory", name);
+    }
+    memcpy(copy, json, n);
+    copy[n] = 0;
+    int byte_to_cp[256];
+    da_gpt2_byte_alphabet(byte_to_cp, t->cp_to_byte);
+    t->json = copy;
+    t->json_len = n;
+    da_status st = load_hf(t, name);
+    if (st.code) {
+        da_tokenizer_free(t);
+        return st;
+    }
+    *out = t;
+    return da_ok();
+}
+
+const char *da_tokenizer_json(const da_tokenizer *t, size_t *n) {
+    if (n) *n = t->json_len;
+    return t->json;
+}
+
+int da_tokenizer_same(const da_tokenizer *a, const da_tokenizer *b) {
+    if (a->vocab_size != b->vocab_size || a->n_special != b->n_special) return 0;
+    for (int i = 0; i < a->vocab_size; i++) {
+        if (!a->tok[i] != !b->tok[i] || a->tok_len[i] != b->tok_len[i]) return 0;
+        if (a->tok[i] && memcmp(a->tok[i], b->tok[i], a->tok_len[i])) return 0;
+    }
+    for (int s = 0; s < a->n_special; s++)
+        if (da_tokenizer_special_id(b, (const char *)a->tok[a->special_id[s]]) != a->special_id[s]) return 0;
+    size_t na = 0, nb = 0;
+    for (size_t i = 0; i <= b->merges.mask; i++) nb += b->merges.key[i] != 0;
+    for (size_t i = 0; i <= a->merges.mask; i++) {
+        if (!a->merges.key[i]) continue;
+        na++;
+        const uint64_t k = a->merges.key[i] - 1;
+        int merged = -1;
+        if (pair_map_get(&b->merges, (int)(k >> 32), (int)(uint32_t)k, &merged) != a->merges.rank[i] ||
+            merged != a->merges.merged[i])
+            return 0;
+    }
+    return na == nb;
 }

@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "data/text_data.h"
+#include "diffattn/tokenizer.h"
 #include "diffattn/train.h"
 #include "train/data_parallel.h"
 #include "parallel/dist.h"
@@ -43,8 +44,9 @@ static void json_float(FILE *fp, const char *key, float v) {
     if (isfinite(v)) fprintf(fp, ",\"%s\":%.6g", key, (double)v);
 }
 
-/* Copies the tokenizer files of a shard folder next to the model, so that
- * sample and eval decode with the tokenizer the model was trained on. */
+/* Copies the tokenizer files of a shard folder next to the model, for tools
+ * that read the folder; the model file itself carries the tokenizer too
+ * (embed_tokenizer), which is what diffattn reads. */
 static da_status copy_tokenizer(const char *data_dir, const char *out_dir) {
     static const char *names[] = {"tokenizer.json", "encoder.json", "vocab.bpe"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -57,6 +59,39 @@ static da_status copy_tokenizer(const char *data_dir, const char *out_dir) {
         if (st.code) return st;
     }
     return da_ok();
+}
+
+/* The shards' tokenizer goes into the model, so that model.safetensors (and
+ * a GGUF quantized from it) decodes its ids wherever it is moved. A resumed
+ * run must be given the tokenizer its model file already carries. */
+static da_status embed_tokenizer(da_model *m, const char *data_path, const char *out_dir, int resume) {
+    da_tokenizer *tok = NULL, *prev_tok = NULL;
+    da_status st = da_data_tokenizer(data_path, &tok);
+    if (st.code || !tok) return st;
+    if (da_tokenizer_vocab_size(tok) != m->cfg.vocab_size)
+        st = da_errorf("%s: the shards' tokenizer has %d tokens but the model's vocabulary %d", data_path,
+                       da_tokenizer_vocab_size(tok), m->cfg.vocab_size);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+    da_model prev;
+    struct stat sb;
+    if (!st.code && resume && !stat(path, &sb) && !da_model_load(&prev, path).code) {
+        if (!(st = da_model_tokenizer(&prev, &prev_tok)).code && prev_tok && !da_tokenizer_same(prev_tok, tok))
+            st = da_errorf("%s: the shards' tokenizer differs from the one %s was trained with (same size %d, other "
+                           "tokens or merges): resume with the run's shards",
+                           data_path, path, m->cfg.vocab_size);
+        da_tokenizer_free(prev_tok);
+        da_model_free(&prev);
+    }
+    if (!st.code) {
+        size_t n;
+        const char *json = da_tokenizer_json(tok, &n);
+        free(m->tokenizer_json);
+        if (!(m->tokenizer_json = malloc(n + 1))) st = da_errorf("out of memory");
+        else memcpy(m->tokenizer_json, json, n + 1);
+    }
+    da_tokenizer_free(tok);
+    return st;
 }
 
 static da_status save_checkpoint(const char *out_dir, const da_model *m, const da_adamw *opt,
@@ -196,9 +231,15 @@ static da_status setup(run *r, const da_config *model_cfg, const char *data_path
     if (tc->seq > r->m.cfg.max_seq_len)
         return da_errorf("seq: %d exceeds the model's max_seq_len %d", tc->seq, r->m.cfg.max_seq_len);
     if ((st = da_text_data_load(&r->data, data_path, tc->val_fraction, tc->seq)).code) return st;
-    if (r->m.cfg.vocab_size < r->data.vocab_size)
-        return da_errorf("%s: the data's vocabulary has %d tokens but the model only %d (vocab_size)", data_path,
-                         r->data.vocab_size, r->m.cfg.vocab_size);
+    /* a resumed shard run given text would train its BPE ids on bytes */
+    if (!r->data.from_shards && r->data.vocab_size != r->m.cfg.vocab_size)
+        return da_errorf("%s: text is read as bytes (vocabulary 256) but the model's vocabulary has %d tokens%s",
+                         data_path, r->m.cfg.vocab_size,
+                         resume ? " (the run was trained on token shards: resume it with them, or prepare this text "
+                                  "with its tokenizer)"
+                                : " (prepare the text into token shards with a tokenizer of that size)");
+    if ((st = da_text_data_check_vocab(&r->data, data_path, r->m.cfg.vocab_size)).code) return st;
+    if (r->data.from_shards && (st = embed_tokenizer(&r->m, data_path, r->out_dir, resume)).code) return st;
     if (rank0 && r->data.from_shards && (st = copy_tokenizer(data_path, r->out_dir)).code) return st;
     if ((st = da_dp_create(&r->dp, &r->m, tc)).code) return st;
     if ((st = da_dp_shard_optimizer(&r->dp, &r->opt)).code) return st;

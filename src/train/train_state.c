@@ -23,7 +23,7 @@ da_status da_train_state_save(const char *path, const da_model *m, const da_adam
     char tk[DA_TRAIN_CONFIG_N_FIELDS][48], tv[DA_TRAIN_CONFIG_N_FIELDS][40], step[32], rngs[80];
     const char *keys[MAX_META], *vals[MAX_META];
     int n = 0;
-    for (int i = 0; i < DA_CONFIG_META_N; i++, n++) keys[n] = cm.keys[i], vals[n] = cm.vals[i];
+    for (int i = 0; i < cm.n; i++, n++) keys[n] = cm.keys[i], vals[n] = cm.vals[i];
     for (int i = 0; i < DA_TRAIN_CONFIG_N_FIELDS; i++) {
         const da_field *f = &da_train_config_fields[i];
         if (!f->stored) continue;

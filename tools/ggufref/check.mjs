@@ -16,6 +16,22 @@ for (const t of tensorInfos) {
   const name = GGMLQuantizationType[t.dtype] ?? String(t.dtype);
   types[name] = (types[name] ?? 0) + 1;
 }
+const tokens = metadata["tokenizer.ggml.tokens"];
+const tokenizer =
+  metadata["tokenizer.ggml.model"] === undefined
+    ? null
+    : {
+        model: metadata["tokenizer.ggml.model"],
+        pre: metadata["tokenizer.ggml.pre"],
+        tokens: tokens?.length,
+        token_type: metadata["tokenizer.ggml.token_type"]?.length,
+        merges: metadata["tokenizer.ggml.merges"]?.length,
+        first_merge: metadata["tokenizer.ggml.merges"]?.[0],
+        bos: metadata["tokenizer.ggml.bos_token_id"],
+        eos: metadata["tokenizer.ggml.eos_token_id"],
+        eos_text: tokens?.[metadata["tokenizer.ggml.eos_token_id"]],
+        hf_json: typeof metadata["tokenizer.huggingface.json"],
+      };
 const q = tensorInfos.find((t) => t.name === "layers.0.attn.q_proj.weight");
 console.log(
   JSON.stringify({
@@ -30,5 +46,6 @@ console.log(
     types,
     q_proj: q ? { shape: q.shape.map(Number), type: GGMLQuantizationType[q.dtype], offset: Number(q.offset) } : null,
     data_offset: Number(tensorDataOffset),
+    tokenizer,
   }),
 );
