@@ -204,6 +204,29 @@ def main():
     with open(os.path.join(HERE, "..", "fixtures", "tok_hard_cases.txt"), "rb") as f:
         put("encode", "hard_cases.txt", f.read())
 
+    # a model that carries its tokenizer (trained on shards of the small
+    # tokenizer above), as safetensors and as GGUF, through the CLI
+    if len(sys.argv) > 1:
+        with tempfile.TemporaryDirectory() as tmp:
+            tokp, text = os.path.join(tmp, "tokenizer.json"), os.path.join(tmp, "text.txt")
+            with open(tokp, "w") as f:
+                f.write(json.dumps(hf, ensure_ascii=False))
+            with open(text, "w") as f:
+                f.write("hello world, the cat sat on the mat.\n" * 400)
+            run = lambda *a: subprocess.run([sys.argv[1], *a], check=True, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL)
+            run("prepare", "--tokenizer", tokp, "--in", text, "--out", os.path.join(tmp, "shards"), "--quiet",
+                "--val-fraction", "0.2")
+            run("train", "--arch", "softmax", "--dim", "32", "--layers", "1", "--heads", "1", "--seq", "8",
+                "--batch", "1", "--steps", "1", "--eval-every", "0", "--tie-embeddings", "--ffn", "32", "--data", os.path.join(tmp, "shards"), "--out",
+                os.path.join(tmp, "run"))
+            model = os.path.join(tmp, "run", "model.safetensors")
+            with open(model, "rb") as f:
+                put("st_model", "with_tokenizer.safetensors", f.read())
+            run("quantize", "--model", model, "--type", "q8_0", "--out", os.path.join(tmp, "t.gguf"))
+            with open(os.path.join(tmp, "t.gguf"), "rb") as f:
+                put("gguf", "with_tokenizer.gguf", f.read())
+
     # GGUF through the CLI, from a model whose widths are multiples of 32
     if len(sys.argv) > 1:
         cfg = ("softmax", 32, 1, 2, 2, 16, 32, True)
