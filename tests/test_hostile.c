@@ -431,15 +431,17 @@ static int test_model_declared_size_checked(void) {
     return expect_error(da_train_state_load(sp, &m, &opt, &tc, &rng), "the file declares");
 }
 
-/* da_config_param_count agrees with the tensor table for every shape family. */
+/* da_config_param_count agrees with the tensor table for every arch and
+ * shape family (a new arch or tensor must be added to both). */
 static int test_param_count_matches_model(void) {
     da_config c;
     da_config_default(&c);
     c.dim = 64, c.n_layers = 3, c.vocab_size = 100, c.ffn_hidden = 96, c.max_seq_len = 32;
-    for (int arch = 0; arch < 2; arch++)
+    const da_arch archs[] = {DA_ARCH_DIFF, DA_ARCH_SOFTMAX, DA_ARCH_DIFF2};
+    for (int arch = 0; arch < 3; arch++)
         for (int tie = 0; tie < 2; tie++)
             for (int kv = 1; kv <= 2; kv++) {
-                c.arch = arch ? DA_ARCH_DIFF : DA_ARCH_SOFTMAX;
+                c.arch = archs[arch];
                 c.tie_embeddings = tie;
                 c.n_heads = 4, c.n_kv_heads = kv;
                 da_model m;
