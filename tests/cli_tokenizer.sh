@@ -87,7 +87,7 @@ expect_error "empty input" "empty" "$BIN" encode --tokenizer $GPT2 --in "$T/empt
 expect_error "decode: id out of range" "outside the vocabulary" "$BIN" decode --tokenizer $GPT2 --ids "$T/big.ids"
 expect_error "decode: negative id" "outside the vocabulary" "$BIN" decode --tokenizer $GPT2 --ids "$T/neg.ids"
 expect_error "encode: folder as input" "folder" "$BIN" encode --tokenizer $GPT2 --in "$T"
-expect_error "tokenizer train: vocab too small" "--vocab-size" "$BIN" tokenizer train --vocab-size 100 --in "$T/corpus.txt" --out "$T/x.json"
+expect_error "tokenizer train: vocab too small" "vocab_size: 100" "$BIN" tokenizer train --vocab-size 100 --in "$T/corpus.txt" --out "$T/x.json"
 expect_error "tokenizer train: empty input" "no text" "$BIN" tokenizer train --in "$T/empty.txt" --out "$T/x.json"
 expect_error "prepare: empty input" "empty" "$BIN" prepare --tokenizer $GPT2 --in "$T/empty.txt" --out "$T/p"
 expect_error "prepare: no --in values" "--in" "$BIN" prepare --tokenizer $GPT2 --in --out "$T/p"

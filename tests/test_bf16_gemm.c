@@ -6,7 +6,9 @@
 
 #include "diffattn.h"
 #include "harness.h"
-#include "ops/bf16_gemm.h"
+#include "ops/ops.h"
+
+static const da_ops *op; /* the AVX512-BF16 table */
 
 static float round_bf16(float f) {
     uint32_t b;
@@ -36,7 +38,7 @@ static int check_sampled(int N, int Cin, int Cout, float beta, int every) {
         else if (which == 1) { M = N, NN = Cin, K = Cout, a = y, ars = Cout, acs = 1, b = w, brs = Cin, bcs = 1; } /* dy W */
         else { M = Cout, NN = Cin, K = N, a = y, ars = 1, acs = Cout, b = x, brs = Cin, bcs = 1; }               /* dy^T x */
         for (size_t i = 0; i < (size_t)M * NN; i++) c[i] = 0.5f;
-        bf16_gemm(M, NN, K, 1.0f, a, ars, acs, b, brs, bcs, beta, c, NN);
+        op->bf16_gemm(M, NN, K, 1.0f, a, ars, acs, b, brs, bcs, beta, c, NN);
         double worst = 0, scale = 0;
         for (int i = 0; i < M; i++)
             for (int j = 0; j < NN; j++) {
@@ -68,8 +70,9 @@ static int test_long_k(void) { return check(300, 576, 48, 1.0f) | check(301, 600
 static int test_large(void) { return check_sampled(2048, 1100, 1040, 1.0f, 97); }
 
 int main(void) {
-    if (!bf16_gemm_available()) {
-        printf("no AVX512-BF16 kernel in this build; nothing to test\n0 passed, 0 failed\n");
+    op = da_ops_of(DA_ISA_AVX512_BF16);
+    if (!op->bf16_gemm) {
+        printf("this CPU has no AVX512-BF16; nothing to test\n0 passed, 0 failed\n");
         return 0;
     }
     RUN(test_aligned);

@@ -213,11 +213,103 @@ static int test_budget_too_small(void) {
     return 0;
 }
 
+/* compare --task mqar on a tiny sweep (2 sequence lengths x 2 seeds): every
+ * run's curve is in report.json, the steps-to-threshold and final accuracy
+ * agree with it, report.md has both tables with verdicts, and every figure it
+ * links is a valid PNG. */
+static int test_compare_task_sweep(void) {
+    char dir[] = "/tmp/da_compare_task_XXXXXX";
+    CHECK(mkdtemp(dir));
+    da_task_compare_config c;
+    da_task_compare_config_default(&c);
+    c.out_dir = dir, c.steps = 6, c.eval_every = 3, c.eval_seqs = 8, c.dim = 16, c.layers = 2, c.heads = 1;
+    c.batch = 4, c.seeds = 2, c.quiet = 1;
+    c.task.vocab = 32, c.task.pairs = 4;
+    c.n_seqs = 2, c.seqs[0] = 16, c.seqs[1] = 32;
+    da_status st = da_task_compare(&c);
+    if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
+    char p[160];
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    char *js = (char *)th_read_file(p, NULL);
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    CHECK(root);
+    const cJSON *pts = cJSON_GetObjectItem(root, "points");
+    CHECK(cJSON_GetArraySize(pts) == 2);
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(pts->child, "archs"), "diff2")) == 2); /* every arch */
+    CHECK(cJSON_GetObjectItem(pts->child, "seq")->valueint == 16 && cJSON_GetObjectItem(pts->child->next, "seq")->valueint == 32);
+    for (const cJSON *pt = pts->child; pt; pt = pt->next)
+        for (int a = 0; a < 2; a++) {
+            const cJSON *runs = cJSON_GetObjectItem(cJSON_GetObjectItem(pt, "archs"), a ? "softmax" : "diff");
+            CHECK(cJSON_GetArraySize(runs) == 2);
+            for (const cJSON *r = runs->child; r; r = r->next) {
+                const cJSON *curve = cJSON_GetObjectItem(r, "curve");
+                CHECK(cJSON_GetArraySize(curve) == 3); /* steps 0, 3, 6 */
+                long steps[3];
+                double acc[3];
+                int i = 0;
+                for (const cJSON *e = curve->child; e; e = e->next, i++) {
+                    steps[i] = (long)cJSON_GetObjectItem(e, "step")->valuedouble;
+                    acc[i] = cJSON_GetObjectItem(e, "accuracy")->valuedouble;
+                    CHECK(acc[i] >= 0 && acc[i] <= 1 && steps[i] == 3 * i);
+                    CHECK((a == 0) == (cJSON_IsArray(cJSON_GetObjectItem(e, "lambda")) != 0)); /* lambda: DIFF only */
+                }
+                CHECK(fabs(cJSON_GetObjectItem(r, "final_accuracy")->valuedouble - acc[2]) < 1e-4);
+                CHECK((long)cJSON_GetObjectItem(r, "steps_to_50")->valuedouble == da_steps_to_threshold(steps, acc, 3, 0.5));
+                const cJSON *q = cJSON_GetObjectItem(r, "quant_accuracy");
+                CHECK(cJSON_GetArraySize(q) == 3);
+                const double ans = cJSON_GetObjectItem(r, "attention_answer")->valuedouble;
+                const double rest = cJSON_GetObjectItem(r, "attention_elsewhere")->valuedouble;
+                CHECK(fabs(ans) + fabs(rest) <= 1.0001 && rest != 0);
+                CHECK(cJSON_GetObjectItem(r, "attn_logit_top1")->valuedouble > 0);
+            }
+        }
+    cJSON_Delete(root);
+    free(js);
+    snprintf(p, sizeof p, "%s/report.md", dir);
+    char *md = (char *)th_read_file(p, NULL);
+    CHECK(md && strstr(md, "| pairs 4, seq 16 | DIFF |") && strstr(md, "| pairs 4, seq 32 | softmax |"));
+    CHECK(strstr(md, "accuracy, 8-bit logits") && strstr(md, "attention on the answer pair"));
+    CHECK(strstr(md, "within noise") || strstr(md, "better") || strstr(md, "worse") || strstr(md, "neither reached"));
+    const char *figs[] = {"accuracy_0.png", "accuracy_1.png", "steps_to_90.png", "lambda.png"};
+    for (int i = 0; i < 4; i++) {
+        CHECK(strstr(md, figs[i]));
+        snprintf(p, sizeof p, "%s/%s", dir, figs[i]);
+        cairo_surface_t *img = cairo_image_surface_create_from_png(p);
+        CHECK(cairo_surface_status(img) == CAIRO_STATUS_SUCCESS);
+        CHECK(cairo_image_surface_get_width(img) == 800 && cairo_image_surface_get_height(img) == 500);
+        cairo_surface_destroy(img);
+    }
+    free(md);
+    snprintf(p, sizeof p, "rm -rf %s", dir);
+    if (system(p)) {}
+    return 0;
+}
+
+/* Flags of the other task are refused, naming the flag. */
+static int test_compare_task_refuses_wrong_flags(void) {
+    da_task_compare_config c;
+    da_task_compare_config_default(&c);
+    c.out_dir = "/tmp/da_compare_task_refused", c.quiet = 1;
+    c.n_noises = 1, c.noises[0] = 0.2;
+    da_status st = da_task_compare(&c);
+    CHECK(st.code && strstr(st.msg, "--noise"));
+    da_task_config_default(&c.task, DA_TASK_NOISY_RECALL);
+    c.n_noises = 0, c.n_pairs = 1, c.pairs[0] = 4;
+    st = da_task_compare(&c);
+    CHECK(st.code && strstr(st.msg, "--pairs"));
+    c.n_pairs = 0, c.task.noise = 1.5;
+    st = da_task_compare(&c);
+    CHECK(st.code && strstr(st.msg, "noise"));
+    return 0;
+}
+
 int main(void) {
     RUN(test_mix_answers_are_in_context);
     RUN(test_parse_archs);
     RUN(test_compare_tiny);
     RUN(test_compare_resume);
     RUN(test_budget_too_small);
+    RUN(test_compare_task_sweep);
+    RUN(test_compare_task_refuses_wrong_flags);
     TH_SUMMARY();
 }

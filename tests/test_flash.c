@@ -1,7 +1,7 @@
 /* The fused flash-attention kernel against the reference attention, forward
  * and backward, within 1e-5 relative (max|err| / max|ref| per tensor): both
  * archs and DIFF2, GQA, head sizes 32/64/128, T not a multiple of the tile, and the
- * SIMD path against the scalar one. */
+ * flash kernel of every level this CPU runs against the scalar reference. */
 #include <omp.h>
 
 #include "attn/attention.h"
@@ -9,7 +9,10 @@
 #include "diffattn.h"
 #include "harness.h"
 
-extern int da_attn_simd;
+/* The flash kernel's level in the comparisons: the default context's
+ * (DIFFATTN_ISA lowers it), or each level in turn (test_every_level_*). The
+ * reference is always the scalar level's. */
+static da_isa level;
 
 static float *randn(size_t n, da_rng *r, float std) {
     float *x = malloc(n * sizeof(float));
@@ -19,6 +22,7 @@ static float *randn(size_t n, da_rng *r, float std) {
 
 /* Runs both kernels on the same random inputs and compares every output. */
 static int compare_w(int diff, int B, int T, int H, int n_kv, int d, int window) {
+    const da_attn_ops *ref = da_attn_ops_of(DA_ISA_SCALAR), *at = da_attn_ops_of(level);
     const int C = diff ? 2 * H * d : H * d, Ckv = C / (H / n_kv), d2 = diff ? 2 * d : d;
     const int threads = omp_get_max_threads();
     attn_shape s = {B, T, H, n_kv, d, C, Ckv, threads, 0, window};
@@ -46,18 +50,18 @@ static int compare_w(int diff, int B, int T, int H, int n_kv, int d, int window)
     float fdl = 0;
 
     if (diff) {
-        diff_attention_forward(ref_out, ref_opre, ref_rstd, att, q, k, v, w, lambda, lambda_init, &s, scr);
-        diff_attention_backward(rdq, rdk, rdv, rdw, &rdl, dout, ref_opre, ref_rstd, att, q, k, v, w, lambda,
+        ref->diff_forward(ref_out, ref_opre, ref_rstd, att, q, k, v, w, lambda, lambda_init, &s, scr);
+        ref->diff_backward(rdq, rdk, rdv, rdw, &rdl, dout, ref_opre, ref_rstd, att, q, k, v, w, lambda,
                                 lambda_init, &s, scr);
-        flash_attention_forward(f_opre, o1, o2, lse, q, k, v, lambda, NULL, 1, &s, fscr);
-        head_norm_forward(f_out, f_rstd, f_opre, w, 1.0f - lambda_init, B * T * H, d2);
-        head_norm_backward(dopre, fdw, dout, f_opre, f_rstd, w, 1.0f - lambda_init, B * T * H, d2);
-        flash_attention_backward(fdq, fdk, fdv, &fdl, NULL, dopre, f_opre, o1, o2, lse, q, k, v, lambda, NULL, 1, &s, fscr);
+        at->flash_forward(f_opre, o1, o2, lse, q, k, v, lambda, NULL, 1, &s, fscr);
+        at->head_norm_forward(f_out, f_rstd, f_opre, w, 1.0f - lambda_init, B * T * H, d2);
+        at->head_norm_backward(dopre, fdw, dout, f_opre, f_rstd, w, 1.0f - lambda_init, B * T * H, d2);
+        at->flash_backward(fdq, fdk, fdv, &fdl, NULL, dopre, f_opre, o1, o2, lse, q, k, v, lambda, NULL, 1, &s, fscr);
     } else {
-        softmax_attention_forward(ref_out, att, q, k, v, &s);
-        softmax_attention_backward(rdq, rdk, rdv, dout, att, q, k, v, &s, scr);
-        flash_attention_forward(f_out, NULL, NULL, lse, q, k, v, 0.0f, NULL, 0, &s, fscr);
-        flash_attention_backward(fdq, fdk, fdv, NULL, NULL, dout, f_out, NULL, NULL, lse, q, k, v, 0.0f, NULL, 0, &s, fscr);
+        ref->softmax_forward(ref_out, att, q, k, v, &s);
+        ref->softmax_backward(rdq, rdk, rdv, dout, att, q, k, v, &s, scr);
+        at->flash_forward(f_out, NULL, NULL, lse, q, k, v, 0.0f, NULL, 0, &s, fscr);
+        at->flash_backward(fdq, fdk, fdv, NULL, NULL, dout, f_out, NULL, NULL, lse, q, k, v, 0.0f, NULL, 0, &s, fscr);
     }
     const double tol = 1e-5;
     double e_out = max_rel_error(f_out, ref_out, n, 0), e_dq = max_rel_error(fdq, rdq, n, 0);
@@ -73,7 +77,7 @@ static int compare_w(int diff, int B, int T, int H, int n_kv, int d, int window)
         }
     double e_dw = diff ? max_rel_error(fdw, rdw, d2, 0) : 0, e_dl = diff ? fabs(fdl - rdl) / terms : 0;
     printf("     %-7s B%d T%-4d H%d kv%d d%-3d W%-3d %s: out %.1e dq %.1e dk %.1e dv %.1e", diff ? "diff" : "softmax", B,
-           T, H, n_kv, d, window, da_attn_simd ? "simd  " : "scalar", e_out, e_dq, e_dk, e_dv);
+           T, H, n_kv, d, window, da_isa_name(at->isa), e_out, e_dq, e_dk, e_dv);
     if (diff) printf(" dsubln %.1e dlambda %.1e", e_dw, e_dl);
     printf("\n");
     int fail = !(e_out <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol && e_dw <= tol && e_dl <= tol);
@@ -87,6 +91,7 @@ static int compare(int diff, int B, int T, int H, int n_kv, int d) { return comp
 
 /* DIFF2: both kernels on the same random q (B, T, 2C), k, v and per-row lam. */
 static int compare_diff2(int B, int T, int H, int n_kv, int d, int window) {
+    const da_attn_ops *ref = da_attn_ops_of(DA_ISA_SCALAR), *at = da_attn_ops_of(level);
     const int C = H * d, Ckv = n_kv * d, threads = omp_get_max_threads();
     attn_shape s = {B, T, H, n_kv, d, C, Ckv, threads, 0, window};
     da_rng r;
@@ -101,17 +106,17 @@ static int compare_diff2(int B, int T, int H, int n_kv, int d, int window) {
     float *f_out = calloc(n, 4), *o1 = calloc(n, 4), *o2 = calloc(n, 4), *lse = calloc((size_t)B * H * 2 * T, 4);
     float *fscr = calloc(flash_scratch_size(&s, ATTN_DIFF2), 4);
     float *fdq = calloc(nq, 4), *fdk = calloc(nkv, 4), *fdv = calloc(nkv, 4), *fdl = calloc(nl, 4);
-    diff2_attention_forward(ref_out, att, q, k, v, lam, &s, scr);
-    diff2_attention_backward(rdq, rdk, rdv, rdl, dout, att, q, k, v, lam, &s, scr);
-    flash_attention_forward(f_out, o1, o2, lse, q, k, v, 0.0f, lam, ATTN_DIFF2, &s, fscr);
-    flash_attention_backward(fdq, fdk, fdv, NULL, fdl, dout, f_out, o1, o2, lse, q, k, v, 0.0f, lam, ATTN_DIFF2, &s,
+    ref->diff2_forward(ref_out, att, q, k, v, lam, &s, scr);
+    ref->diff2_backward(rdq, rdk, rdv, rdl, dout, att, q, k, v, lam, &s, scr);
+    at->flash_forward(f_out, o1, o2, lse, q, k, v, 0.0f, lam, ATTN_DIFF2, &s, fscr);
+    at->flash_backward(fdq, fdk, fdv, NULL, fdl, dout, f_out, o1, o2, lse, q, k, v, 0.0f, lam, ATTN_DIFF2, &s,
                              fscr);
     const double tol = 1e-5;
     double e_out = max_rel_error(f_out, ref_out, n, 0), e_dq = max_rel_error(fdq, rdq, nq, 0);
     double e_dk = max_rel_error(fdk, rdk, nkv, 0), e_dv = max_rel_error(fdv, rdv, nkv, 0);
     double e_dl = max_rel_error(fdl, rdl, nl, 0);
     printf("     diff2   B%d T%-4d H%d kv%d d%-3d W%-3d %s: out %.1e dq %.1e dk %.1e dv %.1e dlam %.1e\n", B, T, H,
-           n_kv, d, window, da_attn_simd ? "simd  " : "scalar", e_out, e_dq, e_dk, e_dv, e_dl);
+           n_kv, d, window, da_isa_name(at->isa), e_out, e_dq, e_dk, e_dv, e_dl);
     int fail = !(e_out <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol && e_dl <= tol);
     float *all[] = {q, k, v, dout, lam, ref_out, att, scr, rdq, rdk, rdv, rdl, f_out, o1, o2, lse, fscr, fdq, fdk, fdv, fdl};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
@@ -144,6 +149,7 @@ static int test_window_one(void) { return compare_w(0, 1, 70, 2, 2, 8, 1) | comp
 
 /* A window of at least T is no window: flash outputs equal bit for bit. */
 static int test_window_ge_T_is_full(void) {
+    const da_attn_ops *at = da_attn_ops_of(level);
     const int B = 1, T = 90, H = 2, d = 16, C = 2 * H * d;
     da_rng r;
     da_rng_seed(&r, 31);
@@ -156,7 +162,7 @@ static int test_window_ge_T_is_full(void) {
         attn_shape s = {B, T, H, H, d, C, C, omp_get_max_threads(), 0, w ? T : 0};
         float *scr = calloc(flash_scratch_size(&s, ATTN_DIFF), 4);
         o[w] = calloc((size_t)B * T * C, 4);
-        flash_attention_forward(o[w], o1, o2, lse, q, k, v, 0.4f, NULL, ATTN_DIFF, &s, scr);
+        at->flash_forward(o[w], o1, o2, lse, q, k, v, 0.4f, NULL, ATTN_DIFF, &s, scr);
         free(scr);
     }
     fail = memcmp(o[0], o[1], (size_t)B * T * C * 4) != 0;
@@ -164,20 +170,24 @@ static int test_window_ge_T_is_full(void) {
     free(q), free(k), free(v), free(o[0]), free(o[1]), free(o1), free(o2), free(lse);
     return fail;
 }
-static int test_scalar_path_diff(void) {
-    da_attn_simd = 0;
-    int rc = compare(1, 2, 150, 4, 2, 64);
-    da_attn_simd = 1;
-    return rc;
+/* Every level this CPU runs, scalar included. */
+static int every_level(int diff, int B, int T, int H, int n_kv, int d) {
+    const da_isa saved = level;
+    int fail = 0;
+    for (int isa = 0; isa < DA_ISA_N; isa++) {
+        if (!da_isa_supported((da_isa)isa)) continue;
+        level = (da_isa)isa;
+        fail |= diff == ATTN_DIFF2 ? compare_diff2(B, T, H, n_kv, d, 0) : compare(diff, B, T, H, n_kv, d);
+    }
+    level = saved;
+    return fail;
 }
-static int test_scalar_path_softmax(void) {
-    da_attn_simd = 0;
-    int rc = compare(0, 1, 100, 4, 2, 32);
-    da_attn_simd = 1;
-    return rc;
-}
+static int test_every_level_diff(void) { return every_level(ATTN_DIFF, 2, 150, 4, 2, 64); }
+static int test_every_level_softmax(void) { return every_level(ATTN_SOFTMAX, 1, 100, 4, 2, 32); }
+static int test_every_level_diff2(void) { return every_level(ATTN_DIFF2, 1, 100, 4, 2, 32); }
 
 int main(void) {
+    level = da_exec_default().isa;
     RUN(test_diff_mha_d32_ragged);
     RUN(test_diff_gqa_d64_ragged);
     RUN(test_diff_gqa1_d128);
@@ -195,7 +205,8 @@ int main(void) {
     RUN(test_window_diff2);
     RUN(test_window_one);
     RUN(test_window_ge_T_is_full);
-    RUN(test_scalar_path_diff);
-    RUN(test_scalar_path_softmax);
+    RUN(test_every_level_diff);
+    RUN(test_every_level_softmax);
+    RUN(test_every_level_diff2);
     TH_SUMMARY();
 }

@@ -59,6 +59,11 @@
 #include "harness.h"
 #include "ops/ops.h"
 
+/* The context the kernels run in: da_exec_default()'s (DIFFATTN_ISA lowers its level). */
+static da_exec ex;
+static const da_ops *op;
+static const da_attn_ops *at;
+
 #define GC_TOL 1e-2    /* finite differences against analytic gradients */
 #define EXACT_TOL 1e-5 /* identities that only float rounding separates */
 
@@ -161,7 +166,7 @@ typedef struct {
 
 static double matmul_obj(void *p) {
     matmul_ctx *c = p;
-    matmul_forward(c->out, c->inp, c->W, c->N, c->Cin, c->Cout, 0);
+    matmul_forward(&ex, c->out, c->inp, c->W, c->N, c->Cin, c->Cout, 0);
     return dot_d(c->out, c->R, (size_t)c->N * c->Cout);
 }
 
@@ -190,7 +195,7 @@ static int test_matmul_grad(void) {
     float *dinp = xalloc(ni), *dW = xalloc(nw), *num_i = xalloc(ni), *num_w = xalloc(nw);
     fill_const(dinp, ni, 99.0f); /* overwritten */
     fill_const(dW, nw, 0.5f);    /* += */
-    matmul_backward(dinp, dW, c.R, c.inp, c.W, c.N, c.Cin, c.Cout, 0);
+    matmul_backward(&ex, dinp, dW, c.R, c.inp, c.W, c.N, c.Cin, c.Cout, 0);
     for (size_t i = 0; i < nw; i++) dW[i] -= 0.5f;
     fd_grad(num_i, c.inp, ni, 1e-2, matmul_obj, &c);
     fd_grad(num_w, c.W, nw, 1e-2, matmul_obj, &c);
@@ -213,7 +218,7 @@ static int test_matmul_backward_accumulates_dinp(void) {
     float *dinp = xalloc(ni), *prior = xalloc(ni), *num = xalloc(ni);
     fill_normal(prior, ni, 0, 3, &rng);
     memcpy(dinp, prior, ni * sizeof(float));
-    matmul_backward(dinp, NULL, c.R, c.inp, c.W, c.N, c.Cin, c.Cout, 1);
+    matmul_backward(&ex, dinp, NULL, c.R, c.inp, c.W, c.N, c.Cin, c.Cout, 1);
     for (size_t i = 0; i < ni; i++) dinp[i] -= prior[i];
     fd_grad(num, c.inp, ni, 1e-2, matmul_obj, &c);
     report r;
@@ -240,7 +245,7 @@ static int test_matmul_forward_accumulates(void) {
             want[(size_t)n * c.Cout + o] = (float)s;
         }
     memcpy(c.out, prior, no * sizeof(float));
-    matmul_forward(c.out, c.inp, c.W, c.N, c.Cin, c.Cout, 1);
+    matmul_forward(&ex, c.out, c.inp, c.W, c.N, c.Cin, c.Cout, 1);
     report r;
     report_start(&r, "matmul_forward accumulate");
     compare(&r, "out(+=)", c.out, want, no, EXACT_TOL);
@@ -259,7 +264,7 @@ typedef struct {
 
 static double rmsnorm_obj(void *p) {
     rmsnorm_ctx *c = p;
-    rmsnorm_forward(c->out, c->rstd, c->x, c->w, c->N, c->C, c->eps);
+    op->rmsnorm_forward(c->out, c->rstd, c->x, c->w, c->N, c->C, c->eps);
     return dot_d(c->out, c->R, (size_t)c->N * c->C);
 }
 
@@ -277,7 +282,7 @@ static int test_rmsnorm_grad(void) {
     fill_const(dx, n, 0.3f);
     fill_const(dw, c.C, -0.2f);
     rmsnorm_obj(&c);
-    rmsnorm_backward(dx, dw, c.R, c.x, c.w, c.rstd, c.N, c.C);
+    op->rmsnorm_backward(dx, dw, c.R, c.x, c.w, c.rstd, c.N, c.C);
     for (size_t i = 0; i < n; i++) dx[i] -= 0.3f;
     for (int i = 0; i < c.C; i++) dw[i] += 0.2f;
     fd_grad(num_x, c.x, n, 1e-2, rmsnorm_obj, &c);
@@ -312,7 +317,7 @@ static void rope_setup(rope_ctx *c, uint64_t seed) {
 static double rope_obj(void *p) {
     rope_ctx *c = p;
     memcpy(c->tmp, c->x, sizeof c->tmp);
-    rope_apply(c->tmp, c->cos_tab, c->sin_tab, ROPE_B, ROPE_T, ROPE_SUB, ROPE_D, 0);
+    op->rope_apply(c->tmp, c->cos_tab, c->sin_tab, ROPE_B, ROPE_T, ROPE_SUB, ROPE_D, 0);
     return dot_d(c->tmp, c->y, ROPE_N);
 }
 
@@ -322,7 +327,7 @@ static int test_rope_backward_grad(void) {
     rope_setup(&c, 301);
     static float analytic[ROPE_N], num[ROPE_N];
     memcpy(analytic, c.y, sizeof analytic);
-    rope_apply(analytic, c.cos_tab, c.sin_tab, ROPE_B, ROPE_T, ROPE_SUB, ROPE_D, 1);
+    op->rope_apply(analytic, c.cos_tab, c.sin_tab, ROPE_B, ROPE_T, ROPE_SUB, ROPE_D, 1);
     fd_grad(num, c.x, ROPE_N, 1e-2, rope_obj, &c);
     report r;
     report_start(&r, "rope");
@@ -336,7 +341,7 @@ static int test_rope_backward_is_transpose(void) {
     rope_setup(&c, 302);
     double lhs = rope_obj(&c);
     memcpy(c.tmp, c.y, sizeof c.tmp);
-    rope_apply(c.tmp, c.cos_tab, c.sin_tab, ROPE_B, ROPE_T, ROPE_SUB, ROPE_D, 1);
+    op->rope_apply(c.tmp, c.cos_tab, c.sin_tab, ROPE_B, ROPE_T, ROPE_SUB, ROPE_D, 1);
     double rhs = dot_d(c.x, c.tmp, ROPE_N);
     double scale = sqrt(dot_d(c.x, c.x, ROPE_N) * dot_d(c.y, c.y, ROPE_N));
     double rel = fabs(lhs - rhs) / scale;
@@ -358,7 +363,7 @@ static int test_rope_preserves_norms(void) {
     report_start(&r, "rope norms");
     for (int inverse = 0; inverse <= 1; inverse++) {
         memcpy(c.tmp, c.x, sizeof c.tmp);
-        rope_apply(c.tmp, c.cos_tab, c.sin_tab, ROPE_B, ROPE_T, ROPE_SUB, ROPE_D, inverse);
+        op->rope_apply(c.tmp, c.cos_tab, c.sin_tab, ROPE_B, ROPE_T, ROPE_SUB, ROPE_D, inverse);
         static float before[ROPE_N / 2], after[ROPE_N / 2];
         double moved = 0.0;
         for (size_t p = 0; p < ROPE_N / 2; p++) {
@@ -384,7 +389,7 @@ typedef struct {
 
 static double swiglu_obj(void *p) {
     swiglu_ctx *c = p;
-    swiglu_forward(c->gate, c->h1, c->h3, c->n);
+    op->swiglu_forward(c->gate, c->h1, c->h3, c->n);
     return dot_d(c->gate, c->R, c->n);
 }
 
@@ -400,7 +405,7 @@ static int test_swiglu_grad(void) {
     float *dh1 = xalloc(c.n), *dh3 = xalloc(c.n), *n1 = xalloc(c.n), *n3 = xalloc(c.n);
     fill_const(dh1, c.n, 77.0f);
     fill_const(dh3, c.n, -77.0f);
-    swiglu_backward(dh1, dh3, c.R, c.h1, c.h3, c.n);
+    op->swiglu_backward(dh1, dh3, c.R, c.h1, c.h3, c.n);
     fd_grad(n1, c.h1, c.n, 1e-2, swiglu_obj, &c);
     fd_grad(n3, c.h3, c.n, 1e-2, swiglu_obj, &c);
     report r;
@@ -422,7 +427,7 @@ typedef struct {
 
 static double ce_obj(void *p) {
     ce_ctx *c = p;
-    cross_entropy_forward(c->losses, c->logits, ce_targets, CE_N, CE_V);
+    op->cross_entropy_forward(c->losses, c->logits, ce_targets, CE_N, CE_V);
     double s = 0.0;
     for (int n = 0; n < CE_N; n++) s += c->losses[n];
     return s / CE_N;
@@ -435,7 +440,7 @@ static int test_cross_entropy_losses(void) {
     ce_ctx c;
     fill_normal(c.logits, CE_N * CE_V, 0, 3, &rng);
     c.logits[2 * CE_V + 4] = 40.0f; /* a large logit: needs the max shift */
-    float mean = cross_entropy_forward(c.losses, c.logits, ce_targets, CE_N, CE_V);
+    float mean = op->cross_entropy_forward(c.losses, c.logits, ce_targets, CE_N, CE_V);
     float want[CE_N];
     double total = 0.0;
     for (int n = 0; n < CE_N; n++) {
@@ -461,12 +466,64 @@ static int test_cross_entropy_grad(void) {
     fill_normal(c.logits, CE_N * CE_V, 0, 2, &rng);
     float analytic[CE_N * CE_V], num[CE_N * CE_V];
     memcpy(analytic, c.logits, sizeof analytic);
-    cross_entropy_backward(analytic, ce_targets, CE_N, CE_V);
+    op->cross_entropy_backward(analytic, ce_targets, CE_N, CE_V);
     fd_grad(num, c.logits, CE_N * CE_V, 1e-2, ce_obj, &c);
     report r;
     report_start(&r, "cross_entropy");
     compare(&r, "dlogits", analytic, num, CE_N * CE_V, GC_TOL);
     return report_end(&r);
+}
+
+/* The loss mask: targets of -1 add no loss, the mean is over the counted
+ * positions, and the gradient against finite differences of that mean is
+ * exactly zero on the masked rows. */
+static const int ce_masked_targets[CE_N] = {-1, 0, -1, 3, 5, -1};
+
+static double ce_masked_obj(void *p) {
+    ce_ctx *c = p;
+    return op->cross_entropy_forward(c->losses, c->logits, ce_masked_targets, CE_N, CE_V);
+}
+
+static int test_cross_entropy_masked(void) {
+    da_rng rng;
+    da_rng_seed(&rng, 503);
+    ce_ctx c;
+    fill_normal(c.logits, CE_N * CE_V, 0, 2, &rng);
+    const float mean = op->cross_entropy_forward(c.losses, c.logits, ce_masked_targets, CE_N, CE_V);
+    double total = 0;
+    for (int n = 0; n < CE_N; n++) {
+        if (ce_masked_targets[n] < 0) continue;
+        const float *z = c.logits + n * CE_V;
+        double s = 0.0;
+        for (int i = 0; i < CE_V; i++) s += exp((double)z[i]);
+        total += log(s) - z[ce_masked_targets[n]];
+    }
+    float want_mean = (float)(total / 3); /* three counted positions */
+    float analytic[CE_N * CE_V], num[CE_N * CE_V];
+    memcpy(analytic, c.logits, sizeof analytic);
+    op->cross_entropy_backward(analytic, ce_masked_targets, CE_N, CE_V);
+    fd_grad(num, c.logits, CE_N * CE_V, 1e-2, ce_masked_obj, &c);
+    report r;
+    report_start(&r, "cross_entropy masked");
+    compare(&r, "mean over counted", &mean, &want_mean, 1, EXACT_TOL);
+    compare(&r, "dlogits", analytic, num, CE_N * CE_V, GC_TOL);
+    for (int n = 0; n < CE_N; n++)
+        for (int i = 0; i < CE_V && ce_masked_targets[n] < 0; i++)
+            if (analytic[n * CE_V + i] != 0.0f) {
+                fprintf(stderr, "  masked row %d has gradient %g at %d\n", n, analytic[n * CE_V + i], i);
+                return 1;
+            }
+    return report_end(&r);
+}
+
+/* Every position masked: loss 0 and a zero gradient, not a division by zero. */
+static int test_cross_entropy_all_masked(void) {
+    const int t[3] = {-1, -1, -1};
+    float logits[3 * 4] = {1, 2, 3, 4, 0, 0, 0, 0, -1, 5, 2, 0}, losses[3];
+    CHECK(op->cross_entropy_forward(losses, logits, t, 3, 4) == 0.0f);
+    op->cross_entropy_backward(logits, t, 3, 4);
+    for (int i = 0; i < 12; i++) CHECK(logits[i] == 0.0f);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -481,7 +538,7 @@ typedef struct {
 
 static double emb_obj(void *p) {
     emb_ctx *c = p;
-    embedding_forward(c->out, emb_tokens, c->emb, EMB_N, EMB_C);
+    op->embedding_forward(c->out, emb_tokens, c->emb, EMB_N, EMB_C);
     return dot_d(c->out, c->R, EMB_N * EMB_C);
 }
 
@@ -494,7 +551,7 @@ static int test_embedding_grad(void) {
     fill_normal(c.R, EMB_N * EMB_C, 0, 1, &rng);
     float demb[EMB_V * EMB_C], num[EMB_V * EMB_C];
     fill_const(demb, EMB_V * EMB_C, 0.125f);
-    embedding_backward(demb, c.R, emb_tokens, EMB_N, EMB_C);
+    op->embedding_backward(demb, c.R, emb_tokens, EMB_N, EMB_C);
     for (int i = 0; i < EMB_V * EMB_C; i++) demb[i] -= 0.125f;
     fd_grad(num, c.emb, EMB_V * EMB_C, 1e-2, emb_obj, &c);
     report r;
@@ -555,10 +612,10 @@ static void attn_free(attn_ctx *c) {
 static double attn_obj(void *p) {
     attn_ctx *c = p;
     if (c->diff)
-        diff_attention_forward(c->out, c->opre, c->sub_rstd, c->att, c->q, c->k, c->v, c->subln_w, c->lambda,
+        at->diff_forward(c->out, c->opre, c->sub_rstd, c->att, c->q, c->k, c->v, c->subln_w, c->lambda,
                                c->lambda_init, &c->s, c->scratch);
     else
-        softmax_attention_forward(c->out, c->att, c->q, c->k, c->v, &c->s);
+        at->softmax_forward(c->out, c->att, c->q, c->k, c->v, &c->s);
     return dot_d(c->out, c->R, c->nout);
 }
 
@@ -590,7 +647,7 @@ static int check_diff_attention(const char *name, int B, int T, int H, int KV, i
     float dlambda = 123.0f, nlambda;
     attn_obj(&c);
     float peak = attn_peak(&c);
-    diff_attention_backward(dq, dk, dv, dsub, &dlambda, c.R, c.opre, c.sub_rstd, c.att, c.q, c.k, c.v, c.subln_w,
+    at->diff_backward(dq, dk, dv, dsub, &dlambda, c.R, c.opre, c.sub_rstd, c.att, c.q, c.k, c.v, c.subln_w,
                             c.lambda, c.lambda_init, &c.s, c.scratch);
     for (size_t i = 0; i < c.d2; i++) dsub[i] -= 0.75f;
     fd_grad(nq, c.q, c.nq, 1e-2, attn_obj, &c);
@@ -625,7 +682,7 @@ static int check_softmax_attention(const char *name, int B, int T, int H, int KV
     fill_const(dv, c.nkv, 5.0f);
     attn_obj(&c);
     float peak = attn_peak(&c);
-    softmax_attention_backward(dq, dk, dv, c.R, c.att, c.q, c.k, c.v, &c.s, c.scratch);
+    at->softmax_backward(dq, dk, dv, c.R, c.att, c.q, c.k, c.v, &c.s, c.scratch);
     fd_grad(nq, c.q, c.nq, 1e-2, attn_obj, &c);
     fd_grad(nk, c.k, c.nkv, 1e-2, attn_obj, &c);
     fd_grad(nv, c.v, c.nkv, 1e-2, attn_obj, &c);
@@ -670,7 +727,7 @@ typedef struct {
 
 static double diff2_obj(void *p) {
     diff2_ctx *c = p;
-    diff2_attention_forward(c->out, c->att, c->q, c->k, c->v, c->lam, &c->s, c->scratch);
+    at->diff2_forward(c->out, c->att, c->q, c->k, c->v, c->lam, &c->s, c->scratch);
     return dot_d(c->out, c->R, c->nout);
 }
 
@@ -701,7 +758,7 @@ static int check_diff2_attention(const char *name, int B, int T, int H, int KV, 
     for (size_t m = 0; m < (size_t)B * H * 2; m++)
         for (int t = 3; t < T; t++)
             for (int j = 0; j <= t; j++) peak = fmaxf(peak, c.att[m * T * T + (size_t)t * T + j]);
-    diff2_attention_backward(dq, dk, dv, dlam, c.R, c.att, c.q, c.k, c.v, c.lam, &c.s, c.scratch);
+    at->diff2_backward(dq, dk, dv, dlam, c.R, c.att, c.q, c.k, c.v, c.lam, &c.s, c.scratch);
     fd_grad(nq, c.q, c.nq, 1e-2, diff2_obj, &c);
     fd_grad(nk, c.k, c.nkv, 1e-2, diff2_obj, &c);
     fd_grad(nv, c.v, c.nkv, 1e-2, diff2_obj, &c);
@@ -945,6 +1002,10 @@ static int test_model_backward_accumulates(void) {
 }
 
 int main(void) {
+    ex = da_exec_default();
+    op = da_ops_of(ex.isa);
+    at = da_attn_ops_of(ex.isa);
+    printf("kernels: %s\n", da_isa_name(op->isa));
     RUN(test_matmul_grad);
     RUN(test_matmul_backward_accumulates_dinp);
     RUN(test_matmul_forward_accumulates);
@@ -955,6 +1016,8 @@ int main(void) {
     RUN(test_swiglu_grad);
     RUN(test_cross_entropy_losses);
     RUN(test_cross_entropy_grad);
+    RUN(test_cross_entropy_masked);
+    RUN(test_cross_entropy_all_masked);
     RUN(test_embedding_grad);
     RUN(test_diff_attention_grad_mha);
     RUN(test_diff_attention_grad_gqa);

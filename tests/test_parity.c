@@ -18,7 +18,7 @@ static int check_config_kernel(const char *name, da_attn_kernel kernel) {
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
     int fail = 0;
     da_acts *a;
-    CHECK(!da_acts_create_kernel(&a, &m.cfg, 1, T, kernel).code);
+    CHECK(!da_acts_create_ex(&a, &m.cfg, 1, T, kernel, NULL).code);
 
     /* logits over all T ids */
     float *want;

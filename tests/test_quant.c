@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "harness.h"
-#include "ops/qblock.h"
+#include "ops/ops.h"
 
 static uint64_t rs = 88172645463325252ull;
 static uint32_t rnd(void) {
@@ -151,24 +151,35 @@ static int test_roundtrip_error(void) {
     return 0;
 }
 
-/* The activation quantizers: block, per-token and static (saturating) scales. */
-static int test_act_quant(void) {
+/* The activation quantizers: block, per-token and static (saturating) scales,
+ * at every kernel level this CPU runs. */
+static int act_quant_at(da_isa isa) {
+    const da_ops *op = da_ops_of(isa);
     float x[64];
     for (int i = 0; i < 64; i++) x[i] = (float)(i - 32) / 8.0f;
     int8_t q[64];
     float d[2];
     int32_t s[2];
     da_qact a = {64, q, d, s};
-    da_quantize_act(&a, x, 64, DA_ACT_BLOCK, 0);
+    op->quantize_act(&a, x, 64, DA_ACT_BLOCK, 0);
     CHECK(d[0] == 4.0f / 127.0f && q[0] == -127);
     CHECK(fabsf(d[1] - (31.0f / 8.0f) / 127.0f) < 1e-9f && q[63] == 127);
     int32_t sum = 0;
     for (int i = 0; i < 32; i++) sum += q[i];
     CHECK(s[0] == sum);
-    da_quantize_act(&a, x, 64, DA_ACT_TOKEN, 0);
+    op->quantize_act(&a, x, 64, DA_ACT_TOKEN, 0);
     CHECK(d[0] == d[1] && d[0] == 4.0f / 127.0f);
-    da_quantize_act(&a, x, 64, DA_ACT_STATIC, 2.0f); /* |x| up to 4 saturates at 2 */
+    op->quantize_act(&a, x, 64, DA_ACT_STATIC, 2.0f); /* |x| up to 4 saturates at 2 */
     CHECK(q[0] == -127 && q[63] == 127 && q[32 + 8] == 64 && d[0] == 2.0f / 127.0f);
+    return 0;
+}
+
+static int test_act_quant(void) {
+    for (int isa = 0; isa < DA_ISA_N; isa++)
+        if (da_isa_supported((da_isa)isa) && act_quant_at((da_isa)isa)) {
+            fprintf(stderr, "  at level %s\n", da_isa_name((da_isa)isa));
+            return 1;
+        }
     return 0;
 }
 
@@ -210,23 +221,22 @@ static int test_simd_exact(void) {
         float yk[N];
         da_dequantize_row(DA_QT_Q4_K, wk, yk, N); /* integers, as d = dmin = 1 */
         for (int i = 0; i < N; i++) rk += (int64_t)yk[i] * xq[i];
-        const da_isa saved = da_qdot_isa;
-        for (int isa = 0; isa <= DA_ISA_AVX512_VNNI; isa++) {
-            if (!da_isa_available((da_isa)isa)) continue;
-            da_qdot_isa = (da_isa)isa;
-            float g8 = da_vec_dot(DA_QT_Q8_0, w8, &x, N), g4 = da_vec_dot(DA_QT_Q4_0, w4, &x, N);
-            float gk = da_vec_dot(DA_QT_Q4_K, wk, &x, N);
+        for (int isa = 0; isa < DA_ISA_N; isa++) {
+            if (!da_isa_supported((da_isa)isa)) continue;
+            const da_ops *op = da_ops_of((da_isa)isa);
+            float g8 = op->vec_dot(DA_QT_Q8_0, w8, &x, N), g4 = op->vec_dot(DA_QT_Q4_0, w4, &x, N);
+            float gk = op->vec_dot(DA_QT_Q4_K, wk, &x, N);
             if (g8 != (float)r8 || g4 != (float)r4 || gk != (float)rk) {
                 fprintf(stderr, "  %s: q8_0 %.1f vs %lld, q4_0 %.1f vs %lld, q4_K %.1f vs %lld\n",
                         da_isa_name((da_isa)isa), g8, (long long)r8, g4, (long long)r4, gk, (long long)rk);
-                da_qdot_isa = saved;
                 return 1;
             }
         }
-        da_qdot_isa = saved;
     }
-    printf("     dot paths checked: scalar%s%s\n", da_isa_available(DA_ISA_AVX2) ? ", avx2" : "",
-           da_isa_available(DA_ISA_AVX512_VNNI) ? ", avx512-vnni" : "");
+    printf("     dot paths checked:");
+    for (int isa = 0; isa < DA_ISA_N; isa++)
+        if (da_isa_supported((da_isa)isa)) printf(" %s", da_isa_name((da_isa)isa));
+    printf("\n");
     return 0;
 }
 
@@ -243,7 +253,7 @@ static int test_dot_matches_dequantized(void) {
         x[i] = frand();
     }
     da_qact a = {N, xq, xd, xs};
-    da_quantize_act(&a, x, N, DA_ACT_BLOCK, 0);
+    da_ops_of(DA_ISA_SCALAR)->quantize_act(&a, x, N, DA_ACT_BLOCK, 0);
     for (int i = 0; i < N; i++) xdq[i] = xd[i / 32] * xq[i];
     const int types[] = {DA_QT_Q8_0, DA_QT_Q4_0, DA_QT_Q4_K};
     for (int c = 0; c < 3; c++) {
@@ -254,12 +264,9 @@ static int test_dot_matches_dequantized(void) {
             ref += (double)wd[i] * xdq[i];
             mag += fabs((double)wd[i] * xdq[i]);
         }
-        for (int isa = 0; isa <= DA_ISA_AVX512_VNNI; isa++) {
-            if (!da_isa_available((da_isa)isa)) continue;
-            const da_isa saved = da_qdot_isa;
-            da_qdot_isa = (da_isa)isa;
-            float got = da_vec_dot(types[c], buf, &a, N);
-            da_qdot_isa = saved;
+        for (int isa = 0; isa < DA_ISA_N; isa++) {
+            if (!da_isa_supported((da_isa)isa)) continue;
+            float got = da_ops_of((da_isa)isa)->vec_dot(types[c], buf, &a, N);
             if (!(fabs(got - ref) <= 1e-5 * mag)) {
                 fprintf(stderr, "  %s %s: %.6f vs dequantized %.6f\n", da_qtype_name(types[c]),
                         da_isa_name((da_isa)isa), got, ref);

@@ -2,9 +2,11 @@
 # Installs, from Debian's packages, what building, testing and the demo need
 # and this machine lacks. Needs root (or sudo) only when something is missing.
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev libpcre2-dev libcairo2-dev fonts-dejavu-core fortunes)
+PKGS=(build-essential cmake pkg-config python3 libopenblas-openmp-dev libcjson-dev libpcre2-dev libcairo2-dev fonts-dejavu-core fortunes)
 # Open MPI: data-parallel training (mpirun -np P diffattn train) and its test
 PKGS+=(openmpi-bin libopenmpi-dev)
+# qemu-user: the tests run on an emulated Haswell (AVX2, no AVX-512) too
+PKGS+=(qemu-user)
 # node and npm run the reference tokenizers (tools/tokref) and GGUF reader (tools/ggufref) of the tests
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()

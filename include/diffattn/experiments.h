@@ -49,6 +49,84 @@ da_status da_compare_parse_archs(da_compare_config *c, const char *list);
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed);
 da_status da_compare(const da_compare_config *c);
 
+/* ---------------------------------------------------------------- synthetic retrieval tasks */
+
+/* Token-level synthetic retrieval tasks, generated from a seed (definitions
+ * and their sources in docs/tasks.md).
+ *
+ *   mqar          multi-query associative recall (Zoology): `pairs` key-value
+ *                 pairs, then each key asked once at a power-law gap.
+ *   noisy-recall  in-context recall with noise (MAD): key-value pairs drawn
+ *                 with repeats, slots of noise tokens from their own
+ *                 vocabulary in between; every repeated key's value is asked.
+ *
+ * A sample is (tokens, targets) of T positions each: targets[t] is the token
+ * the model must predict after tokens[t] at an answer position, and -1 (the
+ * loss mask of cross_entropy) everywhere else. */
+typedef enum { DA_TASK_MQAR = 0, DA_TASK_NOISY_RECALL = 1 } da_task_kind;
+
+typedef struct {
+    da_task_kind kind;
+    int seq;         /* T, tokens per sequence; even */
+    int vocab;       /* the model's vocabulary; every token lies in [0, vocab) */
+    int pairs;       /* mqar: key-value pairs, each asked once */
+    double alpha;    /* mqar: query gaps g = 0.. drawn with p(g) ~ (g + 1)^(alpha - 1) (Zoology's power_a) */
+    double noise;    /* noisy-recall: probability that a two-token slot is noise */
+    int noise_vocab; /* noisy-recall: tokens [vocab - noise_vocab, vocab) are noise */
+} da_task_config;
+
+/* Zoology's and MAD's defaults, scaled to small models (docs/tasks.md). */
+void da_task_config_default(da_task_config *c, da_task_kind kind);
+da_status da_task_validate(const da_task_config *c);
+const char *da_task_name(da_task_kind k);
+int da_task_parse(const char *s, da_task_kind *out); /* 0 ok, -1 unknown */
+
+/* One sample of c from r: tokens and targets (T) as above. src (T), when not
+ * NULL, gets at each answer position t the position of the key that t
+ * retrieves (its value follows it at src[t] + 1: for noisy-recall the most
+ * recent earlier occurrence of the pair), and -1 elsewhere. Returns the
+ * number of answer positions. c must be valid. */
+int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src);
+
+/* noisy-recall: whether token is a noise token (0 for mqar). */
+int da_task_is_noise(const da_task_config *c, int token);
+
+/* ---------------------------------------------------------------- retrieval tasks
+ * compare --task mqar|noisy-recall: every architecture from the same
+ * initialisation where shapes agree (da_copy_shared_init), on the same
+ * generated training stream per seed, scored every eval_every steps on the
+ * same held-out sequences (teacher-forced answer accuracy). A sweep is the
+ * product of the lists: one run per point, architecture and seed. */
+typedef struct {
+    const char *out_dir;
+    da_task_config task; /* the kind and the values of every parameter not swept */
+    int n_pairs, pairs[8]; /* mqar sweep (0: task.pairs) */
+    int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq) */
+    int n_noises;          /* noisy-recall sweep (0: task.noise) */
+    double noises[8];
+    long steps;
+    int eval_every, eval_seqs;
+    int dim, layers, heads, batch;
+    float lr;
+    int seeds, seed0; /* seeds seed0, seed0 + 1, ... */
+    int quiet;
+    int force; /* replace a report already in out_dir (else DA_RUN_EXISTS) */
+    volatile int *stop; /* non-zero: return DA_INTERRUPTED (no checkpoint: runs are minutes) */
+} da_task_compare_config;
+
+void da_task_compare_config_default(da_task_compare_config *c);
+/* Writes out_dir/report.md, report.json, accuracy_<point>.png, steps_to_90.png and lambda.png. */
+da_status da_task_compare(const da_task_compare_config *c);
+/* Teacher-forced answer accuracy of m on n sequences of task t drawn from
+ * seed; logit_bits > 0: the reference kernel with quantized attention logits. */
+da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, uint64_t seed, int logit_bits,
+                                  double *acc);
+/* The first steps[i] with acc[i] >= threshold; -1 when none. */
+long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold);
+/* Copies into dst every tensor of src with dst's name and shape; returns how
+ * many were copied. */
+int da_copy_shared_init(da_model *dst, const da_model *src);
+
 /* ---------------------------------------------------------------- benchmarks */
 
 typedef struct {
@@ -65,13 +143,14 @@ typedef struct {
 } da_bench_result;
 
 /* Times `steps` training steps (zero grads, forward, backward, AdamW) after
- * `warmup` untimed ones, on random tokens. With da_prof_on set, da_prof_s
- * holds the time per phase summed over the timed steps (the caller resets it). */
+ * `warmup` untimed ones, on random tokens, in the context x (kernel level,
+ * bf16 matmuls). When x->prof_s is set, the time per phase summed over the
+ * timed steps is added to it. */
 da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
-                         da_bench_result *r);
+                         const da_exec *x, da_bench_result *r);
 /* Times the attention forward + backward of one layer on random q, k, v. */
 da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
-                        da_bench_result *r);
+                        const da_exec *x, da_bench_result *r);
 
 /* ---------------------------------------------------------------- figures */
 
@@ -88,6 +167,10 @@ typedef struct {
 
 da_status da_plot_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
                         const da_series *s, int n_series);
+/* The same with a shaded band lo[k][i]..hi[k][i] under series k (e.g. mean
+ * ± sd over seeds); lo[k] or hi[k] NULL: no band for that series. */
+da_status da_plot_lines_band(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                             const da_series *s, const double *const *lo, const double *const *hi, int n_series);
 
 /* values[g][c]: group g (a series, e.g. an architecture), category c. */
 da_status da_plot_bars(const char *path, const char *title, const char *ylabel, const char *const *categories,

@@ -139,14 +139,20 @@ typedef struct da_acts da_acts; /* activations for one (B, T) shape */
  * default) or the reference one that stores every T x T probability map. */
 typedef enum { DA_ATTN_FLASH = 0, DA_ATTN_REFERENCE = 1 } da_attn_kernel;
 
-/* Activations for batches of up to B sequences of up to T tokens, flash kernel. */
+/* Activations for batches of up to B sequences of up to T tokens, flash
+ * kernel, da_exec_default()'s context. */
 da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T);
-da_status da_acts_create_kernel(da_acts **out, const da_config *cfg, int B, int T, da_attn_kernel kernel);
+/* The same with the attention kernel and the context given; the acts keep a
+ * copy of *x (NULL: da_exec_default()), which da_forward and da_backward
+ * run with (x->prof_s, when set, must outlive the acts). */
+da_status da_acts_create_ex(da_acts **out, const da_config *cfg, int B, int T, da_attn_kernel kernel,
+                            const da_exec *x);
 void da_acts_free(da_acts *a);
 
 /* tokens, targets: (B, T), B and T at most those of da_acts_create; else NAN.
- * targets may be NULL (no loss). Returns the mean
- * cross-entropy over all B*T positions when targets are given, else 0. */
+ * targets may be NULL (no loss). A target of -1 masks its position: it adds
+ * no loss and no gradient. Returns the mean cross-entropy over the counted
+ * positions when targets are given (0 when none counts), else 0. */
 float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets, int B, int T);
 /* (B, T, V) logits of the last da_forward. */
 const float *da_acts_logits(const da_acts *a);

@@ -20,6 +20,7 @@ typedef struct {
     size_t n;
     float *m, *v; /* first and second moments, (n_params) each */
     long step;    /* optimizer steps taken */
+    da_isa isa;   /* kernel level of the update: da_exec_default's, set by da_adamw_create */
 } da_adamw;
 
 da_status da_adamw_create(da_adamw *opt, size_t n_params);
@@ -64,7 +65,7 @@ typedef struct {
     long log_every;
     uint64_t seed;
     float val_fraction;
-    int bf16; /* 1: large matmuls in bf16 with fp32 accumulation (AVX512-BF16 builds) */
+    int bf16; /* 1: large matmuls in bf16 with fp32 accumulation (CPUs with AVX512-BF16) */
     /* Data parallel (docs/data-parallel.md);
      * neither is stored in the training state. */
     int deterministic; /* 1: per-window gradients summed exactly: bit-identical for any number of ranks */

@@ -7,23 +7,11 @@
 
 #include "attn/attention.h"
 
-size_t attn_scratch_size(const attn_shape *s) {
-    return (size_t)s->n_threads * 4 * s->T * s->T + (size_t)s->B * s->T * s->C + (size_t)s->B * s->n_heads;
-}
-
 /* A: (T, T) = scale * Q: (T, d) @ K: (T, d)^T, rows strided by ldq, ldk. */
 static void scores(float *A, const float *Q, int ldq, const float *K, int ldk, int T, int d, float scale) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d, scale, Q, ldq, K, ldk, 0.0f, A, T);
 }
 
-
-void da_quantize_logit_row(float *a, int n, int bits) {
-    float amax = 0.0f;
-    for (int j = 0; j < n; j++) amax = fabsf(a[j]) > amax ? fabsf(a[j]) : amax;
-    if (amax == 0.0f) return;
-    const float levels = (float)((1 << (bits - 1)) - 1), step = amax / levels;
-    for (int j = 0; j < n; j++) a[j] = roundf(a[j] / step) * step;
-}
 
 /* In place: row t becomes softmax over columns lo..t (lo = attn_first_key),
  * zero elsewhere (causal, windowed). Logits are quantized over that span. */
@@ -75,7 +63,7 @@ static void combine_maps(float *P, const float *A1, const float *A2, float lambd
     for (size_t i = 0; i < n; i++) P[i] = A1[i] - lambda * A2[i];
 }
 
-void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att, const float *q,
+static void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att, const float *q,
                             const float *k, const float *v, const float *subln_w, float lambda,
                             float lambda_init, const attn_shape *s, float *scratch) {
     const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Ckv = s->Ckv;
@@ -105,7 +93,7 @@ void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att
     head_norm_forward(out, sub_rstd, opre, subln_w, 1.0f - lambda_init, B * T * H, d2);
 }
 
-void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, float *dlambda,
+static void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, float *dlambda,
                              const float *dout, const float *opre, const float *sub_rstd,
                              const float *att, const float *q, const float *k, const float *v,
                              const float *subln_w, float lambda, float lambda_init,
@@ -155,7 +143,7 @@ void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, flo
     *dlambda = (float)dlam;
 }
 
-void softmax_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+static void softmax_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
                                const attn_shape *s) {
     const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Ckv = s->Ckv;
     const int n_rep = H / s->n_kv_heads;
@@ -177,7 +165,7 @@ void softmax_attention_forward(float *out, float *att, const float *q, const flo
     }
 }
 
-void softmax_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,
+static void softmax_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,
                                 const float *q, const float *k, const float *v, const attn_shape *s,
                                 float *scratch) {
     const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Ckv = s->Ckv;
@@ -205,7 +193,7 @@ void softmax_attention_backward(float *dq, float *dk, float *dv, const float *do
     }
 }
 
-void diff2_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+static void diff2_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
                              const float *lam, const attn_shape *s, float *scratch) {
     const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Cq = 2 * C, Ckv = s->Ckv;
     const int n_rep = H / s->n_kv_heads;
@@ -232,7 +220,7 @@ void diff2_attention_forward(float *out, float *att, const float *q, const float
     }
 }
 
-void diff2_attention_backward(float *dq, float *dk, float *dv, float *dlam, const float *dout, const float *att,
+static void diff2_attention_backward(float *dq, float *dk, float *dv, float *dlam, const float *dout, const float *att,
                               const float *q, const float *k, const float *v, const float *lam,
                               const attn_shape *s, float *scratch) {
     const int B = s->B, T = s->T, H = s->n_heads, d = s->d, C = s->C, Cq = 2 * C, Ckv = s->Ckv;

@@ -2,6 +2,10 @@
  * and O(T^2) in memory. It stores the probability maps for the backward and
  * for the evaluations that inspect them.
  *
+ * The kernels exist once per instruction-set level (attn_variant.c, as the
+ * ops of ops.h) and are reached through that level's table:
+ *     da_attn_ops_of(x->isa)->flash_forward(...)
+ *
  * Layouts: q: (B, T, C) and k, v: (B, T, Ckv), RoPE already applied.
  * Causal, and with attn_shape.window > 0 a sliding window: each map's row t
  * is zero outside keys t-window+1 .. t.
@@ -20,6 +24,8 @@
 #define DA_ATTENTION_H
 
 #include <stddef.h>
+
+#include "diffattn/core.h"
 
 /* Which attention a kernel computes; ATTN_DIFF is 1 so that a 0/1 "diff" flag reads the same. */
 typedef enum { ATTN_SOFTMAX = 0, ATTN_DIFF = 1, ATTN_DIFF2 = 2 } attn_kind;
@@ -43,44 +49,62 @@ static inline int attn_first_key(int t, int window) { return window > 0 && t >= 
  * of max|a| / (2^(bits-1) - 1). */
 void da_quantize_logit_row(float *a, int n, int bits);
 
-/* The DIFF head norm: y = x * rstd * w * post over each 2d-wide row, with
- * rstd = 1/sqrt(mean(x^2) + DA_SUBLN_EPS) saved. x, y: (rows, d2). */
-void head_norm_forward(float *y, float *rstd, const float *x, const float *w, float post, int rows, int d2);
-/* dx: (rows, d2) overwritten; dw: (d2) +=. */
-void head_norm_backward(float *dx, float *dw, const float *dy, const float *x, const float *rstd, const float *w,
-                        float post, int rows, int d2);
-
-/* Scratch floats the forward and backward need with s->n_threads threads. */
+/* Scratch floats the reference kernels need with s->n_threads threads. */
 size_t attn_scratch_size(const attn_shape *s);
 
-/* out: (B, T, C) = subln((A1 - lambda*A2) V) * (1 - lambda_init), per head.
- * opre: (B, T, C) the pre-norm head outputs, sub_rstd: (B, T, H) the norm's
- * rstd, att: the maps; all three saved for the backward. */
-void diff_attention_forward(float *out, float *opre, float *sub_rstd, float *att, const float *q,
-                            const float *k, const float *v, const float *subln_w, float lambda,
-                            float lambda_init, const attn_shape *s, float *scratch);
-/* dq overwritten; dk, dv overwritten; dsubln (2d) +=; *dlambda overwritten
- * with d loss / d lambda. dout: (B, T, C). */
-void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, float *dlambda,
-                             const float *dout, const float *opre, const float *sub_rstd,
-                             const float *att, const float *q, const float *k, const float *v,
-                             const float *subln_w, float lambda, float lambda_init,
-                             const attn_shape *s, float *scratch);
+typedef struct {
+    da_isa isa; /* the level this table's code was compiled for */
 
-/* DIFF2: out: (B, T, C) = A1 V - lam * A2 V per head, lam per row; att saved. */
-void diff2_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
-                             const float *lam, const attn_shape *s, float *scratch);
-/* dq: (B, T, 2C), dk, dv overwritten; dlam: (B, T, H) overwritten with d loss / d lam. */
-void diff2_attention_backward(float *dq, float *dk, float *dv, float *dlam, const float *dout, const float *att,
-                              const float *q, const float *k, const float *v, const float *lam,
-                              const attn_shape *s, float *scratch);
+    /* The DIFF head norm: y = x * rstd * w * post over each 2d-wide row, with
+     * rstd = 1/sqrt(mean(x^2) + DA_SUBLN_EPS) saved. x, y: (rows, d2). */
+    void (*head_norm_forward)(float *y, float *rstd, const float *x, const float *w, float post, int rows, int d2);
+    /* dx: (rows, d2) overwritten; dw: (d2) +=. */
+    void (*head_norm_backward)(float *dx, float *dw, const float *dy, const float *x, const float *rstd,
+                               const float *w, float post, int rows, int d2);
 
-/* out: (B, T, C) = softmax(Q K^T / sqrt(d)) V per head; att saved. */
-void softmax_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
-                               const attn_shape *s);
-/* dq, dk, dv overwritten. */
-void softmax_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,
-                                const float *q, const float *k, const float *v, const attn_shape *s,
-                                float *scratch);
+    /* Reference DIFF: out: (B, T, C) = subln((A1 - lambda*A2) V) * (1 - lambda_init),
+     * per head. opre: (B, T, C) the pre-norm head outputs, sub_rstd: (B, T, H)
+     * the norm's rstd, att: the maps; all three saved for the backward. */
+    void (*diff_forward)(float *out, float *opre, float *sub_rstd, float *att, const float *q, const float *k,
+                         const float *v, const float *subln_w, float lambda, float lambda_init, const attn_shape *s,
+                         float *scratch);
+    /* dq overwritten; dk, dv overwritten; dsubln (2d) +=; *dlambda overwritten
+     * with d loss / d lambda. dout: (B, T, C). */
+    void (*diff_backward)(float *dq, float *dk, float *dv, float *dsubln, float *dlambda, const float *dout,
+                          const float *opre, const float *sub_rstd, const float *att, const float *q, const float *k,
+                          const float *v, const float *subln_w, float lambda, float lambda_init, const attn_shape *s,
+                          float *scratch);
+    /* Reference DIFF2: out: (B, T, C) = A1 V - lam * A2 V per head, lam per row; att saved. */
+    void (*diff2_forward)(float *out, float *att, const float *q, const float *k, const float *v, const float *lam,
+                          const attn_shape *s, float *scratch);
+    /* dq: (B, T, 2C), dk, dv overwritten; dlam: (B, T, H) overwritten with d loss / d lam. */
+    void (*diff2_backward)(float *dq, float *dk, float *dv, float *dlam, const float *dout, const float *att,
+                           const float *q, const float *k, const float *v, const float *lam, const attn_shape *s,
+                           float *scratch);
+    /* Reference softmax: out: (B, T, C) = softmax(Q K^T / sqrt(d)) V per head; att saved. */
+    void (*softmax_forward)(float *out, float *att, const float *q, const float *k, const float *v,
+                            const attn_shape *s);
+    /* dq, dk, dv overwritten. */
+    void (*softmax_backward)(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
+                             const float *k, const float *v, const attn_shape *s, float *scratch);
+
+    /* Flash attention, every kind (flash_attention.h: what is saved). opre:
+     * (B, T, C) = per head sum_m c_m A_m V with c = (1, -lambda) for DIFF,
+     * (1, -lam[b, t, h]) for DIFF2 (lam: (B, T, H); NULL otherwise), (1) for
+     * softmax. o1, o2 (DIFF, DIFF2; else NULL) and lse are saved. */
+    void (*flash_forward)(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
+                          const float *v, float lambda, const float *lam, int kind, const attn_shape *s,
+                          float *scratch);
+    /* dq, dk, dv overwritten; *dlambda overwritten (DIFF; may be NULL
+     * otherwise); dlam: (B, T, H) overwritten with d loss / d lam (DIFF2; NULL
+     * otherwise). dopre: (B, T, C), the gradient of opre. */
+    void (*flash_backward)(float *dq, float *dk, float *dv, float *dlambda, float *dlam, const float *dopre,
+                           const float *opre, const float *o1, const float *o2, const float *lse, const float *q,
+                           const float *k, const float *v, float lambda, const float *lam, int kind,
+                           const attn_shape *s, float *scratch);
+} da_attn_ops;
+
+/* The table of level isa, or of the best level below it that this CPU runs. */
+const da_attn_ops *da_attn_ops_of(da_isa isa);
 
 #endif

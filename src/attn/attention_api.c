@@ -1,5 +1,6 @@
 /* The public attention entry points (include/diffattn/attention.h) over the
- * flash kernel: shape checks, scratch, and the saved-state layout. */
+ * flash kernel: shape checks, scratch, and the saved-state layout. The
+ * kernels are those of da_exec_default()'s level. */
 #include <omp.h>
 #include <stdlib.h>
 
@@ -37,7 +38,8 @@ da_status da_attention_forward(float *out, float *saved, const float *q, const f
     if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
     const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
     float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
-    flash_attention_forward(out, o1, o2, saved, q, k, v, lambda, NULL, s->diff, &as, scratch);
+    const da_attn_ops *at = da_attn_ops_of(da_exec_default().isa);
+    at->flash_forward(out, o1, o2, saved, q, k, v, lambda, NULL, s->diff, &as, scratch);
     free(scratch);
     return da_ok();
 }
@@ -53,8 +55,9 @@ da_status da_attention_backward(float *dq, float *dk, float *dv, float *dlambda,
     if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
     const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
     const float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
-    flash_attention_backward(dq, dk, dv, dlambda, NULL, dout, out, o1, o2, saved, q, k, v, lambda, NULL, s->diff, &as,
-                             scratch);
+    const da_attn_ops *at = da_attn_ops_of(da_exec_default().isa);
+    at->flash_backward(dq, dk, dv, dlambda, NULL, dout, out, o1, o2, saved, q, k, v, lambda, NULL, s->diff, &as,
+                       scratch);
     free(scratch);
     return da_ok();
 }
@@ -64,7 +67,7 @@ da_status da_attention_head_norm(float *y, const float *x, const float *w, float
                                                            "the row width 2..2048", rows, d2);
     float *rstd = malloc((size_t)rows * sizeof(float));
     if (!rstd) return da_errorf("attention: out of memory");
-    head_norm_forward(y, rstd, x, w, 1.0f - lambda_init, rows, d2);
+    da_attn_ops_of(da_exec_default().isa)->head_norm_forward(y, rstd, x, w, 1.0f - lambda_init, rows, d2);
     free(rstd);
     return da_ok();
 }

@@ -23,8 +23,6 @@
 #include "attn/flash_attention.h"
 #include "ops/vexp.h"
 
-int da_attn_simd = 1;
-
 /* Column offsets of head h / group g within q, k, v rows. */
 typedef struct {
     int maps, d, dv; /* maps per head, sub-head size, value width */
@@ -44,19 +42,6 @@ static head_cols cols_of(int h, int g, int d, int C, int kind) {
     }
     c.vcol = g * c.dv;
     return c;
-}
-
-/* Per-thread scratch, in floats. */
-static size_t per_thread(const attn_shape *s, int kind) {
-    const int maps = kind == ATTN_SOFTMAX ? 1 : 2, dv = kind == ATTN_DIFF ? 2 * s->d : s->d;
-    return (size_t)FLASH_BR * FLASH_BC * (maps + 3) /* S/P per map, dPv, Pc, dS */
-           + (size_t)FLASH_BR * dv * maps            /* output accumulators */
-           + (size_t)4 * FLASH_BR                    /* running max and sum per map */
-           + (size_t)maps * s->T;                    /* D_m for every row of a head */
-}
-
-size_t flash_scratch_size(const attn_shape *s, int kind) {
-    return (size_t)s->n_threads * per_thread(s, kind) + (size_t)s->B * s->n_heads;
 }
 
 /* The keys of tile k0 .. k0+nc-1 that query row r sees, as tile columns
@@ -157,12 +142,12 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
     }
 }
 
-void flash_attention_forward(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
+static void flash_attention_forward(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
                              const float *v, float lambda, const float *lam, int kind, const attn_shape *s,
                              float *scratch) {
     const int n_tiles = (s->T + FLASH_BR - 1) / FLASH_BR, H = s->n_heads;
     const int items = s->B * H * n_tiles;
-    const size_t pt = per_thread(s, kind);
+    const size_t pt = flash_scratch_per_thread(s, kind);
     /* Longest tiles (nearest the end of the sequence) first, for balance. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (int it = 0; it < items; it++) {
@@ -240,14 +225,14 @@ static void backward_head(float *dq, float *dk, float *dv, const float *dopre, c
     }
 }
 
-void flash_attention_backward(float *dq, float *dk, float *dv, float *dlambda, float *dlam, const float *dopre,
+static void flash_attention_backward(float *dq, float *dk, float *dv, float *dlambda, float *dlam, const float *dopre,
                               const float *opre, const float *o1, const float *o2, const float *lse,
                               const float *q, const float *k, const float *v, float lambda, const float *lam,
                               int kind, const attn_shape *s, float *scratch) {
     const int B = s->B, T = s->T, C = s->C, H = s->n_heads, n_kv = s->n_kv_heads, n_rep = H / n_kv;
     const int maps = kind == ATTN_SOFTMAX ? 1 : 2, dv_w = kind == ATTN_DIFF ? 2 * s->d : s->d;
     const int Cq = kind == ATTN_DIFF2 ? 2 * C : C;
-    const size_t pt = per_thread(s, kind);
+    const size_t pt = flash_scratch_per_thread(s, kind);
     float *dlam_part = scratch + (size_t)s->n_threads * pt; /* (B, H) */
     memset(dq, 0, (size_t)B * T * Cq * sizeof(float));
     memset(dk, 0, (size_t)B * T * s->Ckv * sizeof(float));

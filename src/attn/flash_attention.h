@@ -21,19 +21,9 @@
 /* kind: an attn_kind (0 softmax, 1 DIFF, 2 DIFF2). */
 size_t flash_scratch_size(const attn_shape *s, int kind);
 
-/* opre: (B, T, C) = per head sum_m c_m A_m V with c = (1, -lambda) for DIFF,
- * (1, -lam[b, t, h]) for DIFF2 (lam: (B, T, H); NULL otherwise), (1) for
- * softmax. o1, o2 (DIFF, DIFF2; else NULL) and lse are saved. */
-void flash_attention_forward(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
-                             const float *v, float lambda, const float *lam, int kind, const attn_shape *s,
-                             float *scratch);
+/* The part of it each thread works in. */
+size_t flash_scratch_per_thread(const attn_shape *s, int kind);
 
-/* dq, dk, dv overwritten; *dlambda overwritten (DIFF; may be NULL
- * otherwise); dlam: (B, T, H) overwritten with d loss / d lam (DIFF2; NULL
- * otherwise). dopre: (B, T, C), the gradient of opre. */
-void flash_attention_backward(float *dq, float *dk, float *dv, float *dlambda, float *dlam, const float *dopre,
-                              const float *opre, const float *o1, const float *o2, const float *lse,
-                              const float *q, const float *k, const float *v, float lambda, const float *lam,
-                              int kind, const attn_shape *s, float *scratch);
+/* The kernels are flash_forward and flash_backward of da_attn_ops (attention.h). */
 
 #endif

@@ -6,17 +6,14 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "diffattn/experiments.h"
-#include "ops/bf16_gemm.h"
-#include "ops/ops.h"
-#include "core/profile.h"
 
 /* The phases' mean ms per step, largest first, and what no probe covers. */
-static void print_profile(const da_bench_result *r) {
+static void print_profile(const da_bench_result *r, const double *prof_s) {
     int order[DA_PROF_N];
     double total = 0;
-    for (int p = 0; p < DA_PROF_N; p++) order[p] = p, total += da_prof_s[p];
+    for (int p = 0; p < DA_PROF_N; p++) order[p] = p, total += prof_s[p];
     for (int i = 1; i < DA_PROF_N; i++) /* insertion sort, descending */
-        for (int j = i; j > 0 && da_prof_s[order[j]] > da_prof_s[order[j - 1]]; j--) {
+        for (int j = i; j > 0 && prof_s[order[j]] > prof_s[order[j - 1]]; j--) {
             int t = order[j];
             order[j] = order[j - 1], order[j - 1] = t;
         }
@@ -24,7 +21,7 @@ static void print_profile(const da_bench_result *r) {
     const double mean_step_ms = r->ms_mean;
     printf("  time per step by phase (mean over %d steps, %.1f ms):\n", r->steps, mean_step_ms);
     for (int i = 0; i < DA_PROF_N; i++) {
-        double ms = da_prof_s[order[i]] * 1e3 / r->steps;
+        double ms = prof_s[order[i]] * 1e3 / r->steps;
         printf("    %-20s %9.2f ms  %5.1f%%\n", da_prof_name(order[i]), ms, 100 * ms / mean_step_ms);
     }
     double other = mean_step_ms - total * 1e3 / r->steps;
@@ -49,8 +46,8 @@ int cmd_bench(int argc, char **argv) {
     cli_model_flags mf;
     cli_model_flags_default(&mf);
     int batch = 8, steps = 5, warmup = 1, json = 0, bf16 = 0, profile = 0;
-    const char *kernel = "flash";
-    enum { NB = 7 };
+    const char *kernel = "flash", *isa_name = NULL;
+    enum { NB = 8 };
     cli_opt opts[CLI_N_MODEL_OPTS + NB];
     cli_model_opts(&mf, opts);
     cli_opt bopts[NB] = {
@@ -61,6 +58,8 @@ int cmd_bench(int argc, char **argv) {
         {"json", OPT_FLAG, &json, "print one JSON object", 0},
         {"bf16", OPT_FLAG, &bf16, "bf16 inputs, fp32 accumulation for the large matmuls (AVX512-BF16 CPUs)", 0},
         {"profile", OPT_FLAG, &profile, "train only: also report the mean time per step of each phase", 0},
+        {"isa", OPT_STR, &isa_name, "kernel level: scalar, avx2, avx512, avx512-vnni or avx512-bf16 "
+                                    "(default: the best this CPU runs)", 0},
     };
     memcpy(opts + CLI_N_MODEL_OPTS, bopts, sizeof bopts);
     const int n = CLI_N_MODEL_OPTS + NB;
@@ -81,39 +80,54 @@ int cmd_bench(int argc, char **argv) {
     da_config cfg;
     da_status st = cli_model_config(&mf, opts, n, &cfg);
     if (st.code) return cli_fail(st.msg);
-    if (bf16 && !bf16_gemm_available()) return cli_fail("--bf16: this build has no AVX512-BF16 kernel");
-    da_matmul_bf16 = bf16;
+    da_exec x = da_exec_default();
+    if (isa_name) {
+        if (da_isa_parse(isa_name, &x.isa))
+            return cli_fail("--isa: expected scalar, avx2, avx512, avx512-vnni or avx512-bf16");
+        if (!da_isa_supported(x.isa)) {
+            fprintf(stderr, "diffattn: --isa: this CPU cannot run the %s kernels (its best: %s)\n", isa_name,
+                    da_isa_name(da_isa_detect()));
+            return 1;
+        }
+    }
+    if (bf16 && x.isa < DA_ISA_AVX512_BF16) {
+        fprintf(stderr, "diffattn: --bf16: the bf16 matmuls need AVX512-BF16; the kernels here are %s\n",
+                da_isa_name(x.isa));
+        return 1;
+    }
+    x.bf16_matmul = bf16;
     if (profile && !is_train) return cli_fail("--profile: only 'bench train' has phases to profile");
-    da_prof_reset();
-    da_prof_on = profile;
+    double prof_s[DA_PROF_N] = {0};
+    x.prof_s = profile ? prof_s : NULL;
     da_bench_result r;
-    st = is_train ? da_bench_train(&cfg, batch, mf.seq, warmup, steps, k, &r)
-                  : da_bench_attn(&cfg, batch, mf.seq, warmup, steps, k, &r);
+    st = is_train ? da_bench_train(&cfg, batch, mf.seq, warmup, steps, k, &x, &r)
+                  : da_bench_attn(&cfg, batch, mf.seq, warmup, steps, k, &x, &r);
     if (st.code) return cli_fail(st.msg);
     if (json) {
         printf("{\"bench\":\"%s\",\"arch\":\"%s\",\"kernel\":\"%s\",\"dim\":%d,\"layers\":%d,\"n_heads\":%d,"
-               "\"bf16\":%s,\"n_kv_heads\":%d,\"ffn_hidden\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,\"threads\":%d,"
+               "\"bf16\":%s,\"isa\":\"%s\",\"n_kv_heads\":%d,\"ffn_hidden\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,\"threads\":%d,"
                "\"n_params\":%zu,\"steps\":%d,\"tok_per_s\":%.1f,\"ms_per_step\":%.3f,\"ms_per_step_median\":%.3f,"
                "\"gflops\":%.2f,\"peak_gflops\":%.2f,\"peak_bf16_gflops\":%.2f,\"mfu\":%.4f,\"peak_rss_mb\":%.1f",
-               argv[1], da_arch_name(cfg.arch), kernel, cfg.dim, cfg.n_layers, cfg.n_heads, bf16 ? "true" : "false", cfg.n_kv_heads,
+               argv[1], da_arch_name(cfg.arch), kernel, cfg.dim, cfg.n_layers, cfg.n_heads, bf16 ? "true" : "false",
+               da_isa_name(x.isa), cfg.n_kv_heads,
                cfg.ffn_hidden, cfg.vocab_size, mf.seq, batch, omp_get_max_threads(), r.n_params, r.steps,
                r.tok_per_s, r.ms_min, r.ms_median, r.gflops, r.peak_gflops, r.peak_bf16_gflops, r.mfu, r.peak_rss_mb);
         if (profile) {
             printf(",\"profile_ms_per_step\":{");
             for (int p = 0; p < DA_PROF_N; p++)
-                printf("%s\"%s\":%.3f", p ? "," : "", da_prof_name(p), da_prof_s[p] * 1e3 / r.steps);
+                printf("%s\"%s\":%.3f", p ? "," : "", da_prof_name(p), prof_s[p] * 1e3 / r.steps);
             printf("}");
         }
         printf("}\n");
     } else {
-        printf("%s %s (%s kernel), dim %d, %d layers, %d heads, batch %d x %d\n", cmd, da_arch_name(cfg.arch),
-               kernel, cfg.dim, cfg.n_layers, cfg.n_heads, batch, mf.seq);
+        printf("%s %s (%s kernel, %s), dim %d, %d layers, %d heads, batch %d x %d\n", cmd, da_arch_name(cfg.arch),
+               kernel, da_isa_name(x.isa), cfg.dim, cfg.n_layers, cfg.n_heads, batch, mf.seq);
         printf("  %.1f tokens/s   %.2f ms/step (best of %d; median %.2f)\n", r.tok_per_s, r.ms_min, r.steps,
                r.ms_median);
         printf("  %.1f GFLOP/s   sgemm peak %.1f GFLOP/s", r.gflops, r.peak_gflops);
         if (bf16) printf("   bf16 peak %.1f GFLOP/s", r.peak_bf16_gflops);
         printf("   MFU %.3f%s   peak RSS %.0f MB\n", r.mfu, bf16 ? " (of the bf16 peak)" : "", r.peak_rss_mb);
-        if (profile) print_profile(&r);
+        if (profile) print_profile(&r, prof_s);
     }
     return 0;
 }

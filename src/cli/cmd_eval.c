@@ -439,12 +439,99 @@ int cmd_eval(int argc, char **argv) {
     return 1;
 }
 
+/* "0,0.2,0.6" -> doubles in [lo, hi]; 0 ok, -1 on a bad list. */
+static int parse_doubles(const char *s, double *out, int max, int *n, double lo, double hi) {
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v >= lo && v <= hi) || (*end && *end != ',') || *n == max) return -1;
+        out[(*n)++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return *n ? 0 : -1;
+}
+
+/* compare --task mqar|noisy-recall: the retrieval comparison and its sweeps. */
+static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
+    da_task_compare_config c;
+    da_task_compare_config_default(&c);
+    da_task_config_default(&c.task, kind);
+    c.out_dir = kind == DA_TASK_MQAR ? "runs/compare-mqar" : "runs/compare-noisy-recall";
+    const char *task = NULL, *pairs = NULL, *seqs = NULL, *noises = NULL;
+    cli_opt opts[] = {
+        {"task", OPT_STR, &task, "mqar | noisy-recall | needle | text (see docs/tasks.md)", 0},
+        {"out", OPT_STR, &c.out_dir, "folder for report.md, report.json and the figures", 0},
+        {"pairs", OPT_STR, &pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
+        {"seq", OPT_STR, &seqs, "tokens per sequence, or a list to sweep (64,128,256)", 0},
+        {"noise", OPT_STR, &noises, "noisy-recall: share of noise slots, or a list to sweep (0,0.2,0.6)", 0},
+        {"vocab", OPT_INT, &c.task.vocab, "task and model vocabulary", 0},
+        {"alpha", OPT_FLOAT, NULL, "mqar: power-law exponent of the query gaps (Zoology's power_a)", 0},
+        {"noise-vocab", OPT_INT, &c.task.noise_vocab, "noisy-recall: tokens in the noise vocabulary", 0},
+        {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
+        {"eval-every", OPT_INT, &c.eval_every, "steps between held-out accuracy evaluations", 0},
+        {"eval-seqs", OPT_INT, &c.eval_seqs, "held-out evaluation sequences (the same for every model)", 0},
+        {"seeds", OPT_INT, &c.seeds, "seeds per architecture and point (mean and spread are reported)", 0},
+        {"seed", OPT_INT, &c.seed0, "first seed", 0},
+        {"dim", OPT_INT, &c.dim, "model width", 0},
+        {"layers", OPT_INT, &c.layers, "blocks", 0},
+        {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
+        {"batch", OPT_INT, &c.batch, "sequences per step", 0},
+        {"lr", OPT_FLOAT, &c.lr, "peak learning rate (warmup 10%, cosine to a tenth)", 0},
+        {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
+        {"force", OPT_FLAG, &c.force, "replace a comparison already in --out", 0},
+    };
+    float alpha = (float)c.task.alpha;
+    opts[6].dst = &alpha;
+    const int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    int rc = cli_parse("compare",
+                       "Trains every architecture on a synthetic retrieval task from the same initialisation and data "
+                       "stream, scores\nheld-out answer accuracy during training, then the attention, outlier and "
+                       "quantized-logit analyses;\nwrites report.md, report.json and PNG figures.",
+                       argc, argv, opts, n_opts, NULL);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    c.task.alpha = alpha;
+    if (pairs && parse_ints(pairs, c.pairs, 8, &c.n_pairs, 1, 512))
+        return cli_fail("--pairs: expected up to 8 counts, like 4,8,16");
+    if (seqs && parse_ints(seqs, c.seqs, 8, &c.n_seqs, 8, 1 << 16))
+        return cli_fail("--seq: expected up to 8 even lengths >= 8, like 64,128,256");
+    if (noises && parse_doubles(noises, c.noises, 8, &c.n_noises, 0, 0.99))
+        return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
+    c.stop = cli_catch_stop_signals();
+    da_status st = da_task_compare(&c);
+    if (st.code == DA_RUN_EXISTS) {
+        fprintf(stderr, "diffattn: %s (--force replaces it)\n", st.msg);
+        return 1;
+    }
+    if (st.code == DA_INTERRUPTED) {
+        fprintf(stderr, "diffattn compare: %s\n", st.msg);
+        return 130;
+    }
+    if (st.code) return cli_fail(st.msg);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/report.md", c.out_dir);
+    FILE *fp = fopen(path, "r");
+    char line[8192];
+    while (fp && fgets(line, sizeof line, fp)) fputs(line, stdout);
+    if (fp) fclose(fp);
+    return 0;
+}
+
 int cmd_compare(int argc, char **argv) {
+    const char *task = NULL;
+    for (int i = 1; i < argc; i++) /* the task decides the flag table */
+        if (!strncmp(argv[i], "--task", 6)) task = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[i + 1] : "";
+    da_task_kind kind;
+    if (task && !da_task_parse(task, &kind)) return cmd_compare_task(argc, argv, kind);
+    if (task && strcmp(task, "needle") && strcmp(task, "text"))
+        return cli_fail("--task: expected mqar, noisy-recall, needle or text");
     da_compare_config c;
     da_compare_config_default(&c);
     float budget = 0;
     const char *contexts = "auto", *archs = "diff,diff2,softmax";
     cli_opt opts[] = {
+        {"task", OPT_STR, &task, "mqar | noisy-recall (retrieval tasks: see compare --task mqar --help) | needle (the "
+                                 "built-in needle mix) | text (--data)", 0},
         {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md, report.json and the figures", 0},
         {"data", OPT_STR, &c.data, "training text or shards (default: the built-in needle mix)", 0},
         {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
@@ -479,6 +566,8 @@ int cmd_compare(int argc, char **argv) {
     if (budget < 0 || (budget > 0 && cli_was_set(opts, n_opts, "steps")))
         return cli_fail("--budget-minutes must be positive, and chooses the steps itself: drop --steps");
     c.budget_minutes = budget;
+    if (task && !strcmp(task, "text") != (c.data != NULL))
+        return cli_fail("--task text trains on --data; --task needle on the built-in mix (drop --data)");
     da_status ast = da_compare_parse_archs(&c, archs);
     if (ast.code) return cli_fail(ast.msg);
     if (strcmp(contexts, "auto") && parse_ints(contexts, c.contexts, 4, &c.n_contexts, 128, 1 << 20))

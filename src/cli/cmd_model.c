@@ -32,6 +32,23 @@ int cmd_init(int argc, char **argv) {
     return st.code ? cli_fail(st.msg) : 0;
 }
 
+/* The CPU's features and the code each kernel family runs on it. */
+static int print_system(void) {
+    const char *name[32], *family[32], *path[32];
+    int present[32];
+    const int nf = da_cpu_features(name, present, 32);
+    printf("cpu features  ");
+    for (int i = 0; i < nf; i++) printf(" %s%s", present[i] ? "" : "-", name[i]);
+    printf("   (-: missing)\n");
+    const da_exec x = da_exec_default();
+    printf("best level     %s%s\n", da_isa_name(da_isa_detect()),
+           x.isa != da_isa_detect() ? "" : "   (DIFFATTN_ISA=scalar|avx2|avx512|avx512-vnni lowers it)");
+    if (x.isa != da_isa_detect()) printf("in use         %s (DIFFATTN_ISA)\n", da_isa_name(x.isa));
+    const int nk = da_kernel_paths(x.isa, family, path, 32);
+    for (int i = 0; i < nk; i++) printf("  %-36s %s\n", family[i], path[i]);
+    return 0;
+}
+
 /* The matmul weight type, and every tensor whose type differs from it
  * (f32 vectors and embedding aside): a quantized file says what it holds. */
 static void print_weight_types(const da_engine *e) {
@@ -47,30 +64,35 @@ static void print_weight_types(const da_engine *e) {
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    cli_opt opts[] = {{"model", OPT_STR, &path, "model file (.safetensors, or a .gguf from quantize)", 0}};
-    const char *req[] = {"model", NULL};
+    int system = 0;
+    cli_opt opts[] = {{"model", OPT_STR, &path, "model file (.safetensors, or a .gguf from quantize)", 0},
+                      {"system", OPT_FLAG, &system, "show the CPU's features and the kernels chosen for it instead", 0}};
     int rc = cli_parse("info", "Shows a model's configuration, parameter count and lambda per layer.", argc, argv,
-                       opts, 1, req);
+                       opts, 2, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
+    if (system) return print_system();
+    if (!path) return cli_fail("info: --model is required (or --system)");
     da_model m;
     da_status st = da_model_load_any(&m, path);
     if (st.code) return cli_fail(st.msg);
     const da_config *c = &m.cfg;
-    printf("model          %s\n", path);
-    printf("arch           %s\n", da_arch_name(c->arch));
-    printf("dim            %d\n", c->dim);
-    printf("n_layers       %d\n", c->n_layers);
-    printf("n_heads        %d%s\n", c->n_heads,
-           c->arch == DA_ARCH_DIFF ? " (differential)" : c->arch == DA_ARCH_DIFF2 ? " (output heads; 2x query heads)" : "");
-    printf("n_kv_heads     %d\n", c->n_kv_heads);
-    printf("head_dim       %d%s\n", da_head_dim(c), c->arch == DA_ARCH_DIFF ? " (per sub-head; values 2x)" : "");
-    printf("ffn_hidden     %d\n", c->ffn_hidden);
-    printf("vocab_size     %d\n", c->vocab_size);
-    printf("max_seq_len    %d\n", c->max_seq_len);
-    printf("norm_eps       %g\n", (double)c->norm_eps);
-    printf("rope_theta     %g\n", (double)c->rope_theta);
-    printf("tie_embeddings %s\n", c->tie_embeddings ? "true" : "false");
-    if (c->window > 0) printf("window         %d (each token sees the last %d keys)\n", c->window, c->window);
+    printf("%-14s %s\n", "model", path);
+    /* every field of the configuration table (those that are off unless set,
+     * only when set), then what follows from them */
+    da_config def;
+    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &def);
+    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
+        const da_field *f = &da_config_fields[i];
+        if (f->stored == DA_STORED_UNLESS_DEFAULT && da_field_equal(f, c, &def)) continue;
+        char v[64], note[96] = "";
+        da_field_format(f, c, v, sizeof v);
+        if (!strcmp(f->key, "n_heads") && c->arch == DA_ARCH_DIFF) snprintf(note, sizeof note, " (differential)");
+        if (!strcmp(f->key, "n_heads") && c->arch == DA_ARCH_DIFF2)
+            snprintf(note, sizeof note, " (output heads; 2x query heads)");
+        if (!strcmp(f->key, "window")) snprintf(note, sizeof note, " (each token sees the last %d keys)", c->window);
+        printf("%-14s %s%s\n", f->key, v, note);
+    }
+    printf("%-14s %d%s\n", "head_dim", da_head_dim(c), c->arch == DA_ARCH_DIFF ? " (per sub-head; values 2x)" : "");
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
     if (c->arch == DA_ARCH_DIFF2) {
         /* the second query heads (dim x dim) and lambda_proj (n_heads x dim), per layer */

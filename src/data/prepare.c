@@ -154,14 +154,109 @@ static da_status copy_tokenizer_files(const char *tok_path, const char *out_dir)
     return da_copy_file(tok_path, dst);
 }
 
+/* Where the input stands: the file being read, the bytes carried over from
+ * the last cut, and the byte offset of the train/validation split. */
+typedef struct {
+    const file_list *fl;
+    int fi;          /* the next file (fp: the current one, or NULL) */
+    FILE *fp;
+    uint8_t *carry;  /* (carry_cap) bytes after the last cut */
+    size_t n_carry, carry_cap;
+    double offset;   /* input bytes consumed */
+    double val_start; /* the first validation byte */
+    int eot;         /* <|endoftext|>'s id, or -1 */
+    size_t chunk_bytes;
+    const da_tokenizer *tok; /* where to cut: da_tokenizer_safe_cut */
+} reader;
+
+/* Up to `batch` chunks of text, each cut where encoding may split it and
+ * never across the train/validation boundary; *nb: how many. */
+static da_status fill_batch(reader *r, chunk *ch, int batch, int *nb, da_prepare_stats *stats) {
+    while (*nb < batch) {
+        if (!r->fp) {
+            if (r->fi == r->fl->n) break;
+            if (r->fl->size[r->fi] == 0) {
+                stats->empty_files++;
+                r->fi++;
+                continue;
+            }
+            r->fp = fopen(r->fl->path[r->fi], "rb");
+            if (!r->fp) return da_errorf("%s: cannot open: %s", r->fl->path[r->fi], strerror(errno));
+            stats->files++;
+        }
+        chunk *c = &ch[*nb];
+        /* fresh bytes to read: a chunk, or as much as is carried when no
+         * safe cut was found, so that a text without one grows the chunk
+         * geometrically */
+        size_t want = r->chunk_bytes > r->n_carry ? r->chunk_bytes : r->n_carry;
+        /* never let a chunk cross the train/val boundary */
+        int is_val = r->offset >= r->val_start;
+        if (!is_val && r->offset + (double)r->n_carry + (double)want > r->val_start)
+            want = (size_t)(r->val_start - r->offset) - r->n_carry;
+        if (c->cap < r->n_carry + want) {
+            uint8_t *nt = realloc(c->text, r->n_carry + want);
+            if (!nt) return da_errorf("out of memory");
+            c->text = nt;
+            c->cap = r->n_carry + want;
+        }
+        memcpy(c->text, r->carry, r->n_carry);
+        size_t got = fread(c->text + r->n_carry, 1, want, r->fp);
+        if (ferror(r->fp)) return da_errorf("%s: read error", r->fl->path[r->fi]);
+        size_t n = r->n_carry + got;
+        int doc_end = got < want && feof(r->fp);
+        int at_split = !is_val && r->offset + (double)n >= r->val_start;
+        /* 0 when the text so far has no safe cut: all of it is carried */
+        size_t cut = doc_end || at_split ? n : da_tokenizer_safe_cut(r->tok, c->text, n);
+        r->n_carry = n - cut;
+        if (r->n_carry > r->carry_cap) {
+            uint8_t *nc = realloc(r->carry, r->n_carry);
+            if (!nc) return da_errorf("out of memory");
+            r->carry = nc;
+            r->carry_cap = r->n_carry;
+        }
+        memcpy(r->carry, c->text + cut, r->n_carry);
+        c->n = cut;
+        c->val = is_val;
+        c->eot = doc_end && r->eot >= 0 && r->fi + 1 < r->fl->n;
+        r->offset += (double)cut;
+        if (doc_end) {
+            fclose(r->fp);
+            r->fp = NULL;
+            r->fi++;
+        }
+        if (c->n > 0 || c->eot) (*nb)++;
+    }
+    return da_ok();
+}
+
+/* Encodes the chunks in parallel, each ending a document with <|endoftext|>. */
+static void encode_batch(const da_tokenizer *tok, chunk *ch, int nb, int eot) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < nb; i++) {
+        ch[i].n_ids = 0;
+        ch[i].st = ch[i].n ? da_tokenizer_encode(tok, ch[i].text, ch[i].n, &ch[i].ids, &ch[i].n_ids, &ch[i].ids_cap)
+                           : da_ok();
+        if (!ch[i].st.code && ch[i].eot) {
+            int e = eot;
+            size_t one = 1;
+            if (ch[i].n_ids == ch[i].ids_cap) {
+                int *p = realloc(ch[i].ids, (ch[i].ids_cap + 1) * sizeof(int));
+                if (!p) ch[i].st = da_errorf("out of memory");
+                else ch[i].ids = p, ch[i].ids_cap++;
+            }
+            if (!ch[i].st.code) ch[i].ids[ch[i].n_ids] = e, ch[i].n_ids += one;
+        }
+    }
+}
+
 da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int n_inputs, const char *out_dir,
                      const da_prepare_config *pc, da_prepare_stats *stats) {
     memset(stats, 0, sizeof *stats);
     da_write_faults_as_errors();
     if (!(pc->val_fraction > 0 && pc->val_fraction < 1))
-        return da_errorf("--val-fraction %g must lie in (0, 1)", (double)pc->val_fraction);
-    if (pc->shard_tokens < 1024) return da_errorf("--shard-tokens %ld must be at least 1024", pc->shard_tokens);
-    if (n_inputs < 1) return da_errorf("no input: give --in FILE_OR_FOLDER");
+        return da_errorf("val_fraction: %g must lie in (0, 1)", (double)pc->val_fraction);
+    if (pc->shard_tokens < 1024) return da_errorf("shard_tokens: %ld must be at least 1024", pc->shard_tokens);
+    if (n_inputs < 1) return da_errorf("no input: give at least one file or folder");
     da_tokenizer *tok;
     da_status st = da_tokenizer_load(&tok, tokenizer_path);
     if (st.code) return st;
@@ -183,101 +278,30 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
     chunk *ch = calloc((size_t)batch, sizeof(chunk));
     if (!st.code && !ch) st = da_errorf("out of memory");
     const double t0 = da_now_s();
-    double offset = 0; /* input bytes consumed */
-    int fi = 0;
-    FILE *fp = NULL;
-    uint8_t *carry = malloc((size_t)pc->chunk_bytes);
-    size_t n_carry = 0, carry_cap = (size_t)pc->chunk_bytes;
-    if (!carry && !st.code) st = da_errorf("out of memory");
+    reader rd = {&fl,      0,         NULL, malloc((size_t)pc->chunk_bytes), 0, (size_t)pc->chunk_bytes, 0,
+                 val_start, eot, (size_t)pc->chunk_bytes, tok};
+    if (!rd.carry && !st.code) st = da_errorf("out of memory");
     double last_progress = 0;
     while (!st.code) {
-        /* fill a batch of chunks */
+        /* fill a batch of chunks, then encode them on every core */
         int nb = 0;
-        while (nb < batch && !st.code) {
-            if (!fp) {
-                if (fi == fl.n) break;
-                if (fl.size[fi] == 0) {
-                    stats->empty_files++;
-                    fi++;
-                    continue;
-                }
-                fp = fopen(fl.path[fi], "rb");
-                if (!fp) { st = da_errorf("%s: cannot open: %s", fl.path[fi], strerror(errno)); break; }
-                stats->files++;
-            }
-            chunk *c = &ch[nb];
-            /* fresh bytes to read: a chunk, or as much as is carried when no
-             * safe cut was found, so that a text without one grows the
-             * chunk geometrically */
-            size_t want = (size_t)pc->chunk_bytes > n_carry ? (size_t)pc->chunk_bytes : n_carry;
-            /* never let a chunk cross the train/val boundary */
-            int is_val = offset >= val_start;
-            if (!is_val && offset + (double)n_carry + (double)want > val_start)
-                want = (size_t)(val_start - offset) - n_carry;
-            if (c->cap < n_carry + want) {
-                uint8_t *nt = realloc(c->text, n_carry + want);
-                if (!nt) { st = da_errorf("out of memory"); break; }
-                c->text = nt;
-                c->cap = n_carry + want;
-            }
-            memcpy(c->text, carry, n_carry);
-            size_t got = fread(c->text + n_carry, 1, want, fp);
-            if (ferror(fp)) { st = da_errorf("%s: read error", fl.path[fi]); break; }
-            size_t n = n_carry + got;
-            int doc_end = got < want && feof(fp);
-            int at_split = !is_val && offset + (double)n >= val_start;
-            /* 0 when the text so far has no safe cut: all of it is carried */
-            size_t cut = doc_end || at_split ? n : da_tokenizer_safe_cut(tok, c->text, n);
-            n_carry = n - cut;
-            if (n_carry > carry_cap) {
-                uint8_t *nc = realloc(carry, n_carry);
-                if (!nc) { st = da_errorf("out of memory"); break; }
-                carry = nc;
-                carry_cap = n_carry;
-            }
-            memcpy(carry, c->text + cut, n_carry);
-            c->n = cut;
-            c->val = is_val;
-            c->eot = doc_end && eot >= 0 && fi + 1 < fl.n;
-            offset += (double)cut;
-            if (doc_end) {
-                fclose(fp);
-                fp = NULL;
-                fi++;
-            }
-            if (c->n > 0 || c->eot) nb++;
-        }
+        st = fill_batch(&rd, ch, batch, &nb, stats);
         if (st.code || nb == 0) break;
-#pragma omp parallel for schedule(dynamic, 1)
-        for (int i = 0; i < nb; i++) {
-            ch[i].n_ids = 0;
-            ch[i].st = ch[i].n ? da_tokenizer_encode(tok, ch[i].text, ch[i].n, &ch[i].ids, &ch[i].n_ids, &ch[i].ids_cap)
-                               : da_ok();
-            if (!ch[i].st.code && ch[i].eot) {
-                int e = eot;
-                size_t one = 1;
-                if (ch[i].n_ids == ch[i].ids_cap) {
-                    int *p = realloc(ch[i].ids, (ch[i].ids_cap + 1) * sizeof(int));
-                    if (!p) ch[i].st = da_errorf("out of memory");
-                    else ch[i].ids = p, ch[i].ids_cap++;
-                }
-                if (!ch[i].st.code) ch[i].ids[ch[i].n_ids] = e, ch[i].n_ids += one;
-            }
-        }
+        encode_batch(tok, ch, nb, rd.eot);
         for (int i = 0; i < nb && !st.code; i++) {
             st = ch[i].st;
             if (!st.code) st = shard_append(ch[i].val ? &vw : &tw, ch[i].ids, ch[i].n_ids, pc->shard_tokens);
         }
         if (da_now_s() - last_progress > 0.5) {
-            progress(pc, offset, total, t0, 0);
+            progress(pc, rd.offset, total, t0, 0);
             last_progress = da_now_s();
         }
     }
-    if (fp) fclose(fp);
+    if (rd.fp) fclose(rd.fp);
     if (!st.code) st = shard_finish(&tw);
     if (!st.code) st = shard_finish(&vw);
     if (!st.code && (tw.total == 0 || vw.total == 0))
-        st = da_errorf("the %s split is empty (%.0f bytes of input); use more text or another --val-fraction",
+        st = da_errorf("the %s split is empty (%.0f bytes of input); use more text or another val_fraction",
                        tw.total == 0 ? "train" : "validation", total);
     if (!st.code) st = copy_tokenizer_files(tokenizer_path, out_dir);
     if (!st.code) st = shard_publish(&tw, 1);
@@ -301,7 +325,7 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
         free(ch[i].ids);
     }
     free(ch);
-    free(carry);
+    free(rd.carry);
     file_list_free(&fl);
     da_tokenizer_free(tok);
     return st;

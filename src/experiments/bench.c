@@ -10,10 +10,8 @@
 #include "attn/attention.h"
 #include "attn/flash_attention.h"
 #include "experiments/bench.h"
-#include "ops/bf16_gemm.h"
 #include "ops/ops.h"
 #include "core/profile.h"
-
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -71,8 +69,9 @@ static double peak_rss_mb(void) {
     return kb / 1024.0;
 }
 
-double da_bf16_peak_gflops(void) {
-    if (!bf16_gemm_available()) return 0;
+double da_bf16_peak_gflops(da_isa isa) {
+    const da_ops *op = da_ops_of(isa);
+    if (!op->bf16_gemm) return 0;
     const int n = 2048;
     float *a = malloc((size_t)n * n * 4), *b = malloc((size_t)n * n * 4), *cc = malloc((size_t)n * n * 4);
     double best = 1e30;
@@ -80,7 +79,7 @@ double da_bf16_peak_gflops(void) {
         for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = 1e-3f * (float)(i % 97);
         for (int rep = 0; rep < 4; rep++) {
             double t = da_now_s();
-            bf16_gemm(n, n, n, 1.0f, a, n, 1, b, n, 1, 0.0f, cc, n);
+            op->bf16_gemm(n, n, n, 1.0f, a, n, 1, b, n, 1, 0.0f, cc, n);
             t = da_now_s() - t;
             if (rep && t < best) best = t;
         }
@@ -89,7 +88,8 @@ double da_bf16_peak_gflops(void) {
     return best < 1e30 ? 2.0 * n * n * (double)n / best / 1e9 : 0;
 }
 
-static void summarise(double *times, int steps, double flops_per_step, int tokens, da_bench_result *r) {
+static void summarise(double *times, int steps, double flops_per_step, int tokens, const da_exec *x,
+                      da_bench_result *r) {
     double sum = 0;
     for (int i = 0; i < steps; i++) sum += times[i];
     r->ms_mean = sum / steps * 1e3;
@@ -101,13 +101,13 @@ static void summarise(double *times, int steps, double flops_per_step, int token
     r->gflops = flops_per_step / times[0] / 1e9;
     r->peak_rss_mb = peak_rss_mb(); /* before the sgemm peak's own 48 MB */
     r->peak_gflops = da_sgemm_peak_gflops();
-    r->peak_bf16_gflops = da_matmul_bf16 ? da_bf16_peak_gflops() : 0;
-    double peak = da_matmul_bf16 ? r->peak_bf16_gflops : r->peak_gflops;
+    r->peak_bf16_gflops = x->bf16_matmul ? da_bf16_peak_gflops(x->isa) : 0;
+    double peak = x->bf16_matmul ? r->peak_bf16_gflops : r->peak_gflops;
     r->mfu = peak > 0 ? r->gflops / peak : 0;
 }
 
 da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
-                         da_bench_result *r) {
+                         const da_exec *x, da_bench_result *r) {
     memset(r, 0, sizeof *r);
     if (steps < 1 || warmup < 0) return da_errorf("--steps must be >= 1 and --warmup-steps >= 0");
     da_model m;
@@ -121,7 +121,12 @@ da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps
     if (!tok || !tgt || !times) st = da_errorf("out of memory");
     if (!st.code) st = da_model_alloc_grads(&m);
     if (!st.code) st = da_adamw_create(&opt, m.n_params);
-    if (!st.code) st = da_acts_create_kernel(&a, c, B, T, kernel);
+    /* the steps are profiled into prof, cleared when the timed ones begin */
+    double prof[DA_PROF_N] = {0};
+    da_exec ex = *x;
+    ex.prof_s = x->prof_s ? prof : NULL;
+    opt.isa = ex.isa;
+    if (!st.code) st = da_acts_create_ex(&a, c, B, T, kernel, &ex);
     if (!st.code) {
         da_rng rng;
         da_rng_seed(&rng, 3);
@@ -130,20 +135,20 @@ da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps
             tgt[i] = (int)(da_rng_next(&rng) % (uint64_t)c->vocab_size);
         }
         da_adamw_config ac = {0.9f, 0.95f, 1e-8f, 0.1f};
-        const int profile = da_prof_on;
         for (int s = 0; s < warmup + steps; s++) {
-            da_prof_on = profile && s >= warmup; /* only the timed steps are profiled */
+            if (s == warmup) memset(prof, 0, sizeof prof);
             double t = da_now_s();
-            DA_PROF(DA_PROF_ZERO_GRADS, da_model_zero_grads(&m));
+            DA_PROF(ex.prof_s, DA_PROF_ZERO_GRADS, da_model_zero_grads(&m));
             da_forward(&m, a, tok, tgt, B, T);
             da_backward(&m, a);
-            DA_PROF(DA_PROF_ADAMW, da_adamw_step(&opt, &m, &ac, 1e-4f));
+            DA_PROF(ex.prof_s, DA_PROF_ADAMW, da_adamw_step(&opt, &m, &ac, 1e-4f));
             if (s >= warmup) times[s - warmup] = da_now_s() - t;
         }
-        da_prof_on = profile;
+        if (x->prof_s)
+            for (int p = 0; p < DA_PROF_N; p++) x->prof_s[p] += prof[p];
         r->n_params = m.n_params;
         r->flops_per_token = da_train_flops_per_token(c, T);
-        summarise(times, steps, r->flops_per_token * B * T, B * T, r);
+        summarise(times, steps, r->flops_per_token * B * T, B * T, x, r);
     }
     free(tok), free(tgt), free(times);
     da_acts_free(a);
@@ -153,7 +158,7 @@ da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps
 }
 
 da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
-                        da_bench_result *r) {
+                        const da_exec *x, da_bench_result *r) {
     memset(r, 0, sizeof *r);
     if (steps < 1 || warmup < 0) return da_errorf("--steps must be >= 1 and --warmup-steps >= 0");
     da_status st = da_config_validate(c);
@@ -202,32 +207,32 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
     for (size_t i = 0; i < nl; i++) lam[i] = da_rng_uniform(&rng);
     for (size_t i = 0; i < nkv; i++) k[i] = 0.5f * da_rng_normal(&rng), v[i] = da_rng_normal(&rng);
     for (int i = 0; i < d2; i++) w[i] = 1.0f;
+    const da_attn_ops *at = da_attn_ops_of(x->isa);
     float dl;
     for (int it = 0; it < warmup + steps; it++) {
         double t = da_now_s();
         if (flash) {
-            flash_attention_forward(diff ? opre : out, o1, o2, maps_or_lse, q, k, v, 0.5f, lam, kind, &s, scratch);
+            at->flash_forward(diff ? opre : out, o1, o2, maps_or_lse, q, k, v, 0.5f, lam, kind, &s, scratch);
             if (diff) {
-                head_norm_forward(out, rstd, opre, w, 0.8f, B * T * H, d2);
-                head_norm_backward(dopre, dw, dout, opre, rstd, w, 0.8f, B * T * H, d2);
+                at->head_norm_forward(out, rstd, opre, w, 0.8f, B * T * H, d2);
+                at->head_norm_backward(dopre, dw, dout, opre, rstd, w, 0.8f, B * T * H, d2);
             }
-            flash_attention_backward(dq, dk, dv, &dl, diff2 ? dlam : NULL, diff ? dopre : dout, diff ? opre : out, o1, o2, maps_or_lse,
-                                     q, k, v, 0.5f, lam, kind, &s, scratch);
+            at->flash_backward(dq, dk, dv, &dl, diff2 ? dlam : NULL, diff ? dopre : dout, diff ? opre : out, o1, o2,
+                               maps_or_lse, q, k, v, 0.5f, lam, kind, &s, scratch);
         } else if (diff) {
-            diff_attention_forward(out, opre, rstd, maps_or_lse, q, k, v, w, 0.5f, 0.2f, &s, scratch);
-            diff_attention_backward(dq, dk, dv, dw, &dl, dout, opre, rstd, maps_or_lse, q, k, v, w, 0.5f, 0.2f, &s,
-                                    scratch);
+            at->diff_forward(out, opre, rstd, maps_or_lse, q, k, v, w, 0.5f, 0.2f, &s, scratch);
+            at->diff_backward(dq, dk, dv, dw, &dl, dout, opre, rstd, maps_or_lse, q, k, v, w, 0.5f, 0.2f, &s, scratch);
         } else if (diff2) {
-            diff2_attention_forward(out, maps_or_lse, q, k, v, lam, &s, scratch);
-            diff2_attention_backward(dq, dk, dv, dlam, dout, maps_or_lse, q, k, v, lam, &s, scratch);
+            at->diff2_forward(out, maps_or_lse, q, k, v, lam, &s, scratch);
+            at->diff2_backward(dq, dk, dv, dlam, dout, maps_or_lse, q, k, v, lam, &s, scratch);
         } else {
-            softmax_attention_forward(out, maps_or_lse, q, k, v, &s);
-            softmax_attention_backward(dq, dk, dv, dout, maps_or_lse, q, k, v, &s, scratch);
+            at->softmax_forward(out, maps_or_lse, q, k, v, &s);
+            at->softmax_backward(dq, dk, dv, dout, maps_or_lse, q, k, v, &s, scratch);
         }
         if (it >= warmup) times[it - warmup] = da_now_s() - t;
     }
     r->flops_per_token = da_attn_flops_per_token(c, T);
-    summarise(times, steps, r->flops_per_token * B * T, B * T, r);
+    summarise(times, steps, r->flops_per_token * B * T, B * T, x, r);
     free(pool);
     free(times);
     return da_ok();

@@ -13,6 +13,6 @@ double da_train_flops_per_token(const da_config *c, int T);
 double da_attn_flops_per_token(const da_config *c, int T);
 /* Best of 3 sgemm (or bf16 GEMM) runs at n = 2048, in GFLOP/s. */
 double da_sgemm_peak_gflops(void);
-double da_bf16_peak_gflops(void);
+double da_bf16_peak_gflops(da_isa isa); /* 0 below DA_ISA_AVX512_BF16 */
 
 #endif

@@ -73,7 +73,7 @@ da_status da_bench_generate(const char *const *paths, int n, const da_bench_gene
             snprintf(res[i].act, sizeof res[i].act, "%s", da_act_mode_name(da_session_act(probe)));
         da_session_free(probe);
         snprintf(res[i].weight_type, sizeof res[i].weight_type, "%s", da_engine_weight_type(e[i]));
-        snprintf(res[i].dots, sizeof res[i].dots, "%s", da_isa_name(da_qdot_isa));
+        snprintf(res[i].dots, sizeof res[i].dots, "%s", da_isa_name(da_exec_default().isa));
         res[i].kv_int8 = o->kv_int8;
         res[i].file_bytes = (long)da_engine_file_bytes(e[i]);
     }

@@ -325,7 +325,8 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
         da_status st = arch_config(c, c->archs[a], &cfg);
         if (st.code) return st;
         da_bench_result b;
-        if ((st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &b)).code) return st;
+        const da_exec x = da_exec_default();
+        if ((st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &x, &b)).code) return st;
         step_s += b.ms_mean / 1000.0;
         da_model m;
         if ((st = da_model_create(&m, &cfg)).code) return st;

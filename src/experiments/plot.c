@@ -108,6 +108,11 @@ static void pad_range(double *lo, double *hi, int from_zero) {
 
 da_status da_plot_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
                         const da_series *s, int n_series) {
+    return da_plot_lines_band(path, title, xlabel, ylabel, s, NULL, NULL, n_series);
+}
+
+da_status da_plot_lines_band(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                             const da_series *s, const double *const *lo, const double *const *hi, int n_series) {
     canvas c = {0};
     c.x0 = c.y0 = INFINITY;
     c.x1 = c.y1 = -INFINITY;
@@ -116,6 +121,7 @@ da_status da_plot_lines(const char *path, const char *title, const char *xlabel,
             if (isnan(s[k].y[i])) continue;
             c.x0 = fmin(c.x0, s[k].x[i]), c.x1 = fmax(c.x1, s[k].x[i]);
             c.y0 = fmin(c.y0, s[k].y[i]), c.y1 = fmax(c.y1, s[k].y[i]);
+            if (lo && hi && lo[k] && hi[k]) c.y0 = fmin(c.y0, lo[k][i]), c.y1 = fmax(c.y1, hi[k][i]);
         }
     if (!isfinite(c.x0)) c.x0 = 0, c.x1 = 1, c.y0 = 0, c.y1 = 1;
     if (c.x1 - c.x0 < 1e-12) c.x1 = c.x0 + 1;
@@ -123,6 +129,22 @@ da_status da_plot_lines(const char *path, const char *title, const char *xlabel,
     canvas_open(&c, title);
     axes(&c, xlabel, ylabel, 1);
     const char *names[8];
+    for (int k = 0; k < n_series && k < 8; k++) { /* bands first, under every line */
+        if (!lo || !hi || !lo[k] || !hi[k]) continue;
+        cairo_t *cr = c.cr;
+        cairo_set_source_rgba(cr, COLORS[k % 4][0], COLORS[k % 4][1], COLORS[k % 4][2], 0.2);
+        int started = 0;
+        for (int i = 0; i < s[k].n; i++) {
+            if (isnan(s[k].y[i])) continue;
+            if (!started) cairo_move_to(cr, px(&c, s[k].x[i]), py(&c, hi[k][i]));
+            else cairo_line_to(cr, px(&c, s[k].x[i]), py(&c, hi[k][i]));
+            started = 1;
+        }
+        for (int i = s[k].n - 1; i >= 0 && started; i--)
+            if (!isnan(s[k].y[i])) cairo_line_to(cr, px(&c, s[k].x[i]), py(&c, lo[k][i]));
+        cairo_close_path(cr);
+        cairo_fill(cr);
+    }
     for (int k = 0; k < n_series && k < 8; k++) {
         cairo_t *cr = c.cr;
         cairo_set_source_rgb(cr, COLORS[k % 4][0], COLORS[k % 4][1], COLORS[k % 4][2]);

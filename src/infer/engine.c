@@ -36,6 +36,8 @@ struct da_session {
     da_config cfg;
     const da_engine *q;
     da_session_opts o; /* resolved: act >= 0, max_T and max_batch set */
+    const da_ops *ops;         /* kernels of da_exec_default()'s level */
+    const da_attn_ops *attn;
     int max_T, max_n, len;
     /* Cache rows per layer: max_T; or, with a sliding window shorter than max_seq_len, a ring of
      * window + max_n - 1 rows (the last window keys of every query of one call), position p in row
@@ -197,6 +199,8 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->cfg = *c;
     s->q = q;
     s->o = o;
+    s->ops = da_ops_of(da_exec_default().isa);
+    s->attn = da_attn_ops_of(s->ops->isa);
     s->max_T = o.max_T;
     s->max_n = o.max_batch;
     s->ring = c->window > 0 && c->window < c->max_seq_len;
@@ -287,7 +291,7 @@ static void prep_site(da_session *s, const float *X, int n, int w, int site) {
 #pragma omp parallel for schedule(static) if (n > 1)
         for (int t = 0; t < n; t++) {
             da_qact a = {w, s->aq + (size_t)t * w, s->ad + (size_t)t * w / 32, s->asum + (size_t)t * w / 32};
-            da_quantize_act(&a, X + (size_t)t * w, w, mode, amax);
+            s->ops->quantize_act(&a, X + (size_t)t * w, w, mode, amax);
             if (!prompt) continue;
             float *o = s->xr + (size_t)t * w;
             for (int b = 0; b < w / 32; b++)
@@ -350,7 +354,7 @@ static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int a
             if (integer) {
                 da_qact a = {cols, s->aq + (size_t)t * cols, s->ad + (size_t)t * cols / 32,
                              s->asum + (size_t)t * cols / 32};
-                v = da_vec_dot(W->type, wr, &a, cols);
+                v = s->ops->vec_dot(W->type, wr, &a, cols);
             } else {
                 v = fdot(deq, X + (size_t)t * cols, cols);
             }
@@ -545,13 +549,14 @@ static void attend_flash(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     attn_shape as = prompt_shape(s, n);
     if (c->arch != DA_ARCH_DIFF) {
-        flash_attention_forward(s->ao, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, 0.0f, s->lam, kind_of(c),
-                                &as, s->fl_scratch);
+        s->attn->flash_forward(s->ao, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, 0.0f, s->lam, kind_of(c),
+                               &as, s->fl_scratch);
         return;
     }
-    flash_attention_forward(s->fl_opre, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, L->lambda, NULL, 1, &as,
-                            s->fl_scratch);
-    head_norm_forward(s->ao, s->fl_rstd, s->fl_opre, L->subln, 1.0f - da_lambda_init(l), n * c->n_heads, 2 * s->d);
+    s->attn->flash_forward(s->fl_opre, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, L->lambda, NULL, 1, &as,
+                           s->fl_scratch);
+    s->attn->head_norm_forward(s->ao, s->fl_rstd, s->fl_opre, L->subln, 1.0f - da_lambda_init(l), n * c->n_heads,
+                               2 * s->d);
 }
 
 /* x += attention(rmsnorm(x)) Wo for layer l's n new positions. */

@@ -189,6 +189,49 @@ static da_status parse_dict(const char *path, const char *h, size_t n, int *ndim
     return da_ok();
 }
 
+/* The magic, the version and the header length, checked against the file's
+ * size: *pre_len bytes precede the header of *hlen bytes. */
+static da_status read_preamble(const char *path, FILE *fp, uint64_t fsize, uint64_t *pre_len, uint64_t *hlen) {
+    unsigned char pre[12];
+    if (fsize < 10 || fread(pre, 1, 10, fp) != 10)
+        return da_errorf("%s: file is %" PRIu64 " bytes, too short for a .npy file", path, fsize);
+    if (memcmp(pre, npy_magic, 6) != 0) return da_errorf("%s: bad magic, not a .npy file", path);
+    if (pre[6] == 1 && pre[7] == 0) {
+        *hlen = (uint64_t)pre[8] | (uint64_t)pre[9] << 8;
+        *pre_len = 10;
+    } else if (pre[6] == 2 && pre[7] == 0) {
+        if (fsize < 12 || fread(pre + 10, 1, 2, fp) != 2)
+            return da_errorf("%s: file is too short for a .npy 2.0 header", path);
+        *hlen = (uint64_t)pre[8] | (uint64_t)pre[9] << 8 | (uint64_t)pre[10] << 16 | (uint64_t)pre[11] << 24;
+        *pre_len = 12;
+    } else {
+        return da_errorf("%s: .npy version %d.%d, expected 1.0 or 2.0", path, pre[6], pre[7]);
+    }
+    if (*hlen > NPY_MAX_HEADER) return da_errorf("%s: npy header length %" PRIu64 " is absurd", path, *hlen);
+    if (*hlen > fsize - *pre_len)
+        return da_errorf("%s: npy header length %" PRIu64 " exceeds the file; the file may be truncated", path, *hlen);
+    return da_ok();
+}
+
+/* The element count of the shape, which the `have` data bytes must hold exactly. */
+static da_status check_data_size(const char *path, int nd, const int64_t *shp, uint64_t have, uint64_t *out) {
+    uint64_t numel = 1;
+    int zero = 0;
+    for (int d = 0; d < nd; d++)
+        if (shp[d] == 0) zero = 1;
+    for (int d = 0; d < nd && !zero; d++) {
+        if ((uint64_t)shp[d] > (UINT64_MAX / 4) / numel) return da_errorf("%s: shape is too large", path);
+        numel *= (uint64_t)shp[d];
+    }
+    if (zero) numel = 0;
+    if (have != numel * 4)
+        return da_errorf("%s: data is %" PRIu64 " bytes, but the shape needs %" PRIu64 "%s", path, have, numel * 4,
+                         have < numel * 4 ? "; the file may be truncated" : "");
+    if (numel * 4 > SIZE_MAX - 1) return da_errorf("%s: array is too large for this machine", path);
+    *out = numel;
+    return da_ok();
+}
+
 da_status da_npy_read_f32(const char *path, float **data, int *ndim, int64_t shape[DA_NPY_MAX_DIMS]) {
     *data = NULL;
     *ndim = 0;
@@ -211,38 +254,8 @@ da_status da_npy_read_f32(const char *path, float **data, int *ndim, int64_t sha
         goto done;
     }
     uint64_t fsize = (uint64_t)sb.st_size;
-    unsigned char pre[12];
-    if (fsize < 10 || fread(pre, 1, 10, fp) != 10) {
-        st = da_errorf("%s: file is %" PRIu64 " bytes, too short for a .npy file", path, fsize);
-        goto done;
-    }
-    if (memcmp(pre, npy_magic, 6) != 0) {
-        st = da_errorf("%s: bad magic, not a .npy file", path);
-        goto done;
-    }
-    uint64_t hlen, pre_len;
-    if (pre[6] == 1 && pre[7] == 0) {
-        hlen = (uint64_t)pre[8] | (uint64_t)pre[9] << 8;
-        pre_len = 10;
-    } else if (pre[6] == 2 && pre[7] == 0) {
-        if (fsize < 12 || fread(pre + 10, 1, 2, fp) != 2) {
-            st = da_errorf("%s: file is too short for a .npy 2.0 header", path);
-            goto done;
-        }
-        hlen = (uint64_t)pre[8] | (uint64_t)pre[9] << 8 | (uint64_t)pre[10] << 16 | (uint64_t)pre[11] << 24;
-        pre_len = 12;
-    } else {
-        st = da_errorf("%s: .npy version %d.%d, expected 1.0 or 2.0", path, pre[6], pre[7]);
-        goto done;
-    }
-    if (hlen > NPY_MAX_HEADER) {
-        st = da_errorf("%s: npy header length %" PRIu64 " is absurd", path, hlen);
-        goto done;
-    }
-    if (hlen > fsize - pre_len) {
-        st = da_errorf("%s: npy header length %" PRIu64 " exceeds the file; the file may be truncated", path, hlen);
-        goto done;
-    }
+    uint64_t hlen = 0, pre_len = 0;
+    if ((st = read_preamble(path, fp, fsize, &pre_len, &hlen)).code) goto done;
     hdr = malloc((size_t)hlen + 1);
     if (!hdr) {
         st = da_errorf("%s: out of memory", path);
@@ -258,28 +271,8 @@ da_status da_npy_read_f32(const char *path, float **data, int *ndim, int64_t sha
     st = parse_dict(path, hdr, (size_t)hlen, &nd, shp);
     if (st.code) goto done;
 
-    uint64_t numel = 1;
-    int zero = 0;
-    for (int d = 0; d < nd; d++)
-        if (shp[d] == 0) zero = 1;
-    for (int d = 0; d < nd && !zero; d++) {
-        if ((uint64_t)shp[d] > (UINT64_MAX / 4) / numel) {
-            st = da_errorf("%s: shape is too large", path);
-            goto done;
-        }
-        numel *= (uint64_t)shp[d];
-    }
-    if (zero) numel = 0;
-    uint64_t have = fsize - pre_len - hlen;
-    if (have != numel * 4) {
-        st = da_errorf("%s: data is %" PRIu64 " bytes, but the shape needs %" PRIu64 "%s", path, have, numel * 4,
-                       have < numel * 4 ? "; the file may be truncated" : "");
-        goto done;
-    }
-    if (numel * 4 > SIZE_MAX - 1) {
-        st = da_errorf("%s: array is too large for this machine", path);
-        goto done;
-    }
+    uint64_t numel = 0;
+    if ((st = check_data_size(path, nd, shp, fsize - pre_len - hlen, &numel)).code) goto done;
     buf = malloc(numel ? (size_t)numel * 4 : 1);
     if (!buf) {
         st = da_errorf("%s: out of memory for %" PRIu64 " floats", path, numel);

@@ -34,6 +34,7 @@ struct da_acts {
     int cap_B, cap_T; /* shape the buffers were sized for */
     int n_threads;    /* OpenMP threads the attention scratch was sized for */
     da_attn_kernel kernel;
+    da_exec exec;     /* the kernels' level, bf16 matmuls, profile */
     layer_acts *layers;
     float *resid_out;   /* (B, T, C) */
     float *xf, *rstdf;  /* (B, T, C), (B, T) */
@@ -130,7 +131,8 @@ static size_t layout(da_acts *a, float *base) {
     return used;
 }
 
-da_status da_acts_create_kernel(da_acts **out, const da_config *cfg, int B, int T, da_attn_kernel kernel) {
+da_status da_acts_create_ex(da_acts **out, const da_config *cfg, int B, int T, da_attn_kernel kernel,
+                           const da_exec *x) {
     *out = NULL;
     da_status st = da_config_validate(cfg);
     if (st.code) return st;
@@ -143,6 +145,7 @@ da_status da_acts_create_kernel(da_acts **out, const da_config *cfg, int B, int 
     a->B = a->cap_B = B;
     a->T = a->cap_T = T;
     a->kernel = kernel;
+    a->exec = x ? *x : da_exec_default();
     a->n_threads = omp_get_max_threads();
     a->layers = calloc((size_t)cfg->n_layers, sizeof(layer_acts));
     a->tokens = malloc((size_t)B * T * sizeof(int));
@@ -162,7 +165,7 @@ da_status da_acts_create_kernel(da_acts **out, const da_config *cfg, int B, int 
 }
 
 da_status da_acts_create(da_acts **out, const da_config *cfg, int B, int T) {
-    return da_acts_create_kernel(out, cfg, B, T, DA_ATTN_FLASH);
+    return da_acts_create_ex(out, cfg, B, T, DA_ATTN_FLASH, NULL);
 }
 
 void da_acts_free(da_acts *a) {
@@ -190,61 +193,70 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
     const int C = c->dim, Cq = da_q_dim(c), F = c->ffn_hidden, V = c->vocab_size, N = B * T;
     attn_shape as = shape_of(a);
     const int d = as.d, Ckv = as.Ckv;
+    const da_exec *ex = &a->exec;
+    const da_ops *op = da_ops_of(ex->isa);
+    const da_attn_ops *at = da_attn_ops_of(ex->isa);
+    double *prof = ex->prof_s;
     memcpy(a->tokens, tokens, (size_t)N * sizeof(int));
     a->have_targets = targets != NULL;
     if (targets) memcpy(a->targets, targets, (size_t)N * sizeof(int));
 
-    DA_PROF(DA_PROF_EMBEDDING, embedding_forward(a->layers[0].resid_in, tokens, m->w.tok_embeddings, N, C));
+    DA_PROF(prof, DA_PROF_EMBEDDING,
+            op->embedding_forward(a->layers[0].resid_in, tokens, m->w.tok_embeddings, N, C));
     for (int l = 0; l < c->n_layers; l++) {
         layer_acts *la = &a->layers[l];
         const da_layer_weights *w = &m->w.layers[l];
         float *next = l + 1 < c->n_layers ? a->layers[l + 1].resid_in : a->resid_out;
 
-        DA_PROF(DA_PROF_RMSNORM,
-                rmsnorm_forward(la->xn1, la->rstd1, la->resid_in, w->attention_norm, N, C, c->norm_eps));
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->q, la->xn1, w->wq, N, C, Cq, 0));
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->k, la->xn1, w->wk, N, C, Ckv, 0));
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->v, la->xn1, w->wv, N, C, Ckv, 0));
-        DA_PROF(DA_PROF_ROPE, rope_apply(la->q, a->rope_cos, a->rope_sin, B, T, Cq / d, d, 0));
-        DA_PROF(DA_PROF_ROPE, rope_apply(la->k, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 0));
+        DA_PROF(prof, DA_PROF_RMSNORM,
+                op->rmsnorm_forward(la->xn1, la->rstd1, la->resid_in, w->attention_norm, N, C, c->norm_eps));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->q, la->xn1, w->wq, N, C, Cq, 0));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->k, la->xn1, w->wk, N, C, Ckv, 0));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->v, la->xn1, w->wv, N, C, Ckv, 0));
+        DA_PROF(prof, DA_PROF_ROPE, op->rope_apply(la->q, a->rope_cos, a->rope_sin, B, T, Cq / d, d, 0));
+        DA_PROF(prof, DA_PROF_ROPE, op->rope_apply(la->k, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 0));
         const int diff = c->arch == DA_ARCH_DIFF;
         if (diff) a->lambda[l] = da_model_lambda(m, l);
         if (c->arch == DA_ARCH_DIFF2) {
-            DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->lam, la->xn1, w->lambda_proj, N, C, c->n_heads, 0));
+            DA_PROF(prof, DA_PROF_MATMUL_FWD,
+                    matmul_forward(ex, la->lam, la->xn1, w->lambda_proj, N, C, c->n_heads, 0));
             for (size_t i = 0; i < (size_t)N * c->n_heads; i++) la->lam[i] = 1.0f / (1.0f + expf(-la->lam[i]));
         }
-        double t_attn = da_prof_on ? da_now_s() : 0.0, hn0 = da_prof_s[DA_PROF_HEAD_NORM];
+        double t_attn = prof ? da_now_s() : 0.0, hn0 = prof ? prof[DA_PROF_HEAD_NORM] : 0.0;
         if (a->kernel == DA_ATTN_FLASH) {
-            flash_attention_forward(diff ? la->opre : la->attn_out, la->o1, la->o2, la->lse, la->q, la->k, la->v,
-                                    diff ? a->lambda[l] : 0.0f, la->lam, attn_kind_of(c->arch), &as, a->scratch);
+            at->flash_forward(diff ? la->opre : la->attn_out, la->o1, la->o2, la->lse, la->q, la->k, la->v,
+                              diff ? a->lambda[l] : 0.0f, la->lam, attn_kind_of(c->arch), &as, a->scratch);
             if (diff)
-                DA_PROF(DA_PROF_HEAD_NORM, head_norm_forward(la->attn_out, la->sub_rstd, la->opre, w->subln,
-                                                             1.0f - da_lambda_init(l), N * c->n_heads, 2 * d));
+                DA_PROF(prof, DA_PROF_HEAD_NORM,
+                        at->head_norm_forward(la->attn_out, la->sub_rstd, la->opre, w->subln,
+                                              1.0f - da_lambda_init(l), N * c->n_heads, 2 * d));
         } else if (diff) {
-            diff_attention_forward(la->attn_out, la->opre, la->sub_rstd, la->att, la->q, la->k, la->v, w->subln,
-                                   a->lambda[l], da_lambda_init(l), &as, a->scratch);
+            at->diff_forward(la->attn_out, la->opre, la->sub_rstd, la->att, la->q, la->k, la->v, w->subln,
+                             a->lambda[l], da_lambda_init(l), &as, a->scratch);
         } else if (c->arch == DA_ARCH_DIFF2) {
-            diff2_attention_forward(la->attn_out, la->att, la->q, la->k, la->v, la->lam, &as, a->scratch);
+            at->diff2_forward(la->attn_out, la->att, la->q, la->k, la->v, la->lam, &as, a->scratch);
         } else {
-            softmax_attention_forward(la->attn_out, la->att, la->q, la->k, la->v, &as);
+            at->softmax_forward(la->attn_out, la->att, la->q, la->k, la->v, &as);
         }
         /* the head norm is charged to its own phase and taken out of the attention's */
-        if (da_prof_on) da_prof_s[DA_PROF_ATTN_FWD] += da_now_s() - t_attn - (da_prof_s[DA_PROF_HEAD_NORM] - hn0);
-        DA_PROF(DA_PROF_RESIDUAL, memcpy(la->resid_mid, la->resid_in, (size_t)N * C * sizeof(float)));
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->resid_mid, la->attn_out, w->wo, N, C, C, 1));
+        if (prof) prof[DA_PROF_ATTN_FWD] += da_now_s() - t_attn - (prof[DA_PROF_HEAD_NORM] - hn0);
+        DA_PROF(prof, DA_PROF_RESIDUAL, memcpy(la->resid_mid, la->resid_in, (size_t)N * C * sizeof(float)));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->resid_mid, la->attn_out, w->wo, N, C, C, 1));
 
-        DA_PROF(DA_PROF_RMSNORM, rmsnorm_forward(la->xn2, la->rstd2, la->resid_mid, w->ffn_norm, N, C, c->norm_eps));
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->h1, la->xn2, w->w1, N, C, F, 0));
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(la->h3, la->xn2, w->w3, N, C, F, 0));
-        DA_PROF(DA_PROF_SWIGLU, swiglu_forward(la->gate, la->h1, la->h3, (size_t)N * F));
-        DA_PROF(DA_PROF_RESIDUAL, memcpy(next, la->resid_mid, (size_t)N * C * sizeof(float)));
-        DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(next, la->gate, w->w2, N, F, C, 1));
+        DA_PROF(prof, DA_PROF_RMSNORM,
+                op->rmsnorm_forward(la->xn2, la->rstd2, la->resid_mid, w->ffn_norm, N, C, c->norm_eps));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->h1, la->xn2, w->w1, N, C, F, 0));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->h3, la->xn2, w->w3, N, C, F, 0));
+        DA_PROF(prof, DA_PROF_SWIGLU, op->swiglu_forward(la->gate, la->h1, la->h3, (size_t)N * F));
+        DA_PROF(prof, DA_PROF_RESIDUAL, memcpy(next, la->resid_mid, (size_t)N * C * sizeof(float)));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, next, la->gate, w->w2, N, F, C, 1));
     }
-    DA_PROF(DA_PROF_RMSNORM, rmsnorm_forward(a->xf, a->rstdf, a->resid_out, m->w.norm, N, C, c->norm_eps));
-    DA_PROF(DA_PROF_MATMUL_FWD, matmul_forward(a->logits, a->xf, m->w.output, N, C, V, 0));
+    DA_PROF(prof, DA_PROF_RMSNORM,
+            op->rmsnorm_forward(a->xf, a->rstdf, a->resid_out, m->w.norm, N, C, c->norm_eps));
+    DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, a->logits, a->xf, m->w.output, N, C, V, 0));
     if (!targets) return 0.0f;
     float loss;
-    DA_PROF(DA_PROF_LOSS, loss = cross_entropy_forward(a->losses, a->logits, targets, N, V));
+    DA_PROF(prof, DA_PROF_LOSS, loss = op->cross_entropy_forward(a->losses, a->logits, targets, N, V));
     return loss;
 }
 
@@ -271,12 +283,18 @@ void da_backward(da_model *m, da_acts *a) {
     attn_shape as = shape_of(a);
     const int d = as.d, Ckv = as.Ckv;
     if (!a->have_targets || !m->grads) return;
+    const da_exec *ex = &a->exec;
+    const da_ops *op = da_ops_of(ex->isa);
+    const da_attn_ops *at = da_attn_ops_of(ex->isa);
+    double *prof = ex->prof_s;
 
-    DA_PROF(DA_PROF_LOSS, cross_entropy_backward(a->logits, a->targets, N, V));
+    DA_PROF(prof, DA_PROF_LOSS, op->cross_entropy_backward(a->logits, a->targets, N, V));
     float *dlogits = a->logits;
-    DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, m->g.output, dlogits, a->xf, m->w.output, N, C, V, 0));
-    DA_PROF(DA_PROF_RESIDUAL, memset(a->dresid, 0, (size_t)N * C * sizeof(float)));
-    DA_PROF(DA_PROF_RMSNORM, rmsnorm_backward(a->dresid, m->g.norm, a->dxn, a->resid_out, m->w.norm, a->rstdf, N, C));
+    DA_PROF(prof, DA_PROF_MATMUL_BWD,
+            matmul_backward(ex, a->dxn, m->g.output, dlogits, a->xf, m->w.output, N, C, V, 0));
+    DA_PROF(prof, DA_PROF_RESIDUAL, memset(a->dresid, 0, (size_t)N * C * sizeof(float)));
+    DA_PROF(prof, DA_PROF_RMSNORM,
+            op->rmsnorm_backward(a->dresid, m->g.norm, a->dxn, a->resid_out, m->w.norm, a->rstdf, N, C));
 
     for (int l = c->n_layers - 1; l >= 0; l--) {
         layer_acts *la = &a->layers[l];
@@ -284,54 +302,56 @@ void da_backward(da_model *m, da_acts *a) {
         da_layer_weights *g = &m->g.layers[l];
 
         /* feed-forward: dresid holds d loss / d block output */
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dgate, g->w2, a->dresid, la->gate, w->w2, N, F, C, 0));
-        DA_PROF(DA_PROF_SWIGLU, swiglu_backward(a->dh1, a->dh3, a->dgate, la->h1, la->h3, (size_t)N * F));
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->w1, a->dh1, la->xn2, w->w1, N, C, F, 0));
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->w3, a->dh3, la->xn2, w->w3, N, C, F, 1));
-        DA_PROF(DA_PROF_RMSNORM,
-                rmsnorm_backward(a->dresid, g->ffn_norm, a->dxn, la->resid_mid, w->ffn_norm, la->rstd2, N, C));
+        DA_PROF(prof, DA_PROF_MATMUL_BWD,
+                matmul_backward(ex, a->dgate, g->w2, a->dresid, la->gate, w->w2, N, F, C, 0));
+        DA_PROF(prof, DA_PROF_SWIGLU,
+                op->swiglu_backward(a->dh1, a->dh3, a->dgate, la->h1, la->h3, (size_t)N * F));
+        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dxn, g->w1, a->dh1, la->xn2, w->w1, N, C, F, 0));
+        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dxn, g->w3, a->dh3, la->xn2, w->w3, N, C, F, 1));
+        DA_PROF(prof, DA_PROF_RMSNORM,
+                op->rmsnorm_backward(a->dresid, g->ffn_norm, a->dxn, la->resid_mid, w->ffn_norm, la->rstd2, N, C));
 
         /* attention: dresid now holds d loss / d resid_mid */
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dattn, g->wo, a->dresid, la->attn_out, w->wo, N, C, C, 0));
-        double t_attn = da_prof_on ? da_now_s() : 0.0, hn0 = da_prof_s[DA_PROF_HEAD_NORM];
+        DA_PROF(prof, DA_PROF_MATMUL_BWD,
+                matmul_backward(ex, a->dattn, g->wo, a->dresid, la->attn_out, w->wo, N, C, C, 0));
+        double t_attn = prof ? da_now_s() : 0.0, hn0 = prof ? prof[DA_PROF_HEAD_NORM] : 0.0;
         if (a->kernel == DA_ATTN_FLASH && c->arch == DA_ARCH_DIFF) {
             float dlambda = 0.0f;
-            DA_PROF(DA_PROF_HEAD_NORM, head_norm_backward(a->dopre, g->subln, a->dattn, la->opre, la->sub_rstd,
-                                                          w->subln, 1.0f - da_lambda_init(l), N * c->n_heads, 2 * d));
-            flash_attention_backward(a->dq, a->dk, a->dv, &dlambda, NULL, a->dopre, la->opre, la->o1, la->o2,
-                                     la->lse, la->q, la->k, la->v, a->lambda[l], NULL, ATTN_DIFF, &as, a->scratch);
+            DA_PROF(prof, DA_PROF_HEAD_NORM,
+                    at->head_norm_backward(a->dopre, g->subln, a->dattn, la->opre, la->sub_rstd, w->subln,
+                                           1.0f - da_lambda_init(l), N * c->n_heads, 2 * d));
+            at->flash_backward(a->dq, a->dk, a->dv, &dlambda, NULL, a->dopre, la->opre, la->o1, la->o2, la->lse,
+                               la->q, la->k, la->v, a->lambda[l], NULL, ATTN_DIFF, &as, a->scratch);
             lambda_backward(g, w, dlambda, d);
         } else if (a->kernel == DA_ATTN_FLASH) {
-            flash_attention_backward(a->dq, a->dk, a->dv, NULL, a->dlam, a->dattn, la->attn_out, la->o1, la->o2,
-                                     la->lse, la->q, la->k, la->v, 0.0f, la->lam, attn_kind_of(c->arch), &as,
-                                     a->scratch);
+            at->flash_backward(a->dq, a->dk, a->dv, NULL, a->dlam, a->dattn, la->attn_out, la->o1, la->o2, la->lse,
+                               la->q, la->k, la->v, 0.0f, la->lam, attn_kind_of(c->arch), &as, a->scratch);
         } else if (c->arch == DA_ARCH_DIFF) {
             float dlambda = 0.0f;
-            diff_attention_backward(a->dq, a->dk, a->dv, g->subln, &dlambda, a->dattn, la->opre, la->sub_rstd,
-                                    la->att, la->q, la->k, la->v, w->subln, a->lambda[l], da_lambda_init(l), &as,
-                                    a->scratch);
+            at->diff_backward(a->dq, a->dk, a->dv, g->subln, &dlambda, a->dattn, la->opre, la->sub_rstd, la->att,
+                              la->q, la->k, la->v, w->subln, a->lambda[l], da_lambda_init(l), &as, a->scratch);
             lambda_backward(g, w, dlambda, d);
         } else if (c->arch == DA_ARCH_DIFF2) {
-            diff2_attention_backward(a->dq, a->dk, a->dv, a->dlam, a->dattn, la->att, la->q, la->k, la->v, la->lam,
-                                     &as, a->scratch);
+            at->diff2_backward(a->dq, a->dk, a->dv, a->dlam, a->dattn, la->att, la->q, la->k, la->v, la->lam, &as,
+                               a->scratch);
         } else {
-            softmax_attention_backward(a->dq, a->dk, a->dv, a->dattn, la->att, la->q, la->k, la->v, &as,
-                                       a->scratch);
+            at->softmax_backward(a->dq, a->dk, a->dv, a->dattn, la->att, la->q, la->k, la->v, &as, a->scratch);
         }
-        if (da_prof_on) da_prof_s[DA_PROF_ATTN_BWD] += da_now_s() - t_attn - (da_prof_s[DA_PROF_HEAD_NORM] - hn0);
-        DA_PROF(DA_PROF_ROPE, rope_apply(a->dq, a->rope_cos, a->rope_sin, B, T, Cq / d, d, 1));
-        DA_PROF(DA_PROF_ROPE, rope_apply(a->dk, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 1));
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wq, a->dq, la->xn1, w->wq, N, C, Cq, 0));
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wk, a->dk, la->xn1, w->wk, N, C, Ckv, 1));
-        DA_PROF(DA_PROF_MATMUL_BWD, matmul_backward(a->dxn, g->wv, a->dv, la->xn1, w->wv, N, C, Ckv, 1));
+        if (prof) prof[DA_PROF_ATTN_BWD] += da_now_s() - t_attn - (prof[DA_PROF_HEAD_NORM] - hn0);
+        DA_PROF(prof, DA_PROF_ROPE, op->rope_apply(a->dq, a->rope_cos, a->rope_sin, B, T, Cq / d, d, 1));
+        DA_PROF(prof, DA_PROF_ROPE, op->rope_apply(a->dk, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 1));
+        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dxn, g->wq, a->dq, la->xn1, w->wq, N, C, Cq, 0));
+        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dxn, g->wk, a->dk, la->xn1, w->wk, N, C, Ckv, 1));
+        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dxn, g->wv, a->dv, la->xn1, w->wv, N, C, Ckv, 1));
         if (c->arch == DA_ARCH_DIFF2) {
             /* d lam -> d of its logit through the sigmoid, then into lambda_proj and x */
             for (size_t i = 0; i < (size_t)N * H; i++) a->dlam[i] *= la->lam[i] * (1.0f - la->lam[i]);
-            DA_PROF(DA_PROF_MATMUL_BWD,
-                    matmul_backward(a->dxn, g->lambda_proj, a->dlam, la->xn1, w->lambda_proj, N, C, H, 1));
+            DA_PROF(prof, DA_PROF_MATMUL_BWD,
+                    matmul_backward(ex, a->dxn, g->lambda_proj, a->dlam, la->xn1, w->lambda_proj, N, C, H, 1));
         }
-        DA_PROF(DA_PROF_RMSNORM, rmsnorm_backward(a->dresid, g->attention_norm, a->dxn, la->resid_in,
-                                                  w->attention_norm, la->rstd1, N, C));
+        DA_PROF(prof, DA_PROF_RMSNORM, op->rmsnorm_backward(a->dresid, g->attention_norm, a->dxn, la->resid_in,
+                                                            w->attention_norm, la->rstd1, N, C));
     }
-    DA_PROF(DA_PROF_EMBEDDING, embedding_backward(m->g.tok_embeddings, a->dresid, a->tokens, N, C));
+    DA_PROF(prof, DA_PROF_EMBEDDING,
+            op->embedding_backward(m->g.tok_embeddings, a->dresid, a->tokens, N, C));
 }

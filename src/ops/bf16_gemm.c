@@ -6,16 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/bf16_gemm.h"
+#include "ops/ops.h"
 
+/* Only the AVX512-BF16 variant has the kernel; the other tables hold NULL. */
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
+#define HAVE_BF16_GEMM 1
 #include <immintrin.h>
 #include <omp.h>
+#include <pthread.h>
 
 #define MR 8
 #define NR 32
-
-int bf16_gemm_available(void) { return 1; }
 
 static inline uint16_t to_bf16(float f) {
     uint32_t b;
@@ -157,22 +158,45 @@ static void kernel(const uint32_t *ap, const uint16_t *bp, int K2, float *c, lon
 
 /* The packing buffers persist (per calling thread) and only grow: a fresh
  * multi-megabyte allocation per call costs page faults and zeroing on every
- * matmul (11% of a training step). */
-static _Thread_local void *pack_buf;
-static _Thread_local size_t pack_cap;
+ * matmul (11% of a training step). A thread's buffer is freed when the thread
+ * ends (the key's destructor), so threads that come and go leak nothing. */
+typedef struct {
+    void *buf;
+    size_t cap;
+} pack_buffer;
 
-static void *pack_space(size_t bytes) {
-    if (bytes > pack_cap) {
-        free(pack_buf);
-        pack_cap = (bytes + 4095) / 4096 * 4096;
-        pack_buf = aligned_alloc(64, pack_cap);
-        if (!pack_buf) pack_cap = 0;
-    }
-    return pack_buf;
+static pthread_key_t pack_key;
+static pthread_once_t pack_key_once = PTHREAD_ONCE_INIT;
+
+static void pack_buffer_free(void *p) {
+    pack_buffer *pb = p;
+    free(pb->buf);
+    free(pb);
 }
 
-int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b, long b_rs,
-               long b_cs, float beta, float *c, long ldc) {
+static void pack_key_make(void) { pthread_key_create(&pack_key, pack_buffer_free); }
+
+static void *pack_space(size_t bytes) {
+    pthread_once(&pack_key_once, pack_key_make);
+    pack_buffer *pb = pthread_getspecific(pack_key);
+    if (!pb) {
+        if (!(pb = calloc(1, sizeof *pb))) return NULL;
+        if (pthread_setspecific(pack_key, pb)) {
+            free(pb);
+            return NULL;
+        }
+    }
+    if (bytes > pb->cap) {
+        free(pb->buf);
+        pb->cap = (bytes + 4095) / 4096 * 4096;
+        pb->buf = aligned_alloc(64, pb->cap);
+        if (!pb->buf) pb->cap = 0;
+    }
+    return pb->buf;
+}
+
+static int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b,
+                     long b_rs, long b_cs, float beta, float *c, long ldc) {
     const int K2 = (K + 1) / 2, mp = (M + MR - 1) / MR, np = (N + NR - 1) / NR;
     const size_t a_bytes = ((size_t)mp * K2 * MR * sizeof(uint32_t) + 63) / 64 * 64;
     const size_t b_bytes = (size_t)np * K2 * NR * 2 * sizeof(uint16_t);
@@ -197,12 +221,8 @@ int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long 
     }
     return 0;
 }
+#undef MR
+#undef NR
 #else
-int bf16_gemm_available(void) { return 0; }
-int bf16_gemm(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b, long b_rs,
-               long b_cs, float beta, float *c, long ldc) {
-    (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)a_rs, (void)a_cs, (void)b, (void)b_rs, (void)b_cs;
-    (void)beta, (void)c, (void)ldc;
-    return -1;
-}
+#define HAVE_BF16_GEMM 0
 #endif

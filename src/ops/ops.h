@@ -1,50 +1,95 @@
 /* The elementwise and matrix ops of the transformer, each forward beside its
  * backward. N is the number of rows (B*T). Every backward says whether it
- * accumulates (+=) or overwrites. */
+ * accumulates (+=) or overwrites.
+ *
+ * The hot ops exist once per instruction-set level (da_isa): ops_variant.c
+ * is compiled for each level with that level's -march, and its table of
+ * function pointers is what callers use:
+ *     const da_ops *op = da_ops_of(x->isa);
+ *     op->rmsnorm_forward(out, rstd, x, w, N, C, eps);
+ * The matmuls (BLAS, or the bf16 GEMM when the context asks for it) and the
+ * RoPE tables are ordinary functions. */
 #ifndef DA_OPS_H
 #define DA_OPS_H
 
 #include <stddef.h>
 
-/* 1: large matmuls take bf16 inputs with fp32 accumulation (AVX512-BF16
- * builds only); 0 (default): fp32 throughout. */
-extern int da_matmul_bf16;
+#include "diffattn/core.h"
+#include "ops/qblock.h"
+
+typedef struct {
+    da_isa isa; /* the level this table's code was compiled for */
+    /* what the level's code is, for reports (da_kernel_paths) */
+    const char *vector_path; /* the `omp simd` loops */
+    const char *exp_path;    /* exp of flash attention and SwiGLU */
+    const char *dot_path;    /* vec_dot */
+
+    /* out: (N, C) = x * rstd * w; rstd: (N) = 1/sqrt(mean(x^2) + eps), saved for the backward. */
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps);
+    /* dx: (N, C) +=, dw: (C) +=. */
+    void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                             const float *rstd, int N, int C);
+
+    /* Rotates, in place, every d-wide sub-head of x: (B, T, n_sub*d) by its
+     * position (tables from rope_tables), GPT-J interleaved pairs.
+     * inverse=1 applies the transpose rotation, which is the backward. */
+    void (*rope_apply)(float *x, const float *cos_tab, const float *sin_tab, int B, int T, int n_sub, int d,
+                       int inverse);
+
+    /* gate: (N, F) = silu(h1) * h3. */
+    void (*swiglu_forward)(float *gate, const float *h1, const float *h3, size_t n);
+    /* dh1, dh3: (N, F), overwritten. */
+    void (*swiglu_backward)(float *dh1, float *dh3, const float *dgate, const float *h1, const float *h3,
+                            size_t n);
+
+    /* out: (N, C) = emb[tokens]. */
+    void (*embedding_forward)(float *out, const int *tokens, const float *emb, int N, int C);
+    /* demb: (V, C) += scatter of dout: (N, C). Serial, so the sum order is fixed. */
+    void (*embedding_backward)(float *demb, const float *dout, const int *tokens, int N, int C);
+
+    /* losses: (N) = logsumexp(logits) - logits[target]; 0 where target is -1
+     * (masked). Returns their mean over the counted (target >= 0) positions, 0
+     * when none counts. */
+    float (*cross_entropy_forward)(float *losses, const float *logits, const int *targets, int N, int V);
+    /* Overwrites logits: (N, V) in place with d(mean loss)/d logits =
+     * (softmax - onehot) / n_counted; rows with target -1 become 0. */
+    void (*cross_entropy_backward)(float *logits, const int *targets, int N, int V);
+
+    /* One AdamW update of n parameters p, in place, with their gradients g
+     * and moments m, v (updated in place); bc1, bc2: the bias corrections
+     * 1 - beta^step; wd: decoupled weight decay (0 for undecayed tensors). */
+    void (*adamw_update)(float *p, const float *g, float *m, float *v, long n, float lr, float beta1, float beta2,
+                         float eps, float wd, float bc1, float bc2);
+
+    /* C = alpha * A B + beta * C with bf16 inputs and fp32 accumulation
+     * (AVX512-BF16). Element (i, k) of A is a[i*a_rs + k*a_cs], (k, j) of B
+     * is b[k*b_rs + j*b_cs]; C is row-major with leading dimension ldc.
+     * Returns 0, or -1 (C untouched) when its packing buffer cannot be
+     * allocated. NULL below DA_ISA_AVX512_BF16. */
+    int (*bf16_gemm)(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b,
+                     long b_rs, long b_cs, float beta, float *c, long ldc);
+
+    /* Dot of one weight row of type (n weights; Q8_0, Q4_0 or Q4_K) with the
+     * int8 activation row x (the same n); NAN for other types. */
+    float (*vec_dot)(int type, const void *wrow, const da_qact *x, int64_t n);
+    /* x: (n) -> the int8 row a (its arrays the caller's), scales by mode (qblock.h). */
+    void (*quantize_act)(da_qact *a, const float *x, int64_t n, da_act_scale_mode mode, float static_absmax);
+} da_ops;
+
+/* The table of level isa, or of the best level below it that this CPU
+ * runs (a level the CPU lacks is never executed). */
+const da_ops *da_ops_of(da_isa isa);
 
 /* out: (N, Cout) = inp: (N, Cin) @ W: (Cout, Cin)^T. Overwrites out (beta=0), or adds
- * to it when accumulate is 1. */
-void matmul_forward(float *out, const float *inp, const float *W, int N, int Cin, int Cout, int accumulate);
+ * to it when accumulate is 1. bf16 when x->bf16_matmul and the CPU has AVX512-BF16. */
+void matmul_forward(const da_exec *x, float *out, const float *inp, const float *W, int N, int Cin, int Cout,
+                    int accumulate);
 /* dinp: (N, Cin) (+= when accumulate_dinp, else overwritten; skipped when NULL),
  * dW: (Cout, Cin) += dout^T @ inp (skipped when NULL). dout: (N, Cout). */
-void matmul_backward(float *dinp, float *dW, const float *dout, const float *inp, const float *W,
+void matmul_backward(const da_exec *x, float *dinp, float *dW, const float *dout, const float *inp, const float *W,
                      int N, int Cin, int Cout, int accumulate_dinp);
-
-/* out: (N, C) = x * rstd * w; rstd: (N) = 1/sqrt(mean(x^2) + eps), saved for the backward. */
-void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps);
-/* dx: (N, C) +=, dw: (C) +=. */
-void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
-                      const float *rstd, int N, int C);
 
 /* RoPE tables: cos_tab, sin_tab: (T, d/2), angle = t * theta^(-j/(d/2-1)). */
 void rope_tables(float *cos_tab, float *sin_tab, int T, int d, float theta);
-/* Rotates, in place, every d-wide sub-head of x: (B, T, n_sub*d) by its
- * position, GPT-J interleaved pairs. inverse=1 applies the transpose
- * rotation, which is the backward. */
-void rope_apply(float *x, const float *cos_tab, const float *sin_tab, int B, int T, int n_sub, int d,
-                int inverse);
-
-/* gate: (N, F) = silu(h1) * h3. */
-void swiglu_forward(float *gate, const float *h1, const float *h3, size_t n);
-/* dh1, dh3: (N, F), overwritten. */
-void swiglu_backward(float *dh1, float *dh3, const float *dgate, const float *h1, const float *h3, size_t n);
-
-/* out: (N, C) = emb[tokens]. */
-void embedding_forward(float *out, const int *tokens, const float *emb, int N, int C);
-/* demb: (V, C) += scatter of dout: (N, C). Serial, so the sum order is fixed. */
-void embedding_backward(float *demb, const float *dout, const int *tokens, int N, int C);
-
-/* losses: (N) = logsumexp(logits) - logits[target]. Returns their mean. */
-float cross_entropy_forward(float *losses, const float *logits, const int *targets, int N, int V);
-/* Overwrites logits: (N, V) in place with d(mean loss)/d logits = (softmax - onehot) / N. */
-void cross_entropy_backward(float *logits, const int *targets, int N, int V);
 
 #endif

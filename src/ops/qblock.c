@@ -343,38 +343,3 @@ void da_quantize_row(int type, void *dst, const float *x, int64_t n) {
     default: break;
     }
 }
-
-/* ---------------------------------------------------------------- activations */
-
-void da_quantize_act(da_qact *a, const float *x, int64_t n, da_act_scale_mode mode, float static_absmax) {
-    const int64_t nb = n / 32;
-    a->n = n;
-    float row_d = 0.0f;
-    if (mode == DA_ACT_TOKEN) {
-        float amax = 0.0f;
-        for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
-        row_d = amax / 127.0f;
-    } else if (mode == DA_ACT_STATIC) {
-        row_d = static_absmax / 127.0f;
-    }
-    for (int64_t b = 0; b < nb; b++) {
-        const float *xb = x + 32 * b;
-        float d = row_d;
-        if (mode == DA_ACT_BLOCK) {
-            float amax = 0.0f;
-            for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
-            d = amax / 127.0f;
-        }
-        const float id = d > 0 ? 1.0f / d : 0.0f;
-        int32_t s = 0;
-        for (int i = 0; i < 32; i++) {
-            float v = roundf(xb[i] * id);
-            if (!(v == v)) v = 0.0f; /* nan */
-            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
-            a->q[32 * b + i] = (int8_t)v;
-            s += (int32_t)v;
-        }
-        a->d[b] = d;
-        a->sum[b] = s;
-    }
-}

@@ -97,21 +97,6 @@ typedef struct {
     int32_t *sum; /* (n / 32) */
 } da_qact;
 
-void da_quantize_act(da_qact *a, const float *x, int64_t n, da_act_scale_mode mode, float static_absmax);
-
-/* ---------------------------------------------------------------- dot products */
-
-/* Which instruction set the dots use. The best one compiled in is the
- * default; tests switch between them. */
-typedef enum { DA_ISA_SCALAR = 0, DA_ISA_AVX2 = 1, DA_ISA_AVX512_VNNI = 2 } da_isa;
-extern da_isa da_qdot_isa;
-int da_isa_available(da_isa isa);
-const char *da_isa_name(da_isa isa);
-
-/* Dot of one weight row of type (n weights) with the quantized activation
- * row x (the same n). Q8_0, Q4_0, Q4_K: integer block dots (the 4-bit
- * nibbles unpacked inside the loop), then scaled. F32/F16/BF16 rows are not
- * handled here: the inference engine dequantizes them (infer/engine.c). */
-float da_vec_dot(int type, const void *wrow, const da_qact *x, int64_t n);
+/* quantize_act and the integer dots vec_dot are in the op tables (ops.h). */
 
 #endif

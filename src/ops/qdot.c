@@ -7,6 +7,7 @@
  *     the activation's |x| is the unsigned side and the weight takes x's sign.
  *   AVX2: the same with vpmaddubsw + vpmaddwd, one block at a time.
  *   scalar: the reference.
+ * Each variant (ops_variant.c) takes the best path its level compiles. 
  * Q4_0's "- 8" and Q4_K's mins never enter the integer loop: they are
  * d * 8 * sum(x) and dmin * m * sum(x) per block, from the row's block sums.
  * With unit scales every path returns the exact integer dot (tested). */
@@ -16,7 +17,7 @@
 #include <immintrin.h>
 #endif
 
-#include "ops/qblock.h"
+#include "ops/ops.h"
 
 /* fp16 scale -> float: the F16C instruction where there is one. */
 #if defined(__F16C__)
@@ -36,21 +37,6 @@
 #define HAVE_AVX2 0
 #endif
 
-da_isa da_qdot_isa = HAVE_VNNI ? DA_ISA_AVX512_VNNI : HAVE_AVX2 ? DA_ISA_AVX2 : DA_ISA_SCALAR;
-
-int da_isa_available(da_isa isa) {
-    switch (isa) {
-    case DA_ISA_SCALAR: return 1;
-    case DA_ISA_AVX2: return HAVE_AVX2;
-    case DA_ISA_AVX512_VNNI: return HAVE_VNNI;
-    }
-    return 0;
-}
-
-const char *da_isa_name(da_isa isa) {
-    return isa == DA_ISA_AVX512_VNNI ? "avx512-vnni" : isa == DA_ISA_AVX2 ? "avx2" : "scalar";
-}
-
 /* The 8 scales and mins of a Q4_K block at once (quant.c's da_q4k_scale_min, inlined). */
 static inline void q4k_unpack(const uint8_t *q, uint8_t *sc, uint8_t *m) {
     for (int j = 0; j < 4; j++) {
@@ -63,6 +49,7 @@ static inline void q4k_unpack(const uint8_t *q, uint8_t *sc, uint8_t *m) {
 
 /* ---------------------------------------------------------------- scalar */
 
+#if !HAVE_AVX2
 static int32_t idot32(const int8_t *a, const int8_t *b) {
     int32_t s = 0;
     for (int i = 0; i < 32; i++) s += (int32_t)a[i] * b[i];
@@ -108,6 +95,7 @@ static float dot_q4_K_scalar(const block_q4_K *w, const da_qact *x, int64_t nsb)
     }
     return sum;
 }
+#endif
 
 /* ---------------------------------------------------------------- AVX2 */
 
@@ -152,6 +140,7 @@ static float dot_q4_0_avx2(const block_q4_0 *w, const da_qact *x, int64_t nb) {
     return hsum256(acc) - corr;
 }
 
+#if !HAVE_VNNI /* the VNNI path has its own whole-block loop */
 static float dot_q4_K_avx2(const block_q4_K *w, const da_qact *x, int64_t nsb) {
     __m256 acc = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -174,6 +163,7 @@ static float dot_q4_K_avx2(const block_q4_K *w, const da_qact *x, int64_t nsb) {
     }
     return hsum256(acc) - corr;
 }
+#endif
 #endif
 
 /* ---------------------------------------------------------------- AVX-512 VNNI */
@@ -254,33 +244,55 @@ static float dot_q4_K_vnni(const block_q4_K *w, const da_qact *x, int64_t nsb) {
 }
 #endif
 
-float da_vec_dot(int type, const void *wrow, const da_qact *x, int64_t n) {
-    const da_isa isa = da_isa_available(da_qdot_isa) ? da_qdot_isa : DA_ISA_SCALAR;
+#if HAVE_VNNI
+#define DOT(type) dot_##type##_vnni
+#elif HAVE_AVX2
+#define DOT(type) dot_##type##_avx2
+#else
+#define DOT(type) dot_##type##_scalar
+#endif
+
+static float vec_dot(int type, const void *wrow, const da_qact *x, int64_t n) {
     switch (type) {
-    case DA_QT_Q8_0:
-#if HAVE_VNNI
-        if (isa == DA_ISA_AVX512_VNNI) return dot_q8_0_vnni(wrow, x, n / QK8_0);
-#endif
-#if HAVE_AVX2
-        if (isa >= DA_ISA_AVX2) return dot_q8_0_avx2(wrow, x, n / QK8_0);
-#endif
-        return dot_q8_0_scalar(wrow, x, n / QK8_0);
-    case DA_QT_Q4_0:
-#if HAVE_VNNI
-        if (isa == DA_ISA_AVX512_VNNI) return dot_q4_0_vnni(wrow, x, n / QK4_0);
-#endif
-#if HAVE_AVX2
-        if (isa >= DA_ISA_AVX2) return dot_q4_0_avx2(wrow, x, n / QK4_0);
-#endif
-        return dot_q4_0_scalar(wrow, x, n / QK4_0);
-    case DA_QT_Q4_K:
-#if HAVE_VNNI
-        if (isa == DA_ISA_AVX512_VNNI) return dot_q4_K_vnni(wrow, x, n / QK_K);
-#endif
-#if HAVE_AVX2
-        if (isa >= DA_ISA_AVX2) return dot_q4_K_avx2(wrow, x, n / QK_K);
-#endif
-        return dot_q4_K_scalar(wrow, x, n / QK_K);
+    case DA_QT_Q8_0: return DOT(q8_0)(wrow, x, n / QK8_0);
+    case DA_QT_Q4_0: return DOT(q4_0)(wrow, x, n / QK4_0);
+    case DA_QT_Q4_K: return DOT(q4_K)(wrow, x, n / QK_K);
     default: return NAN;
+    }
+}
+#undef DOT
+
+/* ---------------------------------------------------------------- int8 activation rows */
+
+static void quantize_act(da_qact *a, const float *x, int64_t n, da_act_scale_mode mode, float static_absmax) {
+    const int64_t nb = n / 32;
+    a->n = n;
+    float row_d = 0.0f;
+    if (mode == DA_ACT_TOKEN) {
+        float amax = 0.0f;
+        for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+        row_d = amax / 127.0f;
+    } else if (mode == DA_ACT_STATIC) {
+        row_d = static_absmax / 127.0f;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + 32 * b;
+        float d = row_d;
+        if (mode == DA_ACT_BLOCK) {
+            float amax = 0.0f;
+            for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
+            d = amax / 127.0f;
+        }
+        const float id = d > 0 ? 1.0f / d : 0.0f;
+        int32_t s = 0;
+        for (int i = 0; i < 32; i++) {
+            float v = roundf(xb[i] * id);
+            if (!(v == v)) v = 0.0f; /* nan */
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+            a->q[32 * b + i] = (int8_t)v;
+            s += (int32_t)v;
+        }
+        a->d[b] = d;
+        a->sum[b] = s;
     }
 }

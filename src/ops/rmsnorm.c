@@ -6,7 +6,7 @@
 
 #include "ops/ops.h"
 
-void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+static void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C;
@@ -21,8 +21,8 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, in
     }
 }
 
-void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
-                      const float *rstd, int N, int C) {
+static void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                             const float *rstd, int N, int C) {
 #pragma omp parallel
     {
         /* dx = rstd * (g - xhat * mean(g * xhat)), g = dout * w, xhat = x * rstd */

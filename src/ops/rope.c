@@ -1,23 +1,9 @@
-/* Rotary position embedding, GPT-J interleaved, with the official DIFF
- * framework's frequencies theta^(-j/(d/2-1)) (a linspace over [0, 1]). */
-#include <math.h>
-
+/* Rotary position embedding, GPT-J interleaved, by the tables of
+ * rope_tables (ops.c: the official DIFF framework's frequencies). */
 #include "ops/ops.h"
 
-void rope_tables(float *cos_tab, float *sin_tab, int T, int d, float theta) {
-    int half = d / 2;
-    for (int j = 0; j < half; j++) {
-        double inv_freq = pow((double)theta, -(double)j / (double)(half - 1));
-        for (int t = 0; t < T; t++) {
-            double a = (double)t * inv_freq;
-            cos_tab[(size_t)t * half + j] = (float)cos(a);
-            sin_tab[(size_t)t * half + j] = (float)sin(a);
-        }
-    }
-}
-
-void rope_apply(float *x, const float *cos_tab, const float *sin_tab, int B, int T, int n_sub, int d,
-                int inverse) {
+static void rope_apply(float *x, const float *cos_tab, const float *sin_tab, int B, int T, int n_sub, int d,
+                       int inverse) {
     const int half = d / 2;
     const float sgn = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static)

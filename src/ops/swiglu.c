@@ -1,7 +1,7 @@
 /* The SwiGLU gate silu(h1) * h3, between w1/w3 and w2. Both passes are
  * elementwise over (N, F) and memory-light, so the cost is the sigmoid's exp:
- * AVX-512 or AVX2 through the attention kernels' exp (a few ulp), scalar libm
- * elsewhere, for the tails, and when da_attn_simd = 0. */
+ * AVX-512 or AVX2 through the attention kernels' exp (a few ulp) in those
+ * variants, scalar libm in the scalar one and for the tails. */
 #include <math.h>
 #include <omp.h>
 
@@ -23,37 +23,36 @@ static inline __m256 sigmoid256(__m256 x) {
 #endif
 
 /* gate: (n) = silu(h1) * h3 */
-void swiglu_forward(float *gate, const float *h1, const float *h3, size_t n) {
+static void swiglu_forward(float *gate, const float *h1, const float *h3, size_t n) {
 #pragma omp parallel
     {
         /* each thread takes one contiguous, 16-aligned share */
         size_t per = (n / (size_t)omp_get_num_threads() + 15) / 16 * 16, i = per * (size_t)omp_get_thread_num();
         size_t end = i + per < n ? i + per : n;
 #if defined(__AVX512F__)
-        if (da_attn_simd)
-            for (; i + 16 <= end; i += 16) {
-                __m512 x = _mm512_loadu_ps(h1 + i);
-                _mm512_storeu_ps(gate + i, _mm512_mul_ps(_mm512_mul_ps(x, sigmoid512(x)), _mm512_loadu_ps(h3 + i)));
-            }
+        for (; i + 16 <= end; i += 16) {
+            __m512 x = _mm512_loadu_ps(h1 + i);
+            _mm512_storeu_ps(gate + i, _mm512_mul_ps(_mm512_mul_ps(x, sigmoid512(x)), _mm512_loadu_ps(h3 + i)));
+        }
 #elif defined(__AVX2__) && defined(__FMA__)
-        if (da_attn_simd)
-            for (; i + 8 <= end; i += 8) {
-                __m256 x = _mm256_loadu_ps(h1 + i);
-                _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(x, sigmoid256(x)), _mm256_loadu_ps(h3 + i)));
-            }
+        for (; i + 8 <= end; i += 8) {
+            __m256 x = _mm256_loadu_ps(h1 + i);
+            _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(x, sigmoid256(x)), _mm256_loadu_ps(h3 + i)));
+        }
 #endif
         for (; i < end; i++) gate[i] = h1[i] * sigmoid(h1[i]) * h3[i];
     }
 }
 
 /* dh1, dh3: (n), overwritten. d silu(x) / dx = s (1 + x (1 - s)), s = sigmoid(x). */
-void swiglu_backward(float *dh1, float *dh3, const float *dgate, const float *h1, const float *h3, size_t n) {
+static void swiglu_backward(float *dh1, float *dh3, const float *dgate, const float *h1, const float *h3,
+                            size_t n) {
 #pragma omp parallel
     {
         size_t per = (n / (size_t)omp_get_num_threads() + 15) / 16 * 16, i = per * (size_t)omp_get_thread_num();
         size_t end = i + per < n ? i + per : n;
 #if defined(__AVX512F__)
-        if (da_attn_simd) {
+        {
             const __m512 one = _mm512_set1_ps(1.0f);
             for (; i + 16 <= end; i += 16) {
                 __m512 x = _mm512_loadu_ps(h1 + i), dg = _mm512_loadu_ps(dgate + i), s = sigmoid512(x);
@@ -63,7 +62,7 @@ void swiglu_backward(float *dh1, float *dh3, const float *dgate, const float *h1
             }
         }
 #elif defined(__AVX2__) && defined(__FMA__)
-        if (da_attn_simd) {
+        {
             const __m256 one = _mm256_set1_ps(1.0f);
             for (; i + 8 <= end; i += 8) {
                 __m256 x = _mm256_loadu_ps(h1 + i), dg = _mm256_loadu_ps(dgate + i), s = sigmoid256(x);

@@ -1,8 +1,8 @@
 /* Vectorised exp for the attention kernels: x[j] = exp(x[j] - shift) over a
- * row, returning the row's sum. AVX-512 and AVX2 paths are chosen at build
- * time (-march=native) and can be turned off at run time (da_attn_simd = 0)
- * for the plain scalar reference, which uses libm's expf. Accuracy: a few
- * ulp, inputs clamped to [-87.3, 88.4] (the float range of exp). */
+ * row, returning the row's sum. The AVX-512 or AVX2 path is the one of the
+ * variant being compiled (ops_variant.c); the scalar variant uses libm's
+ * expf. Accuracy: a few ulp, inputs clamped to [-87.3, 88.4] (the float
+ * range of exp). */
 #ifndef DA_VEXP_H
 #define DA_VEXP_H
 
@@ -11,8 +11,6 @@
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
-
-extern int da_attn_simd; /* 1 (default): SIMD paths; 0: scalar reference */
 
 static inline float exp_shift_sum_scalar(float *x, int n, float shift) {
     float sum = 0.0f;
@@ -44,7 +42,6 @@ static inline __m512 exp512_ps(__m512 x) {
 }
 
 static inline float exp_shift_sum(float *x, int n, float shift) {
-    if (!da_attn_simd) return exp_shift_sum_scalar(x, n, shift);
     __m512 vs = _mm512_set1_ps(shift), acc = _mm512_setzero_ps();
     int j = 0;
     for (; j + 16 <= n; j += 16) {
@@ -81,7 +78,6 @@ static inline __m256 exp256_ps(__m256 x) {
 }
 
 static inline float exp_shift_sum(float *x, int n, float shift) {
-    if (!da_attn_simd) return exp_shift_sum_scalar(x, n, shift);
     __m256 vs = _mm256_set1_ps(shift), acc = _mm256_setzero_ps();
     int j = 0;
     for (; j + 8 <= n; j += 8) {

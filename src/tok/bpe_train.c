@@ -201,11 +201,213 @@ static char *token_string(const uint8_t *b, size_t n) {
     return s;
 }
 
+/* The vocabulary being learned: the words as symbol sequences, their pairs,
+ * and the tokens so far (256 bytes, then one per merge). */
+typedef struct {
+    word *w;
+    long nw;
+    pair_table pt;
+    heap hp;
+    uint8_t **tok;     /* (max_tokens) each token's bytes */
+    uint32_t *tok_len;
+    int (*merge)[2];   /* the pair each merged token joins */
+    int n_tok, max_tokens;
+} bpe_state;
+
+/* The byte tokens, and every counted pre-token as a word of byte symbols
+ * with its pairs counted and queued by count. Takes wm's keys. */
+static da_status build_words(bpe_state *bs, word_map *wm, int max_tokens) {
+    bs->max_tokens = max_tokens;
+    bs->n_tok = 256;
+    bs->tok = calloc((size_t)max_tokens, sizeof(uint8_t *));
+    bs->tok_len = calloc((size_t)max_tokens, sizeof(uint32_t));
+    bs->merge = calloc((size_t)max_tokens, sizeof *bs->merge);
+    bs->w = calloc(wm->n ? wm->n : 1, sizeof(word));
+    if (!bs->tok || !bs->tok_len || !bs->merge || !bs->w) return da_errorf("out of memory");
+    for (int b = 0; b < 256; b++) {
+        if (!(bs->tok[b] = malloc(1))) return da_errorf("out of memory");
+        bs->tok[b][0] = (uint8_t)b, bs->tok_len[b] = 1;
+    }
+    for (size_t i = 0; i < wm->cap; i++) {
+        if (!wm->key[i]) continue;
+        word *x = &bs->w[bs->nw];
+        x->len = (int)wm->len[i];
+        x->count = wm->count[i];
+        x->sym = malloc((size_t)x->len * sizeof(int));
+        if (!x->sym) return da_errorf("out of memory");
+        for (int k = 0; k < x->len; k++) x->sym[k] = wm->key[i][k];
+        for (int k = 0; k + 1 < x->len; k++)
+            if (pair_add(&bs->pt, x->sym[k], x->sym[k + 1], x->count, (int)bs->nw)) return da_errorf("out of memory");
+        free(wm->key[i]);
+        wm->key[i] = NULL;
+        bs->nw++;
+    }
+    for (size_t j = 0; j < bs->pt.cap; j++)
+        if (bs->pt.key[j] && heap_push(&bs->hp, bs->pt.count[j], bs->pt.key[j])) return da_errorf("out of memory");
+    return da_ok();
+}
+
+static void bpe_state_free(bpe_state *bs) {
+    for (long i = 0; bs->w && i < bs->nw; i++) free(bs->w[i].sym);
+    free(bs->w);
+    for (size_t j = 0; j < bs->pt.cap; j++) free(bs->pt.where ? bs->pt.where[j] : NULL);
+    free(bs->pt.key), free(bs->pt.count), free(bs->pt.where), free(bs->pt.n_where), free(bs->pt.cap_where);
+    free(bs->hp.a);
+    for (int i = 0; bs->tok && i < bs->n_tok; i++) free(bs->tok[i]);
+    free(bs->tok), free(bs->tok_len), free(bs->merge);
+}
+
+/* One merge: the most frequent pair becomes a token, and every word holding
+ * it, and the counts of the pairs around it, are updated. *stop: the best
+ * pair is rarer than min_frequency. */
+static da_status merge_best(bpe_state *bs, const da_bpe_train_config *c, int *stop) {
+    da_status st = da_ok();
+    heap_item top = heap_pop(&bs->hp);
+    long j = pair_slot(&bs->pt, top.key, 0);
+    if (j < 0 || bs->pt.count[j] != top.count) return da_ok(); /* stale */
+    if (top.count < c->min_frequency) {
+        *stop = 1;
+        return da_ok();
+    }
+    const int a = (int)((top.key - 1) >> 32), b = (int)((top.key - 1) & 0xffffffffu), id = bs->n_tok++;
+    bs->tok_len[id] = bs->tok_len[a] + bs->tok_len[b];
+    bs->tok[id] = malloc(bs->tok_len[id]);
+    if (!bs->tok[id]) return da_errorf("out of memory");
+    memcpy(bs->tok[id], bs->tok[a], bs->tok_len[a]);
+    memcpy(bs->tok[id] + bs->tok_len[a], bs->tok[b], bs->tok_len[b]);
+    bs->merge[id][0] = a, bs->merge[id][1] = b;
+    /* The table may grow (and move) while we walk the pair's words: copy them. */
+    int nwh = bs->pt.n_where[j], *wh = malloc((size_t)nwh * sizeof(int));
+    if (!wh) return da_errorf("out of memory");
+    memcpy(wh, bs->pt.where[j], (size_t)nwh * sizeof(int));
+    /* every pair whose count changes, to re-push with its new count */
+    size_t n_touched = 0, cap_touched = 64;
+    uint64_t *touched = malloc(cap_touched * sizeof(uint64_t));
+    if (!touched) {
+        free(wh);
+        return da_errorf("out of memory");
+    }
+#define TOUCH(x, y)                                                              \
+    do {                                                                         \
+        if (n_touched == cap_touched) {                                          \
+            uint64_t *nt = realloc(touched, 2 * cap_touched * sizeof(uint64_t)); \
+            if (!nt) { st = da_errorf("out of memory"); break; }                 \
+            touched = nt, cap_touched *= 2;                                      \
+        }                                                                        \
+        touched[n_touched++] = pkey((x), (y));                                   \
+    } while (0)
+    for (int q = 0; q < nwh && !st.code; q++) {
+        word *x = &bs->w[wh[q]];
+        for (int k = 0; k + 1 < x->len; k++) {
+            if (x->sym[k] != a || x->sym[k + 1] != b) continue;
+            /* neighbours lose their pairs with a / b and gain pairs with id */
+            if (k > 0) {
+                pair_add(&bs->pt, x->sym[k - 1], a, -x->count, 0);
+                if (pair_add(&bs->pt, x->sym[k - 1], id, x->count, wh[q])) st = da_errorf("out of memory");
+                TOUCH(x->sym[k - 1], a);
+                TOUCH(x->sym[k - 1], id);
+            }
+            if (k + 2 < x->len) {
+                pair_add(&bs->pt, b, x->sym[k + 2], -x->count, 0);
+                if (pair_add(&bs->pt, id, x->sym[k + 2], x->count, wh[q])) st = da_errorf("out of memory");
+                TOUCH(b, x->sym[k + 2]);
+                TOUCH(id, x->sym[k + 2]);
+            }
+            pair_add(&bs->pt, a, b, -x->count, 0);
+            x->sym[k] = id;
+            memmove(x->sym + k + 1, x->sym + k + 2, (size_t)(x->len - k - 2) * sizeof(int));
+            x->len--;
+        }
+    }
+#undef TOUCH
+    free(wh);
+    for (size_t q = 0; q < n_touched && !st.code; q++) {
+        long s2 = pair_slot(&bs->pt, touched[q], 0);
+        if (s2 >= 0 && bs->pt.count[s2] > 0 && heap_push(&bs->hp, bs->pt.count[s2], bs->pt.key[s2]))
+            st = da_errorf("out of memory");
+    }
+    free(touched);
+    if (!c->quiet && (id % 500 == 0 || bs->n_tok == bs->max_tokens)) {
+        fprintf(stderr, "\rtokenizer train: %d / %d tokens, last merge seen %ld times   ", bs->n_tok, c->vocab_size,
+                top.count);
+        fflush(stderr);
+    }
+    return st;
+}
+
+/* The Hugging Face tokenizer.json of the learned vocabulary and merges. */
+static da_status write_tokenizer_json(const bpe_state *bs, const char *out_path) {
+    da_status st = da_ok();
+    cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *vocab = cJSON_CreateObject();
+    cJSON *merges = cJSON_CreateArray(), *added = cJSON_CreateArray(), *eot = cJSON_CreateObject();
+    cJSON *pre = cJSON_CreateObject(), *dec = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "version", "1.0");
+    cJSON_AddNumberToObject(eot, "id", bs->n_tok);
+    cJSON_AddStringToObject(eot, "content", "<|endoftext|>");
+    cJSON_AddFalseToObject(eot, "single_word");
+    cJSON_AddFalseToObject(eot, "lstrip");
+    cJSON_AddFalseToObject(eot, "rstrip");
+    cJSON_AddFalseToObject(eot, "normalized");
+    cJSON_AddTrueToObject(eot, "special");
+    cJSON_AddItemToArray(added, eot);
+    cJSON_AddItemToObject(root, "added_tokens", added);
+    cJSON_AddNullToObject(root, "normalizer");
+    cJSON_AddStringToObject(pre, "type", "ByteLevel");
+    cJSON_AddFalseToObject(pre, "add_prefix_space");
+    cJSON_AddTrueToObject(pre, "trim_offsets");
+    cJSON_AddTrueToObject(pre, "use_regex");
+    cJSON_AddItemToObject(root, "pre_tokenizer", pre);
+    cJSON_AddNullToObject(root, "post_processor");
+    cJSON_AddStringToObject(dec, "type", "ByteLevel");
+    cJSON_AddFalseToObject(dec, "add_prefix_space");
+    cJSON_AddTrueToObject(dec, "trim_offsets");
+    cJSON_AddTrueToObject(dec, "use_regex");
+    cJSON_AddItemToObject(root, "decoder", dec);
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddNullToObject(model, "dropout");
+    cJSON_AddNullToObject(model, "unk_token");
+    cJSON_AddFalseToObject(model, "fuse_unk");
+    cJSON_AddFalseToObject(model, "byte_fallback");
+    for (int i = 0; i < bs->n_tok && !st.code; i++) {
+        char *s = token_string(bs->tok[i], bs->tok_len[i]);
+        if (!s) { st = da_errorf("out of memory"); break; }
+        cJSON_AddNumberToObject(vocab, s, i);
+        free(s);
+    }
+    cJSON_AddItemToObject(vocab, "<|endoftext|>", cJSON_CreateNumber(bs->n_tok));
+    for (int i = 256; i < bs->n_tok && !st.code; i++) {
+        char *l = token_string(bs->tok[bs->merge[i][0]], bs->tok_len[bs->merge[i][0]]);
+        char *r = token_string(bs->tok[bs->merge[i][1]], bs->tok_len[bs->merge[i][1]]);
+        size_t len = strlen(l) + strlen(r) + 2;
+        char *m = malloc(len);
+        snprintf(m, len, "%s %s", l, r);
+        cJSON_AddItemToArray(merges, cJSON_CreateString(m));
+        free(l), free(r), free(m);
+    }
+    cJSON_AddItemToObject(model, "vocab", vocab);
+    cJSON_AddItemToObject(model, "merges", merges);
+    cJSON_AddItemToObject(root, "model", model);
+    char *json = st.code ? NULL : cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!st.code && !json) st = da_errorf("out of memory writing %s", out_path);
+    if (!st.code) {
+        da_atomic_file af;
+        st = da_atomic_open(&af, out_path);
+        if (!st.code) {
+            fputs(json, af.fp);
+            fputc('\n', af.fp);
+            st = da_atomic_commit(&af);
+        }
+    }
+    free(json);
+    return st;
+}
+
 da_status da_bpe_train(const char *const *inputs, int n_inputs, const char *out_path, const da_bpe_train_config *c,
                        da_bpe_train_stats *stats) {
     memset(stats, 0, sizeof *stats);
     if (c->vocab_size < 257 || c->vocab_size > (1 << 24))
-        return da_errorf("--vocab-size %d must lie in [257, %d] (256 bytes + <|endoftext|> at least)", c->vocab_size,
+        return da_errorf("vocab_size: %d must lie in [257, %d] (256 bytes + <|endoftext|> at least)", c->vocab_size,
                          1 << 24);
     const double t0 = da_now_s();
     int err;
@@ -264,188 +466,27 @@ da_status da_bpe_train(const char *const *inputs, int n_inputs, const char *out_
     if (!st.code && stats->bytes == 0) st = da_errorf("no text to train on: the inputs are empty");
 
     /* 2. words as byte symbols, and their pairs */
+    bpe_state bs = {0};
     const int max_tokens = c->vocab_size - 1; /* the last id is <|endoftext|> */
-    word *w = NULL;
-    pair_table pt = {0};
-    heap hp = {0};
-    uint8_t **tok = calloc((size_t)max_tokens, sizeof(uint8_t *));
-    uint32_t *tok_len = calloc((size_t)max_tokens, sizeof(uint32_t));
-    int (*merge)[2] = calloc((size_t)max_tokens, sizeof *merge);
-    int n_tok = 256;
-    if (!st.code && (!tok || !tok_len || !merge)) st = da_errorf("out of memory");
-    for (int b = 0; b < 256 && !st.code; b++) {
-        tok[b] = malloc(1);
-        if (!tok[b]) st = da_errorf("out of memory");
-        else tok[b][0] = (uint8_t)b, tok_len[b] = 1;
-    }
-    long nw = 0;
-    if (!st.code) {
-        w = calloc(wm.n ? wm.n : 1, sizeof(word));
-        if (!w) st = da_errorf("out of memory");
-    }
-    for (size_t i = 0; i < wm.cap && !st.code; i++) {
-        if (!wm.key[i]) continue;
-        word *x = &w[nw];
-        x->len = (int)wm.len[i];
-        x->count = wm.count[i];
-        x->sym = malloc((size_t)x->len * sizeof(int));
-        if (!x->sym) { st = da_errorf("out of memory"); break; }
-        for (int k = 0; k < x->len; k++) x->sym[k] = wm.key[i][k];
-        for (int k = 0; k + 1 < x->len && !st.code; k++)
-            if (pair_add(&pt, x->sym[k], x->sym[k + 1], x->count, (int)nw)) st = da_errorf("out of memory");
-        free(wm.key[i]);
-        wm.key[i] = NULL;
-        nw++;
-    }
-    stats->unique_words = nw;
-    for (size_t j = 0; j < pt.cap && !st.code; j++)
-        if (pt.key[j] && heap_push(&hp, pt.count[j], pt.key[j])) st = da_errorf("out of memory");
+    if (!st.code) st = build_words(&bs, &wm, max_tokens);
+    stats->unique_words = bs.nw;
 
     /* 3. merges */
-    while (!st.code && n_tok < max_tokens && hp.n) {
-        heap_item top = heap_pop(&hp);
-        long j = pair_slot(&pt, top.key, 0);
-        if (j < 0 || pt.count[j] != top.count) continue; /* stale */
-        if (top.count < c->min_frequency) break;
-        const int a = (int)((top.key - 1) >> 32), b = (int)((top.key - 1) & 0xffffffffu), id = n_tok++;
-        tok_len[id] = tok_len[a] + tok_len[b];
-        tok[id] = malloc(tok_len[id]);
-        if (!tok[id]) { st = da_errorf("out of memory"); break; }
-        memcpy(tok[id], tok[a], tok_len[a]);
-        memcpy(tok[id] + tok_len[a], tok[b], tok_len[b]);
-        merge[id][0] = a, merge[id][1] = b;
-        /* The table may grow (and move) while we walk the pair's words: copy them. */
-        int nwh = pt.n_where[j], *wh = malloc((size_t)nwh * sizeof(int));
-        if (!wh) { st = da_errorf("out of memory"); break; }
-        memcpy(wh, pt.where[j], (size_t)nwh * sizeof(int));
-        /* every pair whose count changes, to re-push with its new count */
-        size_t n_touched = 0, cap_touched = 64;
-        uint64_t *touched = malloc(cap_touched * sizeof(uint64_t));
-        if (!touched) { free(wh); st = da_errorf("out of memory"); break; }
-#define TOUCH(x, y)                                                                            \
-    do {                                                                                       \
-        if (n_touched == cap_touched) {                                                        \
-            uint64_t *nt = realloc(touched, 2 * cap_touched * sizeof(uint64_t));               \
-            if (!nt) { st = da_errorf("out of memory"); break; }                               \
-            touched = nt, cap_touched *= 2;                                                    \
-        }                                                                                      \
-        touched[n_touched++] = pkey((x), (y));                                                 \
-    } while (0)
-        for (int q = 0; q < nwh && !st.code; q++) {
-            word *x = &w[wh[q]];
-            for (int k = 0; k + 1 < x->len; k++) {
-                if (x->sym[k] != a || x->sym[k + 1] != b) continue;
-                /* neighbours lose their pairs with a / b and gain pairs with id */
-                if (k > 0) {
-                    pair_add(&pt, x->sym[k - 1], a, -x->count, 0);
-                    if (pair_add(&pt, x->sym[k - 1], id, x->count, wh[q])) st = da_errorf("out of memory");
-                    TOUCH(x->sym[k - 1], a);
-                    TOUCH(x->sym[k - 1], id);
-                }
-                if (k + 2 < x->len) {
-                    pair_add(&pt, b, x->sym[k + 2], -x->count, 0);
-                    if (pair_add(&pt, id, x->sym[k + 2], x->count, wh[q])) st = da_errorf("out of memory");
-                    TOUCH(b, x->sym[k + 2]);
-                    TOUCH(id, x->sym[k + 2]);
-                }
-                pair_add(&pt, a, b, -x->count, 0);
-                x->sym[k] = id;
-                memmove(x->sym + k + 1, x->sym + k + 2, (size_t)(x->len - k - 2) * sizeof(int));
-                x->len--;
-            }
-        }
-#undef TOUCH
-        free(wh);
-        for (size_t q = 0; q < n_touched && !st.code; q++) {
-            long s2 = pair_slot(&pt, touched[q], 0);
-            if (s2 >= 0 && pt.count[s2] > 0 && heap_push(&hp, pt.count[s2], pt.key[s2])) st = da_errorf("out of memory");
-        }
-        free(touched);
-        if (!c->quiet && (id % 500 == 0 || n_tok == max_tokens)) {
-            fprintf(stderr, "\rtokenizer train: %d / %d tokens, last merge seen %ld times   ", n_tok, c->vocab_size,
-                    top.count);
-            fflush(stderr);
-        }
+    while (!st.code && bs.n_tok < max_tokens && bs.hp.n) {
+        int stop = 0;
+        st = merge_best(&bs, c, &stop);
+        if (stop) break;
     }
     if (!c->quiet && !st.code) fprintf(stderr, "\n");
-    stats->merges = n_tok - 256;
+    stats->merges = bs.n_tok - 256;
 
     /* 4. tokenizer.json */
-    if (!st.code) {
-        cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *vocab = cJSON_CreateObject();
-        cJSON *merges = cJSON_CreateArray(), *added = cJSON_CreateArray(), *eot = cJSON_CreateObject();
-        cJSON *pre = cJSON_CreateObject(), *dec = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "version", "1.0");
-        cJSON_AddNumberToObject(eot, "id", n_tok);
-        cJSON_AddStringToObject(eot, "content", "<|endoftext|>");
-        cJSON_AddFalseToObject(eot, "single_word");
-        cJSON_AddFalseToObject(eot, "lstrip");
-        cJSON_AddFalseToObject(eot, "rstrip");
-        cJSON_AddFalseToObject(eot, "normalized");
-        cJSON_AddTrueToObject(eot, "special");
-        cJSON_AddItemToArray(added, eot);
-        cJSON_AddItemToObject(root, "added_tokens", added);
-        cJSON_AddNullToObject(root, "normalizer");
-        cJSON_AddStringToObject(pre, "type", "ByteLevel");
-        cJSON_AddFalseToObject(pre, "add_prefix_space");
-        cJSON_AddTrueToObject(pre, "trim_offsets");
-        cJSON_AddTrueToObject(pre, "use_regex");
-        cJSON_AddItemToObject(root, "pre_tokenizer", pre);
-        cJSON_AddNullToObject(root, "post_processor");
-        cJSON_AddStringToObject(dec, "type", "ByteLevel");
-        cJSON_AddFalseToObject(dec, "add_prefix_space");
-        cJSON_AddTrueToObject(dec, "trim_offsets");
-        cJSON_AddTrueToObject(dec, "use_regex");
-        cJSON_AddItemToObject(root, "decoder", dec);
-        cJSON_AddStringToObject(model, "type", "BPE");
-        cJSON_AddNullToObject(model, "dropout");
-        cJSON_AddNullToObject(model, "unk_token");
-        cJSON_AddFalseToObject(model, "fuse_unk");
-        cJSON_AddFalseToObject(model, "byte_fallback");
-        for (int i = 0; i < n_tok && !st.code; i++) {
-            char *s = token_string(tok[i], tok_len[i]);
-            if (!s) { st = da_errorf("out of memory"); break; }
-            cJSON_AddNumberToObject(vocab, s, i);
-            free(s);
-        }
-        cJSON_AddItemToObject(vocab, "<|endoftext|>", cJSON_CreateNumber(n_tok));
-        for (int i = 256; i < n_tok && !st.code; i++) {
-            char *l = token_string(tok[merge[i][0]], tok_len[merge[i][0]]);
-            char *r = token_string(tok[merge[i][1]], tok_len[merge[i][1]]);
-            size_t len = strlen(l) + strlen(r) + 2;
-            char *m = malloc(len);
-            snprintf(m, len, "%s %s", l, r);
-            cJSON_AddItemToArray(merges, cJSON_CreateString(m));
-            free(l), free(r), free(m);
-        }
-        cJSON_AddItemToObject(model, "vocab", vocab);
-        cJSON_AddItemToObject(model, "merges", merges);
-        cJSON_AddItemToObject(root, "model", model);
-        char *json = st.code ? NULL : cJSON_PrintUnformatted(root);
-        cJSON_Delete(root);
-        if (!st.code && !json) st = da_errorf("out of memory writing %s", out_path);
-        if (!st.code) {
-            da_atomic_file af;
-            st = da_atomic_open(&af, out_path);
-            if (!st.code) {
-                fputs(json, af.fp);
-                fputc('\n', af.fp);
-                st = da_atomic_commit(&af);
-            }
-        }
-        free(json);
-    }
+    if (!st.code) st = write_tokenizer_json(&bs, out_path);
     stats->seconds = da_now_s() - t0;
 
-    for (long i = 0; i < nw; i++) free(w[i].sym);
-    free(w);
+    bpe_state_free(&bs);
     for (size_t i = 0; i < wm.cap; i++) free(wm.key[i]);
     free(wm.key), free(wm.len), free(wm.count);
-    for (size_t j = 0; j < pt.cap; j++) free(pt.where ? pt.where[j] : NULL);
-    free(pt.key), free(pt.count), free(pt.where), free(pt.n_where), free(pt.cap_where);
-    free(hp.a);
-    for (int i = 0; tok && i < n_tok; i++) free(tok[i]);
-    free(tok), free(tok_len), free(merge);
     file_list_free(&fl);
     pcre2_match_data_free(md);
     pcre2_code_free(re);

@@ -28,7 +28,7 @@ da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_wind
     if (data->n_val < (size_t)T + 1)
         return da_errorf("the validation split holds %zu tokens, too few for windows of %d", data->n_val, T);
     da_acts *a;
-    da_status st = da_acts_create_kernel(&a, &m->cfg, batch, T, kernel);
+    da_status st = da_acts_create_ex(&a, &m->cfg, batch, T, kernel, NULL);
     if (st.code) return st;
     int *tok = malloc((size_t)batch * T * sizeof(int)), *tgt = malloc((size_t)batch * T * sizeof(int));
     if (!tok || !tgt) st = da_errorf("out of memory");

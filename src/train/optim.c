@@ -4,11 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/ops.h"
 #include "train/optim.h"
 
 da_status da_adamw_create(da_adamw *opt, size_t n_params) {
     memset(opt, 0, sizeof *opt);
     opt->n = n_params;
+    opt->isa = da_exec_default().isa;
     opt->m = calloc(n_params, sizeof(float));
     opt->v = calloc(n_params, sizeof(float));
     if (!opt->m || !opt->v) {
@@ -30,6 +32,7 @@ void da_adamw_step(da_adamw *opt, da_model *m, const da_adamw_config *cfg, float
 
 void da_adamw_step_range(da_adamw *opt, da_model *m, const da_adamw_config *cfg, float lr, size_t lo, size_t hi) {
     opt->step++;
+    const da_ops *op = da_ops_of(opt->isa);
     const float b1 = cfg->beta1, b2 = cfg->beta2;
     const float bc1 = 1.0f - powf(b1, (float)opt->step), bc2 = 1.0f - powf(b2, (float)opt->step);
     for (int t = 0; t < m->n_tensors; t++) {
@@ -40,15 +43,7 @@ void da_adamw_step_range(da_adamw *opt, da_model *m, const da_adamw_config *cfg,
         const float wd = tt->decay ? cfg->weight_decay : 0.0f;
         float *p = m->params + t0, *g = m->grads + t0;
         float *mm = opt->m + (t0 - lo), *vv = opt->v + (t0 - lo);
-        const long n = (long)(t1 - t0);
-#pragma omp parallel for simd schedule(static)
-        for (long i = 0; i < n; i++) {
-            float gi = g[i];
-            mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
-            vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
-            float mhat = mm[i] / bc1, vhat = vv[i] / bc2;
-            p[i] -= lr * (mhat / (sqrtf(vhat) + cfg->eps) + wd * p[i]);
-        }
+        op->adamw_update(p, g, mm, vv, (long)(t1 - t0), lr, b1, b2, cfg->eps, wd, bc1, bc2);
     }
 }
 

@@ -16,7 +16,6 @@
 #include "parallel/dist.h"
 #include "train/eval_loss.h"
 #include "io/atomic_file.h"
-#include "ops/bf16_gemm.h"
 #include "ops/ops.h"
 #include "train/train_state.h"
 
@@ -244,7 +243,10 @@ static da_status setup(run *r, const da_config *model_cfg, const char *data_path
     if ((st = da_dp_create(&r->dp, &r->m, tc)).code) return st;
     if ((st = da_dp_shard_optimizer(&r->dp, &r->opt)).code) return st;
     describe_plan(r);
-    if ((st = da_acts_create(&r->acts, &r->m.cfg, r->dp.micro, tc->seq)).code) return st;
+    da_exec ex = da_exec_default();
+    ex.bf16_matmul = tc->bf16;
+    if ((st = da_acts_create_ex(&r->acts, &r->m.cfg, r->dp.micro, tc->seq, DA_ATTN_FLASH, &ex)).code) return st;
+    r->opt.isa = ex.isa;
     snprintf(path, sizeof path, "%s/metrics.jsonl", r->out_dir);
     if (rank0 && resume && (st = trim_metrics(path, r->opt.step)).code) return st;
     if (rank0 && !(r->metrics = fopen(path, resume ? "a" : "w")))
@@ -371,7 +373,6 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc, const 
     r.tc = *tc;
     r.out_dir = out_dir;
     r.hooks = hooks;
-    da_matmul_bf16 = r.tc.bf16;
     /* only rank 0 writes; a rank that cannot reach the others must not wait
      * for them at the first collective, hence the agreement after setup */
     st = setup(&r, model_cfg, data_path, mode);
@@ -386,6 +387,5 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc, const 
     da_text_data_free(&r.data);
     da_adamw_free(&r.opt);
     da_model_free(&r.m);
-    da_matmul_bf16 = 0;
     return st;
 }

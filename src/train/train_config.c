@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "diffattn/train.h"
-#include "ops/bf16_gemm.h"
 #include "parallel/dist.h"
 
 #define BIG 1e15 /* steps and intervals: no practical limit, but not negative */
@@ -71,8 +70,9 @@ da_status da_train_config_validate(const da_train_config *tc) {
     if (tc->batch % tc->grad_accum)
         return da_errorf("grad_accum: %d must divide batch=%d", tc->grad_accum, tc->batch);
     if (tc->min_lr > tc->lr) return da_errorf("min_lr: %g must not exceed lr=%g", (double)tc->min_lr, (double)tc->lr);
-    if (tc->bf16 && !bf16_gemm_available())
-        return da_errorf("bf16: this build has no AVX512-BF16 kernel (needs a CPU with avx512_bf16 and -march=native)");
+    if (tc->bf16 && da_exec_default().isa < DA_ISA_AVX512_BF16)
+        return da_errorf("bf16: the bf16 matmuls need a CPU with AVX512-BF16; this one runs the %s kernels",
+                         da_isa_name(da_exec_default().isa));
     return da_ok();
 }
 

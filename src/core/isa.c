@@ -1,0 +1,82 @@
+/* The CPU's instruction-set level and the default execution context.
+ * Detection goes through libgcc's cpuid table (__builtin_cpu_supports), which
+ * also checks that the OS saves the AVX and AVX-512 registers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "diffattn/core.h"
+
+static const char *const isa_names[DA_ISA_N] = {"scalar", "avx2", "avx512", "avx512-vnni", "avx512-bf16"};
+
+int da_isa_supported(da_isa isa) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    switch (isa) {
+    case DA_ISA_SCALAR: return 1;
+    /* The variants are built for these psABI levels (CMakeLists.txt), so
+     * the compiler may use any instruction of the level, not only AVX2/FMA. */
+    case DA_ISA_AVX2: return __builtin_cpu_supports("x86-64-v3") > 0;
+    case DA_ISA_AVX512: return __builtin_cpu_supports("x86-64-v4") > 0;
+    case DA_ISA_AVX512_VNNI: return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vnni");
+    case DA_ISA_AVX512_BF16:
+        return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vnni") &&
+               __builtin_cpu_supports("avx512bf16");
+    default: return 0;
+    }
+#else
+    return isa == DA_ISA_SCALAR;
+#endif
+}
+
+int da_cpu_features(const char **name, int *present, int max) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    /* __builtin_cpu_supports takes string literals only */
+    const struct {
+        const char *name;
+        int present;
+    } f[] = {
+        {"avx2", __builtin_cpu_supports("avx2")},         {"fma", __builtin_cpu_supports("fma")},
+        {"f16c", __builtin_cpu_supports("f16c")},         {"bmi2", __builtin_cpu_supports("bmi2")},
+        {"avx512f", __builtin_cpu_supports("avx512f")},   {"avx512bw", __builtin_cpu_supports("avx512bw")},
+        {"avx512cd", __builtin_cpu_supports("avx512cd")}, {"avx512dq", __builtin_cpu_supports("avx512dq")},
+        {"avx512vl", __builtin_cpu_supports("avx512vl")}, {"avx512vnni", __builtin_cpu_supports("avx512vnni")},
+        {"avx512bf16", __builtin_cpu_supports("avx512bf16")},
+    };
+    const int n = (int)(sizeof f / sizeof f[0]);
+    for (int i = 0; i < n && i < max; i++) {
+        name[i] = f[i].name;
+        present[i] = f[i].present > 0;
+    }
+    return n;
+#else
+    (void)name, (void)present, (void)max;
+    return 0;
+#endif
+}
+
+da_isa da_isa_detect(void) {
+    da_isa best = DA_ISA_SCALAR;
+    for (int i = 1; i < DA_ISA_N; i++)
+        if (da_isa_supported((da_isa)i)) best = (da_isa)i;
+    return best;
+}
+
+const char *da_isa_name(da_isa isa) { return (unsigned)isa < DA_ISA_N ? isa_names[isa] : "?"; }
+
+int da_isa_parse(const char *s, da_isa *out) {
+    for (int i = 0; i < DA_ISA_N; i++)
+        if (!strcmp(s, isa_names[i])) {
+            *out = (da_isa)i;
+            return 0;
+        }
+    return -1;
+}
+
+da_exec da_exec_default(void) {
+    da_exec x = {da_isa_detect(), 0, NULL};
+    const char *env = getenv("DIFFATTN_ISA");
+    da_isa cap;
+    if (env && !da_isa_parse(env, &cap) && cap < x.isa) x.isa = cap;
+    return x;
+}

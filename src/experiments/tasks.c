@@ -1,0 +1,158 @@
+/* Synthetic retrieval tasks (see tasks.h and docs/tasks.md). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "experiments/tasks.h"
+
+void da_task_config_default(da_task_config *c, da_task_kind kind) {
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    /* mqar: the demo's task (docs/results.md: the first size a 2-layer model
+     * learned within the demo's budget); noisy-recall: MAD's vocabulary of 32
+     * with 16 noise tokens, at half MAD's sequence of 128 */
+    c->seq = kind == DA_TASK_MQAR ? 32 : 64;
+    c->vocab = 32;
+    c->pairs = 4;
+    c->alpha = 0.01;          /* Zoology's power_a */
+    c->noise = 0.2;           /* MAD's noisy recall at sequence 128 */
+    c->noise_vocab = 16;      /* MAD's noise_vocab_size */
+}
+
+const char *da_task_name(da_task_kind k) { return k == DA_TASK_MQAR ? "mqar" : "noisy-recall"; }
+
+int da_task_parse(const char *s, da_task_kind *out) {
+    if (!strcmp(s, "mqar")) *out = DA_TASK_MQAR;
+    else if (!strcmp(s, "noisy-recall")) *out = DA_TASK_NOISY_RECALL;
+    else return -1;
+    return 0;
+}
+
+da_status da_task_validate(const da_task_config *c) {
+    if (c->seq < 8 || c->seq % 2) return da_errorf("task: seq %d must be even and at least 8", c->seq);
+    if (c->kind == DA_TASK_MQAR) {
+        if (c->pairs < 1 || 4 * c->pairs > c->seq || c->pairs > 512)
+            return da_errorf("mqar: pairs %d must lie in 1..min(512, seq/4 = %d) (the queries need as many slots as the pairs)",
+                             c->pairs, c->seq / 4);
+        if (c->vocab / 2 - 1 < c->pairs || c->vocab - c->vocab / 2 < c->pairs)
+            return da_errorf("mqar: vocab %d has too few keys or values for %d distinct pairs (need vocab >= %d)",
+                             c->vocab, c->pairs, 2 * c->pairs + 2);
+        if (!(c->alpha > 0 && c->alpha <= 1))
+            return da_errorf("mqar: alpha %g must lie in (0, 1] (1: uniform gaps)", c->alpha);
+        return da_ok();
+    }
+    if (c->kind != DA_TASK_NOISY_RECALL) return da_errorf("task: unknown kind %d", (int)c->kind);
+    if (!(c->noise >= 0 && c->noise < 1)) return da_errorf("noisy-recall: noise %g must lie in [0, 1)", c->noise);
+    if (c->noise_vocab < 1 || c->vocab - c->noise_vocab < 4)
+        return da_errorf("noisy-recall: noise_vocab %d must lie in 1..vocab - 4 = %d (keys and values need the rest)",
+                         c->noise_vocab, c->vocab - 4);
+    return da_ok();
+}
+
+int da_task_is_noise(const da_task_config *c, int token) {
+    return c->kind == DA_TASK_NOISY_RECALL && token >= c->vocab - c->noise_vocab;
+}
+
+static int uniform(da_rng *r, int n) { return (int)(da_rng_next(r) % (uint64_t)n); }
+
+/* Zoology's MQAR: pairs (k_i, v_i), keys distinct from [1, V/2), values
+ * distinct from [V/2, V); then `space` two-token query slots, key i asked in
+ * slot g_i (distinct, drawn without replacement with weight (g+1)^(alpha-1));
+ * the target at the asked key is its value. Every other position is a random
+ * token other than one of this sequence's keys, so each answer is unique. */
+static int sample_mqar(const da_task_config *c, da_rng *r, int *tok, int *tgt, int *src) {
+    const int T = c->seq, P = c->pairs, V = c->vocab, half = V / 2, space = (T - 2 * P) / 2;
+    int keys[512], *is_key = calloc((size_t)V, sizeof(int));
+    double *w = malloc((size_t)space * sizeof(double));
+    if (!is_key || !w) { /* tiny; treat as no sample rather than crash */
+        free(is_key), free(w);
+        for (int t = 0; t < T; t++) tok[t] = 0, tgt[t] = -1;
+        return 0;
+    }
+    for (int t = 0; t < T; t++) tgt[t] = -1, src ? src[t] = -1 : 0;
+    for (int i = 0; i < P; i++) {
+        int k;
+        do k = 1 + uniform(r, half - 1); while (is_key[k]);
+        is_key[k] = 1, keys[i] = k;
+        int v, dup;
+        do {
+            v = half + uniform(r, V - half);
+            dup = 0;
+            for (int j = 0; j < i; j++) dup |= tok[2 * j + 1] == v;
+        } while (dup);
+        tok[2 * i] = k, tok[2 * i + 1] = v;
+    }
+    for (int t = 2 * P; t < T; t++) { /* filler first; queries overwrite their slots */
+        int x;
+        do x = uniform(r, V); while (is_key[x]);
+        tok[t] = x;
+    }
+    double total = 0;
+    for (int g = 0; g < space; g++) total += w[g] = pow(g + 1.0, c->alpha - 1.0);
+    for (int i = 0; i < P; i++) {
+        double u = da_rng_uniform(r) * total;
+        int g = -1;
+        for (int j = 0; j < space; j++) { /* g: the last free slot when rounding runs past the end */
+            if (w[j] == 0) continue;
+            g = j;
+            if (u < w[j]) break;
+            u -= w[j];
+        }
+        total -= w[g], w[g] = 0;
+        const int t = 2 * P + 2 * g;
+        tok[t] = keys[i], tgt[t] = tok[2 * i + 1];
+        if (src) src[t] = 2 * i;
+    }
+    free(is_key), free(w);
+    return P;
+}
+
+/* MAD's noisy in-context recall, multi-query: T/2 two-token slots, each noise
+ * (two tokens from the noise vocabulary) with probability `noise`, else a
+ * key from [0, K) and its value from [K, 2K), K = (V - noise_vocab)/2, one
+ * value per key for the whole sequence. The value of a key seen before is an
+ * answer. One slot before the last is always a pair, and the last slot asks
+ * a key seen before (MAD's probe), so every sequence has an answer. */
+static int sample_noisy(const da_task_config *c, da_rng *r, int *tok, int *tgt, int *src) {
+    const int T = c->seq, slots = T / 2, K = (c->vocab - c->noise_vocab) / 2, noise0 = c->vocab - c->noise_vocab;
+    int *value_of = malloc((size_t)K * sizeof(int)), *last_at = malloc((size_t)K * sizeof(int));
+    if (!value_of || !last_at) {
+        free(value_of), free(last_at);
+        for (int t = 0; t < T; t++) tok[t] = 0, tgt[t] = -1;
+        return 0;
+    }
+    for (int k = 0; k < K; k++) value_of[k] = -1, last_at[k] = -1;
+    for (int t = 0; t < T; t++) tgt[t] = -1, src ? src[t] = -1 : 0;
+    const int forced = uniform(r, slots - 1);
+    int answers = 0;
+    for (int s = 0; s < slots; s++) {
+        const int t = 2 * s;
+        int k;
+        if (s == slots - 1) { /* the probe: a key already presented */
+            int seen = 0;
+            for (int j = 0; j < K; j++) seen += last_at[j] >= 0;
+            int pick = uniform(r, seen);
+            for (k = 0; k < K; k++)
+                if (last_at[k] >= 0 && pick-- == 0) break;
+        } else if (s != forced && da_rng_uniform(r) < c->noise) {
+            tok[t] = noise0 + uniform(r, c->noise_vocab), tok[t + 1] = noise0 + uniform(r, c->noise_vocab);
+            continue;
+        } else {
+            k = uniform(r, K);
+        }
+        if (value_of[k] < 0) value_of[k] = K + uniform(r, K);
+        tok[t] = k, tok[t + 1] = value_of[k];
+        if (last_at[k] >= 0) {
+            tgt[t] = value_of[k];
+            if (src) src[t] = last_at[k];
+            answers++;
+        }
+        last_at[k] = t;
+    }
+    free(value_of), free(last_at);
+    return answers;
+}
+
+int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src) {
+    return c->kind == DA_TASK_MQAR ? sample_mqar(c, r, tokens, targets, src) : sample_noisy(c, r, tokens, targets, src);
+}
