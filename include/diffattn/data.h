@@ -89,6 +89,9 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
  * must lie in [0, vocab_size); the error names the file, the position and
  * the offending text. */
 da_status da_ids_read(const char *path, int vocab_size, int **ids, int *n);
+/* Writes ids space-separated on one line, atomically: on any failure (a full
+ * disk, a file size limit) the previous file at path is untouched. */
+da_status da_ids_write(const char *path, const int *ids, size_t n);
 
 #ifdef __cplusplus
 }

@@ -104,14 +104,11 @@ int cmd_encode(int argc, char **argv) {
         if (!st.code && timing)
             fprintf(stderr, "%zu bytes -> %zu ids in %.3f s = %.2f MB/s\n", n, n_ids, s, (double)n / s / 1e6);
     }
-    if (!st.code) {
-        FILE *fp = out ? fopen(out, "w") : stdout;
-        if (!fp) st = da_errorf("%s: cannot open for writing: %s", out, strerror(errno));
-        for (size_t i = 0; fp && i < n_ids; i++) fprintf(fp, i + 1 < n_ids ? "%d " : "%d", ids[i]);
-        if (fp) {
-            fputc('\n', fp);
-            if ((fp != stdout && fclose(fp)) || (fp == stdout && fflush(fp))) st = da_errorf("write error");
-        }
+    if (!st.code && out) st = da_ids_write(out, ids, n_ids); /* atomic: a failed write keeps the old file */
+    if (!st.code && !out) {
+        for (size_t i = 0; i < n_ids; i++) printf(i + 1 < n_ids ? "%d " : "%d", ids[i]);
+        putchar('\n');
+        if (fflush(stdout)) st = da_errorf("write error on standard output: %s", strerror(errno));
     }
     free(text);
     free(ids);

@@ -1,11 +1,13 @@
 /* Reading token-id text files. */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/ids_file.h"
+#include "io/atomic_file.h"
 
 da_status da_ids_read(const char *path, int vocab_size, int **ids, int *n) {
     *ids = NULL;
@@ -19,17 +21,25 @@ da_status da_ids_read(const char *path, int vocab_size, int **ids, int *n) {
         int c;
         while ((c = fgetc(fp)) != EOF && isspace(c)) {}
         if (c == EOF) break;
-        int len = 0;
+        int len = 0, too_long = 0;
         while (c != EOF && !isspace(c)) {
             if (len < (int)sizeof word - 1) word[len++] = (char)c;
+            else too_long = 1;
             c = fgetc(fp);
         }
         word[len] = 0;
+        if (too_long) { /* cutting it would read another number than the one written */
+            st = da_errorf("%s: id #%d \"%.20s...\" is longer than %d characters; not a token id", path, count + 1,
+                           word, (int)sizeof word - 1);
+            break;
+        }
         char *end;
         errno = 0;
         long v = strtol(word, &end, 10);
-        if (errno || end == word || *end) {
-            st = da_errorf("%s: id #%d \"%s\" is not an integer", path, count + 1, word);
+        if (errno || end == word || end != word + len) { /* a NUL byte ends the text strtol sees */
+            char shown[sizeof word];
+            for (int i = 0; i <= len; i++) shown[i] = word[i] && isprint((unsigned char)word[i]) ? word[i] : i < len ? '?' : 0;
+            st = da_errorf("%s: id #%d \"%s\" is not an integer", path, count + 1, shown);
             break;
         }
         if (v < 0 || v >= vocab_size) {
@@ -37,6 +47,7 @@ da_status da_ids_read(const char *path, int vocab_size, int **ids, int *n) {
             break;
         }
         if (count == cap) {
+            if (cap > INT_MAX / 2) { st = da_errorf("%s: more than %d ids", path, INT_MAX / 2); break; }
             cap = cap ? 2 * cap : 256;
             int *nb = realloc(buf, (size_t)cap * sizeof *nb);
             if (!nb) { st = da_errorf("%s: out of memory", path); break; }
@@ -54,4 +65,13 @@ da_status da_ids_read(const char *path, int vocab_size, int **ids, int *n) {
     *ids = buf;
     *n = count;
     return da_ok();
+}
+
+da_status da_ids_write(const char *path, const int *ids, size_t n) {
+    da_atomic_file af;
+    da_status st = da_atomic_open(&af, path);
+    if (st.code) return st;
+    for (size_t i = 0; i < n; i++) fprintf(af.fp, i + 1 < n ? "%d " : "%d", ids[i]);
+    fputc('\n', af.fp);
+    return da_atomic_commit(&af); /* reports a failed fprintf through ferror */
 }

@@ -4,6 +4,6 @@
 
 #include "diffattn/data.h"
 
-/* da_ids_read is in diffattn/data.h. */
+/* da_ids_read and da_ids_write are in diffattn/data.h. */
 
 #endif

@@ -41,14 +41,25 @@ static void shard_name(char *buf, size_t n, const shard_writer *w, int index, in
     snprintf(buf, n, "%s/%s%s_%06d.bin%s", w->dir, tmp ? "." : "", w->kind, index, tmp ? ".tmp" : "");
 }
 
+static da_status write_error(const shard_writer *w, int e) {
+    char p[4096];
+    shard_name(p, sizeof p, w, w->index, 1);
+    return da_errorf("%s: write failed: %s%s; no shard was published", p, strerror(e),
+                     e == ENOSPC || e == EFBIG || e == EDQUOT ? " (disk full, quota or file size limit)" : "");
+}
+
 static da_status shard_finish(shard_writer *w) {
     if (!w->fp) return da_ok();
     da_shard_header h = {DA_SHARD_MAGIC, DA_SHARD_VERSION, w->vocab, 0, w->n};
-    int bad = fseek(w->fp, 0, SEEK_SET) || fwrite(&h, sizeof h, 1, w->fp) != 1 || fflush(w->fp) || fsync(fileno(w->fp));
+    int bad = ferror(w->fp) || fseek(w->fp, 0, SEEK_SET) || fwrite(&h, sizeof h, 1, w->fp) != 1 || fflush(w->fp) ||
+              fsync(fileno(w->fp));
+    int e = errno;
     bad |= fclose(w->fp) != 0;
+    if (bad && !e) e = errno ? errno : EIO;
     w->fp = NULL;
+    da_status st = bad ? write_error(w, e) : da_ok();
     w->index++;
-    return bad ? da_errorf("%s: write error (disk full?)", w->dir) : da_ok();
+    return st;
 }
 
 static da_status shard_append(shard_writer *w, const int *ids, size_t n, long max_tokens) {
@@ -65,7 +76,7 @@ static da_status shard_append(shard_writer *w, const int *ids, size_t n, long ma
         size_t take = n;
         if (w->n + take > (uint64_t)max_tokens) take = (size_t)((uint64_t)max_tokens - w->n);
         _Static_assert(sizeof(int) == sizeof(uint32_t), "ids are written as they lie in memory");
-        if (fwrite(ids, 4, take, w->fp) != take) return da_errorf("%s: write error (disk full?)", w->dir);
+        if (fwrite(ids, 4, take, w->fp) != take) return write_error(w, errno);
         w->n += take;
         w->total += (long long)take;
         ids += take;
@@ -149,12 +160,13 @@ typedef struct {
     const file_list *fl;
     int fi;          /* the next file (fp: the current one, or NULL) */
     FILE *fp;
-    uint8_t *carry;  /* (chunk_bytes) bytes after the last cut */
-    size_t n_carry;
+    uint8_t *carry;  /* (carry_cap) bytes after the last cut */
+    size_t n_carry, carry_cap;
     double offset;   /* input bytes consumed */
     double val_start; /* the first validation byte */
     int eot;         /* <|endoftext|>'s id, or -1 */
     size_t chunk_bytes;
+    const da_tokenizer *tok; /* where to cut: da_tokenizer_safe_cut */
 } reader;
 
 /* Up to `batch` chunks of text, each cut where encoding may split it and
@@ -173,25 +185,35 @@ static da_status fill_batch(reader *r, chunk *ch, int batch, int *nb, da_prepare
             stats->files++;
         }
         chunk *c = &ch[*nb];
-        if (c->cap < r->chunk_bytes) {
-            uint8_t *nt = realloc(c->text, r->chunk_bytes);
-            if (!nt) return da_errorf("out of memory");
-            c->text = nt;
-            c->cap = r->chunk_bytes;
-        }
-        memcpy(c->text, r->carry, r->n_carry);
-        size_t want = r->chunk_bytes - r->n_carry;
+        /* fresh bytes to read: a chunk, or as much as is carried when no
+         * safe cut was found, so that a text without one grows the chunk
+         * geometrically */
+        size_t want = r->chunk_bytes > r->n_carry ? r->chunk_bytes : r->n_carry;
         /* never let a chunk cross the train/val boundary */
         int is_val = r->offset >= r->val_start;
         if (!is_val && r->offset + (double)r->n_carry + (double)want > r->val_start)
             want = (size_t)(r->val_start - r->offset) - r->n_carry;
+        if (c->cap < r->n_carry + want) {
+            uint8_t *nt = realloc(c->text, r->n_carry + want);
+            if (!nt) return da_errorf("out of memory");
+            c->text = nt;
+            c->cap = r->n_carry + want;
+        }
+        memcpy(c->text, r->carry, r->n_carry);
         size_t got = fread(c->text + r->n_carry, 1, want, r->fp);
         if (ferror(r->fp)) return da_errorf("%s: read error", r->fl->path[r->fi]);
         size_t n = r->n_carry + got;
         int doc_end = got < want && feof(r->fp);
         int at_split = !is_val && r->offset + (double)n >= r->val_start;
-        size_t cut = doc_end || at_split || n < r->chunk_bytes ? n : da_safe_cut(c->text, n);
+        /* 0 when the text so far has no safe cut: all of it is carried */
+        size_t cut = doc_end || at_split ? n : da_tokenizer_safe_cut(r->tok, c->text, n);
         r->n_carry = n - cut;
+        if (r->n_carry > r->carry_cap) {
+            uint8_t *nc = realloc(r->carry, r->n_carry);
+            if (!nc) return da_errorf("out of memory");
+            r->carry = nc;
+            r->carry_cap = r->n_carry;
+        }
         memcpy(r->carry, c->text + cut, r->n_carry);
         c->n = cut;
         c->val = is_val;
@@ -230,6 +252,7 @@ static void encode_batch(const da_tokenizer *tok, chunk *ch, int nb, int eot) {
 da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int n_inputs, const char *out_dir,
                      const da_prepare_config *pc, da_prepare_stats *stats) {
     memset(stats, 0, sizeof *stats);
+    da_write_faults_as_errors();
     if (!(pc->val_fraction > 0 && pc->val_fraction < 1))
         return da_errorf("val_fraction: %g must lie in (0, 1)", (double)pc->val_fraction);
     if (pc->shard_tokens < 1024) return da_errorf("shard_tokens: %ld must be at least 1024", pc->shard_tokens);
@@ -255,7 +278,8 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
     chunk *ch = calloc((size_t)batch, sizeof(chunk));
     if (!st.code && !ch) st = da_errorf("out of memory");
     const double t0 = da_now_s();
-    reader rd = {&fl, 0, NULL, malloc((size_t)pc->chunk_bytes), 0, 0, val_start, eot, (size_t)pc->chunk_bytes};
+    reader rd = {&fl,      0,         NULL, malloc((size_t)pc->chunk_bytes), 0, (size_t)pc->chunk_bytes, 0,
+                 val_start, eot, (size_t)pc->chunk_bytes, tok};
     if (!rd.carry && !st.code) st = da_errorf("out of memory");
     double last_progress = 0;
     while (!st.code) {

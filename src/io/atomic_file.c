@@ -2,13 +2,78 @@
 #include "io/atomic_file.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+void da_write_faults_as_errors(void) {
+    struct sigaction old;
+    if (sigaction(SIGXFSZ, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
+        signal(SIGXFSZ, SIG_IGN);
+}
+
+/* Directory part of path: "." when there is none, "/" for a file in the root. */
+static void dir_of(const char *path, char *dir, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(dir, cap, ".");
+    } else if (slash == path) {
+        snprintf(dir, cap, "/");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n >= cap) n = cap - 1;
+        memcpy(dir, path, n);
+        dir[n] = 0;
+    }
+}
+
+/* Removes path's temporaries left by processes that no longer exist
+ * (path.tmp.<pid>, from a kill -9 or a power cut mid-write). Only this
+ * target's, so no other program's files are touched; a process that is
+ * alive, or whose existence cannot be told, keeps its file. */
+static void remove_stale_temporaries(const char *path) {
+    char dir[4096];
+    dir_of(path, dir, sizeof dir);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t nb = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name;
+        if (strncmp(name, base, nb) || strncmp(name + nb, ".tmp.", 5)) continue;
+        const char *digits = name + nb + 5;
+        char *end;
+        errno = 0;
+        long pid = strtol(digits, &end, 10);
+        if (errno || end == digits || *end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char stale[8192];
+        snprintf(stale, sizeof stale, "%s/%s", dir, name);
+        unlink(stale);
+    }
+    closedir(d);
+}
+
+static da_status write_error(const char *path, const char *what, int e) {
+    return da_errorf("%s: %s: %s%s; the previous file, if any, is unchanged", path, what, strerror(e),
+                     e == ENOSPC || e == EFBIG || e == EDQUOT ? " (disk full, quota or file size limit)" : "");
+}
+
+da_status da_atomic_fail(da_atomic_file *af, int e) {
+    da_atomic_abort(af);
+    return write_error(af->path, "write failed", e ? e : EIO);
+}
+
 da_status da_atomic_open(da_atomic_file *af, const char *path) {
     memset(af, 0, sizeof *af);
+    da_write_faults_as_errors();
     if (!path || !path[0]) return da_errorf("atomic write: empty output path");
     size_t n = strlen(path);
     if (n >= sizeof af->path) return da_errorf("%.200s...: output path is too long", path);
@@ -18,6 +83,7 @@ da_status da_atomic_open(da_atomic_file *af, const char *path) {
         return da_errorf("%.200s...: output path is too long", path);
     }
     memcpy(af->path, path, n + 1);
+    remove_stale_temporaries(path);
 
     int fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) {
@@ -38,21 +104,6 @@ da_status da_atomic_open(da_atomic_file *af, const char *path) {
         return da_errorf("%s: cannot open temporary file for writing: %s", path, strerror(e));
     }
     return da_ok();
-}
-
-/* Directory part of path: "." when there is none, "/" for a file in the root. */
-static void dir_of(const char *path, char *dir, size_t cap) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        snprintf(dir, cap, ".");
-    } else if (slash == path) {
-        snprintf(dir, cap, "/");
-    } else {
-        size_t n = (size_t)(slash - path);
-        if (n >= cap) n = cap - 1;
-        memcpy(dir, path, n);
-        dir[n] = 0;
-    }
 }
 
 da_status da_atomic_commit(da_atomic_file *af) {
@@ -85,7 +136,7 @@ da_status da_atomic_commit(da_atomic_file *af) {
     if (what) {
         unlink(af->tmp);
         af->tmp[0] = 0;
-        return da_errorf("%s: %s: %s", af->path, what, strerror(e));
+        return write_error(af->path, what, e);
     }
     af->tmp[0] = 0;
 

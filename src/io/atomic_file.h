@@ -15,7 +15,15 @@ typedef struct {
     char tmp[4096];  /* path + ".tmp.<pid>"; empty once removed or renamed */
 } da_atomic_file;
 
-/* Creates (truncating) path + ".tmp.<pid>" for binary writing. On failure af
+/* A write past the process's file size limit (ulimit -f, prlimit --fsize)
+ * raises SIGXFSZ, which by default kills the process without a word and
+ * leaves its temporary behind. This ignores the signal, unless the program
+ * has set its own handler, so that the write fails with EFBIG and the error
+ * is reported like a full disk. Every writer calls it; idempotent. */
+void da_write_faults_as_errors(void);
+
+/* Creates (truncating) path + ".tmp.<pid>" for binary writing, after
+ * removing path's temporaries of processes that no longer exist. On failure af
  * is left closed, so da_atomic_abort on it is harmless. */
 da_status da_atomic_open(da_atomic_file *af, const char *path);
 
@@ -23,6 +31,10 @@ da_status da_atomic_open(da_atomic_file *af, const char *path);
  * failure the temporary is removed and the error names the path and the
  * reason. af is closed afterwards either way. */
 da_status da_atomic_commit(da_atomic_file *af);
+
+/* After a failed write (errno e): da_atomic_abort, and the error to return,
+ * naming the path and the reason and saying the previous file is unchanged. */
+da_status da_atomic_fail(da_atomic_file *af, int e);
 
 /* Closes and removes the temporary; the target is untouched. Idempotent. */
 void da_atomic_abort(da_atomic_file *af);

@@ -65,6 +65,30 @@ const char *da_model_format(const char *path) {
     return "diffattn safetensors";
 }
 
+size_t da_config_param_count(const da_config *c) {
+    /* model.c's tensor table, summed; test_hostile checks the two agree for every arch */
+    const uint64_t C = (uint64_t)c->dim, F = (uint64_t)c->ffn_hidden, V = (uint64_t)c->vocab_size;
+    const uint64_t Ckv = C / (uint64_t)(c->n_heads / c->n_kv_heads), d = (uint64_t)da_head_dim(c);
+    const uint64_t Q = (uint64_t)da_q_dim(c);
+    uint64_t layer = C + Q * C + 2 * Ckv * C + C * C + C + 3 * F * C; /* norms, q k v out, ffn */
+    if (c->arch == DA_ARCH_DIFF) layer += 4 * d + 2 * d;             /* lambdas, subln */
+    if (c->arch == DA_ARCH_DIFF2) layer += (uint64_t)c->n_heads * C; /* lambda_proj */
+    uint64_t n = V * C + (uint64_t)c->n_layers * layer + C + (c->tie_embeddings ? 0 : V * C);
+    return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
+da_status da_config_check_file_size(const da_st_file *f, const da_config *c, size_t values) {
+    size_t need = da_config_param_count(c);
+    /* Some slack, so that a tensor of a wrong shape still gets its own
+     * message (with a hint) from the checks made after allocation. */
+    if (need / 2 <= values + ((size_t)1 << 20)) return da_ok();
+    return da_errorf("%s: the file declares a %s model of %zu parameters (dim=%d, n_layers=%d, n_heads=%d, "
+                     "n_kv_heads=%d, vocab_size=%d, ffn_hidden=%d, tie_embeddings=%s), but its tensors hold %zu "
+                     "values; is __metadata__ wrong or the file truncated?",
+                     f->path, da_arch_name(c->arch), need, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
+                     c->vocab_size, c->ffn_hidden, c->tie_embeddings ? "true" : "false", values);
+}
+
 da_status da_model_load(da_model *m, const char *path) {
     memset(m, 0, sizeof *m);
     if (da_hf_is_folder(path)) return da_hf_model_load(m, path);
@@ -77,6 +101,12 @@ da_status da_model_load(da_model *m, const char *path) {
     if (st.code) return st;
     da_config cfg;
     if ((st = da_config_from_meta(&f, &cfg)).code) goto done;
+    /* The model is allocated from the declared configuration: check first
+     * that the file holds about that many values, so that a small file
+     * cannot claim terabytes. */
+    size_t values = 0;
+    for (int i = 0; i < f.n_tensors; i++) values += f.tensors[i].numel; /* each lies inside the file */
+    if ((st = da_config_check_file_size(&f, &cfg, values)).code) goto done;
     if ((st = da_model_create(m, &cfg)).code) goto done;
     for (int i = 0; i < f.n_tensors; i++) {
         const da_st_tensor *ft = &f.tensors[i];

@@ -21,6 +21,14 @@ typedef struct {
 
 /* Reads and validates the configuration keys; errors name the file and key. */
 da_status da_config_from_meta(const da_st_file *f, da_config *c);
+/* The parameters a configuration has (da_model_create's n_params), without
+ * allocating anything; SIZE_MAX if it does not fit. c must be valid. */
+size_t da_config_param_count(const da_config *c);
+/* An error ("the file declares ...") when c declares far more parameters
+ * than `values`, the number of values the file f holds (at most about twice
+ * as many): the check to make before allocating a model from a file, so
+ * that memory stays bounded by the file's size. */
+da_status da_config_check_file_size(const da_st_file *f, const da_config *c, size_t values);
 /* Fills cm with the keys and string values (pointing into cm and static text). */
 void da_config_to_meta(const da_config *c, da_config_meta *cm);
 

@@ -1,5 +1,7 @@
 /* GGUF v3 reader and writer (format in gguf.h). The reader checks every
  * count and length against the bytes that remain before it reads. */
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +174,24 @@ static da_status parse_tensor_info(cursor *c, da_gguf_tensor *t, int index) {
     return take_u64(c, &t->offset);
 }
 
+static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* *dup: a name that two of the n records hold (each name a char array at
+ * offset off), or NULL. Sorting: O(n log n), where comparing every pair made
+ * a 2 MB file of 100,000 keys take 34 s. Returns -1 when out of memory. */
+static int find_duplicate(const void *records, size_t n, size_t size, size_t off, const char **dup) {
+    *dup = NULL;
+    if (n < 2) return 0;
+    const char **names = malloc(n * sizeof *names);
+    if (!names) return -1;
+    for (size_t i = 0; i < n; i++) names[i] = (const char *)records + i * size + off;
+    qsort(names, n, sizeof *names, cmp_name);
+    for (size_t i = 1; i < n && !*dup; i++)
+        if (!strcmp(names[i - 1], names[i])) *dup = names[i];
+    free(names);
+    return 0;
+}
+
 static da_status parse(da_gguf_file *f) {
     cursor c = {f->map, 0, f->size, f->path, "the magic"};
     char magic[4];
@@ -198,9 +218,6 @@ static da_status parse(da_gguf_file *f) {
     for (uint64_t i = 0; i < nkv; i++) {
         f->n_kv = (int)i + 1;
         if ((st = parse_kv(&c, &f->kv[i], (int)i)).code) return st;
-        for (uint64_t j = 0; j < i; j++)
-            if (!strcmp(f->kv[j].key, f->kv[i].key))
-                return da_errorf("%s: key \"%s\" appears twice", f->path, f->kv[i].key);
         if (!strcmp(f->kv[i].key, "general.alignment")) {
             if (f->kv[i].type != DA_GGUF_U32 || f->kv[i].v.u == 0 || (f->kv[i].v.u & (f->kv[i].v.u - 1)) ||
                 f->kv[i].v.u > 65536)
@@ -211,10 +228,14 @@ static da_status parse(da_gguf_file *f) {
     for (uint64_t i = 0; i < nt; i++) {
         f->n_tensors = (int)i + 1;
         if ((st = parse_tensor_info(&c, &f->tensors[i], (int)i)).code) return st;
-        for (uint64_t j = 0; j < i; j++)
-            if (!strcmp(f->tensors[j].name, f->tensors[i].name))
-                return da_errorf("%s: tensor \"%s\" appears twice", f->path, f->tensors[i].name);
     }
+    const char *dup;
+    if (find_duplicate(f->kv, (size_t)f->n_kv, sizeof *f->kv, offsetof(da_gguf_kv, key), &dup))
+        return da_errorf("%s: out of memory checking the keys", f->path);
+    if (dup) return da_errorf("%s: key \"%s\" appears twice", f->path, dup);
+    if (find_duplicate(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, offsetof(da_gguf_tensor, name), &dup))
+        return da_errorf("%s: out of memory checking the tensor names", f->path);
+    if (dup) return da_errorf("%s: tensor \"%s\" appears twice", f->path, dup);
     size_t data = (c.pos + f->alignment - 1) / f->alignment * f->alignment;
     if (data > f->size && nt > 0)
         return da_errorf("%s: truncated: the data section would start at byte %zu of a %zu-byte file", f->path, data,
@@ -548,9 +569,6 @@ da_status da_gguf_write(da_gguf_writer *w, const char *path) {
         W(zeros, pad_to(w->t[i].nbytes, DA_GGUF_DEFAULT_ALIGNMENT) - w->t[i].nbytes);
     }
 #undef W
-    if (!ok) {
-        da_atomic_abort(&af);
-        return da_errorf("%s: write failed (disk full?)", path);
-    }
+    if (!ok) return da_atomic_fail(&af, errno); /* the first failed fwrite's: later ones were skipped */
     return da_atomic_commit(&af);
 }

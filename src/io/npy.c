@@ -77,11 +77,7 @@ da_status da_npy_write_f32(const char *path, const float *data, int ndim, const 
             }
         }
     }
-    if (bad) {
-        int e = errno;
-        da_atomic_abort(&af);
-        return da_errorf("%s: write failed: %s", path, strerror(e));
-    }
+    if (bad) return da_atomic_fail(&af, errno);
     return da_atomic_commit(&af);
 }
 

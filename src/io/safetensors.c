@@ -648,10 +648,6 @@ da_status da_st_write(const char *path, const da_st_write_tensor *tensors, int n
         for (int d = 0; d < tensors[i].ndim; d++) numel *= (size_t)tensors[i].shape[d];
         if (numel) bad = write_f32_le(af.fp, tensors[i].data, numel) != 0;
     }
-    if (bad) {
-        int e = errno;
-        da_atomic_abort(&af);
-        return da_errorf("%s: write failed: %s", path, strerror(e));
-    }
+    if (bad) return da_atomic_fail(&af, errno);
     return da_atomic_commit(&af);
 }

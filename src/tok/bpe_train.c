@@ -425,18 +425,25 @@ da_status da_bpe_train(const char *const *inputs, int n_inputs, const char *out_
     /* 1. count pre-tokens, streaming each file in chunks cut at line ends:
      * memory holds one chunk and the distinct pre-tokens, not the text */
     enum { CHUNK = 4 << 20 };
-    uint8_t *text = malloc(CHUNK);
+    size_t text_cap = CHUNK;
+    uint8_t *text = malloc(text_cap);
     if (!text) st = da_errorf("out of memory");
     for (int f = 0; f < fl.n && !st.code; f++) {
         FILE *fp = fopen(fl.path[f], "rb");
         if (!fp) { st = da_errorf("%s: cannot open: %s", fl.path[f], strerror(errno)); break; }
         size_t have = 0;
         for (;;) {
-            size_t got = fread(text + have, 1, CHUNK - have, fp);
+            if (text_cap - have < CHUNK / 2) { /* no safe cut in the text held: read more of it */
+                uint8_t *nt = realloc(text, 2 * text_cap);
+                if (!nt) { st = da_errorf("out of memory"); break; }
+                text = nt;
+                text_cap *= 2;
+            }
+            size_t got = fread(text + have, 1, text_cap - have, fp);
             if (ferror(fp)) { st = da_errorf("%s: read error", fl.path[f]); break; }
             size_t n = have + got, cut = n;
-            int last = got < CHUNK - have;
-            if (!last) cut = da_safe_cut(text, n);
+            int last = got < text_cap - have;
+            if (!last) cut = da_safe_cut(text, n); /* 0: none yet */
             stats->bytes += (double)cut;
             size_t pos = 0;
             while (pos < cut && !st.code) {

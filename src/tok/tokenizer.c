@@ -51,6 +51,7 @@ struct da_tokenizer {
     /* From a tokenizer.json (Hugging Face's semantics): */
     int ignore_merges; /* model.ignore_merges: a pre-token found whole in the vocabulary is one id */
     int nfc;           /* normalizer NFC: ordinary text is NFC-normalised before pre-tokenisation */
+    size_t heap_from;  /* pieces this long or longer use bpe_piece_heap */
 };
 
 static size_t pow2_at_least(size_t n) {
@@ -193,10 +194,12 @@ static da_status add_merge(da_tokenizer *t, const char *path, const char *line, 
     char *sp = strchr(buf, ' ');
     if (!sp || strchr(sp + 1, ' ')) return da_errorf("%s: merge #%d \"%s\" is not two tokens", path, rank + 1, buf);
     *sp = 0;
-    uint8_t *a, *b;
+    uint8_t *a = NULL, *b = NULL;
     uint32_t la, lb;
-    if (token_bytes(buf, cp_to_byte, &a, &la) || token_bytes(sp + 1, cp_to_byte, &b, &lb))
+    if (token_bytes(buf, cp_to_byte, &a, &la) || token_bytes(sp + 1, cp_to_byte, &b, &lb)) {
+        free(a); /* the first may have converted */
         return da_errorf("%s: merge #%d has characters outside GPT-2's byte alphabet", path, rank + 1);
+    }
     uint8_t ab[2048];
     memcpy(ab, a, la);
     memcpy(ab + la, b, lb);
@@ -210,21 +213,38 @@ static da_status add_merge(da_tokenizer *t, const char *path, const char *line, 
     return da_ok();
 }
 
+#define MAX_TOKEN_ID 16777215
+
+/* A JSON number that is an integer id in [0, MAX_TOKEN_ID]. */
+static int is_token_id(const cJSON *j) {
+    return cJSON_IsNumber(j) && j->valuedouble >= 0 && j->valuedouble <= MAX_TOKEN_ID &&
+           j->valuedouble == (double)(int)j->valuedouble;
+}
+
 /* vocab: object token -> id; specials: names that are special tokens. */
 static da_status build_vocab(da_tokenizer *t, const char *path, cJSON *vocab, const cJSON *added) {
     const int *cp_to_byte = t->cp_to_byte;
-    int max_id = -1, count = 0;
+    int max_id = -1, count = 0, n_added = 0;
     for (cJSON *e = vocab->child; e; e = e->next) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 16777215 || e->valuedouble != (int)e->valuedouble)
-            return da_errorf("%s: vocabulary entry \"%.40s\" has no valid id", path, e->string);
+        if (!is_token_id(e)) return da_errorf("%s: vocabulary entry \"%.40s\" has no valid id", path, e->string);
         if ((int)e->valuedouble > max_id) max_id = (int)e->valuedouble;
         count++;
     }
-    for (const cJSON *e = added ? added->child : NULL; e; e = e->next) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
-        if (cJSON_IsNumber(id) && id->valueint > max_id) max_id = id->valueint;
+    for (const cJSON *e = added ? added->child : NULL; e; e = e->next, n_added++) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *c = cJSON_GetObjectItemCaseSensitive(e, "content");
+        if (!is_token_id(id) || !cJSON_IsString(c))
+            return da_errorf("%s: added_tokens[%d] lacks an id in [0, %d] or a content string", path, n_added,
+                             MAX_TOKEN_ID);
+        if ((int)id->valuedouble > max_id) max_id = (int)id->valuedouble;
     }
     if (count == 0) return da_errorf("%s: the vocabulary is empty", path);
+    /* The id arrays are sized by the largest id: bound it by the tokens the
+     * file defines, so that a few bytes cannot claim gigabytes. */
+    const long defined = (long)count + n_added, limit = 2 * defined + 1024;
+    if (max_id >= limit)
+        return da_errorf("%s: id %d is far beyond the %ld tokens the file defines (ids must stay below %ld; is an id "
+                         "in model.vocab or added_tokens wrong?)",
+                         path, max_id, defined, limit);
     t->vocab_size = max_id + 1;
     t->tok = calloc((size_t)t->vocab_size, sizeof(uint8_t *));
     t->tok_len = calloc((size_t)t->vocab_size, sizeof(uint32_t));
@@ -234,11 +254,9 @@ static da_status build_vocab(da_tokenizer *t, const char *path, cJSON *vocab, co
     for (const cJSON *e = added ? added->child : NULL; e; e = e->next) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *c = cJSON_GetObjectItemCaseSensitive(e, "content");
         const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "special");
-        if (!cJSON_IsNumber(id) || !cJSON_IsString(c) || id->valueint < 0)
-            return da_errorf("%s: added_tokens entry lacks an id or content", path);
         if (sp && !cJSON_IsTrue(sp)) continue;
         if (t->n_special == MAX_SPECIAL) return da_errorf("%s: more than %d special tokens", path, MAX_SPECIAL);
-        int i = id->valueint;
+        int i = (int)id->valuedouble; /* checked above */
         if (t->tok[i]) continue;
         t->tok_len[i] = (uint32_t)strlen(c->valuestring);
         t->tok[i] = (uint8_t *)strdup(c->valuestring);
@@ -602,6 +620,7 @@ da_status da_tokenizer_load(da_tokenizer **out, const char *path) {
     if (!t) return da_errorf("out of memory");
     int byte_to_cp[256];
     da_gpt2_byte_alphabet(byte_to_cp, t->cp_to_byte);
+    t->heap_from = 257; /* above the scratch of da_tokenizer_encode: short pieces scan, faster */
     char a[4096], b[4096];
     struct stat sb;
     da_status st;
@@ -634,6 +653,8 @@ da_status da_tokenizer_load(da_tokenizer **out, const char *path) {
 }
 
 int da_tokenizer_vocab_size(const da_tokenizer *t) { return t->vocab_size; }
+
+void da_tokenizer_set_heap_from(da_tokenizer *t, size_t n) { t->heap_from = n; }
 
 int da_tokenizer_special_id(const da_tokenizer *t, const char *text) {
     size_t n = strlen(text);
@@ -686,6 +707,83 @@ static int bpe_piece(const da_tokenizer *t, const uint8_t *p, size_t n, int *sym
     return 0;
 }
 
+/* The same merges in O(n log n), for long pieces, where the scan above is
+ * quadratic: 100 KB of one letter took 12 s, 10 MB would take hours. The
+ * symbols form a linked list; a min-heap holds (rank, left position) of
+ * every pair made, stale entries included, and an entry is used only when
+ * the pair now at its position still has its rank. Every current pair has
+ * an entry, so the first valid one popped is the lowest rank, leftmost on
+ * ties: the order of the scan, hence the same ids. */
+typedef struct {
+    int rank;
+    int pos;
+} heap_ent;
+
+static int heap_less(heap_ent a, heap_ent b) { return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos); }
+
+static void heap_push(heap_ent *h, size_t *n, heap_ent e) {
+    size_t i = (*n)++;
+    while (i > 0 && heap_less(e, h[(i - 1) / 2])) h[i] = h[(i - 1) / 2], i = (i - 1) / 2;
+    h[i] = e;
+}
+
+static heap_ent heap_pop(heap_ent *h, size_t *n) {
+    heap_ent top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && heap_less(h[c + 1], h[c])) c++;
+        if (!heap_less(h[c], last)) break;
+        h[i] = h[c], i = c;
+    }
+    if (*n) h[i] = last;
+    return top;
+}
+
+static int bpe_piece_heap(const da_tokenizer *t, const uint8_t *p, size_t n, int **ids, size_t *n_ids,
+                          size_t *cap) {
+    /* sym, next, prev: n each; the heap: at most n - 1 first pairs and 2 per merge */
+    int *sym = malloc(3 * n * sizeof(int));
+    heap_ent *h = malloc(3 * n * sizeof(heap_ent));
+    if (!sym || !h) {
+        free(sym);
+        free(h);
+        return -1;
+    }
+    int *next = sym + n, *prev = sym + 2 * n;
+    size_t hn = 0;
+    int merged = 0;
+    for (size_t i = 0; i < n; i++) {
+        sym[i] = t->byte_id[p[i]];
+        next[i] = i + 1 < n ? (int)i + 1 : -1;
+        prev[i] = (int)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        int r = pair_map_get(&t->merges, sym[i], sym[i + 1], &merged);
+        if (r >= 0) heap_push(h, &hn, (heap_ent){r, (int)i});
+    }
+    while (hn) {
+        heap_ent e = heap_pop(h, &hn);
+        int L = e.pos, R = next[L];
+        if (sym[L] < 0 || R < 0 || pair_map_get(&t->merges, sym[L], sym[R], &merged) != e.rank) continue; /* stale */
+        sym[L] = merged;
+        sym[R] = -1;
+        next[L] = next[R];
+        if (next[R] >= 0) prev[next[R]] = L;
+        int r;
+        if (prev[L] >= 0 && (r = pair_map_get(&t->merges, sym[prev[L]], sym[L], &merged)) >= 0)
+            heap_push(h, &hn, (heap_ent){r, prev[L]});
+        if (next[L] >= 0 && (r = pair_map_get(&t->merges, sym[L], sym[next[L]], &merged)) >= 0)
+            heap_push(h, &hn, (heap_ent){r, L});
+    }
+    int rc = 0;
+    for (int i = 0; i >= 0 && !rc; i = next[i]) rc = push(ids, n_ids, cap, sym[i]);
+    free(sym);
+    free(h);
+    return rc;
+}
+
 /* Ordinary text (no special tokens): regex pieces, BPE each; bytes the
  * pattern skips (invalid UTF-8) become single-byte tokens. */
 static da_status encode_ordinary(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
@@ -712,7 +810,9 @@ static da_status encode_ordinary(const da_tokenizer *t, const uint8_t *text, siz
             pos = e;
             continue;
         }
-        if (e - s > scratch_n) {
+        if (e - s >= t->heap_from) {
+            if (bpe_piece_heap(t, text + s, e - s, ids, n_ids, cap)) return da_errorf("out of memory");
+        } else if (e - s > scratch_n) {
             int *big = malloc(3 * (e - s) * sizeof(int));
             if (!big) return da_errorf("out of memory");
             int r = bpe_piece(t, text + s, e - s, big, big + (e - s), big + 2 * (e - s), ids, n_ids, cap);
@@ -850,14 +950,73 @@ da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, u
     return da_ok();
 }
 
+/* The code point of the UTF-8 character ending at b[end - 1], or -1 when
+ * those bytes are not one complete, valid character (a stray continuation
+ * byte, an overlong form, a surrogate). */
+static long char_ending_at(const uint8_t *b, size_t end) {
+    size_t s = end - 1, k = 1;
+    while (k < 4 && s > 0 && (b[s] & 0xC0) == 0x80) s--, k++;
+    unsigned c = b[s];
+    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (len != k) return -1;
+    if (len == 1) return c;
+    long cp = c & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) cp = cp << 6 | (b[s + i] & 0x3F);
+    static const long min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
+    return cp;
+}
+
+/* Every code point the pre-tokeniser may take for whitespace (\s under
+ * PCRE2_UCP: the Z categories and the ASCII controls), and a few more: being
+ * too careful here only costs a cut. */
+static int maybe_space(long cp) {
+    if (cp <= 0x20 || cp == 0x7F || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || cp == 0x180E) return 1;
+    return (cp >= 0x2000 && cp <= 0x200B) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+           cp == 0x3000 || cp == 0xFEFF;
+}
+
+/* A cut before b[c] keeps every pre-token when b[c] is a space, tab or line
+ * end and b[c - 1] ends a complete character that is certainly not
+ * whitespace. No alternative of the
+ * GPT-2 pattern holds both a non-space character and a following whitespace
+ * one (the optional space comes first, the whitespace runs hold nothing
+ * else), so the pre-token of b[c - 1] ends at c whatever follows; and the
+ * pattern has no look-behind, so matching from c sees the same text either
+ * way. */
+static int cut_keeps_pieces(const uint8_t *b, size_t c) {
+    if (b[c] != ' ' && b[c] != '\n' && b[c] != '\t' && b[c] != '\r') return 0; /* certainly whitespace */
+    long cp = char_ending_at(b, c);
+    return cp >= 0 && !maybe_space(cp);
+}
+
 size_t da_safe_cut(const uint8_t *b, size_t n) {
-    for (size_t i = n - 1; i > n / 2 && i >= 2; i--)
-        if (b[i - 1] == '\n' && b[i] < 0x80 && b[i] > ' ' && b[i - 2] < 0x80 && b[i - 2] > ' ') return i;
-    for (size_t i = n; i > n / 2; i--)
-        if (b[i - 1] == '\n') return i;
-    size_t i = n;
-    while (i > n - 4 && i > 1 && (b[i - 1] & 0xC0) == 0x80) i--;
-    return i > 1 && (b[i - 1] & 0xC0) == 0xC0 ? i - 1 : n;
+    for (size_t c = n ? n - 1 : 0; c > n / 2; c--)
+        if (cut_keeps_pieces(b, c)) return c;
+    return 0;
+}
+
+size_t da_tokenizer_safe_cut(const da_tokenizer *t, const uint8_t *b, size_t n) {
+    size_t longest = 0;
+    for (int i = 0; i < t->n_special; i++)
+        if (t->tok_len[t->special_id[i]] > longest) longest = t->tok_len[t->special_id[i]];
+    /* a special token that starts before n may end after it: keep the cut
+     * far enough from n that any special token across it is seen whole */
+    size_t hi = n > longest ? n - longest : 0;
+    for (size_t c = hi ? hi - 1 : 0; c > n / 2; c--) {
+        if (!cut_keeps_pieces(b, c)) continue;
+        int across = 0;
+        for (int i = 0; i < t->n_special && !across; i++) {
+            const uint8_t *s = t->tok[t->special_id[i]];
+            size_t len = t->tok_len[t->special_id[i]];
+            if (len < 2) continue;
+            size_t from = c + 1 >= len ? c + 1 - len : 0; /* occurrences starting in [from, c) cross c */
+            const uint8_t *hit = memmem(b + from, c - from + len - 1, s, len);
+            across = hit != NULL;
+        }
+        if (!across) return c;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ the tokenizer as text */

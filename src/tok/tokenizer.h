@@ -17,16 +17,24 @@ extern const char *const DA_GPT2_PATTERN;
 /* The tokenizer API is in diffattn/tokenizer.h; these are its internals,
  * shared with BPE training and prepare. */
 
+/* Pieces of n bytes or more are merged with a heap (O(n log n)) rather than
+ * by scanning (O(n^2), faster when short); both give the same ids. For tests,
+ * which compare the two; the default is 257. */
+void da_tokenizer_set_heap_from(da_tokenizer *t, size_t n);
+
 /* GPT-2 writes every byte as one printable code point: these bytes stand for
  * themselves, the other 68 map to U+0100 onwards, in byte order. Fills both
  * directions (cp_to_byte is -1 outside the alphabet). */
 void da_gpt2_byte_alphabet(int byte_to_cp[256], int cp_to_byte[512]);
 
-/* Where to cut a buffer of n bytes so that encoding the two parts gives the
- * same ids as the whole (no pre-token spans the cut): after a lone line end
- * between two ASCII non-space bytes, searched backwards from the end; else after
- * the last line end; else before a UTF-8 lead byte. Returns n when nothing
- * fits in the second half. */
+/* Where to cut the first n bytes of a longer text so that encoding the text
+ * before the cut and the text after it (to the end, whatever follows b[n])
+ * gives the ids of the whole: a place in the second half, b[n/2+1 .. n-1],
+ * where whitespace follows a non-space character, searched backwards from
+ * the end. Returns 0 when there is none (a caller reads more text and tries
+ * again). da_safe_cut knows only the pre-tokeniser's pattern;
+ * da_tokenizer_safe_cut also keeps t's special tokens whole. */
 size_t da_safe_cut(const uint8_t *b, size_t n);
+size_t da_tokenizer_safe_cut(const da_tokenizer *t, const uint8_t *b, size_t n);
 
 #endif

@@ -1,5 +1,8 @@
 /* Saving and loading the training state (see train_state.h). */
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +107,17 @@ da_status da_train_state_load(const char *path, da_model *m, da_adamw *opt, da_t
     long step = 0;
     if ((st = da_config_from_meta(&f, &cfg)).code) goto done;
     if ((st = train_from_meta(&f, tc, &step, rng)).code) goto done;
+    /* params, adam.m and adam.v each hold n_params values: check that the
+     * file does before allocating from the declared configuration */
+    for (int i = 0; i < 3; i++) {
+        static const char *names[3] = {"params", "adam.m", "adam.v"};
+        const da_st_tensor *t = da_st_find(&f, names[i]);
+        if (!t) {
+            st = da_errorf("%s: missing tensor %s", path, names[i]);
+            goto done;
+        }
+        if ((st = da_config_check_file_size(&f, &cfg, t->numel)).code) goto done;
+    }
     if ((st = da_model_create(m, &cfg)).code) goto done;
     if ((st = da_model_alloc_grads(m)).code) goto done;
     if ((st = da_adamw_create(opt, m->n_params)).code) goto done;

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every fuzz target into tests/fuzz/corpus/<target>/:
+small valid files (kilobytes) of each format, and a few near-misses. The GGUF
+seeds are made with the CLI's own `quantize` (pass the binary as the first
+argument; without it they are left as they are).
+
+    python3 tests/fuzz/make_corpus.py build/diffattn
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import random
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+class Arr:
+    """A tensor as safetensors stores it: dtype name, shape, little-endian bytes."""
+
+    def __init__(self, dtype, shape, data):
+        self.dtype, self.shape, self.data = dtype, list(shape), data
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+def numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def f32(shape, values):
+    return Arr("F32", shape, struct.pack("<%df" % len(values), *values))
+
+
+def randn(rng, shape, scale=0.1):
+    return f32(shape, [rng.gauss(0, scale) for _ in range(numel(shape))])
+
+
+def bf16_of(a):
+    vals = struct.unpack("<%dI" % (len(a.data) // 4), a.data)
+    return Arr("BF16", a.shape, struct.pack("<%dH" % len(vals), *[v >> 16 for v in vals]))
+
+
+def safetensors(tensors, meta=None):
+    """tensors: list of (name, Arr)."""
+    header, blobs, off = {}, [], 0
+    if meta:
+        header["__metadata__"] = meta
+    for name, arr in tensors:
+        b = arr.data
+        header[name] = {"dtype": arr.dtype, "shape": arr.shape, "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def model_tensors(arch, dim, n_layers, n_heads, n_kv_heads, vocab, ffn, tie, rng):
+    """The tensor table of src/model/model.c, in its order."""
+    ckv = dim // (n_heads // n_kv_heads)
+    d = dim // (2 * n_heads) if arch == "diff" else dim // n_heads
+    out = [("tok_embeddings.weight", (vocab, dim))]
+    for l in range(n_layers):
+        p = "layers.%d." % l
+        out += [(p + "attention_norm.weight", (dim,)), (p + "attn.q_proj.weight", (dim, dim)),
+                (p + "attn.k_proj.weight", (ckv, dim)), (p + "attn.v_proj.weight", (ckv, dim)),
+                (p + "attn.out_proj.weight", (dim, dim))]
+        if arch == "diff":
+            out += [(p + "attn.lambda_q1", (d,)), (p + "attn.lambda_k1", (d,)), (p + "attn.lambda_q2", (d,)),
+                    (p + "attn.lambda_k2", (d,)), (p + "attn.subln.weight", (2 * d,))]
+        out += [(p + "ffn_norm.weight", (dim,)), (p + "feed_forward.w1.weight", (ffn, dim)),
+                (p + "feed_forward.w2.weight", (dim, ffn)), (p + "feed_forward.w3.weight", (ffn, dim))]
+    out.append(("norm.weight", (dim,)))
+    if not tie:
+        out.append(("output.weight", (vocab, dim)))
+    return [(n, randn(rng, s)) for n, s in out]
+
+
+def model_meta(arch, dim, n_layers, n_heads, n_kv_heads, vocab, ffn, tie):
+    return {"format": "diffattn", "version": "1", "arch": arch, "dim": str(dim), "n_layers": str(n_layers),
+            "n_heads": str(n_heads), "n_kv_heads": str(n_kv_heads), "vocab_size": str(vocab),
+            "ffn_hidden": str(ffn), "max_seq_len": "16", "norm_eps": "1e-05", "rope_theta": "10000",
+            "tie_embeddings": "true" if tie else "false"}
+
+
+TRAIN_META = {"train.batch": "2", "train.seq": "8", "train.grad_accum": "1", "train.steps": "10",
+              "train.warmup": "2", "train.lr": "0.00100000005", "train.min_lr": "0.000100000005",
+              "train.weight_decay": "0.100000001", "train.clip": "1", "train.beta1": "0.899999976",
+              "train.beta2": "0.949999988", "train.adam_eps": "9.99999994e-09", "train.eval_every": "5",
+              "train.eval_batches": "1", "train.save_every": "5", "train.log_every": "1", "train.seed": "1337",
+              "train.val_fraction": "0.100000001", "train.bf16": "0", "step": "5",
+              "rng": "0123456789abcdef" * 4}
+
+CONFIGS = {
+    "softmax_tied": ("softmax", 8, 1, 2, 1, 16, 16, True),
+    "diff_untied": ("diff", 16, 1, 2, 2, 12, 8, False),
+}
+
+
+def gpt2_alphabet():
+    cps, n = {}, 0
+    for b in range(256):
+        printable = ord("!") <= b <= ord("~") or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF
+        cps[b] = chr(b) if printable else chr(256 + n)
+        n += 0 if printable else 1
+    return cps
+
+
+def tok_string(raw, cps):
+    return "".join(cps[b] for b in raw)
+
+
+def main():
+    rng = random.Random(7)
+    # safetensors models, a BF16 one, and training states
+    for name, cfg in CONFIGS.items():
+        ts = model_tensors(*cfg, rng)
+        put("st_model", name + ".safetensors", safetensors(ts, model_meta(*cfg)))
+        n = sum(a.size for _, a in ts)
+        meta = dict(model_meta(*cfg), **TRAIN_META)
+        put("train_state", name + ".safetensors",
+            safetensors([("params", randn(rng, [n])), ("adam.m", randn(rng, [n], 0.01)),
+                         ("adam.v", f32([n], [abs(rng.gauss(0, 0.01)) for _ in range(n)]))], meta))
+    ts = model_tensors(*CONFIGS["softmax_tied"], rng)
+    bf = [(n, bf16_of(a)) for n, a in ts]
+    put("st_model", "softmax_tied_bf16.safetensors", safetensors(bf, model_meta(*CONFIGS["softmax_tied"])))
+
+    # generic safetensors: every dtype family, a scalar, an empty tensor, metadata
+    grads = [("loss", f32([], [2.5])),
+             ("a.weight", randn(rng, [3, 5])),
+             ("b", Arr("BF16", [2, 3], struct.pack("<6H", *[0x3F80 + i for i in range(6)]))),
+             ("c", Arr("F16", [4], struct.pack("<4e", 0.0, 1.0, -2.5, 65504.0))),
+             ("d", Arr("I32", [3], struct.pack("<3i", 0, 1, -2))),
+             ("empty", f32([0, 4], []))]
+    put("st_grads", "grads.safetensors", safetensors(grads, {"note": "fuzz seed"}))
+    put("st_grads", "bare.safetensors", safetensors([("x", f32([2], [1.0, 1.0]))]))
+
+    # npy: 1.0 and 2.0 headers (as numpy writes them: data at a multiple of 64), 0-d and empty arrays
+    for name, shape, ver in [("m", (3, 4), 1), ("scalar", (), 1), ("empty", (2, 0), 1), ("v2", (5,), 2)]:
+        dims = "".join("%d, " % d for d in shape) if len(shape) != 1 else "%d," % shape[0]
+        dims = dims[:-2] if len(shape) > 1 else dims
+        d = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % dims
+        pre = 10 if ver == 1 else 12
+        d += " " * (-(pre + len(d) + 1) % 64) + "\n"
+        lenfield = struct.pack("<H", len(d)) if ver == 1 else struct.pack("<I", len(d))
+        data = randn(rng, shape).data
+        put("npy", name + ".npy", b"\x93NUMPY" + bytes([ver, 0]) + lenfield + d.encode() + data)
+
+    # ids
+    put("ids", "simple.txt", "15496 11 995 0\n")
+    put("ids", "spaces.txt", "  1\t2\r\n3   50256\n\n")
+    put("ids", "one.txt", "7")
+
+    # token shards (the input is train_000000.bin; fuzz_shards supplies the val shard)
+    toks = [i * 7 % 300 for i in range(40)]
+    put("shards", "train.bin", struct.pack("<IIIIQ", 0x4B544144, 1, 300, 0, len(toks)) + struct.pack("<40I", *toks))
+    put("shards", "short.bin", struct.pack("<IIIIQ", 0x4B544144, 1, 300, 0, 6) + struct.pack("<6I", *toks[:6]))
+
+    # tokenizers: byte-level BPE with a few merges and specials
+    cps = gpt2_alphabet()
+    vocab = {cps[b]: b for b in range(256)}
+    merges = [(b"h", b"e"), (b"he", b"l"), (b" ", b"w"), (b"\n", b"\n"), (b" ", b"c"), (b"\xc3", b"\xa9")]
+    for a, b in merges:
+        vocab[tok_string(a + b, cps)] = len(vocab)
+    mstr = [tok_string(a, cps) + " " + tok_string(b, cps) for a, b in merges]
+    eot = len(vocab)
+    hf = {"version": "1.0", "added_tokens": [{"id": eot, "content": "<|endoftext|>", "special": True}],
+          "model": {"type": "BPE", "vocab": vocab, "merges": mstr}}
+    put("tokenizer_json", "strings.json", json.dumps(hf, ensure_ascii=False))
+    hf2 = dict(hf, model=dict(hf["model"], merges=[m.split(" ") for m in mstr]))
+    hf2["added_tokens"] = hf["added_tokens"] + [{"id": eot + 1, "content": "<pad>", "special": False}]
+    put("tokenizer_json", "pairs.json", json.dumps(hf2, ensure_ascii=False))
+    enc = dict(vocab)
+    enc["<|endoftext|>"] = eot
+    put("gpt2_vocab", "gpt2.bin", json.dumps(enc, ensure_ascii=False).encode() + b"\0" +
+        ("#version: 0.2\n" + "\n".join(mstr) + "\n").encode())
+
+    # text to encode
+    for i, text in enumerate([b"Hello, world!\n\nHow are you?  Fine.\n", b"aaaa\n\nbaaaa\n\n\naaaa",
+                              b"abcd caf\xc3\xa9 caf\xc3\xa9\t\xc3\xa9t\xc3\xa9", b"x<|endoftext|>y <|endoftext|>\n",
+                              b"\xff\xfe\x80 invalid \xc3 utf-8 \xe2\x82", "\u00a0nbsp\u3000ideographic \u2028".encode(),
+                              b"it's we'll they've I'M 12345 67\r\n\r\n"]):
+        put("encode", "text%d.txt" % i, text)
+    with open(os.path.join(HERE, "..", "fixtures", "tok_hard_cases.txt"), "rb") as f:
+        put("encode", "hard_cases.txt", f.read())
+
+    # a model that carries its tokenizer (trained on shards of the small
+    # tokenizer above), as safetensors and as GGUF, through the CLI
+    if len(sys.argv) > 1:
+        with tempfile.TemporaryDirectory() as tmp:
+            tokp, text = os.path.join(tmp, "tokenizer.json"), os.path.join(tmp, "text.txt")
+            with open(tokp, "w") as f:
+                f.write(json.dumps(hf, ensure_ascii=False))
+            with open(text, "w") as f:
+                f.write("hello world, the cat sat on the mat.\n" * 400)
+            run = lambda *a: subprocess.run([sys.argv[1], *a], check=True, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL)
+            run("prepare", "--tokenizer", tokp, "--in", text, "--out", os.path.join(tmp, "shards"), "--quiet",
+                "--val-fraction", "0.2")
+            run("train", "--arch", "softmax", "--dim", "32", "--layers", "1", "--heads", "1", "--seq", "8",
+                "--batch", "1", "--steps", "1", "--eval-every", "0", "--tie-embeddings", "--ffn", "32", "--data", os.path.join(tmp, "shards"), "--out",
+                os.path.join(tmp, "run"))
+            model = os.path.join(tmp, "run", "model.safetensors")
+            with open(model, "rb") as f:
+                put("st_model", "with_tokenizer.safetensors", f.read())
+            run("quantize", "--model", model, "--type", "q8_0", "--out", os.path.join(tmp, "t.gguf"))
+            with open(os.path.join(tmp, "t.gguf"), "rb") as f:
+                put("gguf", "with_tokenizer.gguf", f.read())
+
+    # GGUF through the CLI, from a model whose widths are multiples of 32
+    if len(sys.argv) > 1:
+        cfg = ("softmax", 32, 1, 2, 2, 16, 32, True)
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "m.safetensors")
+            with open(src, "wb") as f:
+                f.write(safetensors(model_tensors(*cfg, rng), model_meta(*cfg)))
+            for typ in ["q8_0", "q4_0", "f16"]:
+                out = os.path.join(tmp, typ + ".gguf")
+                subprocess.run([sys.argv[1], "quantize", "--model", src, "--type", typ, "--out", out], check=True,
+                               stdout=subprocess.DEVNULL)
+                with open(out, "rb") as f:
+                    put("gguf", typ + ".gguf", f.read())
+
+
+if __name__ == "__main__":
+    main()
