@@ -28,6 +28,12 @@
  * once for all of them. Decoding (one token) keeps the int8 dots. */
 #define PREFILL_SGEMM_MIN 16
 
+/* Multiply-adds below which work runs on one thread: waking the team costs
+ * tens of microseconds with passive waiting (the CLI's default), and on a
+ * busy machine a team waits for the core another process holds; about
+ * 2 M multiply-adds is a millisecond of one core's work. */
+#define SMALL_WORK (1L << 21)
+
 static int is_float_type(int t) { return t == DA_QT_F32 || t == DA_QT_F16 || t == DA_QT_BF16; }
 
 /* ---------------------------------------------------------------- running state */
@@ -321,6 +327,15 @@ static float fdot(const float *a, const float *b, int n) {
 static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int accumulate) {
     const int rows = W->rows, cols = W->cols;
     const int integer = !is_float_type(W->type) && s->o.act <= DA_ACTQ_INT8_STATIC;
+    if (W->type == DA_QT_F32 && n == 1 && (long)rows * cols <= SMALL_WORK) {
+        /* decoding a small matrix: one thread, no parallel region to wake */
+        const float *Wf = (const float *)(const void *)W->data;
+        for (int r = 0; r < rows; r++) {
+            const float v = fdot(Wf + (size_t)r * cols, s->site_x, cols);
+            out[r] = accumulate ? out[r] + v : v;
+        }
+        return;
+    }
     if (W->type == DA_QT_F32 && n == 1) {
         /* decoding: a matrix-vector product (OpenBLAS's sgemm packs the whole matrix even for one row) */
         cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, cols, 1.0f, (const float *)(const void *)W->data, cols,
@@ -344,7 +359,7 @@ static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int a
                     accumulate ? 1.0f : 0.0f, out, rows);
         return;
     }
-#pragma omp parallel for schedule(static) if ((long)rows * cols * n > 32768)
+#pragma omp parallel for schedule(static) if ((long)rows * cols * n > SMALL_WORK)
     for (int r = 0; r < rows; r++) {
         const unsigned char *wr = W->data + (size_t)r * W->row_bytes;
         float *deq = s->deq + (size_t)omp_get_thread_num() * s->maxw;
@@ -504,7 +519,7 @@ static void attend(da_session *s, const da_qlayer *L, int l, int n) {
      * process holds a core */
     const long keys = c->window > 0 && s->len + n > c->window ? c->window : (long)s->len + n;
     const long work = (long)n * H * keys * d;
-#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1 && work > 65536)
+#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1 && work > SMALL_WORK)
     for (int job = 0; job < n * H; job++) {
         /* query position pos sees keys p0 .. pos: len of them */
         const int t = job / H, h = job % H, g = h / n_rep, pos = s->len + t;
