@@ -28,11 +28,19 @@
  * once for all of them. Decoding (one token) keeps the int8 dots. */
 #define PREFILL_SGEMM_MIN 16
 
-/* Multiply-adds below which work runs on one thread: waking the team costs
- * tens of microseconds with passive waiting (the CLI's default), and on a
- * busy machine a team waits for the core another process holds; about
- * 2 M multiply-adds is a millisecond of one core's work. */
-#define SMALL_WORK (1L << 21)
+/* Multiply-adds below which work runs on one thread. With passive waiting
+ * (the CLI's default) waking the team costs tens of microseconds, and on a
+ * busy machine a team waits for the core another process holds: about 2 M
+ * multiply-adds, a millisecond of one core. With spinning threads
+ * (OMP_WAIT_POLICY=active, a dedicated machine) a region costs about a
+ * microsecond, and 32 K is enough. */
+#define SMALL_WORK_PASSIVE (1L << 21)
+#define SMALL_WORK_ACTIVE (1L << 15)
+
+static long small_work_for_policy(void) {
+    const char *p = getenv("OMP_WAIT_POLICY");
+    return p && (!strcmp(p, "active") || !strcmp(p, "ACTIVE")) ? SMALL_WORK_ACTIVE : SMALL_WORK_PASSIVE;
+}
 
 static int is_float_type(int t) { return t == DA_QT_F32 || t == DA_QT_F16 || t == DA_QT_BF16; }
 
@@ -51,6 +59,7 @@ struct da_session {
      * of it, so every RoPE distance stays one the model trained on. */
     int slots, ring;
     int d, Ckv, maps, kb, nkb, n_threads, maxw;
+    long small_work;  /* multiply-adds below which a step stays on one thread (small_work_for_policy) */
     float *kf, *vf;   /* f32 cache: (L, slots, Ckv) each */
     int8_t *k8, *v8;  /* int8 cache: (L, slots, Ckv) each */
     float *ks, *vs;   /* their scales: (L, slots, nkb) */
@@ -219,6 +228,7 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->kb = s->d % 32 == 0 ? 32 : s->d;
     s->nkb = s->Ckv / s->kb;
     s->n_threads = omp_get_max_threads();
+    s->small_work = small_work_for_policy();
     s->maxw = c->dim > c->ffn_hidden ? c->dim : c->ffn_hidden;
     if (alloc_buffers(s)) {
         da_session_free(s);
@@ -327,7 +337,7 @@ static float fdot(const float *a, const float *b, int n) {
 static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int accumulate) {
     const int rows = W->rows, cols = W->cols;
     const int integer = !is_float_type(W->type) && s->o.act <= DA_ACTQ_INT8_STATIC;
-    if (W->type == DA_QT_F32 && n == 1 && (long)rows * cols <= SMALL_WORK) {
+    if (W->type == DA_QT_F32 && n == 1 && (long)rows * cols <= s->small_work) {
         /* decoding a small matrix: one thread, no parallel region to wake */
         const float *Wf = (const float *)(const void *)W->data;
         for (int r = 0; r < rows; r++) {
@@ -359,7 +369,7 @@ static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int a
                     accumulate ? 1.0f : 0.0f, out, rows);
         return;
     }
-#pragma omp parallel for schedule(static) if ((long)rows * cols * n > SMALL_WORK)
+#pragma omp parallel for schedule(static) if ((long)rows * cols * n > s->small_work)
     for (int r = 0; r < rows; r++) {
         const unsigned char *wr = W->data + (size_t)r * W->row_bytes;
         float *deq = s->deq + (size_t)omp_get_thread_num() * s->maxw;
@@ -519,7 +529,7 @@ static void attend(da_session *s, const da_qlayer *L, int l, int n) {
      * process holds a core */
     const long keys = c->window > 0 && s->len + n > c->window ? c->window : (long)s->len + n;
     const long work = (long)n * H * keys * d;
-#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1 && work > SMALL_WORK)
+#pragma omp parallel for schedule(dynamic, 1) if (n * H > 1 && work > s->small_work)
     for (int job = 0; job < n * H; job++) {
         /* query position pos sees keys p0 .. pos: len of them */
         const int t = job / H, h = job % H, g = h / n_rep, pos = s->len + t;
