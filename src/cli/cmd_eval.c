@@ -453,6 +453,15 @@ static int parse_doubles(const char *s, double *out, int max, int *n, double lo,
 }
 
 /* compare --task mqar|noisy-recall: the retrieval comparison and its sweeps. */
+/* A comparison's report.md to standard output. */
+static void print_report(const char *out_dir) {
+    char path[4200], line[8192];
+    snprintf(path, sizeof path, "%s/report.md", out_dir);
+    FILE *fp = fopen(path, "r");
+    while (fp && fgets(line, sizeof line, fp)) fputs(line, stdout);
+    if (fp) fclose(fp);
+}
+
 static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
     da_task_compare_config c;
     da_task_compare_config_default(&c);
@@ -508,12 +517,7 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
         return 130;
     }
     if (st.code) return cli_fail(st.msg);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/report.md", c.out_dir);
-    FILE *fp = fopen(path, "r");
-    char line[8192];
-    while (fp && fgets(line, sizeof line, fp)) fputs(line, stdout);
-    if (fp) fclose(fp);
+    print_report(c.out_dir);
     return 0;
 }
 
@@ -586,11 +590,6 @@ int cmd_compare(int argc, char **argv) {
         return 130;
     }
     if (st.code) return cli_fail(st.msg);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/report.md", c.out_dir);
-    FILE *fp = fopen(path, "r");
-    char line[4096];
-    while (fp && fgets(line, sizeof line, fp)) fputs(line, stdout);
-    if (fp) fclose(fp);
+    print_report(c.out_dir);
     return 0;
 }
