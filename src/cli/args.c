@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/commands.h"
+#include "args.h"
+#include "commands.h"
 
 static void print_default(const cli_opt *o) {
     switch (o->type) {

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/commands.h"
+#include "args.h"
+#include "commands.h"
 #include "diffattn/experiments.h"
 
 /* The phases' mean ms per step, largest first, and what no probe covers. */

@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/commands.h"
+#include "args.h"
+#include "commands.h"
 #include "diffattn/eval.h"
 #include "diffattn/experiments.h"
 #include <stdlib.h>

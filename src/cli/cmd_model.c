@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/commands.h"
+#include "args.h"
+#include "commands.h"
 
 int cmd_init(int argc, char **argv) {
     cli_model_flags mf;

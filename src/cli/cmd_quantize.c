@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/commands.h"
+#include "args.h"
+#include "commands.h"
 #include "diffattn/quant.h"
 #include "diffattn/eval.h"
 #include "diffattn/experiments.h"

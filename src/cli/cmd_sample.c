@@ -4,8 +4,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/args.h"
-#include "cli/commands.h"
+#include "args.h"
+#include "commands.h"
 #include "diffattn/tokenizer.h"
 
 /* Prints each generated token as it comes: through the tokenizer, or as a byte. */

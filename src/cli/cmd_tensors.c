@@ -2,8 +2,8 @@
  * written for comparison with a reference implementation. */
 #include <stdio.h>
 
-#include "cli/args.h"
-#include "cli/commands.h"
+#include "args.h"
+#include "commands.h"
 #include "diffattn/eval.h"
 
 int cmd_logits(int argc, char **argv) {

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/args.h"
-#include "cli/commands.h"
+#include "args.h"
+#include "commands.h"
 #include "diffattn/data.h"
 #include "diffattn/generate.h"
 #include "diffattn/tokenizer.h"

@@ -3,8 +3,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/args.h"
-#include "cli/commands.h"
+#include "args.h"
+#include "commands.h"
 #include "diffattn/data.h"
 
 static void format_duration(char *buf, size_t n, double s) {

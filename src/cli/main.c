@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "diffattn.h"
 
 int cli_fail(const char *msg) {
