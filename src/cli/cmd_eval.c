@@ -453,13 +453,24 @@ static int parse_doubles(const char *s, double *out, int max, int *n, double lo,
 }
 
 /* compare --task mqar|noisy-recall: the retrieval comparison and its sweeps. */
-/* A comparison's report.md to standard output. */
-static void print_report(const char *out_dir) {
+/* The end of a comparison: its error (with the flags that apply to a folder
+ * holding one), an interruption (exit 130), or its report.md on standard output. */
+static int compare_finish(da_status st, const char *out_dir, const char *exists_hint) {
+    if (st.code == DA_RUN_EXISTS) {
+        fprintf(stderr, "diffattn: %s (%s)\n", st.msg, exists_hint);
+        return 1;
+    }
+    if (st.code == DA_INTERRUPTED) {
+        fprintf(stderr, "diffattn compare: %s\n", st.msg);
+        return 130;
+    }
+    if (st.code) return cli_fail(st.msg);
     char path[4200], line[8192];
     snprintf(path, sizeof path, "%s/report.md", out_dir);
     FILE *fp = fopen(path, "r");
     while (fp && fgets(line, sizeof line, fp)) fputs(line, stdout);
     if (fp) fclose(fp);
+    return 0;
 }
 
 static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
@@ -507,18 +518,7 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
     if (noises && parse_doubles(noises, c.noises, 8, &c.n_noises, 0, 0.99))
         return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
     c.stop = cli_catch_stop_signals();
-    da_status st = da_task_compare(&c);
-    if (st.code == DA_RUN_EXISTS) {
-        fprintf(stderr, "diffattn: %s (--force replaces it)\n", st.msg);
-        return 1;
-    }
-    if (st.code == DA_INTERRUPTED) {
-        fprintf(stderr, "diffattn compare: %s\n", st.msg);
-        return 130;
-    }
-    if (st.code) return cli_fail(st.msg);
-    print_report(c.out_dir);
-    return 0;
+    return compare_finish(da_task_compare(&c), c.out_dir, "--force replaces it");
 }
 
 int cmd_compare(int argc, char **argv) {
@@ -580,16 +580,5 @@ int cmd_compare(int argc, char **argv) {
     c.stop = cli_catch_stop_signals();
     c.steps_given = cli_was_set(opts, n_opts, "steps");
     if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the compare, or replace it)");
-    da_status st = da_compare(&c);
-    if (st.code == DA_RUN_EXISTS) {
-        fprintf(stderr, "diffattn: %s (--resume, or --force)\n", st.msg);
-        return 1;
-    }
-    if (st.code == DA_INTERRUPTED) {
-        fprintf(stderr, "diffattn compare: %s\n", st.msg);
-        return 130;
-    }
-    if (st.code) return cli_fail(st.msg);
-    print_report(c.out_dir);
-    return 0;
+    return compare_finish(da_compare(&c), c.out_dir, "--resume, or --force");
 }

@@ -313,14 +313,38 @@ static da_status compile_regex(da_tokenizer *t, const char *pattern) {
     return da_ok();
 }
 
+char *da_tok_bytelevel_json(cJSON *vocab, cJSON *merges, cJSON *added) {
+    cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *pre = cJSON_CreateObject();
+    int ok = root && model && pre && vocab && merges && added;
+    ok = ok && cJSON_AddStringToObject(root, "version", "1.0") && cJSON_AddItemToObject(root, "added_tokens", added);
+    if (ok) added = NULL;
+    ok = ok && cJSON_AddNullToObject(root, "normalizer") && cJSON_AddStringToObject(pre, "type", "ByteLevel") &&
+         cJSON_AddBoolToObject(pre, "add_prefix_space", 0) && cJSON_AddBoolToObject(pre, "use_regex", 1) &&
+         cJSON_AddItemToObject(root, "pre_tokenizer", pre);
+    if (ok) pre = NULL;
+    ok = ok && cJSON_AddStringToObject(model, "type", "BPE") && cJSON_AddItemToObject(model, "vocab", vocab);
+    if (ok) vocab = NULL;
+    ok = ok && cJSON_AddItemToObject(model, "merges", merges);
+    if (ok) merges = NULL;
+    ok = ok && cJSON_AddItemToObject(root, "model", model);
+    if (ok) model = NULL;
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    cJSON_Delete(model);
+    cJSON_Delete(pre);
+    cJSON_Delete(vocab);
+    cJSON_Delete(merges);
+    cJSON_Delete(added);
+    return text;
+}
+
 /* GPT-2's encoder.json + vocab.bpe as the equivalent Hugging Face
  * tokenizer.json (ByteLevel pre-tokeniser, <|endoftext|> as an added special
  * token), kept as the tokenizer's text so that it can be embedded in a model
  * file and loaded back as the same tokenizer. */
 static da_status gpt2_as_hf_json(da_tokenizer *t, const char *path, const cJSON *vocab, const char *bpe, size_t n_bpe) {
-    cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *pre = cJSON_CreateObject();
     cJSON *merges = cJSON_CreateArray(), *added = cJSON_CreateArray(), *v = cJSON_Duplicate(vocab, 1);
-    int ok = root && model && pre && merges && added && v;
+    int ok = merges && added && v;
     const cJSON *eot = cJSON_GetObjectItemCaseSensitive(vocab, "<|endoftext|>");
     if (ok && cJSON_IsNumber(eot)) {
         cJSON *e = cJSON_CreateObject();
@@ -339,25 +363,12 @@ static da_status gpt2_as_hf_json(da_tokenizer *t, const char *path, const cJSON 
         }
         p = e ? e + 1 : bpe + n_bpe;
     }
-    ok = ok && cJSON_AddStringToObject(root, "version", "1.0") && cJSON_AddItemToObject(root, "added_tokens", added);
-    if (ok) added = NULL;
-    ok = ok && cJSON_AddNullToObject(root, "normalizer") && cJSON_AddStringToObject(pre, "type", "ByteLevel") &&
-         cJSON_AddBoolToObject(pre, "add_prefix_space", 0) && cJSON_AddBoolToObject(pre, "use_regex", 1) &&
-         cJSON_AddItemToObject(root, "pre_tokenizer", pre);
-    if (ok) pre = NULL;
-    ok = ok && cJSON_AddStringToObject(model, "type", "BPE") && cJSON_AddItemToObject(model, "vocab", v);
-    if (ok) v = NULL;
-    ok = ok && cJSON_AddItemToObject(model, "merges", merges);
-    if (ok) merges = NULL;
-    ok = ok && cJSON_AddItemToObject(root, "model", model);
-    if (ok) model = NULL;
-    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    cJSON_Delete(model);
-    cJSON_Delete(pre);
-    cJSON_Delete(merges);
-    cJSON_Delete(added);
-    cJSON_Delete(v);
+    char *text = ok ? da_tok_bytelevel_json(v, merges, added) : NULL;
+    if (!ok) {
+        cJSON_Delete(v);
+        cJSON_Delete(merges);
+        cJSON_Delete(added);
+    }
     if (!text) return da_errorf("%s: out of memory converting to tokenizer.json", path);
     t->json = text;
     t->json_len = strlen(text);

@@ -27,6 +27,13 @@ void da_tokenizer_set_heap_from(da_tokenizer *t, size_t n);
  * directions (cp_to_byte is -1 outside the alphabet). */
 void da_gpt2_byte_alphabet(int byte_to_cp[256], int cp_to_byte[512]);
 
+/* A byte-level BPE tokenizer.json with GPT-2's pre-tokeniser, printed: the
+ * vocabulary (an object of token -> id), the merges (an array of "a b") and
+ * the added_tokens array. Takes the three (NULL ones included) and frees
+ * them; returns NULL when out of memory. */
+struct cJSON;
+char *da_tok_bytelevel_json(struct cJSON *vocab, struct cJSON *merges, struct cJSON *added);
+
 /* Where to cut the first n bytes of a longer text so that encoding the text
  * before the cut and the text after it (to the end, whatever follows b[n])
  * gives the ids of the whole: a place in the second half, b[n/2+1 .. n-1],

@@ -123,18 +123,14 @@ da_status da_tok_ggml_to_json(const da_tok_ggml *g, const char *name, char **jso
         return da_errorf("%s: tokenizer.ggml.pre is \"%s\" and the file has no tokenizer.huggingface.json: only "
                          "GPT-2's pre-tokeniser (\"gpt-2\") can be rebuilt from the token list",
                          name, g->pre);
-    cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *pre = cJSON_CreateObject();
     cJSON *vocab = cJSON_CreateObject(), *merges = cJSON_CreateArray(), *added = cJSON_CreateArray();
-    int ok = root && model && pre && vocab && merges && added;
-    ok = ok && cJSON_AddStringToObject(root, "version", "1.0") && cJSON_AddItemToObject(root, "added_tokens", added);
-    if (ok) added = NULL;
-    cJSON *added_in = ok ? cJSON_GetObjectItemCaseSensitive(root, "added_tokens") : NULL;
+    int ok = vocab && merges && added;
     for (int i = 0; ok && i < g->n_tokens; i++) {
         const int t = g->types[i];
         if (t == DA_TOKTYPE_UNUSED) continue;
         if (t == DA_TOKTYPE_CONTROL || t == DA_TOKTYPE_USER_DEFINED) {
             cJSON *e = cJSON_CreateObject();
-            ok = e && cJSON_AddItemToArray(added_in, e) && cJSON_AddNumberToObject(e, "id", i) &&
+            ok = e && cJSON_AddItemToArray(added, e) && cJSON_AddNumberToObject(e, "id", i) &&
                  cJSON_AddStringToObject(e, "content", g->tokens[i]) &&
                  cJSON_AddBoolToObject(e, "special", t == DA_TOKTYPE_CONTROL);
         } else {
@@ -145,23 +141,12 @@ da_status da_tok_ggml_to_json(const da_tok_ggml *g, const char *name, char **jso
         cJSON *s = cJSON_CreateString(g->merges[i]);
         ok = s && cJSON_AddItemToArray(merges, s);
     }
-    ok = ok && cJSON_AddNullToObject(root, "normalizer") && cJSON_AddStringToObject(pre, "type", "ByteLevel") &&
-         cJSON_AddBoolToObject(pre, "add_prefix_space", 0) && cJSON_AddBoolToObject(pre, "use_regex", 1) &&
-         cJSON_AddItemToObject(root, "pre_tokenizer", pre);
-    if (ok) pre = NULL;
-    ok = ok && cJSON_AddStringToObject(model, "type", "BPE") && cJSON_AddItemToObject(model, "vocab", vocab);
-    if (ok) vocab = NULL;
-    ok = ok && cJSON_AddItemToObject(model, "merges", merges);
-    if (ok) merges = NULL;
-    ok = ok && cJSON_AddItemToObject(root, "model", model);
-    if (ok) model = NULL;
-    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    cJSON_Delete(model);
-    cJSON_Delete(pre);
-    cJSON_Delete(vocab);
-    cJSON_Delete(merges);
-    cJSON_Delete(added);
+    char *text = ok ? da_tok_bytelevel_json(vocab, merges, added) : NULL;
+    if (!ok) {
+        cJSON_Delete(vocab);
+        cJSON_Delete(merges);
+        cJSON_Delete(added);
+    }
     if (!text) return da_errorf("%s: out of memory rebuilding the tokenizer", name);
     *json = text;
     return da_ok();

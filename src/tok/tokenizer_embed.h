@@ -29,6 +29,7 @@ da_status da_tok_ggml_from_json(da_tok_ggml *g, const char *json, size_t n);
  * Only GPT-2's pre-tokeniser can be rebuilt: another needs the file's
  * tokenizer.huggingface.json. */
 da_status da_tok_ggml_to_json(const da_tok_ggml *g, const char *name, char **json);
+
 void da_tok_ggml_free(da_tok_ggml *g);
 
 #endif
