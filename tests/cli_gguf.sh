@@ -36,6 +36,11 @@ err=$($BIN quantize --model "$T/m128.safetensors" --type q4_k --out "$T/k.gguf" 
 out=$($BIN quantize --model "$T/m128.safetensors" --type q4_k --out "$T/k.gguf" --fallback q8_0 2>/dev/null)
 [[ $out == *"q4_k weights, 7 matmuls q8_0 by --fallback"* ]] && ok "--fallback q8_0 says what fell back" \
   || bad "--fallback q8_0 says what fell back: $out"
+# DIFF2's lambda_proj always stays f32: not a fallback
+"$BIN" init --arch diff2 --out "$T/d2.safetensors" --dim 64 --layers 2 --heads 2 --ffn 64 --seq 32 >/dev/null
+out=$($BIN quantize --model "$T/d2.safetensors" --type q8_0 --out "$T/d2.gguf" 2>/dev/null)
+[[ $out == *"q8_0 weights ("* && $out != *"--fallback"* ]] && ok "lambda_proj kept f32 is not called a fallback" \
+  || bad "lambda_proj kept f32 is not called a fallback: $out"
 out=$($BIN info --model "$T/k.gguf")
 [[ $out == *"weights        q4_k"* && $out == *"layers.0.feed_forward.w2.weight: q8_0 [128, 384]"* ]] \
   && ok "info lists the tensors of another type" || bad "info lists the tensors of another type: $out"

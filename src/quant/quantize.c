@@ -8,10 +8,15 @@
  * output goes through a sigmoid gate on the second map); the LM head takes
  * output_type (q8_0 for the 4-bit types by default). A width off the type's
  * block: q8_0, then f32, with fallback_q8; else -1. */
-static int tensor_type(const da_qtensor *t, int i, const da_quantize_types *o) {
+/* f32 for the tensors that always stay f32 (the embedding, lambda_proj), else -1. */
+static int tensor_type_fixed(const da_qtensor *t, int i) {
     if (i == 0) return DA_QT_F32; /* tok_embeddings */
     const size_t n = strlen(t->name), k = strlen("lambda_proj.weight");
-    if (n >= k && !strcmp(t->name + n - k, "lambda_proj.weight")) return DA_QT_F32;
+    return n >= k && !strcmp(t->name + n - k, "lambda_proj.weight") ? DA_QT_F32 : -1;
+}
+
+static int tensor_type(const da_qtensor *t, int i, const da_quantize_types *o) {
+    if (tensor_type_fixed(t, i) >= 0) return tensor_type_fixed(t, i);
     int type = o->type;
     if (!strcmp(t->name, "output.weight"))
         type = o->output_type >= 0 ? o->output_type
@@ -35,7 +40,8 @@ static da_status assign_types(da_engine *e, const da_quantize_types *o, int *n_f
             return da_errorf("quantize: %s has %d columns, not a multiple of %s's block of %d; allow a fallback to "
                              "q8_0 for such matmuls, or choose another type",
                              t->name, t->cols, da_qtype_name(o->type), da_qtype_block(o->type));
-        if (n_fallback && i && strcmp(t->name, "output.weight") && t->type != o->type) (*n_fallback)++;
+        if (n_fallback && tensor_type_fixed(t, i) < 0 && strcmp(t->name, "output.weight") && t->type != o->type)
+            (*n_fallback)++;
     }
     return da_ok();
 }
