@@ -27,7 +27,7 @@ int cmd_quantize(int argc, char **argv) {
          "default activations when run: q8 (per-32 int8, the default), int8-dynamic (per token), int8-static "
          "(per tensor, needs --calib), bf16, f32",
          0},
-        {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type)", 0},
+        {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type); a tied model gets a copy of its embedding in this type, f32 uses the embedding itself", 0},
         {"fallback", OPT_STR, &o.fallback,
          "q8_0: a matmul whose width is not a multiple of the type's block (q4_k: 256) gets q8_0; default: an error",
          0},
