@@ -76,6 +76,14 @@ grep -q '"act":"int8-static"' "$T/out" && ok "static ranges used" || bad "static
 expect_ok "bench generate" $BIN bench generate --model "$M" --also "$T/q8_0.gguf,$T/q4_0.gguf" --prompt 16 --gen 8 --reps 1 --json
 expect_json_keys "bench generate --json keys" prompt_tok_per_s decode_tok_per_s file_bytes
 [[ $(grep -c prompt_tok_per_s "$T/out") == 3 ]] && ok "bench generate: one line per model" || bad "bench lines: $(cat "$T/out")"
+# --bandwidth: bytes read per decoded token against the measured copy bandwidth; a q8_0 model reads fewer
+expect_ok "bench generate --bandwidth" $BIN bench generate --model "$M" --also "$T/q8_0.gguf" --prompt 16 --gen 8 --reps 1 --json --bandwidth
+expect_json_keys "bench generate --bandwidth keys" decode_bytes_per_token copy_bandwidth_gbs bandwidth_fraction
+bytes=($(sed -n 's/.*"decode_bytes_per_token":\([0-9]*\).*/\1/p' "$T/out"))
+bw=$(sed -n 's/.*"copy_bandwidth_gbs":\([0-9.]*\).*/\1/p' "$T/out" | head -1)
+[[ ${#bytes[@]} == 2 && ${bytes[1]} -lt ${bytes[0]} && ${bytes[0]} -gt 0 ]] && awk "BEGIN { exit !($bw > 0.5) }" \
+  && ok "bench generate --bandwidth: $bw GB/s, ${bytes[0]} > ${bytes[1]} bytes per token" \
+  || bad "bench generate --bandwidth: $(cat "$T/out")"
 
 # errors
 expect_error "quantize: unknown type" "type \"q3_k\" is not one of q8_0" $BIN quantize --model "$M" --type q3_k --out "$T/x.gguf"

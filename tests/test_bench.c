@@ -1,6 +1,7 @@
 /* The FLOP counts behind bench's GFLOP/s and MFU: attention's share follows
  * the keys each query really sees, so a sliding window is not credited with
- * full causal attention. */
+ * full causal attention. And the bytes a decoding step reads, behind the
+ * bandwidth fraction of bench generate. */
 #include "diffattn.h"
 #include "experiments/bench.h"
 #include "harness.h"
@@ -33,7 +34,43 @@ static int test_window_flops_follow_keys_seen(void) {
     return 0;
 }
 
+/* f32 weights: every parameter but the embedding table's other rows, plus
+ * K and V of every position seen, in every layer. */
+static int test_decode_bytes(void) {
+    for (int tied = 0; tied < 2; tied++) {
+        da_config c = bench_config(DA_ARCH_SOFTMAX, 0);
+        c.dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_hidden = 128, c.max_seq_len = 64;
+        c.tie_embeddings = tied;
+        da_model m;
+        CHECK(!da_model_create(&m, &c).code);
+        da_engine *e;
+        CHECK(!da_engine_from_model(&e, &m).code);
+        const double V = c.vocab_size, C = c.dim, Ckv = C / 2, params = (double)m.n_params;
+        /* tied: the embedding is the head and is read whole */
+        const double weights = tied ? 4 * params : 4 * (params - V * C + C);
+        CHECK(da_engine_decode_bytes(e, 10, 0) == weights + 2 * 10 * 2 * 4 * Ckv);
+        CHECK(da_engine_decode_bytes(e, 0, 0) == weights);
+        /* int8 cache: one byte a value and a float scale per 32 (head_dim 16: per 16) */
+        CHECK(da_engine_decode_bytes(e, 10, 1) == weights + 2 * 10 * 2 * (Ckv + 4 * Ckv / 16));
+        da_engine_free(e);
+        da_model_free(&m);
+    }
+    /* a window bounds the keys read */
+    da_config w = bench_config(DA_ARCH_DIFF2, 8);
+    w.dim = 64, w.n_layers = 1, w.n_heads = 4, w.n_kv_heads = 4, w.ffn_hidden = 128, w.max_seq_len = 64;
+    da_model m;
+    CHECK(!da_model_create(&m, &w).code);
+    da_engine *e;
+    CHECK(!da_engine_from_model(&e, &m).code);
+    CHECK(da_engine_decode_bytes(e, 50, 0) == da_engine_decode_bytes(e, 8, 0));
+    CHECK(da_engine_decode_bytes(e, 7, 0) < da_engine_decode_bytes(e, 8, 0));
+    da_engine_free(e);
+    da_model_free(&m);
+    return 0;
+}
+
 int main(void) {
     RUN(test_window_flops_follow_keys_seen);
+    RUN(test_decode_bytes);
     TH_SUMMARY();
 }
