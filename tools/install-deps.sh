@@ -7,6 +7,9 @@ PKGS=(build-essential cmake pkg-config python3 libopenblas-openmp-dev libcjson-d
 PKGS+=(openmpi-bin libopenmpi-dev)
 # qemu-user: the tests run on an emulated Haswell (AVX2, no AVX-512) too
 PKGS+=(qemu-user)
+# PyTorch and numpy: cli_hf_export runs the PyTorch port of transformers' DiffLlama and Llama
+# (tools/make_hf_fixtures.py) on an exported folder
+PKGS+=(python3-numpy python3-torch)
 # node and npm run the reference tokenizers (tools/tokref) and GGUF reader (tools/ggufref) of the tests
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()
