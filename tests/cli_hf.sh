@@ -52,5 +52,11 @@ sed 's/"attention_bias": false/"attention_bias": true/' $F/config.json >"$T/bad/
 expect_error "attention_bias" "config.json: attention_bias is true" $BIN info --model "$T/bad"
 sed 's/"rope_type": "llama3"/"rope_type": "yarn"/' $F/config.json >"$T/bad/config.json"
 expect_error "unknown rope type" 'rope_scaling.rope_type "yarn" is not supported' $BIN info --model "$T/bad"
+# a config.json declaring far more than the files hold is refused from the files' shapes, before any
+# allocation (not "out of memory allocating 48 G parameters")
+sed -e 's/"intermediate_size": 48/"intermediate_size": 500000/' -e 's/"num_hidden_layers": 2/"num_hidden_layers": 1000/' \
+  $F/config.json >"$T/bad/config.json"
+expect_error "a declared size the files do not hold" "mlp.gate_proj.weight has shape [48, 64], expected [500000, 64]" \
+  $BIN info --model "$T/bad"
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -136,6 +136,10 @@ typedef struct {
 
 /* Allocates a zeroed model for cfg (validated). */
 da_status da_model_create(da_model *m, const da_config *cfg);
+/* cfg's tensor table (names, shapes, offsets) and n_params alone, the
+ * parameters not allocated (m->params NULL): what a loader checks a file
+ * against before committing memory. Free it with da_model_free. */
+da_status da_model_create_table(da_model *m, const da_config *cfg);
 /* The initialisation documented in docs/model.md, from a seeded RNG. */
 void da_model_init(da_model *m, uint64_t seed);
 da_status da_model_alloc_grads(da_model *m);

@@ -25,12 +25,13 @@ int da_act_mode_parse(const char *s, da_act_mode *out) {
     return -1;
 }
 
-/* Names and shapes from da_model's table (its parameter buffer is calloc'd
- * and never touched, so it costs no memory). */
+/* Names and shapes from da_model's table, without its parameters: a
+ * file's declared configuration must not cost memory before the file's
+ * tensors are checked against it. */
 da_status da_engine_init_table(da_engine *e, const da_config *cfg) {
     memset(e, 0, sizeof *e);
     da_model tmp;
-    da_status st = da_model_create(&tmp, cfg);
+    da_status st = da_model_create_table(&tmp, cfg);
     if (st.code) return st;
     e->cfg = *cfg;
     e->n_tensors = tmp.n_tensors;

@@ -606,6 +606,37 @@ static da_status load_layer(hf_files *F, da_model *m, const hf_shape *hs, int l)
     return da_ok();
 }
 
+/* Every matrix the configuration implies is in the files with its shape:
+ * checked before the model is allocated, so that a config.json declaring
+ * more than the files hold costs no memory. (DiffLlama's KV pairs may
+ * duplicate k and v heads, never beyond q_proj's size, which is checked.) */
+static da_status check_shapes(hf_files *F, const da_config *c, const hf_shape *hs) {
+    const int C = c->dim, d = hs->d, H = hs->H, Hkv = hs->Hkv, Fh = c->ffn_hidden;
+    hf_tensor *t;
+    char n[192];
+    da_status st = take(F, "model.embed_tokens.weight", c->vocab_size, C, &t);
+    for (int l = 0; l < c->n_layers && !st.code; l++) {
+        const struct {
+            const char *name;
+            int64_t rows, cols;
+        } want[] = {{"input_layernorm.weight", C, 0},
+                    {"post_attention_layernorm.weight", C, 0},
+                    {"mlp.gate_proj.weight", Fh, C},
+                    {"mlp.up_proj.weight", Fh, C},
+                    {"mlp.down_proj.weight", C, Fh},
+                    {"self_attn.o_proj.weight", C, (int64_t)H * d},
+                    {"self_attn.q_proj.weight", (int64_t)H * d, C},
+                    {"self_attn.k_proj.weight", (int64_t)Hkv * d, C},
+                    {"self_attn.v_proj.weight", (int64_t)Hkv * d, C}};
+        for (size_t i = 0; i < sizeof want / sizeof want[0] && !st.code; i++) {
+            snprintf(n, sizeof n, "model.layers.%d.%s", l, want[i].name);
+            st = take(F, n, want[i].rows, want[i].cols, &t);
+        }
+    }
+    for (int i = 0; i < F->n; i++) F->t[i].used = 0; /* the load marks what it reads */
+    return st;
+}
+
 da_status da_hf_model_load(da_model *m, const char *dir) {
     memset(m, 0, sizeof *m);
     da_config cfg;
@@ -615,6 +646,7 @@ da_status da_hf_model_load(da_model *m, const char *dir) {
     hf_files F;
     memset(&F, 0, sizeof F);
     if ((st = open_files(&F, dir)).code) goto done;
+    if ((st = check_shapes(&F, &cfg, &hs)).code) goto done;
     if ((st = da_model_create(m, &cfg)).code) goto done;
     const int C = cfg.dim, V = cfg.vocab_size;
     if ((st = copy_plain(&F, "model.embed_tokens.weight", V, C, m->w.tok_embeddings)).code) goto done;

@@ -67,7 +67,7 @@ static void map_weights(const da_model *m, float *base, da_weights *w) {
 #undef NEXT
 }
 
-da_status da_model_create(da_model *m, const da_config *cfg) {
+da_status da_model_create_table(da_model *m, const da_config *cfg) {
     memset(m, 0, sizeof *m);
     da_status st = da_config_validate(cfg);
     if (st.code) return st;
@@ -111,13 +111,19 @@ da_status da_model_create(da_model *m, const da_config *cfg) {
     m->tensors = b.t;
     m->n_tensors = b.n;
     m->n_params = b.offset;
+    return da_ok();
+}
+
+da_status da_model_create(da_model *m, const da_config *cfg) {
+    da_status st = da_model_create_table(m, cfg);
+    if (st.code) return st;
     m->params = calloc(m->n_params, sizeof(float));
     m->w.layers = calloc((size_t)cfg->n_layers, sizeof(da_layer_weights));
     m->g.layers = calloc((size_t)cfg->n_layers, sizeof(da_layer_weights));
     if (!m->params || !m->w.layers || !m->g.layers) {
+        const size_t n = m->n_params;
         da_model_free(m);
-        return da_errorf("out of memory allocating %zu parameters (%.1f MB)", b.offset,
-                         (double)b.offset * 4 / 1e6);
+        return da_errorf("out of memory allocating %zu parameters (%.1f MB)", n, (double)n * 4 / 1e6);
     }
     map_weights(m, m->params, &m->w);
     return da_ok();
