@@ -25,15 +25,16 @@ test: all test-asan
 	cd build && ctest --output-on-failure
 
 # `make fuzz`: every libFuzzer target of tests/fuzz (or FUZZ_TARGETS) for
-# FUZZ_SECONDS each, one after another on one core, built with clang and
-# ASan + UBSan in build-fuzz; prints executions, coverage and crashes per target.
+# FUZZ_SECONDS each on one core, FUZZ_JOBS targets at a time, built with clang
+# and ASan + UBSan in build-fuzz; prints executions, coverage and crashes per target.
 FUZZ_SECONDS ?= 600
+FUZZ_JOBS ?= 1
 FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 fuzz:
 	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDA_SANITIZE=ON \
 	  -DDA_FUZZ=ON -DDA_MPI=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
-	bash tests/fuzz/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	FUZZ_JOBS=$(FUZZ_JOBS) bash tests/fuzz/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 demo: all
 	bash tools/demo.sh

@@ -2,7 +2,7 @@
 # A full disk during a write, simulated with a file size limit (prlimit
 # --fsize: writes past it fail with EFBIG, as on a full disk, once SIGXFSZ is
 # ignored): every writer -- a training checkpoint, quantize, prepare, the npy
-# export of logits, the ids export of encode -- must exit with a clear error
+# export of logits, the ids export of encode, the text of decode -- must exit with a clear error
 # (not be killed by SIGXFSZ, exit 153), leave the previous file byte for byte
 # and leave no temporary behind. And a temporary left by a process killed
 # mid-write is removed by the next write of that file.
@@ -74,6 +74,12 @@ echo "1 2 3" > "$T/ids/ids.txt"
 limited "encode --out ids" 4000 "$T/ids/ids.txt" \
   "$BIN" encode --tokenizer "$TOK" --in "$T/corpus.txt" --out "$T/ids/ids.txt"
 
+# 4b. the text export of decode, over an existing one
+echo "previous text" > "$T/ids/text.txt"
+"$BIN" encode --tokenizer "$TOK" --in "$T/corpus.txt" --out "$T/ids/all.txt" 2>/dev/null || bad "encode for decode failed"
+limited "decode --out text" 4000 "$T/ids/text.txt" \
+  "$BIN" decode --tokenizer "$TOK" --ids "$T/ids/all.txt" --out "$T/ids/text.txt"
+
 # 5. prepare: no shard may be published, nor any temporary left
 err=$(prlimit --fsize=20000 "$BIN" prepare --tokenizer "$TOK" --in "$T/corpus.txt" --out "$T/shards" --quiet 2>&1 >/dev/null)
 rc=$?
@@ -94,6 +100,19 @@ echo partial > "$T/run/model.safetensors.tmp.$dead"
 left=$(find "$T/run" -name '*.tmp.*' | wc -l)
 if [ "$left" -eq 0 ]; then ok "stale temporaries of a dead process removed by the next checkpoint"
 else bad "$left stale temporaries left in the run folder"; fi
+
+# 7. a prepare killed mid-shard leaves .train_NNNNNN.bin.tmp.<pid>; the next
+#    prepare into that folder removes those of processes that are gone and
+#    publishes only its own shards
+mkdir -p "$T/shards2"
+echo partial > "$T/shards2/.train_000007.bin.tmp.$dead"
+echo partial > "$T/shards2/.val_000000.bin.tmp.$dead"
+echo keep > "$T/shards2/notes.tmp.txt"
+"$BIN" prepare --tokenizer "$TOK" --in "$T/corpus.txt" --out "$T/shards2" --quiet >/dev/null 2>&1 || bad "prepare into a folder with stale temporaries failed"
+left=$(find "$T/shards2" -name '.*.tmp.*' | wc -l)
+if [ "$left" -eq 0 ] && [ -e "$T/shards2/notes.tmp.txt" ] && [ -e "$T/shards2/train_000000.bin" ]; then
+  ok "prepare removes the shard temporaries of a dead prepare, and nothing else"
+else bad "prepare left $left stale shard temporaries (or removed another file): $(ls -A "$T/shards2")"; fi
 
 echo "$passed passed, $fail failed"
 [ "$fail" -eq 0 ]

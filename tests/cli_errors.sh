@@ -88,6 +88,11 @@ out=$("$BIN" sample --model "$M" --prompt "ab" --max-new 100 --temperature 0 2>/
 if [[ ${#out} -ge 90 ]]; then passed=$((passed + 1)); echo "ok   sample: past the context"
 else failed=$((failed + 1)); echo "FAIL sample: past the context: ${#out} bytes"; fi
 expect_error "sample: prompt longer than the context" "shorten it" "$BIN" sample --model "$M" --prompt "$(printf 'x%.0s' {1..40})"
+# a sliding-window model's ring cache holds any length: a prompt past max_seq_len is fine
+"$BIN" init --out "$T/win.safetensors" --dim 32 --layers 1 --heads 2 --seq 32 --window 8 --ffn 64 >/dev/null
+out=$("$BIN" sample --model "$T/win.safetensors" --prompt "$(printf 'x%.0s' {1..100})" --max-new 20 --temperature 0 2>/dev/null)
+if [[ ${#out} -ge 115 ]]; then passed=$((passed + 1)); echo "ok   sample: a windowed model takes a prompt past max_seq_len"
+else failed=$((failed + 1)); echo "FAIL sample: a windowed model takes a prompt past max_seq_len: ${#out} bytes"; fi
 expect_error "sample: bad top-p" "--top-p" "$BIN" sample --model "$M" --top-p 0
 expect_error "sample: negative temperature" "--temperature" "$BIN" sample --model "$M" --temperature -1
 expect_ok "sample" "$BIN" sample --model "$T/r/model.safetensors" --prompt "int " --max-new 8

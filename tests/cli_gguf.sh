@@ -36,6 +36,23 @@ err=$($BIN quantize --model "$T/m128.safetensors" --type q4_k --out "$T/k.gguf" 
 out=$($BIN quantize --model "$T/m128.safetensors" --type q4_k --out "$T/k.gguf" --fallback q8_0 2>/dev/null)
 [[ $out == *"q4_k weights, 7 matmuls q8_0 by --fallback"* ]] && ok "--fallback q8_0 says what fell back" \
   || bad "--fallback q8_0 says what fell back: $out"
+# a tied model's head is a quantized copy of the embedding (decoding would
+# otherwise read the f32 embedding every token), unless --output-type f32
+"$BIN" init --out "$T/tied.safetensors" --dim 64 --layers 1 --heads 2 --ffn 64 --seq 32 --tie-embeddings >/dev/null
+$BIN quantize --model "$T/tied.safetensors" --type q4_0 --out "$T/tied.gguf" >/dev/null 2>&1
+out=$($BIN info --model "$T/tied.gguf")
+[[ $out == *"lm head        q8_0, a copy of the tied embedding"* ]] && ok "tied head quantized as a copy" \
+  || bad "tied head quantized as a copy: $out"
+$BIN quantize --model "$T/tied.safetensors" --type q4_0 --output-type f32 --out "$T/tied32.gguf" >/dev/null 2>&1
+out=$($BIN info --model "$T/tied32.gguf")
+[[ $out == *"lm head        f32, the tied embedding itself"* ]] && ok "--output-type f32 keeps the tied embedding" \
+  || bad "--output-type f32 keeps the tied embedding: $out"
+expect_ok "the tied copy decodes" $BIN sample --model "$T/tied.gguf" --prompt "ab" --max-new 8
+# DIFF2's lambda_proj always stays f32: not a fallback
+"$BIN" init --arch diff2 --out "$T/d2.safetensors" --dim 64 --layers 2 --heads 2 --ffn 64 --seq 32 >/dev/null
+out=$($BIN quantize --model "$T/d2.safetensors" --type q8_0 --out "$T/d2.gguf" 2>/dev/null)
+[[ $out == *"q8_0 weights ("* && $out != *"--fallback"* ]] && ok "lambda_proj kept f32 is not called a fallback" \
+  || bad "lambda_proj kept f32 is not called a fallback: $out"
 out=$($BIN info --model "$T/k.gguf")
 [[ $out == *"weights        q4_k"* && $out == *"layers.0.feed_forward.w2.weight: q8_0 [128, 384]"* ]] \
   && ok "info lists the tensors of another type" || bad "info lists the tensors of another type: $out"
@@ -59,6 +76,14 @@ grep -q '"act":"int8-static"' "$T/out" && ok "static ranges used" || bad "static
 expect_ok "bench generate" $BIN bench generate --model "$M" --also "$T/q8_0.gguf,$T/q4_0.gguf" --prompt 16 --gen 8 --reps 1 --json
 expect_json_keys "bench generate --json keys" prompt_tok_per_s decode_tok_per_s file_bytes
 [[ $(grep -c prompt_tok_per_s "$T/out") == 3 ]] && ok "bench generate: one line per model" || bad "bench lines: $(cat "$T/out")"
+# --bandwidth: bytes read per decoded token against the measured copy bandwidth; a q8_0 model reads fewer
+expect_ok "bench generate --bandwidth" $BIN bench generate --model "$M" --also "$T/q8_0.gguf" --prompt 16 --gen 8 --reps 1 --json --bandwidth
+expect_json_keys "bench generate --bandwidth keys" decode_bytes_per_token copy_bandwidth_gbs bandwidth_fraction
+bytes=($(sed -n 's/.*"decode_bytes_per_token":\([0-9]*\).*/\1/p' "$T/out"))
+bw=$(sed -n 's/.*"copy_bandwidth_gbs":\([0-9.]*\).*/\1/p' "$T/out" | head -1)
+[[ ${#bytes[@]} == 2 && ${bytes[1]} -lt ${bytes[0]} && ${bytes[0]} -gt 0 ]] && awk "BEGIN { exit !($bw > 0.5) }" \
+  && ok "bench generate --bandwidth: $bw GB/s, ${bytes[0]} > ${bytes[1]} bytes per token" \
+  || bad "bench generate --bandwidth: $(cat "$T/out")"
 
 # errors
 expect_error "quantize: unknown type" "type \"q3_k\" is not one of q8_0" $BIN quantize --model "$M" --type q3_k --out "$T/x.gguf"

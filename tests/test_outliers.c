@@ -74,6 +74,10 @@ static int test_hand_built_model(void) {
     CHECK(r.logits.top[0] == 0 && r.logits.median == 0);
     CHECK(r.logits.count == (size_t)3 * 2 * 4 * (16 * 17 / 2)); /* windows x layers x sub-heads x causal pairs */
     CHECK(r.hidden.count == (size_t)3 * 2 * 16 * 32);
+    CHECK(r.n_lambda == 2); /* DIFF: each layer's one lambda */
+    for (int l = 0; l < 2; l++)
+        CHECK(r.lambda_mean[l] == da_model_lambda(&m, l) && r.lambda_std[l] == 0 &&
+              r.lambda_min[l] == r.lambda_max[l]);
     da_text_data_free(&d);
     da_model_free(&m);
     unlink(corpus);
@@ -107,13 +111,18 @@ static int test_diff2_window_logits(void) {
     CHECK(r.logits.count == (size_t)2 * 2 * nq * pairs); /* windows x layers x query heads x windowed pairs */
     da_acts *a;
     CHECK(!da_acts_create(&a, &c, 1, T).code);
-    double top = 0;
+    double top = 0, lam_sum[2] = {0, 0}, lam_min[2] = {1, 1}, lam_max[2] = {0, 0};
     int tok[16], tgt[16];
     for (long w = 0; w < 2; w++) {
         da_text_data_val_window(&d, w, 2, T, tok, tgt);
         da_forward(&m, a, tok, NULL, 1, T);
         for (int l = 0; l < 2; l++) {
-            const float *q, *k;
+            const float *q, *k, *lam = da_acts_lam(a, l);
+            for (int i = 0; i < T * c.n_heads; i++) {
+                lam_sum[l] += lam[i];
+                lam_min[l] = fmin(lam_min[l], lam[i]);
+                lam_max[l] = fmax(lam_max[l], lam[i]);
+            }
             da_acts_qk(a, l, &q, &k);
             for (int j = 0; j < nq; j++)
                 for (int t = 0; t < T; t++)
@@ -128,6 +137,15 @@ static int test_diff2_window_logits(void) {
     printf("     diff2 window: logits top-1 %.4f (brute force %.4f), %zu logits\n", r.logits.top[0], top,
            r.logits.count);
     CHECK(fabs(r.logits.top[0] - top) <= 1e-4 * top && top > 1.0);
+    /* lambda per layer: sigmoid(x . lambda_proj) over both windows' tokens and heads */
+    CHECK(r.n_lambda == 2);
+    for (int l = 0; l < 2; l++) {
+        printf("     diff2 lambda, layer %d: mean %.4f (brute force %.4f), min %.4f, max %.4f, std %.4f\n", l,
+               r.lambda_mean[l], lam_sum[l] / (2 * T * c.n_heads), r.lambda_min[l], r.lambda_max[l], r.lambda_std[l]);
+        CHECK(fabs(r.lambda_mean[l] - lam_sum[l] / (2 * T * c.n_heads)) < 1e-6);
+        CHECK(r.lambda_min[l] == lam_min[l] && r.lambda_max[l] == lam_max[l] && r.lambda_std[l] > 0);
+        CHECK(r.lambda_min[l] >= 0 && r.lambda_max[l] <= 1); /* a sigmoid (saturated by the x20 weights) */
+    }
     da_acts_free(a);
     da_text_data_free(&d);
     da_model_free(&m);

@@ -92,6 +92,9 @@ da_status da_ids_read(const char *path, int vocab_size, int **ids, int *n);
 /* Writes ids space-separated on one line, atomically: on any failure (a full
  * disk, a file size limit) the previous file at path is untouched. */
 da_status da_ids_write(const char *path, const int *ids, size_t n);
+/* Writes n bytes to path with the same guarantee (decoded text, any output
+ * a command writes whole). */
+da_status da_bytes_write(const char *path, const void *bytes, size_t n);
 
 #ifdef __cplusplus
 }

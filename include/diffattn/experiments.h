@@ -280,7 +280,14 @@ typedef struct {
     int kv_int8;
     long file_bytes;
     double best_prompt, best_decode; /* tokens/s, the best repetition */
+    double decode_bytes;             /* read per decoded token, at the run's mean decoding context */
 } da_bench_generate_result;
+
+/* The machine's copy bandwidth in GB/s (bytes read + bytes written, as
+ * STREAM counts them) with the current OpenMP threads: memcpy between two
+ * buffers of `bytes` (far above the caches), the best of 5; 0 when the
+ * buffers cannot be allocated. */
+double da_copy_bandwidth_gbs(size_t bytes);
 
 /* Times the n model files in paths; res: (n). */
 da_status da_bench_generate(const char *const *paths, int n, const da_bench_generate_opts *o,

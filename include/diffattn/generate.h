@@ -68,6 +68,13 @@ const char *da_engine_weight_type(const da_engine *e);
 da_act_mode da_engine_default_act(const da_engine *e);
 size_t da_engine_weight_bytes(const da_engine *e);
 size_t da_engine_file_bytes(const da_engine *e); /* of the file it was loaded from; 0 when made in memory */
+/* The bytes one batch-1 decoding step reads at a context of `context`
+ * positions: every weight but the embedding table (one row of it; the whole
+ * table when a tied model has no head copy, as it is then the head) and, in
+ * every layer, the keys and values of the positions a query sees (a sliding
+ * window's at most), f32 or int8 with their scales. Decoding is bound by
+ * this over the machine's memory bandwidth. */
+double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8);
 /* Tensor i (0 .. da_engine_n_tensors - 1) in the model's tensor order: its
  * name, its type ("f32", "q4_k", ...) and shape (cols 0 for vectors). */
 int da_engine_n_tensors(const da_engine *e);

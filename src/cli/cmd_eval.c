@@ -125,12 +125,23 @@ static int eval_outliers(int argc, char **argv) {
         if (json) {
             printf("{\"model\":\"%s\",\"arch\":\"%s\",\"tokens\":%ld,", model, da_arch_name(m.cfg.arch), r.tokens);
             print_stats("attention_logits", &r.logits, 1, 0);
-            print_stats("hidden_states", &r.hidden, 1, 1);
+            print_stats("hidden_states", &r.hidden, 1, r.n_lambda == 0);
+            if (r.n_lambda) {
+                printf("\"lambda\":[");
+                for (int l = 0; l < r.n_lambda; l++)
+                    printf("%s{\"mean\":%.6f,\"std\":%.6f,\"min\":%.6f,\"max\":%.6f}", l ? "," : "",
+                           r.lambda_mean[l], r.lambda_std[l], r.lambda_min[l], r.lambda_max[l]);
+                printf("]");
+            }
             printf("}\n");
         } else {
             printf("%s (%s), %ld tokens:\n", model, da_arch_name(m.cfg.arch), r.tokens);
             print_stats("attention logits", &r.logits, 0, 0);
             print_stats("hidden states", &r.hidden, 0, 1);
+            for (int l = 0; l < r.n_lambda; l++)
+                printf("  lambda, layer %d: mean %.4f, std %.4f, min %.4f, max %.4f%s\n", l, r.lambda_mean[l],
+                       r.lambda_std[l], r.lambda_min[l], r.lambda_max[l],
+                       m.cfg.arch == DA_ARCH_DIFF2 ? " (sigmoid(x . lambda_proj) over tokens and heads)" : "");
         }
     }
     da_model_free(&m);

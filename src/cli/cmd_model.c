@@ -60,6 +60,11 @@ static void print_weight_types(const da_engine *e) {
         da_engine_tensor(e, i, &name, &type, &rows, &cols);
         if (cols && strcmp(type, wt)) printf("               %s: %s [%d, %d]\n", name, type, rows, cols);
     }
+    if (!da_engine_config(e)->tie_embeddings) return;
+    const char *last, *type;
+    da_engine_tensor(e, da_engine_n_tensors(e) - 1, &last, &type, NULL, NULL);
+    if (!strcmp(last, "output.weight")) printf("lm head        %s, a copy of the tied embedding\n", type);
+    else printf("lm head        f32, the tied embedding itself\n");
 }
 
 int cmd_info(int argc, char **argv) {

@@ -27,7 +27,7 @@ int cmd_quantize(int argc, char **argv) {
          "default activations when run: q8 (per-32 int8, the default), int8-dynamic (per token), int8-static "
          "(per tensor, needs --calib), bf16, f32",
          0},
-        {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type)", 0},
+        {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type); a tied model gets a copy of its embedding in this type, f32 uses the embedding itself", 0},
         {"fallback", OPT_STR, &o.fallback,
          "q8_0: a matmul whose width is not a multiple of the type's block (q4_k: 256) gets q8_0; default: an error",
          0},
@@ -153,7 +153,7 @@ int cmd_eval_ppl(int argc, char **argv) {
 
 int cmd_bench_generate(int argc, char **argv) {
     const char *model = NULL, *also = NULL, *kv_s = NULL;
-    int json = 0;
+    int json = 0, bandwidth = 0;
     da_bench_generate_opts o = {128, 128, 3, NULL, 0};
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model (.safetensors, or .gguf: run quantized)", 0},
@@ -165,13 +165,15 @@ int cmd_bench_generate(int argc, char **argv) {
          "activations: q8, int8-dynamic, int8-static, bf16, f32 (default: the file's; f32 for float weights)", 0},
         {"kv", OPT_STR, &kv_s, "KV cache: f32 (default) or int8", 0},
         {"json", OPT_FLAG, &json, "one JSON object per model", 0},
+        {"bandwidth", OPT_FLAG, &bandwidth,
+         "also measure the copy bandwidth (2 x 256 MiB buffers, 8x the L3 of most CPUs; after the timing, the models freed) and give decoding as a fraction of its bound", 0},
     };
     const char *req[] = {"model", NULL};
     int rc = cli_parse("bench generate",
                        "Times prompt processing and batch-1 decoding. Several models (--also) are timed in one run, "
                        "interleaved,\nso their speed ratios share the machine's conditions. Threads: --threads or "
                        "OMP_NUM_THREADS.",
-                       argc, argv, opts, 8, req);
+                       argc, argv, opts, 9, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (kv_s && strcmp(kv_s, "int8") && strcmp(kv_s, "f32")) return cli_fail("--kv: expected f32 or int8");
     o.kv_int8 = kv_s && !strcmp(kv_s, "int8");
@@ -189,19 +191,27 @@ int cmd_bench_generate(int argc, char **argv) {
         fclose(fp);
     }
     const char *wait = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default";
+    const double bw = !st.code && bandwidth ? da_copy_bandwidth_gbs((size_t)256 << 20) : 0; /* GB/s */
+    if (bandwidth && !st.code && bw <= 0) st = da_errorf("bench generate: cannot allocate 512 MiB to measure the bandwidth");
     for (int i = 0; i < nm && !st.code; i++) {
         const double sp = res[i].best_decode / res[0].best_decode, spp = res[i].best_prompt / res[0].best_prompt;
         if (json)
             printf("{\"model\":\"%s\",\"weights\":\"%s\",\"path\":\"engine\",\"act\":\"%s\",\"kv\":\"%s\",\"prompt_tokens\":%d,"
                    "\"decode_tokens\":%d,\"prompt_tok_per_s\":%.2f,\"decode_tok_per_s\":%.2f,\"file_bytes\":%ld,"
                    "\"decode_speedup_vs_first\":%.3f,\"prompt_speedup_vs_first\":%.3f,\"threads\":%d,\"isa\":\"%s\","
-                   "\"wait_policy\":\"%s\",\"loadavg\":%.2f}\n",
+                   "\"wait_policy\":\"%s\",\"loadavg\":%.2f,\"decode_bytes_per_token\":%.0f,"
+                   "\"copy_bandwidth_gbs\":%.2f,\"bandwidth_fraction\":%.3f}\n",
                    paths[i], res[i].weight_type, res[i].act, res[i].kv_int8 ? "int8" : "f32", o.prompt, o.gen,
                    res[i].best_prompt, res[i].best_decode, res[i].file_bytes, sp, spp, omp_get_max_threads(),
-                   res[i].dots, wait, load[0]);
+                   res[i].dots, wait, load[0], res[i].decode_bytes, bw,
+                   bw > 0 ? res[i].best_decode * res[i].decode_bytes / 1e9 / bw : 0.0);
         else
             printf("%-40s %-5s prompt %8.1f tok/s  decode %7.1f tok/s (%.2fx)  %8.2f MB\n", paths[i],
                    res[i].weight_type, res[i].best_prompt, res[i].best_decode, sp, (double)res[i].file_bytes / 1e6);
+        if (!json && bw > 0)
+            printf("%-40s reads %.1f MB per decoded token: %.1f GB/s, %.2f of the copy bandwidth (%.1f GB/s)\n", "",
+                   res[i].decode_bytes / 1e6, res[i].best_decode * res[i].decode_bytes / 1e9,
+                   res[i].best_decode * res[i].decode_bytes / 1e9 / bw, bw);
     }
     if (!json && !st.code)
         printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), res[0].dots,

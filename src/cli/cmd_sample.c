@@ -74,16 +74,17 @@ int cmd_sample(int argc, char **argv) {
         if (!pids) st = da_errorf("out of memory");
         for (size_t i = 0; pids && i < n_prompt; i++) pids[i] = (unsigned char)text[i];
     }
-    if (!st.code && (long)n_prompt > cfg.max_seq_len)
-        st = da_errorf("the prompt is %zu tokens; the model's context is %d (max_seq_len): shorten it", n_prompt,
-                       cfg.max_seq_len);
-    /* past the context, generation slides: the last half is fed again and it goes on */
+    /* past the context, generation slides: the last half is fed again and it goes on (a sliding-window
+     * model's ring cache holds any length, so neither its prompt nor its output is bounded) */
     const long total = (long)n_prompt + max_new;
     da_session *s = NULL;
     da_session_opts so = da_session_opts_default();
     so.kv_int8 = !strcmp(kv_s, "int8");
     so.max_T = total < cfg.max_seq_len ? (int)total : cfg.max_seq_len;
     if (!st.code) st = da_session_create(&s, e, &so);
+    if (!st.code && (long)n_prompt > da_session_capacity(s))
+        st = da_errorf("the prompt is %zu tokens; the model's context is %d (max_seq_len): shorten it", n_prompt,
+                       cfg.max_seq_len);
     printer pr = {use, NULL, 0};
     da_generate_opts go = {max_new, temperature, top_p, seed, -1, print_token, &pr, 1};
     int generated = 0;

@@ -136,14 +136,9 @@ int cmd_decode(int argc, char **argv) {
     size_t nb = 0, cap = 0;
     st = da_ids_read(ids_path, da_tokenizer_vocab_size(t), &ids, &n);
     if (!st.code) st = da_tokenizer_decode(t, ids, (size_t)n, &bytes, &nb, &cap);
-    if (!st.code) {
-        FILE *fp = out ? fopen(out, "wb") : stdout;
-        if (!fp) st = da_errorf("%s: cannot open for writing: %s", out, strerror(errno));
-        else {
-            if (fwrite(bytes, 1, nb, fp) != nb) st = da_errorf("write error");
-            if (fp != stdout) fclose(fp);
-        }
-    }
+    if (!st.code && out) st = da_bytes_write(out, bytes, nb); /* atomic: a failed write keeps the old file */
+    else if (!st.code && (fwrite(bytes, 1, nb, stdout) != nb || fflush(stdout)))
+        st = da_errorf("standard output: write failed: %s", strerror(errno));
     free(ids);
     free(bytes);
     da_tokenizer_free(t);

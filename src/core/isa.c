@@ -3,10 +3,37 @@
  * also checks that the OS saves the AVX and AVX-512 registers. */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 #include "diffattn/core.h"
 
 static const char *const isa_names[DA_ISA_N] = {"scalar", "avx2", "avx512", "avx512-vnni", "avx512-bf16"};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Bit `bit` of ECX of CPUID leaf `leaf`: the features that older clang's
+ * __builtin_cpu_supports does not name (f16c, movbe, lzcnt). */
+static int cpuid_ecx_bit(unsigned leaf, int bit) {
+    unsigned a, b, c, d;
+    return __get_cpuid(leaf, &a, &b, &c, &d) ? (int)((c >> bit) & 1u) : 0;
+}
+
+#define HAS_F16C cpuid_ecx_bit(1, 29)
+#ifdef __clang__
+/* clang 14 knows no psABI level names: the features of x86-64-v3 and -v4
+ * one by one (v2's are implied by any CPU with AVX2). */
+#define HAS_X86_64_V3                                                                                     \
+    (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") && \
+     __builtin_cpu_supports("bmi2") && HAS_F16C && cpuid_ecx_bit(1, 22) && cpuid_ecx_bit(0x80000001u, 5))
+#define HAS_X86_64_V4                                                                                      \
+    (HAS_X86_64_V3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&         \
+     __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+#else
+#define HAS_X86_64_V3 (__builtin_cpu_supports("x86-64-v3") > 0)
+#define HAS_X86_64_V4 (__builtin_cpu_supports("x86-64-v4") > 0)
+#endif
+#endif
 
 int da_isa_supported(da_isa isa) {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -15,11 +42,11 @@ int da_isa_supported(da_isa isa) {
     case DA_ISA_SCALAR: return 1;
     /* The variants are built for these psABI levels (CMakeLists.txt), so
      * the compiler may use any instruction of the level, not only AVX2/FMA. */
-    case DA_ISA_AVX2: return __builtin_cpu_supports("x86-64-v3") > 0;
-    case DA_ISA_AVX512: return __builtin_cpu_supports("x86-64-v4") > 0;
-    case DA_ISA_AVX512_VNNI: return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vnni");
+    case DA_ISA_AVX2: return HAS_X86_64_V3;
+    case DA_ISA_AVX512: return HAS_X86_64_V4;
+    case DA_ISA_AVX512_VNNI: return HAS_X86_64_V4 && __builtin_cpu_supports("avx512vnni");
     case DA_ISA_AVX512_BF16:
-        return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vnni") &&
+        return HAS_X86_64_V4 && __builtin_cpu_supports("avx512vnni") &&
                __builtin_cpu_supports("avx512bf16");
     default: return 0;
     }
@@ -37,7 +64,7 @@ int da_cpu_features(const char **name, int *present, int max) {
         int present;
     } f[] = {
         {"avx2", __builtin_cpu_supports("avx2")},         {"fma", __builtin_cpu_supports("fma")},
-        {"f16c", __builtin_cpu_supports("f16c")},         {"bmi2", __builtin_cpu_supports("bmi2")},
+        {"f16c", HAS_F16C},         {"bmi2", __builtin_cpu_supports("bmi2")},
         {"avx512f", __builtin_cpu_supports("avx512f")},   {"avx512bw", __builtin_cpu_supports("avx512bw")},
         {"avx512cd", __builtin_cpu_supports("avx512cd")}, {"avx512dq", __builtin_cpu_supports("avx512dq")},
         {"avx512vl", __builtin_cpu_supports("avx512vl")}, {"avx512vnni", __builtin_cpu_supports("avx512vnni")},

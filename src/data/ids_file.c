@@ -75,3 +75,11 @@ da_status da_ids_write(const char *path, const int *ids, size_t n) {
     fputc('\n', af.fp);
     return da_atomic_commit(&af); /* reports a failed fprintf through ferror */
 }
+
+da_status da_bytes_write(const char *path, const void *bytes, size_t n) {
+    da_atomic_file af;
+    da_status st = da_atomic_open(&af, path);
+    if (st.code) return st;
+    if (n && fwrite(bytes, 1, n, af.fp) != n) return da_atomic_fail(&af, errno ? errno : EIO);
+    return da_atomic_commit(&af);
+}

@@ -37,8 +37,11 @@ typedef struct {
     long long total;
 } shard_writer;
 
+/* A shard is written as .<kind>_NNNNNN.bin.tmp.<pid> and renamed when the
+ * whole split is done; the pid lets a later run remove what a killed one left. */
 static void shard_name(char *buf, size_t n, const shard_writer *w, int index, int tmp) {
-    snprintf(buf, n, "%s/%s%s_%06d.bin%s", w->dir, tmp ? "." : "", w->kind, index, tmp ? ".tmp" : "");
+    if (tmp) snprintf(buf, n, "%s/.%s_%06d.bin.tmp.%ld", w->dir, w->kind, index, (long)getpid());
+    else snprintf(buf, n, "%s/%s_%06d.bin", w->dir, w->kind, index);
 }
 
 static da_status write_error(const shard_writer *w, int e) {
@@ -269,6 +272,10 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
     if (!st.code) st = da_make_dirs(out_dir);
     if (!st.code && da_data_is_shards(out_dir))
         st = da_errorf("%s: already holds shards; choose an empty folder", out_dir);
+    if (!st.code) {
+        da_remove_dead_temporaries(out_dir, ".train_", 0);
+        da_remove_dead_temporaries(out_dir, ".val_", 0);
+    }
 
     const int threads = omp_get_max_threads(), batch = 2 * threads;
     const int eot = da_tokenizer_special_id(tok, "<|endoftext|>");

@@ -57,6 +57,32 @@ void da_outlier_stats_of(const float *x, size_t n, float *scratch, da_outlier_st
 /* The first key query t scores: 0, or t - window + 1 with a sliding window. */
 static int first_key(int t, int window) { return window > 0 && t >= window ? t - window + 1 : 0; }
 
+/* Adds layer l's lambdas of one window to acc (count, sum, sum of squares, min, max). */
+static void lambda_accumulate(const da_model *m, const da_acts *a, int l, int T, double acc[5]) {
+    const da_config *c = &m->cfg;
+    const float *lam = c->arch == DA_ARCH_DIFF2 ? da_acts_lam(a, l) : NULL; /* (T, H) */
+    const float one = c->arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : 0.0f;
+    const size_t n = lam ? (size_t)T * c->n_heads : 1;
+    if (c->arch == DA_ARCH_SOFTMAX) return;
+    for (size_t i = 0; i < n; i++) {
+        const double v = lam ? lam[i] : one;
+        if (acc[0] == 0 || v < acc[3]) acc[3] = v;
+        if (acc[0] == 0 || v > acc[4]) acc[4] = v;
+        acc[0] += 1, acc[1] += v, acc[2] += v * v;
+    }
+}
+
+static void lambda_summary(const da_config *c, double acc[][5], da_outliers_result *r) {
+    r->n_lambda = c->arch == DA_ARCH_SOFTMAX ? 0 : c->n_layers < DA_ATTN_MAX_LAYERS ? c->n_layers : DA_ATTN_MAX_LAYERS;
+    for (int l = 0; l < r->n_lambda; l++) {
+        const double n = acc[l][0], mean = acc[l][1] / n, var = acc[l][2] / n - mean * mean;
+        r->lambda_mean[l] = mean;
+        r->lambda_std[l] = var > 0 ? sqrt(var) : 0.0;
+        r->lambda_min[l] = acc[l][3];
+        r->lambda_max[l] = acc[l][4];
+    }
+}
+
 da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long windows, da_outliers_result *r) {
     memset(r, 0, sizeof *r);
     const da_config *c = &m->cfg;
@@ -78,6 +104,8 @@ da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long wi
     if (!st.code) st = da_acts_create(&a, c, 1, T);
     size_t nl = 0, nh = 0;
     const float scale = 1.0f / sqrtf((float)d);
+    double lam_acc[DA_ATTN_MAX_LAYERS][5]; /* count, sum, sum of squares, min, max */
+    memset(lam_acc, 0, sizeof lam_acc);
     for (long w = 0; w < windows && !st.code; w++) {
         da_text_data_val_window(data, w, windows, T, tok, tgt);
         da_forward(m, a, tok, NULL, 1, T);
@@ -98,6 +126,7 @@ da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long wi
                         logits[nl++] = dot * scale;
                     }
             }
+            if (l < DA_ATTN_MAX_LAYERS) lambda_accumulate(m, a, l, T, lam_acc[l]);
             memcpy(hidden + nh, da_acts_hidden(a, l), (size_t)T * C * sizeof(float));
             nh += (size_t)T * C;
         }
@@ -106,6 +135,7 @@ da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long wi
         da_outlier_stats_of(logits, nl, scratch, &r->logits);
         da_outlier_stats_of(hidden, nh, scratch, &r->hidden);
         r->tokens = windows * T;
+        lambda_summary(c, lam_acc, r);
     }
     da_acts_free(a);
     free(logits), free(hidden), free(scratch), free(tok), free(tgt);

@@ -19,12 +19,14 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 double da_attn_flops_per_token(const da_config *c, int T) {
-    /* Each query sees (T+1)/2 keys on average. QK^T: 2 flops per key per
+    /* Each query sees (T+1)/2 keys on average, or with a window W < T the
+     * mean of min(t, W) over t = 1..T. QK^T: 2 flops per key per
      * q-dimension (C for DIFF and softmax, 2C for DIFF2's 2H query heads);
      * PV: 2 per key per value column (DIFF: 2 maps x H x 2d = 2C; DIFF2: 2
      * maps x H x d = 2C; softmax: C). Backward = 2x forward. So DIFF2's
      * attention costs twice softmax's at the same heads. */
-    double keys = (T + 1) / 2.0, C = c->dim;
+    double keys = (T + 1) / 2.0, C = c->dim, W = c->window;
+    if (W > 0 && W < T) keys = (W * (W + 1) / 2.0 + (T - W) * W) / T;
     double fwd = 2.0 * keys * da_q_dim(c) + 2.0 * keys * (c->arch == DA_ARCH_SOFTMAX ? C : 2.0 * C);
     return 3.0 * fwd;
 }

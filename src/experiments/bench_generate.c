@@ -1,4 +1,5 @@
 /* Prompt and decoding speed through the inference engine (bench_generate.h). */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,7 @@ da_status da_bench_generate(const char *const *paths, int n, const da_bench_gene
         snprintf(res[i].dots, sizeof res[i].dots, "%s", da_isa_name(da_exec_default().isa));
         res[i].kv_int8 = o->kv_int8;
         res[i].file_bytes = (long)da_engine_file_bytes(e[i]);
+        res[i].decode_bytes = da_engine_decode_bytes(e[i], o->prompt + o->gen / 2, o->kv_int8);
     }
     if (!st.code) {
         const int V = da_engine_config(e[0])->vocab_size;
@@ -89,4 +91,27 @@ da_status da_bench_generate(const char *const *paths, int n, const da_bench_gene
     free(so);
     free(prompt);
     return st;
+}
+
+double da_copy_bandwidth_gbs(size_t bytes) {
+    char *a = malloc(bytes), *b = malloc(bytes);
+    double best = 0;
+    if (a && b) {
+        memset(a, 1, bytes); /* every page touched before timing */
+        memset(b, 2, bytes);
+        for (int pass = 0; pass < 5; pass++) {
+            const double t0 = da_now_s();
+#pragma omp parallel
+            {
+                const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+                const size_t lo = bytes / nt * id, hi = id + 1 == nt ? bytes : bytes / nt * (id + 1);
+                memcpy(b + lo, a + lo, hi - lo);
+            }
+            const double gbs = 2.0 * (double)bytes / (da_now_s() - t0) / 1e9;
+            if (gbs > best) best = gbs;
+        }
+    }
+    free(a);
+    free(b);
+    return best;
 }

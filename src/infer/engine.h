@@ -35,7 +35,10 @@ struct da_engine {
     da_config cfg;
     int weight_type;    /* the type of the block matmuls (the file's type) */
     int n_tensors;
-    da_qtensor *t;      /* in da_model's tensor order */
+    da_qtensor *t;      /* in da_model's tensor order, then the head copy if any */
+    int head_copy;      /* tied embeddings: 1 when t[n_tensors - 1] is "output.weight", a quantized copy of
+                         * the embedding that serves as the LM head, so that decoding does not read the
+                         * f32 embedding (the largest matrix of a large-vocabulary model) every token */
     da_qlayer *layers;
     const float *tok_embeddings; /* (V, C) f32 */
     const float *norm;
@@ -54,6 +57,8 @@ struct da_engine {
 
 /* Names and shapes of every tensor for cfg, types unset, no data. */
 da_status da_engine_init_table(da_engine *e, const da_config *cfg);
+/* Appends the head copy of a tied model ("output.weight", vocab x dim, type unset). */
+da_status da_engine_add_head_copy(da_engine *e);
 /* Sets every tensor's row_bytes from its type, allocates the blob and points the data into it. */
 da_status da_engine_alloc_blob(da_engine *e);
 /* The layer views (and λ) from the tensors, once their data is in place. */

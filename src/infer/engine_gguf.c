@@ -190,6 +190,7 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
     if (st.code) return st;
     da_config c;
     if (!(st = config_from_gguf(&f, &c)).code) st = da_engine_init_table(q, &c);
+    if (!st.code && c.tie_embeddings && da_gguf_tensor_find(&f, "output.weight")) st = da_engine_add_head_copy(q);
     /* check every tensor before allocating */
     for (int i = 0; !st.code && i < q->n_tensors; i++) {
         da_qtensor *t = &q->t[i];

@@ -47,6 +47,19 @@ da_status da_engine_init_table(da_engine *e, const da_config *cfg) {
     return st;
 }
 
+da_status da_engine_add_head_copy(da_engine *e) {
+    da_qtensor *t = realloc(e->t, (size_t)(e->n_tensors + 1) * sizeof *t);
+    if (!t) return da_errorf("out of memory");
+    e->t = t;
+    da_qtensor *h = &e->t[e->n_tensors++];
+    memset(h, 0, sizeof *h);
+    snprintf(h->name, sizeof h->name, "output.weight");
+    h->rows = e->cfg.vocab_size;
+    h->cols = e->cfg.dim;
+    e->head_copy = 1;
+    return da_ok();
+}
+
 static const float *f32_of(const da_qtensor *t) { return (const float *)(const void *)t->data; }
 
 /* The views of e->layers, in da_model's tensor order (model.c map_weights). */
@@ -81,7 +94,8 @@ void da_engine_bind(da_engine *e) {
         L->w3 = &e->t[i++];
     }
     e->norm = f32_of(&e->t[i++]);
-    e->output = c->tie_embeddings ? &e->t[0] : &e->t[i++]; /* tied: the f32 embedding */
+    /* tied: the head copy, else the f32 embedding */
+    e->output = !c->tie_embeddings ? &e->t[i++] : e->head_copy ? &e->t[e->n_tensors - 1] : &e->t[0];
 }
 
 static size_t pad(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
@@ -150,7 +164,7 @@ const da_tokenizer *da_engine_tokenizer(const da_engine *e) { return e->tok; }
 da_status da_engine_to_model(const da_engine *e, da_model *m) {
     da_status st = da_model_create(m, &e->cfg);
     if (st.code) return st;
-    for (int i = 0; i < e->n_tensors; i++) {
+    for (int i = 0; i < m->n_tensors; i++) { /* not the head copy: the embedding holds the tied head */
         const da_qtensor *t = &e->t[i];
         const int64_t rows = t->cols ? t->rows : 1, n = t->cols ? t->cols : t->rows;
         for (int64_t r = 0; r < rows; r++)
@@ -226,6 +240,18 @@ void da_engine_tensor(const da_engine *e, int i, const char **name, const char *
 }
 
 size_t da_engine_file_bytes(const da_engine *e) { return e->file_bytes; }
+
+double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8) {
+    const da_config *c = &e->cfg;
+    double bytes = 0;
+    for (int i = 1; i < e->n_tensors; i++) bytes += (double)e->t[i].row_bytes * e->t[i].rows;
+    bytes += e->output == &e->t[0] ? (double)e->t[0].row_bytes * e->t[0].rows : (double)e->t[0].row_bytes;
+    const int d = da_head_dim(c), kb = d % 32 == 0 ? 32 : d; /* the int8 cache's scale blocks (engine.c) */
+    const double Ckv = (double)c->dim / (c->n_heads / c->n_kv_heads);
+    const long keys = c->window > 0 && context > c->window ? c->window : context;
+    const double per_row = kv_int8 ? Ckv + 4.0 * Ckv / kb : 4.0 * Ckv; /* one position's keys, or its values */
+    return bytes + (double)c->n_layers * keys * 2.0 * per_row;
+}
 
 size_t da_engine_weight_bytes(const da_engine *e) {
     size_t n = 0;

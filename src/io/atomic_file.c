@@ -32,23 +32,17 @@ static void dir_of(const char *path, char *dir, size_t cap) {
     }
 }
 
-/* Removes path's temporaries left by processes that no longer exist
- * (path.tmp.<pid>, from a kill -9 or a power cut mid-write). Only this
- * target's, so no other program's files are touched; a process that is
- * alive, or whose existence cannot be told, keeps its file. */
-static void remove_stale_temporaries(const char *path) {
-    char dir[4096];
-    dir_of(path, dir, sizeof dir);
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t nb = strlen(base);
+void da_remove_dead_temporaries(const char *dir, const char *prefix, int exact) {
+    const size_t np = strlen(prefix);
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *name = e->d_name;
-        if (strncmp(name, base, nb) || strncmp(name + nb, ".tmp.", 5)) continue;
-        const char *digits = name + nb + 5;
+        const char *name = e->d_name, *tmp = NULL;
+        if (strncmp(name, prefix, np)) continue;
+        for (const char *p = strstr(name + np, ".tmp."); p; p = strstr(p + 1, ".tmp.")) tmp = p; /* the last */
+        if (!tmp || (exact && tmp != name + np)) continue;
+        const char *digits = tmp + 5;
         char *end;
         errno = 0;
         long pid = strtol(digits, &end, 10);
@@ -59,6 +53,15 @@ static void remove_stale_temporaries(const char *path) {
         unlink(stale);
     }
     closedir(d);
+}
+
+/* path's own temporaries (path.tmp.<pid>) only, so no other program's files
+ * are touched. */
+static void remove_stale_temporaries(const char *path) {
+    char dir[4096];
+    dir_of(path, dir, sizeof dir);
+    const char *slash = strrchr(path, '/');
+    da_remove_dead_temporaries(dir, slash ? slash + 1 : path, 1);
 }
 
 static da_status write_error(const char *path, const char *what, int e) {

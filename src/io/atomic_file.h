@@ -22,6 +22,12 @@ typedef struct {
  * is reported like a full disk. Every writer calls it; idempotent. */
 void da_write_faults_as_errors(void);
 
+/* Removes the files of dir named <stem>.tmp.<pid>, where stem begins with
+ * prefix (is prefix, when exact), whose process no longer exists: what a
+ * kill -9 or a power cut mid-write leaves. A process that is alive, or whose
+ * existence cannot be told, keeps its file. */
+void da_remove_dead_temporaries(const char *dir, const char *prefix, int exact);
+
 /* Creates (truncating) path + ".tmp.<pid>" for binary writing, after
  * removing path's temporaries of processes that no longer exist. On failure af
  * is left closed, so da_atomic_abort on it is harmless. */

@@ -12,6 +12,7 @@
  * d * 8 * sum(x) and dmin * m * sum(x) per block, from the row's block sums.
  * With unit scales every path returns the exact integer dot (tested). */
 #include <math.h>
+#include <string.h>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -36,16 +37,6 @@
 #else
 #define HAVE_AVX2 0
 #endif
-
-/* The 8 scales and mins of a Q4_K block at once (quant.c's da_q4k_scale_min, inlined). */
-static inline void q4k_unpack(const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        m[j] = q[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((q[j + 8] & 0xF) | ((q[j] >> 6) << 4));
-        m[j + 4] = (uint8_t)((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
-    }
-}
 
 /* ---------------------------------------------------------------- scalar */
 
@@ -107,6 +98,27 @@ static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* The 8 six-bit scales and the 8 mins of a Q4_K block as two 64-bit words
+ * (byte j = sub-block j), computed in registers: bytes written one by one
+ * and read back as a vector would stall on store forwarding. With a, b, c
+ * the little-endian words of bytes 0..3, 4..7, 8..11: scales 0..3 are a's
+ * low 6 bits, mins 0..3 b's; scales 4..7 are c's low nibbles with a's top 2
+ * bits above them, mins 4..7 c's high nibbles with b's top 2 bits. */
+static inline void q4k_scales_mins(const uint8_t *q, uint64_t *sc, uint64_t *mn) {
+    uint32_t a, b, c;
+    memcpy(&a, q, 4);
+    memcpy(&b, q + 4, 4);
+    memcpy(&c, q + 8, 4);
+    const uint32_t low6 = 0x3f3f3f3fu, nib = 0x0f0f0f0fu, top2 = 0x03030303u;
+    *sc = (uint64_t)(a & low6) | (uint64_t)((c & nib) | (((a >> 6) & top2) << 4)) << 32;
+    *mn = (uint64_t)(b & low6) | (uint64_t)(((c >> 4) & nib) | (((b >> 6) & top2) << 4)) << 32;
+}
+
+/* 8 bytes of a word -> 8 floats */
+static inline __m256 u8x8_to_ps(uint64_t v) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)));
+}
+
 /* 8 int32 partial sums of u8 a . s8 b over 32 bytes (no saturation: |a| <= 127 or a <= 15). */
 static inline __m256i dot_u8s8_256(__m256i a, __m256i b) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1));
@@ -142,26 +154,29 @@ static float dot_q4_0_avx2(const block_q4_0 *w, const da_qact *x, int64_t nb) {
 
 #if !HAVE_VNNI /* the VNNI path has its own whole-block loop */
 static float dot_q4_K_avx2(const block_q4_K *w, const da_qact *x, int64_t nsb) {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0xF);
-    float corr = 0.0f;
     for (int64_t b = 0; b < nsb; b++) {
-        const float d = H2F(w[b].d), dmin = H2F(w[b].dmin);
-        uint8_t sc[8], mn[8];
-        q4k_unpack(w[b].scales, sc, mn);
-        for (int c = 0; c < 4; c++) {
-            const int64_t j0 = 8 * b + 2 * c;
-            __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+        uint64_t sc, mn;
+        q4k_scales_mins(w[b].scales, &sc, &mn);
+        const __m256 xd = _mm256_loadu_ps(x->d + 8 * b);
+        const __m256 xsum = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(const void *)(x->sum + 8 * b)));
+        const __m256 scale = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(H2F(w[b].d)), u8x8_to_ps(sc)), xd);
+        acc_min = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(H2F(w[b].dmin)), u8x8_to_ps(mn)),
+                                  _mm256_mul_ps(xd, xsum), acc_min);
+        const int8_t *xq = x->q + 256 * b;
+        for (int c = 0; c < 4; c++) { /* sub-blocks 2c and 2c + 1: the low and high nibbles of 32 bytes */
+            __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[b].qs + 32 * c));
             __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            __m256i p0 = dot_u8s8_256(lo, _mm256_loadu_si256((const __m256i *)(x->q + 32 * j0)));
-            __m256i p1 = dot_u8s8_256(hi, _mm256_loadu_si256((const __m256i *)(x->q + 32 * j0 + 32)));
-            const uint8_t sc0 = sc[2 * c], m0 = mn[2 * c], sc1 = sc[2 * c + 1], m1 = mn[2 * c + 1];
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(d * sc0 * x->d[j0]), acc);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(d * sc1 * x->d[j0 + 1]), acc);
-            corr += dmin * (x->d[j0] * (float)(m0 * x->sum[j0]) + x->d[j0 + 1] * (float)(m1 * x->sum[j0 + 1]));
+            __m256i p0 = dot_u8s8_256(lo, _mm256_loadu_si256((const __m256i *)(const void *)(xq + 64 * c)));
+            __m256i p1 = dot_u8s8_256(hi, _mm256_loadu_si256((const __m256i *)(const void *)(xq + 64 * c + 32)));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * c)),
+                                  acc);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
+                                  _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * c + 1)), acc);
         }
     }
-    return hsum256(acc) - corr;
+    return hsum256(acc) - hsum256(acc_min);
 }
 #endif
 #endif
@@ -220,27 +235,39 @@ static float dot_q4_0_vnni(const block_q4_0 *w, const da_qact *x, int64_t nb) {
     return sum;
 }
 
+/* Per super-block, the 8 sub-block scales (d * sc_j * x.d_j) and the min
+ * correction (dmin * m_j * x.d_j * x.sum_j) are formed 8 at a time; each
+ * pair of sub-blocks then takes its two scales by one lane permute. Decoding
+ * a 4-bit model is bound by this loop, not by memory, so every scalar
+ * operation per 64 weights counts. */
 static float dot_q4_K_vnni(const block_q4_K *w, const da_qact *x, int64_t nsb) {
     __m512 acc = _mm512_setzero_ps();
+    __m256 acc_min = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0xF);
-    float corr = 0.0f;
+    /* pair c: lanes 0..7 take scale 2c, lanes 8..15 scale 2c + 1 */
+    const __m512i pair[4] = {_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                             _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
+                             _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
+                             _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
     for (int64_t b = 0; b < nsb; b++) {
-        const float d = H2F(w[b].d), dmin = H2F(w[b].dmin);
-        uint8_t sc[8], mn[8];
-        q4k_unpack(w[b].scales, sc, mn);
+        uint64_t sc, mn;
+        q4k_scales_mins(w[b].scales, &sc, &mn);
+        const __m256 xd = _mm256_loadu_ps(x->d + 8 * b);
+        const __m256 xsum = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(const void *)(x->sum + 8 * b)));
+        const __m256 scale = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(H2F(w[b].d)), u8x8_to_ps(sc)), xd);
+        acc_min = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(H2F(w[b].dmin)), u8x8_to_ps(mn)),
+                                  _mm256_mul_ps(xd, xsum), acc_min);
+        const __m512 scale16 = _mm512_castps256_ps512(scale);
+        const int8_t *xq = x->q + 256 * b;
         for (int c = 0; c < 4; c++) {
-            const int64_t j0 = 8 * b + 2 * c;
-            __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[b].qs + 32 * c));
             __m512i nib = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, m4)),
                                              _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), 1);
-            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib,
-                                            _mm512_loadu_si512((const void *)(x->q + 32 * j0)));
-            const uint8_t sc0 = sc[2 * c], m0 = mn[2 * c], sc1 = sc[2 * c + 1], m1 = mn[2 * c + 1];
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), two_scales(d * sc0 * x->d[j0], d * sc1 * x->d[j0 + 1]), acc);
-            corr += dmin * (x->d[j0] * (float)(m0 * x->sum[j0]) + x->d[j0 + 1] * (float)(m1 * x->sum[j0 + 1]));
+            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib, _mm512_loadu_si512((const void *)(xq + 64 * c)));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(pair[c], scale16), acc);
         }
     }
-    return _mm512_reduce_add_ps(acc) - corr;
+    return _mm512_reduce_add_ps(acc) - hsum256(acc_min);
 }
 #endif
 

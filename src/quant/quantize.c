@@ -3,22 +3,40 @@
 
 #include "quant/quantize.h"
 
+/* The LM head's type before any width check. */
+static int head_type(const da_quantize_types *o) {
+    return o->output_type >= 0 ? o->output_type
+                               : (o->type == DA_QT_Q4_0 || o->type == DA_QT_Q4_K ? DA_QT_Q8_0 : o->type);
+}
+
+/* f32 for the tensors that always stay f32 (the embedding, lambda_proj), else -1. */
+static int tensor_type_fixed(const da_qtensor *t, int i) {
+    if (i == 0) return DA_QT_F32; /* tok_embeddings */
+    const size_t n = strlen(t->name), k = strlen("lambda_proj.weight");
+    return n >= k && !strcmp(t->name + n - k, "lambda_proj.weight") ? DA_QT_F32 : -1;
+}
+
 /* The type a 2-D tensor gets: the embedding stays f32, and so does DIFF2's
  * lambda_proj (n_heads rows, a few hundredths of the layer's weights, whose
  * output goes through a sigmoid gate on the second map); the LM head takes
- * output_type (q8_0 for the 4-bit types by default). A width off the type's
- * block: q8_0, then f32, with fallback_q8; else -1. */
+ * output_type (q8_0 for the 4-bit types by default), a tied model's head as
+ * a copy of the embedding. A width off the type's block: q8_0, then f32,
+ * with fallback_q8; else -1. */
 static int tensor_type(const da_qtensor *t, int i, const da_quantize_types *o) {
-    if (i == 0) return DA_QT_F32; /* tok_embeddings */
-    const size_t n = strlen(t->name), k = strlen("lambda_proj.weight");
-    if (n >= k && !strcmp(t->name + n - k, "lambda_proj.weight")) return DA_QT_F32;
+    if (tensor_type_fixed(t, i) >= 0) return tensor_type_fixed(t, i);
     int type = o->type;
-    if (!strcmp(t->name, "output.weight"))
-        type = o->output_type >= 0 ? o->output_type
-                                   : (o->type == DA_QT_Q4_0 || o->type == DA_QT_Q4_K ? DA_QT_Q8_0 : o->type);
+    if (!strcmp(t->name, "output.weight")) type = head_type(o);
     if (t->cols % da_qtype_block(type) == 0) return type;
     if (!o->fallback_q8) return -1;
     return t->cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
+}
+
+/* A tied model gets a quantized copy of its embedding as the head, unless
+ * the head is to stay f32 (then the embedding itself serves). */
+static da_status table_for(da_engine *e, const da_config *cfg, const da_quantize_types *o) {
+    da_status st = da_engine_init_table(e, cfg);
+    if (!st.code && cfg->tie_embeddings && head_type(o) != DA_QT_F32) st = da_engine_add_head_copy(e);
+    return st;
 }
 
 /* Every tensor's type into e->t (error: the first that does not fit). */
@@ -35,14 +53,15 @@ static da_status assign_types(da_engine *e, const da_quantize_types *o, int *n_f
             return da_errorf("quantize: %s has %d columns, not a multiple of %s's block of %d; allow a fallback to "
                              "q8_0 for such matmuls, or choose another type",
                              t->name, t->cols, da_qtype_name(o->type), da_qtype_block(o->type));
-        if (n_fallback && i && strcmp(t->name, "output.weight") && t->type != o->type) (*n_fallback)++;
+        if (n_fallback && tensor_type_fixed(t, i) < 0 && strcmp(t->name, "output.weight") && t->type != o->type)
+            (*n_fallback)++;
     }
     return da_ok();
 }
 
 da_status da_quantize_check(const da_config *cfg, const da_quantize_types *o, int *n_fallback) {
     da_engine e;
-    da_status st = da_engine_init_table(&e, cfg);
+    da_status st = table_for(&e, cfg, o);
     if (!st.code) st = assign_types(&e, o, n_fallback);
     da_engine_release(&e);
     return st;
@@ -51,8 +70,11 @@ da_status da_quantize_check(const da_config *cfg, const da_quantize_types *o, in
 da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_types *o) {
     memset(q, 0, sizeof *q);
     if (!da_qtype_name(o->type)) return da_errorf("quantize: unknown weight type %d", o->type);
-    da_status st = da_engine_init_table(q, &m->cfg);
-    if (st.code) return st;
+    da_status st = table_for(q, &m->cfg, o);
+    if (st.code) {
+        da_engine_release(q);
+        return st;
+    }
     q->weight_type = o->type;
     if ((st = assign_types(q, o, NULL)).code || (st = da_engine_alloc_blob(q)).code ||
         (st = da_engine_set_tokenizer(q, m->tokenizer_json, "the model")).code) {
@@ -61,7 +83,7 @@ da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_
     }
     for (int i = 0; i < q->n_tensors; i++) {
         da_qtensor *t = &q->t[i];
-        const float *src = m->params + m->tensors[i].offset;
+        const float *src = m->params + m->tensors[i < m->n_tensors ? i : 0].offset; /* the head copy: the embedding */
         const int rows = t->cols ? t->rows : 1, n = t->cols ? t->cols : t->rows;
 #pragma omp parallel for schedule(dynamic, 16)
         for (int r = 0; r < rows; r++)

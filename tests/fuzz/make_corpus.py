@@ -130,7 +130,24 @@ def tok_string(raw, cps):
     return "".join(cps[b] for b in raw)
 
 
+def hf_folder_seeds():
+    """hf_config: each committed Hugging Face fixture folder with a single
+    weights file under 100 KB, as config.json + NUL + model.safetensors."""
+    fixtures = os.path.join(HERE, "..", "fixtures")
+    for name in sorted(os.listdir(fixtures)):
+        folder = os.path.join(fixtures, name)
+        weights = os.path.join(folder, "model.safetensors")
+        if not name.startswith("hf_") or not os.path.exists(weights) or os.path.getsize(weights) > 100000:
+            continue
+        with open(os.path.join(folder, "config.json"), "rb") as f:
+            cfg = f.read()
+        with open(weights, "rb") as f:
+            put("hf_config", name + ".bin", cfg + b"\0" + f.read())
+        put("hf_config", name + "_config_only.json", cfg)
+
+
 def main():
+    hf_folder_seeds()
     rng = random.Random(7)
     # safetensors models, a BF16 one, and training states
     for name, cfg in CONFIGS.items():
