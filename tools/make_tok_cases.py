@@ -40,6 +40,17 @@ lines = [
     "rock'n'roll o'clock y'all ma'am 'tis",
     "curly: I’m you’re it’s — not ASCII apostrophes",
     "'s at start, and end's",
+    # letter case inside words: GPT-4o's pattern splits before an upper-case
+    # run and keeps contractions, in any case, with the word before them
+    "camelCase HTTPServer iPhone McDonald'S XMLHttpRequest getHTTPResponseCode ABCdef abcDEF aBc",
+    "CONTRACTIONS: DON'T I'M YOU'RE WE'VE SHE'LL HE'D It'S iT's they'Re X'S 'S",
+    # long s after an apostrophe: a caseless (?i:'s) may take U+017F for s
+    "it'\u017fx It'\u017f'S '\u017ftate x'\u017fome DON\u017f'T Stra\u017f\u017fe'\u017f",
+    # title case (Lt), modifier letters (Lm), other letters (Lo), marks (M)
+    "title \u01c5emal \u01c8ubljana \u01cb \u1f88; modifiers \u02b0\u02b2 \u02e2 \ua71d; e\u0301 \u0915\u094d\u0937\u093f \ufdfa",
+    # punctuation keeps the line ends (and GPT-4o the slashes) after it
+    "end.\nnext,\r\nnext;\n\nnext//\nurl/path/\n</div>\n  .\n\t\n",
+    "digit groups: 1 12 123 1234 12345 123456 1234567 \u0661\u0662\u0663\u0664 12.5 x2y",
     # numbers and punctuation
     "numbers: 3.14159 1,000,000 -42 +7 0x1F 1e-5 2024-11-29 12:34:56 $9.99 100%",
     "punct: !!! ??? ... --- ___ ((()))) [[]] {{}} <<>> @@@ ### &&& *** ~~~",

@@ -162,6 +162,15 @@ const char *da_model_format(const char *path);
  * files together. 0 when unreadable. */
 size_t da_model_file_bytes(const char *path);
 da_status da_model_save(const da_model *m, const char *path); /* atomic */
+/* Writes m as a Hugging Face folder dir (created if missing): config.json
+ * (model_type "diffllama", DiffLlamaForCausalLM, for DIFF; "llama",
+ * LlamaForCausalLM, for softmax), model.safetensors (F32) and, when m carries
+ * one, tokenizer.json (a tokenizer.json already in dir is removed when it
+ * does not). Exact: subln folds into o_proj's columns, the head norm's eps
+ * into v_proj, the DIFF RoPE rule into rope_theta (docs/formats.md). A full
+ * disk leaves the folder's previous files as they were. diff2 and a sliding
+ * window have no Hugging Face equivalent: an error naming them. */
+da_status da_model_export_hf(const da_model *m, const char *dir);
 
 /* ---------------------------------------------------------------- forward / backward */
 

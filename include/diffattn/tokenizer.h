@@ -27,9 +27,17 @@ int da_tokenizer_vocab_size(const da_tokenizer *t);
 /* The id of a special token such as "<|endoftext|>", or -1. */
 int da_tokenizer_special_id(const da_tokenizer *t, const char *text);
 /* Appends the ids of text[0..n) to *ids (grown with realloc; *n_ids and *cap
- * track it). Special tokens in the text become their ids. */
+ * track it). Special tokens in the text become their ids; nothing is added
+ * around them (Hugging Face's add_special_tokens=False). */
 da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
                               size_t *cap);
+/* What Hugging Face's encode(text) gives by default (add_special_tokens
+ * true): the ids of da_tokenizer_encode between the tokens that the
+ * tokenizer.json's post_processor adds (a TemplateProcessing such as Meta's
+ * Llama 3 file puts <|begin_of_text|> first; GPT-2's, Qwen's and GPT-4o's
+ * files add none). da_tokenizer_encode never adds them (prepare, training). */
+da_status da_tokenizer_encode_add_special(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids,
+                                          size_t *n_ids, size_t *cap);
 /* Appends the bytes of ids to *out (grown with realloc). An id outside the
  * vocabulary is an error naming its position. */
 da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, uint8_t **out, size_t *n_out,

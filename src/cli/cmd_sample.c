@@ -67,7 +67,8 @@ int cmd_sample(int argc, char **argv) {
     const char *text = prompt[0] ? prompt : "\n";
     int *pids = NULL;
     size_t n_prompt = 0, pcap = 0;
-    if (use) st = da_tokenizer_encode(use, (const uint8_t *)text, strlen(text), &pids, &n_prompt, &pcap);
+    /* as Hugging Face encodes a prompt: with the tokens its post_processor adds (a Llama 3 BOS) */
+    if (use) st = da_tokenizer_encode_add_special(use, (const uint8_t *)text, strlen(text), &pids, &n_prompt, &pcap);
     else {
         n_prompt = strlen(text);
         pids = malloc(n_prompt * sizeof(int));

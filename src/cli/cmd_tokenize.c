@@ -77,16 +77,23 @@ static da_status read_all(const char *path, uint8_t **data, size_t *n) {
 
 int cmd_encode(int argc, char **argv) {
     const char *tok_path = NULL, *model = NULL, *in = NULL, *out = NULL;
-    int timing = 0;
+    int timing = 0, plain = 0;
     cli_opt opts[] = {
         {"tokenizer", OPT_STR, &tok_path, TOK_HELP, 0},
         {"model", OPT_STR, &model, MODEL_HELP, 0},
         {"in", OPT_STR, &in, "text file to encode (any bytes)", 0},
         {"out", OPT_STR, &out, "write the ids here instead of standard output", 0},
         {"time", OPT_FLAG, &timing, "report the encoding speed on standard error", 0},
+        {"no-add-special-tokens", OPT_FLAG, &plain,
+         "the text's ids only, without the tokens the tokenizer.json's post_processor adds around them (a template's "
+         "BOS): Hugging Face's add_special_tokens=False",
+         0},
     };
     const char *req[] = {"in", NULL};
-    int rc = cli_parse("encode", "Prints the token ids of a file, whitespace-separated.", argc, argv, opts, 5, req);
+    int rc = cli_parse("encode",
+                       "Prints the token ids of a file, whitespace-separated, as Hugging Face's encode(text) gives "
+                       "them by default (with the tokens the post_processor adds, such as a template's BOS).",
+                       argc, argv, opts, 6, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     da_tokenizer *t;
     da_status st = open_tokenizer(tok_path, model, &t);
@@ -98,7 +105,8 @@ int cmd_encode(int argc, char **argv) {
     if (!st.code) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        st = da_tokenizer_encode(t, text, n, &ids, &n_ids, &cap);
+        st = plain ? da_tokenizer_encode(t, text, n, &ids, &n_ids, &cap)
+                   : da_tokenizer_encode_add_special(t, text, n, &ids, &n_ids, &cap);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
         if (!st.code && timing)

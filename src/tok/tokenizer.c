@@ -19,6 +19,18 @@
 const char *const DA_GPT2_PATTERN = "'(?:[sdmt]|ll|ve|re)| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 #define MAX_SPECIAL 1024 /* Llama 3 declares 256 */
+#define MAX_ADDED_AROUND 16 /* ids a post_processor may add before, and after, the text's */
+
+/* Where a text may be cut into chunks that encode to the ids of the whole
+ * (da_tokenizer_safe_cut): before whitespace that follows a non-space
+ * character, for the patterns whose pre-tokens never hold a non-space
+ * character followed by that whitespace. */
+typedef enum {
+    CUT_NONE,      /* a pattern not known here: never cut (each document is encoded whole) */
+    CUT_SPACE_TAB, /* before ' ' or '\t': Llama 3, Qwen, GPT-4o (their " ?[^\s\p{L}\p{N}]+[\r\n]*" keeps
+                    * the line ends that follow punctuation) */
+    CUT_ANY_SPACE, /* before ' ', '\t', '\n' or '\r': GPT-2's pattern */
+} cut_rule;
 
 /* ------------------------------------------------------------ hash maps */
 
@@ -51,6 +63,11 @@ struct da_tokenizer {
     /* From a tokenizer.json (Hugging Face's semantics): */
     int ignore_merges; /* model.ignore_merges: a pre-token found whole in the vocabulary is one id */
     int nfc;           /* normalizer NFC: ordinary text is NFC-normalised before pre-tokenisation */
+    int drop_gaps;     /* Split with invert true and behavior Removed: text the regex does not match is dropped */
+    cut_rule cut;      /* where da_tokenizer_safe_cut may cut, from the pattern */
+    /* post_processor: the ids Hugging Face's encode(text) puts before and
+     * after the text's by default (add_special_tokens true) */
+    int pre[MAX_ADDED_AROUND], n_pre, post[MAX_ADDED_AROUND], n_post;
     size_t heap_from;  /* pieces this long or longer use bpe_piece_heap */
 };
 
@@ -297,8 +314,41 @@ static da_status build_vocab(da_tokenizer *t, const char *path, cJSON *vocab, co
     return da_ok();
 }
 
+/* The Split patterns whose safe cuts are known, as tokenizer.json files spell
+ * them. Each alternative that holds a non-space character holds no space or
+ * tab after it, and (ANY_SPACE) no line end either; none has a look-behind,
+ * so matching from a cut sees the same text as matching the whole. */
+static const struct {
+    const char *pattern;
+    cut_rule cut;
+} known_patterns[] = {
+    /* GPT-2's, as Hugging Face's ByteLevel writes it */
+    {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", CUT_ANY_SPACE},
+    /* Llama 3 (and GPT-4's cl100k) */
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     CUT_SPACE_TAB},
+    /* Qwen2 and Qwen3 */
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     CUT_SPACE_TAB},
+    /* GPT-4o's o200k */
+    {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|"
+     "'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|"
+     "'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     CUT_SPACE_TAB},
+};
+
+static cut_rule cut_rule_of(const char *pattern) {
+    if (!strcmp(pattern, DA_GPT2_PATTERN)) return CUT_ANY_SPACE;
+    for (size_t i = 0; i < sizeof known_patterns / sizeof known_patterns[0]; i++)
+        if (!strcmp(pattern, known_patterns[i].pattern)) return known_patterns[i].cut;
+    return CUT_NONE;
+}
+
 /* pattern: the pre-tokeniser's regex (GPT-2's, or a tokenizer.json Split's). */
 static da_status compile_regex(da_tokenizer *t, const char *pattern) {
+    t->cut = cut_rule_of(pattern);
     int err;
     PCRE2_SIZE off;
     t->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
@@ -451,10 +501,12 @@ static da_status byte_level_step(const char *path, const char *field, const cJSO
 }
 
 /* The pre-tokeniser as one regex (*pattern points into root, or is
- * DA_GPT2_PATTERN): ByteLevel (use_regex true), or Sequence [Split (Regex,
- * behavior Isolated, invert false), ByteLevel (use_regex false)], as Llama 3,
- * Qwen and GPT-4o write them. Anything else is refused: its ids would differ. */
-static da_status parse_pre_tokenizer(const char *path, const cJSON *root, const char **pattern) {
+ * DA_GPT2_PATTERN): ByteLevel (use_regex true), or Sequence [Split (Regex;
+ * behavior Isolated with invert false, as Llama 3 and Qwen write it, or
+ * Removed with invert true, as GPT-4o does), ByteLevel (use_regex false)].
+ * *drop_gaps gets 1 for the second kind of Split, which keeps only the text
+ * the regex matches. Anything else is refused: its ids would differ. */
+static da_status parse_pre_tokenizer(const char *path, const cJSON *root, const char **pattern, int *drop_gaps) {
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
     int uses_regex;
     da_status st;
@@ -504,10 +556,12 @@ static da_status parse_pre_tokenizer(const char *path, const cJSON *root, const 
     if (!cJSON_IsString(re))
         return da_errorf("%s: pre_tokenizer Split.pattern must be {\"Regex\": ...} (a String pattern is not supported)",
                          path);
-    if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated"))
-        return da_errorf("%s: pre_tokenizer Split.behavior \"%s\" is not supported (Isolated)", path,
-                         cJSON_IsString(beh) ? beh->valuestring : "(none)");
-    if (json_true(split, "invert", 0)) return da_errorf("%s: pre_tokenizer Split.invert = true is not supported", path);
+    const char *b = cJSON_IsString(beh) ? beh->valuestring : "(none)";
+    *drop_gaps = json_true(split, "invert", 0);
+    if (strcmp(b, *drop_gaps ? "Removed" : "Isolated"))
+        return da_errorf("%s: pre_tokenizer Split.behavior \"%s\" is not supported with invert = %s (Isolated with "
+                         "invert false, or Removed with invert true)",
+                         path, b, *drop_gaps ? "true" : "false");
     *pattern = re->valuestring;
     return da_ok();
 }
@@ -573,6 +627,98 @@ static da_status add_non_special(da_tokenizer *t, const char *path, const cJSON 
     return da_ok();
 }
 
+/* The id of a token of the vocabulary that a post_processor adds, or -1. */
+static int vocab_id(const da_tokenizer *t, const cJSON *id) {
+    return is_token_id(id) && (int)id->valuedouble < t->vocab_size && t->tok[(int)id->valuedouble]
+               ? (int)id->valuedouble
+               : -1;
+}
+
+/* One post-processor wraps what the earlier ones made: before[] goes in
+ * front of the ids so far, after[] behind them. */
+static da_status wrap_ids(da_tokenizer *t, const char *path, const char *field, const int *before, int nb,
+                          const int *after, int na) {
+    if (t->n_pre + nb > MAX_ADDED_AROUND || t->n_post + na > MAX_ADDED_AROUND)
+        return da_errorf("%s: %s adds more than %d tokens before or after the text", path, field, MAX_ADDED_AROUND);
+    memmove(t->pre + nb, t->pre, (size_t)t->n_pre * sizeof(int));
+    memcpy(t->pre, before, (size_t)nb * sizeof(int));
+    t->n_pre += nb;
+    memcpy(t->post + t->n_post, after, (size_t)na * sizeof(int));
+    t->n_post += na;
+    return da_ok();
+}
+
+/* TemplateProcessing: the single-sequence template; the ids of its special
+ * tokens (special_tokens[name].ids) before and after sequence A. */
+static da_status parse_template(da_tokenizer *t, const char *path, const char *field, const cJSON *pp) {
+    const cJSON *single = cJSON_GetObjectItemCaseSensitive(pp, "single");
+    const cJSON *specials = cJSON_GetObjectItemCaseSensitive(pp, "special_tokens");
+    if (!cJSON_IsArray(single)) return da_errorf("%s: %s.single must be an array", path, field);
+    int ids[2][MAX_ADDED_AROUND], n[2] = {0, 0}, seen_a = 0;
+    for (const cJSON *it = single->child; it; it = it->next) {
+        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(it, "SpecialToken");
+        const cJSON *seq = cJSON_GetObjectItemCaseSensitive(it, "Sequence");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(sp ? sp : seq, "id");
+        if (!cJSON_IsString(name))
+            return da_errorf("%s: %s.single holds an item that is neither {\"SpecialToken\": {\"id\": ...}} nor "
+                             "{\"Sequence\": {\"id\": \"A\"}}",
+                             path, field);
+        if (seq) {
+            if (strcmp(name->valuestring, "A") || seen_a)
+                return da_errorf("%s: %s.single must hold sequence \"A\" once (found \"%s\")", path, field,
+                                 name->valuestring);
+            seen_a = 1;
+            continue;
+        }
+        const cJSON *tok = cJSON_GetObjectItemCaseSensitive(specials, name->valuestring);
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(tok, "ids");
+        if (!cJSON_IsArray(list))
+            return da_errorf("%s: %s.special_tokens lacks \"%.40s\" or its ids", path, field, name->valuestring);
+        for (const cJSON *id = list->child; id; id = id->next) {
+            if (n[seen_a] == MAX_ADDED_AROUND)
+                return da_errorf("%s: %s adds more than %d tokens before or after the text", path, field,
+                                 MAX_ADDED_AROUND);
+            if ((ids[seen_a][n[seen_a]++] = vocab_id(t, id)) < 0)
+                return da_errorf("%s: %s.special_tokens \"%.40s\" holds an id outside the vocabulary", path, field,
+                                 name->valuestring);
+        }
+    }
+    if (!seen_a) return da_errorf("%s: %s.single lacks sequence \"A\"", path, field);
+    return wrap_ids(t, path, field, ids[0], n[0], ids[1], n[1]);
+}
+
+/* post_processor: none, ByteLevel (offsets only: no ids), TemplateProcessing,
+ * BertProcessing / RobertaProcessing (cls before, sep after), or a Sequence of
+ * these, each wrapping what the ones before it made. Others are refused. */
+static da_status parse_post_processor(da_tokenizer *t, const char *path, const char *field, const cJSON *pp,
+                                      int depth) {
+    if (!pp || cJSON_IsNull(pp)) return da_ok();
+    const char *type = json_type(pp);
+    if (!strcmp(type, "ByteLevel")) return da_ok();
+    if (!strcmp(type, "TemplateProcessing")) return parse_template(t, path, field, pp);
+    if (!strcmp(type, "BertProcessing") || !strcmp(type, "RobertaProcessing")) {
+        const cJSON *cls = cJSON_GetObjectItemCaseSensitive(pp, "cls");
+        const cJSON *sep = cJSON_GetObjectItemCaseSensitive(pp, "sep");
+        int c = cJSON_GetArraySize(cls) == 2 ? vocab_id(t, cJSON_GetArrayItem(cls, 1)) : -1;
+        int e = cJSON_GetArraySize(sep) == 2 ? vocab_id(t, cJSON_GetArrayItem(sep, 1)) : -1;
+        if (c < 0 || e < 0) return da_errorf("%s: %s.cls and .sep must be [token, id of the vocabulary]", path, field);
+        return wrap_ids(t, path, field, &c, 1, &e, 1);
+    }
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(pp, "processors");
+    if (strcmp(type, "Sequence") || !cJSON_IsArray(list) || depth > 4)
+        return da_errorf("%s: %s.type \"%s\" is not supported (ByteLevel, TemplateProcessing, BertProcessing, "
+                         "RobertaProcessing, or a Sequence of these)",
+                         path, field, type);
+    int i = 0;
+    for (const cJSON *p = list->child; p; p = p->next, i++) {
+        char sub[128];
+        snprintf(sub, sizeof sub, "%s.processors[%d]", field, i);
+        da_status st = parse_post_processor(t, path, sub, p, depth + 1);
+        if (st.code) return st;
+    }
+    return da_ok();
+}
+
 /* Hugging Face tokenizer.json whose model is byte-level BPE. */
 static da_status load_hf(da_tokenizer *t, const char *path) {
     char *js = NULL;
@@ -596,10 +742,12 @@ static da_status load_hf(da_tokenizer *t, const char *path) {
     else if (added && !cJSON_IsArray(added))
         st = da_errorf("%s: added_tokens must be an array", path);
     const char *pattern = NULL;
-    if (!st.code) st = parse_pre_tokenizer(path, root, &pattern);
+    if (!st.code) st = parse_pre_tokenizer(path, root, &pattern, &t->drop_gaps);
     if (!st.code) st = parse_options(t, path, root, model);
     if (!st.code) st = build_vocab(t, path, vocab, added);
     if (!st.code) st = add_non_special(t, path, added);
+    const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
+    if (!st.code) st = parse_post_processor(t, path, "post_processor", post, 0);
     if (!st.code && pair_map_init(&t->merges, (size_t)cJSON_GetArraySize(merges))) st = da_errorf("%s: out of memory", path);
     int rank = 0;
     for (const cJSON *m = merges ? merges->child : NULL; m && !st.code; m = m->next, rank++) {
@@ -795,45 +943,83 @@ static int bpe_piece_heap(const da_tokenizer *t, const uint8_t *p, size_t n, int
     return rc;
 }
 
-/* Ordinary text (no special tokens): regex pieces, BPE each; bytes the
- * pattern skips (invalid UTF-8) become single-byte tokens. */
+/* One pre-token's ids. scratch: 3 * scratch_n ints for the scan. */
+static da_status encode_piece(const da_tokenizer *t, const uint8_t *p, size_t n, int **ids, size_t *n_ids,
+                              size_t *cap, int *scratch, size_t scratch_n) {
+    int whole, rc;
+    if (t->ignore_merges && (whole = bytes_map_get(t, p, n)) >= 0) rc = push(ids, n_ids, cap, whole);
+    else if (n >= t->heap_from) rc = bpe_piece_heap(t, p, n, ids, n_ids, cap);
+    else if (n > scratch_n) {
+        int *big = malloc(3 * n * sizeof(int));
+        rc = big ? bpe_piece(t, p, n, big, big + n, big + 2 * n, ids, n_ids, cap) : -1;
+        free(big);
+    } else {
+        rc = bpe_piece(t, p, n, scratch, scratch + scratch_n, scratch + 2 * scratch_n, ids, n_ids, cap);
+    }
+    return rc ? da_errorf("out of memory") : da_ok();
+}
+
+/* The length of the valid UTF-8 character at b[0..n), or 0 when b does not
+ * start with one. */
+static size_t utf8_char_len(const uint8_t *b, size_t n) {
+    unsigned c = b[0];
+    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (len <= 1 || len > n) return len == 1;
+    long cp = c & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((b[i] & 0xC0) != 0x80) return 0;
+        cp = cp << 6 | (b[i] & 0x3F);
+    }
+    static const long min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    return cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) ? 0 : len;
+}
+
+/* Text between two matches of the pattern, g[0..n). Hugging Face's Split
+ * makes each such gap a pre-token of its own (behavior Isolated) or drops it
+ * (invert true, behavior Removed). It never sees invalid UTF-8, which PCRE2
+ * skips: those bytes become single-byte tokens, so that any bytes encode
+ * losslessly. The patterns of GPT-2, Llama 3, Qwen and GPT-4o match every
+ * character, so only invalid bytes fall between their matches. */
+static da_status encode_gap(const da_tokenizer *t, const uint8_t *g, size_t n, int **ids, size_t *n_ids, size_t *cap,
+                            int *scratch, size_t scratch_n) {
+    for (size_t i = 0; i < n;) {
+        size_t j = i, w;
+        while (j < n && (w = utf8_char_len(g + j, n - j))) j += w;
+        if (j > i && !t->drop_gaps) {
+            da_status st = encode_piece(t, g + i, j - i, ids, n_ids, cap, scratch, scratch_n);
+            if (st.code) return st;
+        }
+        if (j < n && push(ids, n_ids, cap, t->byte_id[g[j++]])) return da_errorf("out of memory");
+        i = j;
+    }
+    return da_ok();
+}
+
+/* Ordinary text (no special tokens): regex pieces, BPE each, and the gaps
+ * between them (encode_gap). An empty match is no pre-token but ends a gap,
+ * as in Hugging Face's Split. */
 static da_status encode_ordinary(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
                                  size_t *cap, pcre2_match_data *md, int *scratch, size_t scratch_n) {
-    size_t pos = 0;
+    size_t pos = 0, from = 0; /* where the gap starts; where the search starts */
     while (pos < n) {
-        int rc = pcre2_match(t->re, text, n, pos, 0, md, NULL);
+        int rc = pcre2_match(t->re, text, n, from, 0, md, NULL);
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT) /* a very long piece: the interpreter has no such limit */
-            rc = pcre2_match(t->re, text, n, pos, PCRE2_NO_JIT, md, NULL);
+            rc = pcre2_match(t->re, text, n, from, PCRE2_NO_JIT, md, NULL);
         size_t s = n, e = n;
         if (rc >= 0) {
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
             s = ov[0];
             e = ov[1];
         } else if (rc != PCRE2_ERROR_NOMATCH) {
-            return da_errorf("pre-tokeniser failed at byte %zu (PCRE2 error %d)", pos, rc);
+            return da_errorf("pre-tokeniser failed at byte %zu (PCRE2 error %d)", from, rc);
         }
-        for (size_t i = pos; i < s; i++)
-            if (push(ids, n_ids, cap, t->byte_id[text[i]])) return da_errorf("out of memory");
+        da_status st = encode_gap(t, text + pos, s - pos, ids, n_ids, cap, scratch, scratch_n);
+        if (!st.code && e > s) st = encode_piece(t, text + s, e - s, ids, n_ids, cap, scratch, scratch_n);
+        if (st.code) return st;
         if (s == n) break;
-        int whole;
-        if (t->ignore_merges && e > s && (whole = bytes_map_get(t, text + s, e - s)) >= 0) {
-            if (push(ids, n_ids, cap, whole)) return da_errorf("out of memory");
-            pos = e;
-            continue;
-        }
-        if (e - s >= t->heap_from) {
-            if (bpe_piece_heap(t, text + s, e - s, ids, n_ids, cap)) return da_errorf("out of memory");
-        } else if (e - s > scratch_n) {
-            int *big = malloc(3 * (e - s) * sizeof(int));
-            if (!big) return da_errorf("out of memory");
-            int r = bpe_piece(t, text + s, e - s, big, big + (e - s), big + 2 * (e - s), ids, n_ids, cap);
-            free(big);
-            if (r) return da_errorf("out of memory");
-        } else if (bpe_piece(t, text + s, e - s, scratch, scratch + scratch_n, scratch + 2 * scratch_n, ids, n_ids,
-                             cap)) {
-            return da_errorf("out of memory");
-        }
-        pos = e > s ? e : s + 1;
+        size_t w = e > s ? 0 : utf8_char_len(text + s, n - s);
+        pos = e;
+        from = e > s ? e : s + (w ? w : 1);
     }
     return da_ok();
 }
@@ -940,6 +1126,16 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
     return st;
 }
 
+da_status da_tokenizer_encode_add_special(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids,
+                                          size_t *n_ids, size_t *cap) {
+    for (int i = 0; i < t->n_pre; i++)
+        if (push(ids, n_ids, cap, t->pre[i])) return da_errorf("out of memory");
+    da_status st = da_tokenizer_encode(t, text, n, ids, n_ids, cap);
+    for (int i = 0; !st.code && i < t->n_post; i++)
+        if (push(ids, n_ids, cap, t->post[i])) st = da_errorf("out of memory");
+    return st;
+}
+
 da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, uint8_t **out, size_t *n_out,
                               size_t *cap) {
     for (size_t i = 0; i < n; i++) {
@@ -994,20 +1190,23 @@ static int maybe_space(long cp) {
  * one (the optional space comes first, the whitespace runs hold nothing
  * else), so the pre-token of b[c - 1] ends at c whatever follows; and the
  * pattern has no look-behind, so matching from c sees the same text either
- * way. */
-static int cut_keeps_pieces(const uint8_t *b, size_t c) {
-    if (b[c] != ' ' && b[c] != '\n' && b[c] != '\t' && b[c] != '\r') return 0; /* certainly whitespace */
+ * way. Llama 3's, Qwen's and GPT-4o's patterns keep line ends after
+ * punctuation (".\n" is one pre-token): there only a space or a tab. */
+static int cut_keeps_pieces(cut_rule rule, const uint8_t *b, size_t c) {
+    if (rule == CUT_NONE) return 0;
+    if (b[c] != ' ' && b[c] != '\t' && (rule == CUT_SPACE_TAB || (b[c] != '\n' && b[c] != '\r'))) return 0;
     long cp = char_ending_at(b, c);
     return cp >= 0 && !maybe_space(cp);
 }
 
 size_t da_safe_cut(const uint8_t *b, size_t n) {
     for (size_t c = n ? n - 1 : 0; c > n / 2; c--)
-        if (cut_keeps_pieces(b, c)) return c;
+        if (cut_keeps_pieces(CUT_ANY_SPACE, b, c)) return c;
     return 0;
 }
 
 size_t da_tokenizer_safe_cut(const da_tokenizer *t, const uint8_t *b, size_t n) {
+    if (t->cut == CUT_NONE) return 0;
     size_t longest = 0;
     for (int i = 0; i < t->n_special; i++)
         if (t->tok_len[t->special_id[i]] > longest) longest = t->tok_len[t->special_id[i]];
@@ -1015,7 +1214,7 @@ size_t da_tokenizer_safe_cut(const da_tokenizer *t, const uint8_t *b, size_t n) 
      * far enough from n that any special token across it is seen whole */
     size_t hi = n > longest ? n - longest : 0;
     for (size_t c = hi ? hi - 1 : 0; c > n / 2; c--) {
-        if (!cut_keeps_pieces(b, c)) continue;
+        if (!cut_keeps_pieces(t->cut, b, c)) continue;
         int across = 0;
         for (int i = 0; i < t->n_special && !across; i++) {
             const uint8_t *s = t->tok[t->special_id[i]];

@@ -39,8 +39,10 @@ char *da_tok_bytelevel_json(struct cJSON *vocab, struct cJSON *merges, struct cJ
  * gives the ids of the whole: a place in the second half, b[n/2+1 .. n-1],
  * where whitespace follows a non-space character, searched backwards from
  * the end. Returns 0 when there is none (a caller reads more text and tries
- * again). da_safe_cut knows only the pre-tokeniser's pattern;
- * da_tokenizer_safe_cut also keeps t's special tokens whole. */
+ * again). da_safe_cut knows GPT-2's pattern only; da_tokenizer_safe_cut
+ * knows t's (GPT-2's, Llama 3's, Qwen's, GPT-4o's; for any other pattern it
+ * returns 0, so a caller encodes the text whole) and keeps t's special
+ * tokens whole. */
 size_t da_safe_cut(const uint8_t *b, size_t n);
 size_t da_tokenizer_safe_cut(const da_tokenizer *t, const uint8_t *b, size_t n);
 

@@ -1,0 +1,57 @@
+/* diffattn export: a model as a Hugging Face folder. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+
+/* A Hugging Face folder's tokenizer.json, which the model itself does not
+ * carry, so that the exported folder keeps it. */
+static da_status folder_tokenizer(da_model *m, const char *model_path) {
+    char path[4200];
+    if (m->tokenizer_json || !da_model_tokenizer_path(model_path, path, sizeof path)) return da_ok();
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return da_errorf("%s: cannot open", path);
+    char *s = NULL;
+    long n = -1;
+    if (!fseek(fp, 0, SEEK_END) && (n = ftell(fp)) >= 0 && !fseek(fp, 0, SEEK_SET) && (s = malloc((size_t)n + 1)) &&
+        fread(s, 1, (size_t)n, fp) == (size_t)n) {
+        s[n] = 0;
+        m->tokenizer_json = s;
+        s = NULL;
+    }
+    fclose(fp);
+    free(s);
+    return m->tokenizer_json ? da_ok() : da_errorf("%s: read error", path);
+}
+
+int cmd_export(int argc, char **argv) {
+    const char *model = NULL, *format = NULL, *out = NULL;
+    cli_opt opts[] = {
+        {"model", OPT_STR, &model, "model: .safetensors, a .gguf (dequantized) or a Hugging Face folder", 0},
+        {"format", OPT_STR, &format, "hf: a Hugging Face folder (config.json, model.safetensors, tokenizer.json)", 0},
+        {"out", OPT_STR, &out, "folder to write (created if missing; its files of these names are replaced)", 0},
+    };
+    const char *req[] = {"model", "format", "out", NULL};
+    int rc = cli_parse("export",
+                       "Writes a model in another format. --format hf: a folder that transformers loads as "
+                       "DiffLlamaForCausalLM (arch diff) or LlamaForCausalLM (softmax), with the same logits "
+                       "(docs/formats.md).",
+                       argc, argv, opts, 3, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    if (strcmp(format, "hf")) {
+        fprintf(stderr, "diffattn: export: --format \"%s\" is not supported (supported: hf)\n", format);
+        return 1;
+    }
+    da_model m;
+    da_status st = da_model_load_any(&m, model);
+    if (st.code) return cli_fail(st.msg);
+    if (!(st = folder_tokenizer(&m, model)).code) st = da_model_export_hf(&m, out);
+    if (!st.code)
+        printf("wrote %s: %s (%s), %zu parameters, tokenizer.json %s\n", out,
+               m.cfg.arch == DA_ARCH_DIFF ? "DiffLlamaForCausalLM" : "LlamaForCausalLM", da_arch_name(m.cfg.arch),
+               m.n_params, m.tokenizer_json ? "written" : "none (bytes)");
+    da_model_free(&m);
+    return st.code ? cli_fail(st.msg) : 0;
+}

@@ -1,0 +1,269 @@
+/* diffattn models -> Hugging Face DiffLlama and Llama folders
+ * (da_model_export_hf): the inverse of hf_model.c's mapping, plus the two
+ * things a native model has that Hugging Face lacks, folded exactly:
+ *   - subln, the head norm's 2d-wide weight: the norm's output is multiplied
+ *     elementwise by it and then by o_proj, so it becomes a scale of
+ *     o_proj's columns (column c of diff head j: subln[c mod 2d]);
+ *   - the head norm's fixed eps 1e-5 (DA_SUBLN_EPS) against DiffLlama's
+ *     rms_norm_eps, which the layer norms share: rms_norm_eps is written as
+ *     norm_eps and v_proj scaled by s = sqrt(norm_eps / 1e-5), since
+ *     RMSNorm(s*x, s^2*eps) = RMSNorm(x, eps) and the norm's input is linear
+ *     in v (the loader scales by 1/s);
+ *   - the DIFF framework's RoPE rule theta^(-j/(d/2-1)) is Llama's
+ *     theta'^(-2j/d) at theta' = theta^(d/(d-2)).
+ * KV heads: native DIFF group g holds k sub-heads 2g, 2g+1 and the 2d-wide v
+ * of its diff heads; with 2*n_kv Hugging Face KV heads, diff head j of group
+ * g = j / r (r = n_heads / n_kv) reads KV heads j / r = g and
+ * (j + H/2) / r = g + n_kv, so KV head g is sub-head 2g and KV head
+ * g + n_kv sub-head 2g+1: every native layout is expressed without copies,
+ * and the loader's fewest-groups rule finds r again. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attn/attention.h"
+#include "io/atomic_file.h"
+#include "io/hf_model.h"
+#include "io/safetensors.h"
+
+/* ------------------------------------------------------------ config.json */
+
+/* Shortest decimal that reads back as the same float, as a JSON number. */
+static cJSON *json_float(float v) {
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    return cJSON_CreateRaw(buf);
+}
+
+/* The theta Llama's rule needs to give c's frequencies. */
+static double hf_rope_theta(const da_config *c) {
+    const double d = (double)da_head_dim(c);
+    return c->rope_freq == DA_ROPE_FREQ_LLAMA ? (double)c->rope_theta : pow((double)c->rope_theta, d / (d - 2.0));
+}
+
+static cJSON *rope_scaling_json(const da_config *c) {
+    if (c->rope_scaling == DA_ROPE_SCALE_NONE) return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "rope_type", c->rope_scaling == DA_ROPE_SCALE_LINEAR ? "linear" : "llama3");
+    cJSON_AddItemToObject(o, "factor", json_float(c->rope_factor));
+    if (c->rope_scaling == DA_ROPE_SCALE_LLAMA3) {
+        cJSON_AddItemToObject(o, "low_freq_factor", json_float(c->rope_low_freq_factor));
+        cJSON_AddItemToObject(o, "high_freq_factor", json_float(c->rope_high_freq_factor));
+        cJSON_AddNumberToObject(o, "original_max_position_embeddings", c->rope_original_max_pos);
+    }
+    return o;
+}
+
+/* The config.json text (malloc'd), or NULL when out of memory. */
+static char *config_text(const da_config *c) {
+    const int diff = c->arch == DA_ARCH_DIFF, d = da_head_dim(c);
+    const int H = diff ? 2 * c->n_heads : c->n_heads, Hkv = diff ? 2 * c->n_kv_heads : c->n_kv_heads;
+    cJSON *o = cJSON_CreateObject(), *arch = cJSON_CreateArray();
+    if (!o || !arch) {
+        cJSON_Delete(o);
+        cJSON_Delete(arch);
+        return NULL;
+    }
+    cJSON_AddItemToArray(arch, cJSON_CreateString(diff ? "DiffLlamaForCausalLM" : "LlamaForCausalLM"));
+    cJSON_AddItemToObject(o, "architectures", arch);
+    cJSON_AddStringToObject(o, "model_type", diff ? "diffllama" : "llama");
+    cJSON_AddNumberToObject(o, "hidden_size", c->dim);
+    cJSON_AddNumberToObject(o, "intermediate_size", c->ffn_hidden);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
+    cJSON_AddNumberToObject(o, "num_attention_heads", H);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", Hkv);
+    cJSON_AddNumberToObject(o, "head_dim", d);
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_seq_len);
+    cJSON_AddItemToObject(o, "rms_norm_eps", json_float(c->norm_eps));
+    cJSON_AddNumberToObject(o, "rope_theta", hf_rope_theta(c));
+    cJSON_AddItemToObject(o, "rope_scaling", rope_scaling_json(c));
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddBoolToObject(o, "attention_bias", 0);
+    if (!diff) cJSON_AddBoolToObject(o, "mlp_bias", 0);
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* ------------------------------------------------------------ tensors */
+
+typedef struct {
+    da_st_write_tensor *t;
+    char (*names)[96];
+    int n, cap;
+    float *buf; /* the permuted and folded copies */
+} hf_out;
+
+static void add(hf_out *o, const char *name, int rows, int cols, const float *data) {
+    snprintf(o->names[o->n], sizeof o->names[0], "%s", name);
+    da_st_write_tensor *t = &o->t[o->n];
+    memset(t, 0, sizeof *t);
+    t->name = o->names[o->n];
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->data = data;
+    o->n++;
+}
+
+/* One d-row head of q or k back to Hugging Face's rotate_half order: row i
+ * <- native row 2i, row d/2 + i <- native row 2i + 1. */
+static void rope_head_to_hf(float *dst, const float *src, int d, int C) {
+    for (int i = 0; i < d / 2; i++) {
+        memcpy(dst + (size_t)i * C, src + (size_t)(2 * i) * C, (size_t)C * sizeof(float));
+        memcpy(dst + (size_t)(d / 2 + i) * C, src + (size_t)(2 * i + 1) * C, (size_t)C * sizeof(float));
+    }
+}
+
+/* Floats of copies one layer needs (layer_tensors' use of buf). */
+static size_t layer_copy_floats(const da_config *c) {
+    const size_t C = (size_t)c->dim, Ckv = C / (size_t)(c->n_heads / c->n_kv_heads);
+    return c->arch == DA_ARCH_DIFF ? 2 * C * C + 2 * Ckv * C : C * C + Ckv * C;
+}
+
+static void layer_tensors(hf_out *o, const da_model *m, int l, float *buf) {
+    const da_config *c = &m->cfg;
+    const da_layer_weights *L = &m->w.layers[l];
+    const int C = c->dim, d = da_head_dim(c), n_kv = c->n_kv_heads;
+    const size_t Ckv = (size_t)C / (size_t)(c->n_heads / n_kv), hd = (size_t)d * C;
+    /* DIFF: q, k, v, o copies; softmax: q and k (v and o go as they are) */
+    float *q = buf, *k = q + (size_t)C * C, *v = k + Ckv * C, *wo = v + Ckv * C;
+    char n[128];
+#define NAME(s) (snprintf(n, sizeof n, "model.layers.%d.%s", l, s), n)
+    add(o, NAME("input_layernorm.weight"), C, 0, L->attention_norm);
+    if (c->arch == DA_ARCH_DIFF) {
+        const int Hn = c->n_heads;
+        for (int j = 0; j < Hn; j++) {
+            rope_head_to_hf(q + (size_t)j * hd, L->wq + (size_t)(2 * j) * hd, d, C);
+            rope_head_to_hf(q + (size_t)(j + Hn) * hd, L->wq + (size_t)(2 * j + 1) * hd, d, C);
+        }
+        /* the head norm's eps (see the top of this file) */
+        const float s = (float)sqrt((double)c->norm_eps / (double)DA_SUBLN_EPS);
+        for (int g = 0; g < n_kv; g++)
+            for (int half = 0; half < 2; half++) {
+                const size_t src = (size_t)(2 * g + half) * hd, dst = (size_t)(g + half * n_kv) * hd;
+                rope_head_to_hf(k + dst, L->wk + src, d, C);
+                for (size_t i = 0; i < hd; i++) v[dst + i] = L->wv[src + i] * s;
+            }
+        for (int r = 0; r < C; r++)
+            for (int col = 0; col < C; col++)
+                wo[(size_t)r * C + col] = L->wo[(size_t)r * C + col] * L->subln[col % (2 * d)];
+    } else {
+        for (int h = 0; h < c->n_heads; h++) rope_head_to_hf(q + (size_t)h * hd, L->wq + (size_t)h * hd, d, C);
+        for (int g = 0; g < n_kv; g++) rope_head_to_hf(k + (size_t)g * hd, L->wk + (size_t)g * hd, d, C);
+        v = L->wv;
+        wo = L->wo;
+    }
+    add(o, NAME("self_attn.q_proj.weight"), C, C, q);
+    add(o, NAME("self_attn.k_proj.weight"), (int)Ckv, C, k);
+    add(o, NAME("self_attn.v_proj.weight"), (int)Ckv, C, v);
+    add(o, NAME("self_attn.o_proj.weight"), C, C, wo);
+    if (c->arch == DA_ARCH_DIFF) {
+        add(o, NAME("self_attn.lambda_q1"), d, 0, L->lambda_q1);
+        add(o, NAME("self_attn.lambda_k1"), d, 0, L->lambda_k1);
+        add(o, NAME("self_attn.lambda_q2"), d, 0, L->lambda_q2);
+        add(o, NAME("self_attn.lambda_k2"), d, 0, L->lambda_k2);
+    }
+    add(o, NAME("post_attention_layernorm.weight"), C, 0, L->ffn_norm);
+    add(o, NAME("mlp.gate_proj.weight"), c->ffn_hidden, C, L->w1);
+    add(o, NAME("mlp.up_proj.weight"), c->ffn_hidden, C, L->w3);
+    add(o, NAME("mlp.down_proj.weight"), C, c->ffn_hidden, L->w2);
+#undef NAME
+}
+
+static void out_free(hf_out *o) {
+    free(o->t);
+    free(o->names);
+    free(o->buf);
+    memset(o, 0, sizeof *o);
+}
+
+static da_status build_tensors(hf_out *o, const da_model *m, const char *path) {
+    const da_config *c = &m->cfg;
+    memset(o, 0, sizeof *o);
+    o->cap = 3 + c->n_layers * 13;
+    const size_t per = layer_copy_floats(c);
+    o->t = calloc((size_t)o->cap, sizeof *o->t);
+    o->names = calloc((size_t)o->cap, sizeof *o->names);
+    o->buf = malloc(per * (size_t)c->n_layers * sizeof(float));
+    if (!o->t || !o->names || !o->buf) {
+        out_free(o);
+        return da_errorf("%s: out of memory for the permuted attention weights (%.1f MB)", path,
+                         (double)(per * (size_t)c->n_layers * sizeof(float)) / 1e6);
+    }
+    add(o, "model.embed_tokens.weight", c->vocab_size, c->dim, m->w.tok_embeddings);
+    for (int l = 0; l < c->n_layers; l++) layer_tensors(o, m, l, o->buf + per * (size_t)l);
+    add(o, "model.norm.weight", c->dim, 0, m->w.norm);
+    if (!c->tie_embeddings) add(o, "lm_head.weight", c->vocab_size, c->dim, m->w.output);
+    return da_ok();
+}
+
+/* ------------------------------------------------------------ the folder */
+
+static da_status check_exportable(const da_config *c, const char *dir) {
+    if (c->arch == DA_ARCH_DIFF2)
+        return da_errorf("%s: arch diff2 (DIFF V2: lambda per token from lambda_proj, K and V shared by the two "
+                         "maps) has no Hugging Face architecture; export takes diff (DiffLlama) or softmax (Llama)",
+                         dir);
+    if (c->window > 0)
+        return da_errorf("%s: window %d (sliding-window attention) has no field in DiffLlama's or Llama's "
+                         "config.json; export takes models that attend to every earlier token",
+                         dir, c->window);
+    return da_ok();
+}
+
+/* Writes text to the temporary of path and syncs it, not yet renamed: the
+ * folder changes only once every file's bytes are on disk. */
+static da_status stage_text(da_atomic_file *af, const char *path, const char *text) {
+    da_status st = da_atomic_open(af, path);
+    if (st.code) return st;
+    size_t n = strlen(text);
+    if (fwrite(text, 1, n, af->fp) != n || fflush(af->fp) || fsync(fileno(af->fp)))
+        return da_atomic_fail(af, errno);
+    return da_ok();
+}
+
+da_status da_model_export_hf(const da_model *m, const char *dir) {
+    const da_config *c = &m->cfg;
+    da_status st = check_exportable(c, dir);
+    if (st.code) return st;
+    if ((st = da_make_dirs(dir)).code) return st;
+    char cfg_path[4200], st_path[4200], tok_path[4200];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", dir);
+    char *cfg_text = config_text(c);
+    if (!cfg_text) return da_errorf("%s: out of memory", cfg_path);
+    hf_out o;
+    if ((st = build_tensors(&o, m, st_path)).code) {
+        free(cfg_text);
+        return st;
+    }
+    da_atomic_file af_cfg = {0}, af_tok = {0};
+    st = stage_text(&af_cfg, cfg_path, cfg_text);
+    if (!st.code && m->tokenizer_json) st = stage_text(&af_tok, tok_path, m->tokenizer_json);
+    /* the weights, atomically; then the staged files take their places */
+    if (!st.code) st = da_st_write(st_path, o.t, o.n, NULL, NULL, 0);
+    if (!st.code && m->tokenizer_json) st = da_atomic_commit(&af_tok);
+    if (!st.code) st = da_atomic_commit(&af_cfg);
+    /* a tokenizer.json left by an earlier export would be taken for this model's */
+    if (!st.code && !m->tokenizer_json && unlink(tok_path) && errno != ENOENT)
+        st = da_errorf("%s: cannot remove it (this model carries no tokenizer): %s", tok_path, strerror(errno));
+    da_atomic_abort(&af_cfg);
+    da_atomic_abort(&af_tok);
+    free(cfg_text);
+    out_free(&o);
+    return st;
+}
