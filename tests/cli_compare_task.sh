@@ -20,12 +20,20 @@ out=$(OMP_NUM_THREADS=1 "$BIN" compare --task noisy-recall --out "$T/nr" --seq 3
       --noise-vocab 8 --steps 4 --eval-every 2 --eval-seqs 8 --dim 16 --layers 1 --batch 4 --quiet 2>&1)
 [[ $out == *"| noise 0.00, seq 32 | DIFF |"* && $out == *"| noise 0.50, seq 32 | softmax |"* ]]; check "noisy-recall sweep prints its report" $?
 [[ -s $T/nr/report.json && -s $T/nr/accuracy_1.png && -s $T/nr/lambda.png ]]; check "report.json and the figures written" $?
+out=$(OMP_NUM_THREADS=1 "$BIN" compare --task icl --archs softmax,diff --out "$T/icl" --demos 4 --classes 3 --symbols 6 \
+      --vocab 12 --perms 3 --perm-episodes 4 --steps 4 --eval-every 2 --eval-seqs 8 --dim 16 --layers 1 --batch 4 --quiet 2>&1)
+[[ $out == *"## Order robustness"* && $out == *"| demos 4, classes 3, symbols 6 | softmax |"* && $out != *"DIFF2"* ]]
+check "icl with --archs softmax,diff prints the order table for those two only" $?
+[[ -s $T/icl/permutation_margin.png ]]; check "icl writes permutation_margin.png" $?
 "$BIN" compare --task mqar --help | grep -q -- "--pairs"; check "compare --task mqar --help lists the task flags" $?
+"$BIN" compare --task icl --help | grep -q -- "--archs"; check "compare --task --help lists --archs" $?
 "$BIN" compare --help | grep -q -- "--task"; check "compare --help lists --task" $?
 expect_error "a second comparison into the same folder is refused" "--force" "$BIN" compare --task noisy-recall --out "$T/nr" --steps 2
 expect_error "unknown task" "--task: expected mqar" "$BIN" compare --task sorting
 expect_error "bad sweep list" "--pairs" "$BIN" compare --task mqar --pairs 4,x
 expect_error "text needs --data" "--task text trains on --data" "$BIN" compare --task text --out "$T/x"
+expect_error "bad --archs" '"gpt" is not an architecture' "$BIN" compare --task icl --archs diff,gpt --out "$T/z"
+expect_error "--seq with icl" "set --demos" "$BIN" compare --task icl --seq 64 --out "$T/z"
 expect_error "too many pairs" "pairs 32 must lie" "$BIN" compare --task mqar --pairs 32 --seq 64 --out "$T/y"
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

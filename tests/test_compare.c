@@ -188,7 +188,7 @@ static int test_compare_resume(void) {
     return 0;
 }
 
-/* --archs: names in the order given, each once */
+/* --archs: names in the order given, each once; a bad list changes nothing */
 static int test_parse_archs(void) {
     da_compare_config c;
     da_compare_config_default(&c);
@@ -196,6 +196,7 @@ static int test_parse_archs(void) {
     CHECK(!da_compare_parse_archs(&c, "softmax,diff2").code && c.n_archs == 2 && c.archs[0] == DA_ARCH_SOFTMAX &&
           c.archs[1] == DA_ARCH_DIFF2);
     CHECK(da_compare_parse_archs(&c, "diff,diff").code);
+    CHECK(c.n_archs == 2 && c.archs[0] == DA_ARCH_SOFTMAX && c.archs[1] == DA_ARCH_DIFF2); /* kept on an error */
     CHECK(strstr(da_compare_parse_archs(&c, "diff,gpt").msg, "\"gpt\""));
     CHECK(da_compare_parse_archs(&c, "").code);
     return 0;
@@ -285,6 +286,64 @@ static int test_compare_task_sweep(void) {
     return 0;
 }
 
+/* compare --task icl with --archs softmax,diff: only those two, in that
+ * order; every run has its order figures in report.json (margin = best -
+ * worst, best >= mean >= worst); report.md has the order table; the
+ * permutation-margin figure is a valid PNG. */
+static int test_compare_task_icl(void) {
+    char dir[] = "/tmp/da_compare_icl_XXXXXX";
+    CHECK(mkdtemp(dir));
+    da_task_compare_config c;
+    da_task_compare_config_default(&c);
+    da_task_config_default(&c.task, DA_TASK_ICL);
+    c.out_dir = dir, c.steps = 4, c.eval_every = 2, c.eval_seqs = 8, c.dim = 16, c.layers = 1, c.heads = 1;
+    c.batch = 4, c.seeds = 2, c.quiet = 1, c.perms = 3, c.perm_episodes = 5;
+    c.task.demos = 4, c.task.symbols = 6, c.task.classes = 3, c.task.vocab = 12;
+    CHECK(!da_arch_list_parse("softmax,diff", c.archs, &c.n_archs).code);
+    da_status st = da_task_compare(&c);
+    if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
+    char p[160];
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    char *js = (char *)th_read_file(p, NULL);
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    CHECK(root && !strcmp(cJSON_GetObjectItem(root, "task")->valuestring, "icl"));
+    const cJSON *pt = cJSON_GetObjectItem(root, "points")->child, *archs = cJSON_GetObjectItem(pt, "archs");
+    CHECK(cJSON_GetObjectItem(pt, "seq")->valueint == 10 && cJSON_GetObjectItem(pt, "demos")->valueint == 4);
+    CHECK(cJSON_GetObjectItem(pt, "perms")->valueint == 3 && cJSON_GetObjectItem(pt, "perm_episodes")->valueint == 5);
+    CHECK(cJSON_GetArraySize(archs) == 2 && !strcmp(archs->child->string, "softmax") &&
+          !strcmp(archs->child->next->string, "diff"));
+    for (const cJSON *a = archs->child; a; a = a->next)
+        for (const cJSON *r = a->child; r; r = r->next) {
+            const cJSON *o = cJSON_GetObjectItem(r, "order");
+            CHECK(cJSON_IsObject(o));
+            const double mean = cJSON_GetObjectItem(o, "mean")->valuedouble, best = cJSON_GetObjectItem(o, "best")->valuedouble;
+            const double worst = cJSON_GetObjectItem(o, "worst")->valuedouble;
+            CHECK(worst >= 0 && worst <= mean + 1e-4 && mean <= best + 1e-4 && best <= 1);
+            CHECK(fabs(cJSON_GetObjectItem(o, "margin")->valuedouble - (best - worst)) < 2e-4);
+            const double g = cJSON_GetObjectItem(o, "grouped")->valuedouble, al = cJSON_GetObjectItem(o, "alternating")->valuedouble;
+            CHECK(g >= 0 && g <= 1 && al >= 0 && al <= 1);
+        }
+    cJSON_Delete(root);
+    free(js);
+    snprintf(p, sizeof p, "%s/report.md", dir);
+    char *md = (char *)th_read_file(p, NULL);
+    CHECK(md && strstr(md, "## Order robustness") && strstr(md, "| demos 4, classes 3, symbols 6 | softmax |"));
+    CHECK(strstr(md, "margin (best − worst)") && !strstr(md, "DIFF2"));
+    const char *figs[] = {"permutation_margin.png", "accuracy_0.png", "lambda.png"};
+    for (int i = 0; i < 3; i++) {
+        CHECK(strstr(md, figs[i]));
+        snprintf(p, sizeof p, "%s/%s", dir, figs[i]);
+        cairo_surface_t *img = cairo_image_surface_create_from_png(p);
+        CHECK(cairo_surface_status(img) == CAIRO_STATUS_SUCCESS);
+        CHECK(cairo_image_surface_get_width(img) == 800 && cairo_image_surface_get_height(img) == 500);
+        cairo_surface_destroy(img);
+    }
+    free(md);
+    snprintf(p, sizeof p, "rm -rf %s", dir);
+    if (system(p)) {}
+    return 0;
+}
+
 /* Flags of the other task are refused, naming the flag. */
 static int test_compare_task_refuses_wrong_flags(void) {
     da_task_compare_config c;
@@ -300,6 +359,13 @@ static int test_compare_task_refuses_wrong_flags(void) {
     c.n_pairs = 0, c.task.noise = 1.5;
     st = da_task_compare(&c);
     CHECK(st.code && strstr(st.msg, "noise"));
+    da_task_config_default(&c.task, DA_TASK_ICL);
+    c.n_seqs = 1, c.seqs[0] = 64; /* icl's length follows from its demos */
+    st = da_task_compare(&c);
+    CHECK(st.code && strstr(st.msg, "--demos"));
+    c.n_seqs = 0, c.perms = 1;
+    st = da_task_compare(&c);
+    CHECK(st.code && strstr(st.msg, "--perms"));
     return 0;
 }
 
@@ -310,6 +376,7 @@ int main(void) {
     RUN(test_compare_resume);
     RUN(test_budget_too_small);
     RUN(test_compare_task_sweep);
+    RUN(test_compare_task_icl);
     RUN(test_compare_task_refuses_wrong_flags);
     TH_SUMMARY();
 }

@@ -1,5 +1,6 @@
 /* Retrieval task generators (docs/tasks.md), the loss mask through the
- * model, steps-to-threshold and the shared initialisation of compare --task. */
+ * model, steps-to-threshold, the shared initialisation of compare --task,
+ * and the icl task with its order evaluation. */
 #include "diffattn.h"
 #include "experiments/compare.h"
 #include "experiments/tasks.h"
@@ -218,17 +219,19 @@ static int test_shared_init(void) {
  * previous token, 32 a constant, [40, 56) the retrieved value. RoPE theta
  * 1e10 on 32-dim heads: pairs 0 and 1 turn at 1 and 0.215 rad per position
  * (the positional match), pairs 5-12 at under 5e-4 (a content match that
- * ignores position). Its held-out answer accuracy must be exactly 1. */
-static int test_hand_built_mqar_solver(void) {
-    enum { V = 16, C = 64, T = 32 };
+ * ignores position). readout 0: the output reads the retrieved value; 1: it
+ * reads the previous token instead (a model that answers the label just
+ * before the query, whatever the query). */
+enum { HB_V = 16, HB_C = 64, HB_T = 32 };
+static int build_induction_model(da_model *m, int readout) {
+    enum { V = HB_V, C = HB_C, T = HB_T };
     da_config cfg;
     da_config_default(&cfg);
     cfg.arch = DA_ARCH_SOFTMAX, cfg.dim = C, cfg.n_layers = 2, cfg.n_heads = cfg.n_kv_heads = 2, cfg.vocab_size = V;
     cfg.max_seq_len = T, cfg.ffn_hidden = 64, cfg.rope_theta = 1e10f, cfg.tie_embeddings = 0;
-    da_model m;
-    CHECK(!da_model_create(&m, &cfg).code);
-    memset(m.params, 0, m.n_params * sizeof(float));
-    const da_weights *w = &m.w;
+    CHECK(!da_model_create(m, &cfg).code);
+    memset(m->params, 0, m->n_params * sizeof(float));
+    const da_weights *w = &m->w;
     for (int v = 0; v < V; v++) w->tok_embeddings[v * C + v] = 1, w->tok_embeddings[v * C + 32] = 1;
     for (int i = 0; i < C; i++) w->norm[i] = 1;
     for (int l = 0; l < 2; l++)
@@ -251,8 +254,17 @@ static int test_hand_built_mqar_solver(void) {
         l1->wk[(10 + i) * C + i] = -3;         /* position 0's "previous token" is itself (nothing before it) */
         l1->wv[i * C + i] = 1;                 /* the token found there */
         l1->wo[(40 + i) * C + i] = 1;
-        w->output[i * C + 40 + i] = 10;
+        w->output[i * C + (readout ? 16 : 40) + i] = 10;
     }
+    return 0;
+}
+
+/* The hand-built induction model: its held-out MQAR answer accuracy must be exactly 1. */
+static int test_hand_built_mqar_solver(void) {
+    enum { V = HB_V, C = HB_C, T = HB_T };
+    da_model m;
+    CHECK(!build_induction_model(&m, 0));
+    const da_weights *w = &m.w;
     da_task_config t;
     da_task_config_default(&t, DA_TASK_MQAR);
     t.seq = T, t.pairs = 4, t.vocab = V;
@@ -269,6 +281,196 @@ static int test_hand_built_mqar_solver(void) {
     return 0;
 }
 
+/* ---------------------------------------------------------------- icl */
+
+static void icl_config(da_task_config *c) {
+    da_task_config_default(c, DA_TASK_ICL);
+    c->demos = 8, c->seq = 18, c->classes = 4, c->symbols = 10, c->vocab = 16;
+}
+
+/* Every sample: demo symbols from [0, N) with their labels from [N, N + C),
+ * one label per symbol within the sequence (the rule), exactly one answer,
+ * at 2K, whose symbol is among the demos and whose target is that symbol's
+ * label there; src points at the symbol's last demo. */
+static int test_icl_samples(void) {
+    da_task_config c;
+    icl_config(&c);
+    CHECK(!da_task_validate(&c).code);
+    int tok[18], tgt[18], src[18];
+    da_rng r;
+    da_rng_seed(&r, 21);
+    int classes_seen[4] = {0};
+    for (int n = 0; n < N_SAMPLES; n++) {
+        CHECK(da_task_sample(&c, &r, tok, tgt, src) == 1);
+        int label_of[10];
+        for (int s = 0; s < 10; s++) label_of[s] = -1;
+        int last = -1;
+        for (int i = 0; i < 8; i++) {
+            const int x = tok[2 * i], y = tok[2 * i + 1];
+            CHECK(x >= 0 && x < 10 && y >= 10 && y < 14);
+            CHECK(label_of[x] < 0 || label_of[x] == y); /* a rule: the same symbol, the same label */
+            label_of[x] = y;
+            classes_seen[y - 10]++;
+            if (x == tok[16]) last = 2 * i;
+            CHECK(tgt[2 * i] == -1 && tgt[2 * i + 1] == -1);
+        }
+        CHECK(tok[16] >= 0 && tok[16] < 10 && label_of[tok[16]] >= 0); /* the query is among the demos */
+        CHECK(tgt[16] == label_of[tok[16]] && tok[17] == tgt[16] && tgt[17] == -1);
+        CHECK(src[16] == last);
+        for (int t = 0; t < 18; t++) CHECK(t == 16 ? src[t] >= 0 : src[t] == -1);
+    }
+    for (int k = 0; k < 4; k++) CHECK(classes_seen[k] > N_SAMPLES); /* every class in use: about 2 per sequence */
+    /* a length other than 2K + 2 and labels past the vocabulary are refused, naming the field */
+    c.seq = 20;
+    CHECK(strstr(da_task_validate(&c).msg, "2 demos + 2"));
+    c.seq = 18, c.vocab = 13;
+    CHECK(strstr(da_task_validate(&c).msg, "vocab"));
+    return 0;
+}
+
+/* order is a permutation of 0..k-1 */
+static int is_permutation(const int *order, int k) {
+    int seen[DA_ICL_MAX_DEMOS] = {0};
+    for (int i = 0; i < k; i++) {
+        if (order[i] < 0 || order[i] >= k || seen[order[i]]) return 0;
+        seen[order[i]] = 1;
+    }
+    return 1;
+}
+
+/* The three orders are permutations of the same demos (the written sequence
+ * holds the same (symbol, label) pairs and the same query and answer);
+ * grouped: each class in one block, its demos in episode order; alternating:
+ * the demos by their rank within their class (0, 0, ..., 1, 1, ...), the
+ * classes in the same turn order in every round. */
+static int test_icl_orders(void) {
+    da_task_config c;
+    icl_config(&c);
+    c.demos = 12, c.seq = 26;
+    da_rng r;
+    da_rng_seed(&r, 22);
+    da_icl_episode e;
+    int order[3][12], tok[26], tgt[26], ref[26], reft[26], queries[12];
+    for (int n = 0; n < 2000; n++) {
+        da_icl_episode_sample(&c, &r, &e);
+        CHECK(e.demos == 12);
+        for (int s = 0; s < c.symbols; s++) CHECK(e.label[s] >= c.symbols && e.label[s] < c.symbols + c.classes);
+        const int nq = da_icl_queries(&e, queries);
+        CHECK(nq >= 1 && nq <= 10);
+        for (int i = 0; i < 12; i++) { /* every demo's symbol is a query, each once */
+            int k = 0;
+            for (int j = 0; j < nq; j++) k += queries[j] == e.x[i];
+            CHECK(k == 1);
+        }
+        da_icl_order_random(12, &r, order[0]);
+        da_icl_order_grouped(&c, &e, &r, order[1]);
+        da_icl_order_alternating(&c, &e, &r, order[2]);
+        const int q = queries[n % nq];
+        da_icl_write(&e, NULL, q, ref, reft, NULL);
+        for (int o = 0; o < 3; o++) {
+            CHECK(is_permutation(order[o], 12));
+            da_icl_write(&e, order[o], q, tok, tgt, NULL);
+            for (int i = 0; i < 12; i++) /* demo order[o][i], as written */
+                CHECK(tok[2 * i] == e.x[order[o][i]] && tok[2 * i + 1] == e.label[e.x[order[o][i]]]);
+            CHECK(tok[24] == ref[24] && tok[25] == ref[25] && tgt[24] == reft[24] && tgt[24] == e.label[q]);
+        }
+        /* grouped: a label never comes back once another has followed it */
+        int done[DA_ICL_MAX_SYMBOLS] = {0};
+        for (int i = 1; i < 12; i++) {
+            const int prev = e.label[e.x[order[1][i - 1]]], cur = e.label[e.x[order[1][i]]];
+            if (cur != prev) done[prev] = 1;
+            CHECK(!done[cur]);
+            if (cur == prev) CHECK(order[1][i] > order[1][i - 1]);
+        }
+        /* alternating: rank within class never decreases; the class turn order repeats */
+        int rank[12], turn[DA_ICL_MAX_SYMBOLS];
+        for (int i = 0; i < 12; i++) {
+            rank[i] = 0;
+            for (int j = 0; j < i; j++) rank[i] += e.label[e.x[j]] == e.label[e.x[i]];
+        }
+        for (int s = 0; s < DA_ICL_MAX_SYMBOLS; s++) turn[s] = -1;
+        int t = 0;
+        for (int i = 0; i < 12; i++) {
+            const int d = order[2][i], lab = e.label[e.x[d]];
+            if (i) CHECK(rank[d] >= rank[order[2][i - 1]]);
+            if (rank[d] == 0) turn[lab] = t++;
+            if (i && rank[d] == rank[order[2][i - 1]]) CHECK(turn[lab] > turn[e.label[e.x[order[2][i - 1]]]]);
+        }
+    }
+    return 0;
+}
+
+/* The summary on a hand-made table: margins per episode, then averaged
+ * (episode 0 best 1, worst 0.5; episode 1 best 1, worst 0.5: margin 0.5,
+ * where the best and worst column means differ by only 0.125). */
+static int test_icl_order_summary(void) {
+    const double acc[2][5] = {{1.0, 0.5, 0.75, 0.25, 1.0}, {0.5, 1.0, 0.5, 0.0, 0.5}};
+    da_icl_order_result r;
+    da_icl_order_summary(&acc[0][0], 2, 3, &r);
+    CHECK(r.episodes == 2 && r.perms == 3);
+    CHECK(fabs(r.mean - (0.75 + 2.0 / 3) / 2) < 1e-12);
+    CHECK(r.best == 1.0 && r.worst == 0.5 && r.margin == 0.5);
+    CHECK(r.grouped == 0.125 && r.alternating == 0.75);
+    return 0;
+}
+
+/* The hand-built induction model answers from the demos whatever their
+ * order: 1.0 under every order, margin 0. The variant that answers the label
+ * just before the query is right exactly when that label is the query's:
+ * its accuracy on a known episode and order, and the whole evaluation on
+ * drawn episodes, are counted by hand, and it does depend on the order. */
+static int test_icl_hand_built(void) {
+    da_task_config c;
+    icl_config(&c);
+    da_model m;
+    CHECK(!build_induction_model(&m, 0));
+    da_icl_order_result r, want;
+    CHECK(!da_icl_order_robustness(&m, &c, 50, 6, 5, &r).code);
+    printf("     induction model: mean %.4f best %.4f worst %.4f grouped %.4f alternating %.4f\n", r.mean, r.best,
+           r.worst, r.grouped, r.alternating);
+    CHECK(r.mean == 1.0 && r.best == 1.0 && r.worst == 1.0 && r.margin == 0.0 && r.grouped == 1.0 &&
+          r.alternating == 1.0);
+    da_model_free(&m);
+
+    CHECK(!build_induction_model(&m, 1));
+    /* symbols 0..4 in classes 10, 11, 10, 12, 11; demos 0 1 2 3 4 1 0 3 */
+    da_icl_episode e = {.demos = 8, .x = {0, 1, 2, 3, 4, 1, 0, 3}};
+    const int labels[5] = {10, 11, 10, 12, 11};
+    for (int s = 0; s < 10; s++) e.label[s] = s < 5 ? labels[s] : 13;
+    const int ident[8] = {0, 1, 2, 3, 4, 5, 6, 7}, last_is_1[8] = {0, 2, 3, 4, 5, 6, 7, 1};
+    double acc[2];
+    CHECK(!da_icl_order_accuracy(&m, &c, &e, ident, &acc[0]).code);     /* last label 12: symbol 3 of 5 */
+    CHECK(!da_icl_order_accuracy(&m, &c, &e, last_is_1, &acc[1]).code); /* last label 11: symbols 1 and 4 */
+    printf("     recency model: %.3f and %.3f on two orders of one episode (want 0.2 and 0.4)\n", acc[0], acc[1]);
+    CHECK(acc[0] == 0.2 && acc[1] == 0.4);
+    /* the whole evaluation against the same episodes and orders (drawn as documented) scored by hand */
+    CHECK(!da_icl_order_robustness(&m, &c, 50, 6, 5, &r).code);
+    double want_acc[50][8];
+    da_rng rng;
+    da_rng_seed(&rng, 5);
+    for (int i = 0; i < 50; i++) {
+        int orders[8][8], queries[8];
+        da_icl_episode_sample(&c, &rng, &e);
+        for (int p = 0; p < 6; p++) da_icl_order_random(8, &rng, orders[p]);
+        da_icl_order_grouped(&c, &e, &rng, orders[6]);
+        da_icl_order_alternating(&c, &e, &rng, orders[7]);
+        const int nq = da_icl_queries(&e, queries);
+        for (int o = 0; o < 8; o++) {
+            int right = 0;
+            for (int q = 0; q < nq; q++) right += e.label[queries[q]] == e.label[e.x[orders[o][7]]];
+            want_acc[i][o] = (double)right / nq;
+        }
+    }
+    da_icl_order_summary(&want_acc[0][0], 50, 6, &want);
+    printf("     recency model: mean %.4f margin %.4f grouped %.4f (by hand: %.4f, %.4f, %.4f)\n", r.mean, r.margin,
+           r.grouped, want.mean, want.margin, want.grouped);
+    CHECK(fabs(r.mean - want.mean) < 1e-12 && fabs(r.best - want.best) < 1e-12 && fabs(r.worst - want.worst) < 1e-12);
+    CHECK(fabs(r.grouped - want.grouped) < 1e-12 && fabs(r.alternating - want.alternating) < 1e-12);
+    CHECK(r.margin > 0.05); /* and the order matters to it */
+    da_model_free(&m);
+    return 0;
+}
+
 int main(void) {
     RUN(test_mqar_answers_unique);
     RUN(test_mqar_gaps_follow_power_law);
@@ -278,5 +480,9 @@ int main(void) {
     RUN(test_steps_to_threshold);
     RUN(test_shared_init);
     RUN(test_hand_built_mqar_solver);
+    RUN(test_icl_samples);
+    RUN(test_icl_orders);
+    RUN(test_icl_order_summary);
+    RUN(test_icl_hand_built);
     TH_SUMMARY();
 }

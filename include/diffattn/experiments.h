@@ -42,7 +42,11 @@ typedef struct {
 } da_compare_config;
 
 void da_compare_config_default(da_compare_config *c);
-/* A comma-separated list of architecture names ("diff,diff2,softmax") into c->archs; each at most once. */
+/* A comma-separated list of architecture names ("diff,diff2,softmax") into
+ * archs, in the order given, each at most once, at most
+ * DA_COMPARE_MAX_ARCHS: the --archs of every comparison. */
+da_status da_arch_list_parse(const char *list, da_arch *archs, int *n_archs);
+/* da_arch_list_parse into c->archs. */
 da_status da_compare_parse_archs(da_compare_config *c, const char *list);
 /* Writes the built-in training mix (filler text with needle sentences, each
  * document ending in a question and its answer) of about `bytes` bytes. */
@@ -59,11 +63,17 @@ da_status da_compare(const da_compare_config *c);
  *   noisy-recall  in-context recall with noise (MAD): key-value pairs drawn
  *                 with repeats, slots of noise tokens from their own
  *                 vocabulary in between; every repeated key's value is asked.
+ *   icl           in-context classification: a random rule per sequence maps
+ *                 input symbols to class labels; `demos` labelled
+ *                 demonstrations, then a query whose symbol is among them.
  *
  * A sample is (tokens, targets) of T positions each: targets[t] is the token
  * the model must predict after tokens[t] at an answer position, and -1 (the
  * loss mask of cross_entropy) everywhere else. */
-typedef enum { DA_TASK_MQAR = 0, DA_TASK_NOISY_RECALL = 1 } da_task_kind;
+typedef enum { DA_TASK_MQAR = 0, DA_TASK_NOISY_RECALL = 1, DA_TASK_ICL = 2 } da_task_kind;
+
+#define DA_ICL_MAX_DEMOS 128
+#define DA_ICL_MAX_SYMBOLS 256
 
 typedef struct {
     da_task_kind kind;
@@ -73,6 +83,9 @@ typedef struct {
     double alpha;    /* mqar: query gaps g = 0.. drawn with p(g) ~ (g + 1)^(alpha - 1) (Zoology's power_a) */
     double noise;    /* noisy-recall: probability that a two-token slot is noise */
     int noise_vocab; /* noisy-recall: tokens [vocab - noise_vocab, vocab) are noise */
+    int demos;       /* icl: K demonstrations; seq must be 2K + 2 */
+    int classes;     /* icl: C labels, tokens [symbols, symbols + C) */
+    int symbols;     /* icl: N input symbols, tokens [0, N) */
 } da_task_config;
 
 /* Zoology's and MAD's defaults, scaled to small models (docs/tasks.md). */
@@ -88,11 +101,65 @@ int da_task_parse(const char *s, da_task_kind *out); /* 0 ok, -1 unknown */
  * number of answer positions. c must be valid. */
 int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src);
 
-/* noisy-recall: whether token is a noise token (0 for mqar). */
+/* noisy-recall: whether token is a noise token (0 for the other tasks). */
 int da_task_is_noise(const da_task_config *c, int token);
 
+/* ---------------------------------------------------------------- in-context classification (icl) */
+
+/* One icl episode: a rule and K demonstrations. The sequence written from
+ * it is x y x y ... (the demos in some order), then the query symbol q and
+ * its label: positions 2i, 2i + 1 hold demo order[i], position 2K holds q
+ * with target label[q], position 2K + 1 holds label[q] (never scored: the
+ * model at 2K cannot see it). */
+typedef struct {
+    int demos;                     /* K */
+    int x[DA_ICL_MAX_DEMOS];       /* demo i's input symbol, in [0, symbols), drawn with repeats */
+    int label[DA_ICL_MAX_SYMBOLS]; /* the rule: symbol s's label token, in [symbols, symbols + classes) */
+} da_icl_episode;
+
+/* A fresh rule (each symbol's class uniform among C) and K demos (symbols
+ * uniform, with repeats). c must be a valid icl task. */
+void da_icl_episode_sample(const da_task_config *c, da_rng *r, da_icl_episode *e);
+/* The distinct symbols of e's demos in order of first appearance: the
+ * queries an order evaluation asks; returns their count. */
+int da_icl_queries(const da_icl_episode *e, int *symbols);
+/* order (k): a uniformly random permutation of 0..k-1. */
+void da_icl_order_random(int k, da_rng *r, int *order);
+/* order (K): the demos grouped by class, the classes present in a random
+ * order, each class's demos in their episode order. */
+void da_icl_order_grouped(const da_task_config *c, const da_icl_episode *e, da_rng *r, int *order);
+/* order (K): the classes present, in a random order, take turns (one demo
+ * each, in episode order, a class leaving when it runs out). */
+void da_icl_order_alternating(const da_task_config *c, const da_icl_episode *e, da_rng *r, int *order);
+/* The sequence (seq = 2K + 2) of e with its demos in `order` and query
+ * symbol q; src (optional) gets at 2K the position of the last demo of q
+ * (its label follows it), -1 elsewhere. */
+void da_icl_write(const da_icl_episode *e, const int *order, int q, int *tokens, int *targets, int *src);
+
+/* Order robustness of a model on icl (docs/tasks.md): for each of
+ * `episodes` held-out episodes, the accuracy over its distinct queries with
+ * its demos in `perms` random orders, grouped by class and alternating.
+ * Per episode: mean over the random orders, best and worst of them; then
+ * every figure is the mean over episodes (margin = best - worst, the gap a
+ * fixed set of demonstrations shows between its best and worst order). */
+typedef struct {
+    int episodes, perms;
+    double mean, best, worst, margin; /* over the random orders */
+    double grouped, alternating;
+} da_icl_order_result;
+
+/* acc: (episodes, perms + 2) accuracies, row e = episode e's random orders,
+ * then its grouped and its alternating order. */
+void da_icl_order_summary(const double *acc, int episodes, int perms, da_icl_order_result *r);
+/* m's accuracy over e's distinct queries with the demos in `order`. */
+da_status da_icl_order_accuracy(da_model *m, const da_task_config *t, const da_icl_episode *e, const int *order,
+                                double *acc);
+/* The whole evaluation: episodes and orders drawn from seed. */
+da_status da_icl_order_robustness(da_model *m, const da_task_config *t, int episodes, int perms, uint64_t seed,
+                                  da_icl_order_result *r);
+
 /* ---------------------------------------------------------------- retrieval tasks
- * compare --task mqar|noisy-recall: every architecture from the same
+ * compare --task mqar|noisy-recall|icl: every architecture from the same
  * initialisation where shapes agree (da_copy_shared_init), on the same
  * generated training stream per seed, scored every eval_every steps on the
  * same held-out sequences (teacher-forced answer accuracy). A sweep is the
@@ -100,10 +167,16 @@ int da_task_is_noise(const da_task_config *c, int token);
 typedef struct {
     const char *out_dir;
     da_task_config task; /* the kind and the values of every parameter not swept */
+    /* trained side by side in this order (default diff, diff2, softmax); the first one's
+     * initialisation is copied into the others; verdicts are against softmax when it is listed */
+    da_arch archs[DA_COMPARE_MAX_ARCHS];
+    int n_archs;
     int n_pairs, pairs[8]; /* mqar sweep (0: task.pairs) */
-    int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq) */
+    int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq); not icl */
     int n_noises;          /* noisy-recall sweep (0: task.noise) */
     double noises[8];
+    int n_demos, demos[8]; /* icl sweep (0: task.demos); seq is 2 demos + 2 */
+    int perms, perm_episodes; /* icl order robustness: random orders per episode, held-out episodes */
     long steps;
     int eval_every, eval_seqs;
     int dim, layers, heads, batch;
@@ -115,7 +188,8 @@ typedef struct {
 } da_task_compare_config;
 
 void da_task_compare_config_default(da_task_compare_config *c);
-/* Writes out_dir/report.md, report.json, accuracy_<point>.png, steps_to_90.png and lambda.png. */
+/* Writes out_dir/report.md, report.json, accuracy_<point>.png, steps_to_90.png, lambda.png (when DIFF is
+ * listed) and, for icl, permutation_margin.png (permutation_margin_<point>.png in a sweep). */
 da_status da_task_compare(const da_task_compare_config *c);
 /* Teacher-forced answer accuracy of m on n sequences of task t drawn from
  * seed; logit_bits > 0: the reference kernel with quantized attention logits. */

@@ -463,7 +463,6 @@ static int parse_doubles(const char *s, double *out, int max, int *n, double lo,
     return *n ? 0 : -1;
 }
 
-/* compare --task mqar|noisy-recall: the retrieval comparison and its sweeps. */
 /* The end of a comparison: its error (with the flags that apply to a folder
  * holding one), an interruption (exit 130), or its report.md on standard output. */
 static int compare_finish(da_status st, const char *out_dir, const char *exists_hint) {
@@ -484,20 +483,29 @@ static int compare_finish(da_status st, const char *out_dir, const char *exists_
     return 0;
 }
 
+/* compare --task mqar|noisy-recall|icl: the retrieval comparison and its sweeps. */
 static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
     da_task_compare_config c;
     da_task_compare_config_default(&c);
     da_task_config_default(&c.task, kind);
-    c.out_dir = kind == DA_TASK_MQAR ? "runs/compare-mqar" : "runs/compare-noisy-recall";
-    const char *task = NULL, *pairs = NULL, *seqs = NULL, *noises = NULL;
+    c.out_dir = kind == DA_TASK_MQAR ? "runs/compare-mqar" : kind == DA_TASK_NOISY_RECALL ? "runs/compare-noisy-recall"
+                                                                                         : "runs/compare-icl";
+    const char *task = NULL, *pairs = NULL, *seqs = NULL, *noises = NULL, *demos = NULL, *archs = "diff,diff2,softmax";
+    float alpha = (float)c.task.alpha;
     cli_opt opts[] = {
-        {"task", OPT_STR, &task, "mqar | noisy-recall | needle | text (see docs/tasks.md)", 0},
+        {"task", OPT_STR, &task, "mqar | noisy-recall | icl | needle | text (see docs/tasks.md)", 0},
         {"out", OPT_STR, &c.out_dir, "folder for report.md, report.json and the figures", 0},
+        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax", 0},
         {"pairs", OPT_STR, &pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
-        {"seq", OPT_STR, &seqs, "tokens per sequence, or a list to sweep (64,128,256)", 0},
+        {"seq", OPT_STR, &seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2", 0},
         {"noise", OPT_STR, &noises, "noisy-recall: share of noise slots, or a list to sweep (0,0.2,0.6)", 0},
+        {"demos", OPT_STR, &demos, "icl: labelled demonstrations per sequence, or a list to sweep (4,8,16)", 0},
+        {"classes", OPT_INT, &c.task.classes, "icl: class labels", 0},
+        {"symbols", OPT_INT, &c.task.symbols, "icl: input symbols, each mapped to a random class per sequence", 0},
+        {"perms", OPT_INT, &c.perms, "icl: random orders of each held-out episode's demos", 0},
+        {"perm-episodes", OPT_INT, &c.perm_episodes, "icl: held-out episodes of the order evaluation", 0},
         {"vocab", OPT_INT, &c.task.vocab, "task and model vocabulary", 0},
-        {"alpha", OPT_FLOAT, NULL, "mqar: power-law exponent of the query gaps (Zoology's power_a)", 0},
+        {"alpha", OPT_FLOAT, &alpha, "mqar: power-law exponent of the query gaps (Zoology's power_a)", 0},
         {"noise-vocab", OPT_INT, &c.task.noise_vocab, "noisy-recall: tokens in the noise vocabulary", 0},
         {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
         {"eval-every", OPT_INT, &c.eval_every, "steps between held-out accuracy evaluations", 0},
@@ -512,13 +520,12 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
         {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
         {"force", OPT_FLAG, &c.force, "replace a comparison already in --out", 0},
     };
-    float alpha = (float)c.task.alpha;
-    opts[6].dst = &alpha;
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse("compare",
                        "Trains every architecture on a synthetic retrieval task from the same initialisation and data "
                        "stream, scores\nheld-out answer accuracy during training, then the attention, outlier and "
-                       "quantized-logit analyses;\nwrites report.md, report.json and PNG figures.",
+                       "quantized-logit analyses (icl: accuracy under reordered demonstrations);\nwrites report.md, "
+                       "report.json and PNG figures.",
                        argc, argv, opts, n_opts, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     c.task.alpha = alpha;
@@ -528,6 +535,10 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
         return cli_fail("--seq: expected up to 8 even lengths >= 8, like 64,128,256");
     if (noises && parse_doubles(noises, c.noises, 8, &c.n_noises, 0, 0.99))
         return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
+    if (demos && parse_ints(demos, c.demos, 8, &c.n_demos, 1, DA_ICL_MAX_DEMOS))
+        return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
+    da_status ast = da_arch_list_parse(archs, c.archs, &c.n_archs);
+    if (ast.code) return cli_fail(ast.msg);
     c.stop = cli_catch_stop_signals();
     return compare_finish(da_task_compare(&c), c.out_dir, "--force replaces it");
 }
@@ -539,13 +550,13 @@ int cmd_compare(int argc, char **argv) {
     da_task_kind kind;
     if (task && !da_task_parse(task, &kind)) return cmd_compare_task(argc, argv, kind);
     if (task && strcmp(task, "needle") && strcmp(task, "text"))
-        return cli_fail("--task: expected mqar, noisy-recall, needle or text");
+        return cli_fail("--task: expected mqar, noisy-recall, icl, needle or text");
     da_compare_config c;
     da_compare_config_default(&c);
     float budget = 0;
     const char *contexts = "auto", *archs = "diff,diff2,softmax";
     cli_opt opts[] = {
-        {"task", OPT_STR, &task, "mqar | noisy-recall (retrieval tasks: see compare --task mqar --help) | needle (the "
+        {"task", OPT_STR, &task, "mqar | noisy-recall | icl (synthetic tasks: see compare --task mqar --help) | needle (the "
                                  "built-in needle mix) | text (--data)", 0},
         {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md, report.json and the figures", 0},
         {"data", OPT_STR, &c.data, "training text or shards (default: the built-in needle mix)", 0},

@@ -34,20 +34,27 @@ void da_compare_config_default(da_compare_config *c) {
     c->archs[0] = DA_ARCH_DIFF, c->archs[1] = DA_ARCH_DIFF2, c->archs[2] = DA_ARCH_SOFTMAX;
 }
 
-da_status da_compare_parse_archs(da_compare_config *c, const char *list) {
-    c->n_archs = 0;
+da_status da_arch_list_parse(const char *list, da_arch *out, int *n_archs) {
+    da_arch archs[DA_COMPARE_MAX_ARCHS]; /* out is left as it was on an error */
+    int n = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         da_arch a;
         if (da_arch_parse(tok, &a)) return da_errorf("--archs: \"%s\" is not an architecture (diff, diff2, softmax)", tok);
-        for (int i = 0; i < c->n_archs; i++)
-            if (c->archs[i] == a) return da_errorf("--archs: %s is listed twice", tok);
-        if (c->n_archs == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
-        c->archs[c->n_archs++] = a;
+        for (int i = 0; i < n; i++)
+            if (archs[i] == a) return da_errorf("--archs: %s is listed twice", tok);
+        if (n == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
+        archs[n++] = a;
     }
-    if (!c->n_archs) return da_errorf("--archs: empty list (expected e.g. diff,diff2,softmax)");
+    if (!n) return da_errorf("--archs: empty list (expected e.g. diff,diff2,softmax)");
+    memcpy(out, archs, (size_t)n * sizeof *archs);
+    *n_archs = n;
     return da_ok();
+}
+
+da_status da_compare_parse_archs(da_compare_config *c, const char *list) {
+    return da_arch_list_parse(list, c->archs, &c->n_archs);
 }
 
 /* The name an architecture goes by in reports and figures. */

@@ -1,4 +1,4 @@
-/* compare --task mqar|noisy-recall: every architecture trained on the same
+/* compare --task mqar|noisy-recall|icl: every architecture trained on the same
  * generated stream from the same initialisation, scored on the same held-out
  * sequences (see compare.h and docs/tasks.md). */
 #include <math.h>
@@ -12,15 +12,19 @@
 #include "experiments/plot.h"
 #include "io/atomic_file.h"
 
-/* The architectures compared, in report order; the baseline is the softmax
- * row, last. A new architecture is one row; its heads come from
- * da_arch_heads, which keeps the parameters equal to DIFF's. */
-typedef struct {
-    da_arch arch;
-    const char *label;
-} arch_row;
-static const arch_row ARCHS[] = {{DA_ARCH_DIFF, "DIFF"}, {DA_ARCH_DIFF2, "DIFF2"}, {DA_ARCH_SOFTMAX, "softmax"}};
-enum { N_ARCHS = sizeof ARCHS / sizeof ARCHS[0], MAX_EVALS = 512, MAX_LAYERS = 16, MAX_POINTS = 64, MAX_SEEDS = 8 };
+/* The architectures compared are c->archs, in report order (--archs); each
+ * one's heads come from da_arch_heads, which keeps the parameters equal to
+ * DIFF's. The baseline of the verdicts is the softmax row, when listed. */
+enum { N_ARCHS = DA_COMPARE_MAX_ARCHS, MAX_EVALS = 512, MAX_LAYERS = 16, MAX_POINTS = 64, MAX_SEEDS = 8 };
+
+static const char *arch_label(da_arch a) { return a == DA_ARCH_DIFF ? "DIFF" : a == DA_ARCH_DIFF2 ? "DIFF2" : "softmax"; }
+
+/* The index of arch a in c->archs, -1 when not listed. */
+static int arch_slot(const da_task_compare_config *c, da_arch a) {
+    for (int i = 0; i < c->n_archs; i++)
+        if (c->archs[i] == a) return i;
+    return -1;
+}
 static const int QBITS[3] = {8, 6, 4};
 static const double THRESH[3] = {0.5, 0.9, 0.99};
 
@@ -38,6 +42,10 @@ void da_task_compare_config_default(da_task_compare_config *c) {
     c->lr = 3e-3f;
     c->seeds = 1;
     c->seed0 = 1337;
+    c->archs[0] = DA_ARCH_DIFF, c->archs[1] = DA_ARCH_DIFF2, c->archs[2] = DA_ARCH_SOFTMAX;
+    c->n_archs = 3;
+    c->perms = 10;
+    c->perm_episodes = 128;
 }
 
 long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold) {
@@ -54,6 +62,7 @@ typedef struct {
     double final_acc, quant_acc[3];
     double attn_answer, attn_noise, attn_noise_tokens; /* shares, mean over answers, layers, heads */
     da_outliers_result out;
+    da_icl_order_result order; /* icl only */
     double train_s;
     size_t n_params;
 } task_run;
@@ -247,13 +256,12 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
     return st;
 }
 
-static void model_config(const da_task_compare_config *c, const da_task_config *t, const arch_row *ar,
-                         da_config *cfg) {
+static void model_config(const da_task_compare_config *c, const da_task_config *t, da_arch arch, da_config *cfg) {
     da_config_default(cfg);
-    cfg->arch = ar->arch;
+    cfg->arch = arch;
     cfg->dim = c->dim;
     cfg->n_layers = c->layers;
-    cfg->n_heads = cfg->n_kv_heads = da_arch_heads(ar->arch, c->heads);
+    cfg->n_heads = cfg->n_kv_heads = da_arch_heads(arch, c->heads);
     cfg->ffn_hidden = da_default_ffn_hidden(c->dim);
     cfg->vocab_size = t->vocab;
     cfg->max_seq_len = t->seq;
@@ -280,9 +288,10 @@ static void progress(const da_task_compare_config *c, const char *what, long ste
     fflush(stderr);
 }
 
-/* Trains model m on the stream of seed `data_seed` and evaluates it. */
+/* Trains model m on the stream of seed `data_seed` and evaluates it; icl:
+ * order robustness on the episodes of order_seed. */
 static da_status train_one(const da_task_compare_config *c, const da_task_config *t, da_model *m,
-                           uint64_t data_seed, const eval_set *e, const char *what, task_run *r) {
+                           uint64_t data_seed, const eval_set *e, uint64_t order_seed, const char *what, task_run *r) {
     const int B = c->batch, T = t->seq;
     da_acts *a = NULL;
     da_adamw opt = {0};
@@ -329,6 +338,8 @@ static da_status train_one(const da_task_compare_config *c, const da_task_config
     if (!st.code) r->final_acc = r->acc[r->n_evals - 1];
     for (int i = 0; i < 3 && !st.code; i++) st = quantized_answer_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
     if (!st.code) st = analyse(m, t, e, e->n < 16 ? e->n : 16, r);
+    if (!st.code && t->kind == DA_TASK_ICL)
+        st = da_icl_order_robustness(m, t, c->perm_episodes, c->perms, order_seed, &r->order);
     da_acts_free(a);
     da_adamw_free(&opt);
     free(tok), free(tgt);
@@ -342,16 +353,23 @@ typedef struct {
 
 static int make_points(const da_task_compare_config *c, point *p) {
     int n = 0;
+    const da_task_kind k = c->task.kind;
     const int ns = c->n_seqs ? c->n_seqs : 1, np = c->n_pairs ? c->n_pairs : 1, nn = c->n_noises ? c->n_noises : 1;
+    const int nd = c->n_demos ? c->n_demos : 1;
     for (int i = 0; i < ns; i++)
-        for (int j = 0; j < (c->task.kind == DA_TASK_MQAR ? np : nn) && n < MAX_POINTS; j++) {
+        for (int j = 0; j < (k == DA_TASK_MQAR ? np : k == DA_TASK_NOISY_RECALL ? nn : nd) && n < MAX_POINTS; j++) {
             da_task_config t = c->task;
             if (c->n_seqs) t.seq = c->seqs[i];
-            if (t.kind == DA_TASK_MQAR && c->n_pairs) t.pairs = c->pairs[j];
-            if (t.kind == DA_TASK_NOISY_RECALL && c->n_noises) t.noise = c->noises[j];
+            if (k == DA_TASK_MQAR && c->n_pairs) t.pairs = c->pairs[j];
+            if (k == DA_TASK_NOISY_RECALL && c->n_noises) t.noise = c->noises[j];
+            if (k == DA_TASK_ICL) { /* its length follows from the demos */
+                if (c->n_demos) t.demos = c->demos[j];
+                t.seq = 2 * t.demos + 2;
+            }
             p[n].task = t;
-            if (t.kind == DA_TASK_MQAR) snprintf(p[n].name, sizeof p[n].name, "pairs %d, seq %d", t.pairs, t.seq);
-            else snprintf(p[n].name, sizeof p[n].name, "noise %.2f, seq %d", t.noise, t.seq);
+            if (k == DA_TASK_MQAR) snprintf(p[n].name, sizeof p[n].name, "pairs %d, seq %d", t.pairs, t.seq);
+            else if (k == DA_TASK_NOISY_RECALL) snprintf(p[n].name, sizeof p[n].name, "noise %.2f, seq %d", t.noise, t.seq);
+            else snprintf(p[n].name, sizeof p[n].name, "demos %d, classes %d, symbols %d", t.demos, t.classes, t.symbols);
             n++;
         }
     return n;
@@ -398,25 +416,81 @@ static void steps_stats(const task_run *rs, int seeds, double thr, double *mean,
         mean_sd(v_, c->seeds, &(out_mean), &(out_sd));                                                              \
     } while (0)
 
+/* The file name of point p's order-robustness figure. */
+static void margin_figure_name(char *buf, size_t n, int n_pts, int p) {
+    if (n_pts == 1) snprintf(buf, n, "permutation_margin.png");
+    else snprintf(buf, n, "permutation_margin_%d.png", p);
+}
+
+/* icl: the order-robustness table, mean ± sd over seeds of each episode-mean figure. */
+static void write_md_orders(FILE *fp, const da_task_compare_config *c, const point *pts, int n_pts, int base) {
+    fprintf(fp, "## Order robustness (in-context classification)\n\n| task | arch | accuracy, mean over %d random "
+                "orders | best order | worst order | margin (best − worst) | grouped by class | alternating classes | "
+                "verdict: margin | verdict: grouped |\n|---|---|---|---|---|---|---|---|---|---|\n",
+            c->perms);
+    for (int p = 0; p < n_pts; p++) {
+        double bm = 0, bsd = 0, bg = 0, bgsd = 0;
+        if (base >= 0) {
+            const task_run *rs = runs[p][base];
+            RUN_FIELD(r->order.margin, bm, bsd);
+            RUN_FIELD(r->order.grouped, bg, bgsd);
+        }
+        for (int a = 0; a < c->n_archs; a++) {
+            const task_run *rs = runs[p][a];
+            double m, sd, mm, msd, g, gsd;
+            fprintf(fp, "| %s | %s |", pts[p].name, arch_label(c->archs[a]));
+            RUN_FIELD(r->order.mean, m, sd);
+            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            RUN_FIELD(r->order.best, m, sd);
+            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            RUN_FIELD(r->order.worst, m, sd);
+            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            RUN_FIELD(r->order.margin, mm, msd);
+            fprintf(fp, " %.3f ± %.3f |", mm, msd);
+            RUN_FIELD(r->order.grouped, g, gsd);
+            fprintf(fp, " %.3f ± %.3f |", g, gsd);
+            RUN_FIELD(r->order.alternating, m, sd);
+            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            if (a == base) fprintf(fp, " baseline | baseline |\n");
+            else if (base < 0) fprintf(fp, " no softmax baseline listed | – |\n");
+            else fprintf(fp, " %s | %s |\n", verdict(c->seeds, mm, msd, bm, bsd, 1), verdict(c->seeds, g, gsd, bg, bgsd, 0));
+        }
+    }
+    fprintf(fp, "\nEach of %d held-out episodes (a rule and its demonstrations) is scored on every distinct symbol of "
+                "its demos, with the same demos in %d random orders, grouped by class, and with the classes taking "
+                "turns. Best, worst and margin are per episode (the best and worst of its random orders), then "
+                "averaged over the episodes; the paper's margin is that of one fixed set of demonstrations. A smaller "
+                "margin is better.\n\n",
+            c->perm_episodes, c->perms);
+    char name[64];
+    for (int p = 0; p < n_pts; p++) {
+        margin_figure_name(name, sizeof name, n_pts, p);
+        fprintf(fp, "![order robustness, %s](%s)\n\n", pts[p].name, name);
+    }
+}
+
 static void write_md(FILE *fp, const da_task_compare_config *c, const point *pts, int n_pts, double wall_s) {
     fprintf(fp, "# Retrieval: %s, each architecture against the softmax baseline\n\n", da_task_name(c->task.kind));
-    fprintf(fp, "dim %d, %d layers, %d DIFF head(s) (DIFF2 and the baseline have %d: equal parameters), batch %d, %ld steps, lr %g, %d seed(s); "
-                "held-out evaluation on %d sequences every %d steps. Wall time %.0f s.\n\n",
-            c->dim, c->layers, c->heads, 2 * c->heads, c->batch, c->steps, (double)c->lr, c->seeds, c->eval_seqs,
-            c->eval_every, wall_s);
+    fprintf(fp, "dim %d, %d layers, heads per layer at equal parameters:", c->dim, c->layers);
+    for (int a = 0; a < c->n_archs; a++)
+        fprintf(fp, "%s %s %d", a ? "," : "", arch_label(c->archs[a]), da_arch_heads(c->archs[a], c->heads));
+    fprintf(fp, "; batch %d, %ld steps, lr %g, %d seed(s); held-out evaluation on %d sequences every %d steps. Wall "
+                "time %.0f s.\n\n",
+            c->batch, c->steps, (double)c->lr, c->seeds, c->eval_seqs, c->eval_every, wall_s);
     fprintf(fp, "## Steps to answer accuracy and final accuracy\n\n| task | arch | to 50%% | to 90%% | to 99%% | final "
                 "accuracy | verdict: steps to 90%% | verdict: final accuracy |\n|---|---|---|---|---|---|---|---|\n");
+    const int base = arch_slot(c, DA_ARCH_SOFTMAX);
     for (int p = 0; p < n_pts; p++) {
         double base_m = 0, base_sd = 0, base_fm = 0, base_fsd = 0;
         int base_reached = 0;
-        { /* the baseline (the last row) first, for the verdicts */
-            const task_run *rs = runs[p][N_ARCHS - 1];
+        if (base >= 0) { /* the baseline first, for the verdicts */
+            const task_run *rs = runs[p][base];
             steps_stats(rs, c->seeds, 0.9, &base_m, &base_sd, &base_reached);
             RUN_FIELD(r->final_acc, base_fm, base_fsd);
         }
-        for (int a = 0; a < N_ARCHS; a++) {
+        for (int a = 0; a < c->n_archs; a++) {
             const task_run *rs = runs[p][a];
-            fprintf(fp, "| %s | %s |", pts[p].name, ARCHS[a].label);
+            fprintf(fp, "| %s | %s |", pts[p].name, arch_label(c->archs[a]));
             double m90 = NAN, sd90 = NAN;
             int reached90 = 0;
             for (int k = 0; k < 3; k++) {
@@ -431,8 +505,8 @@ static void write_md(FILE *fp, const da_task_compare_config *c, const point *pts
             double fm, fsd;
             RUN_FIELD(r->final_acc, fm, fsd);
             fprintf(fp, " %.3f ± %.3f |", fm, fsd);
-            if (ARCHS[a].arch == DA_ARCH_SOFTMAX) {
-                fprintf(fp, " baseline | baseline |\n");
+            if (a == base || base < 0) {
+                fprintf(fp, a == base ? " baseline | baseline |\n" : " no softmax baseline listed | – |\n");
                 continue;
             }
             if (reached90 == c->seeds && base_reached == c->seeds)
@@ -454,10 +528,10 @@ static void write_md(FILE *fp, const da_task_compare_config *c, const point *pts
                 "answer pair | attention elsewhere | attention on noise tokens | top-1 \\|attn logit\\| | top-1 "
                 "\\|hidden\\| | λ per layer (first seed) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int p = 0; p < n_pts; p++)
-        for (int a = 0; a < N_ARCHS; a++) {
+        for (int a = 0; a < c->n_archs; a++) {
             const task_run *rs = runs[p][a];
             double m, sd;
-            fprintf(fp, "| %s | %s |", pts[p].name, ARCHS[a].label);
+            fprintf(fp, "| %s | %s |", pts[p].name, arch_label(c->archs[a]));
             for (int i = 0; i < 3; i++) {
                 RUN_FIELD(r->quant_acc[i], m, sd);
                 fprintf(fp, " %.3f ± %.3f |", m, sd);
@@ -478,16 +552,18 @@ static void write_md(FILE *fp, const da_task_compare_config *c, const point *pts
             fprintf(fp, " %.2f ± %.2f |", m, sd);
             const task_run *r0 = &rs[0];
             for (int l = 0; l < c->layers && l < MAX_LAYERS; l++)
-                if (ARCHS[a].arch == DA_ARCH_DIFF) fprintf(fp, "%s%.3f", l ? ", " : " ", r0->lambda[r0->n_evals - 1][l]);
-            fprintf(fp, "%s |\n", ARCHS[a].arch == DA_ARCH_DIFF ? "" : " –");
+                if (c->archs[a] == DA_ARCH_DIFF) fprintf(fp, "%s%.3f", l ? ", " : " ", r0->lambda[r0->n_evals - 1][l]);
+            fprintf(fp, "%s |\n", c->archs[a] == DA_ARCH_DIFF ? "" : " –");
         }
     fprintf(fp, "\nAccuracies with quantized logits run the inference engine with the attention logits of each query "
                 "row fake-quantized (dynamic absmax, symmetric) before the softmax, on the same held-out sequences. Attention shares are taken at "
                 "every answer position of 16 held-out sequences, per layer and head; DIFF's map is A1 - λA2 over "
                 "its absolute mass (as in `eval attention`). \"Answer pair\": the retrieved key and its value; "
                 "\"elsewhere\": every other earlier position. Every number, and every curve, is in report.json.\n\n");
+    if (c->task.kind == DA_TASK_ICL) write_md_orders(fp, c, pts, n_pts, base);
     for (int p = 0; p < n_pts; p++) fprintf(fp, "![accuracy, %s](accuracy_%d.png)\n\n", pts[p].name, p);
-    fprintf(fp, "![steps to 90%%](steps_to_90.png)\n\n![lambda](lambda.png)\n");
+    fprintf(fp, "![steps to 90%%](steps_to_90.png)\n");
+    if (arch_slot(c, DA_ARCH_DIFF) >= 0) fprintf(fp, "\n![lambda](lambda.png)\n");
 }
 
 static void write_json(FILE *fp, const da_task_compare_config *c, const point *pts, int n_pts, double wall_s) {
@@ -498,10 +574,14 @@ static void write_json(FILE *fp, const da_task_compare_config *c, const point *p
     for (int p = 0; p < n_pts; p++) {
         const da_task_config *t = &pts[p].task;
         fprintf(fp, "%s{\"name\":\"%s\",\"seq\":%d,\"vocab\":%d,\"pairs\":%d,\"alpha\":%g,\"noise\":%g,"
-                    "\"noise_vocab\":%d,\"archs\":{",
+                    "\"noise_vocab\":%d,",
                 p ? "," : "", pts[p].name, t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab);
-        for (int a = 0; a < N_ARCHS; a++) {
-            fprintf(fp, "%s\"%s\":[", a ? "," : "", da_arch_name(ARCHS[a].arch));
+        if (t->kind == DA_TASK_ICL)
+            fprintf(fp, "\"demos\":%d,\"classes\":%d,\"symbols\":%d,\"perms\":%d,\"perm_episodes\":%d,", t->demos,
+                    t->classes, t->symbols, c->perms, c->perm_episodes);
+        fprintf(fp, "\"archs\":{");
+        for (int a = 0; a < c->n_archs; a++) {
+            fprintf(fp, "%s\"%s\":[", a ? "," : "", da_arch_name(c->archs[a]));
             for (int s = 0; s < c->seeds; s++) {
                 const task_run *r = &runs[p][a][s];
                 fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_seconds\":%.1f,\"final_accuracy\":%.4f,", s ? "," : "",
@@ -514,11 +594,18 @@ static void write_json(FILE *fp, const da_task_compare_config *c, const point *p
                 fprintf(fp, "\"attention_answer\":%.4f,\"attention_elsewhere\":%.4f,\"attention_noise_tokens\":%.4f,",
                         r->attn_answer, r->attn_noise, r->attn_noise_tokens);
                 fprintf(fp, "\"attn_logit_top1\":%.4f,\"attn_logit_median\":%.4f,\"hidden_top1\":%.4f,"
-                            "\"hidden_median\":%.4f,\"curve\":[",
+                            "\"hidden_median\":%.4f,",
                         r->out.logits.top[0], r->out.logits.median, r->out.hidden.top[0], r->out.hidden.median);
+                if (t->kind == DA_TASK_ICL) {
+                    const da_icl_order_result *o = &r->order;
+                    fprintf(fp, "\"order\":{\"mean\":%.4f,\"best\":%.4f,\"worst\":%.4f,\"margin\":%.4f,\"grouped\":%.4f,"
+                                "\"alternating\":%.4f},",
+                            o->mean, o->best, o->worst, o->margin, o->grouped, o->alternating);
+                }
+                fprintf(fp, "\"curve\":[");
                 for (int i = 0; i < r->n_evals; i++) {
                     fprintf(fp, "%s{\"step\":%ld,\"accuracy\":%.4f", i ? "," : "", r->step[i], r->acc[i]);
-                    if (ARCHS[a].arch == DA_ARCH_DIFF) {
+                    if (c->archs[a] == DA_ARCH_DIFF) {
                         fprintf(fp, ",\"lambda\":[");
                         for (int l = 0; l < c->layers && l < MAX_LAYERS; l++)
                             fprintf(fp, "%s%.4f", l ? "," : "", r->lambda[i][l]);
@@ -535,6 +622,35 @@ static void write_json(FILE *fp, const da_task_compare_config *c, const point *p
     fprintf(fp, "]}\n");
 }
 
+/* icl: per point, the seed means of each architecture's order figures as bars. */
+static da_status margin_figures(const da_task_compare_config *c, const point *pts, int n_pts) {
+    static const char *const cats[5] = {"mean over random orders", "best order", "worst order", "grouped by class",
+                                        "alternating classes"};
+    char path[4200], name[64], title[160];
+    da_status st = da_ok();
+    for (int p = 0; p < n_pts && !st.code; p++) {
+        double v[N_ARCHS][5];
+        const double *vp[N_ARCHS];
+        const char *groups[N_ARCHS];
+        for (int a = 0; a < c->n_archs; a++) {
+            const task_run *rs = runs[p][a];
+            double sd;
+            RUN_FIELD(r->order.mean, v[a][0], sd);
+            RUN_FIELD(r->order.best, v[a][1], sd);
+            RUN_FIELD(r->order.worst, v[a][2], sd);
+            RUN_FIELD(r->order.grouped, v[a][3], sd);
+            RUN_FIELD(r->order.alternating, v[a][4], sd);
+            vp[a] = v[a], groups[a] = arch_label(c->archs[a]);
+        }
+        margin_figure_name(name, sizeof name, n_pts, p);
+        snprintf(path, sizeof path, "%s/%s", c->out_dir, name);
+        snprintf(title, sizeof title, "Accuracy by demo order, %s (mean over episodes%s)", pts[p].name,
+                 c->seeds > 1 ? " and seeds" : "");
+        st = da_plot_bars(path, title, "accuracy", cats, 5, groups, vp, c->n_archs);
+    }
+    return st;
+}
+
 static da_status figures(const da_task_compare_config *c, const point *pts, int n_pts) {
     char path[4200], title[160];
     da_status st = da_ok();
@@ -543,7 +659,7 @@ static da_status figures(const da_task_compare_config *c, const point *pts, int 
         static double x[MAX_EVALS], y[N_ARCHS][3][MAX_EVALS];
         const int n = runs[p][0][0].n_evals;
         da_series s[N_ARCHS];
-        for (int a = 0; a < N_ARCHS; a++) {
+        for (int a = 0; a < c->n_archs; a++) {
             for (int i = 0; i < n; i++) {
                 double v[MAX_SEEDS], m, sd;
                 for (int k = 0; k < c->seeds; k++) v[k] = runs[p][a][k].acc[i];
@@ -553,34 +669,37 @@ static da_status figures(const da_task_compare_config *c, const point *pts, int 
             }
         }
         const double *lo[N_ARCHS], *hi[N_ARCHS];
-        for (int a = 0; a < N_ARCHS; a++) {
-            s[a] = (da_series){ARCHS[a].label, x, y[a][0], n};
+        for (int a = 0; a < c->n_archs; a++) {
+            s[a] = (da_series){arch_label(c->archs[a]), x, y[a][0], n};
             lo[a] = c->seeds > 1 ? y[a][1] : NULL, hi[a] = c->seeds > 1 ? y[a][2] : NULL;
         }
         snprintf(path, sizeof path, "%s/accuracy_%d.png", c->out_dir, p);
         snprintf(title, sizeof title, "%s (%s): held-out answer accuracy%s", da_task_name(c->task.kind), pts[p].name,
                  c->seeds > 1 ? ", mean ± sd over seeds" : "");
-        st = da_plot_lines_band(path, title, "step", "answer accuracy", s, lo, hi, N_ARCHS);
+        st = da_plot_lines_band(path, title, "step", "answer accuracy", s, lo, hi, c->n_archs);
     }
     if (st.code) return st;
     /* steps to 90% against difficulty (the sweep point's index); NAN where a seed did not reach it */
     static double px[MAX_POINTS], py[N_ARCHS][MAX_POINTS];
     da_series s90[N_ARCHS];
-    for (int a = 0; a < N_ARCHS; a++) {
+    for (int a = 0; a < c->n_archs; a++) {
         for (int p = 0; p < n_pts; p++) {
             double m, sd;
             int reached;
             steps_stats(runs[p][a], c->seeds, 0.9, &m, &sd, &reached);
             px[p] = p, py[a][p] = m;
         }
-        s90[a] = (da_series){ARCHS[a].label, px, py[a], n_pts};
+        s90[a] = (da_series){arch_label(c->archs[a]), px, py[a], n_pts};
     }
     snprintf(path, sizeof path, "%s/steps_to_90.png", c->out_dir);
     if ((st = da_plot_lines(path, "Steps to 90% answer accuracy by sweep point (report.md lists them)",
-                            "sweep point", "steps", s90, N_ARCHS)).code)
+                            "sweep point", "steps", s90, c->n_archs)).code)
         return st;
+    if (c->task.kind == DA_TASK_ICL && (st = margin_figures(c, pts, n_pts)).code) return st;
     /* lambda per layer during training: DIFF, first point and seed */
-    const task_run *r = &runs[0][0][0];
+    const int diff = arch_slot(c, DA_ARCH_DIFF);
+    if (diff < 0) return st;
+    const task_run *r = &runs[0][diff][0];
     static double lx[MAX_EVALS], ly[MAX_LAYERS][MAX_EVALS];
     static char lnames[MAX_LAYERS][32];
     da_series ls[MAX_LAYERS];
@@ -606,14 +725,22 @@ da_status da_task_compare(const da_task_compare_config *cfg) {
     if (c->task.kind == DA_TASK_MQAR && c->n_noises) return da_errorf("--noise applies to noisy-recall, not mqar");
     if (c->task.kind == DA_TASK_NOISY_RECALL && c->n_pairs)
         return da_errorf("--pairs applies to mqar, not noisy-recall (its pairs fill the sequence)");
+    if (c->task.kind == DA_TASK_ICL && (c->n_pairs || c->n_noises || c->n_seqs))
+        return da_errorf("--pairs, --noise and --seq do not apply to icl (its length is 2 demos + 2: set --demos)");
+    if (c->task.kind != DA_TASK_ICL && c->n_demos) return da_errorf("--demos applies to icl only");
+    if (c->task.kind == DA_TASK_ICL && (c->perms < 2 || c->perm_episodes < 1))
+        return da_errorf("--perms %d and --perm-episodes %d: need at least 2 orders and 1 episode", c->perms,
+                         c->perm_episodes);
+    if (c->n_archs < 1 || c->n_archs > N_ARCHS)
+        return da_errorf("compare --task: %d architectures (1..%d; --archs)", c->n_archs, N_ARCHS);
     static point pts[MAX_POINTS];
     const int n_pts = make_points(c, pts);
     da_status st = da_ok();
     for (int p = 0; p < n_pts && !st.code; p++) {
         if ((st = da_task_validate(&pts[p].task)).code) return da_errorf("%s: %s", pts[p].name, st.msg);
-        for (int a = 0; a < N_ARCHS && !st.code; a++) {
+        for (int a = 0; a < c->n_archs && !st.code; a++) {
             da_config mc;
-            model_config(c, &pts[p].task, &ARCHS[a], &mc);
+            model_config(c, &pts[p].task, c->archs[a], &mc);
             st = da_config_validate(&mc);
         }
     }
@@ -632,21 +759,23 @@ da_status da_task_compare(const da_task_compare_config *cfg) {
             const uint64_t seed = (uint64_t)(c->seed0 + s);
             da_model models[N_ARCHS];
             memset(models, 0, sizeof models);
-            for (int a = 0; a < N_ARCHS && !st.code; a++) {
+            for (int a = 0; a < c->n_archs && !st.code; a++) {
                 da_config mc;
-                model_config(c, t, &ARCHS[a], &mc);
+                model_config(c, t, c->archs[a], &mc);
                 if ((st = da_model_create(&models[a], &mc)).code) break;
                 da_model_init(&models[a], seed);
                 if (a) da_copy_shared_init(&models[a], &models[0]);
             }
-            for (int a = 0; a < N_ARCHS && !st.code; a++) {
+            for (int a = 0; a < c->n_archs && !st.code; a++) {
                 char what[128];
-                snprintf(what, sizeof what, "%s %s seed %llu", pts[p].name, ARCHS[a].label, (unsigned long long)seed);
+                snprintf(what, sizeof what, "%s %s seed %llu", pts[p].name, arch_label(c->archs[a]),
+                         (unsigned long long)seed);
                 if (!c->quiet) fprintf(stderr, "compare: %s\n", what);
-                /* the same stream for every architecture */
-                st = train_one(c, t, &models[a], seed * 0x9E3779B97F4A7C15ULL + (uint64_t)p, &e, what, &runs[p][a][s]);
+                /* the same stream for every architecture; the order episodes, like the evaluation set, for every seed */
+                st = train_one(c, t, &models[a], seed * 0x9E3779B97F4A7C15ULL + (uint64_t)p, &e,
+                               0x0DE450DEULL + (uint64_t)p, what, &runs[p][a][s]);
             }
-            for (int a = 0; a < N_ARCHS; a++) da_model_free(&models[a]);
+            for (int a = 0; a < c->n_archs; a++) da_model_free(&models[a]);
         }
         eval_set_free(&e);
     }

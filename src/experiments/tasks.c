@@ -17,18 +17,40 @@ void da_task_config_default(da_task_config *c, da_task_kind kind) {
     c->alpha = 0.01;          /* Zoology's power_a */
     c->noise = 0.2;           /* MAD's noisy recall at sequence 128 */
     c->noise_vocab = 16;      /* MAD's noise_vocab_size */
+    /* icl: 8 demos of 16 symbols in 4 classes (seq 18), a few-shot prompt at the scale of the other tasks */
+    c->demos = 8;
+    c->classes = 4;
+    c->symbols = 16;
+    if (kind == DA_TASK_ICL) c->seq = 2 * c->demos + 2;
 }
 
-const char *da_task_name(da_task_kind k) { return k == DA_TASK_MQAR ? "mqar" : "noisy-recall"; }
+const char *da_task_name(da_task_kind k) {
+    return k == DA_TASK_MQAR ? "mqar" : k == DA_TASK_NOISY_RECALL ? "noisy-recall" : "icl";
+}
 
 int da_task_parse(const char *s, da_task_kind *out) {
     if (!strcmp(s, "mqar")) *out = DA_TASK_MQAR;
     else if (!strcmp(s, "noisy-recall")) *out = DA_TASK_NOISY_RECALL;
+    else if (!strcmp(s, "icl")) *out = DA_TASK_ICL;
     else return -1;
     return 0;
 }
 
 da_status da_task_validate(const da_task_config *c) {
+    if (c->kind == DA_TASK_ICL) {
+        if (c->demos < 1 || c->demos > DA_ICL_MAX_DEMOS)
+            return da_errorf("icl: demos %d must lie in 1..%d", c->demos, DA_ICL_MAX_DEMOS);
+        if (c->seq != 2 * c->demos + 2)
+            return da_errorf("icl: seq %d must be 2 demos + 2 = %d (the demos' pairs, then the query and its label)",
+                             c->seq, 2 * c->demos + 2);
+        if (c->classes < 2 || c->symbols < 2 || c->symbols > DA_ICL_MAX_SYMBOLS)
+            return da_errorf("icl: classes %d must be at least 2 and symbols %d in 2..%d", c->classes, c->symbols,
+                             DA_ICL_MAX_SYMBOLS);
+        if (c->symbols + c->classes > c->vocab)
+            return da_errorf("icl: vocab %d is smaller than symbols + classes = %d (labels follow the symbols)",
+                             c->vocab, c->symbols + c->classes);
+        return da_ok();
+    }
     if (c->seq < 8 || c->seq % 2) return da_errorf("task: seq %d must be even and at least 8", c->seq);
     if (c->kind == DA_TASK_MQAR) {
         if (c->pairs < 1 || 4 * c->pairs > c->seq || c->pairs > 512)
@@ -153,6 +175,91 @@ static int sample_noisy(const da_task_config *c, da_rng *r, int *tok, int *tgt, 
     return answers;
 }
 
+/* ---------------------------------------------------------------- icl */
+
+void da_icl_episode_sample(const da_task_config *c, da_rng *r, da_icl_episode *e) {
+    e->demos = c->demos;
+    for (int s = 0; s < c->symbols; s++) e->label[s] = c->symbols + uniform(r, c->classes);
+    for (int i = 0; i < c->demos; i++) e->x[i] = uniform(r, c->symbols);
+}
+
+int da_icl_queries(const da_icl_episode *e, int *symbols) {
+    int n = 0;
+    for (int i = 0; i < e->demos; i++) {
+        int seen = 0;
+        for (int j = 0; j < n; j++) seen |= symbols[j] == e->x[i];
+        if (!seen) symbols[n++] = e->x[i];
+    }
+    return n;
+}
+
+void da_icl_order_random(int k, da_rng *r, int *order) {
+    for (int i = 0; i < k; i++) order[i] = i;
+    for (int i = k - 1; i > 0; i--) { /* Fisher-Yates */
+        const int j = uniform(r, i + 1), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+}
+
+/* The classes present in e, in a random order (their label tokens); returns how many. */
+static int classes_present(const da_task_config *c, const da_icl_episode *e, da_rng *r, int *cls) {
+    int n = 0;
+    for (int k = 0; k < c->classes; k++) {
+        const int label = c->symbols + k;
+        for (int i = 0; i < e->demos; i++)
+            if (e->label[e->x[i]] == label) {
+                cls[n++] = label;
+                break;
+            }
+    }
+    for (int i = n - 1; i > 0; i--) {
+        const int j = uniform(r, i + 1), t = cls[i];
+        cls[i] = cls[j], cls[j] = t;
+    }
+    return n;
+}
+
+void da_icl_order_grouped(const da_task_config *c, const da_icl_episode *e, da_rng *r, int *order) {
+    int cls[DA_ICL_MAX_SYMBOLS], n = 0;
+    const int nc = classes_present(c, e, r, cls);
+    for (int k = 0; k < nc; k++)
+        for (int i = 0; i < e->demos; i++)
+            if (e->label[e->x[i]] == cls[k]) order[n++] = i;
+}
+
+void da_icl_order_alternating(const da_task_config *c, const da_icl_episode *e, da_rng *r, int *order) {
+    int cls[DA_ICL_MAX_SYMBOLS], next[DA_ICL_MAX_SYMBOLS] = {0}, n = 0; /* next[k]: class k's next demo to place */
+    const int nc = classes_present(c, e, r, cls);
+    while (n < e->demos)
+        for (int k = 0; k < nc; k++) {
+            while (next[k] < e->demos && e->label[e->x[next[k]]] != cls[k]) next[k]++;
+            if (next[k] < e->demos) order[n++] = next[k]++;
+        }
+}
+
+void da_icl_write(const da_icl_episode *e, const int *order, int q, int *tokens, int *targets, int *src) {
+    const int K = e->demos, T = 2 * K + 2;
+    for (int t = 0; t < T; t++) targets[t] = -1, src ? src[t] = -1 : 0;
+    for (int i = 0; i < K; i++) {
+        const int d = order ? order[i] : i;
+        tokens[2 * i] = e->x[d], tokens[2 * i + 1] = e->label[e->x[d]];
+        if (src && e->x[d] == q) src[2 * K] = 2 * i;
+    }
+    tokens[2 * K] = q, tokens[2 * K + 1] = e->label[q];
+    targets[2 * K] = e->label[q];
+}
+
+/* Training and held-out accuracy: one query per sequence, the symbol of a
+ * uniformly drawn demo (so a symbol shown more often is asked more often),
+ * the demos in the order drawn (already uniformly random). */
+static int sample_icl(const da_task_config *c, da_rng *r, int *tok, int *tgt, int *src) {
+    da_icl_episode e;
+    da_icl_episode_sample(c, r, &e);
+    da_icl_write(&e, NULL, e.x[uniform(r, e.demos)], tok, tgt, src);
+    return 1;
+}
+
 int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src) {
+    if (c->kind == DA_TASK_ICL) return sample_icl(c, r, tokens, targets, src);
     return c->kind == DA_TASK_MQAR ? sample_mqar(c, r, tokens, targets, src) : sample_noisy(c, r, tokens, targets, src);
 }
