@@ -283,7 +283,9 @@ int da_copy_shared_init(da_model *dst, const da_model *src) {
 
 static void progress(const da_task_compare_config *c, const char *what, long step, double acc, double loss) {
     if (c->quiet) return;
-    fprintf(stderr, "\r  %s step %ld/%ld  loss %.4f  answer accuracy %.3f   ", what, step, c->steps, loss, acc);
+    if (step == 0) /* no training step yet, so no loss */
+        fprintf(stderr, "\r  %s step 0/%ld  answer accuracy %.3f   ", what, c->steps, acc);
+    else fprintf(stderr, "\r  %s step %ld/%ld  loss %.4f  answer accuracy %.3f   ", what, step, c->steps, loss, acc);
     if (step == c->steps) fprintf(stderr, "\n");
     fflush(stderr);
 }
