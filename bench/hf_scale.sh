@@ -21,5 +21,5 @@ for t in q8_0 q4_k; do
     "$BIN" quantize --model "$DIR" --type "$t" --out "$DIR.$t.gguf"
 done
 for m in "$DIR" "$DIR.q8_0.gguf" "$DIR.q4_k.gguf"; do
-  /usr/bin/time -f "  peak RSS %M KB, %e s" "$BIN" bench generate --model "$m" --prompt 16 --gen 32 --reps 2 --bandwidth
+  /usr/bin/time -f "  peak RSS %M KB, %e s" "$BIN" bench generate --model "$m" --prompt 16 --gen 64 --reps 3 --bandwidth
 done

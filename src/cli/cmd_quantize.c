@@ -166,7 +166,7 @@ int cmd_bench_generate(int argc, char **argv) {
         {"kv", OPT_STR, &kv_s, "KV cache: f32 (default) or int8", 0},
         {"json", OPT_FLAG, &json, "one JSON object per model", 0},
         {"bandwidth", OPT_FLAG, &bandwidth,
-         "also measure the copy bandwidth (2 x 256 MiB buffers, 8x the L3 of most CPUs; after the timing, the models freed) and give decoding as a fraction of its bound", 0},
+         "also measure the copy bandwidth (memcpy between two 1 GiB buffers, after the timing, the models freed: peak RSS is at least 2 GiB) and give decoding as a fraction of its bound", 0},
     };
     const char *req[] = {"model", NULL};
     int rc = cli_parse("bench generate",
@@ -191,8 +191,8 @@ int cmd_bench_generate(int argc, char **argv) {
         fclose(fp);
     }
     const char *wait = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default";
-    const double bw = !st.code && bandwidth ? da_copy_bandwidth_gbs((size_t)256 << 20) : 0; /* GB/s */
-    if (bandwidth && !st.code && bw <= 0) st = da_errorf("bench generate: cannot allocate 512 MiB to measure the bandwidth");
+    const double bw = !st.code && bandwidth ? da_copy_bandwidth_gbs((size_t)1 << 30) : 0; /* GB/s */
+    if (bandwidth && !st.code && bw <= 0) st = da_errorf("bench generate: cannot allocate 2 GiB to measure the bandwidth");
     for (int i = 0; i < nm && !st.code; i++) {
         const double sp = res[i].best_decode / res[0].best_decode, spp = res[i].best_prompt / res[0].best_prompt;
         if (json)

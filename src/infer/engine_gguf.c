@@ -227,6 +227,7 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
         const unsigned char *src = da_gguf_data(&f, g);
         if (t->type == g->type) memcpy((void *)t->data, src, g->nbytes);
         else da_dequantize_row(g->type, src, (float *)(void *)t->data, (int64_t)g->ne[0] * g->ne[1]);
+        da_gguf_release(&f, g);
     }
     if (!st.code && ga) {
         q->act_absmax = malloc((size_t)ga->ne[0] * sizeof(float));

@@ -1,10 +1,15 @@
 /* GGUF v3 reader and writer (format in gguf.h). The reader checks every
  * count and length against the bytes that remain before it reads. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/atomic_file.h"
 #include "io/gguf.h"
@@ -255,38 +260,48 @@ static da_status parse(da_gguf_file *f) {
     return da_ok();
 }
 
-da_status da_gguf_parse(da_gguf_file *f, const char *name, unsigned char *buf, size_t size) {
+static da_status parse_buffer(da_gguf_file *f, const char *name, unsigned char *buf, size_t size, int mapped) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", name);
     f->map = buf;
     f->size = size;
+    f->mapped = mapped;
     da_status st = parse(f);
     if (st.code) da_gguf_close(f);
     return st;
 }
 
+da_status da_gguf_parse(da_gguf_file *f, const char *name, unsigned char *buf, size_t size) {
+    return parse_buffer(f, name, buf, size, 0);
+}
+
 da_status da_gguf_open(da_gguf_file *f, const char *path) {
     memset(f, 0, sizeof *f);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return da_errorf("%s: cannot open (does it exist?)", path);
-    unsigned char *buf = NULL;
-    long n = -1;
-    if (!fseek(fp, 0, SEEK_END)) n = ftell(fp);
-    if (n >= 0 && !fseek(fp, 0, SEEK_SET)) buf = malloc(n ? (size_t)n : 1);
-    size_t got = buf ? fread(buf, 1, (size_t)n, fp) : 0;
-    fclose(fp);
-    if (!buf || got != (size_t)n) {
-        free(buf);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return da_errorf("%s: cannot open (does it exist?)", path);
+    struct stat sb;
+    if (fstat(fd, &sb) || sb.st_size < 0) {
+        close(fd);
         return da_errorf("%s: cannot read the file", path);
     }
-    return da_gguf_parse(f, path, buf, (size_t)n);
+    if (sb.st_size == 0) { /* nothing to map; the parser reports the missing magic */
+        close(fd);
+        unsigned char *empty = malloc(1);
+        return empty ? parse_buffer(f, path, empty, 0, 0) : da_errorf("out of memory");
+    }
+    /* mapped, not read: the engine copies each tensor out and releases its pages */
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return da_errorf("%s: cannot map the file: %s", path, strerror(errno));
+    return parse_buffer(f, path, p, (size_t)sb.st_size, 1);
 }
 
 void da_gguf_close(da_gguf_file *f) {
     for (int i = 0; f->kv && i < f->n_kv; i++) free(f->kv[i].str);
     free(f->kv);
     free(f->tensors);
-    free(f->map);
+    if (f->mapped) munmap(f->map, f->size);
+    else free(f->map);
     memset(f, 0, sizeof *f);
 }
 
@@ -313,6 +328,13 @@ const da_gguf_tensor *da_gguf_tensor_find(const da_gguf_file *f, const char *nam
 
 const unsigned char *da_gguf_data(const da_gguf_file *f, const da_gguf_tensor *t) {
     return f->map + f->data_offset + t->offset;
+}
+
+void da_gguf_release(const da_gguf_file *f, const da_gguf_tensor *t) {
+    if (!f->mapped) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)da_gguf_data(f, t);
+    const uintptr_t a = (start + page - 1) / page * page, b = (start + t->nbytes) / page * page; /* whole pages inside */
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
 static da_status need(const da_gguf_file *f, const char *key, const da_gguf_kv **kv) {

@@ -63,8 +63,9 @@ typedef struct {
 
 typedef struct {
     char path[4096];
-    unsigned char *map; /* the whole file (malloc'd copy) */
+    unsigned char *map; /* the whole file: mapped (da_gguf_open) or a malloc'd buffer (da_gguf_parse) */
     size_t size;
+    int mapped;         /* 1: map is a read-only private mapping, unmapped on close */
     uint32_t version, alignment;
     size_t data_offset;
     int n_kv;
@@ -89,6 +90,9 @@ int da_gguf_is_gguf(const char *path);
 const da_gguf_kv *da_gguf_kv_find(const da_gguf_file *f, const char *key);
 const da_gguf_tensor *da_gguf_tensor_find(const da_gguf_file *f, const char *name);
 const unsigned char *da_gguf_data(const da_gguf_file *f, const da_gguf_tensor *t);
+/* Lets the kernel drop a mapped file's pages of tensor t once it has been
+ * copied (a no-op for a buffer): loading then holds one copy, not two. */
+void da_gguf_release(const da_gguf_file *f, const da_gguf_tensor *t);
 
 /* Typed getters: an absent key or one of another type is an error naming
  * the file and the key. Any unsigned or signed integer type is accepted for
