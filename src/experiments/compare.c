@@ -387,16 +387,12 @@ static int read_curves(const char *dir, double *step, double *train, double *val
 
 enum { NA = DA_COMPARE_MAX_ARCHS };
 
-static da_status figures(const da_compare_config *c, const da_needle_config *nc, arch_result res[NA][16]) {
-    char p[4200];
-    da_status st;
+/* Training and validation loss of every arch's first seed, from its run's log. */
+static da_status loss_figure(const da_compare_config *c, const char *const *groups) {
     const int na = c->n_archs;
-    const char *groups[NA];
-    for (int a = 0; a < na; a++) groups[a] = label_of(c->archs[a]);
-    /* loss curves, first seed */
     enum { CAP = 8192 };
     static double step[NA][CAP], tr[NA][CAP], va[NA][CAP];
-    char names[2 * NA][48];
+    char names[2 * NA][48], p[4200];
     da_series ls[2 * NA];
     for (int a = 0; a < na; a++) {
         char dir[4200];
@@ -408,7 +404,16 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
         ls[na + a] = (da_series){names[na + a], step[a], va[a], n};
     }
     snprintf(p, sizeof p, "%s/loss_curves.png", c->out_dir);
-    if ((st = da_plot_lines(p, "Loss (first seed)", "step", "loss (nats/token)", ls, 2 * na)).code) return st;
+    return da_plot_lines(p, "Loss (first seed)", "step", "loss (nats/token)", ls, 2 * na);
+}
+
+static da_status figures(const da_compare_config *c, const da_needle_config *nc, arch_result res[NA][16]) {
+    char p[4200];
+    da_status st;
+    const int na = c->n_archs;
+    const char *groups[NA];
+    for (int a = 0; a < na; a++) groups[a] = label_of(c->archs[a]);
+    if ((st = loss_figure(c, groups)).code) return st;
     /* needle accuracy by depth (mean over contexts) and by context (mean over depths), mean over seeds */
     char labels[DA_NEEDLE_MAX_DEPTHS][16];
     const char *cats[DA_NEEDLE_MAX_DEPTHS];
