@@ -58,7 +58,9 @@ da_status da_compare_parse_archs(da_compare_config *c, const char *list) {
 }
 
 /* The name an architecture goes by in reports and figures. */
-static const char *label_of(da_arch a) { return a == DA_ARCH_DIFF ? "DIFF" : a == DA_ARCH_DIFF2 ? "DIFF2" : "softmax"; }
+const char *da_compare_arch_label(da_arch a) {
+    return a == DA_ARCH_DIFF ? "DIFF" : a == DA_ARCH_DIFF2 ? "DIFF2" : "softmax";
+}
 
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed) {
     if (context < 256) return da_errorf("the needle mix needs a context of at least 256 bytes, got %d", context);
@@ -412,7 +414,7 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
     da_status st;
     const int na = c->n_archs;
     const char *groups[NA];
-    for (int a = 0; a < na; a++) groups[a] = label_of(c->archs[a]);
+    for (int a = 0; a < na; a++) groups[a] = da_compare_arch_label(c->archs[a]);
     if ((st = loss_figure(c, groups)).code) return st;
     /* needle accuracy by depth (mean over contexts) and by context (mean over depths), mean over seeds */
     char labels[DA_NEEDLE_MAX_DEPTHS][16];
@@ -571,16 +573,16 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                      arch_result res[NA][16]) {
     const int na = c->n_archs, base = baseline_slot(c);
     fprintf(fp, "# ");
-    for (int a = 0; a < na; a++) fprintf(fp, "%s%s", a ? (a + 1 < na ? ", " : " and ") : "", label_of(c->archs[a]));
+    for (int a = 0; a < na; a++) fprintf(fp, "%s%s", a ? (a + 1 < na ? ", " : " and ") : "", da_compare_arch_label(c->archs[a]));
     fprintf(fp, " side by side\n\nEqual tokens, data and seed: dim %d, %d layers, %d DIFF heads (softmax and DIFF2 "
                 "have %d of half the size), %ld steps of %d x %d tokens, %d seed(s). Data: %s. DIFF and softmax have "
                 "equal parameters; DIFF2 has a second query per head and lambda_proj (the parameters row).\n\n",
             c->dim, c->layers, c->heads, da_arch_heads(DA_ARCH_SOFTMAX, c->heads), c->steps, c->batch, c->seq,
             c->seeds, data);
     fprintf(fp, "| metric |");
-    for (int a = 0; a < na; a++) fprintf(fp, " %s |", label_of(c->archs[a]));
+    for (int a = 0; a < na; a++) fprintf(fp, " %s |", da_compare_arch_label(c->archs[a]));
     for (int a = 0; a < na && base >= 0; a++)
-        if (a != base) fprintf(fp, " %s vs softmax |", label_of(c->archs[a]));
+        if (a != base) fprintf(fp, " %s vs softmax |", da_compare_arch_label(c->archs[a]));
     fprintf(fp, " paper (DIFF / Transformer) |\n|---|");
     for (int a = 0; a < na + (base >= 0 ? na - 1 : 0) + 1; a++) fprintf(fp, "---|");
     fprintf(fp, "\n");
@@ -599,7 +601,7 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
         for (int a = 0; a < na && base >= 0; a++) {                                                             \
             if (a == base) continue;                                                                            \
             char vd[64];                                                                                        \
-            verdict(vd, sizeof vd, label_of(c->archs[a]), c->seeds, mean[a], sd[a], mean[base], sd[base],       \
+            verdict(vd, sizeof vd, da_compare_arch_label(c->archs[a]), c->seeds, mean[a], sd[a], mean[base], sd[base],       \
                     0.5 * pow(10, -atoi(strchr(fmt, '.') + 1)));                                                \
             fprintf(fp, " %s |", vd);                                                                           \
         }                                                                                                       \

@@ -8,4 +8,7 @@
 
 /* The API is in diffattn/experiments.h. */
 
+/* An arch's name in reports and figures: "DIFF", "DIFF2" or "softmax". */
+const char *da_compare_arch_label(da_arch a);
+
 #endif

@@ -17,7 +17,6 @@
  * DIFF's. The baseline of the verdicts is the softmax row, when listed. */
 enum { N_ARCHS = DA_COMPARE_MAX_ARCHS, MAX_EVALS = 512, MAX_LAYERS = 16, MAX_POINTS = 64, MAX_SEEDS = 8 };
 
-static const char *arch_label(da_arch a) { return a == DA_ARCH_DIFF ? "DIFF" : a == DA_ARCH_DIFF2 ? "DIFF2" : "softmax"; }
 
 /* The index of arch a in c->archs, -1 when not listed. */
 static int arch_slot(const da_task_compare_config *c, da_arch a) {
@@ -440,7 +439,7 @@ static void write_md_orders(FILE *fp, const da_task_compare_config *c, const poi
         for (int a = 0; a < c->n_archs; a++) {
             const task_run *rs = runs[p][a];
             double m, sd, mm, msd, g, gsd;
-            fprintf(fp, "| %s | %s |", pts[p].name, arch_label(c->archs[a]));
+            fprintf(fp, "| %s | %s |", pts[p].name, da_compare_arch_label(c->archs[a]));
             RUN_FIELD(r->order.mean, m, sd);
             fprintf(fp, " %.3f ± %.3f |", m, sd);
             RUN_FIELD(r->order.best, m, sd);
@@ -475,7 +474,7 @@ static void write_md(FILE *fp, const da_task_compare_config *c, const point *pts
     fprintf(fp, "# Retrieval: %s, each architecture against the softmax baseline\n\n", da_task_name(c->task.kind));
     fprintf(fp, "dim %d, %d layers, heads per layer at equal parameters:", c->dim, c->layers);
     for (int a = 0; a < c->n_archs; a++)
-        fprintf(fp, "%s %s %d", a ? "," : "", arch_label(c->archs[a]), da_arch_heads(c->archs[a], c->heads));
+        fprintf(fp, "%s %s %d", a ? "," : "", da_compare_arch_label(c->archs[a]), da_arch_heads(c->archs[a], c->heads));
     fprintf(fp, "; batch %d, %ld steps, lr %g, %d seed(s); held-out evaluation on %d sequences every %d steps. Wall "
                 "time %.0f s.\n\n",
             c->batch, c->steps, (double)c->lr, c->seeds, c->eval_seqs, c->eval_every, wall_s);
@@ -492,7 +491,7 @@ static void write_md(FILE *fp, const da_task_compare_config *c, const point *pts
         }
         for (int a = 0; a < c->n_archs; a++) {
             const task_run *rs = runs[p][a];
-            fprintf(fp, "| %s | %s |", pts[p].name, arch_label(c->archs[a]));
+            fprintf(fp, "| %s | %s |", pts[p].name, da_compare_arch_label(c->archs[a]));
             double m90 = NAN, sd90 = NAN;
             int reached90 = 0;
             for (int k = 0; k < 3; k++) {
@@ -533,7 +532,7 @@ static void write_md(FILE *fp, const da_task_compare_config *c, const point *pts
         for (int a = 0; a < c->n_archs; a++) {
             const task_run *rs = runs[p][a];
             double m, sd;
-            fprintf(fp, "| %s | %s |", pts[p].name, arch_label(c->archs[a]));
+            fprintf(fp, "| %s | %s |", pts[p].name, da_compare_arch_label(c->archs[a]));
             for (int i = 0; i < 3; i++) {
                 RUN_FIELD(r->quant_acc[i], m, sd);
                 fprintf(fp, " %.3f ± %.3f |", m, sd);
@@ -642,7 +641,7 @@ static da_status margin_figures(const da_task_compare_config *c, const point *pt
             RUN_FIELD(r->order.worst, v[a][2], sd);
             RUN_FIELD(r->order.grouped, v[a][3], sd);
             RUN_FIELD(r->order.alternating, v[a][4], sd);
-            vp[a] = v[a], groups[a] = arch_label(c->archs[a]);
+            vp[a] = v[a], groups[a] = da_compare_arch_label(c->archs[a]);
         }
         margin_figure_name(name, sizeof name, n_pts, p);
         snprintf(path, sizeof path, "%s/%s", c->out_dir, name);
@@ -672,7 +671,7 @@ static da_status figures(const da_task_compare_config *c, const point *pts, int 
         }
         const double *lo[N_ARCHS], *hi[N_ARCHS];
         for (int a = 0; a < c->n_archs; a++) {
-            s[a] = (da_series){arch_label(c->archs[a]), x, y[a][0], n};
+            s[a] = (da_series){da_compare_arch_label(c->archs[a]), x, y[a][0], n};
             lo[a] = c->seeds > 1 ? y[a][1] : NULL, hi[a] = c->seeds > 1 ? y[a][2] : NULL;
         }
         snprintf(path, sizeof path, "%s/accuracy_%d.png", c->out_dir, p);
@@ -691,7 +690,7 @@ static da_status figures(const da_task_compare_config *c, const point *pts, int 
             steps_stats(runs[p][a], c->seeds, 0.9, &m, &sd, &reached);
             px[p] = p, py[a][p] = m;
         }
-        s90[a] = (da_series){arch_label(c->archs[a]), px, py[a], n_pts};
+        s90[a] = (da_series){da_compare_arch_label(c->archs[a]), px, py[a], n_pts};
     }
     snprintf(path, sizeof path, "%s/steps_to_90.png", c->out_dir);
     if ((st = da_plot_lines(path, "Steps to 90% answer accuracy by sweep point (report.md lists them)",
@@ -770,7 +769,7 @@ da_status da_task_compare(const da_task_compare_config *cfg) {
             }
             for (int a = 0; a < c->n_archs && !st.code; a++) {
                 char what[128];
-                snprintf(what, sizeof what, "%s %s seed %llu", pts[p].name, arch_label(c->archs[a]),
+                snprintf(what, sizeof what, "%s %s seed %llu", pts[p].name, da_compare_arch_label(c->archs[a]),
                          (unsigned long long)seed);
                 if (!c->quiet) fprintf(stderr, "compare: %s\n", what);
                 /* the same stream for every architecture; the order episodes, like the evaluation set, for every seed */
