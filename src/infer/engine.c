@@ -225,7 +225,7 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->d = da_head_dim(c);
     s->Ckv = c->dim / (c->n_heads / c->n_kv_heads);
     s->maps = da_arch_maps(c->arch);
-    s->kb = s->d % 32 == 0 ? 32 : s->d;
+    s->kb = da_kv_scale_block(s->d);
     s->nkb = s->Ckv / s->kb;
     s->n_threads = omp_get_max_threads();
     s->small_work = small_work_for_policy();

@@ -53,6 +53,9 @@ struct da_engine {
     da_tokenizer *tok;    /* parsed from it, its vocabulary checked against cfg */
 };
 
+/* Values per scale in the int8 KV cache: 32, or the whole head when its size is not a multiple of 32. */
+static inline int da_kv_scale_block(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
+
 /* ---------------------------------------------------------------- building (engine_weights.c) */
 
 /* Names and shapes of every tensor for cfg, types unset, no data. */

@@ -23,7 +23,8 @@ static int tensor_type_fixed(const da_qtensor *t, int i) {
  * a copy of the embedding. A width off the type's block: q8_0, then f32,
  * with fallback_q8; else -1. */
 static int tensor_type(const da_qtensor *t, int i, const da_quantize_types *o) {
-    if (tensor_type_fixed(t, i) >= 0) return tensor_type_fixed(t, i);
+    const int fixed = tensor_type_fixed(t, i);
+    if (fixed >= 0) return fixed;
     int type = o->type;
     if (!strcmp(t->name, "output.weight")) type = head_type(o);
     if (t->cols % da_qtype_block(type) == 0) return type;
