@@ -3,6 +3,7 @@
  * from tools/make_nsa_fixtures.py), against each other, token-by-token
  * decoding against the full forward, and finite differences. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,8 +170,175 @@ static int test_flash_kernel(void) {
     return fail;
 }
 
+/* A random case in memory: T over several tiles, GQA n_rep 3. */
+static uint64_t lcg = 88172645463325252ull;
+static float urand(void) {
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((lcg >> 40) / 16777216.0) * 2.0f - 1.0f;
+}
+
+static void random_case(nsa_case *c, nsa_shape s) {
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    const size_t nq = (size_t)s.B * s.T * s.H * s.d, nkv = (size_t)s.B * s.T * s.G * s.d;
+    const size_t sizes[N_IN] = {nq,  nkv, nkv, nkv, nkv, nkv, nkv, (size_t)s.B * s.T * s.H * 3,
+                                (size_t)s.d * s.block * s.d, (size_t)s.d * s.block * s.d,
+                                (size_t)s.block * s.d, (size_t)s.block * s.d};
+    for (int k = 0; k < N_IN; k++) {
+        c->n[k] = sizes[k];
+        c->in[k] = malloc(sizes[k] * sizeof(float));
+        const float amp = k == 7 ? 0.45f : k == 8 || k == 9 ? 1.0f / sqrtf((float)s.block * s.d) : 1.0f;
+        for (size_t i = 0; i < sizes[k]; i++) c->in[k][i] = (k == 7 ? 0.5f : 0.0f) + amp * urand();
+    }
+    c->dout = malloc(nq * sizeof(float));
+    for (size_t i = 0; i < nq; i++) c->dout[i] = urand();
+}
+
+static const nsa_shape RANDOM_SHAPE = {.B = 2, .T = 300, .H = 6, .G = 2, .d = 16, .block = 16, .stride = 8,
+                                       .select = 32, .topn = 5, .window = 70, .n_threads = 2};
+
+/* The efficient kernels equal the reference within 1e-5, forward and backward. */
+static int test_flash_equals_reference(void) {
+    nsa_case c;
+    random_case(&c, RANDOM_SHAPE);
+    nsa_run ref, fl;
+    run_alloc(&ref, &c, 0);
+    run_alloc(&fl, &c, 1);
+    run_forward(&ref, &c, c.in, 0);
+    run_forward(&fl, &c, c.in, 1);
+    run_backward(&ref, &c, 0);
+    run_backward(&fl, &c, 1);
+    int fail = expect_close_rel("flash out", fl.out, ref.out, nsa_saved_floats_out(&c.s), 1e-5, 0);
+    double worst = max_rel_error(fl.out, ref.out, nsa_saved_floats_out(&c.s), 0), wg = 0;
+    size_t bad = 0;
+    for (size_t k = 0; k < nsa_saved_ints_sel(&c.s); k++) bad += fl.sv.sel[k] != ref.sv.sel[k];
+    if (bad) { fprintf(stderr, "  %zu selected blocks differ\n", bad); fail = 1; }
+    for (int k = 0; k < N_IN; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "flash d_%s", IN_NAMES[k]);
+        double floor = 0;
+        if (k == 10)
+            for (size_t i = 0; i < c.n[8]; i++) floor = fabs(ref.g[8][i]) > floor ? fabs(ref.g[8][i]) : floor;
+        fail |= expect_close_rel(what, fl.g[k], ref.g[k], c.n[k], 1e-5, floor);
+        double e = max_rel_error(fl.g[k], ref.g[k], c.n[k], floor);
+        wg = e > wg ? e : wg;
+    }
+    printf("     flash vs reference (B 2, T 300, H 6, G 2): out %.2e, worst grad %.2e\n", worst, wg);
+    run_free(&ref);
+    run_free(&fl);
+    free_case(&c);
+    return fail;
+}
+
+/* Decoding token by token through the cache equals the full forward. */
+static int decode_matches(nsa_case *c) {
+    nsa_shape s = c->s;
+    nsa_run fl;
+    run_alloc(&fl, c, 1);
+    run_forward(&fl, c, c->in, 1);
+    const int T = s.T, Hd = s.H * s.d, Gd = s.G * s.d;
+    float *mem = malloc(nsa_cache_floats(&s, T) * sizeof(float));
+    float *scratch = malloc(nsa_decode_scratch_floats(&s, T) * sizeof(float));
+    float *out = malloc((size_t)T * Hd * sizeof(float));
+    nsa_cache cache;
+    nsa_cache_init(&cache, mem, &s, T);
+    for (int t = 0; t < T; t++) {
+        nsa_inputs x = inputs_of(c->in);
+        x.q += (size_t)t * Hd;
+        x.k_cmp += (size_t)t * Gd; x.v_cmp += (size_t)t * Gd;
+        x.k_slc += (size_t)t * Gd; x.v_slc += (size_t)t * Gd;
+        x.k_win += (size_t)t * Gd; x.v_win += (size_t)t * Gd;
+        x.gate += (size_t)t * s.H * 3;
+        nsa_decode_step(out + (size_t)t * Hd, &cache, &x, &s, scratch);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "decode T %d", T);
+    int fail = expect_close_rel(what, out, fl.out, (size_t)T * Hd, 1e-5, 0);
+    printf("     decode vs full forward (T %d, H %d, G %d, l %d s %d l' %d n %d w %d): %.2e, %d blocks\n", T, s.H,
+           s.G, s.block, s.stride, s.select, s.topn, s.window, max_rel_error(out, fl.out, (size_t)T * Hd, 0),
+           cache.n_blocks);
+    free(mem); free(scratch); free(out);
+    run_free(&fl);
+    return fail;
+}
+
+static int test_decode_equals_forward(void) {
+    nsa_shape s = RANDOM_SHAPE;
+    s.B = 1;
+    nsa_case c;
+    random_case(&c, s);
+    int fail = decode_matches(&c);
+    free_case(&c);
+    for (int k = 0; k < N_CASES; k++) {
+        if (load_case(&c, CASES[k])) return 1;
+        fail |= decode_matches(&c);
+        free_case(&c);
+    }
+    return fail;
+}
+
+/* sum(out * dout) in double, by the efficient forward. */
+static double loss_of(nsa_run *r, const nsa_case *c, float *const *in) {
+    run_forward(r, c, in, 1);
+    double acc = 0;
+    for (size_t i = 0; i < nsa_saved_floats_out(&c->s); i++) acc += (double)r->out[i] * c->dout[i];
+    return acc;
+}
+
+/* Central differences of the efficient kernels' loss on entries of cmp_k
+ * (Wck), cmp_pe_k, gate and k_slc against their analytic gradients. */
+static int test_finite_differences(void) {
+    nsa_case c;
+    if (load_case(&c, "gqa_rep2")) return 1;
+    nsa_run r;
+    run_alloc(&r, &c, 1);
+    run_forward(&r, &c, c.in, 1);
+    run_backward(&r, &c, 1);
+    const int which[] = {8, 10, 7, 3};
+    const float h = 2e-3f;
+    int fail = 0;
+    for (int w = 0; w < 4; w++) {
+        const int k = which[w];
+        double gmax = 0, worst = 0;
+        int skipped = 0;
+        for (size_t i = 0; i < c.n[k]; i++) gmax = fabs(r.g[k][i]) > gmax ? fabs(r.g[k][i]) : gmax;
+        if (k == 10) /* zero gradient: measured against Wck's */
+            for (size_t i = 0; i < c.n[8]; i++) gmax = fabs(r.g[8][i]) > gmax ? fabs(r.g[8][i]) : gmax;
+        nsa_run p;
+        run_alloc(&p, &c, 1);
+        for (int e = 0; e < 12; e++) {
+            const size_t i = (size_t)e * 7919 % c.n[k];
+            const float keep = c.in[k][i];
+            c.in[k][i] = keep + h;
+            const double lp = loss_of(&p, &c, c.in);
+            int flipped = memcmp(p.sv.sel, r.sv.sel, nsa_saved_ints_sel(&c.s) * sizeof(int)) != 0;
+            c.in[k][i] = keep - h;
+            const double lm = loss_of(&p, &c, c.in);
+            flipped |= memcmp(p.sv.sel, r.sv.sel, nsa_saved_ints_sel(&c.s) * sizeof(int)) != 0;
+            c.in[k][i] = keep;
+            if (flipped) { /* the choice is a step function: no derivative across a change */
+                skipped++;
+                continue;
+            }
+            const double fd = (lp - lm) / (2.0 * h), err = fabs(fd - r.g[k][i]) / gmax;
+            worst = err > worst ? err : worst;
+        }
+        run_free(&p);
+        printf("     finite differences d_%s: worst |fd - grad| / max|grad| %.2e (max|grad| %.3g; %d of 12 "
+               "entries skipped: the step changed the block choice)\n", IN_NAMES[k], worst, gmax, skipped);
+        if (skipped > 3) { fprintf(stderr, "  d_%s: %d entries changed the choice\n", IN_NAMES[k], skipped); fail = 1; }
+        if (!(worst < 1e-2)) { fprintf(stderr, "  d_%s: finite differences off by %.2e\n", IN_NAMES[k], worst); fail = 1; }
+    }
+    run_free(&r);
+    free_case(&c);
+    return fail;
+}
+
 int main(void) {
     RUN(test_reference_kernel);
     RUN(test_flash_kernel);
+    RUN(test_flash_equals_reference);
+    RUN(test_decode_equals_forward);
+    RUN(test_finite_differences);
     TH_SUMMARY();
 }
