@@ -67,8 +67,12 @@ typedef struct {
     const char *extra_params_note; /* what it adds over the baseline at the same heads, "" when nothing */
     const char *lambda_note;       /* eval outliers: what its lambda rows are, "" when one per layer */
     int baseline;      /* 1: the baseline the others are compared against */
+    int compared;      /* 1: compare runs it when --archs is not given */
 } da_arch_info;
 da_arch_info da_arch_describe(da_arch a);
+/* The architectures compare runs by default: the compared ones in da_arch
+ * order, the baseline last. Writes them to out (DA_ARCH_N) and returns how many. */
+int da_arch_compare_defaults(da_arch *out);
 
 /* ---------------------------------------------------------------- model */
 

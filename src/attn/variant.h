@@ -98,6 +98,14 @@ typedef struct {
     float *att, *o;
 } attn_decode_head;
 
+/* One layer of one sequence as the analysis hooks read it: da_forward's views. */
+typedef struct {
+    const da_config *cfg;
+    const float *q, *k; /* (T, q_dim), (T, kv_cols): the ATTN_VIEW_Q and ATTN_VIEW_K products, after RoPE */
+    const float *lam;   /* (T, n_heads): the ATTN_VIEW_LAM product, or NULL */
+    float lambda;       /* the layer's one lambda (per_layer_lambda), else 0 */
+} attn_probe;
+
 typedef struct attn_variant {
     da_arch arch;
     const char *name;   /* --arch and the metadata's spelling */
@@ -109,6 +117,7 @@ typedef struct attn_variant {
     attn_layout layout;      /* for the kernels shared by every variant */
     int per_layer_lambda; /* 1: consts[0] (layer_consts) is the layer's one lambda (da_model_lambda) */
     int baseline;       /* 1: the baseline of compare's verdicts */
+    int compared;       /* 1: compare runs it without --archs */
     const char *hf_class; /* Hugging Face: the transformers class of the export, or NULL */
     int hf;             /* 1: Hugging Face export and import (io/hf_export.c, io/hf_model.c) */
     int gguf;           /* 1: the engine (GGUF) runs it */
@@ -136,6 +145,18 @@ typedef struct attn_variant {
      * the values the ATTN_VIEW_V product, both kv_cols wide. */
     void (*decode_head)(const attn_decode_head *x);
 
+    /* Analysis (eval outliers, needle, attention, quant-logits; compare).
+     * The score maps an evaluation counts the logits of (every query sub-head). */
+    int (*logit_maps)(const da_config *c);
+    /* out[j - j0] = the attention logit (scaled dot) of query t in map s
+     * against key j, for j0 <= j <= t. */
+    void (*logits)(const attn_probe *p, int s, int t, int j0, float *out);
+    /* row[0..t]: the attention of query t in head h, its maps combined as the
+     * variant combines them, divided by the row's absolute mass: a signed
+     * share, the absolute shares summing to at most 1; zero before the
+     * window. tmp: t + 1 floats. */
+    void (*attention_row)(const attn_probe *p, int h, int t, float *row, float *tmp);
+
     /* Flops of the attention (not the projections) per token of a T-token
      * sequence, forward and backward (backward = 2x forward). */
     double (*attn_flops_per_token)(const da_config *c, int T);
@@ -162,6 +183,12 @@ const attn_tensor *attn_tensor_named(const da_config *c, const char *full_name, 
 
 /* DIFF's lambda_init at 0-based depth: 0.8 - 0.6 exp(-0.3 depth). */
 float attn_lambda_init(int depth);
+
+/* The analysis hooks of the variants whose heads are maps laid out as
+ * attention.h says (attn_layout): softmax, DIFF, DIFF2. */
+int attn_maps_logit_maps(const da_config *c);
+void attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out);
+void attn_maps_row(const attn_probe *p, int h, int t, float *row, float *tmp);
 
 /* The floats of attn_train_ctx.scratch variant v needs for shape s and kernel flash. */
 size_t attn_scratch_floats(const attn_variant *v, const attn_shape *s, int flash);

@@ -115,8 +115,16 @@ da_arch_info da_arch_describe(da_arch a) {
     const attn_variant *v = attn_variant_of(a);
     da_arch_info i = {v->name,       v->label,         v->about,         v->maps,         v->per_layer_lambda,
                       v->hf,         v->hf_class,      v->heads_note,    v->head_dim_note, v->extra_params_note,
-                      v->lambda_note, v->baseline};
+                      v->lambda_note, v->baseline,      v->compared};
     return i;
+}
+
+int da_arch_compare_defaults(da_arch *out) {
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) /* the others, then the baseline */
+        for (int a = 0; a < DA_ARCH_N; a++)
+            if (attn_variant_at(a)->compared && attn_variant_at(a)->baseline == pass) out[n++] = (da_arch)a;
+    return n;
 }
 
 const char *da_rope_freq_name(da_rope_freq f) { return f == DA_ROPE_FREQ_LLAMA ? "llama" : "diff"; }
