@@ -70,7 +70,7 @@ da_status da_compare(const da_compare_config *c);
  * A sample is (tokens, targets) of T positions each: targets[t] is the token
  * the model must predict after tokens[t] at an answer position, and -1 (the
  * loss mask of cross_entropy) everywhere else. */
-typedef enum { DA_TASK_MQAR = 0, DA_TASK_NOISY_RECALL = 1, DA_TASK_ICL = 2 } da_task_kind;
+typedef enum { DA_TASK_MQAR = 0, DA_TASK_NOISY_RECALL = 1, DA_TASK_ICL = 2, DA_TASK_COUNTERFACTUAL = 3 } da_task_kind;
 
 #define DA_ICL_MAX_DEMOS 128
 #define DA_ICL_MAX_SYMBOLS 256
@@ -86,6 +86,11 @@ typedef struct {
     int demos;       /* icl: K demonstrations; seq must be 2K + 2 */
     int classes;     /* icl: C labels, tokens [symbols, symbols + C) */
     int symbols;     /* icl: N input symbols, tokens [0, N) */
+    int entities;    /* counterfactual: E entities, tokens [2, 2 + E) */
+    int attributes;  /* counterfactual: A attributes, tokens [2 + E, 2 + E + A) */
+    int context_pairs;   /* counterfactual: K (entity, attribute) pairs before the queries */
+    double memory_share; /* counterfactual: share of training sequences that state facts with no context */
+    uint64_t facts_seed; /* counterfactual: the fact table W(e), fixed for the task */
 } da_task_config;
 
 /* Zoology's and MAD's defaults, scaled to small models (docs/tasks.md). */
@@ -103,6 +108,61 @@ int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets
 
 /* noisy-recall: whether token is a noise token (0 for the other tasks). */
 int da_task_is_noise(const da_task_config *c, int token);
+
+/* ---------------------------------------------------------------- counterfactual (contextual faithfulness) */
+
+/* Tokens: 0 pad, 1 the query marker Q, entity e in [0, E) is token 2 + e,
+ * attribute a in [0, A) is token 2 + E + a. A fact table W maps each entity
+ * to an attribute (from facts_seed); the model learns it from memory
+ * sequences (`Q e W(e)` triples, no context). An episode is K context pairs
+ * `e a` (a = W(e) or, with probability 1/2, a counterfactual a' != W(e)),
+ * then queries `Q e ?`: the answer is the context's attribute when e is in
+ * the context, W(e) when it is not (docs/tasks.md). */
+enum { DA_CF_PAD = 0, DA_CF_QUERY = 1 };
+typedef enum { DA_CF_COUNTER = 0, DA_CF_AGREE = 1, DA_CF_ABSENT = 2 } da_cf_condition;
+
+typedef struct {
+    int pos;       /* the answer position: the entity token after Q */
+    int condition; /* da_cf_condition */
+    int entity;    /* entity index */
+    int answer;    /* the target token: the context's attribute, or W(e) when absent */
+    int memory;    /* the token of W(e) */
+} da_cf_query;
+
+/* W(e), an attribute index in [0, A). */
+int da_cf_fact(const da_task_config *c, int entity);
+int da_cf_entity_token(const da_task_config *c, int e);
+int da_cf_attribute_token(const da_task_config *c, int a);
+/* Queries per episode: (seq - 2K) / 3, at most K. */
+int da_cf_queries_per_episode(const da_task_config *c);
+/* One held-out episode (never a memory sequence): tokens, targets, src (the
+ * position of the queried context pair's entity, -1 when absent or not an
+ * answer) and its queries q (da_cf_queries_per_episode of them, in sequence
+ * order). Returns the number of queries. */
+int da_cf_episode(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src, da_cf_query *q);
+
+/* Scores by exact match, per condition (index da_cf_condition):
+ *   counterfactual: faithful (the context's a'), leak (W(e)), binding error
+ *                   (another context pair's attribute), other;
+ *   agreeing:       right (W(e), which the context states), binding error, other;
+ *   absent:         right (W(e) from memory), binding error (any context attribute), other.
+ * A leak takes precedence over a binding error when a distractor happens to
+ * carry W(e). */
+typedef struct {
+    long n[3];       /* queries per condition */
+    long right[3];   /* counterfactual: faithful; agreeing and absent: the right answer */
+    long leak;       /* counterfactual only */
+    long binding[3];
+    double lookback[3]; /* mean lookback ratio at the answer positions per condition (attention analysis) */
+} da_cf_counts;
+
+/* Adds the outcome of one episode's queries (pred[j]: the token answered at
+ * q[j].pos) to out. */
+void da_cf_score(const da_task_config *c, const int *tokens, const da_cf_query *q, int n_q, const int *pred,
+                 da_cf_counts *out);
+/* The whole evaluation of m: `episodes` held-out episodes drawn from seed,
+ * argmax answers, counts into out (lookback left 0). */
+da_status da_cf_evaluate(da_model *m, const da_task_config *t, int episodes, uint64_t seed, da_cf_counts *out);
 
 /* ---------------------------------------------------------------- in-context classification (icl) */
 
