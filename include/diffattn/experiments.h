@@ -218,12 +218,28 @@ da_status da_icl_order_accuracy(da_model *m, const da_task_config *t, const da_i
 da_status da_icl_order_robustness(da_model *m, const da_task_config *t, int episodes, int perms, uint64_t seed,
                                   da_icl_order_result *r);
 
-/* ---------------------------------------------------------------- retrieval tasks
- * compare --task mqar|noisy-recall|icl: every architecture from the same
- * initialisation where shapes agree (da_copy_shared_init), on the same
- * generated training stream per seed, scored every eval_every steps on the
- * same held-out sequences (teacher-forced answer accuracy). A sweep is the
- * product of the lists: one run per point, architecture and seed. */
+/* ---------------------------------------------------------------- retrieval tasks and studies
+ * compare --task mqar|noisy-recall|icl|counterfactual: every architecture from
+ * the same initialisation where shapes agree (da_copy_shared_init), on the
+ * same generated training stream per seed, scored every eval_every steps on
+ * the same held-out sequences (teacher-forced answer accuracy).
+ *
+ * A study is a grid of cells: the product of the task sweeps (--pairs, --seq,
+ * --noise, --demos) and the grid axes (--grid heads=1,2,4 dim=64,128 ...).
+ * Each (cell, seed, architecture) is one run, independent of every other:
+ * its model is initialised from its seed, its result is a file of its own
+ * (out_dir/runs/), written atomically when the run ends. So runs can go to
+ * separate processes in any order (the results are the same bits), and a
+ * killed study continues with the runs that have no file (--resume). */
+typedef enum { DA_GRID_HEADS = 0, DA_GRID_DIM, DA_GRID_LAYERS, DA_GRID_LR, DA_GRID_BATCH, DA_GRID_N_KEYS } da_grid_key;
+#define DA_GRID_MAX_VALUES 8
+
+typedef struct {
+    da_grid_key key;
+    int n;
+    double values[DA_GRID_MAX_VALUES];
+} da_grid_axis;
+
 typedef struct {
     const char *out_dir;
     da_task_config task; /* the kind and the values of every parameter not swept */
@@ -236,21 +252,50 @@ typedef struct {
     int n_noises;          /* noisy-recall sweep (0: task.noise) */
     double noises[8];
     int n_demos, demos[8]; /* icl sweep (0: task.demos); seq is 2 demos + 2 */
+    da_grid_axis grid[DA_GRID_N_KEYS]; /* model and training axes, in the order given */
+    int n_grid;
     int perms, perm_episodes; /* icl order robustness: random orders per episode, held-out episodes */
+    int cf_episodes;          /* counterfactual: held-out episodes of the faithfulness evaluation */
     long steps;
     int eval_every, eval_seqs;
     int dim, layers, heads, batch;
     float lr;
     int seeds, seed0; /* seeds seed0, seed0 + 1, ... */
     int quiet;
-    int force; /* replace a report already in out_dir (else DA_RUN_EXISTS) */
-    volatile int *stop; /* non-zero: return DA_INTERRUPTED (no checkpoint: runs are minutes) */
+    int force;  /* replace a study already in out_dir (its run files are removed) */
+    int resume; /* continue the study in out_dir: runs with a result file are kept */
+    volatile int *stop; /* non-zero: return DA_INTERRUPTED (the run in training is lost; finished ones are kept) */
 } da_task_compare_config;
 
 void da_task_compare_config_default(da_task_compare_config *c);
-/* Writes out_dir/report.md, report.json, accuracy_<point>.png, steps_to_90.png, lambda.png (when DIFF is
- * listed) and, for icl, permutation_margin.png (permutation_margin_<point>.png in a sweep). */
+/* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
+ * semicolons; keys heads, dim, layers, lr, batch) into c->grid. */
+da_status da_task_grid_parse(da_task_compare_config *c, const char *spec);
+/* The whole study in this process, one run after another, with progress
+ * and an ETA on stderr; then the report: out_dir/report.md, report.json,
+ * accuracy_<cell>.png, steps_to_90.png, lambda.png (when DIFF is listed),
+ * for icl permutation_margin.png, and for a grid of several cells
+ * success_<arch>.png and, per architecture against softmax,
+ * success_<arch>_vs_softmax.png. */
 da_status da_task_compare(const da_task_compare_config *c);
+
+/* The pieces of da_task_compare, for a driver that runs the runs elsewhere
+ * (the CLI's --jobs: one single-thread process per run). prepare validates,
+ * refuses or (force) clears an existing study, makes the folders, and gives
+ * the number of runs. */
+da_status da_task_compare_prepare(const da_task_compare_config *c, int *n_runs);
+/* Whether run k has a result file made with these settings. */
+int da_task_compare_run_done(const da_task_compare_config *c, int k);
+/* Run k's relative cost (its training FLOPs), for an ETA. */
+double da_task_compare_run_cost(const da_task_compare_config *c, int k);
+/* "cell 3 (heads 2, dim 64) DIFF seed 1339" */
+void da_task_compare_run_name(const da_task_compare_config *c, int k, char *buf, size_t n);
+/* Trains and evaluates run k and writes its result file. */
+da_status da_task_compare_run(const da_task_compare_config *c, int k);
+/* The report from the result files (every run must be done); wall_s is the
+ * study's wall time, printed in the report. */
+da_status da_task_compare_report(const da_task_compare_config *c, double wall_s);
+
 /* Teacher-forced answer accuracy of m on n sequences of task t drawn from
  * seed; logit_bits > 0: the reference kernel with quantized attention logits. */
 da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, uint64_t seed, int logit_bits,
@@ -322,6 +367,14 @@ typedef struct {
 } da_attention_band;
 
 da_status da_plot_attention_bands(const char *path, const char *title, const da_attention_band *bands, int n_bands);
+
+/* A grid of cells, values (n_rows, n_cols), each printed in its cell with
+ * an optional note under it (notes NULL, or "" for none); NAN cells are grey.
+ * Sequential (white to blue over [lo, hi]) or diverging (red below 0, blue
+ * above, saturated at +-hi). */
+da_status da_plot_heatmap(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                          const char *const *rows, int n_rows, const char *const *cols, int n_cols,
+                          const double *values, const char *const *notes, double lo, double hi, int diverging);
 
 
 /* ---------------------------------------------------------------- bench generate */
