@@ -286,6 +286,10 @@ da_status da_task_compare(const da_task_compare_config *c);
 da_status da_task_compare_prepare(const da_task_compare_config *c, int *n_runs);
 /* Whether run k has a result file made with these settings. */
 int da_task_compare_run_done(const da_task_compare_config *c, int k);
+/* The run to start i-th (0 <= i < n_runs): seed by seed, every cell and
+ * architecture of a seed before the next seed, so a study stopped early
+ * covers the whole grid with fewer seeds. */
+int da_task_compare_schedule(const da_task_compare_config *c, int i, int n_runs);
 /* Run k's relative cost (its training FLOPs), for an ETA. */
 double da_task_compare_run_cost(const da_task_compare_config *c, int k);
 /* "cell 3 (heads 2, dim 64) DIFF seed 1339" */

@@ -50,8 +50,10 @@ static da_status run_jobs(const da_task_compare_config *c, int n_runs, int jobs,
         return da_errorf("out of memory for %d runs", n_runs);
     }
     double total = 0, done = 0;
-    for (int k = 0; k < n_runs; k++)
+    for (int i = 0; i < n_runs; i++) {
+        const int k = da_task_compare_schedule(c, i, n_runs);
         if (!da_task_compare_run_done(c, k)) pending[n_pending++] = k, total += da_task_compare_run_cost(c, k);
+    }
     char idx[32];
     child[0] = "diffattn";
     for (int i = 0; i < argc; i++) child[1 + i] = argv[i];

@@ -637,11 +637,18 @@ double da_task_compare_run_cost(const da_task_compare_config *c, int k) {
     if (study_cells(c, &cells, &n_cells, &n_points).code) return 1;
     run_index(c, k, &ci, &s, &a);
     const task_cell *x = &cells[ci < n_cells ? ci : 0];
-    const double T = x->task.seq, d = x->dim;
-    /* training FLOPs per step: the matmuls (about 12 d^2 per token and layer with the FFN) and the attention maps */
-    const double cost = (double)c->steps * x->batch * T * x->layers * (12 * d * d + 2 * T * d);
+    const double T = x->task.seq, d = x->dim, V = x->task.vocab;
+    /* training FLOPs per step: per token and layer the matmuls (about 12 d^2 with the FFN) and the attention
+     * maps, and the output head (2 V d) */
+    const double cost = (double)c->steps * x->batch * T * (x->layers * (12 * d * d + 2 * T * d) + 2 * V * d);
     free(cells);
     return cost;
+}
+
+int da_task_compare_schedule(const da_task_compare_config *c, int i, int n_runs) {
+    const int per_seed = n_runs / c->seeds, s = i / per_seed, rest = i % per_seed;
+    const int cell = rest / c->n_archs, a = rest % c->n_archs;
+    return (cell * c->seeds + s) * c->n_archs + a;
 }
 
 void da_task_compare_run_name(const da_task_compare_config *c, int k, char *buf, size_t n) {
@@ -715,7 +722,8 @@ da_status da_task_compare(const da_task_compare_config *c) {
     const double t_start = da_now_s();
     double total = 0, todo_cost = 0;
     for (int k = 0; k < n_runs; k++) total += da_task_compare_run_cost(c, k);
-    for (int k = 0; k < n_runs && !st.code; k++) {
+    for (int i = 0; i < n_runs && !st.code; i++) {
+        const int k = da_task_compare_schedule(c, i, n_runs);
         const double cost = da_task_compare_run_cost(c, k);
         if (da_task_compare_run_done(c, k)) { /* --resume: kept */
             total -= cost;
@@ -730,9 +738,9 @@ da_status da_task_compare(const da_task_compare_config *c) {
             char name[320];
             da_task_compare_run_name(c, k, name, sizeof name);
             const double el = da_now_s() - t_start;
-            if (todo_cost > 0) fprintf(stderr, "compare: [%d/%d] %s (ETA %.0f s)\n", k + 1, n_runs, name,
+            if (todo_cost > 0) fprintf(stderr, "compare: [%d/%d] %s (ETA %.0f s)\n", i + 1, n_runs, name,
                                        el / todo_cost * (total - todo_cost));
-            else fprintf(stderr, "compare: [%d/%d] %s\n", k + 1, n_runs, name);
+            else fprintf(stderr, "compare: [%d/%d] %s\n", i + 1, n_runs, name);
         }
         st = da_task_compare_run(c, k);
         if (st.code == DA_INTERRUPTED) {
