@@ -70,6 +70,11 @@ def main():
     ap.add_argument("--add-bos", type=int, default=0)
     ap.add_argument("--type", default="f16", choices=["f32", "f16"])
     ap.add_argument("--vocab", type=int, default=0)
+    ap.add_argument("--std", type=float, default=0.02, help="random weights: their standard deviation")
+    ap.add_argument("--emb-std", type=float, default=None, help="random weights: the embedding's and output's (default --std)")
+    ap.add_argument("--untied", action="store_true", help="random weights: write an output tensor")
+    ap.add_argument("--key", action="append", default=[], help="NAME=VALUE: an extra string key (llama.rope.scaling.type=yarn)")
+    ap.add_argument("--raw-type", default=None, help="NAME=GGML_TYPE: write tensor NAME as zero bytes of that type")
     a = ap.parse_args()
     sys.path.insert(0, a.gguf_py)
     import gguf
@@ -92,7 +97,7 @@ def main():
         dim, layers, heads, kv_heads, ffn = a.dim, a.layers, a.heads, a.heads, 4 * a.dim
         theta, eps, ctx = 10000.0, 1e-5, a.ctx
         rng = np.random.default_rng(0)
-        t = {"tok_embeddings.weight": rng.normal(0, 0.02, (vocab, dim)).astype(np.float32),
+        t = {"tok_embeddings.weight": rng.normal(0, a.std if a.emb_std is None else a.emb_std, (vocab, dim)).astype(np.float32),
              "norm.weight": np.ones(dim, np.float32)}
         d = dim // heads
         for l in range(layers):
@@ -103,7 +108,9 @@ def main():
                              ("attn.v_proj", (kv_heads * d, dim)), ("attn.out_proj", (dim, dim)),
                              ("feed_forward.w1", (ffn, dim)), ("feed_forward.w2", (dim, ffn)),
                              ("feed_forward.w3", (ffn, dim))]:
-                t[p + n + ".weight"] = rng.normal(0, 0.02, shape).astype(np.float32)
+                t[p + n + ".weight"] = rng.normal(0, a.std / np.sqrt(shape[1] / 64), shape).astype(np.float32)
+        if a.untied:
+            t["output.weight"] = rng.normal(0, a.std if a.emb_std is None else a.emb_std, (vocab, dim)).astype(np.float32)
 
     w = gguf.GGUFWriter(a.out, "llama")
     w.add_name("diffattn reference")
@@ -133,8 +140,17 @@ def main():
     else:
         w.add_tokenizer_model("none")
 
+    for kv in a.key:
+        k, v = kv.split("=", 1)
+        w.add_string(k, v)
+    raw = dict([a.raw_type.split("=", 1)]) if a.raw_type else {}
+
     def put(name, arr):
-        if arr.ndim == 2 and a.type == "f16":
+        if name in raw:
+            qt = gguf.GGMLQuantizationType[raw[name]]
+            bs, ts = gguf.GGML_QUANT_SIZES[qt]
+            w.add_tensor(name, np.zeros((arr.shape[0], arr.shape[1] // bs * ts), np.uint8), raw_dtype=qt)
+        elif arr.ndim == 2 and a.type == "f16":
             w.add_tensor(name, arr.astype(np.float16))
         else:
             w.add_tensor(name, arr.astype(np.float32))

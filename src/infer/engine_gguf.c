@@ -241,11 +241,11 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
                            want_nd == 2 ? t->rows : 1, want_nd);
             break;
         }
-        /* vectors and the embedding are read as f32 */
+        /* vectors and the embedding are read as f32 (a block-quantized embedding, as llama.cpp's
+         * quantizer writes it, is dequantized) */
         t->type = (!t->cols || i == 0) ? DA_QT_F32 : g->type;
-        if (t->type == DA_QT_F32 && !is_float_type(g->type)) {
-            st = da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms, lambdas and the "
-                           "embedding",
+        if (!t->cols && !is_float_type(g->type)) {
+            st = da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms and lambdas",
                            path, t->name, da_qtype_name(g->type));
             break;
         }

@@ -34,9 +34,9 @@ static da_status llama_rope_scaling(const da_gguf_file *f, da_config *c) {
     } else if (da_gguf_kv_find(f, "llama.rope.scale_linear")) {
         if ((st = da_gguf_get_f32(f, "llama.rope.scale_linear", &factor)).code) return st;
     }
-    if (!strcmp(type, "none") || factor == 0.0f || factor == 1.0f) return da_ok();
-    if (strcmp(type, "linear"))
+    if (strcmp(type, "none") && strcmp(type, "linear"))
         return da_errorf("%s: llama.rope.scaling.type \"%s\" is not supported (none or linear)", f->path, type);
+    if (!strcmp(type, "none") || factor == 0.0f || factor == 1.0f) return da_ok();
     if (!(factor > 0.0f) || !isfinite(factor))
         return da_errorf("%s: llama.rope.scaling.factor = %g must be positive", f->path, (double)factor);
     c->rope_scaling = DA_ROPE_SCALE_LINEAR;
