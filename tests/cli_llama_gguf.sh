@@ -39,6 +39,12 @@ done
 out=$("$BIN" info --model "$T/tied.gguf" 2>&1)
 [[ $out == *"tie_embeddings true"* && $out == *"rope_freq      llama"* ]] && ok "tied: the head is token_embd" || bad "info: $out"
 
+# Llama 3's rope scaling as llama.cpp's converter writes it: a rope_freqs tensor
+W --out "$T/l3.gguf" --dim 256 --layers 1 --heads 4 --std 0.05 --emb-std 0.5 --type f32 --untied --theta 500000 \
+  --llama3-rope 8,1,4,8192 --ctx 1024 || exit 1
+out=$("$BIN" info --model "$T/l3.gguf" 2>&1)
+[[ $out == *"rope_scaling   llama3"* && $out == *"rope_factor    8"* ]] && ok "rope_freqs: Llama 3 scaling" || bad "rope_freqs: $out"
+
 # refused with the reason named
 W --out "$T/yarn.gguf" --dim 256 --layers 1 --heads 4 --key llama.rope.scaling.type=yarn || exit 1
 expect_error "YaRN rope scaling" '"yarn" is not supported' "$BIN" info --model "$T/yarn.gguf"
@@ -69,6 +75,7 @@ else
     "$DRIVER" quantize "$T/f16.gguf" "$T/$q.gguf" $q >/dev/null 2>&1 && files+=" $T/$q.gguf" || bad "llama.cpp quantize $q"
   done
   printf '%s ' $(seq 0 255) $(seq 255 -1 0) > "$T/ids512.txt"
+  files+=" $T/l3.gguf"
   res=$("$PY" tools/llamacpp_parity.py --driver "$DRIVER" --diffattn "$BIN" --ids "$T/ids512.txt" --windows 2 --len 256 \
         $files 2>/dev/null | tail -1)
   "$PY" - "$res" <<'EOF' && ok "llama.cpp parity: f32/f16 logits, quantized KL and top-1" || bad "llama.cpp parity: $res"
@@ -76,11 +83,11 @@ import json, sys
 bad = []
 for r in json.loads(sys.argv[1]):
     f = r["file"]
-    if f in ("untied.gguf", "f16.gguf"):
+    if f in ("untied.gguf", "f16.gguf", "l3.gguf"):
         if r["max_rel_logit_err"] > 2e-3: bad.append(f)
     elif r["kl_mean"] > 1e-3 or r["top1_agree"] < 0.98: bad.append(f)
     print("   ", f, r["kl_mean"], r["top1_agree"], r["max_rel_logit_err"])
-sys.exit(1 if bad or len(json.loads(sys.argv[1])) != 7 else 0)
+sys.exit(1 if bad or len(json.loads(sys.argv[1])) != 8 else 0)
 EOF
   if ((HAVE_TOK)); then
     cat /usr/share/common-licenses/* 2>/dev/null | head -c 60000 > "$T/text.txt"

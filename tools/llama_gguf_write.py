@@ -72,6 +72,9 @@ def main():
     ap.add_argument("--vocab", type=int, default=0)
     ap.add_argument("--std", type=float, default=0.02, help="random weights: their standard deviation")
     ap.add_argument("--emb-std", type=float, default=None, help="random weights: the embedding's and output's (default --std)")
+    ap.add_argument("--theta", type=float, default=10000.0, help="random weights: the RoPE base")
+    ap.add_argument("--llama3-rope", default=None, help="F,L,H,O: a rope_freqs tensor of Llama 3's rope scaling "
+                    "(factor, low/high freq factors, original context), as convert_hf_to_gguf.py writes it")
     ap.add_argument("--untied", action="store_true", help="random weights: write an output tensor")
     ap.add_argument("--key", action="append", default=[], help="NAME=VALUE: an extra string key (llama.rope.scaling.type=yarn)")
     ap.add_argument("--raw-type", default=None, help="NAME=GGML_TYPE: write tensor NAME as zero bytes of that type")
@@ -95,7 +98,7 @@ def main():
     else:
         vocab = a.vocab or (len(toks[0]) if toks else 256)
         dim, layers, heads, kv_heads, ffn = a.dim, a.layers, a.heads, a.heads, 4 * a.dim
-        theta, eps, ctx = 10000.0, 1e-5, a.ctx
+        theta, eps, ctx = a.theta, 1e-5, a.ctx
         rng = np.random.default_rng(0)
         t = {"tok_embeddings.weight": rng.normal(0, a.std if a.emb_std is None else a.emb_std, (vocab, dim)).astype(np.float32),
              "norm.weight": np.ones(dim, np.float32)}
@@ -163,6 +166,21 @@ def main():
         for src, dst in names.items():
             put(f"blk.{l}.{dst}.weight", t[f"layers.{l}.{src}.weight"])
     put("output_norm.weight", t["norm.weight"])
+    if a.llama3_rope:  # convert_hf_to_gguf.py's LlamaModel: 1 / (the factor each pair's frequency is divided by)
+        F, L, H, O = (float(v) for v in a.llama3_rope.split(","))
+        d = dim // heads
+        inv = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+        factors = []
+        for f in inv:
+            wl = 2 * np.pi / f
+            if wl < O / H:
+                factors.append(1.0)
+            elif wl > O / L:
+                factors.append(F)
+            else:
+                sm = (O / wl - L) / (H - L)
+                factors.append(1 / ((1 - sm) / F + sm))
+        w.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
     if "output.weight" in t:
         put("output.weight", t["output.weight"])
     w.write_header_to_file()

@@ -5,12 +5,16 @@
  * each head rotates the pairs (2i, 2i+1) (LLAMA_ROPE_TYPE_NORM) at
  * theta^(-2i/d); that is diffattn's layout with the Llama frequency rule, so
  * the rows are taken as they are. A missing `output` is a tied head, which
- * reads token_embd's bytes in their own type, as llama.cpp does. */
+ * reads token_embd's bytes in their own type, as llama.cpp does. Rope
+ * scaling: linear keys, or the rope_freqs tensor of Llama 3's scaling. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "infer/engine.h"
+#include "ops/ops.h"
+
+#define MAX_HALF 512 /* pairs of the largest head config.c accepts */
 
 static da_status llama_int(const da_gguf_file *f, const char *key, int required, int lo, int hi, int *out) {
     if (!required && !da_gguf_kv_find(f, key)) return da_ok();
@@ -44,21 +48,76 @@ static da_status llama_rope_scaling(const da_gguf_file *f, da_config *c) {
     return da_ok();
 }
 
-/* rope_freqs (llama.cpp divides each pair's frequency by its entry; the
- * converter writes it for Llama 3's rope scaling): all ones is no scaling;
- * other values are refused. */
-static da_status llama_rope_freqs(const da_gguf_file *f, const da_config *c) {
+/* Llama 3's rope scaling from per-pair factors r (llama.cpp divides pair j's
+ * frequency by r[j]): with x = 1 / wavelength, Hugging Face's rule is
+ * 1/r = (1 - s)/F + s with s = clamp((O x - L) / (H - L), 0, 1), a line in x.
+ * F is the largest factor; the line comes from the pairs strictly between 1
+ * and F, or from the neighbours of the step when fewer; O is the file's
+ * original context (8192 when absent). *ok = 0 when no parameters fit. */
+static void llama3_from_factors(const float *r, const double *x, int half, int O, da_config *c, int *ok) {
+    double F = 1.0, xs[2] = {0, 0}, ss[2] = {0, 0}, x_one = -1, x_full = -1;
+    int n = 0;
+    for (int j = 0; j < half; j++) F = fmax(F, r[j]);
+    for (int j = 0; j < half; j++) { /* x decreases with j */
+        if (r[j] <= 1.0f) x_one = x[j];
+        else if (r[j] >= F * (1 - 1e-7)) { if (x_full < 0) x_full = x[j]; }
+        else { /* the first and the last pair of the blend */
+            const int k = n ? 1 : 0;
+            xs[k] = x[j], ss[k] = (1 / r[j] - 1 / F) / (1 - 1 / F);
+            n = k + 1;
+        }
+    }
+    if (n < 2 && x_one >= 0) xs[n] = x_one, ss[n++] = 1.0;
+    if (n < 2 && x_full >= 0) xs[n] = x_full, ss[n++] = 0.0;
+    *ok = n == 2 && xs[0] != xs[1];
+    if (!*ok) return;
+    const double A = (ss[1] - ss[0]) / (xs[1] - xs[0]), B = ss[0] - A * xs[0];
+    const double range = O / A, L = -B * range;
+    c->rope_scaling = DA_ROPE_SCALE_LLAMA3;
+    c->rope_factor = (float)F;
+    c->rope_low_freq_factor = (float)L;
+    c->rope_high_freq_factor = (float)(L + range);
+    c->rope_original_max_pos = O;
+    *ok = A > 0 && L > 0;
+}
+
+/* rope_freqs: all ones is no scaling, one value F everywhere linear scaling
+ * by F, and otherwise Llama 3's scaling when its parameters reproduce every
+ * factor (checked through the same rope_inv_freq the engine uses). */
+static da_status llama_rope_freqs(const da_gguf_file *f, da_config *c) {
     const da_gguf_tensor *t = da_gguf_tensor_find(f, "rope_freqs.weight");
     if (!t) return da_ok();
-    const int half = da_head_dim(c) / 2;
+    const int half = da_head_dim(c) / 2, d = 2 * half;
+    if (half > MAX_HALF) return da_errorf("%s: head size %d is too large", f->path, d);
     if (t->type != DA_QT_F32 || t->n_dims != 1 || t->ne[0] != half)
         return da_errorf("%s: tensor \"rope_freqs.weight\" must be f32 [%d] (head size / 2)", f->path, half);
+    if (c->rope_scaling != DA_ROPE_SCALE_NONE)
+        return da_errorf("%s: tensor \"rope_freqs.weight\" and llama.rope.scaling together are not supported", f->path);
     const float *r = (const float *)(const void *)da_gguf_data(f, t);
-    for (int j = 0; j < half; j++)
-        if (r[j] != 1.0f)
-            return da_errorf("%s: tensor \"rope_freqs.weight\" scales RoPE pair %d by 1/%g (Llama 3 rope scaling); "
-                             "diffattn reads llama GGUFs without per-pair rope factors only",
-                             f->path, j, (double)r[j]);
+    double x[MAX_HALF], base[MAX_HALF], got[MAX_HALF];
+    int all_one = 1, all_same = 1;
+    for (int j = 0; j < half; j++) {
+        if (!(r[j] >= 1.0f) || !isfinite(r[j]))
+            return da_errorf("%s: rope_freqs[%d] = %g (expected finite factors >= 1)", f->path, j, (double)r[j]);
+        base[j] = pow(c->rope_theta, -2.0 * j / d);
+        x[j] = base[j] / 6.283185307179586;
+        all_one &= r[j] == 1.0f;
+        all_same &= r[j] == r[0];
+    }
+    if (all_one) return da_ok();
+    int ok = 1, O = 8192;
+    da_status st;
+    if ((st = llama_int(f, "llama.rope.scaling.original_context_length", 0, 1, 1 << 20, &O)).code) return st;
+    if (all_same) c->rope_scaling = DA_ROPE_SCALE_LINEAR, c->rope_factor = r[0];
+    else llama3_from_factors(r, x, half, O, c, &ok);
+    rope_freq_spec spec = {1, (int)c->rope_scaling, c->rope_theta, c->rope_factor, c->rope_low_freq_factor,
+                           c->rope_high_freq_factor, c->rope_original_max_pos};
+    rope_inv_freq(got, d, &spec);
+    for (int j = 0; ok && j < half; j++) ok = fabs(got[j] * r[j] / base[j] - 1) < 1e-5;
+    if (!ok)
+        return da_errorf("%s: tensor \"rope_freqs.weight\" holds per-pair rope factors that neither linear nor "
+                         "Llama 3 rope scaling reproduces",
+                         f->path);
     return da_ok();
 }
 
@@ -103,9 +162,9 @@ da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c) {
             return da_errorf("%s: llama.rope.dimension_count %d != the head size %d; diffattn rotates whole heads",
                              f->path, rope_dims, d);
     }
-    st = da_config_validate(c);
-    if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
-    return llama_rope_freqs(f, c);
+    if ((st = da_config_validate(c)).code || (st = llama_rope_freqs(f, c)).code || (st = da_config_validate(c)).code)
+        return st.msg[0] == '/' ? st : da_errorf("%s: impossible configuration: %s", f->path, st.msg);
+    return da_ok();
 }
 
 /* diffattn's tensor names -> llama.cpp's (model.c's table; a softmax model has no others). */
