@@ -16,7 +16,7 @@
 static da_isa level;
 
 /* The kernels' layout of a variant. */
-static const attn_layout *lay(da_arch a) { return &attn_variant_of(a)->layout; }
+static const attn_layout *lay(da_arch a) { return &da_attn_variant_of(a)->layout; }
 #define LAY_OF(diff) lay((diff) ? DA_ARCH_DIFF : DA_ARCH_SOFTMAX)
 
 static float *randn(size_t n, da_rng *r, float std) {
@@ -44,13 +44,13 @@ static int compare_w(int diff, int B, int T, int H, int n_kv, int d, int window)
 
     /* reference */
     float *ref_out = calloc(n, 4), *ref_opre = calloc(n, 4), *ref_rstd = calloc((size_t)B * T * H, 4);
-    float *att = calloc((size_t)B * H * maps * T * T, 4), *scr = calloc(attn_scratch_size(&s), 4);
+    float *att = calloc((size_t)B * H * maps * T * T, 4), *scr = calloc(da_attn_scratch_size(&s), 4);
     float *rdq = calloc(n, 4), *rdk = calloc(nkv, 4), *rdv = calloc(nkv, 4), *rdw = calloc(d2, 4);
     float rdl = 0;
     /* flash */
     float *f_out = calloc(n, 4), *f_opre = calloc(n, 4), *f_rstd = calloc((size_t)B * T * H, 4);
     float *o1 = calloc(n, 4), *o2 = calloc(n, 4), *lse = calloc((size_t)B * H * maps * T, 4);
-    float *fscr = calloc(flash_scratch_size(&s, LAY_OF(diff)), 4), *dopre = calloc(n, 4);
+    float *fscr = calloc(da_flash_scratch_size(&s, LAY_OF(diff)), 4), *dopre = calloc(n, 4);
     float *fdq = calloc(n, 4), *fdk = calloc(nkv, 4), *fdv = calloc(nkv, 4), *fdw = calloc(d2, 4);
     float fdl = 0;
 
@@ -106,10 +106,10 @@ static int compare_diff2(int B, int T, int H, int n_kv, int d, int window) {
     float *q = randn(nq, &r, qk_std), *k = randn(nkv, &r, qk_std), *v = randn(nkv, &r, 1.0f);
     float *dout = randn(n, &r, 1.0f), *lam = calloc(nl, 4);
     for (size_t i = 0; i < nl; i++) lam[i] = da_rng_uniform(&r);
-    float *ref_out = calloc(n, 4), *att = calloc((size_t)B * H * 2 * T * T, 4), *scr = calloc(attn_scratch_size(&s), 4);
+    float *ref_out = calloc(n, 4), *att = calloc((size_t)B * H * 2 * T * T, 4), *scr = calloc(da_attn_scratch_size(&s), 4);
     float *rdq = calloc(nq, 4), *rdk = calloc(nkv, 4), *rdv = calloc(nkv, 4), *rdl = calloc(nl, 4);
     float *f_out = calloc(n, 4), *o1 = calloc(n, 4), *o2 = calloc(n, 4), *lse = calloc((size_t)B * H * 2 * T, 4);
-    float *fscr = calloc(flash_scratch_size(&s, lay(DA_ARCH_DIFF2)), 4);
+    float *fscr = calloc(da_flash_scratch_size(&s, lay(DA_ARCH_DIFF2)), 4);
     float *fdq = calloc(nq, 4), *fdk = calloc(nkv, 4), *fdv = calloc(nkv, 4), *fdl = calloc(nl, 4);
     ref->diff2_forward(ref_out, att, q, k, v, lam, &s, scr);
     ref->diff2_backward(rdq, rdk, rdv, rdl, dout, att, q, k, v, lam, &s, scr);
@@ -165,7 +165,7 @@ static int test_window_ge_T_is_full(void) {
     int fail = 0;
     for (int w = 0; w < 2; w++) {
         attn_shape s = {B, T, H, H, d, C, C, omp_get_max_threads(), 0, w ? T : 0};
-        float *scr = calloc(flash_scratch_size(&s, lay(DA_ARCH_DIFF)), 4);
+        float *scr = calloc(da_flash_scratch_size(&s, lay(DA_ARCH_DIFF)), 4);
         o[w] = calloc((size_t)B * T * C, 4);
         at->flash_forward(o[w], o1, o2, lse, q, k, v, 0.4f, NULL, lay(DA_ARCH_DIFF), &s, scr);
         free(scr);

@@ -166,7 +166,7 @@ typedef struct {
 
 static double matmul_obj(void *p) {
     matmul_ctx *c = p;
-    matmul_forward(&ex, c->out, c->inp, c->W, c->N, c->Cin, c->Cout, 0);
+    da_matmul_forward(&ex, c->out, c->inp, c->W, c->N, c->Cin, c->Cout, 0);
     return dot_d(c->out, c->R, (size_t)c->N * c->Cout);
 }
 
@@ -195,7 +195,7 @@ static int test_matmul_grad(void) {
     float *dinp = xalloc(ni), *dW = xalloc(nw), *num_i = xalloc(ni), *num_w = xalloc(nw);
     fill_const(dinp, ni, 99.0f); /* overwritten */
     fill_const(dW, nw, 0.5f);    /* += */
-    matmul_backward(&ex, dinp, dW, c.R, c.inp, c.W, c.N, c.Cin, c.Cout, 0);
+    da_matmul_backward(&ex, dinp, dW, c.R, c.inp, c.W, c.N, c.Cin, c.Cout, 0);
     for (size_t i = 0; i < nw; i++) dW[i] -= 0.5f;
     fd_grad(num_i, c.inp, ni, 1e-2, matmul_obj, &c);
     fd_grad(num_w, c.W, nw, 1e-2, matmul_obj, &c);
@@ -218,7 +218,7 @@ static int test_matmul_backward_accumulates_dinp(void) {
     float *dinp = xalloc(ni), *prior = xalloc(ni), *num = xalloc(ni);
     fill_normal(prior, ni, 0, 3, &rng);
     memcpy(dinp, prior, ni * sizeof(float));
-    matmul_backward(&ex, dinp, NULL, c.R, c.inp, c.W, c.N, c.Cin, c.Cout, 1);
+    da_matmul_backward(&ex, dinp, NULL, c.R, c.inp, c.W, c.N, c.Cin, c.Cout, 1);
     for (size_t i = 0; i < ni; i++) dinp[i] -= prior[i];
     fd_grad(num, c.inp, ni, 1e-2, matmul_obj, &c);
     report r;
@@ -229,7 +229,7 @@ static int test_matmul_backward_accumulates_dinp(void) {
     return report_end(&r);
 }
 
-/* matmul_forward with accumulate=1 adds inp @ W^T to what out held. */
+/* da_matmul_forward with accumulate=1 adds inp @ W^T to what out held. */
 static int test_matmul_forward_accumulates(void) {
     da_rng rng;
     da_rng_seed(&rng, 103);
@@ -245,9 +245,9 @@ static int test_matmul_forward_accumulates(void) {
             want[(size_t)n * c.Cout + o] = (float)s;
         }
     memcpy(c.out, prior, no * sizeof(float));
-    matmul_forward(&ex, c.out, c.inp, c.W, c.N, c.Cin, c.Cout, 1);
+    da_matmul_forward(&ex, c.out, c.inp, c.W, c.N, c.Cin, c.Cout, 1);
     report r;
-    report_start(&r, "matmul_forward accumulate");
+    report_start(&r, "da_matmul_forward accumulate");
     compare(&r, "out(+=)", c.out, want, no, EXACT_TOL);
     free(prior), free(want);
     matmul_free(&c);
@@ -309,7 +309,7 @@ typedef struct {
 static void rope_setup(rope_ctx *c, uint64_t seed) {
     da_rng rng;
     da_rng_seed(&rng, seed);
-    rope_tables(c->cos_tab, c->sin_tab, ROPE_T, ROPE_D, 10000.0f);
+    da_rope_tables_theta(c->cos_tab, c->sin_tab, ROPE_T, ROPE_D, 10000.0f);
     fill_normal(c->x, ROPE_N, 0, 1, &rng);
     fill_normal(c->y, ROPE_N, 0, 1, &rng);
 }
@@ -594,7 +594,7 @@ static void attn_setup(attn_ctx *c, int diff, int B, int T, int H, int KV, int d
     c->subln_w = xalloc(c->d2);
     c->out = xalloc(c->nout), c->opre = xalloc(c->nout), c->sub_rstd = xalloc((size_t)B * T * H);
     c->att = xalloc((size_t)B * H * (diff ? 2 : 1) * T * T);
-    c->scratch = xalloc(attn_scratch_size(&c->s));
+    c->scratch = xalloc(da_attn_scratch_size(&c->s));
     fill_normal(c->q, c->nq, 0, 1, &rng);
     fill_normal(c->k, c->nkv, 0, 1, &rng);
     fill_normal(c->v, c->nkv, 0, 1, &rng);
@@ -741,7 +741,7 @@ static int check_diff2_attention(const char *name, int B, int T, int H, int KV, 
     c.nq = (size_t)B * T * 2 * H * d, c.nkv = (size_t)B * T * KV * d, c.nout = (size_t)B * T * H * d;
     c.nlam = (size_t)B * T * H;
     c.q = xalloc(c.nq), c.k = xalloc(c.nkv), c.v = xalloc(c.nkv), c.lam = xalloc(c.nlam), c.R = xalloc(c.nout);
-    c.out = xalloc(c.nout), c.att = xalloc((size_t)B * H * 2 * T * T), c.scratch = xalloc(attn_scratch_size(&c.s));
+    c.out = xalloc(c.nout), c.att = xalloc((size_t)B * H * 2 * T * T), c.scratch = xalloc(da_attn_scratch_size(&c.s));
     fill_normal(c.q, c.nq, 0, 1, &rng);
     fill_normal(c.k, c.nkv, 0, 1, &rng);
     fill_normal(c.v, c.nkv, 0, 1, &rng);

@@ -62,7 +62,7 @@ static int ops_at(const da_ops *op, const da_ops *sc) {
     /* rope, both directions */
     const size_t nr = (size_t)N * NSUB * D;
     float *cs = malloc((size_t)N * D / 2 * 4), *sn = malloc((size_t)N * D / 2 * 4);
-    rope_tables(cs, sn, N, D, 10000.0f);
+    da_rope_tables_theta(cs, sn, N, D, 10000.0f);
     float *q = randn(nr, 5, 1.0f), *q1 = copy(q, nr), *q2 = copy(q, nr);
     for (int inverse = 0; inverse < 2; inverse++) {
         op->rope_apply(q1, cs, sn, 1, N, NSUB, D, inverse);

@@ -59,7 +59,7 @@ static inline int attn_first_key(int t, int window) { return window > 0 && t >= 
 void da_quantize_logit_row(float *a, int n, int bits);
 
 /* Scratch floats the reference kernels need with s->n_threads threads. */
-size_t attn_scratch_size(const attn_shape *s);
+size_t da_attn_scratch_size(const attn_shape *s);
 
 typedef struct {
     da_isa isa; /* the level this table's code was compiled for */

@@ -24,7 +24,7 @@ static da_status to_attn_shape(const da_attention_shape *s, attn_shape *as) {
 }
 
 static const attn_layout *layout_of(const da_attention_shape *s) {
-    return &attn_variant_of(s->diff ? DA_ARCH_DIFF : DA_ARCH_SOFTMAX)->layout;
+    return &da_attn_variant_of(s->diff ? DA_ARCH_DIFF : DA_ARCH_SOFTMAX)->layout;
 }
 
 size_t da_attention_saved_floats(const da_attention_shape *s) {
@@ -39,7 +39,7 @@ da_status da_attention_forward(float *out, float *saved, const float *q, const f
     attn_shape as;
     da_status st = to_attn_shape(s, &as);
     if (st.code) return st;
-    float *scratch = malloc(flash_scratch_size(&as, layout_of(s)) * sizeof(float));
+    float *scratch = malloc(da_flash_scratch_size(&as, layout_of(s)) * sizeof(float));
     if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
     const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
     float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
@@ -56,7 +56,7 @@ da_status da_attention_backward(float *dq, float *dk, float *dv, float *dlambda,
     da_status st = to_attn_shape(s, &as);
     if (st.code) return st;
     if (s->diff && !dlambda) return da_errorf("attention: DIFF's backward needs dlambda");
-    float *scratch = malloc(flash_scratch_size(&as, layout_of(s)) * sizeof(float));
+    float *scratch = malloc(da_flash_scratch_size(&as, layout_of(s)) * sizeof(float));
     if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
     const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
     const float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;

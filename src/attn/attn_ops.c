@@ -16,11 +16,11 @@ const da_attn_ops *da_attn_ops_of(da_isa isa) {
     return tables[level];
 }
 
-size_t attn_scratch_size(const attn_shape *s) {
+size_t da_attn_scratch_size(const attn_shape *s) {
     return (size_t)s->n_threads * 4 * s->T * s->T + (size_t)s->B * s->T * s->C + (size_t)s->B * s->n_heads;
 }
 
-size_t flash_scratch_per_thread(const attn_shape *s, const attn_layout *lay) {
+size_t da_flash_scratch_per_thread(const attn_shape *s, const attn_layout *lay) {
     const int maps = lay->maps, dv = lay->v_subheads * s->d;
     return (size_t)FLASH_BR * FLASH_BC * (maps + 3) /* S/P per map, dPv, Pc, dS */
            + (size_t)FLASH_BR * dv * maps            /* output accumulators */
@@ -28,8 +28,8 @@ size_t flash_scratch_per_thread(const attn_shape *s, const attn_layout *lay) {
            + (size_t)maps * s->T;                    /* D_m for every row of a head */
 }
 
-size_t flash_scratch_size(const attn_shape *s, const attn_layout *lay) {
-    return (size_t)s->n_threads * flash_scratch_per_thread(s, lay) + (size_t)s->B * s->n_heads;
+size_t da_flash_scratch_size(const attn_shape *s, const attn_layout *lay) {
+    return (size_t)s->n_threads * da_flash_scratch_per_thread(s, lay) + (size_t)s->B * s->n_heads;
 }
 
 void da_quantize_logit_row(float *a, int n, int bits) {

@@ -13,7 +13,7 @@
 enum { Q, K, V, OUT, LQ1, LK1, LQ2, LK2, SUBLN, N_TENSORS };
 enum { C_LAMBDA, C_POST }; /* layer consts: lambda_full, 1 - lambda_init */
 
-float attn_lambda_init(int depth) { return 0.8f - 0.6f * expf(-0.3f * (float)depth); }
+float da_attn_lambda_init(int depth) { return 0.8f - 0.6f * expf(-0.3f * (float)depth); }
 
 static int diff_tensors(const da_config *c, attn_tensor *t) {
     const int C = c->dim, Ckv = attn_kv_cols(c), d = c->dim / c->n_heads / 2;
@@ -43,8 +43,8 @@ static void diff_layer_consts(const da_config *c, int layer, const float *const 
         a += w[LQ1][i] * w[LK1][i];
         b += w[LQ2][i] * w[LK2][i];
     }
-    consts[C_LAMBDA] = expf(a) - expf(b) + attn_lambda_init(layer);
-    consts[C_POST] = 1.0f - attn_lambda_init(layer);
+    consts[C_LAMBDA] = expf(a) - expf(b) + da_attn_lambda_init(layer);
+    consts[C_POST] = 1.0f - da_attn_lambda_init(layer);
 }
 
 static const attn_layout LAYOUT = {2, 1, 2};
@@ -63,7 +63,7 @@ static void diff_forward(const attn_train_ctx *x) {
                                       s->B * s->T * s->n_heads, 2 * s->d));
     } else {
         at->diff_forward(x->out, sv.opre, sv.sub_rstd, sv.att, x->proj[Q], x->proj[K], x->proj[V], x->w[SUBLN],
-                         lambda, attn_lambda_init(x->layer), s, x->scratch);
+                         lambda, da_attn_lambda_init(x->layer), s, x->scratch);
     }
 }
 
@@ -93,7 +93,7 @@ static void diff_backward(const attn_train_ctx *x) {
     float dlambda = 0.0f;
     if (x->flash) {
         /* the head norm's input gradient lives past the flash kernel's scratch */
-        float *dopre = x->scratch + flash_scratch_size(s, &LAYOUT);
+        float *dopre = x->scratch + da_flash_scratch_size(s, &LAYOUT);
         DA_PROF(x->exec->prof_s, DA_PROF_HEAD_NORM,
                 at->head_norm_backward(dopre, x->g[SUBLN], x->dout, sv.opre, sv.sub_rstd, x->w[SUBLN],
                                        x->consts[C_POST], s->B * s->T * s->n_heads, 2 * s->d));
@@ -102,7 +102,7 @@ static void diff_backward(const attn_train_ctx *x) {
     } else {
         at->diff_backward(x->dproj[Q], x->dproj[K], x->dproj[V], x->g[SUBLN], &dlambda, x->dout, sv.opre,
                           sv.sub_rstd, sv.att, x->proj[Q], x->proj[K], x->proj[V], x->w[SUBLN], lambda,
-                          attn_lambda_init(x->layer), s, x->scratch);
+                          da_attn_lambda_init(x->layer), s, x->scratch);
     }
     lambda_backward(x, dlambda);
 }
@@ -158,9 +158,9 @@ const attn_variant attn_diff = {
     .forward = diff_forward,
     .backward = diff_backward,
     .decode_head = diff_decode_head,
-    .logit_maps = attn_maps_logit_maps,
-    .logits = attn_maps_logits,
-    .attention_row = attn_maps_row,
+    .logit_maps = da_attn_maps_logit_maps,
+    .logits = da_attn_maps_logits,
+    .attention_row = da_attn_maps_row,
     .attn_flops_per_token = diff_flops,
     .heads_note = " (differential)",
     .head_dim_note = " (per sub-head; values 2x)",

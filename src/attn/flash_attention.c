@@ -147,7 +147,7 @@ static void flash_attention_forward(float *opre, float *o1, float *o2, float *ls
                              float *scratch) {
     const int n_tiles = (s->T + FLASH_BR - 1) / FLASH_BR, H = s->n_heads;
     const int items = s->B * H * n_tiles;
-    const size_t pt = flash_scratch_per_thread(s, lay);
+    const size_t pt = da_flash_scratch_per_thread(s, lay);
     /* Longest tiles (nearest the end of the sequence) first, for balance. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (int it = 0; it < items; it++) {
@@ -232,7 +232,7 @@ static void flash_attention_backward(float *dq, float *dk, float *dv, float *dla
     const int B = s->B, T = s->T, C = s->C, H = s->n_heads, n_kv = s->n_kv_heads, n_rep = H / n_kv;
     const int maps = lay->maps, dv_w = lay->v_subheads * s->d;
     const int Cq = H * maps * s->d;
-    const size_t pt = flash_scratch_per_thread(s, lay);
+    const size_t pt = da_flash_scratch_per_thread(s, lay);
     float *dlam_part = scratch + (size_t)s->n_threads * pt; /* (B, H) */
     memset(dq, 0, (size_t)B * T * Cq * sizeof(float));
     memset(dk, 0, (size_t)B * T * s->Ckv * sizeof(float));

@@ -19,10 +19,10 @@
 #define FLASH_BC 64 /* keys per tile */
 
 /* Scratch floats of the kernels for a variant of layout lay. */
-size_t flash_scratch_size(const attn_shape *s, const attn_layout *lay);
+size_t da_flash_scratch_size(const attn_shape *s, const attn_layout *lay);
 
 /* The part of it each thread works in. */
-size_t flash_scratch_per_thread(const attn_shape *s, const attn_layout *lay);
+size_t da_flash_scratch_per_thread(const attn_shape *s, const attn_layout *lay);
 
 /* The kernels are flash_forward and flash_backward of da_attn_ops (attention.h). */
 

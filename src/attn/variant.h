@@ -169,31 +169,31 @@ typedef struct attn_variant {
 } attn_variant;
 
 /* The variant of a (DIFF when a is out of range: callers validate first). */
-const attn_variant *attn_variant_of(da_arch a);
+const attn_variant *da_attn_variant_of(da_arch a);
 /* Every variant, in da_arch order: n of them. */
-const attn_variant *attn_variant_at(int i);
+const attn_variant *da_attn_variant_at(int i);
 
 /* The layer's tensors of c's variant: count, written to out. */
-int attn_tensors(const da_config *c, attn_tensor *out);
+int da_attn_tensors(const da_config *c, attn_tensor *out);
 /* The index of the tensor with role r (ATTN_OUT) or view v, or -1. */
-int attn_tensor_with_view(const da_config *c, attn_view v);
-int attn_out_tensor(const da_config *c);
+int da_attn_tensor_with_view(const da_config *c, attn_view v);
+int da_attn_out_tensor(const da_config *c);
 /* The attention tensor a full name (layers.{i}.attn.<name>) names, or NULL; into out. */
-const attn_tensor *attn_tensor_named(const da_config *c, const char *full_name, attn_tensor *out);
+const attn_tensor *da_attn_tensor_named(const da_config *c, const char *full_name, attn_tensor *out);
 
 /* DIFF's lambda_init at 0-based depth: 0.8 - 0.6 exp(-0.3 depth). */
-float attn_lambda_init(int depth);
+float da_attn_lambda_init(int depth);
 
 /* The analysis hooks of the variants whose heads are maps laid out as
  * attention.h says (attn_layout): softmax, DIFF, DIFF2. */
-int attn_maps_logit_maps(const da_config *c);
-void attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out);
-void attn_maps_row(const attn_probe *p, int h, int t, float *row, float *tmp);
+int da_attn_maps_logit_maps(const da_config *c);
+void da_attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out);
+void da_attn_maps_row(const attn_probe *p, int h, int t, float *row, float *tmp);
 
 /* The floats of attn_train_ctx.scratch variant v needs for shape s and kernel flash. */
-size_t attn_scratch_floats(const attn_variant *v, const attn_shape *s, int flash);
+size_t da_attn_scratch_floats(const attn_variant *v, const attn_shape *s, int flash);
 
 /* The attention shape of c for a (B, T) batch with n_threads threads. */
-attn_shape attn_shape_of(const da_config *c, int B, int T, int n_threads);
+attn_shape da_attn_shape_of(const da_config *c, int B, int T, int n_threads);
 
 #endif

@@ -93,7 +93,7 @@ static inline attn_saved attn_saved_layout(const attn_train_ctx *x, const attn_l
 
 /* The shared kernels' scratch: flash's, or the reference kernels'. */
 static inline size_t attn_kernel_scratch(const attn_shape *s, const attn_layout *lay, int flash) {
-    return flash ? flash_scratch_size(s, lay) : attn_scratch_size(s);
+    return flash ? da_flash_scratch_size(s, lay) : da_attn_scratch_size(s);
 }
 
 /* Keys a query sees on average over a T-token sequence: (T+1)/2, or with a

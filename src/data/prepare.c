@@ -264,7 +264,7 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
     da_status st = da_tokenizer_load(&tok, tokenizer_path);
     if (st.code) return st;
     file_list fl = {0};
-    for (int i = 0; i < n_inputs && !st.code; i++) st = file_list_add(&fl, inputs[i]);
+    for (int i = 0; i < n_inputs && !st.code; i++) st = da_file_list_add(&fl, inputs[i]);
     double total = 0;
     for (int i = 0; i < fl.n; i++) total += (double)fl.size[i];
     if (!st.code && total == 0)
@@ -333,7 +333,7 @@ da_status da_prepare(const char *tokenizer_path, const char *const *inputs, int 
     }
     free(ch);
     free(rd.carry);
-    file_list_free(&fl);
+    da_file_list_free(&fl);
     da_tokenizer_free(tok);
     return st;
 }

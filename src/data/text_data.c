@@ -61,9 +61,9 @@ static da_status load_text(da_text_data *d, const char *path, float val_fraction
     byte_buf b = {0};
     size_t cap = 0;
     file_list fl = {0};
-    da_status st = file_list_add(&fl, path); /* a file, or every regular file below a folder, sorted */
+    da_status st = da_file_list_add(&fl, path); /* a file, or every regular file below a folder, sorted */
     for (int i = 0; i < fl.n && !st.code; i++) st = append_file(&b, &cap, fl.path[i]);
-    file_list_free(&fl);
+    da_file_list_free(&fl);
     if (!st.code && b.n == 0)
         st = da_errorf("%s: no text (%s)", path,
                        S_ISDIR(sb.st_mode) ? "the folder has no non-empty regular files" : "the file is empty");
@@ -201,7 +201,7 @@ static da_status load_text_tok(da_text_data *d, const char *path, float val_frac
     byte_buf b = {0};
     size_t cap = 0;
     file_list fl = {0};
-    da_status st = file_list_add(&fl, path);
+    da_status st = da_file_list_add(&fl, path);
     size_t *ends = st.code ? NULL : malloc(((size_t)fl.n + 1) * sizeof *ends);
     if (!st.code && !ends) st = da_errorf("%s: out of memory", path);
     for (int i = 0; i < fl.n && !st.code; i++) {
@@ -233,7 +233,7 @@ static da_status load_text_tok(da_text_data *d, const char *path, float val_frac
             ids[k][n_ids[k]++] = eot;
         }
     }
-    file_list_free(&fl);
+    da_file_list_free(&fl);
     free(ends);
     free(b.bytes);
     if (!st.code && n_ids[0] < (size_t)seq_len + 1) st = too_little(path, n_ids[0], "tokens", seq_len, "train");

@@ -70,7 +70,7 @@ typedef void (*row_visitor)(void *ctx, int layer, int t, const float *row);
 
 static da_status visit_rows(da_model *m, const needle_sequence *q, row_visitor visit, void *ctx, double *digits_right) {
     const da_config *c = &m->cfg;
-    const attn_variant *var = attn_variant_of(c->arch);
+    const attn_variant *var = da_attn_variant_of(c->arch);
     da_acts *a = NULL;
     da_status st = da_acts_create(&a, c, 1, q->T);
     float *row = malloc((size_t)q->T * sizeof(float)), *tmp = malloc((size_t)q->T * sizeof(float));

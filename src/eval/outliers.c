@@ -57,7 +57,7 @@ void da_outlier_stats_of(const float *x, size_t n, float *scratch, da_outlier_st
 
 /* A lambda per layer, or per token and head (an ATTN_VIEW_LAM product). */
 static int has_lambda(const da_config *c) {
-    return attn_variant_of(c->arch)->per_layer_lambda || attn_tensor_with_view(c, ATTN_VIEW_LAM) >= 0;
+    return da_attn_variant_of(c->arch)->per_layer_lambda || da_attn_tensor_with_view(c, ATTN_VIEW_LAM) >= 0;
 }
 
 /* Adds layer l's lambdas of one window to acc (count, sum, sum of squares, min, max). */
@@ -92,7 +92,7 @@ da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long wi
     if (T > c->max_seq_len) return da_errorf("--seq %d exceeds the model's max_seq_len %d", T, c->max_seq_len);
     if (windows < 1) return da_errorf("--windows must be positive");
     if (data->n_val < (size_t)T + 1) return da_errorf("the validation split is shorter than one window of %d", T);
-    const attn_variant *var = attn_variant_of(c->arch);
+    const attn_variant *var = da_attn_variant_of(c->arch);
     const int C = c->dim, n_q = var->logit_maps(c); /* the score maps whose logits count */
     size_t pairs = 0; /* (query, key) pairs a map scores: causal, within the window */
     for (int t = 0; t < T; t++) pairs += (size_t)(t - attn_first_key(t, c->window) + 1);

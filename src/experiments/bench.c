@@ -18,14 +18,14 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 double da_attn_flops_per_token(const da_config *c, int T) {
-    return attn_variant_of(c->arch)->attn_flops_per_token(c, T);
+    return da_attn_variant_of(c->arch)->attn_flops_per_token(c, T);
 }
 
 double da_train_flops_per_token(const da_config *c, int T) {
     double C = c->dim, F = c->ffn_hidden, V = c->vocab_size;
     /* the attention's matrices (its input and output projections), SwiGLU */
     attn_tensor t[ATTN_MAX_TENSORS];
-    const int n = attn_tensors(c, t);
+    const int n = da_attn_tensors(c, t);
     double attn = 0.0;
     for (int j = 0; j < n; j++)
         if (t[j].role != ATTN_PARAM) attn += (double)t[j].rows * t[j].cols;
@@ -159,13 +159,13 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
     if (steps < 1 || warmup < 0) return da_errorf("--steps must be >= 1 and --warmup-steps >= 0");
     da_status st = da_config_validate(c);
     if (st.code) return st;
-    const attn_variant *var = attn_variant_of(c->arch);
+    const attn_variant *var = da_attn_variant_of(c->arch);
     attn_tensor spec[ATTN_MAX_TENSORS];
-    const int n_t = attn_tensors(c, spec), flash = kernel == DA_ATTN_FLASH;
-    const attn_shape s = attn_shape_of(c, B, T, omp_get_max_threads());
+    const int n_t = da_attn_tensors(c, spec), flash = kernel == DA_ATTN_FLASH;
+    const attn_shape s = da_attn_shape_of(c, B, T, omp_get_max_threads());
     const size_t BT = (size_t)B * T, n = BT * c->dim;
     /* per tensor: its product and gradient (ATTN_IN), or the parameter and its gradient */
-    size_t total = 2 * n + var->train_floats(&s, flash) + attn_scratch_floats(var, &s, flash);
+    size_t total = 2 * n + var->train_floats(&s, flash) + da_attn_scratch_floats(var, &s, flash);
     for (int j = 0; j < n_t; j++)
         if (spec[j].role != ATTN_OUT) total += 2 * (spec[j].role == ATTN_IN ? BT * spec[j].rows
                                                                             : (size_t)spec[j].rows * (spec[j].cols ? spec[j].cols : 1));

@@ -151,7 +151,7 @@ da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, u
  * sequences, and the outliers (attention logits, hidden states) over them. */
 static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e, int n, task_run *r) {
     const da_config *c = &m->cfg;
-    const attn_variant *var = attn_variant_of(c->arch);
+    const attn_variant *var = da_attn_variant_of(c->arch);
     const int T = e->T, C = c->dim, n_q = var->logit_maps(c);
     const size_t n_logits = (size_t)n * c->n_layers * n_q * T * (T + 1) / 2, n_hidden = (size_t)n * c->n_layers * T * C;
     float *logits = malloc(n_logits * sizeof(float)), *hidden = malloc(n_hidden * sizeof(float));

@@ -109,7 +109,7 @@ da_session_opts da_session_opts_default(void) {
 }
 
 /* The shape of the flash kernel's call for a prompt of n tokens. */
-static attn_shape prompt_shape(const da_session *s, int n) { return attn_shape_of(&s->cfg, 1, n, s->n_threads); }
+static attn_shape prompt_shape(const da_session *s, int n) { return da_attn_shape_of(&s->cfg, 1, n, s->n_threads); }
 
 /* Checks the options against the engine and fills in the defaults. */
 static da_status resolve_opts(const da_engine *q, const da_session_opts *in, da_session_opts *o) {
@@ -158,7 +158,7 @@ static int alloc_buffers(da_session *s) {
         if (N > 1) {
             attn_shape as = prompt_shape(s, (int)N);
             ALLOC(s->fl_saved, s->var->train_floats(&as, 1));
-            ALLOC(s->fl_scratch, attn_scratch_floats(s->var, &as, 1));
+            ALLOC(s->fl_scratch, da_attn_scratch_floats(s->var, &as, 1));
         }
     }
     ALLOC(s->rope_cos, (size_t)s->max_T * s->d / 2);
@@ -209,11 +209,11 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->d = da_head_dim(c);
     s->Ckv = c->dim / (c->n_heads / c->n_kv_heads);
     s->exec = da_exec_default();
-    s->var = attn_variant_of(c->arch);
-    s->n_attn = attn_tensors(c, s->spec);
-    s->view_k = attn_tensor_with_view(c, ATTN_VIEW_K);
-    s->view_v = attn_tensor_with_view(c, ATTN_VIEW_V);
-    s->view_lam = attn_tensor_with_view(c, ATTN_VIEW_LAM);
+    s->var = da_attn_variant_of(c->arch);
+    s->n_attn = da_attn_tensors(c, s->spec);
+    s->view_k = da_attn_tensor_with_view(c, ATTN_VIEW_K);
+    s->view_v = da_attn_tensor_with_view(c, ATTN_VIEW_V);
+    s->view_lam = da_attn_tensor_with_view(c, ATTN_VIEW_LAM);
     s->kb = da_kv_scale_block(s->d);
     s->nkb = s->Ckv / s->kb;
     s->n_threads = omp_get_max_threads();
@@ -389,7 +389,7 @@ static void rmsnorm_rows(float *out, const float *x, const float *w, int n, int 
 }
 
 /* cos and sin of position pos: (d/2) each. A ring session's positions past
- * the table are computed as rope_tables does (the angle in double). */
+ * the table are computed as da_rope_tables_theta does (the angle in double). */
 static void rope_at(const da_session *s, int pos, const float **cr, const float **sr) {
     const int half = s->d / 2;
     if (pos < s->max_T) {
@@ -523,7 +523,7 @@ static void kv_mix(const void *self, float *o, const float *p, int col, int p0, 
 static void attend(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->slots;
-    const int q = attn_tensor_with_view(c, ATTN_VIEW_Q), Cq = s->spec[q].rows;
+    const int q = da_attn_tensor_with_view(c, ATTN_VIEW_Q), Cq = s->spec[q].rows;
     s->kv_layer = l;
     const attn_kv kv = {s, kv_scores, kv_mix};
     /* small work (one token over a short cache) stays on one thread: a
@@ -592,7 +592,7 @@ static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
     kv_store(s, l, n);
     if (use_flash(s, n)) attend_flash(s, L, l, n);
     else attend(s, L, l, n);
-    const da_qtensor *Wo = L->attn[attn_out_tensor(c)];
+    const da_qtensor *Wo = L->attn[da_attn_out_tensor(c)];
     prep_site(s, s->ao, n, Wo->cols, site + DA_SITE_ATTN_OUT);
     qmatmul(s, s->x, Wo, n, 1);
 }

@@ -83,7 +83,7 @@ static void llama3_from_factors(const float *r, const double *x, int half, int O
 
 /* rope_freqs: all ones is no scaling, one value F everywhere linear scaling
  * by F, and otherwise Llama 3's scaling when its parameters reproduce every
- * factor (checked through the same rope_inv_freq the engine uses). */
+ * factor (checked through the same da_rope_inv_freq the engine uses). */
 static da_status llama_rope_freqs(const da_gguf_file *f, da_config *c) {
     const da_gguf_tensor *t = da_gguf_tensor_find(f, "rope_freqs.weight");
     if (!t) return da_ok();
@@ -112,7 +112,7 @@ static da_status llama_rope_freqs(const da_gguf_file *f, da_config *c) {
     else llama3_from_factors(r, x, half, O, c, &ok);
     rope_freq_spec spec = {1, (int)c->rope_scaling, c->rope_theta, c->rope_factor, c->rope_low_freq_factor,
                            c->rope_high_freq_factor, c->rope_original_max_pos};
-    rope_inv_freq(got, d, &spec);
+    da_rope_inv_freq(got, d, &spec);
     for (int j = 0; ok && j < half; j++) ok = fabs(got[j] * r[j] / base[j] - 1) < 1e-5;
     if (!ok)
         return da_errorf("%s: tensor \"rope_freqs.weight\" holds per-pair rope factors that neither linear nor "

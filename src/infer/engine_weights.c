@@ -69,9 +69,9 @@ void da_engine_bind(da_engine *e) {
     const da_config *c = &e->cfg;
     int i = 0;
     e->tok_embeddings = f32_of(&e->t[i++]);
-    const attn_variant *var = attn_variant_of(c->arch);
+    const attn_variant *var = da_attn_variant_of(c->arch);
     attn_tensor spec[ATTN_MAX_TENSORS];
-    const int n_attn = attn_tensors(c, spec);
+    const int n_attn = da_attn_tensors(c, spec);
     for (int l = 0; l < c->n_layers; l++) {
         da_qlayer *L = &e->layers[l];
         L->attention_norm = f32_of(&e->t[i++]);

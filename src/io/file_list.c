@@ -54,9 +54,9 @@ static da_status add_path(file_list *fl, const char *path, int depth) {
     return st;
 }
 
-da_status file_list_add(file_list *fl, const char *path) { return add_path(fl, path, 0); }
+da_status da_file_list_add(file_list *fl, const char *path) { return add_path(fl, path, 0); }
 
-void file_list_free(file_list *fl) {
+void da_file_list_free(file_list *fl) {
     for (int i = 0; i < fl->n; i++) free(fl->path[i]);
     free(fl->path);
     free(fl->size);

@@ -14,7 +14,7 @@ typedef struct {
 
 /* Appends path (a file) or every regular file below it (a folder, sorted,
  * hidden entries skipped). */
-da_status file_list_add(file_list *fl, const char *path);
-void file_list_free(file_list *fl);
+da_status da_file_list_add(file_list *fl, const char *path);
+void da_file_list_free(file_list *fl);
 
 #endif

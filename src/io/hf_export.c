@@ -214,7 +214,7 @@ static da_status build_tensors(hf_out *o, const da_model *m, const char *path) {
 /* ------------------------------------------------------------ the folder */
 
 static da_status check_exportable(const da_config *c, const char *dir) {
-    const attn_variant *v = attn_variant_of(c->arch);
+    const attn_variant *v = da_attn_variant_of(c->arch);
     if (!v->hf)
         return da_errorf("%s: arch %s (%s) has no Hugging Face architecture; export takes diff (DiffLlama) or "
                          "softmax (Llama)",

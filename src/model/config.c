@@ -85,26 +85,26 @@ int da_default_ffn_hidden(int dim) {
     return (h + 63) / 64 * 64;
 }
 
-float da_lambda_init(int depth) { return attn_lambda_init(depth); }
+float da_lambda_init(int depth) { return da_attn_lambda_init(depth); }
 
 int da_head_dim(const da_config *c) {
     if (c->n_heads <= 0) return 0;
-    return c->dim / c->n_heads / attn_variant_of(c->arch)->sub_heads_per_head;
+    return c->dim / c->n_heads / da_attn_variant_of(c->arch)->sub_heads_per_head;
 }
 
 int da_q_dim(const da_config *c) {
     attn_tensor t[ATTN_MAX_TENSORS];
-    attn_tensors(c, t);
-    return t[attn_tensor_with_view(c, ATTN_VIEW_Q)].rows;
+    da_attn_tensors(c, t);
+    return t[da_attn_tensor_with_view(c, ATTN_VIEW_Q)].rows;
 }
 
-int da_arch_maps(da_arch a) { return attn_variant_of(a)->maps; }
+int da_arch_maps(da_arch a) { return da_attn_variant_of(a)->maps; }
 
-const char *da_arch_name(da_arch a) { return attn_variant_of(a)->name; }
+const char *da_arch_name(da_arch a) { return da_attn_variant_of(a)->name; }
 
 int da_arch_parse(const char *s, da_arch *out) {
     for (int i = 0; i < DA_ARCH_N; i++)
-        if (!strcmp(s, attn_variant_at(i)->name)) {
+        if (!strcmp(s, da_attn_variant_at(i)->name)) {
             *out = (da_arch)i;
             return 0;
         }
@@ -112,7 +112,7 @@ int da_arch_parse(const char *s, da_arch *out) {
 }
 
 da_arch_info da_arch_describe(da_arch a) {
-    const attn_variant *v = attn_variant_of(a);
+    const attn_variant *v = da_attn_variant_of(a);
     da_arch_info i = {v->name,       v->label,         v->about,         v->maps,         v->per_layer_lambda,
                       v->hf,         v->hf_class,      v->heads_note,    v->head_dim_note, v->extra_params_note,
                       v->lambda_note, v->baseline,      v->compared};
@@ -123,7 +123,7 @@ int da_arch_compare_defaults(da_arch *out) {
     int n = 0;
     for (int pass = 0; pass < 2; pass++) /* the others, then the baseline */
         for (int a = 0; a < DA_ARCH_N; a++)
-            if (attn_variant_at(a)->compared && attn_variant_at(a)->baseline == pass) out[n++] = (da_arch)a;
+            if (da_attn_variant_at(a)->compared && da_attn_variant_at(a)->baseline == pass) out[n++] = (da_arch)a;
     return n;
 }
 
@@ -159,11 +159,11 @@ void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
                         .low_freq_factor = c->rope_low_freq_factor,
                         .high_freq_factor = c->rope_high_freq_factor,
                         .original_max_pos = c->rope_original_max_pos};
-    rope_inv_freq(inv_freq, d, &f);
-    rope_tables_freq(cos_tab, sin_tab, T, d, inv_freq);
+    da_rope_inv_freq(inv_freq, d, &f);
+    da_rope_tables_freq(cos_tab, sin_tab, T, d, inv_freq);
 }
 
-int da_arch_heads(da_arch a, int diff_heads) { return attn_variant_of(a)->heads_per_diff_head * diff_heads; }
+int da_arch_heads(da_arch a, int diff_heads) { return da_attn_variant_of(a)->heads_per_diff_head * diff_heads; }
 
 da_status da_config_from_diff_heads(da_config *c) {
     /* ranges first, on the counts as given, so a message quotes them */
@@ -183,7 +183,7 @@ da_status da_config_validate(const da_config *c) {
     if (c->n_heads > c->dim) return da_errorf("n_heads: %d exceeds dim=%d", c->n_heads, c->dim);
     if (c->n_kv_heads <= 0 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads)
         return da_errorf("n_kv_heads: %d must divide n_heads=%d", c->n_kv_heads, c->n_heads);
-    const attn_variant *v = attn_variant_of(c->arch);
+    const attn_variant *v = da_attn_variant_of(c->arch);
     if (v->validate && (st = v->validate(c)).code) return st;
     if (c->dim % (c->n_heads * v->sub_heads_per_head))
         return da_errorf("dim: %d is not divisible by n_heads=%d (heads split dim evenly)", c->dim, c->n_heads);

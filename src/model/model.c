@@ -40,7 +40,7 @@ static int table_add(table_builder *b, const char *name, int rows, int cols, int
 static void map_weights(const da_model *m, float *base, da_weights *w) {
     const da_config *c = &m->cfg;
     attn_tensor spec[ATTN_MAX_TENSORS];
-    const int n_attn = attn_tensors(c, spec);
+    const int n_attn = da_attn_tensors(c, spec);
     int i = 0;
 #define NEXT() (base + m->tensors[i++].offset)
     w->tok_embeddings = NEXT();
@@ -66,7 +66,7 @@ da_status da_model_create_table(da_model *m, const da_config *cfg) {
     m->cfg = *cfg;
     const int C = cfg->dim, F = cfg->ffn_hidden, V = cfg->vocab_size;
     attn_tensor spec[ATTN_MAX_TENSORS];
-    const int n_attn = attn_tensors(cfg, spec);
+    const int n_attn = da_attn_tensors(cfg, spec);
     table_builder b = {0};
     char name[96];
     int fail = table_add(&b, "tok_embeddings.weight", V, C, 1);
@@ -161,7 +161,7 @@ void da_model_init(da_model *m, uint64_t seed) {
     for (int i = 0; i < m->n_tensors; i++) {
         const da_tensor *t = &m->tensors[i];
         float *p = m->params + t->offset;
-        const attn_tensor *a = attn_tensor_named(&m->cfg, t->name, &t_attn);
+        const attn_tensor *a = da_attn_tensor_named(&m->cfg, t->name, &t_attn);
         attn_init init = a ? a->init : t->ndim == 1 ? ATTN_INIT_ONES
                                      : ends_with(t->name, "w2.weight") ? ATTN_INIT_RESIDUAL : ATTN_INIT_NORMAL;
         const float std = a ? a->std : 0.02f;
@@ -178,7 +178,7 @@ void da_model_init(da_model *m, uint64_t seed) {
 }
 
 float da_model_lambda(const da_model *m, int layer) {
-    const attn_variant *v = attn_variant_of(m->cfg.arch);
+    const attn_variant *v = da_attn_variant_of(m->cfg.arch);
     if (!v->per_layer_lambda) return 0.0f;
     float consts[ATTN_LAYER_CONSTS];
     v->layer_consts(&m->cfg, layer, (const float *const *)m->w.layers[layer].attn, consts);

@@ -79,7 +79,7 @@ static size_t layout(da_acts *a, float *base) {
     const size_t BT = B * T;
     const int flash = a->kernel == DA_ATTN_FLASH;
     const attn_variant *var = a->var;
-    const attn_shape as = attn_shape_of(cfg, (int)B, (int)T, a->n_threads);
+    const attn_shape as = da_attn_shape_of(cfg, (int)B, (int)T, a->n_threads);
     size_t used = 0;
     /* TAKE(n): the next n floats (a NULL-based pointer while counting, never dereferenced) */
 #define TAKE(n) (used += (n), base ? base + used - (n) : NULL)
@@ -112,7 +112,7 @@ static size_t layout(da_acts *a, float *base) {
     a->dh1 = TAKE(BT * F);
     a->dh3 = TAKE(BT * F);
     a->dgate = TAKE(BT * F);
-    a->scratch = TAKE(attn_scratch_floats(var, &as, flash));
+    a->scratch = TAKE(da_attn_scratch_floats(var, &as, flash));
 #undef TAKE
     return used;
 }
@@ -133,8 +133,8 @@ da_status da_acts_create_ex(da_acts **out, const da_config *cfg, int B, int T, d
     a->kernel = kernel;
     a->exec = x ? *x : da_exec_default();
     a->n_threads = omp_get_max_threads();
-    a->var = attn_variant_of(cfg->arch);
-    a->n_attn = attn_tensors(cfg, a->spec);
+    a->var = da_attn_variant_of(cfg->arch);
+    a->n_attn = da_attn_tensors(cfg, a->spec);
     a->layers = calloc((size_t)cfg->n_layers, sizeof(layer_acts));
     a->tokens = malloc((size_t)B * T * sizeof(int));
     a->targets = malloc((size_t)B * T * sizeof(int));
@@ -169,7 +169,7 @@ void da_acts_free(da_acts *a) {
 static attn_train_ctx attn_ctx_of(da_acts *a, int l, float *const *w, float *const *g) {
     layer_acts *la = &a->layers[l];
     attn_train_ctx x = {&a->cfg,     &a->exec,    l,     a->kernel == DA_ATTN_FLASH,
-                        attn_shape_of(&a->cfg, a->B, a->T, a->n_threads),
+                        da_attn_shape_of(&a->cfg, a->B, a->T, a->n_threads),
                         a->cap_B,    a->cap_T,    w,     g,
                         la->proj,    a->dproj,    la->saved, a->scratch,
                         la->consts,  la->attn_out, a->dattn};
@@ -184,7 +184,7 @@ static void attn_inputs(da_acts *a, const da_layer_weights *w, layer_acts *la, c
     for (int j = 0; j < a->n_attn; j++)
         if (a->spec[j].role == ATTN_IN)
             DA_PROF(prof, DA_PROF_MATMUL_FWD,
-                    matmul_forward(ex, la->proj[j], la->xn1, w->attn[j], N, C, a->spec[j].rows, 0));
+                    da_matmul_forward(ex, la->proj[j], la->xn1, w->attn[j], N, C, a->spec[j].rows, 0));
     for (int j = 0; j < a->n_attn; j++)
         if (a->spec[j].rope)
             DA_PROF(prof, DA_PROF_ROPE,
@@ -217,7 +217,7 @@ static void attn_inputs_backward(da_acts *a, const da_layer_weights *w, da_layer
             for (size_t i = 0; i < (size_t)N * rows; i++) dp[i] *= p[i] * (1.0f - p[i]);
         }
         DA_PROF(prof, DA_PROF_MATMUL_BWD,
-                matmul_backward(ex, a->dxn, g->attn[j], a->dproj[j], la->xn1, w->attn[j], N, C, rows, !first));
+                da_matmul_backward(ex, a->dxn, g->attn[j], a->dproj[j], la->xn1, w->attn[j], N, C, rows, !first));
         first = 0;
     }
 }
@@ -229,7 +229,7 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
     a->B = B;
     a->T = T;
     const int C = c->dim, F = c->ffn_hidden, V = c->vocab_size, N = B * T;
-    const int out = attn_out_tensor(c);
+    const int out = da_attn_out_tensor(c);
     const da_exec *ex = &a->exec;
     const da_ops *op = da_ops_of(ex->isa);
     double *prof = ex->prof_s;
@@ -254,19 +254,19 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
         if (prof) prof[DA_PROF_ATTN_FWD] += da_now_s() - t_attn - (prof[DA_PROF_HEAD_NORM] - hn0);
         DA_PROF(prof, DA_PROF_RESIDUAL, memcpy(la->resid_mid, la->resid_in, (size_t)N * C * sizeof(float)));
         DA_PROF(prof, DA_PROF_MATMUL_FWD,
-                matmul_forward(ex, la->resid_mid, la->attn_out, w->attn[out], N, a->spec[out].cols, C, 1));
+                da_matmul_forward(ex, la->resid_mid, la->attn_out, w->attn[out], N, a->spec[out].cols, C, 1));
 
         DA_PROF(prof, DA_PROF_RMSNORM,
                 op->rmsnorm_forward(la->xn2, la->rstd2, la->resid_mid, w->ffn_norm, N, C, c->norm_eps));
-        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->h1, la->xn2, w->w1, N, C, F, 0));
-        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->h3, la->xn2, w->w3, N, C, F, 0));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD, da_matmul_forward(ex, la->h1, la->xn2, w->w1, N, C, F, 0));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD, da_matmul_forward(ex, la->h3, la->xn2, w->w3, N, C, F, 0));
         DA_PROF(prof, DA_PROF_SWIGLU, op->swiglu_forward(la->gate, la->h1, la->h3, (size_t)N * F));
         DA_PROF(prof, DA_PROF_RESIDUAL, memcpy(next, la->resid_mid, (size_t)N * C * sizeof(float)));
-        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, next, la->gate, w->w2, N, F, C, 1));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD, da_matmul_forward(ex, next, la->gate, w->w2, N, F, C, 1));
     }
     DA_PROF(prof, DA_PROF_RMSNORM,
             op->rmsnorm_forward(a->xf, a->rstdf, a->resid_out, m->w.norm, N, C, c->norm_eps));
-    DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, a->logits, a->xf, m->w.output, N, C, V, 0));
+    DA_PROF(prof, DA_PROF_MATMUL_FWD, da_matmul_forward(ex, a->logits, a->xf, m->w.output, N, C, V, 0));
     if (!targets) return 0.0f;
     float loss;
     DA_PROF(prof, DA_PROF_LOSS, loss = op->cross_entropy_forward(a->losses, a->logits, targets, N, V));
@@ -276,7 +276,7 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
 void da_backward(da_model *m, da_acts *a) {
     const da_config *c = &m->cfg;
     const int B = a->B, T = a->T, C = c->dim, F = c->ffn_hidden;
-    const int V = c->vocab_size, N = B * T, out = attn_out_tensor(c);
+    const int V = c->vocab_size, N = B * T, out = da_attn_out_tensor(c);
     if (!a->have_targets || !m->grads) return;
     const da_exec *ex = &a->exec;
     const da_ops *op = da_ops_of(ex->isa);
@@ -285,7 +285,7 @@ void da_backward(da_model *m, da_acts *a) {
     DA_PROF(prof, DA_PROF_LOSS, op->cross_entropy_backward(a->logits, a->targets, N, V));
     float *dlogits = a->logits;
     DA_PROF(prof, DA_PROF_MATMUL_BWD,
-            matmul_backward(ex, a->dxn, m->g.output, dlogits, a->xf, m->w.output, N, C, V, 0));
+            da_matmul_backward(ex, a->dxn, m->g.output, dlogits, a->xf, m->w.output, N, C, V, 0));
     DA_PROF(prof, DA_PROF_RESIDUAL, memset(a->dresid, 0, (size_t)N * C * sizeof(float)));
     DA_PROF(prof, DA_PROF_RMSNORM,
             op->rmsnorm_backward(a->dresid, m->g.norm, a->dxn, a->resid_out, m->w.norm, a->rstdf, N, C));
@@ -297,16 +297,16 @@ void da_backward(da_model *m, da_acts *a) {
 
         /* feed-forward: dresid holds d loss / d block output */
         DA_PROF(prof, DA_PROF_MATMUL_BWD,
-                matmul_backward(ex, a->dgate, g->w2, a->dresid, la->gate, w->w2, N, F, C, 0));
+                da_matmul_backward(ex, a->dgate, g->w2, a->dresid, la->gate, w->w2, N, F, C, 0));
         DA_PROF(prof, DA_PROF_SWIGLU,
                 op->swiglu_backward(a->dh1, a->dh3, a->dgate, la->h1, la->h3, (size_t)N * F));
-        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dxn, g->w1, a->dh1, la->xn2, w->w1, N, C, F, 0));
-        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dxn, g->w3, a->dh3, la->xn2, w->w3, N, C, F, 1));
+        DA_PROF(prof, DA_PROF_MATMUL_BWD, da_matmul_backward(ex, a->dxn, g->w1, a->dh1, la->xn2, w->w1, N, C, F, 0));
+        DA_PROF(prof, DA_PROF_MATMUL_BWD, da_matmul_backward(ex, a->dxn, g->w3, a->dh3, la->xn2, w->w3, N, C, F, 1));
         DA_PROF(prof, DA_PROF_RMSNORM,
                 op->rmsnorm_backward(a->dresid, g->ffn_norm, a->dxn, la->resid_mid, w->ffn_norm, la->rstd2, N, C));
 
         /* attention: dresid now holds d loss / d resid_mid */
-        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dattn, g->attn[out], a->dresid, la->attn_out,
+        DA_PROF(prof, DA_PROF_MATMUL_BWD, da_matmul_backward(ex, a->dattn, g->attn[out], a->dresid, la->attn_out,
                                                           w->attn[out], N, a->spec[out].cols, C, 0));
         double t_attn = prof ? da_now_s() : 0.0, hn0 = prof ? prof[DA_PROF_HEAD_NORM] : 0.0;
         attn_train_ctx actx = attn_ctx_of(a, l, w->attn, g->attn);

@@ -11,7 +11,7 @@ static const da_ops *bf16_ops(const da_exec *x, long m, long n, long k) {
     return op->bf16_gemm ? op : NULL;
 }
 
-void matmul_forward(const da_exec *x, float *out, const float *inp, const float *W, int N, int Cin, int Cout,
+void da_matmul_forward(const da_exec *x, float *out, const float *inp, const float *W, int N, int Cin, int Cout,
                     int accumulate) {
     const da_ops *bf = bf16_ops(x, N, Cout, Cin);
     if (bf && bf->bf16_gemm(N, Cout, Cin, 1.0f, inp, Cin, 1, W, 1, Cin, accumulate ? 1.0f : 0.0f, out, Cout) == 0)
@@ -20,7 +20,7 @@ void matmul_forward(const da_exec *x, float *out, const float *inp, const float 
                 accumulate ? 1.0f : 0.0f, out, Cout);
 }
 
-void matmul_backward(const da_exec *x, float *dinp, float *dW, const float *dout, const float *inp, const float *W,
+void da_matmul_backward(const da_exec *x, float *dinp, float *dW, const float *dout, const float *inp, const float *W,
                      int N, int Cin, int Cout, int accumulate_dinp) {
     const da_ops *bf = bf16_ops(x, N, Cin, Cout);
     if (dinp && bf &&

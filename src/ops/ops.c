@@ -36,7 +36,7 @@ int da_kernel_paths(da_isa isa, const char **family, const char **path, int max)
 /* Frequencies: the official DIFF framework's theta^(-j/(d/2-1)) (a linspace
  * over [0, 1]), or Llama's theta^(-2j/d) with Hugging Face's linear and
  * llama3 scaling. */
-void rope_inv_freq(double *inv_freq, int d, const rope_freq_spec *f) {
+void da_rope_inv_freq(double *inv_freq, int d, const rope_freq_spec *f) {
     const int half = d / 2;
     const double two_pi = 6.283185307179586;
     for (int j = 0; j < half; j++) {
@@ -63,7 +63,7 @@ void rope_inv_freq(double *inv_freq, int d, const rope_freq_spec *f) {
     }
 }
 
-void rope_tables_freq(float *cos_tab, float *sin_tab, int T, int d, const double *inv_freq) {
+void da_rope_tables_freq(float *cos_tab, float *sin_tab, int T, int d, const double *inv_freq) {
     int half = d / 2;
     for (int j = 0; j < half; j++) {
         for (int t = 0; t < T; t++) {
@@ -74,9 +74,9 @@ void rope_tables_freq(float *cos_tab, float *sin_tab, int T, int d, const double
     }
 }
 
-void rope_tables(float *cos_tab, float *sin_tab, int T, int d, float theta) {
+void da_rope_tables_theta(float *cos_tab, float *sin_tab, int T, int d, float theta) {
     double inv_freq[512]; /* d <= 1024 (da_config_validate) */
     rope_freq_spec f = {.rule = 0, .scaling = 0, .theta = theta};
-    rope_inv_freq(inv_freq, d, &f);
-    rope_tables_freq(cos_tab, sin_tab, T, d, inv_freq);
+    da_rope_inv_freq(inv_freq, d, &f);
+    da_rope_tables_freq(cos_tab, sin_tab, T, d, inv_freq);
 }

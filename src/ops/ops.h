@@ -31,7 +31,7 @@ typedef struct {
                              const float *rstd, int N, int C);
 
     /* Rotates, in place, every d-wide sub-head of x: (B, T, n_sub*d) by its
-     * position (tables from rope_tables), GPT-J interleaved pairs.
+     * position (tables from da_rope_tables_theta), GPT-J interleaved pairs.
      * inverse=1 applies the transpose rotation, which is the backward. */
     void (*rope_apply)(float *x, const float *cos_tab, const float *sin_tab, int B, int T, int n_sub, int d,
                        int inverse);
@@ -82,15 +82,15 @@ const da_ops *da_ops_of(da_isa isa);
 
 /* out: (N, Cout) = inp: (N, Cin) @ W: (Cout, Cin)^T. Overwrites out (beta=0), or adds
  * to it when accumulate is 1. bf16 when x->bf16_matmul and the CPU has AVX512-BF16. */
-void matmul_forward(const da_exec *x, float *out, const float *inp, const float *W, int N, int Cin, int Cout,
+void da_matmul_forward(const da_exec *x, float *out, const float *inp, const float *W, int N, int Cin, int Cout,
                     int accumulate);
 /* dinp: (N, Cin) (+= when accumulate_dinp, else overwritten; skipped when NULL),
  * dW: (Cout, Cin) += dout^T @ inp (skipped when NULL). dout: (N, Cout). */
-void matmul_backward(const da_exec *x, float *dinp, float *dW, const float *dout, const float *inp, const float *W,
+void da_matmul_backward(const da_exec *x, float *dinp, float *dW, const float *dout, const float *inp, const float *W,
                      int N, int Cin, int Cout, int accumulate_dinp);
 
 /* RoPE tables: cos_tab, sin_tab: (T, d/2), angle = t * theta^(-j/(d/2-1)). */
-void rope_tables(float *cos_tab, float *sin_tab, int T, int d, float theta);
+void da_rope_tables_theta(float *cos_tab, float *sin_tab, int T, int d, float theta);
 
 /* A RoPE frequency rule (the numbering of da_rope_freq and da_rope_scale). */
 typedef struct {
@@ -99,8 +99,8 @@ typedef struct {
     double theta, factor, low_freq_factor, high_freq_factor, original_max_pos;
 } rope_freq_spec;
 /* inv_freq: (d/2) angular frequency of each pair. */
-void rope_inv_freq(double *inv_freq, int d, const rope_freq_spec *f);
+void da_rope_inv_freq(double *inv_freq, int d, const rope_freq_spec *f);
 /* cos_tab, sin_tab: (T, d/2), angle = t * inv_freq[j]. */
-void rope_tables_freq(float *cos_tab, float *sin_tab, int T, int d, const double *inv_freq);
+void da_rope_tables_freq(float *cos_tab, float *sin_tab, int T, int d, const double *inv_freq);
 
 #endif

@@ -1,5 +1,5 @@
 /* Rotary position embedding, GPT-J interleaved, by the tables of
- * rope_tables (ops.c: the official DIFF framework's frequencies). */
+ * da_rope_tables_theta (ops.c: the official DIFF framework's frequencies). */
 #include "ops/ops.h"
 
 static void rope_apply(float *x, const float *cos_tab, const float *sin_tab, int B, int T, int n_sub, int d,

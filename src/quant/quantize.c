@@ -15,7 +15,7 @@ static int head_type(const da_quantize_types *o) {
 static int tensor_type_fixed(const da_config *c, const da_qtensor *t, int i) {
     if (i == 0) return DA_QT_F32; /* tok_embeddings */
     attn_tensor spec;
-    const attn_tensor *a = attn_tensor_named(c, t->name, &spec);
+    const attn_tensor *a = da_attn_tensor_named(c, t->name, &spec);
     return a && !a->quantizable ? DA_QT_F32 : -1;
 }
 

@@ -420,7 +420,7 @@ da_status da_bpe_train(const char *const *inputs, int n_inputs, const char *out_
     file_list fl = {0};
     word_map wm = {0};
     da_status st = da_ok();
-    for (int i = 0; i < n_inputs && !st.code; i++) st = file_list_add(&fl, inputs[i]);
+    for (int i = 0; i < n_inputs && !st.code; i++) st = da_file_list_add(&fl, inputs[i]);
 
     /* 1. count pre-tokens, streaming each file in chunks cut at line ends:
      * memory holds one chunk and the distinct pre-tokens, not the text */
@@ -487,7 +487,7 @@ da_status da_bpe_train(const char *const *inputs, int n_inputs, const char *out_
     bpe_state_free(&bs);
     for (size_t i = 0; i < wm.cap; i++) free(wm.key[i]);
     free(wm.key), free(wm.len), free(wm.count);
-    file_list_free(&fl);
+    da_file_list_free(&fl);
     pcre2_match_data_free(md);
     pcre2_code_free(re);
     return st;
