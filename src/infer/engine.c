@@ -42,6 +42,12 @@ static long small_work_for_policy(void) {
     return p && (!strcmp(p, "active") || !strcmp(p, "ACTIVE")) ? SMALL_WORK_ACTIVE : SMALL_WORK_PASSIVE;
 }
 
+/* How long an idle thread of the session's team spins before it sleeps:
+ * longer than the gaps between the steps of one decoded token (norms,
+ * activation rows, sampling), so that decoding never waits for a wake-up,
+ * and short enough that an idle team gives its cores back at once. */
+#define POOL_SPIN_US 200
+
 static int is_float_type(int t) { return t == DA_QT_F32 || t == DA_QT_F16 || t == DA_QT_BF16; }
 
 /* ---------------------------------------------------------------- running state */
@@ -80,6 +86,8 @@ struct da_session {
     int site_w;
     const float *site_xd; /* a prompt in an int8 mode: the site's int8 activations as floats, q * d; else NULL */
     da_qstats *stats;
+    da_pool *pool;    /* the team of the integer matmuls and decoding's attention (NULL: one thread) */
+    da_qact *xs;      /* (max_n) views of the int8 activation rows */
 };
 
 void da_session_free(da_session *s) {
@@ -89,6 +97,8 @@ void da_session_free(da_session *s) {
                   s->deq, s->wdeq,   s->xr,   s->aq,   s->ad,      s->asum,  s->fl_opre,  s->fl_o1,    s->fl_o2,
                   s->fl_lse, s->fl_rstd, s->fl_scratch, s->lam, s->rope_far};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+    da_pool_free(s->pool);
+    free(s->xs);
     free(s);
 }
 
@@ -199,6 +209,7 @@ static int alloc_buffers(da_session *s) {
     ALLOC(s->aq, N * W);
     ALLOC(s->ad, N * W / 32 + 1);
     ALLOC(s->asum, N * W / 32 + 1);
+    ALLOC(s->xs, N);
 #undef ALLOC
     return fail;
 }
@@ -235,6 +246,7 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
         return da_errorf("out of memory allocating the inference state for %d positions", o.max_T);
     }
     da_rope_tables(c, s->rope_cos, s->rope_sin, s->max_T);
+    s->pool = da_pool_create(s->n_threads, POOL_SPIN_US); /* NULL for one thread, or when threads cannot be made */
     *out = s;
     return da_ok();
 }
@@ -355,6 +367,13 @@ static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int a
     if (W->type == DA_QT_F32 && !integer) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, s->site_x, cols,
                     (const float *)(const void *)W->data, cols, accumulate ? 1.0f : 0.0f, out, rows);
+        return;
+    }
+    if (integer && !s->site_xd) {
+        for (int t = 0; t < n; t++)
+            s->xs[t] = (da_qact){cols, s->aq + (size_t)t * cols, s->ad + (size_t)t * cols / 32,
+                                 s->asum + (size_t)t * cols / 32};
+        da_engine_qmatmul_int(s->pool, s->ops, W, s->xs, n, out, accumulate);
         return;
     }
     const float *X = s->site_x;

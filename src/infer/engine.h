@@ -10,6 +10,8 @@
 
 #include "diffattn/generate.h"
 #include "diffattn/tokenizer.h"
+#include "core/pool.h"
+#include "ops/ops.h"
 #include "ops/qblock.h"
 
 /* Per layer, the four matmul input sites; then one for the LM head. */
@@ -82,6 +84,13 @@ da_status da_engine_to_model(const da_engine *e, da_model *m);
  * type is checked. Errors name the file and field. */
 da_status da_engine_load_gguf(da_engine *e, const char *path);
 da_status da_engine_save_gguf(const da_engine *e, const char *path);
+
+/* ---------------------------------------------------------------- integer matmuls (engine_qmatmul.c) */
+
+/* out: (n, W->rows) (+)= x[t] . rows of W for the n int8 activation rows x, on the team pool (NULL: the
+ * caller alone), with ops's kernels. */
+void da_engine_qmatmul_int(da_pool *pool, const da_ops *ops, const da_qtensor *W, const da_qact *x, int n, float *out,
+                           int accumulate);
 
 /* ---------------------------------------------------------------- calibration statistics */
 

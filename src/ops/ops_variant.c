@@ -12,6 +12,7 @@
 #include "ops/cross_entropy.c"
 #include "ops/embedding.c"
 #include "ops/qdot.c"
+#include "ops/qgemm.c"
 #include "ops/rmsnorm.c"
 #include "ops/rope.c"
 #include "ops/swiglu.c"
@@ -62,4 +63,5 @@ const da_ops DA_CAT(da_ops_, DA_VARIANT) = {
 #endif
     .vec_dot = vec_dot,
     .quantize_act = quantize_act,
+    .qgemm = qgemm,
 };
