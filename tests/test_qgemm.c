@@ -5,7 +5,8 @@
  * lie within 1e-5 * sum_i |w_i x_i| (the dequantized values) of the scalar
  * dot: float reordering over a row of nb blocks moves a sum by at most about
  * nb * 2^-24 of that magnitude. Shapes have a tail of rows past the last
- * group of 8 and token counts past the kernels' tile of 4. */
+ * group of 8 and token counts past the kernels' tile of 4. The F16 / BF16
+ * kernels are checked against the double dot of the same values. */
 #include <stdint.h>
 #include <time.h>
 
@@ -129,8 +130,51 @@ static int test_threaded_qmatmul(void) {
     return fail;
 }
 
+/* F16 and BF16 rows against float activations: each level's half_gemm
+ * against the double dot of the same values, within 1e-5 * sum |w x|. */
+static int test_half_gemm_every_level(void) {
+    const int types[] = {DA_QT_F16, DA_QT_BF16};
+    enum { HC = 200 }; /* a tail past the 8-wide vectors: 200 = 25 * 8, and rows past groups of 4 */
+    int fail = 0;
+    for (int c = 0; c < 2; c++) {
+        const size_t rb = da_qtype_row_bytes(types[c], HC);
+        unsigned char *w = malloc(ROWS * rb);
+        float *wd = malloc(sizeof(float) * ROWS * HC), *x = malloc(sizeof(float) * NTOK * HC), row[HC];
+        for (int r = 0; r < ROWS; r++) {
+            for (int i = 0; i < HC; i++) row[i] = frand();
+            da_quantize_row(types[c], w + r * rb, row, HC);
+            da_dequantize_row(types[c], w + r * rb, wd + (size_t)r * HC, HC);
+        }
+        for (int i = 0; i < NTOK * HC; i++) x[i] = frand();
+        for (int isa = 0; isa < DA_ISA_N; isa++) {
+            if (!da_isa_supported((da_isa)isa)) continue;
+            float out[NTOK * ROWS];
+            for (int i = 0; i < NTOK * ROWS; i++) out[i] = 0.5f;
+            da_ops_of((da_isa)isa)->half_gemm(types[c], w, rb, 0, ROWS, HC, x, HC, NTOK, out, ROWS, 1);
+            for (int t = 0; t < NTOK; t++)
+                for (int r = 0; r < ROWS; r++) {
+                    double ref = 0.5, mag = 0;
+                    for (int i = 0; i < HC; i++) {
+                        ref += (double)wd[(size_t)r * HC + i] * x[t * HC + i];
+                        mag += fabs((double)wd[(size_t)r * HC + i] * x[t * HC + i]);
+                    }
+                    if (!(fabs(out[t * ROWS + r] - ref) <= 1e-5 * mag)) {
+                        fprintf(stderr, "  %s %s row %d token %d: %.7f vs %.7f\n", da_qtype_name(types[c]),
+                                da_isa_name((da_isa)isa), r, t, out[t * ROWS + r], ref);
+                        fail = 1;
+                    }
+                }
+        }
+        free(w);
+        free(wd);
+        free(x);
+    }
+    return fail;
+}
+
 int main(void) {
     RUN(test_qgemm_every_level);
     RUN(test_threaded_qmatmul);
+    RUN(test_half_gemm_every_level);
     TH_SUMMARY();
 }

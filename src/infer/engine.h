@@ -91,6 +91,9 @@ da_status da_engine_save_gguf(const da_engine *e, const char *path);
  * caller alone), with ops's kernels. */
 void da_engine_qmatmul_int(da_pool *pool, const da_ops *ops, const da_qtensor *W, const da_qact *x, int n, float *out,
                            int accumulate);
+/* The same for F16 or BF16 weights and float activations x: (n, W->cols). */
+void da_engine_matmul_half(da_pool *pool, const da_ops *ops, const da_qtensor *W, const float *x, int n, float *out,
+                           int accumulate);
 
 /* ---------------------------------------------------------------- calibration statistics */
 

@@ -77,8 +77,12 @@ typedef struct {
     /* out[t * ldo + r] (=, or += when accumulate) = vec_dot of weight row r, r0 <= r < r1 (row r at
      * w + r * row_bytes, cols weights of type `type`), with x[t], t < n: a matmul's rows r0..r1-1
      * (qgemm.c). The same per-block integer dots as vec_dot; float sums in another order. */
+    unsigned qgemm_tiled; /* bit t set: qgemm has a many-row kernel for type t (else it loops over vec_dot) */
     void (*qgemm)(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols, const da_qact *x,
                   int n, float *out, long ldo, int accumulate);
+    /* The same for F16 or BF16 rows and float activations x: (n, ldx); float sums in the level's order. */
+    void (*half_gemm)(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols,
+                      const float *x, long ldx, int n, float *out, long ldo, int accumulate);
 } da_ops;
 
 /* The table of level isa, or of the best level below it that this CPU

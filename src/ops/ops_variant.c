@@ -63,5 +63,7 @@ const da_ops DA_CAT(da_ops_, DA_VARIANT) = {
 #endif
     .vec_dot = vec_dot,
     .quantize_act = quantize_act,
+    .qgemm_tiled = QGEMM_TILED,
     .qgemm = qgemm,
+    .half_gemm = half_gemm,
 };

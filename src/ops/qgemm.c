@@ -124,6 +124,12 @@ static void rows8(int type, const unsigned char *w, size_t rb, int64_t cols, con
 }
 #endif
 
+#if HAVE_AVX2
+#define QGEMM_TILED ((1u << DA_QT_Q4_0) | (1u << DA_QT_Q8_0))
+#else
+#define QGEMM_TILED 0u
+#endif
+
 /* out[t * ldo + r] (=, or += when accumulate) dot of weight row r (r0 <= r < r1;
  * row r at w + r * row_bytes, type `type`, cols weights) with x[t], t < n. */
 static void qgemm(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols,
@@ -142,4 +148,65 @@ static void qgemm(int type, const unsigned char *w, size_t row_bytes, int r0, in
             float *o = out + (size_t)t * ldo + r;
             *o = accumulate ? *o + v : v;
         }
+}
+
+/* ---------------------------------------------------------------- f16 and bf16 rows, float activations */
+
+/* element i of a row of 16-bit floats */
+static inline float half_at(int type, const unsigned char *row, int64_t i) {
+    uint16_t h;
+    memcpy(&h, row + 2 * i, 2);
+    if (type == DA_QT_F16) return H2F(h);
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#if HAVE_AVX2
+/* 8 weights of a 16-bit row at p as floats */
+static inline __m256 half8(int type, const unsigned char *p) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+    if (type == DA_QT_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Rows w .. w + 3 rb against one float row x: 4 dots, each over 8 lanes
+ * (then summed across them), the x loads shared. cols % 8 == 0. */
+static inline void half_rows4(int type, const unsigned char *w, size_t rb, int64_t cols, const float *x, float *dots) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < cols; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) acc[r] = _mm256_fmadd_ps(half8(type, w + (size_t)r * rb + 2 * i), xv, acc[r]);
+    }
+    for (int r = 0; r < 4; r++) dots[r] = hsum256(acc[r]);
+}
+#endif
+
+/* out[t * ldo + r] (=, or += when accumulate) = row r (F16 or BF16, r0 <= r < r1) . x[t * ldx ..], t < n. */
+static void half_gemm(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols,
+                      const float *x, long ldx, int n, float *out, long ldo, int accumulate) {
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (size_t)t * ldx;
+        int r = r0;
+#if HAVE_AVX2
+        if (cols % 8 == 0)
+            for (; r + 4 <= r1; r += 4) {
+                float dots[4];
+                half_rows4(type, w + (size_t)r * row_bytes, row_bytes, cols, xt, dots);
+                for (int k = 0; k < 4; k++) {
+                    float *o = out + (size_t)t * ldo + r + k;
+                    *o = accumulate ? *o + dots[k] : dots[k];
+                }
+            }
+#endif
+        for (; r < r1; r++) {
+            const unsigned char *row = w + (size_t)r * row_bytes;
+            float v = 0.0f;
+            for (int64_t i = 0; i < cols; i++) v += half_at(type, row, i) * xt[i];
+            float *o = out + (size_t)t * ldo + r;
+            *o = accumulate ? *o + v : v;
+        }
+    }
 }
