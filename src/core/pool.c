@@ -1,10 +1,16 @@
-/* The thread team of pool.h. The caller publishes a step by bumping `gen`;
- * workers watch it, run the step, and count `pending` down; the last one
- * wakes the caller if it sleeps. Sleeping on either side is announced in a
- * counter before the final check of the condition (sequentially consistent
- * atomics on both sides), so a wake-up is never lost: either the sleeper
- * sees the new state, or the waker sees the sleeper and signals under the
- * lock the sleeper holds until it waits. */
+/* The thread team of pool.h. The caller opens a step (its function, then
+ * one store of `state`: the step's number, times 2, plus 1 for open), runs
+ * it itself, then closes it (clears the open bit) and waits only for the
+ * workers inside it. A worker enters by counting itself in `active` and then
+ * checking that the state is still the open step it saw; a worker that
+ * comes late (descheduled on a busy machine) finds it closed and leaves, so
+ * a step never waits for a thread that has not started it: the caller and
+ * the threads that ran take all of its work (da_pool_chunk). Every flag that
+ * one side sets before the other side's check is sequentially consistent
+ * (entering: active++ then read state; closing: write state then read
+ * active), so one side always sees the other. Sleeping is announced the same
+ * way (sleepers, caller_asleep) and signalled under the lock the sleeper
+ * holds until it waits, so no wake-up is lost. */
 #include "core/pool.h"
 
 #include <pthread.h>
@@ -18,12 +24,12 @@ struct da_pool {
     pthread_t *threads;
     pthread_mutex_t lock;
     pthread_cond_t start_cv, done_cv;
-    atomic_uint gen;        /* bumped once per step */
-    atomic_int pending;     /* workers still in the current step */
+    atomic_uint state;      /* 2 * step number + 1 while the step takes workers */
+    atomic_int active;      /* workers inside the current step */
     atomic_int sleepers;    /* workers asleep on start_cv */
     atomic_int caller_asleep;
     atomic_int quit;
-    da_pool_fn fn; /* the current step, written before gen is bumped */
+    da_pool_fn fn; /* the current step, written before it opens */
     void *arg;
 };
 
@@ -58,12 +64,13 @@ static int spin_until(const da_pool *p, int (*done)(const da_pool *, unsigned), 
     }
 }
 
+/* a step after `seen` has opened (or the team is told to quit) */
 static int gen_moved(const da_pool *p, unsigned seen) {
-    return atomic_load(&((da_pool *)p)->gen) != seen || atomic_load(&((da_pool *)p)->quit);
+    return atomic_load(&((da_pool *)p)->state) >> 1 != seen || atomic_load(&((da_pool *)p)->quit);
 }
-static int all_done(const da_pool *p, unsigned unused) {
+static int none_active(const da_pool *p, unsigned unused) {
     (void)unused;
-    return atomic_load(&((da_pool *)p)->pending) == 0;
+    return atomic_load(&((da_pool *)p)->active) == 0;
 }
 
 static void *worker_main(void *varg) {
@@ -81,9 +88,11 @@ static void *worker_main(void *varg) {
             pthread_mutex_unlock(&p->lock);
         }
         if (atomic_load(&p->quit)) return NULL;
-        seen = atomic_load(&p->gen);
-        p->fn(p->arg, ith, p->n_threads);
-        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_asleep)) {
+        const unsigned s0 = atomic_load(&p->state);
+        seen = s0 >> 1;
+        atomic_fetch_add(&p->active, 1);
+        if ((s0 & 1u) && atomic_load(&p->state) == s0) p->fn(p->arg, ith, p->n_threads); /* still open: in it */
+        if (atomic_fetch_sub(&p->active, 1) == 1 && atomic_load(&p->caller_asleep)) {
             pthread_mutex_lock(&p->lock);
             pthread_cond_signal(&p->done_cv);
             pthread_mutex_unlock(&p->lock);
@@ -141,18 +150,19 @@ void da_pool_run(da_pool *p, da_pool_fn fn, void *arg) {
     }
     p->fn = fn;
     p->arg = arg;
-    atomic_store(&p->pending, p->n_threads - 1);
-    atomic_fetch_add(&p->gen, 1);
+    const unsigned step = (atomic_load(&p->state) >> 1) + 1;
+    atomic_store(&p->state, step << 1 | 1u);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->lock);
         pthread_cond_broadcast(&p->start_cv);
         pthread_mutex_unlock(&p->lock);
     }
     fn(arg, 0, p->n_threads);
-    if (!spin_until(p, all_done, 0)) {
+    atomic_store(&p->state, step << 1);
+    if (!spin_until(p, none_active, 0)) {
         pthread_mutex_lock(&p->lock);
         atomic_store(&p->caller_asleep, 1);
-        while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done_cv, &p->lock);
+        while (atomic_load(&p->active) > 0) pthread_cond_wait(&p->done_cv, &p->lock);
         atomic_store(&p->caller_asleep, 0);
         pthread_mutex_unlock(&p->lock);
     }
