@@ -7,9 +7,10 @@
 #      and at 1 thread;
 #   2. the busy-machine figure: the same at 2 threads while one competing
 #      process (`yes`) spins pinned on core 1, against the idle figure;
-#   3. with LLAMA set (the llama.cpp driver of tools/llamacpp, its `bench`
-#      subcommand), the same files in llama.cpp, the engines alternating
-#      ROUNDS times (needs files llama.cpp reads: diffattn's `llama` GGUFs);
+#   3. with LLAMA set (build/llama_driver, tools/llamacpp: its `bench`
+#      subcommand, llama.cpp's default f16 KV cache), the same files in
+#      llama.cpp, the engines alternating ROUNDS times (needs files llama.cpp
+#      reads: diffattn's `llama` GGUFs of a softmax model);
 #   4. with RATIOS=1, DIFF/softmax and DIFF2/softmax decode ratios at 1.2 B
 #      (dim 2048, 16 layers, 32/8 heads, ffn 8192, vocab 128,256, tied; each
 #      arch written f32 then quantized, ~5 GB of disk at a time).
@@ -106,7 +107,8 @@ if [[ -n ${LLAMA:-} ]]; then
     for th in 2 1; do
       for f in "${F[@]}"; do
         gen "$BIN" $th "$f" | table "diffattn $th thr r$r $(basename "$f")"
-        "$LLAMA" bench --model "$f" --prompt "$PROMPT" --gen "$GEN" --threads $th || echo "llama.cpp: $f not run"
+        "$LLAMA" bench "$f" --prompt "$PROMPT" --gen "$GEN" --threads $th --reps 2 | sed "s/^/llama.cpp $th thr r$r: /" ||
+          echo "llama.cpp: $f not run"
       done
     done
   done
