@@ -1,6 +1,7 @@
 /* compare --task mqar|noisy-recall|icl: every architecture trained on the same
  * generated stream from the same initialisation, scored on the same held-out
  * sequences (see compare.h and docs/tasks.md). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "experiments/compare.h"
 #include "experiments/plot.h"
 #include "io/atomic_file.h"
+#include "io/run_lock.h"
 
 /* The architectures compared are c->archs, in report order (--archs); each
  * one's heads come from da_arch_heads, which keeps the parameters equal to
@@ -330,6 +332,11 @@ static da_status train_one(const da_task_compare_config *c, const da_task_config
         for (int b = 0; b < B; b++) da_task_sample(t, &data, tok + (size_t)b * T, tgt + (size_t)b * T, NULL);
         da_model_zero_grads(m);
         loss = da_forward(m, a, tok, tgt, B, T);
+        if (!isfinite(loss)) {
+            st = da_errorf("%s: step %ld: the loss is %g; the model's numbers are not finite (lower --lr)", what,
+                           step + 1, (double)loss);
+            break;
+        }
         da_backward(m, a);
         const float norm = da_grad_norm(m);
         if (norm > 1.0f) da_grad_scale(m, 1.0f / norm);
@@ -715,7 +722,17 @@ static da_status figures(const da_task_compare_config *c, const point *pts, int 
     return da_plot_lines(path, title, "step", "lambda", ls, L);
 }
 
+static da_status task_compare_locked(const da_task_compare_config *cfg, int *lock_fd);
+
+/* The whole comparison holds out_dir's lock (io/run_lock.h). */
 da_status da_task_compare(const da_task_compare_config *cfg) {
+    int lock_fd = -1;
+    da_status st = task_compare_locked(cfg, &lock_fd);
+    da_run_unlock(lock_fd);
+    return st;
+}
+
+static da_status task_compare_locked(const da_task_compare_config *cfg, int *lock_fd) {
     const da_task_compare_config *c = cfg;
     if (c->seeds < 1 || c->seeds > MAX_SEEDS) return da_errorf("--seeds must be 1..%d", MAX_SEEDS);
     if (c->layers > MAX_LAYERS) return da_errorf("--layers %d: at most %d for the task comparison", c->layers, MAX_LAYERS);
@@ -746,9 +763,14 @@ da_status da_task_compare(const da_task_compare_config *cfg) {
         }
     }
     if (st.code) return st;
+    da_train_config tc; /* the training flags through train's table: --lr -1, 0 and 1e30 are refused alike */
+    da_train_config_default(&tc);
+    tc.lr = c->lr, tc.min_lr = c->lr / 10, tc.batch = c->batch, tc.steps = c->steps, tc.warmup = c->steps / 10;
+    if ((st = da_train_config_validate(&tc)).code) return da_errorf("compare --task: %s", st.msg);
     static const char *const report[] = {"report.json"};
     if (!c->force && (st = da_refuse_existing(c->out_dir, "compare", report, 1)).code) return st;
     if ((st = da_make_dirs(c->out_dir)).code) return st;
+    if ((st = da_run_lock(c->out_dir, lock_fd)).code) return st;
     memset(runs, 0, sizeof runs);
     const double t_start = da_now_s();
     for (int p = 0; p < n_pts && !st.code; p++) {
@@ -786,8 +808,13 @@ da_status da_task_compare(const da_task_compare_config *cfg) {
     da_atomic_file af;
     snprintf(path, sizeof path, "%s/report.json", c->out_dir);
     if ((st = da_atomic_open(&af, path)).code) return st;
-    write_json(af.fp, c, pts, n_pts, wall);
-    if ((st = da_atomic_commit(&af)).code) return st;
+    char *json = NULL;
+    size_t json_n = 0;
+    FILE *ms = open_memstream(&json, &json_n);
+    if (ms) write_json(ms, c, pts, n_pts, wall);
+    if (!ms || fclose(ms) || da_json_write_finite(af.fp, json)) st = da_atomic_fail(&af, errno ? errno : ENOMEM);
+    free(json);
+    if (st.code || (st = da_atomic_commit(&af)).code) return st;
     if ((st = figures(c, pts, n_pts)).code) return st;
     snprintf(path, sizeof path, "%s/report.md", c->out_dir);
     if ((st = da_atomic_open(&af, path)).code) return st;

@@ -39,7 +39,8 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
     F("vocab_size", "vocab", vocab_size, DA_FIELD_INT, 256, 1, DA_MAX_VOCAB, "[]", "vocabulary size (256 = bytes)"),
     F("ffn_hidden", "ffn", ffn_hidden, DA_FIELD_INT, 0, 0, 8 * DA_MAX_DIM, "[]",
       "SwiGLU hidden size (0 = 8*dim/3 rounded up to a multiple of 64)"),
-    F("norm_eps", "norm-eps", norm_eps, DA_FIELD_FLOAT, 1e-5, 0, 1, "()", "RMSNorm epsilon"),
+    /* below 1e-10 (rms_norm_eps 1e-45 was accepted) a zero row's rstd overflows: every logit NaN */
+    F("norm_eps", "norm-eps", norm_eps, DA_FIELD_FLOAT, 1e-5, 1e-10, 1, "[)", "RMSNorm epsilon"),
     F("rope_theta", "rope-theta", rope_theta, DA_FIELD_FLOAT, 10000, 1, INFINITY, "()", "RoPE base"),
     F("max_seq_len", "seq", max_seq_len, DA_FIELD_INT, 256, 1, DA_MAX_SEQ, "[]",
       "context length (the model's max_seq_len)"),
@@ -56,11 +57,11 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
       "RoPE frequencies: diff (theta^(-j/(d/2-1)), the DIFF framework's) or llama (theta^(-2j/d))", ROPE_FREQ_NAMES),
     R("rope_scaling", "rope-scaling", rope_scaling, DA_FIELD_ENUM, DA_ROPE_SCALE_NONE, 0, 2, "[]",
       "RoPE scaling (Hugging Face's rope_scaling): none, linear or llama3", ROPE_SCALE_NAMES),
-    R("rope_factor", "rope-factor", rope_factor, DA_FIELD_FLOAT, 1, 0, 1e6, "(]",
+    R("rope_factor", "rope-factor", rope_factor, DA_FIELD_FLOAT, 1, 1e-3, 1e6, "[]",
       "linear and llama3 scaling: frequencies / factor", NULL),
-    R("rope_low_freq_factor", "rope-low-freq-factor", rope_low_freq_factor, DA_FIELD_FLOAT, 1, 0, 1e6, "(]",
+    R("rope_low_freq_factor", "rope-low-freq-factor", rope_low_freq_factor, DA_FIELD_FLOAT, 1, 1e-3, 1e6, "[]",
       "llama3 scaling: wavelengths above original/this are divided by the factor", NULL),
-    R("rope_high_freq_factor", "rope-high-freq-factor", rope_high_freq_factor, DA_FIELD_FLOAT, 4, 0, 1e6, "(]",
+    R("rope_high_freq_factor", "rope-high-freq-factor", rope_high_freq_factor, DA_FIELD_FLOAT, 4, 1e-3, 1e6, "[]",
       "llama3 scaling: wavelengths below original/this are kept", NULL),
     R("rope_original_max_pos", "rope-original-max-pos", rope_original_max_pos, DA_FIELD_INT, 8192, 1, DA_MAX_SEQ, "[]",
       "llama3 scaling: the original context length (original_max_position_embeddings)", NULL),
@@ -179,4 +180,16 @@ da_status da_config_validate(const da_config *c) {
         return da_errorf("rope_high_freq_factor: %g must exceed rope_low_freq_factor %g (llama3 scaling)",
                          (double)c->rope_high_freq_factor, (double)c->rope_low_freq_factor);
     return da_ok();
+}
+
+size_t da_config_param_count(const da_config *c) {
+    /* model.c's tensor table, summed; test_hostile checks the two agree for every arch */
+    const uint64_t C = (uint64_t)c->dim, F = (uint64_t)c->ffn_hidden, V = (uint64_t)c->vocab_size;
+    const uint64_t Ckv = C / (uint64_t)(c->n_heads / c->n_kv_heads), d = (uint64_t)da_head_dim(c);
+    const uint64_t Q = (uint64_t)da_q_dim(c);
+    uint64_t layer = C + Q * C + 2 * Ckv * C + C * C + C + 3 * F * C; /* norms, q k v out, ffn */
+    if (c->arch == DA_ARCH_DIFF) layer += 4 * d + 2 * d;             /* lambdas, subln */
+    if (c->arch == DA_ARCH_DIFF2) layer += (uint64_t)c->n_heads * C; /* lambda_proj */
+    uint64_t n = V * C + (uint64_t)c->n_layers * layer + C + (c->tie_embeddings ? 0 : V * C);
+    return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
