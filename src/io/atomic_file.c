@@ -433,6 +433,10 @@ da_status da_atomic_folder_commit(char *tmp, const char *dir, const char *const 
         if (errno != ENOENT) st = da_errorf("%s: %s", dir, strerror(errno));
         else if (rename(tmp, dir)) st = da_errorf("%s: cannot rename the new folder into place: %s", dir, strerror(errno));
         else tmp[0] = 0;
+    } else if (S_ISLNK(sb.st_mode)) {
+        st = da_errorf("%s: is a symlink; the folder is replaced as a whole, never through a link: pass the folder "
+                       "it points to",
+                       dir);
     } else if (!S_ISDIR(sb.st_mode)) {
         st = da_errorf("%s: exists and is not a folder", dir);
     } else if (!(st = carry_other_files(dir, tmp, owned, n_owned)).code) {
