@@ -757,8 +757,8 @@ static int test_gguf_overlap_refused(void) {
 
 /* Issue 23, case 3: a sharded index was read in quadratic time (80 k entries,
  * a 6 MB index: 43 s). Now one pass with a hash map: the folder is refused
- * (its tensors are not a model) after reading every entry, in well under a
- * second optimised. */
+ * (its tensors are not a model) after reading every entry, in under half a
+ * second of CPU optimised. */
 static int test_index_linear(void) {
     enum { N = 80000 };
     const char *f = path_in("hf_index");
@@ -785,12 +785,15 @@ static int test_index_linear(void) {
     free(ix);
     CHECK(!bad);
     da_model m;
-    double t0 = da_now_s();
+    /* CPU time, not wall time: the machine running the tests may be busy */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
     da_status st = da_model_load(&m, f);
-    double s = da_now_s() - t0;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+    const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (expect_error(st, "missing tensor model.embed_tokens.weight")) return 1;
-    if (s > 5.0) {
-        fprintf(stderr, "  %.2f s to read an index of %d entries\n", s, N);
+    if (s > 10.0) { /* about 0.4 s optimised; quadratic, it took 43 s and more */
+        fprintf(stderr, "  %.2f s of CPU to read an index of %d entries\n", s, N);
         return 1;
     }
     return 0;
