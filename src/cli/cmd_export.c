@@ -31,7 +31,7 @@ int cmd_export(int argc, char **argv) {
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model: .safetensors, a .gguf (dequantized) or a Hugging Face folder", 0},
         {"format", OPT_STR, &format, "hf: a Hugging Face folder (config.json, model.safetensors, tokenizer.json)", 0},
-        {"out", OPT_STR, &out, "folder to write (created if missing; its files of these names are replaced)", 0},
+        {"out", OPT_STR, &out, "folder to write (created if missing; replaced in one step, its other files kept)", 0},
     };
     const char *req[] = {"model", "format", "out", NULL};
     int rc = cli_parse("export",
@@ -57,7 +57,7 @@ int cmd_export(int argc, char **argv) {
     if (!(st = folder_tokenizer(&m, model)).code) st = da_model_export_hf(&m, out);
     if (!st.code)
         printf("wrote %s: %s (%s), %zu parameters, tokenizer.json %s\n", out,
-               m.cfg.arch == DA_ARCH_DIFF ? "DiffLlamaForCausalLM" : "LlamaForCausalLM", da_arch_name(m.cfg.arch),
+               da_arch_describe(m.cfg.arch).hf_class, da_arch_name(m.cfg.arch),
                m.n_params, m.tokenizer_json ? "written" : "none (bytes)");
     da_model_free(&m);
     return st.code ? cli_fail(st.msg) : 0;

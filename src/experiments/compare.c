@@ -1,4 +1,5 @@
 /* DIFF against the baseline, side by side (see compare.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include "experiments/stats.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
+#include "io/run_lock.h"
 #include "experiments/bench.h"
 #include "core/clock.h"
 
@@ -31,9 +33,9 @@ void da_compare_config_default(da_compare_config *c) {
     c->seeds = 1;
     c->needles = 3;
     c->queries = 1;
-    c->n_archs = 3;
-    c->archs[0] = DA_ARCH_DIFF, c->archs[1] = DA_ARCH_DIFF2, c->archs[2] = DA_ARCH_SOFTMAX;
+    c->n_archs = da_arch_compare_defaults(c->archs);
 }
+_Static_assert(DA_ARCH_N <= DA_COMPARE_MAX_ARCHS, "da_arch_compare_defaults may fill every architecture");
 
 da_status da_arch_list_parse(const char *list, da_arch *out, int *n_archs) {
     da_arch archs[DA_COMPARE_MAX_ARCHS]; /* out is left as it was on an error */
@@ -59,9 +61,7 @@ da_status da_compare_parse_archs(da_compare_config *c, const char *list) {
 }
 
 /* The name an architecture goes by in reports and figures. */
-const char *da_compare_arch_label(da_arch a) {
-    return a == DA_ARCH_DIFF ? "DIFF" : a == DA_ARCH_DIFF2 ? "DIFF2" : "softmax";
-}
+const char *da_compare_arch_label(da_arch a) { return da_arch_describe(a).label; }
 
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed) {
     if (context < 256) return da_errorf("the needle mix needs a context of at least 256 bytes, got %d", context);
@@ -641,7 +641,17 @@ static da_status refuse_existing_compare(const char *out_dir, da_arch first) {
     return da_refuse_existing(out_dir, "compare", files, 2);
 }
 
+static da_status compare_locked(const da_compare_config *cfg, int *lock_fd);
+
+/* The whole comparison holds out_dir's lock (io/run_lock.h). */
 da_status da_compare(const da_compare_config *cfg) {
+    int lock_fd = -1;
+    da_status st = compare_locked(cfg, &lock_fd);
+    da_run_unlock(lock_fd);
+    return st;
+}
+
+static da_status compare_locked(const da_compare_config *cfg, int *lock_fd) {
     da_compare_config cc = *cfg, *c = &cc;
     if (c->seeds < 1 || c->seeds > 16) return da_errorf("--seeds must be 1..16");
     if (c->n_archs < 1 || c->n_archs > DA_COMPARE_MAX_ARCHS)
@@ -668,6 +678,7 @@ da_status da_compare(const da_compare_config *cfg) {
     }
     da_status st = da_make_dirs(c->out_dir);
     if (st.code) return st;
+    if ((st = da_run_lock(c->out_dir, lock_fd)).code) return st;
     if (!c->resume && !c->force && (st = refuse_existing_compare(c->out_dir, c->archs[0])).code) return st;
     char mix[4200];
     const char *data = c->data;
@@ -713,10 +724,14 @@ da_status da_compare(const da_compare_config *cfg) {
     da_atomic_file af;
     if (!st.code) {
         snprintf(path, sizeof path, "%s/report.json", c->out_dir);
-        if (!(st = da_atomic_open(&af, path)).code) {
-            write_json(af.fp, c, data, &nc, res);
-            st = da_atomic_commit(&af);
-        }
+        char *json = NULL;
+        size_t json_n = 0;
+        FILE *ms = open_memstream(&json, &json_n);
+        if (ms) write_json(ms, c, data, &nc, res);
+        if (!ms || fclose(ms)) st = da_errorf("%s: out of memory", path);
+        else if (!(st = da_atomic_open(&af, path)).code)
+            st = da_json_write_finite(af.fp, json) ? da_atomic_fail(&af, errno) : da_atomic_commit(&af);
+        free(json);
     }
     if (!st.code) st = figures(c, &nc, res);
     if (!st.code) {

@@ -10,17 +10,50 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attn/variant.h"
 #include "core/clock.h"
 #include "experiments/compare.h"
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
+#include "io/run_lock.h"
 
 static const int QBITS[3] = {8, 6, 4};
 
 int task_arch_slot(const da_task_compare_config *c, da_arch a) {
     for (int i = 0; i < c->n_archs; i++)
-        if (c->archs[i] == a) return i;
+        if (c->archs[i] == a && !c->windows[i]) return i;
     return -1;
+}
+
+const char *task_arch_name(const da_task_compare_config *c, int a) {
+    return c->windows[a] ? "swa" : da_arch_name(c->archs[a]);
+}
+
+const char *task_arch_label(const da_task_compare_config *c, int a) {
+    return c->windows[a] ? "SWA" : da_compare_arch_label(c->archs[a]);
+}
+
+da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    da_arch archs[DA_COMPARE_MAX_ARCHS];
+    int windows[DA_COMPARE_MAX_ARCHS], n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const int swa = !strcmp(tok, "swa");
+        da_arch a = DA_ARCH_SOFTMAX;
+        if (!swa && da_arch_parse(tok, &a))
+            return da_errorf("--archs: \"%s\" is not an architecture (diff, diff2, softmax, swa)", tok);
+        if (swa && c->swa_window < 1)
+            return da_errorf("--archs: swa (softmax with a sliding window) needs --swa-window W (W >= 1)");
+        for (int i = 0; i < n; i++)
+            if (archs[i] == a && (windows[i] > 0) == swa) return da_errorf("--archs: %s is listed twice", tok);
+        if (n == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
+        archs[n] = a, windows[n++] = swa ? c->swa_window : 0;
+    }
+    if (!n) return da_errorf("--archs: empty list (expected e.g. diff,diff2,softmax,swa)");
+    memcpy(c->archs, archs, sizeof archs), memcpy(c->windows, windows, sizeof windows);
+    c->n_archs = n;
+    return da_ok();
 }
 
 void da_task_compare_config_default(da_task_compare_config *c) {
@@ -37,8 +70,7 @@ void da_task_compare_config_default(da_task_compare_config *c) {
     c->lr = 3e-3f;
     c->seeds = 1;
     c->seed0 = 1337;
-    c->archs[0] = DA_ARCH_DIFF, c->archs[1] = DA_ARCH_DIFF2, c->archs[2] = DA_ARCH_SOFTMAX;
-    c->n_archs = 3;
+    c->n_archs = da_arch_compare_defaults(c->archs);
     c->perms = 10;
     c->perm_episodes = 128;
     c->cf_episodes = 1024;
@@ -147,41 +179,12 @@ da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, u
     return st;
 }
 
-/* row[0..t]: position t's attention in head h, as in eval attention: DIFF's
- * combined map A1 - lambda A2 divided by its absolute mass, so a share is
- * signed and the absolute shares of a row sum to at most 1. */
-static void attention_row(const da_config *c, const float *q, const float *k, float lambda, int h, int t, float *row,
-                          float *tmp) {
-    const int d = da_head_dim(c), Cq = da_q_dim(c), rep = c->n_heads / c->n_kv_heads, Ckv = c->dim / rep;
-    const int diff = c->arch == DA_ARCH_DIFF, maps = da_arch_maps(c->arch);
-    const float scale = 1.0f / sqrtf((float)d);
-    for (int mp = 0; mp < maps; mp++) {
-        /* DIFF: sub-heads 2h+m against K sub-heads 2g+m; DIFF2: query heads 2h+m against the one K of g */
-        const int qs = maps == 2 ? 2 * h + mp : h, ks = diff ? 2 * (h / rep) + mp : h / rep;
-        float *a = mp ? tmp : row, mx = -INFINITY;
-        for (int j = 0; j <= t; j++) {
-            float dot = 0.0f;
-            for (int x = 0; x < d; x++) dot += q[(size_t)t * Cq + (size_t)qs * d + x] * k[(size_t)j * Ckv + (size_t)ks * d + x];
-            a[j] = dot * scale;
-            mx = a[j] > mx ? a[j] : mx;
-        }
-        double sum = 0;
-        for (int j = 0; j <= t; j++) sum += a[j] = expf(a[j] - mx);
-        for (int j = 0; j <= t; j++) a[j] = (float)(a[j] / sum);
-    }
-    if (maps == 2)
-        for (int j = 0; j <= t; j++) row[j] -= lambda * tmp[j];
-    double mass = 0;
-    for (int j = 0; j <= t; j++) mass += fabsf(row[j]);
-    for (int j = 0; j <= t; j++) row[j] = mass > 0 ? (float)(row[j] / mass) : 0.0f;
-}
-
 /* Attention shares at the answer positions of the first `n` evaluation
  * sequences, and the outliers (attention logits, hidden states) over them. */
 static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e, int n, task_run *r) {
     const da_config *c = &m->cfg;
-    const int T = e->T, d = da_head_dim(c), C = c->dim, Cq = da_q_dim(c), rep = c->n_heads / c->n_kv_heads;
-    const int Ckv = C / rep, n_q = Cq / d; /* q sub-heads, both maps */
+    const attn_variant *var = attn_variant_of(c->arch);
+    const int T = e->T, C = c->dim, n_q = var->logit_maps(c);
     const size_t n_logits = (size_t)n * c->n_layers * n_q * T * (T + 1) / 2, n_hidden = (size_t)n * c->n_layers * T * C;
     float *logits = malloc(n_logits * sizeof(float)), *hidden = malloc(n_hidden * sizeof(float));
     float *scratch = malloc((n_logits > n_hidden ? n_logits : n_hidden) * sizeof(float));
@@ -194,15 +197,12 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
     double ans = 0, noise = 0, noise_tok = 0, look[3] = {0};
     long rows = 0, look_rows[3] = {0};
     const int cf = t->kind == DA_TASK_COUNTERFACTUAL, ctx_end = 2 * t->context_pairs;
-    const float scale = 1.0f / sqrtf((float)d);
     for (int i = 0; i < n && !st.code; i++) {
         const int *tok = e->tokens + (size_t)i * T, *src = e->src + (size_t)i * T;
         da_forward(m, a, tok, NULL, 1, T);
         for (int l = 0; l < c->n_layers; l++) {
-            const float *q, *k;
-            da_acts_qk(a, l, &q, &k);
-            const float lambda = c->arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : 0.0f;
-            const float *lam = da_acts_lam(a, l); /* DIFF2: (T, H), per token */
+            attn_probe pr = {c, NULL, NULL, da_acts_lam(a, l), da_model_lambda(m, l)};
+            da_acts_qk(a, l, &pr.q, &pr.k);
             for (int p = 0; p < T; p++) {
                 const int *tgt = e->targets + (size_t)i * T;
                 if (cf && tgt[p] >= 0) { /* the lookback ratio at every answer, per condition */
@@ -210,7 +210,7 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
                                   : tgt[p] == da_cf_attribute_token(t, da_cf_fact(t, tok[p] - 2)) ? DA_CF_AGREE
                                                                                                  : DA_CF_COUNTER;
                     for (int h = 0; h < c->n_heads; h++) {
-                        attention_row(c, q, k, lam ? lam[(size_t)p * c->n_heads + h] : lambda, h, p, row, tmp);
+                        var->attention_row(&pr, h, p, row, tmp);
                         double on_ctx = 0, on_query = 0;
                         for (int j = 0; j <= p; j++) j < ctx_end ? (on_ctx += row[j]) : (on_query += row[j]);
                         look[cond] += on_ctx + on_query != 0 ? on_ctx / (on_ctx + on_query) : 0, look_rows[cond]++;
@@ -218,7 +218,7 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
                 }
                 if (src[p] < 0) continue;
                 for (int h = 0; h < c->n_heads; h++) {
-                    attention_row(c, q, k, lam ? lam[(size_t)p * c->n_heads + h] : lambda, h, p, row, tmp);
+                    var->attention_row(&pr, h, p, row, tmp);
                     for (int j = 0; j < p; j++) {
                         if (j == src[p] || j == src[p] + 1) ans += row[j];
                         else noise += row[j];
@@ -227,17 +227,11 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
                     rows++;
                 }
             }
-            for (int s = 0; s < n_q; s++) { /* DIFF: q sub-head 2i+m with k sub-head 2g+m; DIFF2: with k head g */
-                const int ks = c->arch == DA_ARCH_DIFF    ? 2 * ((s / 2) / rep) + s % 2
-                               : c->arch == DA_ARCH_DIFF2 ? (s / 2) / rep
-                                                          : s / rep;
-                for (int p = 0; p < T; p++)
-                    for (int j = 0; j <= p; j++) {
-                        float dot = 0.0f;
-                        for (int x = 0; x < d; x++) dot += q[(size_t)p * Cq + (size_t)s * d + x] * k[(size_t)j * Ckv + (size_t)ks * d + x];
-                        logits[nl++] = dot * scale;
-                    }
-            }
+            for (int s = 0; s < n_q; s++)
+                for (int p = 0; p < T; p++) {
+                    var->logits(&pr, s, p, 0, logits + nl);
+                    nl += (size_t)p + 1;
+                }
             memcpy(hidden + nh, da_acts_hidden(a, l), (size_t)T * C * sizeof(float));
             nh += (size_t)T * C;
         }
@@ -255,9 +249,11 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
     return st;
 }
 
-static void model_config(const task_cell *cell, da_arch arch, da_config *cfg) {
+static void model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
+    const da_arch arch = c->archs[a];
     da_config_default(cfg);
     cfg->arch = arch;
+    cfg->window = c->windows[a];
     cfg->dim = cell->dim;
     cfg->n_layers = cell->layers;
     cfg->n_heads = cfg->n_kv_heads = da_arch_heads(arch, cell->heads);
@@ -319,7 +315,7 @@ static da_status train_one(const da_task_compare_config *c, const task_cell *cel
             r->step[i] = step;
             r->acc[i] = answer_accuracy(m, a, B, e);
             for (int l = 0; l < m->cfg.n_layers && l < TASK_MAX_LAYERS; l++)
-                r->lambda[i][l] = m->cfg.arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : NAN;
+                r->lambda[i][l] = da_arch_describe(m->cfg.arch).per_layer_lambda ? da_model_lambda(m, l) : NAN;
             progress(c, what, step, r->acc[i], loss);
         }
         if (step == c->steps) break;
@@ -331,6 +327,11 @@ static da_status train_one(const da_task_compare_config *c, const task_cell *cel
         for (int b = 0; b < B; b++) da_task_sample(t, &data, tok + (size_t)b * T, tgt + (size_t)b * T, NULL);
         da_model_zero_grads(m);
         loss = da_forward(m, a, tok, tgt, B, T);
+        if (!isfinite(loss)) {
+            st = da_errorf("%s: step %ld: the loss is %g; the model's numbers are not finite (lower --lr)", what,
+                           step + 1, (double)loss);
+            break;
+        }
         da_backward(m, a);
         const float norm = da_grad_norm(m);
         if (norm > 1.0f) da_grad_scale(m, 1.0f / norm);
@@ -471,7 +472,7 @@ static void run_index(const da_task_compare_config *c, int k, int *cell, int *se
 }
 
 static void run_path(const da_task_compare_config *c, int cell, int arch, int seed, char *buf, size_t n) {
-    snprintf(buf, n, "%s/runs/cell%d_%s_seed%d.run", c->out_dir, cell, da_arch_name(c->archs[arch]), c->seed0 + seed);
+    snprintf(buf, n, "%s/runs/cell%d_%s_seed%d.run", c->out_dir, cell, task_arch_name(c, arch), c->seed0 + seed);
 }
 
 static void run_key(const da_task_compare_config *c, const task_cell *x, int arch, int seed, char *key, size_t n) {
@@ -480,12 +481,12 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
     snprintf(key, n,
              "task %s seq %d vocab %d pairs %d alpha %g noise %g noise_vocab %d demos %d classes %d symbols %d "
              "entities %d attributes %d context_pairs %d memory_share %g facts_seed %llu | arch %s first_arch %s "
-             "seed %d point %d | dim %d layers %d heads %d batch %d lr %g steps %ld | eval_every %d eval_seqs %d "
+             "window %d seed %d point %d | dim %d layers %d heads %d batch %d lr %g steps %ld | eval_every %d eval_seqs %d "
              "perms %d perm_episodes %d cf_episodes %d",
              da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
              t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share,
-             (unsigned long long)t->facts_seed, da_arch_name(c->archs[arch]), da_arch_name(c->archs[0]),
-             c->seed0 + seed, x->point, x->dim, x->layers, x->heads, x->batch, (double)x->lr, c->steps, c->eval_every,
+             (unsigned long long)t->facts_seed, task_arch_name(c, arch), task_arch_name(c, 0),
+             c->windows[arch], c->seed0 + seed, x->point, x->dim, x->layers, x->heads, x->batch, (double)x->lr, c->steps, c->eval_every,
              c->eval_seqs, c->perms, c->perm_episodes, c->cf_episodes);
 }
 
@@ -544,6 +545,15 @@ static da_status check_config(const da_task_compare_config *c) {
     return da_ok();
 }
 
+/* A cell's training settings through train's field table, as train checks
+ * them: --lr -1, 0 and 1e30 ran here (1e30's report held bare nan). */
+static da_status train_fields_check(const da_task_compare_config *c, const task_cell *x) {
+    da_train_config tc;
+    da_train_config_default(&tc);
+    tc.lr = x->lr, tc.min_lr = x->lr / 10, tc.batch = x->batch, tc.steps = c->steps, tc.warmup = c->steps / 10;
+    return da_train_config_validate(&tc);
+}
+
 /* The settings and cells of a study, checked: every cell's task and every model. */
 static da_status study_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points) {
     da_status st = check_config(c);
@@ -555,9 +565,11 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
             st = da_errorf("--layers %d: at most %d for the task comparison", x->layers, TASK_MAX_LAYERS);
         else if ((st = da_task_validate(&x->task)).code)
             st = da_errorf("%s: %s", x->point_name, st.msg);
+        else if ((st = train_fields_check(c, x)).code)
+            st = da_errorf("%s: %s", x->name, st.msg);
         for (int a = 0; a < c->n_archs && !st.code; a++) {
             da_config mc;
-            model_config(x, c->archs[a], &mc);
+            model_config(c, x, a, &mc);
             if ((st = da_config_validate(&mc)).code) st = da_errorf("%s: %s", x->name, st.msg);
         }
     }
@@ -574,11 +586,11 @@ static da_status run_train(const da_task_compare_config *c, const task_cell *cel
     memset(&first, 0, sizeof first), memset(&m, 0, sizeof m);
     da_config mc;
     /* the first architecture's initialisation, copied where shapes agree: every arch of a seed starts alike */
-    model_config(x, c->archs[0], &mc);
+    model_config(c, x, 0, &mc);
     da_status st = da_model_create(&first, &mc);
     if (!st.code) da_model_init(&first, seed);
     if (!st.code && a) {
-        model_config(x, c->archs[a], &mc);
+        model_config(c, x, a, &mc);
         if (!(st = da_model_create(&m, &mc)).code) {
             da_model_init(&m, seed);
             da_copy_shared_init(&m, &first);
@@ -589,7 +601,7 @@ static da_status run_train(const da_task_compare_config *c, const task_cell *cel
     /* held out: a seed no training stream uses (those are seed0 + s, mixed below) */
     if (!st.code) st = eval_set_make(&e, &x->task, c->eval_seqs, 0xE7A15E7ULL + (uint64_t)x->point);
     char what[256];
-    snprintf(what, sizeof what, "%s %s seed %llu", x->name, da_compare_arch_label(c->archs[a]), (unsigned long long)seed);
+    snprintf(what, sizeof what, "%s %s seed %llu", x->name, task_arch_label(c, a), (unsigned long long)seed);
     memset(r, 0, sizeof *r);
     /* the same stream for every architecture; the order episodes, like the evaluation set, for every seed */
     if (!st.code)
@@ -659,7 +671,7 @@ void da_task_compare_run_name(const da_task_compare_config *c, int k, char *buf,
         snprintf(buf, n, "run %d", k);
         return;
     }
-    snprintf(buf, n, "%s, %s, seed %d", cells[ci].name, da_compare_arch_label(c->archs[a]), c->seed0 + s);
+    snprintf(buf, n, "%s, %s, seed %d", cells[ci].name, task_arch_label(c, a), c->seed0 + s);
     free(cells);
 }
 
@@ -715,7 +727,19 @@ da_status da_task_compare_report(const da_task_compare_config *c, double wall_s)
     return st;
 }
 
+static da_status task_compare_locked(const da_task_compare_config *c);
+
+/* The whole study in one process holds out_dir's lock (io/run_lock.h). */
 da_status da_task_compare(const da_task_compare_config *c) {
+    int lock_fd = -1;
+    da_status st = da_make_dirs(c->out_dir);
+    if (!st.code) st = da_run_lock(c->out_dir, &lock_fd);
+    if (!st.code) st = task_compare_locked(c);
+    da_run_unlock(lock_fd);
+    return st;
+}
+
+static da_status task_compare_locked(const da_task_compare_config *c) {
     int n_runs;
     da_status st = da_task_compare_prepare(c, &n_runs);
     if (st.code) return st;

@@ -11,6 +11,7 @@
 #include "diffattn/generate.h"
 #include "diffattn/tokenizer.h"
 #include "core/pool.h"
+#include "io/gguf.h"
 #include "ops/ops.h"
 #include "ops/qblock.h"
 
@@ -27,10 +28,11 @@ typedef struct {
 } da_qtensor;
 
 typedef struct {
-    const float *attention_norm, *ffn_norm, *subln; /* (C) (C) (2d) */
-    const da_qtensor *wq, *wk, *wv, *wo, *w1, *w2, *w3;
-    const da_qtensor *lambda_proj; /* DIFF2: (H, C), lambda per token = sigmoid(xn . row h); else NULL */
-    float lambda; /* DIFF: lambda_full, from the lambda vectors */
+    const float *attention_norm, *ffn_norm;            /* (C) (C) */
+    const da_qtensor *attn[DA_ATTN_MAX_TENSORS];       /* the variant's attention tensors, in its order */
+    const float *attn_f32[DA_ATTN_MAX_TENSORS];        /* its ATTN_PARAM tensors (always f32); others NULL */
+    float attn_consts[4];                              /* the variant's layer_consts */
+    const da_qtensor *w1, *w2, *w3;
 } da_qlayer;
 
 struct da_engine {
@@ -70,6 +72,13 @@ da_status da_engine_alloc_blob(da_engine *e);
 void da_engine_bind(da_engine *e);
 /* Frees what e owns and zeroes it (e itself is the caller's). */
 void da_engine_release(da_engine *e);
+/* The tokenizer.json text of a GGUF's tokenizer keys (*json NULL: none):
+ * tokenizer.huggingface.json (refused when tokenizer.ggml.tokens or .merges
+ * beside it say otherwise), else rebuilt from llama.cpp's arrays. */
+da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json);
+/* An error naming the first weight that is NaN or infinite once dequantized
+ * (f16/bf16 values, block scales), unless da_allow_nonfinite(). */
+da_status da_engine_check_finite(const da_engine *e, const char *path);
 /* Gives e the tokenizer.json text json (copied; NULL: none), parsed and its
  * vocabulary checked against e->cfg; where names the file in errors. */
 da_status da_engine_set_tokenizer(da_engine *e, const char *json, const char *where);
@@ -84,6 +93,11 @@ da_status da_engine_to_model(const da_engine *e, da_model *m);
  * type is checked. Errors name the file and field. */
 da_status da_engine_load_gguf(da_engine *e, const char *path);
 da_status da_engine_save_gguf(const da_engine *e, const char *path);
+/* llama.cpp's `llama` files (engine_gguf_llama.c): the configuration of the
+ * llama.* keys (a softmax model; tied when `output` is absent), and the file's
+ * name of a diffattn tensor name (buf holds it when it is built there). */
+da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c);
+const char *da_llama_gguf_name(const char *native, char *buf, size_t n);
 
 /* ---------------------------------------------------------------- integer matmuls (engine_qmatmul.c) */
 

@@ -2,10 +2,12 @@
  * configuration in __metadata__. Loading trusts nothing in the file. */
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/variant.h"
 #include "diffattn/model.h"
 #include "io/checkpoint.h"
 #include "io/gguf.h"
@@ -68,11 +70,10 @@ const char *da_model_format(const char *path) {
 size_t da_config_param_count(const da_config *c) {
     /* model.c's tensor table, summed; test_hostile checks the two agree for every arch */
     const uint64_t C = (uint64_t)c->dim, F = (uint64_t)c->ffn_hidden, V = (uint64_t)c->vocab_size;
-    const uint64_t Ckv = C / (uint64_t)(c->n_heads / c->n_kv_heads), d = (uint64_t)da_head_dim(c);
-    const uint64_t Q = (uint64_t)da_q_dim(c);
-    uint64_t layer = C + Q * C + 2 * Ckv * C + C * C + C + 3 * F * C; /* norms, q k v out, ffn */
-    if (c->arch == DA_ARCH_DIFF) layer += 4 * d + 2 * d;             /* lambdas, subln */
-    if (c->arch == DA_ARCH_DIFF2) layer += (uint64_t)c->n_heads * C; /* lambda_proj */
+    attn_tensor t[ATTN_MAX_TENSORS];
+    const int n_attn = attn_tensors(c, t);
+    uint64_t layer = C + C + 3 * F * C; /* norms, ffn */
+    for (int j = 0; j < n_attn; j++) layer += (uint64_t)t[j].rows * (uint64_t)(t[j].cols ? t[j].cols : 1);
     uint64_t n = V * C + (uint64_t)c->n_layers * layer + C + (c->tie_embeddings ? 0 : V * C);
     return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
@@ -89,7 +90,42 @@ da_status da_config_check_file_size(const da_st_file *f, const da_config *c, siz
                      c->vocab_size, c->ffn_hidden, c->tie_embeddings ? "true" : "false", values);
 }
 
+/* The index of the first non-finite value of x[0..n), or n. The OR over
+ * the exponent test vectorises; the position is looked for only when one is
+ * there. */
+size_t da_first_nonfinite(const float *x, size_t n) {
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad |= (u[i] & 0x7f800000u) == 0x7f800000u;
+    if (!bad) return n;
+    size_t i = 0;
+    while ((u[i] & 0x7f800000u) != 0x7f800000u) i++;
+    return i;
+}
+
+da_status da_model_check_finite(const da_model *m, const char *path) {
+    if (da_allow_nonfinite()) return da_ok();
+    for (int i = 0; i < m->n_tensors; i++) {
+        const da_tensor *t = &m->tensors[i];
+        const float *x = m->params + t->offset;
+        size_t at = da_first_nonfinite(x, t->numel);
+        if (at < t->numel)
+            return da_errorf("%s: tensor %s holds %g at element %zu; a model with non-finite weights is refused "
+                             "(--allow-nonfinite loads it anyway, for debugging)",
+                             path, t->name, (double)x[at], at);
+    }
+    return da_ok();
+}
+
+static da_status load_model_file(da_model *m, const char *path);
+
 da_status da_model_load(da_model *m, const char *path) {
+    da_status st = load_model_file(m, path);
+    if (!st.code && (st = da_model_check_finite(m, path)).code) da_model_free(m);
+    return st;
+}
+
+static da_status load_model_file(da_model *m, const char *path) {
     memset(m, 0, sizeof *m);
     if (da_hf_is_folder(path)) return da_hf_model_load(m, path);
     if (da_gguf_is_gguf(path))

@@ -167,9 +167,9 @@ static da_status parse_tensor_info(cursor *c, da_gguf_tensor *t, int index) {
     snprintf(c->what, sizeof c->what, "the type of tensor \"%s\"", t->name);
     if ((st = take_u32(c, &type)).code) return st;
     if (!da_qtype_name((int)type))
-        return da_errorf("%s: tensor \"%s\" has ggml type %u, which diffattn does not read (f32, f16, bf16, q8_0, "
-                         "q4_0, q4_K)",
-                         c->path, t->name, type);
+        return da_errorf("%s: tensor \"%s\" has ggml type %u (%s), which diffattn does not read (f32, f16, bf16, "
+                         "q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K)",
+                         c->path, t->name, type, da_ggml_type_name((int)type));
     t->type = (int)type;
     if (t->ne[0] % da_qtype_block(t->type))
         return da_errorf("%s: tensor \"%s\": ne[0] = %lld is not a multiple of the %s block (%d)", c->path, t->name,
@@ -195,6 +195,34 @@ static int find_duplicate(const void *records, size_t n, size_t size, size_t off
         if (!strcmp(names[i - 1], names[i])) *dup = names[i];
     free(names);
     return 0;
+}
+
+static int cmp_offset(const void *a, const void *b) {
+    const da_gguf_tensor *x = *(const da_gguf_tensor *const *)a, *y = *(const da_gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* The tensors' byte ranges are pairwise disjoint (sorted by offset, each
+ * starts at or after the furthest end so far): tensors sharing bytes would
+ * let a small file stand for a large model. Ranges already lie in the file. */
+static da_status check_disjoint(const da_gguf_file *f) {
+    if (f->n_tensors < 2) return da_ok();
+    const da_gguf_tensor **v = malloc((size_t)f->n_tensors * sizeof *v);
+    if (!v) return da_errorf("%s: out of memory checking the tensor ranges", f->path);
+    for (int i = 0; i < f->n_tensors; i++) v[i] = &f->tensors[i];
+    qsort(v, (size_t)f->n_tensors, sizeof *v, cmp_offset);
+    da_status st = da_ok();
+    const da_gguf_tensor *last = v[0];
+    for (int i = 1; i < f->n_tensors && !st.code; i++) {
+        if (v[i]->offset < last->offset + last->nbytes)
+            st = da_errorf("%s: tensor \"%s\" (data bytes [%llu, %llu)) overlaps tensor \"%s\" ([%llu, %llu))",
+                           f->path, v[i]->name, (unsigned long long)v[i]->offset,
+                           (unsigned long long)(v[i]->offset + v[i]->nbytes), last->name,
+                           (unsigned long long)last->offset, (unsigned long long)(last->offset + last->nbytes));
+        if (v[i]->offset + v[i]->nbytes > last->offset + last->nbytes) last = v[i];
+    }
+    free(v);
+    return st;
 }
 
 static da_status parse(da_gguf_file *f) {
@@ -257,7 +285,7 @@ static da_status parse(da_gguf_file *f) {
                              "(%zu data bytes); the file is truncated or corrupt",
                              f->path, t->name, t->nbytes, (unsigned long long)t->offset, avail);
     }
-    return da_ok();
+    return check_disjoint(f);
 }
 
 static da_status parse_buffer(da_gguf_file *f, const char *name, unsigned char *buf, size_t size, int mapped) {
