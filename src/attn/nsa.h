@@ -36,6 +36,8 @@
 
 #include <stddef.h>
 
+#include "diffattn/core.h"
+
 #define NSA_MAX_TOPN 1024 /* n's upper bound (the config's range) */
 
 typedef struct {
@@ -109,12 +111,7 @@ void nsa_reference_backward(const nsa_grads *g, const float *dout, const nsa_inp
                             const nsa_shape *s, float *scratch);
 size_t nsa_reference_scratch_floats(const nsa_shape *s);
 
-/* The efficient kernels: cost ~ T * (T/s + n*l' + w) per head, memory linear
- * in T; a group's heads share each loaded key. Fills sv->kc, vc, o_*, sel,
- * lse (no maps). scratch: nsa_flash_scratch_floats. */
-void nsa_flash_forward(float *out, const nsa_inputs *in, nsa_saved *sv, const nsa_shape *s, float *scratch);
-void nsa_flash_backward(const nsa_grads *g, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
-                        const nsa_shape *s, float *scratch);
+/* Scratch floats of the efficient kernels (nsa_kernels below). */
 size_t nsa_flash_scratch_floats(const nsa_shape *s);
 
 /* The decoding cache of one layer and one sequence (B = 1):
@@ -131,12 +128,26 @@ typedef struct {
 size_t nsa_cache_floats(const nsa_shape *s, int max_T);
 /* Lays the cache out in mem (nsa_cache_floats floats), empty. */
 void nsa_cache_init(nsa_cache *c, float *mem, const nsa_shape *s, int max_T);
-/* One token at position c->n_tokens: appends its keys and values (the input
- * rows: q (H*d), k_*, v_* (G*d), gate (H*3)), completes a compressed block
- * when one ends here, and writes out (H*d). scratch: nsa_decode_scratch_floats.
- * The caller keeps n_tokens < max_T. */
-void nsa_decode_step(float *out, nsa_cache *c, const nsa_inputs *in, const nsa_shape *s, float *scratch);
 size_t nsa_decode_scratch_floats(const nsa_shape *s, int max_T);
+
+/* The hot kernels, compiled once per instruction-set level (nsa_variant.c). */
+typedef struct {
+    da_isa isa; /* the level this table's code was compiled for */
+    /* The efficient kernels: cost ~ T * (T/s + n*l' + w) per head, memory
+     * linear in T; a group's heads share each loaded key. The forward fills
+     * sv->kc, vc, o_*, sel, lse (no maps). scratch: nsa_flash_scratch_floats. */
+    void (*flash_forward)(float *out, const nsa_inputs *in, nsa_saved *sv, const nsa_shape *s, float *scratch);
+    void (*flash_backward)(const nsa_grads *g, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
+                           const nsa_shape *s, float *scratch);
+    /* One token at position c->n_tokens: appends its keys and values (the
+     * input rows: q (H*d), k_*, v_* (G*d), gate (H*3)), completes a compressed
+     * block when one ends here, and writes out (H*d). scratch:
+     * nsa_decode_scratch_floats. The caller keeps n_tokens < max_T. */
+    void (*decode_step)(float *out, nsa_cache *c, const nsa_inputs *in, const nsa_shape *s, float *scratch);
+} nsa_kernels;
+
+/* The table of level isa, or of the best level below it that this CPU runs. */
+const nsa_kernels *nsa_kernels_of(da_isa isa);
 
 /* Floating-point operations of one forward (multiply-add = 2) of the
  * attention core, projections excluded; the backward is about twice that. */

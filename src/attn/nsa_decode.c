@@ -9,40 +9,7 @@
 
 #include "attn/nsa.h"
 #include "attn/nsa_rows.h"
-
-size_t nsa_cache_floats(const nsa_shape *s, int max_T) {
-    const size_t Gd = (size_t)s->G * s->d;
-    return Gd * (2 * (size_t)max_T + 2 * (size_t)s->window + 2 * (size_t)s->block +
-                 2 * ((size_t)max_T / s->stride + 1));
-}
-
-void nsa_cache_init(nsa_cache *c, float *mem, const nsa_shape *s, int max_T) {
-    const size_t Gd = (size_t)s->G * s->d;
-    c->k_slc = mem;
-    c->v_slc = c->k_slc + Gd * max_T;
-    c->k_win = c->v_slc + Gd * max_T;
-    c->v_win = c->k_win + Gd * s->window;
-    c->k_raw = c->v_win + Gd * s->window;
-    c->v_raw = c->k_raw + Gd * s->block;
-    c->kc = c->v_raw + Gd * s->block;
-    c->vc = c->kc + Gd * (max_T / s->stride + 1);
-    c->max_T = max_T;
-    c->n_tokens = 0;
-    c->n_blocks = 0;
-}
-
-/* Keys one branch of a step may read: the compressed blocks, the chosen blocks' tokens, the window. */
-static int decode_cols(const nsa_shape *s, int max_T) {
-    const int nc = max_T / s->stride + 1, ns = s->topn * s->select;
-    const int cols = nc > ns ? nc : ns;
-    return cols > s->window ? cols : s->window;
-}
-
-size_t nsa_decode_scratch_floats(const nsa_shape *s, int max_T) {
-    const int rep = s->H / s->G, cols = decode_cols(s, max_T);
-    return (size_t)rep * cols + (size_t)max_T / s->select + 1 + (size_t)s->topn + (size_t)s->block * s->d +
-           (size_t)rep * (s->d + 1);
-}
+#include "ops/vexp.h"
 
 /* Block i from the raw rings: dst (G*d) = Wc . flatten(raw[i*s .. i*s+l-1] + pe) per group. */
 static void compress_block(float *dst, const float *raw, const float *wc, const float *pe, int i, const nsa_shape *s,
@@ -81,13 +48,10 @@ static void attend_rows(float *o, float *p, const float *q, const float *K, cons
         }
     }
     for (int hh = 0; hh < rep; hh++) {
-        float *ph = p + (size_t)hh * n, mx = -INFINITY, sum = 0;
+        float *ph = p + (size_t)hh * n, mx = -INFINITY;
         for (int j = 0; j < n; j++) mx = ph[j] > mx ? ph[j] : mx;
-        for (int j = 0; j < n; j++) {
-            ph[j] = expf(ph[j] - mx);
-            sum += ph[j];
-        }
-        for (int j = 0; j < n; j++) ph[j] /= sum;
+        const float inv = 1.0f / exp_shift_sum(ph, n, mx);
+        for (int j = 0; j < n; j++) ph[j] *= inv;
     }
     for (int j = 0; j < n; j++) {
         const float *vr = V + (size_t)(ring ? (first + j) % ring : first + j) * ld;
@@ -100,7 +64,7 @@ static void attend_rows(float *o, float *p, const float *q, const float *K, cons
     }
 }
 
-void nsa_decode_step(float *out, nsa_cache *c, const nsa_inputs *in, const nsa_shape *s, float *scratch) {
+static void nsa_decode_step(float *out, nsa_cache *c, const nsa_inputs *in, const nsa_shape *s, float *scratch) {
     const int t = c->n_tokens, G = s->G, d = s->d, Gd = G * d, rep = s->H / G, w = s->window, l = s->block;
     const size_t row = (size_t)Gd * sizeof(float);
     memcpy(c->k_slc + (size_t)t * Gd, in->k_slc, row);
@@ -110,7 +74,7 @@ void nsa_decode_step(float *out, nsa_cache *c, const nsa_inputs *in, const nsa_s
     memcpy(c->k_raw + (size_t)(t % l) * Gd, in->k_cmp, row);
     memcpy(c->v_raw + (size_t)(t % l) * Gd, in->v_cmp, row);
     c->n_tokens = t + 1;
-    const int nc = decode_cols(s, c->max_T);
+    const int nc = nsa_decode_cols(s, c->max_T);
     float *p = scratch, *imp = p + (size_t)rep * nc, *x = imp + c->max_T / s->select + 1 + s->topn;
     int *sel = (int *)(imp + c->max_T / s->select + 1);
     float *o = x + (size_t)l * d, *lse = o + (size_t)rep * d; /* o: rep rows; lse: rep (unused here) */

@@ -23,8 +23,7 @@
 
 #include "attn/nsa.h"
 #include "attn/nsa_rows.h"
-
-#define NSA_BR 64 /* queries per tile */
+#include "ops/vexp.h"
 
 /* Per-thread scratch layout (floats). */
 typedef struct {
@@ -32,30 +31,20 @@ typedef struct {
     size_t per_thread;
 } flash_ws;
 
-static int max_cols(const nsa_shape *s) {
-    int nc = nsa_n_compressed(s, s->T), w = s->window + NSA_BR - 1;
-    return nc > w ? nc : w;
-}
-
 static flash_ws ws_layout(const nsa_shape *s, float *base, int thread) {
     const int rep = s->H / s->G, M = NSA_BR * rep, d = s->d;
     flash_ws w;
-    w.per_thread = (size_t)M * d * 4 + M + (size_t)M * max_cols(s) * 2 + (size_t)rep * s->topn * s->select +
-                   (size_t)s->T / s->select + 1;
+    w.per_thread = nsa_flash_scratch_per_thread(s);
     float *p = base + (size_t)thread * w.per_thread;
     w.Q = p; p += (size_t)M * d;
     w.O = p; p += (size_t)M * d;
     w.dQ = p; p += (size_t)M * d;
     w.dO = p; p += (size_t)M * d;
     w.D = p; p += M;
-    w.S = p; p += (size_t)M * max_cols(s) * 2; /* S and, in the backward, dP */
+    w.S = p; p += (size_t)M * nsa_flash_max_cols(s) * 2; /* S and, in the backward, dP */
     w.sc = p; p += (size_t)rep * s->topn * s->select;
     w.imp = p;
     return w;
-}
-
-size_t nsa_flash_scratch_floats(const nsa_shape *s) {
-    return (size_t)s->n_threads * ws_layout(s, NULL, 0).per_thread + 2 * nsa_saved_floats_kv(s);
 }
 
 /* The tile's query rows of group g: Q (nr*rep, d), row r*rep + hh = head g*rep + hh of query r0 + r. */
@@ -76,15 +65,12 @@ static void scatter_rows(float *dst, const float *Q, int b, int g, int r0, int n
 /* Row m of a branch's S (M rows of ncol; keys k0 .. k0+ncol-1) keeps keys [lo, hi): softmaxed in place,
  * others zeroed; returns the log-sum-exp (-inf when the row has none). */
 static float softmax_span(float *row, int ncol, int lo, int hi) {
-    float mx = -INFINITY, sum = 0;
+    float mx = -INFINITY;
     for (int j = 0; j < lo; j++) row[j] = 0;
     for (int j = hi; j < ncol; j++) row[j] = 0;
     if (hi <= lo) return -INFINITY;
     for (int j = lo; j < hi; j++) mx = row[j] > mx ? row[j] : mx;
-    for (int j = lo; j < hi; j++) {
-        row[j] = expf(row[j] - mx);
-        sum += row[j];
-    }
+    const float sum = exp_shift_sum(row + lo, hi - lo, mx);
     const float inv = 1.0f / sum;
     for (int j = lo; j < hi; j++) row[j] *= inv;
     return mx + logf(sum);
@@ -157,7 +143,7 @@ static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int 
                   s, w);
 }
 
-void nsa_flash_forward(float *out, const nsa_inputs *in, nsa_saved *sv, const nsa_shape *s, float *scratch) {
+static void nsa_flash_forward(float *out, const nsa_inputs *in, nsa_saved *sv, const nsa_shape *s, float *scratch) {
     const int T = s->T, H = s->H, d = s->d, tiles = (T + NSA_BR - 1) / NSA_BR;
     nsa_compress_forward(sv->kc, in->k_cmp, in->wck, in->pe_k, s);
     nsa_compress_forward(sv->vc, in->v_cmp, in->wcv, in->pe_v, s);
@@ -208,11 +194,10 @@ static void dense_backward(float *dK, float *dV, const float *K, const float *V,
         row_keys(branch, s, t, kr, &lo, &hi);
         const float l = lse[(((size_t)b * s->T + t) * s->H + h) * 3 + branch];
         float *Sr = S + (size_t)m * N, *dPr = dP + (size_t)m * N;
-        for (int j = 0; j < N; j++) {
-            const float p = j >= lo && j < hi ? expf(Sr[j] - l) : 0.0f;
-            Sr[j] = p;
-            dPr[j] = p * (dPr[j] - D[m]) * scale; /* dS */
-        }
+        for (int j = 0; j < lo; j++) Sr[j] = 0.0f;
+        for (int j = hi > lo ? hi : lo; j < N; j++) Sr[j] = 0.0f;
+        if (hi > lo) exp_shift_sum(Sr + lo, hi - lo, l);
+        for (int j = 0; j < N; j++) dPr[j] = Sr[j] * (dPr[j] - D[m]) * scale; /* dS */
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, d, N, 1.0f, dP, N, K + koff, ld, 1.0f, w->dQ, d);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, M, 1.0f, dP, N, w->Q, d, 1.0f, dK + koff, ld);
@@ -246,7 +231,7 @@ static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inp
     }
 }
 
-void nsa_flash_backward(const nsa_grads *gr, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
+static void nsa_flash_backward(const nsa_grads *gr, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
                         const nsa_shape *s, float *scratch) {
     const int T = s->T, H = s->H, d = s->d;
     const size_t rows = (size_t)s->B * T * H, nkv = (size_t)s->B * T * s->G * d, nc = nsa_saved_floats_kv(s);

@@ -1,10 +1,17 @@
-/* NSA's per-query selection branch and block importance (nsa_rows.h). */
+/* NSA's per-query pieces that the efficient kernels (nsa_flash.c) and the
+ * decoding step (nsa_decode.c) share: the selection branch of one query and
+ * one group, whose rep = H/G heads read each loaded key once, and the
+ * importance of the selection blocks. Compiled per level through
+ * nsa_variant.c, so everything here is static. */
 #include <math.h>
 #include <string.h>
 
 #include "attn/nsa_rows.h"
+#include "ops/vexp.h"
 
-int nsa_sel_runs(int *start, int *end, const int *sel, int t, const nsa_shape *s) {
+/* The keys of query t in the chosen blocks sel (n slots, -1 after the last),
+ * as [start, end) runs; returns the number of runs. */
+static int nsa_sel_runs(int *start, int *end, const int *sel, int t, const nsa_shape *s) {
     int n = 0;
     for (int k = 0; k < s->topn && sel[k] >= 0; k++) {
         int a = sel[k] * s->select, e = a + s->select;
@@ -34,7 +41,12 @@ static int slc_logits(float *sc, const float *q, const float *k, int ld, const i
     return j;
 }
 
-void nsa_slc_row_forward(float *o, float *lse, int lse_stride, const float *q, const float *k, const float *v, int ld,
+/* Selection branch, forward, for query t and one group:
+ *   q:   rep rows of d (the group's heads, adjacent)
+ *   k, v: key rows; key u at k + u*ld
+ *   o:   rep rows of d, overwritten; lse: rep values (stride lse_stride), overwritten
+ *   sc:  scratch of rep * n * l' floats */
+static void nsa_slc_row_forward(float *o, float *lse, int lse_stride, const float *q, const float *k, const float *v, int ld,
                          const int *sel, int t, int rep, const nsa_shape *s, float *sc) {
     int start[NSA_MAX_TOPN], end[NSA_MAX_TOPN]; /* runs <= n */
     const int d = s->d, nk_max = s->topn * s->select;
@@ -42,12 +54,9 @@ void nsa_slc_row_forward(float *o, float *lse, int lse_stride, const float *q, c
     const int nk = slc_logits(sc, q, k, ld, start, end, nr, rep, d, nk_max);
     memset(o, 0, (size_t)rep * d * sizeof(float));
     for (int hh = 0; hh < rep; hh++) {
-        float *p = sc + (size_t)hh * nk_max, mx = -INFINITY, sum = 0;
+        float *p = sc + (size_t)hh * nk_max, mx = -INFINITY;
         for (int j = 0; j < nk; j++) mx = p[j] > mx ? p[j] : mx;
-        for (int j = 0; j < nk; j++) {
-            p[j] = expf(p[j] - mx);
-            sum += p[j];
-        }
+        const float sum = exp_shift_sum(p, nk, mx);
         const float inv = 1.0f / sum;
         for (int j = 0; j < nk; j++) p[j] *= inv;
         lse[(size_t)hh * lse_stride] = mx + logf(sum);
@@ -65,7 +74,9 @@ void nsa_slc_row_forward(float *o, float *lse, int lse_stride, const float *q, c
         }
 }
 
-void nsa_slc_row_backward(float *dq, float *dk, float *dv, const float *dO, const float *D, const float *lse,
+/* Its backward: dO (rep rows of d) the gradient of o; D (rep) = rowsum(dO * o);
+ * dq (rep rows) +=; dk, dv key rows +=. sc: scratch of rep * n * l' floats. */
+static void nsa_slc_row_backward(float *dq, float *dk, float *dv, const float *dO, const float *D, const float *lse,
                           int lse_stride, const float *q, const float *k, const float *v, int ld, const int *sel,
                           int t, int rep, const nsa_shape *s, float *sc) {
     int start[NSA_MAX_TOPN], end[NSA_MAX_TOPN];
@@ -75,8 +86,7 @@ void nsa_slc_row_backward(float *dq, float *dk, float *dv, const float *dO, cons
     const int nk = slc_logits(sc, q, k, ld, start, end, nr, rep, d, nk_max);
     for (int hh = 0; hh < rep; hh++) {
         float *p = sc + (size_t)hh * nk_max;
-        const float l = lse[(size_t)hh * lse_stride];
-        for (int j = 0; j < nk; j++) p[j] = expf(p[j] - l);
+        exp_shift_sum(p, nk, lse[(size_t)hh * lse_stride]);
     }
     int j = 0;
     for (int r = 0; r < nr; r++)
@@ -101,7 +111,10 @@ void nsa_slc_row_backward(float *dq, float *dk, float *dv, const float *dO, cons
         }
 }
 
-void nsa_importance(float *imp, const float *p, int p_stride, int rep, int t, const nsa_shape *s) {
+/* imp[0 .. t/l'] = the importance of each selection block for query t: the
+ * sum over the rep heads' compressed probabilities p (rep rows, stride
+ * p_stride, the first nsa_n_visible(t) entries) of the blocks inside it. */
+static void nsa_importance(float *imp, const float *p, int p_stride, int rep, int t, const nsa_shape *s) {
     const int nb = t / s->select + 1, nv = nsa_n_visible(s, t);
     memset(imp, 0, (size_t)nb * sizeof(float));
     for (int hh = 0; hh < rep; hh++) {
