@@ -114,11 +114,12 @@ size_t nsa_reference_scratch_floats(const nsa_shape *s);
 /* Scratch floats of the efficient kernels (nsa_kernels below). */
 size_t nsa_flash_scratch_floats(const nsa_shape *s);
 
-/* The decoding cache of one layer and one sequence (B = 1):
- *   k_slc, v_slc: (max_T, G*d)        every token (the selection may pick any block)
- *   k_win, v_win: (w, G*d)            a ring: token t at row t % w
- *   k_raw, v_raw: (l, G*d)            a ring of the last l tokens' k_cmp, v_cmp
- *   kc, vc:       (max_T/s + 1, G*d)  the compressed blocks, one appended as each completes
+/* The decoding cache of one layer and one sequence (B = 1); keys transposed
+ * (channel k = g*d + c of a token in row k), values as rows:
+ *   k_slc: (G*d, max_T), v_slc: (max_T, G*d)   every token (the selection may pick any block)
+ *   k_win: (G*d, w),     v_win: (w, G*d)       a ring: token t at column / row t % w
+ *   k_raw, v_raw: (l, G*d)                     a ring of the last l tokens' k_cmp, v_cmp
+ *   kc: (G*d, max_T/s + 1), vc: (max_T/s + 1, G*d)  the compressed blocks, one appended as each completes
  * Floats per layer: nsa_cache_floats. */
 typedef struct {
     float *k_slc, *v_slc, *k_win, *v_win, *k_raw, *v_raw, *kc, *vc;

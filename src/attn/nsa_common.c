@@ -26,12 +26,14 @@ int nsa_flash_max_cols(const nsa_shape *s) {
  * selection scores (rep x n*l'), the importance (T/l' + 1); M = NSA_BR * rep. */
 size_t nsa_flash_scratch_per_thread(const nsa_shape *s) {
     const int rep = s->H / s->G, M = NSA_BR * rep;
-    return (size_t)M * s->d * 4 + M + (size_t)M * nsa_flash_max_cols(s) * 2 + (size_t)rep * s->topn * s->select +
+    return (size_t)M * s->d * 4 + M + (size_t)M * nsa_flash_max_cols(s) * 2 + 2 * (size_t)rep * s->topn * s->select +
            (size_t)s->T / s->select + 1;
 }
 
 size_t nsa_flash_scratch_floats(const nsa_shape *s) {
-    return (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s);
+    /* + dKc, dVc; + the selection keys and values transposed, (B, G, d, T) each */
+    return (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s) +
+           2 * (size_t)s->B * s->T * s->G * s->d;
 }
 
 
@@ -181,6 +183,6 @@ int nsa_decode_cols(const nsa_shape *s, int max_T) {
 
 size_t nsa_decode_scratch_floats(const nsa_shape *s, int max_T) {
     const int rep = s->H / s->G, cols = nsa_decode_cols(s, max_T);
-    return (size_t)rep * cols + (size_t)max_T / s->select + 1 + (size_t)s->topn + (size_t)s->block * s->d +
+    return 2 * (size_t)rep * cols + (size_t)max_T / s->select + 1 + (size_t)s->topn + (size_t)s->block * s->d +
            (size_t)rep * (s->d + 1);
 }

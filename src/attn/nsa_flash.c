@@ -42,7 +42,7 @@ static flash_ws ws_layout(const nsa_shape *s, float *base, int thread) {
     w.dO = p; p += (size_t)M * d;
     w.D = p; p += M;
     w.S = p; p += (size_t)M * nsa_flash_max_cols(s) * 2; /* S and, in the backward, dP */
-    w.sc = p; p += (size_t)rep * s->topn * s->select;
+    w.sc = p; p += 2 * (size_t)rep * s->topn * s->select;
     w.imp = p;
     return w;
 }
@@ -120,8 +120,25 @@ static void dense_forward(float *o_out, float *lse, const float *K, const float 
     scatter_rows(o_out, w->O, b, g, r0, nr, s);
 }
 
+/* The transposed keys (or values) of sequence b, group g, in the scratch's tail: (d, T). */
+static float *transposed(float *scratch, int which, int b, int g, const nsa_shape *s) {
+    float *base = scratch + (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s);
+    return base + (size_t)which * s->B * s->T * s->G * s->d + ((size_t)b * s->G + g) * s->d * s->T;
+}
+
+/* Every (b, g) of x (B, T, G*d) transposed into the tail slot `which`. */
+static void transpose_all(float *scratch, int which, const float *x, const nsa_shape *s) {
+    const int n = s->B * s->G;
+#pragma omp parallel for schedule(static) num_threads(s->n_threads)
+    for (int it = 0; it < n; it++) {
+        const int b = it / s->G, g = it % s->G;
+        nsa_transpose(transposed(scratch, which, b, g, s), s->T, x + (size_t)b * s->T * s->G * s->d + (size_t)g * s->d,
+                      s->G * s->d, s->T, s->d);
+    }
+}
+
 static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int r0, const nsa_shape *s,
-                         flash_ws *w) {
+                         flash_ws *w, const float *kT) {
     const int T = s->T, rep = s->H / s->G, d = s->d, Hd = s->H * d, Gd = s->G * d, Nc = nsa_n_compressed(s, T);
     const int nr = T - r0 < NSA_BR ? T - r0 : NSA_BR;
     gather_rows(w->Q, in->q, b, g, r0, nr, s);
@@ -136,8 +153,7 @@ static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int 
         nsa_choose_blocks(sel, w->imp, t, s);
         nsa_slc_row_forward(sv->o_slc + ((size_t)b * T + t) * Hd + (size_t)g * rep * d,
                             sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3, w->Q + (size_t)r * rep * d,
-                            in->k_slc + (size_t)b * T * Gd + g * d, in->v_slc + (size_t)b * T * Gd + g * d, Gd, sel, t,
-                            rep, s, w->sc);
+                            kT, T, in->v_slc + (size_t)b * T * Gd + g * d, Gd, sel, t, rep, s, w->sc);
     }
     dense_forward(sv->o_win, sv->lse, in->k_win + (size_t)b * T * Gd, in->v_win + (size_t)b * T * Gd, 2, b, g, r0, nr,
                   s, w);
@@ -147,12 +163,13 @@ static void nsa_flash_forward(float *out, const nsa_inputs *in, nsa_saved *sv, c
     const int T = s->T, H = s->H, d = s->d, tiles = (T + NSA_BR - 1) / NSA_BR;
     nsa_compress_forward(sv->kc, in->k_cmp, in->wck, in->pe_k, s);
     nsa_compress_forward(sv->vc, in->v_cmp, in->wcv, in->pe_v, s);
+    transpose_all(scratch, 0, in->k_slc, s);
     const long n_items = (long)s->B * s->G * tiles;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (long it = 0; it < n_items; it++) {
         flash_ws w = ws_layout(s, scratch, omp_get_thread_num());
         const int tile = (int)(it % tiles), g = (int)(it / tiles % s->G), b = (int)(it / tiles / s->G);
-        tile_forward(in, sv, b, g, tile * NSA_BR, s, &w);
+        tile_forward(in, sv, b, g, tile * NSA_BR, s, &w, transposed(scratch, 0, b, g, s));
     }
     const size_t rows = (size_t)s->B * T * H;
 #pragma omp parallel for schedule(static) num_threads(s->n_threads)
@@ -205,7 +222,8 @@ static void dense_backward(float *dK, float *dV, const float *K, const float *V,
 }
 
 static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
-                           float *dkc, float *dvc, int b, int g, const nsa_shape *s, flash_ws *w) {
+                           float *dkc, float *dvc, int b, int g, const nsa_shape *s, flash_ws *w, const float *kT,
+                           const float *vT) {
     const int T = s->T, rep = s->H / s->G, d = s->d, Gd = s->G * d, Nc = nsa_n_compressed(s, T);
     float *D = w->D;
     const size_t kv0 = (size_t)b * T * Gd, kc0 = (size_t)b * Nc * Gd;
@@ -221,8 +239,8 @@ static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inp
             nsa_slc_row_backward(w->dQ + (size_t)r * rep * d, gr->dk_slc + kv0 + g * d, gr->dv_slc + kv0 + g * d,
                                  w->dO + (size_t)r * rep * d, D + r * rep,
                                  sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3,
-                                 w->Q + (size_t)r * rep * d, in->k_slc + kv0 + g * d, in->v_slc + kv0 + g * d, Gd,
-                                 sv->sel + (((size_t)b * T + t) * s->G + g) * s->topn, t, rep, s, w->sc);
+                                 w->Q + (size_t)r * rep * d, in->k_slc + kv0 + g * d, kT, vT,
+                                 Gd, T, sv->sel + (((size_t)b * T + t) * s->G + g) * s->topn, t, rep, s, w->sc);
         }
         branch_dout(w->dO, D, dout, in->gate, gr->dgate, 2, b, g, r0, nr, s);
         dense_backward(gr->dk_win + kv0, gr->dv_win + kv0, in->k_win + kv0, in->v_win + kv0, sv->lse, D, 2, b, g, r0,
@@ -248,11 +266,15 @@ static void nsa_flash_backward(const nsa_grads *gr, const float *dout, const nsa
     memset(dkc, 0, 2 * nc * sizeof(float));
     float *zero[6] = {gr->dk_cmp, gr->dv_cmp, gr->dk_slc, gr->dv_slc, gr->dk_win, gr->dv_win};
     for (int k = 0; k < 6; k++) memset(zero[k], 0, nkv * sizeof(float));
+    transpose_all(scratch, 0, in->k_slc, s);
+    transpose_all(scratch, 1, in->v_slc, s);
     const int n_items = s->B * s->G;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (int it = 0; it < n_items; it++) {
         flash_ws w = ws_layout(s, scratch, omp_get_thread_num());
-        group_backward(gr, dout, in, sv, dkc, dvc, it / s->G, it % s->G, s, &w);
+        const int b = it / s->G, g = it % s->G;
+        group_backward(gr, dout, in, sv, dkc, dvc, b, g, s, &w, transposed(scratch, 0, b, g, s),
+                       transposed(scratch, 1, b, g, s));
     }
     nsa_compress_backward(gr->dk_cmp, gr->dwck, gr->dpe_k, dkc, in->k_cmp, in->wck, in->pe_k, s);
     nsa_compress_backward(gr->dv_cmp, gr->dwcv, gr->dpe_v, dvc, in->v_cmp, in->wcv, in->pe_v, s);
