@@ -72,6 +72,11 @@ typedef struct {
     float *att_cmp, *att_slc, *att_win;
 } nsa_saved;
 
+/* The row stride of a transposed key cache of n keys: n rounded up to 1024,
+ * plus 16, so that the channels' rows (read together, one cache line each)
+ * never fall into the same cache sets, as a power-of-two stride would. */
+static inline int nsa_ldT(int n) { return (n + 1023) / 1024 * 1024 + 16; }
+
 /* Compressed blocks of a sequence of T tokens: (T - l) / s + 1, or 0 when T < l. */
 static inline int nsa_n_compressed(const nsa_shape *s, int T) {
     return T >= s->block ? (T - s->block) / s->stride + 1 : 0;
@@ -116,10 +121,10 @@ size_t nsa_flash_scratch_floats(const nsa_shape *s);
 
 /* The decoding cache of one layer and one sequence (B = 1); keys transposed
  * (channel k = g*d + c of a token in row k), values as rows:
- *   k_slc: (G*d, max_T), v_slc: (max_T, G*d)   every token (the selection may pick any block)
- *   k_win: (G*d, w),     v_win: (w, G*d)       a ring: token t at column / row t % w
+ *   k_slc: (G*d, nsa_ldT(max_T)), v_slc: (max_T, G*d)  every token (the selection may pick any block)
+ *   k_win: (G*d, nsa_ldT(w)),     v_win: (w, G*d)      a ring: token t at column / row t % w
  *   k_raw, v_raw: (l, G*d)                     a ring of the last l tokens' k_cmp, v_cmp
- *   kc: (G*d, max_T/s + 1), vc: (max_T/s + 1, G*d)  the compressed blocks, one appended as each completes
+ *   kc: (G*d, nsa_ldT(max_T/s + 1)), vc: (max_T/s + 1, G*d)  the compressed blocks, appended as each completes
  * Floats per layer: nsa_cache_floats. */
 typedef struct {
     float *k_slc, *v_slc, *k_win, *v_win, *k_raw, *v_raw, *kc, *vc;

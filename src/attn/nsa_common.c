@@ -33,7 +33,7 @@ size_t nsa_flash_scratch_per_thread(const nsa_shape *s) {
 size_t nsa_flash_scratch_floats(const nsa_shape *s) {
     /* + dKc, dVc; + the selection keys and values transposed, (B, G, d, T) each */
     return (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s) +
-           2 * (size_t)s->B * s->T * s->G * s->d;
+           2 * (size_t)s->B * nsa_ldT(s->T) * s->G * s->d;
 }
 
 
@@ -154,21 +154,22 @@ double nsa_forward_flops(const nsa_shape *s) {
 }
 
 size_t nsa_cache_floats(const nsa_shape *s, int max_T) {
-    const size_t Gd = (size_t)s->G * s->d;
-    return Gd * (2 * (size_t)max_T + 2 * (size_t)s->window + 2 * (size_t)s->block +
-                 2 * ((size_t)max_T / s->stride + 1));
+    const size_t Gd = (size_t)s->G * s->d, nb = (size_t)max_T / s->stride + 1;
+    return Gd * ((size_t)nsa_ldT(max_T) + max_T + (size_t)nsa_ldT(s->window) + s->window + 2 * (size_t)s->block +
+                 (size_t)nsa_ldT((int)nb) + nb);
 }
 
 void nsa_cache_init(nsa_cache *c, float *mem, const nsa_shape *s, int max_T) {
     const size_t Gd = (size_t)s->G * s->d;
+    const int nb = max_T / s->stride + 1;
     c->k_slc = mem;
-    c->v_slc = c->k_slc + Gd * max_T;
+    c->v_slc = c->k_slc + Gd * nsa_ldT(max_T);
     c->k_win = c->v_slc + Gd * max_T;
-    c->v_win = c->k_win + Gd * s->window;
+    c->v_win = c->k_win + Gd * nsa_ldT(s->window);
     c->k_raw = c->v_win + Gd * s->window;
     c->v_raw = c->k_raw + Gd * s->block;
     c->kc = c->v_raw + Gd * s->block;
-    c->vc = c->kc + Gd * (max_T / s->stride + 1);
+    c->vc = c->kc + Gd * nsa_ldT(nb);
     c->max_T = max_T;
     c->n_tokens = 0;
     c->n_blocks = 0;

@@ -41,10 +41,11 @@ static void add_gated(float *og, const float *o, const float *gate, int c, int r
 
 static void nsa_decode_step(float *out, nsa_cache *c, const nsa_inputs *in, const nsa_shape *s, float *scratch) {
     const int t = c->n_tokens, G = s->G, d = s->d, Gd = G * d, rep = s->H / G, w = s->window, l = s->block;
-    const int nb_max = c->max_T / s->stride + 1, nk_slc = s->topn * s->select;
+    const int ld_slc = nsa_ldT(c->max_T), ld_win = nsa_ldT(w), ld_c = nsa_ldT(c->max_T / s->stride + 1);
+    const int nk_slc = s->topn * s->select;
     for (int k = 0; k < Gd; k++) { /* the transposed caches take a column */
-        c->k_slc[(size_t)k * c->max_T + t] = in->k_slc[k];
-        c->k_win[(size_t)k * w + t % w] = in->k_win[k];
+        c->k_slc[(size_t)k * ld_slc + t] = in->k_slc[k];
+        c->k_win[(size_t)k * ld_win + t % w] = in->k_win[k];
     }
     memcpy(c->v_slc + (size_t)t * Gd, in->v_slc, (size_t)Gd * sizeof(float));
     memcpy(c->v_win + (size_t)(t % w) * Gd, in->v_win, (size_t)Gd * sizeof(float));
@@ -56,7 +57,7 @@ static void nsa_decode_step(float *out, nsa_cache *c, const nsa_inputs *in, cons
     int *sel = (int *)(imp + c->max_T / s->select + 1);
     float *o = x + (size_t)l * d;
     if (nsa_n_visible(s, t) > c->n_blocks) { /* token t completes block n_blocks */
-        compress_block(c->kc, nb_max, c->n_blocks, c->k_raw, in->wck, in->pe_k, c->n_blocks, s, x);
+        compress_block(c->kc, ld_c, c->n_blocks, c->k_raw, in->wck, in->pe_k, c->n_blocks, s, x);
         compress_block(c->vc + (size_t)c->n_blocks * Gd, 1, 0, c->v_raw, in->wcv, in->pe_v, c->n_blocks, s, x);
         c->n_blocks++;
     }
@@ -68,15 +69,15 @@ static void nsa_decode_step(float *out, nsa_cache *c, const nsa_inputs *in, cons
         const float *q = in->q + (size_t)g * rep * d, *gate = in->gate + (size_t)g * rep * 3;
         float *og = out + (size_t)g * rep * d;
         memset(og, 0, (size_t)rep * d * sizeof(float));
-        attend_runs(o, NULL, 0, q, c->kc + (size_t)g * d * nb_max, nb_max, c->vc + g * d, Gd, cs, ce,
+        attend_runs(o, NULL, 0, q, c->kc + (size_t)g * d * ld_c, ld_c, c->vc + g * d, Gd, cs, ce,
                     c->n_blocks > 0, rep, d, cols, p);
         nsa_importance(imp, p, cols, rep, t, s);
         nsa_choose_blocks(sel, imp, t, s);
         add_gated(og, o, gate, 0, rep, d);
-        nsa_slc_row_forward(o, NULL, 0, q, c->k_slc + (size_t)g * d * c->max_T, c->max_T, c->v_slc + g * d, Gd, sel,
+        nsa_slc_row_forward(o, NULL, 0, q, c->k_slc + (size_t)g * d * ld_slc, ld_slc, c->v_slc + g * d, Gd, sel,
                             t, rep, s, p);
         add_gated(og, o, gate, 1, rep, d);
-        attend_runs(o, NULL, 0, q, c->k_win + (size_t)g * d * w, w, c->v_win + g * d, Gd, ws, we, nwr, rep, d, nk_slc,
+        attend_runs(o, NULL, 0, q, c->k_win + (size_t)g * d * ld_win, ld_win, c->v_win + g * d, Gd, ws, we, nwr, rep, d, nk_slc,
                     p);
         add_gated(og, o, gate, 2, rep, d);
     }

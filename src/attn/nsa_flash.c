@@ -123,7 +123,7 @@ static void dense_forward(float *o_out, float *lse, const float *K, const float 
 /* The transposed keys (or values) of sequence b, group g, in the scratch's tail: (d, T). */
 static float *transposed(float *scratch, int which, int b, int g, const nsa_shape *s) {
     float *base = scratch + (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s);
-    return base + (size_t)which * s->B * s->T * s->G * s->d + ((size_t)b * s->G + g) * s->d * s->T;
+    return base + (size_t)which * s->B * nsa_ldT(s->T) * s->G * s->d + ((size_t)b * s->G + g) * s->d * nsa_ldT(s->T);
 }
 
 /* Every (b, g) of x (B, T, G*d) transposed into the tail slot `which`. */
@@ -132,7 +132,7 @@ static void transpose_all(float *scratch, int which, const float *x, const nsa_s
 #pragma omp parallel for schedule(static) num_threads(s->n_threads)
     for (int it = 0; it < n; it++) {
         const int b = it / s->G, g = it % s->G;
-        nsa_transpose(transposed(scratch, which, b, g, s), s->T, x + (size_t)b * s->T * s->G * s->d + (size_t)g * s->d,
+        nsa_transpose(transposed(scratch, which, b, g, s), nsa_ldT(s->T), x + (size_t)b * s->T * s->G * s->d + (size_t)g * s->d,
                       s->G * s->d, s->T, s->d);
     }
 }
@@ -153,7 +153,7 @@ static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int 
         nsa_choose_blocks(sel, w->imp, t, s);
         nsa_slc_row_forward(sv->o_slc + ((size_t)b * T + t) * Hd + (size_t)g * rep * d,
                             sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3, w->Q + (size_t)r * rep * d,
-                            kT, T, in->v_slc + (size_t)b * T * Gd + g * d, Gd, sel, t, rep, s, w->sc);
+                            kT, nsa_ldT(T), in->v_slc + (size_t)b * T * Gd + g * d, Gd, sel, t, rep, s, w->sc);
     }
     dense_forward(sv->o_win, sv->lse, in->k_win + (size_t)b * T * Gd, in->v_win + (size_t)b * T * Gd, 2, b, g, r0, nr,
                   s, w);
@@ -240,7 +240,7 @@ static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inp
                                  w->dO + (size_t)r * rep * d, D + r * rep,
                                  sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3,
                                  w->Q + (size_t)r * rep * d, in->k_slc + kv0 + g * d, kT, vT,
-                                 Gd, T, sv->sel + (((size_t)b * T + t) * s->G + g) * s->topn, t, rep, s, w->sc);
+                                 Gd, nsa_ldT(T), sv->sel + (((size_t)b * T + t) * s->G + g) * s->topn, t, rep, s, w->sc);
         }
         branch_dout(w->dO, D, dout, in->gate, gr->dgate, 2, b, g, r0, nr, s);
         dense_backward(gr->dk_win + kv0, gr->dv_win + kv0, in->k_win + kv0, in->v_win + kv0, sv->lse, D, 2, b, g, r0,
