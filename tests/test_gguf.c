@@ -368,7 +368,7 @@ static int test_wrong_files(void) {
     da_gguf_writer_free(&w);
     da_engine q;
     da_status st = da_engine_load_gguf(&q, tpath("llama.gguf"));
-    CHECK(st.code && strstr(st.msg, "\"llama\"") && strstr(st.msg, "diffattn"));
+    CHECK(st.code && strstr(st.msg, "llama.context_length")); /* a llama file lacking its keys */
     da_model m;
     st = da_model_load_any(&m, tpath("llama.gguf"));
     CHECK(st.code && strstr(st.msg, "llama"));

@@ -10,6 +10,7 @@
 
 #include "diffattn/generate.h"
 #include "diffattn/tokenizer.h"
+#include "io/gguf.h"
 #include "ops/qblock.h"
 
 /* Per layer, the four matmul input sites; then one for the LM head. */
@@ -25,10 +26,11 @@ typedef struct {
 } da_qtensor;
 
 typedef struct {
-    const float *attention_norm, *ffn_norm, *subln; /* (C) (C) (2d) */
-    const da_qtensor *wq, *wk, *wv, *wo, *w1, *w2, *w3;
-    const da_qtensor *lambda_proj; /* DIFF2: (H, C), lambda per token = sigmoid(xn . row h); else NULL */
-    float lambda; /* DIFF: lambda_full, from the lambda vectors */
+    const float *attention_norm, *ffn_norm;            /* (C) (C) */
+    const da_qtensor *attn[DA_ATTN_MAX_TENSORS];       /* the variant's attention tensors, in its order */
+    const float *attn_f32[DA_ATTN_MAX_TENSORS];        /* its ATTN_PARAM tensors (always f32); others NULL */
+    float attn_consts[4];                              /* the variant's layer_consts */
+    const da_qtensor *w1, *w2, *w3;
 } da_qlayer;
 
 struct da_engine {
@@ -82,6 +84,11 @@ da_status da_engine_to_model(const da_engine *e, da_model *m);
  * type is checked. Errors name the file and field. */
 da_status da_engine_load_gguf(da_engine *e, const char *path);
 da_status da_engine_save_gguf(const da_engine *e, const char *path);
+/* llama.cpp's `llama` files (engine_gguf_llama.c): the configuration of the
+ * llama.* keys (a softmax model; tied when `output` is absent), and the file's
+ * name of a diffattn tensor name (buf holds it when it is built there). */
+da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c);
+const char *da_llama_gguf_name(const char *native, char *buf, size_t n);
 
 /* ---------------------------------------------------------------- calibration statistics */
 

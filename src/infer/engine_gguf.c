@@ -59,15 +59,30 @@ static da_status gguf_tokenizer_json(const da_gguf_file *f, char **json) {
     if (!da_gguf_kv_find(f, "tokenizer.ggml.model")) return da_ok();
     da_status st = da_gguf_get_str(f, "tokenizer.ggml.model", &s);
     if (st.code) return st;
+    if (!strcmp(s, "none")) return da_ok(); /* ids only */
+    if (!strcmp(s, "llama"))
+        return da_errorf("%s: tokenizer.ggml.model is \"llama\" (SentencePiece), which diffattn does not encode; "
+                         "diffattn reads byte-level BPE (\"gpt2\") and \"none\" (ids only)",
+                         f->path);
     if (strcmp(s, "gpt2"))
-        return da_errorf("%s: tokenizer.ggml.model is \"%s\"; diffattn reads byte-level BPE (\"gpt2\") only", f->path,
-                         s);
+        return da_errorf("%s: tokenizer.ggml.model is \"%s\"; diffattn reads byte-level BPE (\"gpt2\") and \"none\" "
+                         "(ids only)",
+                         f->path, s);
     da_tok_ggml g;
     memset(&g, 0, sizeof g);
     g.bos = g.eos = -1;
     uint64_t n_tok = 0, n_types = 0, n_merges = 0;
     if (da_gguf_kv_find(f, "tokenizer.ggml.pre") && (st = da_gguf_get_str(f, "tokenizer.ggml.pre", &g.pre)).code)
         return st;
+    int64_t bos = -1;
+    g.add_bos = -1;
+    if (da_gguf_kv_find(f, "tokenizer.ggml.bos_token_id") &&
+        (st = da_gguf_get_int(f, "tokenizer.ggml.bos_token_id", &bos)).code)
+        return st;
+    if (da_gguf_kv_find(f, "tokenizer.ggml.add_bos_token") &&
+        (st = da_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &g.add_bos)).code)
+        return st;
+    g.bos = bos >= 0 && bos < (1 << 24) ? (int)bos : -1;
     int32_t *types = NULL;
     if (!(st = da_gguf_get_str_array(f, "tokenizer.ggml.tokens", &g.tokens, &n_tok)).code &&
         !(st = da_gguf_get_i32_array(f, "tokenizer.ggml.token_type", &types, &n_types)).code &&
@@ -183,20 +198,38 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c) {
     return da_ok();
 }
 
+/* The file's tensor of engine tensor i: llama.cpp's names in a `llama` file,
+ * where a tied head copy reads token_embd. */
+static const da_gguf_tensor *file_tensor(const da_gguf_file *f, const da_engine *q, int i, int llama) {
+    char buf[96];
+    if (!llama) return da_gguf_tensor_find(f, q->t[i].name);
+    if (q->head_copy && i == q->n_tensors - 1) return da_gguf_tensor_find(f, "token_embd.weight");
+    return da_gguf_tensor_find(f, da_llama_gguf_name(q->t[i].name, buf, sizeof buf));
+}
+
+static int is_llama_file(const da_gguf_file *f) {
+    const char *arch;
+    return !da_gguf_get_str(f, "general.architecture", &arch).code && !strcmp(arch, "llama");
+}
+
 da_status da_engine_load_gguf(da_engine *q, const char *path) {
     memset(q, 0, sizeof *q);
     da_gguf_file f;
     da_status st = da_gguf_open(&f, path);
     if (st.code) return st;
     da_config c;
-    if (!(st = config_from_gguf(&f, &c)).code) st = da_engine_init_table(q, &c);
-    if (!st.code && c.tie_embeddings && da_gguf_tensor_find(&f, "output.weight")) st = da_engine_add_head_copy(q);
+    const int llama = is_llama_file(&f);
+    if (!(st = llama ? da_llama_gguf_config(&f, &c) : config_from_gguf(&f, &c)).code) st = da_engine_init_table(q, &c);
+    if (!st.code && c.tie_embeddings && (llama || da_gguf_tensor_find(&f, "output.weight")))
+        st = da_engine_add_head_copy(q);
     /* check every tensor before allocating */
     for (int i = 0; !st.code && i < q->n_tensors; i++) {
         da_qtensor *t = &q->t[i];
-        const da_gguf_tensor *g = da_gguf_tensor_find(&f, t->name);
+        const da_gguf_tensor *g = file_tensor(&f, q, i, llama);
         if (!g) {
-            st = da_errorf("%s: tensor \"%s\" is missing (the file's keys say %s, dim %d, %d layers)", path, t->name,
+            char buf[96];
+            st = da_errorf("%s: tensor \"%s\" is missing (the file's keys say %s, dim %d, %d layers)", path,
+                           llama ? da_llama_gguf_name(t->name, buf, sizeof buf) : t->name,
                            da_arch_name(c.arch), c.dim, c.n_layers);
             break;
         }
@@ -208,11 +241,11 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
                            want_nd == 2 ? t->rows : 1, want_nd);
             break;
         }
-        /* vectors and the embedding are read as f32 */
+        /* vectors and the embedding are read as f32 (a block-quantized embedding, as llama.cpp's
+         * quantizer writes it, is dequantized) */
         t->type = (!t->cols || i == 0) ? DA_QT_F32 : g->type;
-        if (t->type == DA_QT_F32 && !is_float_type(g->type)) {
-            st = da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms, lambdas and the "
-                           "embedding",
+        if (!t->cols && !is_float_type(g->type)) {
+            st = da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms and lambdas",
                            path, t->name, da_qtype_name(g->type));
             break;
         }
@@ -223,7 +256,7 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
     if (!st.code) st = da_engine_alloc_blob(q);
     for (int i = 0; !st.code && i < q->n_tensors; i++) {
         da_qtensor *t = &q->t[i];
-        const da_gguf_tensor *g = da_gguf_tensor_find(&f, t->name);
+        const da_gguf_tensor *g = file_tensor(&f, q, i, llama);
         const unsigned char *src = da_gguf_data(&f, g);
         if (t->type == g->type) memcpy((void *)t->data, src, g->nbytes);
         else da_dequantize_row(g->type, src, (float *)(void *)t->data, (int64_t)g->ne[0] * g->ne[1]);
