@@ -15,6 +15,7 @@
 #include "experiments/compare.h"
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
+#include "io/run_lock.h"
 
 static const int QBITS[3] = {8, 6, 4};
 
@@ -326,6 +327,11 @@ static da_status train_one(const da_task_compare_config *c, const task_cell *cel
         for (int b = 0; b < B; b++) da_task_sample(t, &data, tok + (size_t)b * T, tgt + (size_t)b * T, NULL);
         da_model_zero_grads(m);
         loss = da_forward(m, a, tok, tgt, B, T);
+        if (!isfinite(loss)) {
+            st = da_errorf("%s: step %ld: the loss is %g; the model's numbers are not finite (lower --lr)", what,
+                           step + 1, (double)loss);
+            break;
+        }
         da_backward(m, a);
         const float norm = da_grad_norm(m);
         if (norm > 1.0f) da_grad_scale(m, 1.0f / norm);
@@ -539,6 +545,15 @@ static da_status check_config(const da_task_compare_config *c) {
     return da_ok();
 }
 
+/* A cell's training settings through train's field table, as train checks
+ * them: --lr -1, 0 and 1e30 ran here (1e30's report held bare nan). */
+static da_status train_fields_check(const da_task_compare_config *c, const task_cell *x) {
+    da_train_config tc;
+    da_train_config_default(&tc);
+    tc.lr = x->lr, tc.min_lr = x->lr / 10, tc.batch = x->batch, tc.steps = c->steps, tc.warmup = c->steps / 10;
+    return da_train_config_validate(&tc);
+}
+
 /* The settings and cells of a study, checked: every cell's task and every model. */
 static da_status study_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points) {
     da_status st = check_config(c);
@@ -550,6 +565,8 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
             st = da_errorf("--layers %d: at most %d for the task comparison", x->layers, TASK_MAX_LAYERS);
         else if ((st = da_task_validate(&x->task)).code)
             st = da_errorf("%s: %s", x->point_name, st.msg);
+        else if ((st = train_fields_check(c, x)).code)
+            st = da_errorf("%s: %s", x->name, st.msg);
         for (int a = 0; a < c->n_archs && !st.code; a++) {
             da_config mc;
             model_config(c, x, a, &mc);
@@ -710,7 +727,19 @@ da_status da_task_compare_report(const da_task_compare_config *c, double wall_s)
     return st;
 }
 
+static da_status task_compare_locked(const da_task_compare_config *c);
+
+/* The whole study in one process holds out_dir's lock (io/run_lock.h). */
 da_status da_task_compare(const da_task_compare_config *c) {
+    int lock_fd = -1;
+    da_status st = da_make_dirs(c->out_dir);
+    if (!st.code) st = da_run_lock(c->out_dir, &lock_fd);
+    if (!st.code) st = task_compare_locked(c);
+    da_run_unlock(lock_fd);
+    return st;
+}
+
+static da_status task_compare_locked(const da_task_compare_config *c) {
     int n_runs;
     da_status st = da_task_compare_prepare(c, &n_runs);
     if (st.code) return st;

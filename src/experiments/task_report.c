@@ -1,5 +1,6 @@
 /* compare --task: the report of a study (report.md, report.json, figures)
  * from its runs' results (see task_study.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -622,10 +623,15 @@ da_status task_write_report(const task_study *S, double wall_s) {
     char path[4200];
     da_atomic_file af;
     snprintf(path, sizeof path, "%s/report.json", c->out_dir);
-    da_status st = da_atomic_open(&af, path);
+    char *json = NULL; /* written whole, then without bare nan or inf (da_json_write_finite) */
+    size_t json_n = 0;
+    FILE *ms = open_memstream(&json, &json_n);
+    if (!ms) return da_errorf("%s: out of memory", path);
+    write_json(ms, S, wall_s);
+    da_status st = fclose(ms) ? da_errorf("%s: out of memory", path) : da_atomic_open(&af, path);
+    if (!st.code) st = da_json_write_finite(af.fp, json) ? da_atomic_fail(&af, errno ? errno : EIO) : da_atomic_commit(&af);
+    free(json);
     if (st.code) return st;
-    write_json(af.fp, S, wall_s);
-    if ((st = da_atomic_commit(&af)).code) return st;
     if ((st = figures(S)).code || (st = heatmaps(S)).code) return st;
     snprintf(path, sizeof path, "%s/report.md", c->out_dir);
     if ((st = da_atomic_open(&af, path)).code) return st;
