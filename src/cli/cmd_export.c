@@ -31,7 +31,7 @@ int cmd_export(int argc, char **argv) {
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model: .safetensors, a .gguf (dequantized) or a Hugging Face folder", 0},
         {"format", OPT_STR, &format, "hf: a Hugging Face folder (config.json, model.safetensors, tokenizer.json)", 0},
-        {"out", OPT_STR, &out, "folder to write (created if missing; its files of these names are replaced)", 0},
+        {"out", OPT_STR, &out, "folder to write (created if missing; replaced in one step, its other files kept)", 0},
     };
     const char *req[] = {"model", "format", "out", NULL};
     int rc = cli_parse("export",

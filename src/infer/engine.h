@@ -10,7 +10,9 @@
 
 #include "diffattn/generate.h"
 #include "diffattn/tokenizer.h"
+#include "core/pool.h"
 #include "io/gguf.h"
+#include "ops/ops.h"
 #include "ops/qblock.h"
 
 /* Per layer, the four matmul input sites; then one for the LM head. */
@@ -70,6 +72,13 @@ da_status da_engine_alloc_blob(da_engine *e);
 void da_engine_bind(da_engine *e);
 /* Frees what e owns and zeroes it (e itself is the caller's). */
 void da_engine_release(da_engine *e);
+/* The tokenizer.json text of a GGUF's tokenizer keys (*json NULL: none):
+ * tokenizer.huggingface.json (refused when tokenizer.ggml.tokens or .merges
+ * beside it say otherwise), else rebuilt from llama.cpp's arrays. */
+da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json);
+/* An error naming the first weight that is NaN or infinite once dequantized
+ * (f16/bf16 values, block scales), unless da_allow_nonfinite(). */
+da_status da_engine_check_finite(const da_engine *e, const char *path);
 /* Gives e the tokenizer.json text json (copied; NULL: none), parsed and its
  * vocabulary checked against e->cfg; where names the file in errors. */
 da_status da_engine_set_tokenizer(da_engine *e, const char *json, const char *where);
@@ -89,6 +98,16 @@ da_status da_engine_save_gguf(const da_engine *e, const char *path);
  * name of a diffattn tensor name (buf holds it when it is built there). */
 da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c);
 const char *da_llama_gguf_name(const char *native, char *buf, size_t n);
+
+/* ---------------------------------------------------------------- integer matmuls (engine_qmatmul.c) */
+
+/* out: (n, W->rows) (+)= x[t] . rows of W for the n int8 activation rows x, on the team pool (NULL: the
+ * caller alone), with ops's kernels. */
+void da_engine_qmatmul_int(da_pool *pool, const da_ops *ops, const da_qtensor *W, const da_qact *x, int n, float *out,
+                           int accumulate);
+/* The same for F16 or BF16 weights and float activations x: (n, W->cols). */
+void da_engine_matmul_half(da_pool *pool, const da_ops *ops, const da_qtensor *W, const float *x, int n, float *out,
+                           int accumulate);
 
 /* ---------------------------------------------------------------- calibration statistics */
 
