@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nsa_reference as nsa  # noqa: E402
 import reference as ref  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,12 +49,23 @@ CONFIGS = {
     "diff_window": dict(_BASE, arch="diff", n_heads=2, n_kv_heads=1, max_seq_len=256, window=37),
     "diff2_window": dict(_BASE, arch="diff2", n_heads=4, n_kv_heads=2, max_seq_len=256, window=37),
     "softmax_window": dict(_BASE, arch="softmax", n_heads=4, n_kv_heads=2, max_seq_len=256, window=37),
+    # NSA (tools/nsa_reference.py): MHA, n_rep 2 and 4, T not a multiple of s, l' or the tile, T < l.
+    "nsa_mha": dict(_BASE, arch="nsa", n_heads=4, n_kv_heads=4, nsa_block=8, nsa_stride=4, nsa_select=12,
+                    nsa_topn=4, nsa_window=20),
+    "nsa_gqa_rep2": dict(_BASE, arch="nsa", n_heads=4, n_kv_heads=2, nsa_block=7, nsa_stride=3, nsa_select=14,
+                         nsa_topn=4, nsa_window=13),
+    "nsa_gqa_rep4": dict(_BASE, arch="nsa", n_heads=4, n_kv_heads=1, nsa_block=8, nsa_stride=4, nsa_select=8,
+                         nsa_topn=5, nsa_window=9),
+    "nsa_short": dict(_BASE, arch="nsa", n_heads=4, n_kv_heads=2, nsa_block=8, nsa_stride=4, nsa_select=16,
+                      nsa_topn=3, nsa_window=4),
 }
-SEQ_LEN = {"diff_window": 200, "diff2_window": 200, "softmax_window": 200}  # others: T
+SEQ_LEN = {"diff_window": 200, "diff2_window": 200, "softmax_window": 200,
+           "nsa_mha": 75, "nsa_gqa_rep2": 83, "nsa_gqa_rep4": 70, "nsa_short": 6}  # others: T
 SEEDS = {"diff_mha": 1001, "diff_gqa": 1002, "softmax_untied": 1003, "softmax_tied": 1004,
          "diff_gqa_h4kv2": 1008, "softmax_gqa_h4kv2": 1006,
          "diff2_mha": 1011, "diff2_gqa_rep2": 1012, "diff2_gqa_rep4": 1013, "diff2_tied": 1014,
-         "diff_window": 1021, "diff2_window": 1022, "softmax_window": 1023}
+         "diff_window": 1021, "diff2_window": 1022, "softmax_window": 1023,
+         "nsa_mha": 2731, "nsa_gqa_rep2": 1032, "nsa_gqa_rep4": 1033, "nsa_short": 1034}
 
 
 def random_params(cfg, seed):
@@ -63,8 +75,10 @@ def random_params(cfg, seed):
     rng = np.random.default_rng(seed)
     P = {}
     for name, shape in ref.param_shapes(cfg).items():
-        if ".lambda_proj" in name:
+        if ".lambda_proj" in name or ".cmp_k." in name or ".cmp_v." in name or ".gate.weight" in name:
             a = rng.standard_normal(shape) / math.sqrt(shape[1])
+        elif ".gate.bias" in name:
+            a = 0.5 * rng.standard_normal(shape)
         elif len(shape) == 2:
             a = 0.3 * rng.standard_normal(shape)
         elif ".lambda_" in name:
@@ -133,10 +147,23 @@ def naive_forward(cfg, params, ids):
         p = "layers.%d." % l
         xn = np.stack([rms(x[t], P[p + "attention_norm.weight"], eps) for t in range(Tn)])
         q = xn @ P[p + "attn.q_proj.weight"].T
-        k = xn @ P[p + "attn.k_proj.weight"].T
-        v = xn @ P[p + "attn.v_proj.weight"].T
+        if cfg["arch"] != "nsa":
+            k = xn @ P[p + "attn.k_proj.weight"].T
+            v = xn @ P[p + "attn.v_proj.weight"].T
         heads_out = np.zeros((Tn, C))
-        if diff2:
+        if cfg["arch"] == "nsa":
+            G = Hkv
+            tq = lambda a, n: torch.from_numpy(np.stack([np.stack([rope(a[t, j * d:(j + 1) * d], t) for j in range(n)])
+                                                         for t in range(Tn)]))
+            raw = lambda a, n: torch.from_numpy(a.reshape(Tn, n, d).copy())
+            pr = {b: xn @ P[p + "attn.%s.weight" % b].T for b in ("k_cmp", "v_cmp", "k_slc", "v_slc", "k_win", "v_win")}
+            gate = 1.0 / (1.0 + np.exp(-(xn @ P[p + "attn.gate.weight"].T + P[p + "attn.gate.bias"])))
+            o = nsa.naive_nsa(tq(q, H), raw(pr["k_cmp"], G), raw(pr["v_cmp"], G), tq(pr["k_slc"], G), raw(pr["v_slc"], G),
+                              tq(pr["k_win"], G), raw(pr["v_win"], G), torch.from_numpy(gate.reshape(Tn, H, 3)),
+                              *(torch.from_numpy(P[p + "attn." + k]) for k in ("cmp_k.weight", "cmp_v.weight", "cmp_pe_k",
+                                                                                "cmp_pe_v")), cfg)
+            heads_out = o.reshape(Tn, C)
+        elif diff2:
             # spec: head i = query heads 2i, 2i+1 against KV group i // n_rep;
             # lambda_t = sigmoid(xn_t . lambda_proj[i]); no head norm
             for i in range(H):
@@ -255,6 +282,17 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
     R.ok(0.3 < spread < 30 and float(logits.abs().max()) < 100,
          "logits spread: std %.3f, max |logit| %.3f" % (spread, float(logits.abs().max())))
     for tr in trace:
+        if cfg["arch"] == "nsa":
+            gt = tr["gate"]
+            R.ok(0.005 < float(gt.min()) and float(gt.max()) < 0.995 and float(gt.std()) > 0.1,
+                 "layer %d: gates in [%.3f, %.3f], std %.3f" % (tr["layer"], float(gt.min()), float(gt.max()),
+                                                               float(gt.std())))
+            R.ok(tr["margin"] > 1e-4, "layer %d: importance margin at the selection cut %.2e (float32 picks alike)"
+                 % (tr["layer"], tr["margin"]))
+            if len(ids) > 16:
+                m = float(tr["p_win"][:, 8:].max(-1).values.mean())
+                R.ok(m > 0.2, "layer %d: window attention far from uniform: mean max weight %.3f" % (tr["layer"], m))
+            continue
         if cfg["arch"] == "diff2":
             lam, A1, A2, Vv = tr["lam"], tr["A1"], tr["A2"], tr["V"]
             m1 = float(A1[:, 8:].max(-1).values.mean())
@@ -292,7 +330,7 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
 
     # causality: changing ids[t] leaves logits[<t] unchanged, and changes logits[t:]
     Tn = len(ids)
-    for t in (0, 17, Tn - 1):
+    for t in (t for t in (0, 17, Tn - 1) if t < Tn):
         ids2 = ids.copy()
         ids2[t] = (ids2[t] + 1 + rng.integers(0, cfg["vocab_size"] - 1)) % cfg["vocab_size"]
         l2 = ref.forward(cfg, params, ids2)
@@ -311,7 +349,7 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
 
     # GQA grouping (i // n_rep for K1, K2 and V) via the equivalent MHA model
     n_rep = cfg["n_heads"] // cfg["n_kv_heads"]
-    if n_rep > 1:
+    if n_rep > 1 and cfg["arch"] != "nsa":  # NSA's group shares one block choice: no MHA equivalent
         mcfg, mP = expand_gqa_to_mha(cfg, params)
         e = float((ref.forward(mcfg, mP, ids) - logits).abs().max())
         R.ok(e < 1e-12, "GQA == MHA with KV group i//n_rep copied into head i: max abs diff %.1e" % e)
@@ -360,7 +398,7 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
     # (a) autograd vs central finite differences (float64)
     loss, grads = ref.loss_and_grads(cfg, params, ids)
     P64 = {k: v.double() for k, v in params.items()}
-    worst = 0.0
+    worst = zero_fd = 0.0
     nchecked = 0
     for pname in P64:
         flat_n = P64[pname].numel()
@@ -376,12 +414,23 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
             Pm[pname] = Pm[pname].view(P64[pname].shape)
             fd = (float(ref.loss_of(cfg, Pp, ids)) - float(ref.loss_of(cfg, Pm, ids))) / (2 * h)
             ag = float(grads[pname].view(-1)[idx])
+            if pname.endswith(".cmp_pe_k"):  # zero gradient (nsa_reference.py): checked below
+                zero_fd = max(zero_fd, abs(fd))
+                continue
             scale = max(float(grads[pname].abs().max()), 1e-8)
             worst = max(worst, abs(fd - ag) / scale)
             nchecked += 1
     R.ok(worst < 1e-6, "finite differences vs autograd: %d entries over %d tensors, worst err/max|grad| %.2e"
          % (nchecked, len(P64), worst))
-    nonzero = [k for k, g in grads.items() if float(g.abs().max()) == 0.0]
+    if cfg["arch"] == "nsa":
+        # pe_k shifts every compressed logit of a query alike: the softmax cannot see it
+        pe = max(float(g.abs().max()) for k, g in grads.items() if k.endswith(".cmp_pe_k"))
+        R.ok(pe < 1e-12 and zero_fd < 1e-8, "cmp_pe_k has zero gradient: autograd %.1e, finite differences %.1e"
+             % (pe, zero_fd))
+    unused = (".cmp_pe_k",)
+    if cfg["arch"] == "nsa" and len(ids) - 1 < cfg["nsa_block"]:  # no compressed block is complete: branch unused
+        unused += ("k_cmp.weight", "v_cmp.weight", "cmp_k.weight", "cmp_v.weight", "cmp_pe_v")
+    nonzero = [k for k, g in grads.items() if float(g.abs().max()) == 0.0 and not k.endswith(unused)]
     R.ok(not nonzero, "every parameter has a non-zero gradient%s" % (" (zero: %s)" % nonzero if nonzero else ""))
 
     # how far a float32 computation lands from the float64 reference (the C side's tolerance budget)
@@ -389,6 +438,7 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
     e32 = ref.logits_error(logits.numpy(), l32.numpy())
     _, g32 = ref.loss_and_grads(cfg, params, ids, dtype=torch.float32)
     ge = ref.grads_errors({k: v.numpy() for k, v in grads.items()}, {k: v.double().numpy() for k, v in g32.items()})
+    ge = {k: e for k, e in ge.items() if not k.endswith(".cmp_pe_k")}  # NSA: zero gradient, noise only
     wk = max(ge, key=ge.get)
     R.ok(e32 < 1e-5 and ge[wk] < 1e-4,
          "torch float32 vs float64: logits %.1e (tol 1e-4), worst grad %.1e in %s (tol 1e-3)" % (e32, ge[wk], wk))

@@ -29,12 +29,15 @@ import sys
 import numpy as np
 import torch
 
+import nsa_reference as nsa
+
 # ----------------------------------------------------------------- config
 
 CONFIG_INT_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
                    "ffn_hidden", "max_seq_len")
 CONFIG_KEYS = ("arch",) + CONFIG_INT_KEYS + ("norm_eps", "rope_theta", "tie_embeddings")
 # Optional: "window" (sliding-window attention, the last `window` keys; absent or 0 = all).
+# arch "nsa" also has nsa.NSA_KEYS (nsa_block, nsa_stride, nsa_select, nsa_topn, nsa_window).
 SUBLN_EPS = 1e-5  # fixed eps of the DIFF per-head RMSNorm (subln)
 
 
@@ -44,7 +47,7 @@ def lambda_init(depth):
 
 
 def head_dim(cfg):
-    """d: the size of one RoPE'd sub-head. diff: dim/H/2. softmax, diff2: dim/H."""
+    """d: the size of one RoPE'd sub-head. diff: dim/H/2. softmax, diff2, nsa: dim/H."""
     if cfg["arch"] == "diff":
         return cfg["dim"] // cfg["n_heads"] // 2
     return cfg["dim"] // cfg["n_heads"]
@@ -54,8 +57,13 @@ def validate_config(cfg):
     missing = [k for k in CONFIG_KEYS if k not in cfg]
     if missing:
         raise ValueError("config lacks %s" % ", ".join(missing))
-    if cfg["arch"] not in ("diff", "diff2", "softmax"):
-        raise ValueError("arch must be 'diff', 'diff2' or 'softmax', got %r" % (cfg["arch"],))
+    if cfg["arch"] not in ("diff", "diff2", "softmax", "nsa"):
+        raise ValueError("arch must be 'diff', 'diff2', 'softmax' or 'nsa', got %r" % (cfg["arch"],))
+    if cfg["arch"] == "nsa":
+        missing = [k for k in nsa.NSA_KEYS if k not in cfg]
+        if missing:
+            raise ValueError("config lacks %s" % ", ".join(missing))
+        nsa.check_hparams(cfg)
     for k in CONFIG_INT_KEYS:
         if not isinstance(cfg[k], int) or cfg[k] <= 0:
             raise ValueError("%s must be a positive int, got %r" % (k, cfg[k]))
@@ -87,6 +95,13 @@ def param_shapes(cfg):
     for i in range(cfg["n_layers"]):
         p = "layers.%d." % i
         s[p + "attention_norm.weight"] = (C,)
+        if cfg["arch"] == "nsa":
+            s.update(nsa_param_shapes(cfg, p + "attn."))
+            s[p + "ffn_norm.weight"] = (C,)
+            s[p + "feed_forward.w1.weight"] = (F, C)
+            s[p + "feed_forward.w2.weight"] = (C, F)
+            s[p + "feed_forward.w3.weight"] = (F, C)
+            continue
         s[p + "attn.q_proj.weight"] = (2 * C if cfg["arch"] == "diff2" else C, C)
         s[p + "attn.k_proj.weight"] = (Ckv, C)
         s[p + "attn.v_proj.weight"] = (Ckv, C)
@@ -107,6 +122,24 @@ def param_shapes(cfg):
     return s
 
 
+def nsa_param_shapes(cfg, p):
+    """The NSA attention tensors of one layer, prefix p = "layers.{i}.attn."."""
+    C, H, G = cfg["dim"], cfg["n_heads"], cfg["n_kv_heads"]
+    d, l = head_dim(cfg), cfg["nsa_block"]
+    s = {p + "q_proj.weight": (H * d, C)}
+    for b in ("cmp", "slc", "win"):
+        s[p + "k_%s.weight" % b] = (G * d, C)
+        s[p + "v_%s.weight" % b] = (G * d, C)
+    s[p + "cmp_k.weight"] = (d, l * d)
+    s[p + "cmp_v.weight"] = (d, l * d)
+    s[p + "cmp_pe_k"] = (l, d)
+    s[p + "cmp_pe_v"] = (l, d)
+    s[p + "gate.weight"] = (3 * H, C)
+    s[p + "gate.bias"] = (3 * H,)
+    s[p + "out_proj.weight"] = (C, H * d)
+    return s
+
+
 def _fmt_float(x):
     x = float(x)
     if x.is_integer() and abs(x) < 1e15:
@@ -124,6 +157,9 @@ def config_to_metadata(cfg):
     md["tie_embeddings"] = "true" if cfg["tie_embeddings"] else "false"
     if cfg.get("window", 0):
         md["window"] = str(cfg["window"])
+    if cfg["arch"] == "nsa":
+        for k in nsa.NSA_KEYS:
+            md[k] = str(cfg[k])
     return md
 
 
@@ -147,6 +183,11 @@ def metadata_to_config(md):
     cfg["tie_embeddings"] = tie == "true"
     if "window" in md:
         cfg["window"] = int(md["window"])
+    if cfg["arch"] == "nsa":
+        for k in nsa.NSA_KEYS:
+            if k not in md:
+                raise ValueError("metadata lacks %s" % k)
+            cfg[k] = int(md[k])
     validate_config(cfg)
     return cfg
 
@@ -281,7 +322,35 @@ def layer_lambda(cfg, params, layer, dtype=torch.float64):
             - torch.exp(torch.sum(g("lambda_q2") * g("lambda_k2"))) + lambda_init(layer))
 
 
+def _nsa_attention(cfg, P, i, x, trace):
+    """NSA (tools/nsa_reference.py): q = RoPE(x Wq), per-branch K and V (RoPE on
+    k_slc and k_win, not k_cmp), gates sigmoid(x Wg^T + bg) [T, H, 3]."""
+    T, C = x.shape
+    H, G, d, th = cfg["n_heads"], cfg["n_kv_heads"], head_dim(cfg), cfg["rope_theta"]
+    p = "layers.%d.attn." % i
+    q = apply_rope((x @ P[p + "q_proj.weight"].T).view(T, H, d), th)
+    kv = {}
+    for b in ("cmp", "slc", "win"):
+        kv["k_" + b] = (x @ P[p + "k_%s.weight" % b].T).view(T, G, d)
+        kv["v_" + b] = (x @ P[p + "v_%s.weight" % b].T).view(T, G, d)
+    kv["k_slc"] = apply_rope(kv["k_slc"], th)
+    kv["k_win"] = apply_rope(kv["k_win"], th)
+    gate = torch.sigmoid(x @ P[p + "gate.weight"].T + P[p + "gate.bias"]).view(T, H, 3)
+    r = nsa.nsa_attention(q, kv["k_cmp"], kv["v_cmp"], kv["k_slc"], kv["v_slc"], kv["k_win"], kv["v_win"], gate,
+                          P[p + "cmp_k.weight"], P[p + "cmp_v.weight"], P[p + "cmp_pe_k"], P[p + "cmp_pe_v"], cfg,
+                          trace=trace is not None)
+    if trace is not None:
+        o, tr = r
+        tr.update({"layer": i, "gate": gate.detach()})
+        trace.append(tr)
+    else:
+        o = r
+    return o.reshape(T, H * d) @ P[p + "out_proj.weight"].T
+
+
 def _attention(cfg, P, i, x, trace):
+    if cfg["arch"] == "nsa":
+        return _nsa_attention(cfg, P, i, x, trace)
     T, C = x.shape
     H, Hkv = cfg["n_heads"], cfg["n_kv_heads"]
     n_rep = H // Hkv

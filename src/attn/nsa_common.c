@@ -1,0 +1,122 @@
+/* NSA: what every kernel shares (nsa.h): the block choice, the compression
+ * of keys and values into blocks, the saved buffers' sizes and the FLOPs. */
+#include <cblas.h>
+#include <string.h>
+
+#include "attn/nsa.h"
+
+/* Is block a (importance ia) ahead of block b (ib)? Higher importance, then the lower index. */
+static inline int ahead(float ia, int a, float ib, int b) { return ia > ib || (ia == ib && a < b); }
+
+int nsa_choose_blocks(int *chosen, const float *imp, int t, const nsa_shape *s) {
+    const int cur = t / s->select, n = s->topn;
+    int cnt = 0;
+    const int forced[3] = {0, cur, cur - 1};
+    for (int f = 0; f < 3; f++) {
+        int j = forced[f], dup = 0;
+        for (int k = 0; k < cnt; k++) dup |= chosen[k] == j;
+        if (j >= 0 && !dup) chosen[cnt++] = j;
+    }
+    /* the best n - cnt of the others, kept in order (best first) by insertion */
+    const int nf = cnt, want = n - nf;
+    int kept = 0;
+    int *best = chosen + nf;
+    for (int j = 1; j < cur - 1 && want > 0; j++) {
+        if (kept == want && !ahead(imp[j], j, imp[best[kept - 1]], best[kept - 1])) continue;
+        int pos = kept < want ? kept++ : kept - 1;
+        while (pos > 0 && ahead(imp[j], j, imp[best[pos - 1]], best[pos - 1])) {
+            best[pos] = best[pos - 1];
+            pos--;
+        }
+        best[pos] = j;
+    }
+    cnt = nf + kept;
+    /* ascending */
+    for (int a = 1; a < cnt; a++) {
+        int v = chosen[a], b = a;
+        while (b > 0 && chosen[b - 1] > v) { chosen[b] = chosen[b - 1]; b--; }
+        chosen[b] = v;
+    }
+    for (int k = cnt; k < n; k++) chosen[k] = -1;
+    return cnt;
+}
+
+/* Block i of group g is Wc . (x_i + pe) with x_i = kv rows i*s .. i*s+l-1 of
+ * the group, so per position p it is a GEMM over all blocks at once: rows
+ * i*s + p (stride s*G*d) times Wc's columns p*d .. p*d+d-1; pe adds the same
+ * vector Wc . flatten(pe) to every block. */
+void nsa_compress_forward(float *kc, const float *kv, const float *wc, const float *pe, const nsa_shape *s) {
+    const int T = s->T, G = s->G, d = s->d, l = s->block, Nc = nsa_n_compressed(s, T), ld = l * d;
+    if (Nc == 0) return;
+    float bias[1024]; /* d <= DA_MAX_HEAD_DIM */
+    for (int c = 0; c < d; c++) {
+        double acc = 0;
+        for (int k = 0; k < ld; k++) acc += (double)wc[(size_t)c * ld + k] * pe[k];
+        bias[c] = (float)acc;
+    }
+    for (int b = 0; b < s->B; b++)
+        for (int g = 0; g < G; g++) {
+            float *out = kc + (size_t)b * Nc * G * d + (size_t)g * d;
+            for (int i = 0; i < Nc; i++) memcpy(out + (size_t)i * G * d, bias, (size_t)d * sizeof(float));
+            for (int p = 0; p < l; p++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Nc, d, d, 1.0f,
+                            kv + ((size_t)b * T + p) * G * d + (size_t)g * d, s->stride * G * d, wc + (size_t)p * d,
+                            ld, 1.0f, out, G * d);
+        }
+}
+
+void nsa_compress_backward(float *dkv, float *dwc, float *dpe, const float *dkc, const float *kv, const float *wc,
+                           const float *pe, const nsa_shape *s) {
+    const int T = s->T, G = s->G, d = s->d, l = s->block, Nc = nsa_n_compressed(s, T), ld = l * d;
+    if (Nc == 0) return;
+    float colsum[1024]; /* sum over every block and group of dkc: what pe's gradient and term need */
+    memset(colsum, 0, (size_t)d * sizeof(float));
+    for (int b = 0; b < s->B; b++)
+        for (int i = 0; i < Nc; i++)
+            for (int g = 0; g < G; g++)
+                for (int c = 0; c < d; c++) colsum[c] += dkc[(((size_t)b * Nc + i) * G + g) * d + c];
+    for (int b = 0; b < s->B; b++)
+        for (int g = 0; g < G; g++) {
+            const float *dc = dkc + (size_t)b * Nc * G * d + (size_t)g * d;
+            for (int p = 0; p < l; p++) {
+                const float *x = kv + ((size_t)b * T + p) * G * d + (size_t)g * d;
+                /* dx_p += dC . Wc_p; dWc_p += dC^T x_p */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Nc, d, d, 1.0f, dc, G * d, wc + (size_t)p * d,
+                            ld, 1.0f, dkv + ((size_t)b * T + p) * G * d + (size_t)g * d, s->stride * G * d);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, d, Nc, 1.0f, dc, G * d, x, s->stride * G * d,
+                            1.0f, dwc + (size_t)p * d, ld);
+            }
+        }
+    /* pe: dWc[:, k] += colsum pe[k]; dpe[k] += colsum . Wc[:, k] */
+    for (int c = 0; c < d; c++)
+        for (int k = 0; k < ld; k++) dwc[(size_t)c * ld + k] += colsum[c] * pe[k];
+    for (int k = 0; k < ld; k++) {
+        float acc = 0;
+        for (int c = 0; c < d; c++) acc += colsum[c] * wc[(size_t)c * ld + k];
+        dpe[k] += acc;
+    }
+}
+
+size_t nsa_saved_floats_kv(const nsa_shape *s) {
+    return (size_t)s->B * nsa_n_compressed(s, s->T) * s->G * s->d;
+}
+size_t nsa_saved_floats_out(const nsa_shape *s) { return (size_t)s->B * s->T * s->H * s->d; }
+size_t nsa_saved_ints_sel(const nsa_shape *s) { return (size_t)s->B * s->T * s->G * s->topn; }
+size_t nsa_saved_floats_lse(const nsa_shape *s) { return (size_t)s->B * s->T * s->H * 3; }
+size_t nsa_saved_floats_att(const nsa_shape *s) {
+    return (size_t)s->B * s->H * s->T * (nsa_n_compressed(s, s->T) + 2 * (size_t)s->T);
+}
+
+double nsa_forward_flops(const nsa_shape *s) {
+    double keys = 0;
+    for (int t = 0; t < s->T; t++) {
+        int cur = t / s->select, nb = cur + 1 < s->topn ? cur + 1 : s->topn;
+        double slc = (double)nb * s->select;
+        if (slc > t + 1) slc = t + 1;
+        double win = t + 1 < s->window ? t + 1 : s->window;
+        keys += nsa_n_visible(s, t) + slc + win;
+    }
+    const double Nc = nsa_n_compressed(s, s->T);
+    const double compress = 2.0 * 2.0 * Nc * s->G * s->d * (double)s->block * s->d;
+    return s->B * (4.0 * s->H * s->d * keys + compress);
+}

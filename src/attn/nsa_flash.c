@@ -1,0 +1,274 @@
+/* NSA's efficient kernels (nsa.h). Cost per head ~ T * (T/s + n*l' + w)
+ * multiply-adds, memory linear in T.
+ *
+ * Forward: one (sequence, group, tile of NSA_BR queries) per iteration. The
+ * tile's queries of the group's rep heads form one matrix Q (NSA_BR*rep rows),
+ * so each key the tile loads serves every head of the group:
+ *   compression: S = Q Kc^T over the blocks the tile's last query sees (one
+ *     GEMM), each row masked to its visible blocks and normalised, O = P Vc;
+ *     the rows' probabilities give the importance and the block choice;
+ *   selection: per query, the group's heads over the chosen blocks
+ *     (nsa_rows.c), each key row loaded once for the rep heads;
+ *   window: S = Q K^T over keys r0-w+1 .. r0+NSA_BR-1 (one GEMM), masked per row.
+ * Saved: each branch's output and log-sum-exp, the choice, Kc and Vc.
+ *
+ * Backward: one (sequence, group) per iteration, so the rows of dK, dV (and
+ * dKc, dVc) that a group owns are written by one thread: no races, a fixed
+ * order. Each branch recomputes P = exp(S - lse); dS = P (dO V^T - D) with
+ * D = rowsum(dO O) and dO = gate * dout. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "attn/nsa.h"
+#include "attn/nsa_rows.h"
+
+#define NSA_BR 64 /* queries per tile */
+
+/* Per-thread scratch layout (floats). */
+typedef struct {
+    float *Q, *S, *O, *dQ, *dO, *D, *sc, *imp;
+    size_t per_thread;
+} flash_ws;
+
+static int max_cols(const nsa_shape *s) {
+    int nc = nsa_n_compressed(s, s->T), w = s->window + NSA_BR - 1;
+    return nc > w ? nc : w;
+}
+
+static flash_ws ws_layout(const nsa_shape *s, float *base, int thread) {
+    const int rep = s->H / s->G, M = NSA_BR * rep, d = s->d;
+    flash_ws w;
+    w.per_thread = (size_t)M * d * 4 + M + (size_t)M * max_cols(s) * 2 + (size_t)rep * s->topn * s->select +
+                   (size_t)s->T / s->select + 1;
+    float *p = base + (size_t)thread * w.per_thread;
+    w.Q = p; p += (size_t)M * d;
+    w.O = p; p += (size_t)M * d;
+    w.dQ = p; p += (size_t)M * d;
+    w.dO = p; p += (size_t)M * d;
+    w.D = p; p += M;
+    w.S = p; p += (size_t)M * max_cols(s) * 2; /* S and, in the backward, dP */
+    w.sc = p; p += (size_t)rep * s->topn * s->select;
+    w.imp = p;
+    return w;
+}
+
+size_t nsa_flash_scratch_floats(const nsa_shape *s) {
+    return (size_t)s->n_threads * ws_layout(s, NULL, 0).per_thread + 2 * nsa_saved_floats_kv(s);
+}
+
+/* The tile's query rows of group g: Q (nr*rep, d), row r*rep + hh = head g*rep + hh of query r0 + r. */
+static void gather_rows(float *Q, const float *src, int b, int g, int r0, int nr, const nsa_shape *s) {
+    const int rep = s->H / s->G, Hd = s->H * s->d;
+    for (int r = 0; r < nr; r++)
+        memcpy(Q + (size_t)r * rep * s->d, src + ((size_t)b * s->T + r0 + r) * Hd + (size_t)g * rep * s->d,
+               (size_t)rep * s->d * sizeof(float));
+}
+
+static void scatter_rows(float *dst, const float *Q, int b, int g, int r0, int nr, const nsa_shape *s) {
+    const int rep = s->H / s->G, Hd = s->H * s->d;
+    for (int r = 0; r < nr; r++)
+        memcpy(dst + ((size_t)b * s->T + r0 + r) * Hd + (size_t)g * rep * s->d, Q + (size_t)r * rep * s->d,
+               (size_t)rep * s->d * sizeof(float));
+}
+
+/* Row m of a branch's S (M rows of ncol; keys k0 .. k0+ncol-1) keeps keys [lo, hi): softmaxed in place,
+ * others zeroed; returns the log-sum-exp (-inf when the row has none). */
+static float softmax_span(float *row, int ncol, int lo, int hi) {
+    float mx = -INFINITY, sum = 0;
+    for (int j = 0; j < lo; j++) row[j] = 0;
+    for (int j = hi; j < ncol; j++) row[j] = 0;
+    if (hi <= lo) return -INFINITY;
+    for (int j = lo; j < hi; j++) mx = row[j] > mx ? row[j] : mx;
+    for (int j = lo; j < hi; j++) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int j = lo; j < hi; j++) row[j] *= inv;
+    return mx + logf(sum);
+}
+
+/* The keys [lo, hi) of row m's query within a branch's key range starting at k0. */
+typedef struct {
+    int k0, ncol;
+} key_range;
+
+static key_range cmp_range(const nsa_shape *s, int r0, int nr) {
+    return (key_range){0, nsa_n_visible(s, r0 + nr - 1)};
+}
+static key_range win_range(const nsa_shape *s, int r0, int nr) {
+    int k0 = r0 - s->window + 1 < 0 ? 0 : r0 - s->window + 1;
+    return (key_range){k0, r0 + nr - k0};
+}
+static void row_keys(int branch, const nsa_shape *s, int t, key_range kr, int *lo, int *hi) {
+    if (branch == 0) { *lo = 0; *hi = nsa_n_visible(s, t); return; }
+    int a = t - s->window + 1 < 0 ? 0 : t - s->window + 1;
+    *lo = a - kr.k0;
+    *hi = t + 1 - kr.k0;
+}
+
+/* A dense branch (0 compression, 2 window) of one tile: o, lse saved; S keeps P. */
+static void dense_forward(float *o_out, float *lse, const float *K, const float *V, int branch, int b, int g, int r0,
+                          int nr, const nsa_shape *s, flash_ws *w) {
+    const int rep = s->H / s->G, d = s->d, M = nr * rep, ld = s->G * s->d;
+    const key_range kr = branch == 0 ? cmp_range(s, r0, nr) : win_range(s, r0, nr);
+    const int N = kr.ncol;
+    const float scale = 1.0f / sqrtf((float)d);
+    if (N > 0) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, d, scale, w->Q, d, K + (size_t)kr.k0 * ld + g * d,
+                    ld, 0.0f, w->S, N);
+    }
+    for (int m = 0; m < M; m++) {
+        const int t = r0 + m / rep, h = g * rep + m % rep;
+        int lo, hi;
+        row_keys(branch, s, t, kr, &lo, &hi);
+        lse[(((size_t)b * s->T + t) * s->H + h) * 3 + branch] = softmax_span(w->S + (size_t)m * N, N, lo, hi);
+    }
+    if (N > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, d, N, 1.0f, w->S, N, V + (size_t)kr.k0 * ld + g * d,
+                    ld, 0.0f, w->O, d);
+    else
+        memset(w->O, 0, (size_t)M * d * sizeof(float));
+    scatter_rows(o_out, w->O, b, g, r0, nr, s);
+}
+
+static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int r0, const nsa_shape *s,
+                         flash_ws *w) {
+    const int T = s->T, rep = s->H / s->G, d = s->d, Hd = s->H * d, Gd = s->G * d, Nc = nsa_n_compressed(s, T);
+    const int nr = T - r0 < NSA_BR ? T - r0 : NSA_BR;
+    gather_rows(w->Q, in->q, b, g, r0, nr, s);
+    /* compression, then each query's choice from its probabilities (still in S) */
+    dense_forward(sv->o_cmp, sv->lse, sv->kc + (size_t)b * Nc * Gd, sv->vc + (size_t)b * Nc * Gd, 0, b, g, r0, nr, s,
+                  w);
+    const int N = cmp_range(s, r0, nr).ncol;
+    for (int r = 0; r < nr; r++) {
+        const int t = r0 + r;
+        int *sel = sv->sel + (((size_t)b * T + t) * s->G + g) * s->topn;
+        nsa_importance(w->imp, w->S + (size_t)r * rep * N, N, rep, t, s);
+        nsa_choose_blocks(sel, w->imp, t, s);
+        nsa_slc_row_forward(sv->o_slc + ((size_t)b * T + t) * Hd + (size_t)g * rep * d,
+                            sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3, w->Q + (size_t)r * rep * d,
+                            in->k_slc + (size_t)b * T * Gd + g * d, in->v_slc + (size_t)b * T * Gd + g * d, Gd, sel, t,
+                            rep, s, w->sc);
+    }
+    dense_forward(sv->o_win, sv->lse, in->k_win + (size_t)b * T * Gd, in->v_win + (size_t)b * T * Gd, 2, b, g, r0, nr,
+                  s, w);
+}
+
+void nsa_flash_forward(float *out, const nsa_inputs *in, nsa_saved *sv, const nsa_shape *s, float *scratch) {
+    const int T = s->T, H = s->H, d = s->d, tiles = (T + NSA_BR - 1) / NSA_BR;
+    nsa_compress_forward(sv->kc, in->k_cmp, in->wck, in->pe_k, s);
+    nsa_compress_forward(sv->vc, in->v_cmp, in->wcv, in->pe_v, s);
+    const long n_items = (long)s->B * s->G * tiles;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
+    for (long it = 0; it < n_items; it++) {
+        flash_ws w = ws_layout(s, scratch, omp_get_thread_num());
+        const int tile = (int)(it % tiles), g = (int)(it / tiles % s->G), b = (int)(it / tiles / s->G);
+        tile_forward(in, sv, b, g, tile * NSA_BR, s, &w);
+    }
+    const size_t rows = (size_t)s->B * T * H;
+#pragma omp parallel for schedule(static) num_threads(s->n_threads)
+    for (size_t r = 0; r < rows; r++) {
+        const float *gt = in->gate + r * 3;
+        const size_t o = r * d;
+        for (int c = 0; c < d; c++)
+            out[o + c] = gt[0] * sv->o_cmp[o + c] + gt[1] * sv->o_slc[o + c] + gt[2] * sv->o_win[o + c];
+    }
+}
+
+/* dO of branch c for the tile's rows: gate_c * dout, as Q is laid out; D (M) = rowsum(dO o_c) = gate_c dgate_c. */
+static void branch_dout(float *dO, float *D, const float *dout, const float *gate, const float *dgate, int c, int b,
+                        int g, int r0, int nr, const nsa_shape *s) {
+    const int rep = s->H / s->G, d = s->d;
+    gather_rows(dO, dout, b, g, r0, nr, s);
+    for (int m = 0; m < nr * rep; m++) {
+        const size_t gi = (((size_t)b * s->T + r0 + m / rep) * s->H + g * rep + m % rep) * 3 + c;
+        for (int k = 0; k < d; k++) dO[(size_t)m * d + k] *= gate[gi];
+        D[m] = gate[gi] * dgate[gi];
+    }
+}
+
+/* The backward of a dense branch over one tile: dQ (w->dQ) +=, dK, dV rows +=. */
+static void dense_backward(float *dK, float *dV, const float *K, const float *V, const float *lse, const float *D,
+                           int branch, int b, int g, int r0, int nr, const nsa_shape *s, flash_ws *w) {
+    const int rep = s->H / s->G, d = s->d, M = nr * rep, ld = s->G * s->d;
+    const key_range kr = branch == 0 ? cmp_range(s, r0, nr) : win_range(s, r0, nr);
+    const int N = kr.ncol;
+    if (N == 0) return;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *S = w->S, *dP = w->S + (size_t)M * N;
+    const size_t koff = (size_t)kr.k0 * ld + g * d;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, d, scale, w->Q, d, K + koff, ld, 0.0f, S, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, d, 1.0f, w->dO, d, V + koff, ld, 0.0f, dP, N);
+    for (int m = 0; m < M; m++) {
+        const int t = r0 + m / rep, h = g * rep + m % rep;
+        int lo, hi;
+        row_keys(branch, s, t, kr, &lo, &hi);
+        const float l = lse[(((size_t)b * s->T + t) * s->H + h) * 3 + branch];
+        float *Sr = S + (size_t)m * N, *dPr = dP + (size_t)m * N;
+        for (int j = 0; j < N; j++) {
+            const float p = j >= lo && j < hi ? expf(Sr[j] - l) : 0.0f;
+            Sr[j] = p;
+            dPr[j] = p * (dPr[j] - D[m]) * scale; /* dS */
+        }
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, d, N, 1.0f, dP, N, K + koff, ld, 1.0f, w->dQ, d);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, M, 1.0f, dP, N, w->Q, d, 1.0f, dK + koff, ld);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, M, 1.0f, S, N, w->dO, d, 1.0f, dV + koff, ld);
+}
+
+static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
+                           float *dkc, float *dvc, int b, int g, const nsa_shape *s, flash_ws *w) {
+    const int T = s->T, rep = s->H / s->G, d = s->d, Gd = s->G * d, Nc = nsa_n_compressed(s, T);
+    float *D = w->D;
+    const size_t kv0 = (size_t)b * T * Gd, kc0 = (size_t)b * Nc * Gd;
+    for (int r0 = 0; r0 < T; r0 += NSA_BR) {
+        const int nr = T - r0 < NSA_BR ? T - r0 : NSA_BR;
+        gather_rows(w->Q, in->q, b, g, r0, nr, s);
+        memset(w->dQ, 0, (size_t)nr * rep * d * sizeof(float));
+        branch_dout(w->dO, D, dout, in->gate, gr->dgate, 0, b, g, r0, nr, s);
+        dense_backward(dkc + kc0, dvc + kc0, sv->kc + kc0, sv->vc + kc0, sv->lse, D, 0, b, g, r0, nr, s, w);
+        branch_dout(w->dO, D, dout, in->gate, gr->dgate, 1, b, g, r0, nr, s);
+        for (int r = 0; r < nr; r++) {
+            const int t = r0 + r;
+            nsa_slc_row_backward(w->dQ + (size_t)r * rep * d, gr->dk_slc + kv0 + g * d, gr->dv_slc + kv0 + g * d,
+                                 w->dO + (size_t)r * rep * d, D + r * rep,
+                                 sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3,
+                                 w->Q + (size_t)r * rep * d, in->k_slc + kv0 + g * d, in->v_slc + kv0 + g * d, Gd,
+                                 sv->sel + (((size_t)b * T + t) * s->G + g) * s->topn, t, rep, s, w->sc);
+        }
+        branch_dout(w->dO, D, dout, in->gate, gr->dgate, 2, b, g, r0, nr, s);
+        dense_backward(gr->dk_win + kv0, gr->dv_win + kv0, in->k_win + kv0, in->v_win + kv0, sv->lse, D, 2, b, g, r0,
+                       nr, s, w);
+        scatter_rows(gr->dq, w->dQ, b, g, r0, nr, s);
+    }
+}
+
+void nsa_flash_backward(const nsa_grads *gr, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
+                        const nsa_shape *s, float *scratch) {
+    const int T = s->T, H = s->H, d = s->d;
+    const size_t rows = (size_t)s->B * T * H, nkv = (size_t)s->B * T * s->G * d, nc = nsa_saved_floats_kv(s);
+    float *dkc = scratch + (size_t)s->n_threads * ws_layout(s, NULL, 0).per_thread, *dvc = dkc + nc;
+#pragma omp parallel for schedule(static) num_threads(s->n_threads)
+    for (size_t r = 0; r < rows; r++) {
+        const float *o[3] = {sv->o_cmp + r * d, sv->o_slc + r * d, sv->o_win + r * d};
+        for (int c = 0; c < 3; c++) {
+            float acc = 0;
+            for (int k = 0; k < d; k++) acc += dout[r * d + k] * o[c][k];
+            gr->dgate[r * 3 + c] = acc;
+        }
+    }
+    memset(dkc, 0, 2 * nc * sizeof(float));
+    float *zero[6] = {gr->dk_cmp, gr->dv_cmp, gr->dk_slc, gr->dv_slc, gr->dk_win, gr->dv_win};
+    for (int k = 0; k < 6; k++) memset(zero[k], 0, nkv * sizeof(float));
+    const int n_items = s->B * s->G;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
+    for (int it = 0; it < n_items; it++) {
+        flash_ws w = ws_layout(s, scratch, omp_get_thread_num());
+        group_backward(gr, dout, in, sv, dkc, dvc, it / s->G, it % s->G, s, &w);
+    }
+    nsa_compress_backward(gr->dk_cmp, gr->dwck, gr->dpe_k, dkc, in->k_cmp, in->wck, in->pe_k, s);
+    nsa_compress_backward(gr->dv_cmp, gr->dwcv, gr->dpe_v, dvc, in->v_cmp, in->wcv, in->pe_v, s);
+}
