@@ -225,7 +225,9 @@ da_status da_engine_save_gguf(const da_engine *q, const char *path) {
     da_gguf_writer w;
     da_gguf_writer_init(&w);
     char name[128];
-    da_gguf_add_str(&w, "general.architecture", da_gguf_arch_of(c));
+    char arch[64];
+    da_gguf_arch_of(c, arch, sizeof arch);
+    da_gguf_add_str(&w, "general.architecture", arch);
     snprintf(name, sizeof name, "diffattn-%s-%dx%d-%s", da_arch_name(c->arch), c->n_layers, c->dim,
              da_qtype_name(q->weight_type));
     da_gguf_add_str(&w, "general.name", name);
@@ -267,7 +269,8 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c, int *llam
     const char *arch, *variant;
     da_status st = da_gguf_get_str(f, "general.architecture", &arch);
     if (st.code) return da_errorf("%s: general.architecture is missing: not a model GGUF", f->path);
-    *llama = da_gguf_arch_is_layout(arch);
+    da_arch parsed;
+    *llama = da_gguf_arch_parse(arch, &parsed);
     if (*llama) return da_config_gguf_get_llama(f, arch, c);
     if (strcmp(arch, "diffattn"))
         return da_errorf("%s: general.architecture is \"%s\"; diffattn runs llama, diffattn-diff, diffattn-diff2 and "

@@ -8,18 +8,18 @@
 #include "io/gguf_llama.h"
 #include "ops/ops.h"
 
-static const char *const ARCHS[] = {"llama", "diffattn-softmax", "diffattn-diff", "diffattn-diff2", NULL};
-
-const char *da_gguf_arch_of(const da_config *c) {
-    if (c->arch == DA_ARCH_DIFF) return ARCHS[2];
-    if (c->arch == DA_ARCH_DIFF2) return ARCHS[3];
-    return c->window > 0 ? ARCHS[1] : ARCHS[0]; /* llama.cpp's llama has no sliding window */
+void da_gguf_arch_of(const da_config *c, char *out, size_t n) {
+    /* llama.cpp's llama has no sliding window */
+    if (c->arch == DA_ARCH_SOFTMAX && c->window == 0) snprintf(out, n, "llama");
+    else snprintf(out, n, "diffattn-%s", da_arch_name(c->arch));
 }
 
-int da_gguf_arch_is_layout(const char *arch) {
-    for (int i = 0; ARCHS[i]; i++)
-        if (!strcmp(arch, ARCHS[i])) return 1;
-    return 0;
+int da_gguf_arch_parse(const char *arch, da_arch *out) {
+    if (!strcmp(arch, "llama")) {
+        *out = DA_ARCH_SOFTMAX;
+        return 1;
+    }
+    return !strncmp(arch, "diffattn-", 9) && !da_arch_parse(arch + 9, out);
 }
 
 /* ---------------------------------------------------------------- tensor names */
@@ -86,8 +86,8 @@ static double llama_freq_base(const da_config *c) {
 }
 
 void da_config_gguf_add_llama(da_gguf_writer *w, const da_config *c) {
-    const char *arch = da_gguf_arch_of(c);
-    char k[96];
+    char arch[64], k[128];
+    da_gguf_arch_of(c, arch, sizeof arch);
 #define KEY(s) (snprintf(k, sizeof k, "%s.%s", arch, s), k)
     da_gguf_add_u32(w, KEY("context_length"), (uint32_t)c->max_seq_len);
     da_gguf_add_u32(w, KEY("embedding_length"), (uint32_t)c->dim);
@@ -164,8 +164,8 @@ static da_status get_rope(const da_gguf_file *f, const char *arch, da_config *c)
 
 da_status da_config_gguf_get_llama(const da_gguf_file *f, const char *arch, da_config *c) {
     memset(c, 0, sizeof *c);
-    c->arch = !strcmp(arch, "diffattn-diff") ? DA_ARCH_DIFF : !strcmp(arch, "diffattn-diff2") ? DA_ARCH_DIFF2
-                                                                                               : DA_ARCH_SOFTMAX;
+    if (!da_gguf_arch_parse(arch, &c->arch))
+        return da_errorf("%s: general.architecture \"%s\" is not one diffattn writes", f->path, arch);
     char k[96];
     da_status st;
     const struct {

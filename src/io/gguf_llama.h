@@ -1,7 +1,8 @@
 /* llama.cpp's GGUF layout for diffattn's models (docs/formats.md):
  *   - the architecture: "llama" for a softmax model llama.cpp runs as it is
- *     (no sliding window), else a name of diffattn's own ("diffattn-diff",
- *     "diffattn-diff2", "diffattn-softmax" for a windowed softmax model);
+ *     (no sliding window), else a name of diffattn's own, "diffattn-" and
+ *     the arch ("diffattn-diff", "diffattn-diff2", "diffattn-softmax" for a
+ *     windowed softmax model);
  *   - the hyperparameters under "<architecture>." as llama.cpp names them
  *     (llama.block_count, llama.attention.head_count, llama.rope.freq_base, ...);
  *   - llama.cpp's tensor names (token_embd, blk.N.attn_q, ..., output_norm,
@@ -21,10 +22,10 @@
 #include "diffattn/model.h"
 #include "io/gguf.h"
 
-/* The architecture c is written as. */
-const char *da_gguf_arch_of(const da_config *c);
-/* 1 when arch is one of the names da_gguf_arch_of gives. */
-int da_gguf_arch_is_layout(const char *arch);
+/* The architecture c is written as: "llama", or "diffattn-" and da_arch_name. */
+void da_gguf_arch_of(const da_config *c, char *out, size_t n);
+/* 1 (and *out set) when arch is a name da_gguf_arch_of gives, else 0. */
+int da_gguf_arch_parse(const char *arch, da_arch *out);
 
 /* The GGUF name of a diffattn tensor name ("layers.3.attn.q_proj.weight" ->
  * "blk.3.attn_q.weight"), and back. 0 on success, -1 for a name outside the table. */
