@@ -2,6 +2,7 @@
  * and of its write faults, as a test that fails on the code before the fix.
  * Memory and time must be bounded by a file's real size, never by a count
  * the file claims; a failed write must leave the previous file whole. */
+#include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -15,6 +16,7 @@
 #include "data/prepare.h"
 #include "data/text_data.h"
 #include "diffattn.h"
+#include "diffattn/quant.h"
 #include "harness.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
@@ -459,6 +461,100 @@ static int test_param_count_matches_model(void) {
 
 /* ------------------------------------------------------------ writes */
 
+/* Files of dir named <name>.tmp.* */
+static int count_temporaries(const char *name) {
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", name);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) n++;
+    closedir(d);
+    return n;
+}
+
+/* Issue 23, case 1: another user plants symlinks named path.tmp.<pid> for the
+ * next pids (and one at path itself) in a shared output folder. The writer
+ * used to open the planted name and write through it into the symlink's
+ * target, then rename the symlink over path. Now the temporary is a new file
+ * (O_EXCL|O_NOFOLLOW) under an unpredictable name, the victim is untouched,
+ * and path ends up a regular file. */
+static int test_planted_symlinks_not_followed(void) {
+    const char *p = path_in("planted.npy"), *victim = path_in("victim.txt");
+    CHECK(!write_text(victim, "precious", 8));
+    char link[300];
+    for (long pid = (long)getpid() - 2; pid < (long)getpid() + 64; pid++) {
+        snprintf(link, sizeof link, "%s.tmp.%ld", p, pid);
+        CHECK(!symlink(victim, link));
+    }
+    CHECK(!symlink(victim, p)); /* at the destination too: the rename replaces it */
+    float v[3] = {1, 2, 3};
+    int64_t shape[1] = {3};
+    CHECK(!da_npy_write_f32(p, v, 1, shape).code);
+    struct stat sb;
+    CHECK(!lstat(p, &sb));
+    if (!S_ISREG(sb.st_mode)) {
+        fprintf(stderr, "  %s is not a regular file after the write (a symlink was moved over it)\n", p);
+        return 1;
+    }
+    char buf[16] = {0};
+    FILE *fp = fopen(victim, "rb");
+    CHECK(fp);
+    size_t got = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    if (got != 8 || strcmp(buf, "precious")) {
+        fprintf(stderr, "  the symlinks' target was written through (%zu bytes now)\n", got);
+        return 1;
+    }
+    /* the same for a whole model, and a copy */
+    da_config c;
+    da_config_default(&c);
+    c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 64, c.ffn_hidden = 64, c.max_seq_len = 16;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    const char *mp = path_in("planted.safetensors");
+    snprintf(link, sizeof link, "%s.tmp.%ld", mp, (long)getpid());
+    CHECK(!symlink(victim, link));
+    da_status st = da_model_save(&m, mp);
+    da_model_free(&m);
+    CHECK(!st.code);
+    CHECK(!lstat(mp, &sb) && S_ISREG(sb.st_mode) && !lstat(victim, &sb) && sb.st_size == 8);
+    return 0;
+}
+
+/* Issue 23, case 7: quantize --model M --out M replaced the f32 model by a
+ * GGUF (exit 0), logits and grads likewise. An output that is an input (the
+ * same file, through a symlink too) is refused before anything is read. */
+static int test_output_that_is_input_refused(void) {
+    da_config c;
+    da_config_default(&c);
+    c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 64, c.ffn_hidden = 64, c.max_seq_len = 16;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    const char *mp = path_in("same.safetensors"), *copy = path_in("same_copy.safetensors");
+    const char *alias = path_in("same_alias.safetensors"), *ids = path_in("same_ids.txt");
+    da_status st = da_model_save(&m, mp);
+    da_model_free(&m);
+    CHECK(!st.code && !da_copy_file(mp, copy).code);
+    CHECK(!symlink(mp, alias));
+    CHECK(!write_text(ids, "1 2 3 4", 7));
+    da_quantize_opts o;
+    da_quantize_opts_default(&o);
+    o.type = "q8_0";
+    float loss;
+    if (expect_error(da_quantize_file(mp, mp, &o, NULL), "is the input")) return 1;
+    if (expect_error(da_quantize_file(mp, alias, &o, NULL), "is the input")) return 1;
+    if (expect_error(da_eval_write_logits(mp, ids, mp), "is the input")) return 1;
+    if (expect_error(da_eval_write_logits(mp, ids, ids), "is the input")) return 1;
+    if (expect_error(da_eval_write_grads(mp, ids, alias, &loss), "is the input")) return 1;
+    CHECK(same_file(mp, copy)); /* the model is whole */
+    /* a distinct output still works */
+    CHECK(!da_quantize_file(mp, path_in("same.gguf"), &o, NULL).code);
+    return 0;
+}
+
 /* A full disk as the file size limit: SIGXFSZ used to kill the process with
  * no message (exit 153) and leave path.tmp.<pid> behind. Run in a child, so
  * that a kill by the signal is seen as a failure rather than the end of the
@@ -496,10 +592,7 @@ static int test_file_size_limit_is_an_error(void) {
     }
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK(same_file(p, copy)); /* the previous file is whole */
-    char tmp[300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)pid);
-    struct stat sb;
-    CHECK(stat(tmp, &sb) != 0); /* and no temporary is left */
+    CHECK(count_temporaries("big.npy") == 0); /* and no temporary is left */
     return 0;
 }
 
@@ -516,13 +609,15 @@ static int test_stale_temporaries_removed(void) {
     snprintf(live, sizeof live, "%s.tmp.%ld", p, (long)getppid()); /* a live process: kept */
     snprintf(other, sizeof other, "%s.tmp.x%ld", p, (long)dead);   /* not a pid: kept */
     snprintf(other_dead, sizeof other_dead, "%s/v.npy.tmp.%ld", dir, (long)dead); /* another file's: kept */
+    char stale_new[300]; /* today's names carry random letters after the pid */
+    snprintf(stale_new, sizeof stale_new, "%s.tmp.%ld.aB3xYz", p, (long)dead);
     CHECK(!write_text(stale, "x", 1) && !write_text(live, "x", 1) && !write_text(other, "x", 1) &&
-          !write_text(other_dead, "x", 1));
+          !write_text(other_dead, "x", 1) && !write_text(stale_new, "x", 1));
     float v[2] = {1, 2};
     int64_t shape[1] = {2};
     CHECK(!da_npy_write_f32(p, v, 1, shape).code);
     struct stat sb;
-    int ok = stat(stale, &sb) != 0 && !stat(live, &sb) && !stat(other, &sb) && !stat(other_dead, &sb);
+    int ok = stat(stale, &sb) != 0 && stat(stale_new, &sb) != 0 && !stat(live, &sb) && !stat(other, &sb) && !stat(other_dead, &sb);
     unlink(live), unlink(other), unlink(other_dead);
     return ok ? 0 : 1;
 }
@@ -555,6 +650,8 @@ int main(void) {
     RUN(test_file_size_limit_is_an_error);
     RUN(test_stale_temporaries_removed);
     RUN(test_ids_write_round_trip);
+    RUN(test_planted_symlinks_not_followed);
+    RUN(test_output_that_is_input_refused);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);

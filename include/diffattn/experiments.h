@@ -70,7 +70,7 @@ da_status da_compare(const da_compare_config *c);
  * A sample is (tokens, targets) of T positions each: targets[t] is the token
  * the model must predict after tokens[t] at an answer position, and -1 (the
  * loss mask of cross_entropy) everywhere else. */
-typedef enum { DA_TASK_MQAR = 0, DA_TASK_NOISY_RECALL = 1, DA_TASK_ICL = 2 } da_task_kind;
+typedef enum { DA_TASK_MQAR = 0, DA_TASK_NOISY_RECALL = 1, DA_TASK_ICL = 2, DA_TASK_COUNTERFACTUAL = 3 } da_task_kind;
 
 #define DA_ICL_MAX_DEMOS 128
 #define DA_ICL_MAX_SYMBOLS 256
@@ -86,6 +86,11 @@ typedef struct {
     int demos;       /* icl: K demonstrations; seq must be 2K + 2 */
     int classes;     /* icl: C labels, tokens [symbols, symbols + C) */
     int symbols;     /* icl: N input symbols, tokens [0, N) */
+    int entities;    /* counterfactual: E entities, tokens [2, 2 + E) */
+    int attributes;  /* counterfactual: A attributes, tokens [2 + E, 2 + E + A) */
+    int context_pairs;   /* counterfactual: K (entity, attribute) pairs before the queries */
+    double memory_share; /* counterfactual: share of training sequences that state facts with no context */
+    uint64_t facts_seed; /* counterfactual: the fact table W(e), fixed for the task */
 } da_task_config;
 
 /* Zoology's and MAD's defaults, scaled to small models (docs/tasks.md). */
@@ -103,6 +108,61 @@ int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets
 
 /* noisy-recall: whether token is a noise token (0 for the other tasks). */
 int da_task_is_noise(const da_task_config *c, int token);
+
+/* ---------------------------------------------------------------- counterfactual (contextual faithfulness) */
+
+/* Tokens: 0 pad, 1 the query marker Q, entity e in [0, E) is token 2 + e,
+ * attribute a in [0, A) is token 2 + E + a. A fact table W maps each entity
+ * to an attribute (from facts_seed); the model learns it from memory
+ * sequences (`Q e W(e)` triples, no context). An episode is K context pairs
+ * `e a` (a = W(e) or, with probability 1/2, a counterfactual a' != W(e)),
+ * then queries `Q e ?`: the answer is the context's attribute when e is in
+ * the context, W(e) when it is not (docs/tasks.md). */
+enum { DA_CF_PAD = 0, DA_CF_QUERY = 1 };
+typedef enum { DA_CF_COUNTER = 0, DA_CF_AGREE = 1, DA_CF_ABSENT = 2 } da_cf_condition;
+
+typedef struct {
+    int pos;       /* the answer position: the entity token after Q */
+    int condition; /* da_cf_condition */
+    int entity;    /* entity index */
+    int answer;    /* the target token: the context's attribute, or W(e) when absent */
+    int memory;    /* the token of W(e) */
+} da_cf_query;
+
+/* W(e), an attribute index in [0, A). */
+int da_cf_fact(const da_task_config *c, int entity);
+int da_cf_entity_token(const da_task_config *c, int e);
+int da_cf_attribute_token(const da_task_config *c, int a);
+/* Queries per episode: (seq - 2K) / 3, at most K. */
+int da_cf_queries_per_episode(const da_task_config *c);
+/* One held-out episode (never a memory sequence): tokens, targets, src (the
+ * position of the queried context pair's entity, -1 when absent or not an
+ * answer) and its queries q (da_cf_queries_per_episode of them, in sequence
+ * order). Returns the number of queries. */
+int da_cf_episode(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src, da_cf_query *q);
+
+/* Scores by exact match, per condition (index da_cf_condition):
+ *   counterfactual: faithful (the context's a'), leak (W(e)), binding error
+ *                   (another context pair's attribute), other;
+ *   agreeing:       right (W(e), which the context states), binding error, other;
+ *   absent:         right (W(e) from memory), binding error (any context attribute), other.
+ * A leak takes precedence over a binding error when a distractor happens to
+ * carry W(e). */
+typedef struct {
+    long n[3];       /* queries per condition */
+    long right[3];   /* counterfactual: faithful; agreeing and absent: the right answer */
+    long leak;       /* counterfactual only */
+    long binding[3];
+    double lookback[3]; /* mean lookback ratio at the answer positions per condition (attention analysis) */
+} da_cf_counts;
+
+/* Adds the outcome of one episode's queries (pred[j]: the token answered at
+ * q[j].pos) to out. */
+void da_cf_score(const da_task_config *c, const int *tokens, const da_cf_query *q, int n_q, const int *pred,
+                 da_cf_counts *out);
+/* The whole evaluation of m: `episodes` held-out episodes drawn from seed,
+ * argmax answers, counts into out (lookback left 0). */
+da_status da_cf_evaluate(da_model *m, const da_task_config *t, int episodes, uint64_t seed, da_cf_counts *out);
 
 /* ---------------------------------------------------------------- in-context classification (icl) */
 
@@ -158,12 +218,28 @@ da_status da_icl_order_accuracy(da_model *m, const da_task_config *t, const da_i
 da_status da_icl_order_robustness(da_model *m, const da_task_config *t, int episodes, int perms, uint64_t seed,
                                   da_icl_order_result *r);
 
-/* ---------------------------------------------------------------- retrieval tasks
- * compare --task mqar|noisy-recall|icl: every architecture from the same
- * initialisation where shapes agree (da_copy_shared_init), on the same
- * generated training stream per seed, scored every eval_every steps on the
- * same held-out sequences (teacher-forced answer accuracy). A sweep is the
- * product of the lists: one run per point, architecture and seed. */
+/* ---------------------------------------------------------------- retrieval tasks and studies
+ * compare --task mqar|noisy-recall|icl|counterfactual: every architecture from
+ * the same initialisation where shapes agree (da_copy_shared_init), on the
+ * same generated training stream per seed, scored every eval_every steps on
+ * the same held-out sequences (teacher-forced answer accuracy).
+ *
+ * A study is a grid of cells: the product of the task sweeps (--pairs, --seq,
+ * --noise, --demos) and the grid axes (--grid heads=1,2,4 dim=64,128 ...).
+ * Each (cell, seed, architecture) is one run, independent of every other:
+ * its model is initialised from its seed, its result is a file of its own
+ * (out_dir/runs/), written atomically when the run ends. So runs can go to
+ * separate processes in any order (the results are the same bits), and a
+ * killed study continues with the runs that have no file (--resume). */
+typedef enum { DA_GRID_HEADS = 0, DA_GRID_DIM, DA_GRID_LAYERS, DA_GRID_LR, DA_GRID_BATCH, DA_GRID_N_KEYS } da_grid_key;
+#define DA_GRID_MAX_VALUES 8
+
+typedef struct {
+    da_grid_key key;
+    int n;
+    double values[DA_GRID_MAX_VALUES];
+} da_grid_axis;
+
 typedef struct {
     const char *out_dir;
     da_task_config task; /* the kind and the values of every parameter not swept */
@@ -176,21 +252,54 @@ typedef struct {
     int n_noises;          /* noisy-recall sweep (0: task.noise) */
     double noises[8];
     int n_demos, demos[8]; /* icl sweep (0: task.demos); seq is 2 demos + 2 */
+    da_grid_axis grid[DA_GRID_N_KEYS]; /* model and training axes, in the order given */
+    int n_grid;
     int perms, perm_episodes; /* icl order robustness: random orders per episode, held-out episodes */
+    int cf_episodes;          /* counterfactual: held-out episodes of the faithfulness evaluation */
     long steps;
     int eval_every, eval_seqs;
     int dim, layers, heads, batch;
     float lr;
     int seeds, seed0; /* seeds seed0, seed0 + 1, ... */
     int quiet;
-    int force; /* replace a report already in out_dir (else DA_RUN_EXISTS) */
-    volatile int *stop; /* non-zero: return DA_INTERRUPTED (no checkpoint: runs are minutes) */
+    int force;  /* replace a study already in out_dir (its run files are removed) */
+    int resume; /* continue the study in out_dir: runs with a result file are kept */
+    volatile int *stop; /* non-zero: return DA_INTERRUPTED (the run in training is lost; finished ones are kept) */
 } da_task_compare_config;
 
 void da_task_compare_config_default(da_task_compare_config *c);
-/* Writes out_dir/report.md, report.json, accuracy_<point>.png, steps_to_90.png, lambda.png (when DIFF is
- * listed) and, for icl, permutation_margin.png (permutation_margin_<point>.png in a sweep). */
+/* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
+ * semicolons; keys heads, dim, layers, lr, batch) into c->grid. */
+da_status da_task_grid_parse(da_task_compare_config *c, const char *spec);
+/* The whole study in this process, one run after another, with progress
+ * and an ETA on stderr; then the report: out_dir/report.md, report.json,
+ * accuracy_<cell>.png, steps_to_90.png, lambda.png (when DIFF is listed),
+ * for icl permutation_margin.png, and for a grid of several cells
+ * success_<arch>.png and, per architecture against softmax,
+ * success_<arch>_vs_softmax.png. */
 da_status da_task_compare(const da_task_compare_config *c);
+
+/* The pieces of da_task_compare, for a driver that runs the runs elsewhere
+ * (the CLI's --jobs: one single-thread process per run). prepare validates,
+ * refuses or (force) clears an existing study, makes the folders, and gives
+ * the number of runs. */
+da_status da_task_compare_prepare(const da_task_compare_config *c, int *n_runs);
+/* Whether run k has a result file made with these settings. */
+int da_task_compare_run_done(const da_task_compare_config *c, int k);
+/* The run to start i-th (0 <= i < n_runs): seed by seed, every cell and
+ * architecture of a seed before the next seed, so a study stopped early
+ * covers the whole grid with fewer seeds. */
+int da_task_compare_schedule(const da_task_compare_config *c, int i, int n_runs);
+/* Run k's relative cost (its training FLOPs), for an ETA. */
+double da_task_compare_run_cost(const da_task_compare_config *c, int k);
+/* "cell 3 (heads 2, dim 64) DIFF seed 1339" */
+void da_task_compare_run_name(const da_task_compare_config *c, int k, char *buf, size_t n);
+/* Trains and evaluates run k and writes its result file. */
+da_status da_task_compare_run(const da_task_compare_config *c, int k);
+/* The report from the result files (every run must be done); wall_s is the
+ * study's wall time, printed in the report. */
+da_status da_task_compare_report(const da_task_compare_config *c, double wall_s);
+
 /* Teacher-forced answer accuracy of m on n sequences of task t drawn from
  * seed; logit_bits > 0: the reference kernel with quantized attention logits. */
 da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, uint64_t seed, int logit_bits,
@@ -262,6 +371,14 @@ typedef struct {
 } da_attention_band;
 
 da_status da_plot_attention_bands(const char *path, const char *title, const da_attention_band *bands, int n_bands);
+
+/* A grid of cells, values (n_rows, n_cols), each printed in its cell with
+ * an optional note under it (notes NULL, or "" for none); NAN cells are grey.
+ * Sequential (white to blue over [lo, hi]) or diverging (red below 0, blue
+ * above, saturated at +-hi). */
+da_status da_plot_heatmap(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                          const char *const *rows, int n_rows, const char *const *cols, int n_cols,
+                          const double *values, const char *const *notes, double lo, double hi, int diverging);
 
 
 /* ---------------------------------------------------------------- bench generate */

@@ -176,6 +176,13 @@ da_status da_model_save(const da_model *m, const char *path); /* atomic */
  * window have no Hugging Face equivalent: an error naming them. */
 da_status da_model_export_hf(const da_model *m, const char *dir);
 
+/* Refuses, before anything is read or written, an output that is one of the
+ * inputs: an existing outputs[o] with the same device and inode as inputs[i],
+ * or as a file directly inside an input folder (symlinks resolved). NULL
+ * entries are skipped; outputs that do not exist yet pass. */
+da_status da_check_outputs_not_inputs(const char *const *outputs, int n_outputs, const char *const *inputs,
+                                      int n_inputs);
+
 /* ---------------------------------------------------------------- forward / backward */
 
 typedef struct da_acts da_acts; /* activations for one (B, T) shape */

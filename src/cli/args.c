@@ -228,3 +228,46 @@ da_status cli_model_config(cli_model_flags *f, const cli_opt *opts, int n_opts, 
     }
     return da_ok();
 }
+
+/* "1024,2048" -> ints; 0 ok, -1 on a bad list. */
+int cli_parse_ints(const char *s, int *out, int max, int *n, int lo, int hi) {
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < lo || v > hi || (*end && *end != ',') || *n == max) return -1;
+        out[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return *n ? 0 : -1;
+}
+
+/* "0,0.2,0.6" -> doubles in [lo, hi]; 0 ok, -1 on a bad list. */
+int cli_parse_doubles(const char *s, double *out, int max, int *n, double lo, double hi) {
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v >= lo && v <= hi) || (*end && *end != ',') || *n == max) return -1;
+        out[(*n)++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return *n ? 0 : -1;
+}
+
+/* --act and --kv into session options (see args.h). */
+int cli_parse_run_opts(const char *act_s, const char *kv_s, da_session_opts *o) {
+    *o = da_session_opts_default();
+    da_act_mode act;
+    if (act_s && da_act_mode_parse(act_s, &act)) {
+        fprintf(stderr, "diffattn: --act: expected q8, int8-dynamic, int8-static, bf16 or f32\n");
+        return 1;
+    }
+    if (act_s) o->act = act;
+    if (kv_s && strcmp(kv_s, "int8") && strcmp(kv_s, "f32")) {
+        fprintf(stderr, "diffattn: --kv: expected f32 or int8\n");
+        return 1;
+    }
+    o->kv_int8 = kv_s && !strcmp(kv_s, "int8");
+    return 0;
+}

@@ -65,4 +65,12 @@ void cli_model_opts(cli_model_flags *f, cli_opt *opts);
  * DIFF heads); the message names the flag. */
 da_status cli_model_config(cli_model_flags *f, const cli_opt *opts, int n_opts, da_config *cfg);
 
+/* "1024,2048" -> up to max ints in [lo, hi]; "0,0.2" -> doubles. 0 ok, -1 on a bad list. */
+int cli_parse_ints(const char *s, int *out, int max, int *n, int lo, int hi);
+int cli_parse_doubles(const char *s, double *out, int max, int *n, double lo, double hi);
+
+/* --act and --kv of eval ppl and bench generate into session options (act_s
+ * NULL: the file's own); prints the error and returns 1 on a bad value. */
+int cli_parse_run_opts(const char *act_s, const char *kv_s, da_session_opts *o);
+
 #endif

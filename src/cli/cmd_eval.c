@@ -148,19 +148,6 @@ static int eval_outliers(int argc, char **argv) {
     return st.code ? cli_fail(st.msg) : 0;
 }
 
-/* "1024,2048" -> ints; 0 ok, -1 on a bad list. */
-static int parse_ints(const char *s, int *out, int max, int *n, int lo, int hi) {
-    *n = 0;
-    for (const char *p = s; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < lo || v > hi || (*end && *end != ',') || *n == max) return -1;
-        out[(*n)++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    return *n ? 0 : -1;
-}
-
 /* The needle-prompt flags shared by eval needle, eval attention and
  * eval quant-logits: they fill opts[0..NEEDLE_OPTS) and are checked by
  * needle_flags_check. */
@@ -187,9 +174,9 @@ static void needle_flags_init(needle_flags *f, cli_opt *opts, const char *contex
 
 /* 0 when the flags hold; otherwise reports and returns 1. */
 static int needle_flags_check(needle_flags *f) {
-    if (parse_ints(f->contexts, f->c.contexts, DA_NEEDLE_MAX_CONTEXTS, &f->c.n_contexts, 128, 1 << 20))
+    if (cli_parse_ints(f->contexts, f->c.contexts, DA_NEEDLE_MAX_CONTEXTS, &f->c.n_contexts, 128, 1 << 20))
         return cli_fail("--context: expected lengths >= 128, like 1024,2048");
-    if (parse_ints(f->depths, f->c.depths, DA_NEEDLE_MAX_DEPTHS, &f->c.n_depths, 0, 100))
+    if (cli_parse_ints(f->depths, f->c.depths, DA_NEEDLE_MAX_DEPTHS, &f->c.n_depths, 0, 100))
         return cli_fail("--depths: expected percentages 0..100, like 0,25,50,75,100");
     if (f->c.samples < 1) return cli_fail("--samples must be positive");
     if (f->c.needles < 1 || f->c.needles > 16) return cli_fail("--needles must be 1..16");
@@ -224,7 +211,9 @@ static int eval_quant_logits(int argc, char **argv) {
         {"json", OPT_FLAG, &json, "print one JSON object", 0},
     };
     needle_flags_init(&f, opts + 8, "auto");
-    opts[9 + 2].help = "comma-separated needle prompt lengths in bytes (auto: max_seq_len - 64, at most 1024)";
+    for (int i = 8; i < N_OPTS; i++) /* by name: an index silently lands on another flag when the table changes */
+        if (!strcmp(opts[i].name, "context"))
+            opts[i].help = "comma-separated needle prompt lengths in bytes (auto: max_seq_len - 64, at most 1024)";
     const char *req[] = {"model", "data", NULL};
     int rc = cli_parse("eval quant-logits",
                        "The attention logits fake-quantized before the softmax (dynamic absmax per query row of each "
@@ -235,7 +224,7 @@ static int eval_quant_logits(int argc, char **argv) {
     if (rc) return rc == CLI_HELP ? 0 : 1;
     da_quant_logits_config qc = {seq,     windows, {0}, 0, !no_needle, f.c, cli_was_set(opts, N_OPTS, "needles"),
                                  progress_line, NULL};
-    if (parse_ints(bits_list, qc.bits, DA_QL_MAX_BITS, &qc.n_bits, 2, 24)) {
+    if (cli_parse_ints(bits_list, qc.bits, DA_QL_MAX_BITS, &qc.n_bits, 2, 24)) {
         fprintf(stderr, "diffattn eval quant-logits: --bits \"%s\": expected up to 16 widths in 2..24, like 16,8,6,4\n",
                 bits_list);
         return 1;
@@ -448,159 +437,4 @@ int cmd_eval(int argc, char **argv) {
     fprintf(stderr, "diffattn eval: expected 'loss', 'outliers', 'quant-logits', 'needle', 'attention' or 'ppl' (see "
                     "diffattn eval --help)\n");
     return 1;
-}
-
-/* "0,0.2,0.6" -> doubles in [lo, hi]; 0 ok, -1 on a bad list. */
-static int parse_doubles(const char *s, double *out, int max, int *n, double lo, double hi) {
-    *n = 0;
-    for (const char *p = s; *p;) {
-        char *end;
-        double v = strtod(p, &end);
-        if (end == p || !(v >= lo && v <= hi) || (*end && *end != ',') || *n == max) return -1;
-        out[(*n)++] = v;
-        p = *end ? end + 1 : end;
-    }
-    return *n ? 0 : -1;
-}
-
-/* The end of a comparison: its error (with the flags that apply to a folder
- * holding one), an interruption (exit 130), or its report.md on standard output. */
-static int compare_finish(da_status st, const char *out_dir, const char *exists_hint) {
-    if (st.code == DA_RUN_EXISTS) {
-        fprintf(stderr, "diffattn: %s (%s)\n", st.msg, exists_hint);
-        return 1;
-    }
-    if (st.code == DA_INTERRUPTED) {
-        fprintf(stderr, "diffattn compare: %s\n", st.msg);
-        return 130;
-    }
-    if (st.code) return cli_fail(st.msg);
-    char path[4200], line[8192];
-    snprintf(path, sizeof path, "%s/report.md", out_dir);
-    FILE *fp = fopen(path, "r");
-    while (fp && fgets(line, sizeof line, fp)) fputs(line, stdout);
-    if (fp) fclose(fp);
-    return 0;
-}
-
-/* compare --task mqar|noisy-recall|icl: the retrieval comparison and its sweeps. */
-static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
-    da_task_compare_config c;
-    da_task_compare_config_default(&c);
-    da_task_config_default(&c.task, kind);
-    c.out_dir = kind == DA_TASK_MQAR ? "runs/compare-mqar" : kind == DA_TASK_NOISY_RECALL ? "runs/compare-noisy-recall"
-                                                                                         : "runs/compare-icl";
-    const char *task = NULL, *pairs = NULL, *seqs = NULL, *noises = NULL, *demos = NULL, *archs = "diff,diff2,softmax";
-    float alpha = (float)c.task.alpha;
-    cli_opt opts[] = {
-        {"task", OPT_STR, &task, "mqar | noisy-recall | icl | needle | text (see docs/tasks.md)", 0},
-        {"out", OPT_STR, &c.out_dir, "folder for report.md, report.json and the figures", 0},
-        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax", 0},
-        {"pairs", OPT_STR, &pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
-        {"seq", OPT_STR, &seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2", 0},
-        {"noise", OPT_STR, &noises, "noisy-recall: share of noise slots, or a list to sweep (0,0.2,0.6)", 0},
-        {"demos", OPT_STR, &demos, "icl: labelled demonstrations per sequence, or a list to sweep (4,8,16)", 0},
-        {"classes", OPT_INT, &c.task.classes, "icl: class labels", 0},
-        {"symbols", OPT_INT, &c.task.symbols, "icl: input symbols, each mapped to a random class per sequence", 0},
-        {"perms", OPT_INT, &c.perms, "icl: random orders of each held-out episode's demos", 0},
-        {"perm-episodes", OPT_INT, &c.perm_episodes, "icl: held-out episodes of the order evaluation", 0},
-        {"vocab", OPT_INT, &c.task.vocab, "task and model vocabulary", 0},
-        {"alpha", OPT_FLOAT, &alpha, "mqar: power-law exponent of the query gaps (Zoology's power_a)", 0},
-        {"noise-vocab", OPT_INT, &c.task.noise_vocab, "noisy-recall: tokens in the noise vocabulary", 0},
-        {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
-        {"eval-every", OPT_INT, &c.eval_every, "steps between held-out accuracy evaluations", 0},
-        {"eval-seqs", OPT_INT, &c.eval_seqs, "held-out evaluation sequences (the same for every model)", 0},
-        {"seeds", OPT_INT, &c.seeds, "seeds per architecture and point (mean and spread are reported)", 0},
-        {"seed", OPT_INT, &c.seed0, "first seed", 0},
-        {"dim", OPT_INT, &c.dim, "model width", 0},
-        {"layers", OPT_INT, &c.layers, "blocks", 0},
-        {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
-        {"batch", OPT_INT, &c.batch, "sequences per step", 0},
-        {"lr", OPT_FLOAT, &c.lr, "peak learning rate (warmup 10%, cosine to a tenth)", 0},
-        {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
-        {"force", OPT_FLAG, &c.force, "replace a comparison already in --out", 0},
-    };
-    const int n_opts = (int)(sizeof opts / sizeof opts[0]);
-    int rc = cli_parse("compare",
-                       "Trains every architecture on a synthetic retrieval task from the same initialisation and data "
-                       "stream, scores\nheld-out answer accuracy during training, then the attention, outlier and "
-                       "quantized-logit analyses (icl: accuracy under reordered demonstrations);\nwrites report.md, "
-                       "report.json and PNG figures.",
-                       argc, argv, opts, n_opts, NULL);
-    if (rc) return rc == CLI_HELP ? 0 : 1;
-    c.task.alpha = alpha;
-    if (pairs && parse_ints(pairs, c.pairs, 8, &c.n_pairs, 1, 512))
-        return cli_fail("--pairs: expected up to 8 counts, like 4,8,16");
-    if (seqs && parse_ints(seqs, c.seqs, 8, &c.n_seqs, 8, 1 << 16))
-        return cli_fail("--seq: expected up to 8 even lengths >= 8, like 64,128,256");
-    if (noises && parse_doubles(noises, c.noises, 8, &c.n_noises, 0, 0.99))
-        return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
-    if (demos && parse_ints(demos, c.demos, 8, &c.n_demos, 1, DA_ICL_MAX_DEMOS))
-        return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
-    da_status ast = da_arch_list_parse(archs, c.archs, &c.n_archs);
-    if (ast.code) return cli_fail(ast.msg);
-    c.stop = cli_catch_stop_signals();
-    return compare_finish(da_task_compare(&c), c.out_dir, "--force replaces it");
-}
-
-int cmd_compare(int argc, char **argv) {
-    const char *task = NULL;
-    for (int i = 1; i < argc; i++) /* the task decides the flag table */
-        if (!strncmp(argv[i], "--task", 6)) task = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[i + 1] : "";
-    da_task_kind kind;
-    if (task && !da_task_parse(task, &kind)) return cmd_compare_task(argc, argv, kind);
-    if (task && strcmp(task, "needle") && strcmp(task, "text"))
-        return cli_fail("--task: expected mqar, noisy-recall, icl, needle or text");
-    da_compare_config c;
-    da_compare_config_default(&c);
-    float budget = 0;
-    const char *contexts = "auto", *archs = "diff,diff2,softmax";
-    cli_opt opts[] = {
-        {"task", OPT_STR, &task, "mqar | noisy-recall | icl (synthetic tasks: see compare --task mqar --help) | needle (the "
-                                 "built-in needle mix) | text (--data)", 0},
-        {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md, report.json and the figures", 0},
-        {"data", OPT_STR, &c.data, "training text or shards (default: the built-in needle mix)", 0},
-        {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
-        {"budget-minutes", OPT_FLOAT, &budget,
-         "choose --steps so the whole job takes about this long: timed steps and a probe evaluation per arch "
-         "(0: use --steps)", 0},
-        {"seeds", OPT_INT, &c.seeds, "seeds per architecture (mean and spread are reported)", 0},
-        {"dim", OPT_INT, &c.dim, "model width", 0},
-        {"layers", OPT_INT, &c.layers, "blocks", 0},
-        {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
-        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax", 0},
-        {"seq", OPT_INT, &c.seq, "training context length", 0},
-        {"batch", OPT_INT, &c.batch, "sequences per step", 0},
-        {"needles", OPT_INT, &c.needles, "needle sentences per evaluation prompt (1..16)", 0},
-        {"queries", OPT_INT, &c.queries, "needles asked for per prompt", 0},
-        {"needle-context", OPT_STR, &contexts, "comma-separated needle prompt lengths in bytes, each at most seq - 64 "
-                                               "(auto: seq/2 - 64 and seq - 64)", 0},
-        {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
-        {"resume", OPT_FLAG, &c.resume, "continue an interrupted compare in --out (same flags): finished runs are "
-                                        "kept, an interrupted one continues from its checkpoint; a new --steps "
-                                        "continues every run to it", 0},
-        {"force", OPT_FLAG, &c.force, "start a new compare in an --out that holds one, replacing it", 0},
-    };
-    const int n_opts = (int)(sizeof opts / sizeof opts[0]);
-    int rc = cli_parse("compare",
-                       "Trains DIFF, DIFF V2 and the softmax baseline (--archs) at equal tokens, data and seed (DIFF "
-                       "and softmax at equal\nparameters), runs the same evaluations on each (validation loss, needle "
-                       "retrieval, attention on the answer,\noutliers, quantized logits) and writes report.md, "
-                       "report.json and PNG figures.",
-                       argc, argv, opts, n_opts, NULL);
-    if (rc) return rc == CLI_HELP ? 0 : 1;
-    if (budget < 0 || (budget > 0 && cli_was_set(opts, n_opts, "steps")))
-        return cli_fail("--budget-minutes must be positive, and chooses the steps itself: drop --steps");
-    c.budget_minutes = budget;
-    if (task && !strcmp(task, "text") != (c.data != NULL))
-        return cli_fail("--task text trains on --data; --task needle on the built-in mix (drop --data)");
-    da_status ast = da_compare_parse_archs(&c, archs);
-    if (ast.code) return cli_fail(ast.msg);
-    if (strcmp(contexts, "auto") && parse_ints(contexts, c.contexts, 4, &c.n_contexts, 128, 1 << 20))
-        return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
-    /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */
-    c.stop = cli_catch_stop_signals();
-    c.steps_given = cli_was_set(opts, n_opts, "steps");
-    if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the compare, or replace it)");
-    return compare_finish(da_compare(&c), c.out_dir, "--resume, or --force");
 }

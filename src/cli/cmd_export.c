@@ -52,8 +52,15 @@ int cmd_export(int argc, char **argv) {
         return 1;
     }
     const int gguf = !strcmp(format, "gguf");
+    char files[3][4200];
+    const char *outputs[3] = {files[0], files[1], files[2]};
+    snprintf(files[0], sizeof files[0], "%s%s", out, gguf ? "" : "/config.json");
+    snprintf(files[1], sizeof files[1], "%s/model.safetensors", out);
+    snprintf(files[2], sizeof files[2], "%s/tokenizer.json", out);
+    da_status st = da_check_outputs_not_inputs(outputs, gguf ? 1 : 3, &model, 1);
+    if (st.code) return cli_fail(st.msg);
     da_model m;
-    da_status st = da_model_load_any(&m, model);
+    st = da_model_load_any(&m, model);
     if (st.code) return cli_fail(st.msg);
     if (!(st = folder_tokenizer(&m, model)).code) st = gguf ? da_model_export_gguf(&m, out, type) : da_model_export_hf(&m, out);
     if (!st.code && gguf)

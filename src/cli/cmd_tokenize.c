@@ -95,9 +95,11 @@ int cmd_encode(int argc, char **argv) {
                        "them by default (with the tokens the post_processor adds, such as a template's BOS).",
                        argc, argv, opts, 6, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    da_tokenizer *t;
-    da_status st = open_tokenizer(tok_path, model, &t);
+    const char *inputs[3] = {in, tok_path, model};
+    da_status st = da_check_outputs_not_inputs(&out, out ? 1 : 0, inputs, 3);
     if (st.code) return cli_fail(st.msg);
+    da_tokenizer *t;
+    if ((st = open_tokenizer(tok_path, model, &t)).code) return cli_fail(st.msg);
     uint8_t *text = NULL;
     int *ids = NULL;
     size_t n = 0, n_ids = 0, cap = 0;
@@ -136,9 +138,11 @@ int cmd_decode(int argc, char **argv) {
     int rc = cli_parse("decode", "Writes the bytes that token ids stand for (the inverse of encode).", argc, argv, opts,
                        4, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    da_tokenizer *t;
-    da_status st = open_tokenizer(tok_path, model, &t);
+    const char *inputs[3] = {ids_path, tok_path, model};
+    da_status st = da_check_outputs_not_inputs(&out, out ? 1 : 0, inputs, 3);
     if (st.code) return cli_fail(st.msg);
+    da_tokenizer *t;
+    if ((st = open_tokenizer(tok_path, model, &t)).code) return cli_fail(st.msg);
     int *ids = NULL, n = 0;
     uint8_t *bytes = NULL;
     size_t nb = 0, cap = 0;
@@ -195,7 +199,8 @@ int cmd_tokenizer(int argc, char **argv) {
     else if (n_in == 0) code = cli_fail("--in needs at least one file or folder");
     else {
         da_bpe_train_stats s;
-        da_status st = da_bpe_train(inputs, n_in, out, &c, &s);
+        da_status st = da_check_outputs_not_inputs(&out, 1, inputs, n_in);
+        if (!st.code) st = da_bpe_train(inputs, n_in, out, &c, &s);
         if (st.code) code = cli_fail(st.msg);
         else
             printf("%.1f MB, %ld distinct pre-tokens, %d merges in %.1f s: wrote %s\n", s.bytes / 1e6, s.unique_words,

@@ -70,8 +70,8 @@ static da_status shard_append(shard_writer *w, const int *ids, size_t n, long ma
         if (!w->fp) {
             char p[4096];
             shard_name(p, sizeof p, w, w->index, 1);
-            w->fp = fopen(p, "wb");
-            if (!w->fp) return da_errorf("%s: cannot create: %s", p, strerror(errno));
+            w->fp = da_create_new_file(p); /* never through a name planted in the folder */
+            if (!w->fp) return da_errorf("%s: cannot create a new file: %s", p, strerror(errno));
             da_shard_header h = {0};
             fwrite(&h, sizeof h, 1, w->fp);
             w->n = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "eval/ppl.h"
+#include "io/atomic_file.h"
 #include "infer/engine.h"
 
 /* tokens: (n) = validation tokens [start, start + n), across spans. */
@@ -57,10 +58,10 @@ static int cache_read(const char *path, const ppl_cache_header *want, float *row
 }
 
 static void cache_write(const char *path, const ppl_cache_header *h, const float *rows, size_t n) {
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return; /* a cache that cannot be written only costs time */
-    int ok = fwrite(h, sizeof *h, 1, fp) == 1 && fwrite(rows, sizeof(float), n, fp) == n;
-    if (fclose(fp) || !ok) remove(path);
+    da_atomic_file af;
+    if (da_atomic_open(&af, path).code) return; /* a cache that cannot be written only costs time */
+    if (fwrite(h, sizeof *h, 1, af.fp) == 1 && fwrite(rows, sizeof(float), n, af.fp) == n) (void)da_atomic_commit(&af);
+    else da_atomic_abort(&af);
 }
 
 da_status da_eval_ppl(const da_engine *q, const da_engine *base, const da_text_data *data, const da_ppl_config *c,

@@ -32,7 +32,10 @@ da_status da_eval_write_logits(const char *model_path, const char *ids_path, con
     da_session *s = NULL;
     int *ids = NULL, T = 0;
     const float *logits = NULL;
-    da_status st = da_engine_load(&e, model_path);
+    const char *inputs[2] = {model_path, ids_path};
+    da_status st = da_check_outputs_not_inputs(&out_path, 1, inputs, 2);
+    if (st.code) return st;
+    st = da_engine_load(&e, model_path);
     const da_config *c = e ? da_engine_config(e) : NULL;
     if (!st.code) st = da_ids_read(ids_path, c->vocab_size, &ids, &T);
     if (!st.code && T < 1) st = da_errorf("%s: no ids; at least 1 needed", ids_path);
@@ -53,7 +56,10 @@ da_status da_eval_write_logits(const char *model_path, const char *ids_path, con
 da_status da_eval_write_grads(const char *model_path, const char *ids_path, const char *out_path, float *loss) {
     da_model m;
     int *ids, T;
-    da_status st = load_inputs(model_path, ids_path, &m, &ids, &T, 2);
+    const char *inputs[2] = {model_path, ids_path};
+    da_status st = da_check_outputs_not_inputs(&out_path, 1, inputs, 2);
+    if (st.code) return st;
+    st = load_inputs(model_path, ids_path, &m, &ids, &T, 2);
     if (st.code) return st;
     da_acts *a = NULL;
     da_st_write_tensor *ts = NULL;

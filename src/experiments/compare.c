@@ -13,6 +13,7 @@
 #include "eval/outliers.h"
 #include "eval/quant_logits.h"
 #include "experiments/plot.h"
+#include "experiments/stats.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
 #include "experiments/bench.h"
@@ -496,24 +497,6 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
     return da_plot_lines(p, "Needle retrieval accuracy with quantized attention logits", "bits", "accuracy", qa, na);
 }
 
-static void mean_sd(const double *x, int n, double *mean, double *sd) {
-    double s = 0, ss = 0;
-    for (int i = 0; i < n; i++) s += x[i];
-    *mean = s / n;
-    for (int i = 0; i < n; i++) ss += (x[i] - *mean) * (x[i] - *mean);
-    *sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
-}
-
-/* Plain words on whether two seed means differ by more than their spread
- * and by more than the table shows (resolution: half its last digit); name
- * is the first one's. Into out (n bytes). */
-static void verdict(char *out, size_t n, const char *name, int seeds, double m0, double sd0, double m1, double sd1,
-                    double resolution) {
-    if (seeds < 2) snprintf(out, n, "one seed: spread unknown");
-    else if (fabs(m0 - m1) <= sd0 + sd1 || fabs(m0 - m1) < resolution) snprintf(out, n, "within noise");
-    else snprintf(out, n, "%s %s", name, m0 > m1 ? "higher" : "lower");
-}
-
 /* The slot of softmax among c->archs, or -1: each DIFF variant is judged against it. */
 static int baseline_slot(const da_compare_config *c) {
     for (int a = 0; a < c->n_archs; a++)
@@ -595,13 +578,13 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                 const arch_result *r = &res[a][s];                                                              \
                 v[a][s] = (expr);                                                                               \
             }                                                                                                   \
-            mean_sd(v[a], c->seeds, &mean[a], &sd[a]);                                                          \
+            da_mean_sd(v[a], c->seeds, &mean[a], &sd[a]);                                                       \
             fprintf(fp, " " fmt " ± " fmt " |", mean[a], sd[a]);                                                \
         }                                                                                                       \
         for (int a = 0; a < na && base >= 0; a++) {                                                             \
             if (a == base) continue;                                                                            \
             char vd[64];                                                                                        \
-            verdict(vd, sizeof vd, da_compare_arch_label(c->archs[a]), c->seeds, mean[a], sd[a], mean[base], sd[base],       \
+            da_verdict_spread(vd, sizeof vd, da_compare_arch_label(c->archs[a]), c->seeds, mean[a], sd[a], mean[base], sd[base],       \
                     0.5 * pow(10, -atoi(strchr(fmt, '.') + 1)));                                                \
             fprintf(fp, " %s |", vd);                                                                           \
         }                                                                                                       \
@@ -713,8 +696,8 @@ da_status da_compare(const da_compare_config *cfg) {
                (st = steps_for_budget(c, data, tc_default.val_fraction, &nc, &c->steps)).code) {
         return st;
     }
-    static arch_result res[NA][16];
-    memset(res, 0, sizeof res);
+    arch_result(*res)[16] = calloc(NA, sizeof *res); /* every arch and seed: about 1 MB */
+    if (!res) return da_errorf("out of memory for the results");
     for (int s = 0; s < c->seeds && !st.code; s++)
         for (int a = 0; a < c->n_archs && !st.code; a++) {
             st = run_arch(c, c->archs[a], 1337 + (uint64_t)s, s == 0, data, &nc, &res[a][s]);
@@ -744,5 +727,6 @@ da_status da_compare(const da_compare_config *cfg) {
         }
     }
     for (int a = 0; a < NA; a++) free(res[a][0].map.map);
+    free(res);
     return st;
 }

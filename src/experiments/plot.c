@@ -263,3 +263,52 @@ da_status da_plot_attention_bands(const char *path, const char *title, const da_
     text(cr, (x0 + x0 + w) / 2, DA_PLOT_HEIGHT - 12, "context position (bytes)", 12, 0.5, 0, 0);
     return canvas_close(&c, path);
 }
+
+/* A value's color: sequential white -> blue over [lo, hi], or diverging
+ * red (below 0) -> white -> blue (above 0) over [-hi, hi]. */
+static void heat_color(double v, double lo, double hi, int diverging, double rgb[3]) {
+    if (isnan(v)) {
+        rgb[0] = rgb[1] = rgb[2] = 0.85;
+        return;
+    }
+    double t = diverging ? v / hi : (v - lo) / (hi - lo);
+    t = t < -1 ? -1 : t > 1 ? 1 : t;
+    const double *end = t >= 0 ? COLORS[0] : COLORS[3];
+    const double a = fabs(t);
+    for (int k = 0; k < 3; k++) rgb[k] = 1 - a * (1 - end[k]);
+}
+
+da_status da_plot_heatmap(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                          const char *const *rows, int n_rows, const char *const *cols, int n_cols,
+                          const double *values, const char *const *notes, double lo, double hi, int diverging) {
+    canvas c;
+    canvas_open(&c, title);
+    cairo_t *cr = c.cr;
+    const double W = DA_PLOT_WIDTH - ML - MR - 60, H = DA_PLOT_HEIGHT - MT - MB, x0 = ML + 60;
+    const double cw = W / n_cols, ch = H / n_rows;
+    for (int i = 0; i < n_rows; i++)
+        for (int j = 0; j < n_cols; j++) {
+            double rgb[3];
+            const double v = values[(size_t)i * n_cols + j];
+            heat_color(v, lo, hi, diverging, rgb);
+            cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+            cairo_rectangle(cr, x0 + j * cw, MT + i * ch, cw, ch);
+            cairo_fill(cr);
+            const double dark = rgb[0] + rgb[1] + rgb[2] < 1.5;
+            cairo_set_source_rgb(cr, dark, dark, dark);
+            char buf[64];
+            snprintf(buf, sizeof buf, isnan(v) ? "–" : diverging ? "%+.2f" : "%.2f", v);
+            const char *note = notes ? notes[(size_t)i * n_cols + j] : NULL;
+            text(cr, x0 + (j + 0.5) * cw, MT + (i + 0.5) * ch - (note && *note ? 9 : 0), buf, 14, 0.5, 0.5, 0);
+            if (note && *note) text(cr, x0 + (j + 0.5) * cw, MT + (i + 0.5) * ch + 11, note, 10, 0.5, 0.5, 0);
+        }
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_line_width(cr, 1);
+    cairo_rectangle(cr, x0, MT, W, H);
+    cairo_stroke(cr);
+    for (int j = 0; j < n_cols; j++) text(cr, x0 + (j + 0.5) * cw, DA_PLOT_HEIGHT - MB + 8, cols[j], 11, 0.5, 1, 0);
+    for (int i = 0; i < n_rows; i++) text(cr, x0 - 6, MT + (i + 0.5) * ch, rows[i], 11, 1, 0.5, 0);
+    text(cr, x0 + W / 2, DA_PLOT_HEIGHT - 18, xlabel, 13, 0.5, 0, 0);
+    text(cr, 16, MT + H / 2, ylabel, 13, 0.5, 0, 1);
+    return canvas_close(&c, path);
+}

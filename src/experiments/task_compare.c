@@ -1,31 +1,27 @@
-/* compare --task mqar|noisy-recall|icl: every architecture trained on the same
- * generated stream from the same initialisation, scored on the same held-out
- * sequences (see compare.h and docs/tasks.md). */
+/* compare --task mqar|noisy-recall|icl|counterfactual: the cells of a study,
+ * and each run: train on the generated stream from the shared
+ * initialisation, score the held-out sequences, analyse the trained model,
+ * write the result file (see diffattn/experiments.h and docs/tasks.md). */
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
-#include "eval/outliers.h"
 #include "experiments/compare.h"
-#include "experiments/plot.h"
+#include "experiments/task_study.h"
 #include "io/atomic_file.h"
 
-/* The architectures compared are c->archs, in report order (--archs); each
- * one's heads come from da_arch_heads, which keeps the parameters equal to
- * DIFF's. The baseline of the verdicts is the softmax row, when listed. */
-enum { N_ARCHS = DA_COMPARE_MAX_ARCHS, MAX_EVALS = 512, MAX_LAYERS = 16, MAX_POINTS = 64, MAX_SEEDS = 8 };
+static const int QBITS[3] = {8, 6, 4};
 
-
-/* The index of arch a in c->archs, -1 when not listed. */
-static int arch_slot(const da_task_compare_config *c, da_arch a) {
+int task_arch_slot(const da_task_compare_config *c, da_arch a) {
     for (int i = 0; i < c->n_archs; i++)
         if (c->archs[i] == a) return i;
     return -1;
 }
-static const int QBITS[3] = {8, 6, 4};
-static const double THRESH[3] = {0.5, 0.9, 0.99};
 
 void da_task_compare_config_default(da_task_compare_config *c) {
     memset(c, 0, sizeof *c);
@@ -45,6 +41,7 @@ void da_task_compare_config_default(da_task_compare_config *c) {
     c->n_archs = 3;
     c->perms = 10;
     c->perm_episodes = 128;
+    c->cf_episodes = 1024;
 }
 
 long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold) {
@@ -52,19 +49,6 @@ long da_steps_to_threshold(const long *steps, const double *acc, int n, double t
         if (acc[i] >= threshold) return steps[i];
     return -1;
 }
-
-typedef struct {
-    int n_evals;
-    long step[MAX_EVALS];
-    double acc[MAX_EVALS];
-    float lambda[MAX_EVALS][MAX_LAYERS];
-    double final_acc, quant_acc[3];
-    double attn_answer, attn_noise, attn_noise_tokens; /* shares, mean over answers, layers, heads */
-    da_outliers_result out;
-    da_icl_order_result order; /* icl only */
-    double train_s;
-    size_t n_params;
-} task_run;
 
 typedef struct {
     int n, T, answers;
@@ -82,7 +66,9 @@ static da_status eval_set_make(eval_set *e, const da_task_config *t, int n, uint
     da_rng_seed(&r, seed);
     for (int i = 0; i < n; i++) {
         const size_t o = (size_t)i * t->seq;
-        e->answers += da_task_sample(t, &r, e->tokens + o, e->targets + o, e->src + o);
+        e->answers += t->kind == DA_TASK_COUNTERFACTUAL /* held out: episodes only, no memory sequences */
+                          ? da_cf_episode(t, &r, e->tokens + o, e->targets + o, e->src + o, NULL)
+                          : da_task_sample(t, &r, e->tokens + o, e->targets + o, e->src + o);
     }
     return da_ok();
 }
@@ -205,8 +191,9 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
     if (!logits || !hidden || !scratch || !row || !tmp) st = da_errorf("out of memory for the attention analysis");
     if (!st.code) st = da_acts_create(&a, c, 1, T);
     size_t nl = 0, nh = 0;
-    double ans = 0, noise = 0, noise_tok = 0;
-    long rows = 0;
+    double ans = 0, noise = 0, noise_tok = 0, look[3] = {0};
+    long rows = 0, look_rows[3] = {0};
+    const int cf = t->kind == DA_TASK_COUNTERFACTUAL, ctx_end = 2 * t->context_pairs;
     const float scale = 1.0f / sqrtf((float)d);
     for (int i = 0; i < n && !st.code; i++) {
         const int *tok = e->tokens + (size_t)i * T, *src = e->src + (size_t)i * T;
@@ -217,6 +204,18 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
             const float lambda = c->arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : 0.0f;
             const float *lam = da_acts_lam(a, l); /* DIFF2: (T, H), per token */
             for (int p = 0; p < T; p++) {
+                const int *tgt = e->targets + (size_t)i * T;
+                if (cf && tgt[p] >= 0) { /* the lookback ratio at every answer, per condition */
+                    const int cond = src[p] < 0 ? DA_CF_ABSENT
+                                  : tgt[p] == da_cf_attribute_token(t, da_cf_fact(t, tok[p] - 2)) ? DA_CF_AGREE
+                                                                                                 : DA_CF_COUNTER;
+                    for (int h = 0; h < c->n_heads; h++) {
+                        attention_row(c, q, k, lam ? lam[(size_t)p * c->n_heads + h] : lambda, h, p, row, tmp);
+                        double on_ctx = 0, on_query = 0;
+                        for (int j = 0; j <= p; j++) j < ctx_end ? (on_ctx += row[j]) : (on_query += row[j]);
+                        look[cond] += on_ctx + on_query != 0 ? on_ctx / (on_ctx + on_query) : 0, look_rows[cond]++;
+                    }
+                }
                 if (src[p] < 0) continue;
                 for (int h = 0; h < c->n_heads; h++) {
                     attention_row(c, q, k, lam ? lam[(size_t)p * c->n_heads + h] : lambda, h, p, row, tmp);
@@ -249,21 +248,22 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
         da_outlier_stats_of(logits, nl, scratch, &r->out.logits);
         da_outlier_stats_of(hidden, nh, scratch, &r->out.hidden);
         r->out.tokens = (long)n * T;
+        for (int k = 0; k < 3; k++) r->cf.lookback[k] = look_rows[k] ? look[k] / look_rows[k] : 0;
     }
     da_acts_free(a);
     free(logits), free(hidden), free(scratch), free(row), free(tmp);
     return st;
 }
 
-static void model_config(const da_task_compare_config *c, const da_task_config *t, da_arch arch, da_config *cfg) {
+static void model_config(const task_cell *cell, da_arch arch, da_config *cfg) {
     da_config_default(cfg);
     cfg->arch = arch;
-    cfg->dim = c->dim;
-    cfg->n_layers = c->layers;
-    cfg->n_heads = cfg->n_kv_heads = da_arch_heads(arch, c->heads);
-    cfg->ffn_hidden = da_default_ffn_hidden(c->dim);
-    cfg->vocab_size = t->vocab;
-    cfg->max_seq_len = t->seq;
+    cfg->dim = cell->dim;
+    cfg->n_layers = cell->layers;
+    cfg->n_heads = cfg->n_kv_heads = da_arch_heads(arch, cell->heads);
+    cfg->ffn_hidden = da_default_ffn_hidden(cell->dim);
+    cfg->vocab_size = cell->task.vocab;
+    cfg->max_seq_len = cell->task.seq;
 }
 
 /* Every tensor of dst whose name and shape src has too gets src's values:
@@ -291,9 +291,10 @@ static void progress(const da_task_compare_config *c, const char *what, long ste
 
 /* Trains model m on the stream of seed `data_seed` and evaluates it; icl:
  * order robustness on the episodes of order_seed. */
-static da_status train_one(const da_task_compare_config *c, const da_task_config *t, da_model *m,
-                           uint64_t data_seed, const eval_set *e, uint64_t order_seed, const char *what, task_run *r) {
-    const int B = c->batch, T = t->seq;
+static da_status train_one(const da_task_compare_config *c, const task_cell *cell, da_model *m, uint64_t data_seed,
+                           const eval_set *e, uint64_t order_seed, const char *what, task_run *r) {
+    const da_task_config *t = &cell->task;
+    const int B = cell->batch, T = t->seq;
     da_acts *a = NULL;
     da_adamw opt = {0};
     int *tok = malloc((size_t)B * T * sizeof(int)), *tgt = malloc((size_t)B * T * sizeof(int));
@@ -310,14 +311,14 @@ static da_status train_one(const da_task_compare_config *c, const da_task_config
     r->n_params = m->n_params;
     for (long step = 0; !st.code; step++) {
         if (step % c->eval_every == 0 || step == c->steps) {
-            if (r->n_evals >= MAX_EVALS) { /* da_task_compare checks steps / eval_every first */
-                st = da_errorf("more than %d evaluations: raise --eval-every", MAX_EVALS);
+            if (r->n_evals >= TASK_MAX_EVALS) { /* da_task_compare checks steps / eval_every first */
+                st = da_errorf("more than %d evaluations: raise --eval-every", TASK_MAX_EVALS);
                 break;
             }
             const int i = r->n_evals++;
             r->step[i] = step;
             r->acc[i] = answer_accuracy(m, a, B, e);
-            for (int l = 0; l < m->cfg.n_layers && l < MAX_LAYERS; l++)
+            for (int l = 0; l < m->cfg.n_layers && l < TASK_MAX_LAYERS; l++)
                 r->lambda[i][l] = m->cfg.arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : NAN;
             progress(c, what, step, r->acc[i], loss);
         }
@@ -333,7 +334,7 @@ static da_status train_one(const da_task_compare_config *c, const da_task_config
         da_backward(m, a);
         const float norm = da_grad_norm(m);
         if (norm > 1.0f) da_grad_scale(m, 1.0f / norm);
-        da_adamw_step(&opt, m, &ac, da_lr_schedule(step, warmup, c->steps, c->lr, c->lr / 10));
+        da_adamw_step(&opt, m, &ac, da_lr_schedule(step, warmup, c->steps, cell->lr, cell->lr / 10));
     }
     r->train_s = da_now_s() - t0;
     if (!st.code) r->final_acc = r->acc[r->n_evals - 1];
@@ -341,24 +342,61 @@ static da_status train_one(const da_task_compare_config *c, const da_task_config
     if (!st.code) st = analyse(m, t, e, e->n < 16 ? e->n : 16, r);
     if (!st.code && t->kind == DA_TASK_ICL)
         st = da_icl_order_robustness(m, t, c->perm_episodes, c->perms, order_seed, &r->order);
+    if (!st.code && t->kind == DA_TASK_COUNTERFACTUAL) { /* the counts, then the lookback ratios analyse measured */
+        double look[3];
+        memcpy(look, r->cf.lookback, sizeof look);
+        st = da_cf_evaluate(m, t, c->cf_episodes, order_seed ^ 0xC0FFEEULL, &r->cf);
+        memcpy(r->cf.lookback, look, sizeof look);
+    }
     da_acts_free(a);
     da_adamw_free(&opt);
     free(tok), free(tgt);
     return st;
 }
 
-typedef struct {
-    da_task_config task;
-    char name[64];
-} point;
+/* ---------------------------------------------------------------- the grid and its cells */
 
-static int make_points(const da_task_compare_config *c, point *p) {
+static const char *const GRID_KEYS[DA_GRID_N_KEYS] = {"heads", "dim", "layers", "lr", "batch"};
+
+da_status da_task_grid_parse(da_task_compare_config *c, const char *spec) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", spec);
+    c->n_grid = 0;
+    for (char *save = NULL, *ax = strtok_r(buf, " ;", &save); ax; ax = strtok_r(NULL, " ;", &save)) {
+        char *eq = strchr(ax, '=');
+        if (!eq) return da_errorf("--grid: \"%s\" is not key=v1,v2,... (keys heads, dim, layers, lr, batch)", ax);
+        *eq = 0;
+        int key = -1;
+        for (int k = 0; k < DA_GRID_N_KEYS; k++)
+            if (!strcmp(ax, GRID_KEYS[k])) key = k;
+        if (key < 0) return da_errorf("--grid: unknown axis \"%s\" (heads, dim, layers, lr, batch)", ax);
+        for (int i = 0; i < c->n_grid; i++)
+            if ((int)c->grid[i].key == key) return da_errorf("--grid: axis %s given twice", ax);
+        da_grid_axis *g = &c->grid[c->n_grid++];
+        g->key = (da_grid_key)key, g->n = 0;
+        for (char *s2 = NULL, *v = strtok_r(eq + 1, ",", &s2); v; v = strtok_r(NULL, ",", &s2)) {
+            char *end;
+            const double x = strtod(v, &end);
+            const int integral = key != DA_GRID_LR;
+            if (end == v || *end || !(x > 0) || (integral && (x != floor(x) || x > 1 << 20)))
+                return da_errorf("--grid: %s=%s: expected %s", GRID_KEYS[key], v,
+                                 integral ? "positive integers" : "positive numbers");
+            if (g->n == DA_GRID_MAX_VALUES) return da_errorf("--grid: at most %d values per axis", DA_GRID_MAX_VALUES);
+            g->values[g->n++] = x;
+        }
+        if (!g->n) return da_errorf("--grid: axis %s has no values", ax);
+    }
+    return da_ok();
+}
+
+/* The task sweep points of c: seq x (pairs | noise | demos). */
+static int task_points(const da_task_compare_config *c, da_task_config *pts, char (*names)[64]) {
     int n = 0;
     const da_task_kind k = c->task.kind;
     const int ns = c->n_seqs ? c->n_seqs : 1, np = c->n_pairs ? c->n_pairs : 1, nn = c->n_noises ? c->n_noises : 1;
     const int nd = c->n_demos ? c->n_demos : 1;
     for (int i = 0; i < ns; i++)
-        for (int j = 0; j < (k == DA_TASK_MQAR ? np : k == DA_TASK_NOISY_RECALL ? nn : nd) && n < MAX_POINTS; j++) {
+        for (int j = 0; j < (k == DA_TASK_MQAR ? np : k == DA_TASK_NOISY_RECALL ? nn : k == DA_TASK_ICL ? nd : 1); j++) {
             da_task_config t = c->task;
             if (c->n_seqs) t.seq = c->seqs[i];
             if (k == DA_TASK_MQAR && c->n_pairs) t.pairs = c->pairs[j];
@@ -367,430 +405,350 @@ static int make_points(const da_task_compare_config *c, point *p) {
                 if (c->n_demos) t.demos = c->demos[j];
                 t.seq = 2 * t.demos + 2;
             }
-            p[n].task = t;
-            if (k == DA_TASK_MQAR) snprintf(p[n].name, sizeof p[n].name, "pairs %d, seq %d", t.pairs, t.seq);
-            else if (k == DA_TASK_NOISY_RECALL) snprintf(p[n].name, sizeof p[n].name, "noise %.2f, seq %d", t.noise, t.seq);
-            else snprintf(p[n].name, sizeof p[n].name, "demos %d, classes %d, symbols %d", t.demos, t.classes, t.symbols);
+            pts[n] = t;
+            if (k == DA_TASK_MQAR) snprintf(names[n], 64, "pairs %d, seq %d", t.pairs, t.seq);
+            else if (k == DA_TASK_NOISY_RECALL) snprintf(names[n], 64, "noise %.2f, seq %d", t.noise, t.seq);
+            else if (k == DA_TASK_ICL) snprintf(names[n], 64, "demos %d, classes %d, symbols %d", t.demos, t.classes, t.symbols);
+            else snprintf(names[n], 64, "facts %d x %d, %d pairs, seq %d", t.entities, t.attributes, t.context_pairs, t.seq);
             n++;
         }
     return n;
 }
 
-static void mean_sd(const double *x, int n, double *mean, double *sd) {
-    double s = 0, ss = 0;
-    for (int i = 0; i < n; i++) s += x[i];
-    *mean = s / n;
-    for (int i = 0; i < n; i++) ss += (x[i] - *mean) * (x[i] - *mean);
-    *sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
-}
-
-/* compare's rule: two seed means differ when their gap exceeds the sum of
- * their spreads. lower_better: steps; else accuracies. */
-static const char *verdict(int seeds, double m0, double sd0, double m1, double sd1, int lower_better) {
-    if (seeds < 2) return "one seed: spread unknown";
-    if (fabs(m0 - m1) <= sd0 + sd1) return "within noise";
-    return (m0 < m1) == lower_better ? "better" : "worse";
-}
-
-static task_run runs[MAX_POINTS][N_ARCHS][MAX_SEEDS];
-
-/* Steps to a threshold over seeds: mean and sd when every seed reached it;
- * *reached gets how many did. */
-static void steps_stats(const task_run *rs, int seeds, double thr, double *mean, double *sd, int *reached) {
-    double v[MAX_SEEDS];
-    *reached = 0;
-    for (int s = 0; s < seeds; s++) {
-        long k = da_steps_to_threshold(rs[s].step, rs[s].acc, rs[s].n_evals, thr);
-        if (k >= 0) v[(*reached)++] = (double)k;
-    }
-    if (*reached == seeds) mean_sd(v, seeds, mean, sd);
-    else *mean = NAN, *sd = NAN;
-}
-
-#define RUN_FIELD(expr, out_mean, out_sd)                                                                          \
-    do {                                                                                                            \
-        double v_[MAX_SEEDS];                                                                                       \
-        for (int s = 0; s < c->seeds; s++) {                                                                        \
-            const task_run *r = &rs[s];                                                                             \
-            v_[s] = (expr);                                                                                         \
-        }                                                                                                           \
-        mean_sd(v_, c->seeds, &(out_mean), &(out_sd));                                                              \
-    } while (0)
-
-/* The file name of point p's order-robustness figure. */
-static void margin_figure_name(char *buf, size_t n, int n_pts, int p) {
-    if (n_pts == 1) snprintf(buf, n, "permutation_margin.png");
-    else snprintf(buf, n, "permutation_margin_%d.png", p);
-}
-
-/* icl: the order-robustness table, mean ± sd over seeds of each episode-mean figure. */
-static void write_md_orders(FILE *fp, const da_task_compare_config *c, const point *pts, int n_pts, int base) {
-    fprintf(fp, "## Order robustness (in-context classification)\n\n| task | arch | accuracy, mean over %d random "
-                "orders | best order | worst order | margin (best − worst) | grouped by class | alternating classes | "
-                "verdict: margin | verdict: grouped |\n|---|---|---|---|---|---|---|---|---|---|\n",
-            c->perms);
-    for (int p = 0; p < n_pts; p++) {
-        double bm = 0, bsd = 0, bg = 0, bgsd = 0;
-        if (base >= 0) {
-            const task_run *rs = runs[p][base];
-            RUN_FIELD(r->order.margin, bm, bsd);
-            RUN_FIELD(r->order.grouped, bg, bgsd);
-        }
-        for (int a = 0; a < c->n_archs; a++) {
-            const task_run *rs = runs[p][a];
-            double m, sd, mm, msd, g, gsd;
-            fprintf(fp, "| %s | %s |", pts[p].name, da_compare_arch_label(c->archs[a]));
-            RUN_FIELD(r->order.mean, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            RUN_FIELD(r->order.best, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            RUN_FIELD(r->order.worst, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            RUN_FIELD(r->order.margin, mm, msd);
-            fprintf(fp, " %.3f ± %.3f |", mm, msd);
-            RUN_FIELD(r->order.grouped, g, gsd);
-            fprintf(fp, " %.3f ± %.3f |", g, gsd);
-            RUN_FIELD(r->order.alternating, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            if (a == base) fprintf(fp, " baseline | baseline |\n");
-            else if (base < 0) fprintf(fp, " no softmax baseline listed | – |\n");
-            else fprintf(fp, " %s | %s |\n", verdict(c->seeds, mm, msd, bm, bsd, 1), verdict(c->seeds, g, gsd, bg, bgsd, 0));
-        }
-    }
-    fprintf(fp, "\nEach of %d held-out episodes (a rule and its demonstrations) is scored on every distinct symbol of "
-                "its demos, with the same demos in %d random orders, grouped by class, and with the classes taking "
-                "turns. Best, worst and margin are per episode (the best and worst of its random orders), then "
-                "averaged over the episodes; the paper's margin is that of one fixed set of demonstrations. A smaller "
-                "margin is better.\n\n",
-            c->perm_episodes, c->perms);
-    char name[64];
-    for (int p = 0; p < n_pts; p++) {
-        margin_figure_name(name, sizeof name, n_pts, p);
-        fprintf(fp, "![order robustness, %s](%s)\n\n", pts[p].name, name);
-    }
-}
-
-static void write_md(FILE *fp, const da_task_compare_config *c, const point *pts, int n_pts, double wall_s) {
-    fprintf(fp, "# Retrieval: %s, each architecture against the softmax baseline\n\n", da_task_name(c->task.kind));
-    fprintf(fp, "dim %d, %d layers, heads per layer at equal parameters:", c->dim, c->layers);
-    for (int a = 0; a < c->n_archs; a++)
-        fprintf(fp, "%s %s %d", a ? "," : "", da_compare_arch_label(c->archs[a]), da_arch_heads(c->archs[a], c->heads));
-    fprintf(fp, "; batch %d, %ld steps, lr %g, %d seed(s); held-out evaluation on %d sequences every %d steps. Wall "
-                "time %.0f s.\n\n",
-            c->batch, c->steps, (double)c->lr, c->seeds, c->eval_seqs, c->eval_every, wall_s);
-    fprintf(fp, "## Steps to answer accuracy and final accuracy\n\n| task | arch | to 50%% | to 90%% | to 99%% | final "
-                "accuracy | verdict: steps to 90%% | verdict: final accuracy |\n|---|---|---|---|---|---|---|---|\n");
-    const int base = arch_slot(c, DA_ARCH_SOFTMAX);
-    for (int p = 0; p < n_pts; p++) {
-        double base_m = 0, base_sd = 0, base_fm = 0, base_fsd = 0;
-        int base_reached = 0;
-        if (base >= 0) { /* the baseline first, for the verdicts */
-            const task_run *rs = runs[p][base];
-            steps_stats(rs, c->seeds, 0.9, &base_m, &base_sd, &base_reached);
-            RUN_FIELD(r->final_acc, base_fm, base_fsd);
-        }
-        for (int a = 0; a < c->n_archs; a++) {
-            const task_run *rs = runs[p][a];
-            fprintf(fp, "| %s | %s |", pts[p].name, da_compare_arch_label(c->archs[a]));
-            double m90 = NAN, sd90 = NAN;
-            int reached90 = 0;
-            for (int k = 0; k < 3; k++) {
-                double m, sd;
-                int reached;
-                steps_stats(rs, c->seeds, THRESH[k], &m, &sd, &reached);
-                if (k == 1) m90 = m, sd90 = sd, reached90 = reached;
-                if (reached == c->seeds) fprintf(fp, " %.0f ± %.0f |", m, sd);
-                else if (reached) fprintf(fp, " %d/%d seeds |", reached, c->seeds);
-                else fprintf(fp, " not reached |");
+da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_cells, int *n_points) {
+    da_task_config pts[64];
+    char names[64][64];
+    const int np = task_points(c, pts, names);
+    int combos = 1;
+    for (int a = 0; a < c->n_grid; a++) combos *= c->grid[a].n;
+    if ((long)np * combos > TASK_MAX_CELLS)
+        return da_errorf("compare --task: %d cells (task points x grid); at most %d", np * combos, TASK_MAX_CELLS);
+    task_cell *cells = calloc((size_t)np * combos, sizeof *cells);
+    if (!cells) return da_errorf("out of memory for %d cells", np * combos);
+    for (int p = 0, n = 0; p < np; p++)
+        for (int g = 0; g < combos; g++, n++) {
+            task_cell *x = &cells[n];
+            x->task = pts[p], x->point = p;
+            x->dim = c->dim, x->layers = c->layers, x->heads = c->heads, x->batch = c->batch, x->lr = c->lr;
+            snprintf(x->point_name, sizeof x->point_name, "%s", names[p]);
+            int rest = g, len = 0;
+            for (int a = c->n_grid - 1; a >= 0; a--) { /* the last axis varies fastest */
+                x->grid_index[a] = rest % c->grid[a].n, rest /= c->grid[a].n;
             }
-            double fm, fsd;
-            RUN_FIELD(r->final_acc, fm, fsd);
-            fprintf(fp, " %.3f ± %.3f |", fm, fsd);
-            if (a == base || base < 0) {
-                fprintf(fp, a == base ? " baseline | baseline |\n" : " no softmax baseline listed | – |\n");
-                continue;
-            }
-            if (reached90 == c->seeds && base_reached == c->seeds)
-                fprintf(fp, " %s |", verdict(c->seeds, m90, sd90, base_m, base_sd, 1));
-            else if (reached90 == c->seeds && base_reached < c->seeds)
-                fprintf(fp, " better (baseline %d/%d seeds reached) |", base_reached, c->seeds);
-            else if (reached90 < c->seeds && base_reached == c->seeds)
-                fprintf(fp, " worse (%d/%d seeds reached) |", reached90, c->seeds);
-            else
-                fprintf(fp, " neither reached in every seed |");
-            fprintf(fp, " %s |\n", verdict(c->seeds, fm, fsd, base_fm, base_fsd, 0));
-        }
-    }
-    fprintf(fp, "\nSteps are the first evaluation (every %d steps) at or above the threshold, mean ± sample sd over "
-                "seeds; \"k/n seeds\" when only some seeds reached it. A verdict calls a difference only when the "
-                "means differ by more than the sum of the seed spreads (compare's rule).\n\n",
-            c->eval_every);
-    fprintf(fp, "## The trained models\n\n| task | arch | accuracy, 8-bit logits | 6-bit | 4-bit | attention on the "
-                "answer pair | attention elsewhere | attention on noise tokens | top-1 \\|attn logit\\| | top-1 "
-                "\\|hidden\\| | λ per layer (first seed) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int p = 0; p < n_pts; p++)
-        for (int a = 0; a < c->n_archs; a++) {
-            const task_run *rs = runs[p][a];
-            double m, sd;
-            fprintf(fp, "| %s | %s |", pts[p].name, da_compare_arch_label(c->archs[a]));
-            for (int i = 0; i < 3; i++) {
-                RUN_FIELD(r->quant_acc[i], m, sd);
-                fprintf(fp, " %.3f ± %.3f |", m, sd);
-            }
-            RUN_FIELD(r->attn_answer, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            RUN_FIELD(r->attn_noise, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            if (c->task.kind == DA_TASK_NOISY_RECALL) {
-                RUN_FIELD(r->attn_noise_tokens, m, sd);
-                fprintf(fp, " %.3f ± %.3f |", m, sd);
-            } else {
-                fprintf(fp, " – |");
-            }
-            RUN_FIELD(r->out.logits.top[0], m, sd);
-            fprintf(fp, " %.2f ± %.2f |", m, sd);
-            RUN_FIELD(r->out.hidden.top[0], m, sd);
-            fprintf(fp, " %.2f ± %.2f |", m, sd);
-            const task_run *r0 = &rs[0];
-            for (int l = 0; l < c->layers && l < MAX_LAYERS; l++)
-                if (c->archs[a] == DA_ARCH_DIFF) fprintf(fp, "%s%.3f", l ? ", " : " ", r0->lambda[r0->n_evals - 1][l]);
-            fprintf(fp, "%s |\n", c->archs[a] == DA_ARCH_DIFF ? "" : " –");
-        }
-    fprintf(fp, "\nAccuracies with quantized logits run the inference engine with the attention logits of each query "
-                "row fake-quantized (dynamic absmax, symmetric) before the softmax, on the same held-out sequences. Attention shares are taken at "
-                "every answer position of 16 held-out sequences, per layer and head; DIFF's map is A1 - λA2 over "
-                "its absolute mass (as in `eval attention`). \"Answer pair\": the retrieved key and its value; "
-                "\"elsewhere\": every other earlier position. Every number, and every curve, is in report.json.\n\n");
-    if (c->task.kind == DA_TASK_ICL) write_md_orders(fp, c, pts, n_pts, base);
-    for (int p = 0; p < n_pts; p++) fprintf(fp, "![accuracy, %s](accuracy_%d.png)\n\n", pts[p].name, p);
-    fprintf(fp, "![steps to 90%%](steps_to_90.png)\n");
-    if (arch_slot(c, DA_ARCH_DIFF) >= 0) fprintf(fp, "\n![lambda](lambda.png)\n");
-}
-
-static void write_json(FILE *fp, const da_task_compare_config *c, const point *pts, int n_pts, double wall_s) {
-    fprintf(fp, "{\"task\":\"%s\",\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,\"batch\":%d,\"steps\":%ld,\"lr\":%g,"
-                "\"seeds\":%d,\"eval_seqs\":%d,\"eval_every\":%d,\"wall_seconds\":%.1f,\"points\":[",
-            da_task_name(c->task.kind), c->dim, c->layers, c->heads, c->batch, c->steps, (double)c->lr, c->seeds,
-            c->eval_seqs, c->eval_every, wall_s);
-    for (int p = 0; p < n_pts; p++) {
-        const da_task_config *t = &pts[p].task;
-        fprintf(fp, "%s{\"name\":\"%s\",\"seq\":%d,\"vocab\":%d,\"pairs\":%d,\"alpha\":%g,\"noise\":%g,"
-                    "\"noise_vocab\":%d,",
-                p ? "," : "", pts[p].name, t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab);
-        if (t->kind == DA_TASK_ICL)
-            fprintf(fp, "\"demos\":%d,\"classes\":%d,\"symbols\":%d,\"perms\":%d,\"perm_episodes\":%d,", t->demos,
-                    t->classes, t->symbols, c->perms, c->perm_episodes);
-        fprintf(fp, "\"archs\":{");
-        for (int a = 0; a < c->n_archs; a++) {
-            fprintf(fp, "%s\"%s\":[", a ? "," : "", da_arch_name(c->archs[a]));
-            for (int s = 0; s < c->seeds; s++) {
-                const task_run *r = &runs[p][a][s];
-                fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_seconds\":%.1f,\"final_accuracy\":%.4f,", s ? "," : "",
-                        c->seed0 + s, r->n_params, r->train_s, r->final_acc);
-                for (int k = 0; k < 3; k++)
-                    fprintf(fp, "\"steps_to_%d\":%ld,", (int)(THRESH[k] * 100 + 0.5),
-                            da_steps_to_threshold(r->step, r->acc, r->n_evals, THRESH[k]));
-                fprintf(fp, "\"quant_accuracy\":{\"8\":%.4f,\"6\":%.4f,\"4\":%.4f},", r->quant_acc[0], r->quant_acc[1],
-                        r->quant_acc[2]);
-                fprintf(fp, "\"attention_answer\":%.4f,\"attention_elsewhere\":%.4f,\"attention_noise_tokens\":%.4f,",
-                        r->attn_answer, r->attn_noise, r->attn_noise_tokens);
-                fprintf(fp, "\"attn_logit_top1\":%.4f,\"attn_logit_median\":%.4f,\"hidden_top1\":%.4f,"
-                            "\"hidden_median\":%.4f,",
-                        r->out.logits.top[0], r->out.logits.median, r->out.hidden.top[0], r->out.hidden.median);
-                if (t->kind == DA_TASK_ICL) {
-                    const da_icl_order_result *o = &r->order;
-                    fprintf(fp, "\"order\":{\"mean\":%.4f,\"best\":%.4f,\"worst\":%.4f,\"margin\":%.4f,\"grouped\":%.4f,"
-                                "\"alternating\":%.4f},",
-                            o->mean, o->best, o->worst, o->margin, o->grouped, o->alternating);
+            for (int a = 0; a < c->n_grid; a++) {
+                const double v = c->grid[a].values[x->grid_index[a]];
+                switch (c->grid[a].key) {
+                case DA_GRID_HEADS: x->heads = (int)v; break;
+                case DA_GRID_DIM: x->dim = (int)v; break;
+                case DA_GRID_LAYERS: x->layers = (int)v; break;
+                case DA_GRID_LR: x->lr = (float)v; break;
+                default: x->batch = (int)v; break;
                 }
-                fprintf(fp, "\"curve\":[");
-                for (int i = 0; i < r->n_evals; i++) {
-                    fprintf(fp, "%s{\"step\":%ld,\"accuracy\":%.4f", i ? "," : "", r->step[i], r->acc[i]);
-                    if (c->archs[a] == DA_ARCH_DIFF) {
-                        fprintf(fp, ",\"lambda\":[");
-                        for (int l = 0; l < c->layers && l < MAX_LAYERS; l++)
-                            fprintf(fp, "%s%.4f", l ? "," : "", r->lambda[i][l]);
-                        fprintf(fp, "]");
-                    }
-                    fprintf(fp, "}");
-                }
-                fprintf(fp, "]}");
+                len += snprintf(x->grid_name + len, sizeof x->grid_name - (size_t)len, "%s%s %g", a ? ", " : "",
+                                GRID_KEYS[c->grid[a].key], v);
+                if (len >= (int)sizeof x->grid_name) len = (int)sizeof x->grid_name - 1;
             }
-            fprintf(fp, "]");
+            snprintf(x->name, sizeof x->name, "%s%s%s", x->point_name, c->n_grid ? "; " : "", x->grid_name);
         }
-        fprintf(fp, "}}");
-    }
-    fprintf(fp, "]}\n");
+    *out = cells, *n_cells = np * combos, *n_points = np;
+    return da_ok();
 }
 
-/* icl: per point, the seed means of each architecture's order figures as bars. */
-static da_status margin_figures(const da_task_compare_config *c, const point *pts, int n_pts) {
-    static const char *const cats[5] = {"mean over random orders", "best order", "worst order", "grouped by class",
-                                        "alternating classes"};
-    char path[4200], name[64], title[160];
-    da_status st = da_ok();
-    for (int p = 0; p < n_pts && !st.code; p++) {
-        double v[N_ARCHS][5];
-        const double *vp[N_ARCHS];
-        const char *groups[N_ARCHS];
-        for (int a = 0; a < c->n_archs; a++) {
-            const task_run *rs = runs[p][a];
-            double sd;
-            RUN_FIELD(r->order.mean, v[a][0], sd);
-            RUN_FIELD(r->order.best, v[a][1], sd);
-            RUN_FIELD(r->order.worst, v[a][2], sd);
-            RUN_FIELD(r->order.grouped, v[a][3], sd);
-            RUN_FIELD(r->order.alternating, v[a][4], sd);
-            vp[a] = v[a], groups[a] = da_compare_arch_label(c->archs[a]);
+/* ---------------------------------------------------------------- run files */
+
+/* out_dir/runs/cell<i>_<arch>_seed<s>.run: "DASTUDY1", the size of task_run,
+ * the settings the run was made with (a file made with others is not reused),
+ * then the task_run itself. */
+typedef struct {
+    char magic[8];
+    uint32_t run_size, reserved;
+    char key[512];
+} run_header;
+_Static_assert(sizeof(run_header) == 528, "run_header layout changed");
+
+static void run_index(const da_task_compare_config *c, int k, int *cell, int *seed, int *arch) {
+    *arch = k % c->n_archs, *seed = (k / c->n_archs) % c->seeds, *cell = k / c->n_archs / c->seeds;
+}
+
+static void run_path(const da_task_compare_config *c, int cell, int arch, int seed, char *buf, size_t n) {
+    snprintf(buf, n, "%s/runs/cell%d_%s_seed%d.run", c->out_dir, cell, da_arch_name(c->archs[arch]), c->seed0 + seed);
+}
+
+static void run_key(const da_task_compare_config *c, const task_cell *x, int arch, int seed, char *key, size_t n) {
+    const da_task_config *t = &x->task;
+    memset(key, 0, n);
+    snprintf(key, n,
+             "task %s seq %d vocab %d pairs %d alpha %g noise %g noise_vocab %d demos %d classes %d symbols %d "
+             "entities %d attributes %d context_pairs %d memory_share %g facts_seed %llu | arch %s first_arch %s "
+             "seed %d point %d | dim %d layers %d heads %d batch %d lr %g steps %ld | eval_every %d eval_seqs %d "
+             "perms %d perm_episodes %d cf_episodes %d",
+             da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
+             t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share,
+             (unsigned long long)t->facts_seed, da_arch_name(c->archs[arch]), da_arch_name(c->archs[0]),
+             c->seed0 + seed, x->point, x->dim, x->layers, x->heads, x->batch, (double)x->lr, c->steps, c->eval_every,
+             c->eval_seqs, c->perms, c->perm_episodes, c->cf_episodes);
+}
+
+/* Reads run (cell, arch, seed) into r when its file holds these settings; 0 on success. */
+static int run_load(const da_task_compare_config *c, const task_cell *cells, int cell, int arch, int seed,
+                    task_run *r) {
+    char path[4300];
+    run_header h, want;
+    run_path(c, cell, arch, seed, path, sizeof path);
+    run_key(c, &cells[cell], arch, seed, want.key, sizeof want.key);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    const int ok = fread(&h, sizeof h, 1, fp) == 1 && !memcmp(h.magic, "DASTUDY1", 8) &&
+                   h.run_size == sizeof *r && !memcmp(h.key, want.key, sizeof h.key) && fread(r, sizeof *r, 1, fp) == 1;
+    fclose(fp);
+    return ok ? 0 : -1;
+}
+
+static da_status run_save(const da_task_compare_config *c, const task_cell *cells, int cell, int arch, int seed,
+                          const task_run *r) {
+    char path[4300];
+    run_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, "DASTUDY1", 8);
+    h.run_size = sizeof *r;
+    run_key(c, &cells[cell], arch, seed, h.key, sizeof h.key);
+    run_path(c, cell, arch, seed, path, sizeof path);
+    da_atomic_file af;
+    da_status st = da_atomic_open(&af, path);
+    if (st.code) return st;
+    if (fwrite(&h, sizeof h, 1, af.fp) != 1 || fwrite(r, sizeof *r, 1, af.fp) != 1) return da_atomic_fail(&af, errno);
+    return da_atomic_commit(&af);
+}
+
+/* ---------------------------------------------------------------- one run */
+
+static da_status check_config(const da_task_compare_config *c) {
+    if (c->seeds < 1 || c->seeds > TASK_MAX_SEEDS) return da_errorf("--seeds must be 1..%d", TASK_MAX_SEEDS);
+    if (c->steps < 1 || c->eval_every < 1 || c->steps / c->eval_every + 2 > TASK_MAX_EVALS)
+        return da_errorf("--steps %ld and --eval-every %d: need steps >= 1 and at most %d evaluations", c->steps,
+                         c->eval_every, TASK_MAX_EVALS - 2);
+    if (c->eval_seqs < 1) return da_errorf("--eval-seqs must be positive");
+    const da_task_kind k = c->task.kind;
+    if (k != DA_TASK_NOISY_RECALL && c->n_noises) return da_errorf("--noise applies to noisy-recall only");
+    if (k != DA_TASK_MQAR && c->n_pairs)
+        return da_errorf("--pairs applies to mqar only (noisy-recall's pairs fill the sequence)");
+    if (k == DA_TASK_ICL && c->n_seqs)
+        return da_errorf("--pairs, --noise and --seq do not apply to icl (its length is 2 demos + 2: set --demos)");
+    if (k != DA_TASK_ICL && c->n_demos) return da_errorf("--demos applies to icl only");
+    if (k == DA_TASK_ICL && (c->perms < 2 || c->perm_episodes < 1))
+        return da_errorf("--perms %d and --perm-episodes %d: need at least 2 orders and 1 episode", c->perms,
+                         c->perm_episodes);
+    if (k == DA_TASK_COUNTERFACTUAL && c->cf_episodes < 1) return da_errorf("--cf-episodes must be positive");
+    if (c->n_archs < 1 || c->n_archs > DA_COMPARE_MAX_ARCHS)
+        return da_errorf("compare --task: %d architectures (1..%d; --archs)", c->n_archs, DA_COMPARE_MAX_ARCHS);
+    return da_ok();
+}
+
+/* The settings and cells of a study, checked: every cell's task and every model. */
+static da_status study_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points) {
+    da_status st = check_config(c);
+    if (!st.code) st = task_cells(c, cells, n_cells, n_points);
+    if (st.code) return st;
+    for (int i = 0; i < *n_cells && !st.code; i++) {
+        const task_cell *x = &(*cells)[i];
+        if (x->layers > TASK_MAX_LAYERS)
+            st = da_errorf("--layers %d: at most %d for the task comparison", x->layers, TASK_MAX_LAYERS);
+        else if ((st = da_task_validate(&x->task)).code)
+            st = da_errorf("%s: %s", x->point_name, st.msg);
+        for (int a = 0; a < c->n_archs && !st.code; a++) {
+            da_config mc;
+            model_config(x, c->archs[a], &mc);
+            if ((st = da_config_validate(&mc)).code) st = da_errorf("%s: %s", x->name, st.msg);
         }
-        margin_figure_name(name, sizeof name, n_pts, p);
-        snprintf(path, sizeof path, "%s/%s", c->out_dir, name);
-        snprintf(title, sizeof title, "Accuracy by demo order, %s (mean over episodes%s)", pts[p].name,
-                 c->seeds > 1 ? " and seeds" : "");
-        st = da_plot_bars(path, title, "accuracy", cats, 5, groups, vp, c->n_archs);
     }
+    if (st.code) free(*cells), *cells = NULL;
     return st;
 }
 
-static da_status figures(const da_task_compare_config *c, const point *pts, int n_pts) {
-    char path[4200], title[160];
-    da_status st = da_ok();
-    /* accuracy against steps: per architecture the seed mean and the band of mean ± sd */
-    for (int p = 0; p < n_pts && !st.code; p++) {
-        static double x[MAX_EVALS], y[N_ARCHS][3][MAX_EVALS];
-        const int n = runs[p][0][0].n_evals;
-        da_series s[N_ARCHS];
-        for (int a = 0; a < c->n_archs; a++) {
-            for (int i = 0; i < n; i++) {
-                double v[MAX_SEEDS], m, sd;
-                for (int k = 0; k < c->seeds; k++) v[k] = runs[p][a][k].acc[i];
-                mean_sd(v, c->seeds, &m, &sd);
-                x[i] = (double)runs[p][0][0].step[i];
-                y[a][0][i] = m, y[a][1][i] = fmax(m - sd, 0), y[a][2][i] = fmin(m + sd, 1); /* accuracies */
-            }
+static da_status run_train(const da_task_compare_config *c, const task_cell *cells, int k, task_run *r) {
+    int ci, s, a;
+    run_index(c, k, &ci, &s, &a);
+    const task_cell *x = &cells[ci];
+    const uint64_t seed = (uint64_t)(c->seed0 + s);
+    da_model first, m;
+    memset(&first, 0, sizeof first), memset(&m, 0, sizeof m);
+    da_config mc;
+    /* the first architecture's initialisation, copied where shapes agree: every arch of a seed starts alike */
+    model_config(x, c->archs[0], &mc);
+    da_status st = da_model_create(&first, &mc);
+    if (!st.code) da_model_init(&first, seed);
+    if (!st.code && a) {
+        model_config(x, c->archs[a], &mc);
+        if (!(st = da_model_create(&m, &mc)).code) {
+            da_model_init(&m, seed);
+            da_copy_shared_init(&m, &first);
         }
-        const double *lo[N_ARCHS], *hi[N_ARCHS];
-        for (int a = 0; a < c->n_archs; a++) {
-            s[a] = (da_series){da_compare_arch_label(c->archs[a]), x, y[a][0], n};
-            lo[a] = c->seeds > 1 ? y[a][1] : NULL, hi[a] = c->seeds > 1 ? y[a][2] : NULL;
-        }
-        snprintf(path, sizeof path, "%s/accuracy_%d.png", c->out_dir, p);
-        snprintf(title, sizeof title, "%s (%s): held-out answer accuracy%s", da_task_name(c->task.kind), pts[p].name,
-                 c->seeds > 1 ? ", mean ± sd over seeds" : "");
-        st = da_plot_lines_band(path, title, "step", "answer accuracy", s, lo, hi, c->n_archs);
     }
-    if (st.code) return st;
-    /* steps to 90% against difficulty (the sweep point's index); NAN where a seed did not reach it */
-    static double px[MAX_POINTS], py[N_ARCHS][MAX_POINTS];
-    da_series s90[N_ARCHS];
-    for (int a = 0; a < c->n_archs; a++) {
-        for (int p = 0; p < n_pts; p++) {
-            double m, sd;
-            int reached;
-            steps_stats(runs[p][a], c->seeds, 0.9, &m, &sd, &reached);
-            px[p] = p, py[a][p] = m;
-        }
-        s90[a] = (da_series){da_compare_arch_label(c->archs[a]), px, py[a], n_pts};
-    }
-    snprintf(path, sizeof path, "%s/steps_to_90.png", c->out_dir);
-    if ((st = da_plot_lines(path, "Steps to 90% answer accuracy by sweep point (report.md lists them)",
-                            "sweep point", "steps", s90, c->n_archs)).code)
-        return st;
-    if (c->task.kind == DA_TASK_ICL && (st = margin_figures(c, pts, n_pts)).code) return st;
-    /* lambda per layer during training: DIFF, first point and seed */
-    const int diff = arch_slot(c, DA_ARCH_DIFF);
-    if (diff < 0) return st;
-    const task_run *r = &runs[0][diff][0];
-    static double lx[MAX_EVALS], ly[MAX_LAYERS][MAX_EVALS];
-    static char lnames[MAX_LAYERS][32];
-    da_series ls[MAX_LAYERS];
-    const int L = c->layers < MAX_LAYERS ? c->layers : MAX_LAYERS;
-    for (int l = 0; l < L; l++) {
-        for (int i = 0; i < r->n_evals; i++) lx[i] = (double)r->step[i], ly[l][i] = r->lambda[i][l];
-        snprintf(lnames[l], sizeof lnames[l], "layer %d", l);
-        ls[l] = (da_series){lnames[l], lx, ly[l], r->n_evals};
-    }
-    snprintf(path, sizeof path, "%s/lambda.png", c->out_dir);
-    snprintf(title, sizeof title, "DIFF lambda per layer during training (%s, first seed)", pts[0].name);
-    return da_plot_lines(path, title, "step", "lambda", ls, L);
+    eval_set e;
+    memset(&e, 0, sizeof e);
+    /* held out: a seed no training stream uses (those are seed0 + s, mixed below) */
+    if (!st.code) st = eval_set_make(&e, &x->task, c->eval_seqs, 0xE7A15E7ULL + (uint64_t)x->point);
+    char what[256];
+    snprintf(what, sizeof what, "%s %s seed %llu", x->name, da_compare_arch_label(c->archs[a]), (unsigned long long)seed);
+    memset(r, 0, sizeof *r);
+    /* the same stream for every architecture; the order episodes, like the evaluation set, for every seed */
+    if (!st.code)
+        st = train_one(c, x, a ? &m : &first, seed * 0x9E3779B97F4A7C15ULL + (uint64_t)x->point, &e,
+                       0x0DE450DEULL + (uint64_t)x->point, what, r);
+    eval_set_free(&e);
+    da_model_free(&first);
+    if (a) da_model_free(&m);
+    return st;
 }
 
-da_status da_task_compare(const da_task_compare_config *cfg) {
-    const da_task_compare_config *c = cfg;
-    if (c->seeds < 1 || c->seeds > MAX_SEEDS) return da_errorf("--seeds must be 1..%d", MAX_SEEDS);
-    if (c->layers > MAX_LAYERS) return da_errorf("--layers %d: at most %d for the task comparison", c->layers, MAX_LAYERS);
-    if (c->steps < 1 || c->eval_every < 1 || c->steps / c->eval_every + 2 > MAX_EVALS)
-        return da_errorf("--steps %ld and --eval-every %d: need steps >= 1 and at most %d evaluations", c->steps,
-                         c->eval_every, MAX_EVALS - 2);
-    if (c->eval_seqs < 1) return da_errorf("--eval-seqs must be positive");
-    if (c->task.kind == DA_TASK_MQAR && c->n_noises) return da_errorf("--noise applies to noisy-recall, not mqar");
-    if (c->task.kind == DA_TASK_NOISY_RECALL && c->n_pairs)
-        return da_errorf("--pairs applies to mqar, not noisy-recall (its pairs fill the sequence)");
-    if (c->task.kind == DA_TASK_ICL && (c->n_pairs || c->n_noises || c->n_seqs))
-        return da_errorf("--pairs, --noise and --seq do not apply to icl (its length is 2 demos + 2: set --demos)");
-    if (c->task.kind != DA_TASK_ICL && c->n_demos) return da_errorf("--demos applies to icl only");
-    if (c->task.kind == DA_TASK_ICL && (c->perms < 2 || c->perm_episodes < 1))
-        return da_errorf("--perms %d and --perm-episodes %d: need at least 2 orders and 1 episode", c->perms,
-                         c->perm_episodes);
-    if (c->n_archs < 1 || c->n_archs > N_ARCHS)
-        return da_errorf("compare --task: %d architectures (1..%d; --archs)", c->n_archs, N_ARCHS);
-    static point pts[MAX_POINTS];
-    const int n_pts = make_points(c, pts);
-    da_status st = da_ok();
-    for (int p = 0; p < n_pts && !st.code; p++) {
-        if ((st = da_task_validate(&pts[p].task)).code) return da_errorf("%s: %s", pts[p].name, st.msg);
-        for (int a = 0; a < c->n_archs && !st.code; a++) {
-            da_config mc;
-            model_config(c, &pts[p].task, c->archs[a], &mc);
-            st = da_config_validate(&mc);
-        }
-    }
+da_status da_task_compare_run(const da_task_compare_config *c, int k) {
+    task_cell *cells;
+    int n_cells, n_points;
+    da_status st = study_cells(c, &cells, &n_cells, &n_points);
     if (st.code) return st;
-    static const char *const report[] = {"report.json"};
-    if (!c->force && (st = da_refuse_existing(c->out_dir, "compare", report, 1)).code) return st;
-    if ((st = da_make_dirs(c->out_dir)).code) return st;
-    memset(runs, 0, sizeof runs);
+    if (k < 0 || k >= n_cells * c->n_archs * c->seeds) {
+        free(cells);
+        return da_errorf("run %d: the study has %d runs", k, n_cells * c->n_archs * c->seeds);
+    }
+    task_run *r = calloc(1, sizeof *r); /* calloc: the padding bytes of the file are zero too */
+    if (!r) st = da_errorf("out of memory for a run's results");
+    if (!st.code) st = run_train(c, cells, k, r);
+    int ci, s, a;
+    run_index(c, k, &ci, &s, &a);
+    if (!st.code) st = run_save(c, cells, ci, a, s, r);
+    free(r), free(cells);
+    return st;
+}
+
+int da_task_compare_run_done(const da_task_compare_config *c, int k) {
+    task_cell *cells;
+    int n_cells, n_points, ci, s, a;
+    if (study_cells(c, &cells, &n_cells, &n_points).code) return 0;
+    task_run *r = malloc(sizeof *r);
+    run_index(c, k, &ci, &s, &a);
+    const int done = r && ci < n_cells && !run_load(c, cells, ci, a, s, r);
+    free(r), free(cells);
+    return done;
+}
+
+double da_task_compare_run_cost(const da_task_compare_config *c, int k) {
+    task_cell *cells;
+    int n_cells, n_points, ci, s, a;
+    if (study_cells(c, &cells, &n_cells, &n_points).code) return 1;
+    run_index(c, k, &ci, &s, &a);
+    const task_cell *x = &cells[ci < n_cells ? ci : 0];
+    const double T = x->task.seq, d = x->dim, V = x->task.vocab;
+    /* training FLOPs per step: per token and layer the matmuls (about 12 d^2 with the FFN) and the attention
+     * maps, and the output head (2 V d) */
+    const double cost = (double)c->steps * x->batch * T * (x->layers * (12 * d * d + 2 * T * d) + 2 * V * d);
+    free(cells);
+    return cost;
+}
+
+int da_task_compare_schedule(const da_task_compare_config *c, int i, int n_runs) {
+    const int per_seed = n_runs / c->seeds, s = i / per_seed, rest = i % per_seed;
+    const int cell = rest / c->n_archs, a = rest % c->n_archs;
+    return (cell * c->seeds + s) * c->n_archs + a;
+}
+
+void da_task_compare_run_name(const da_task_compare_config *c, int k, char *buf, size_t n) {
+    task_cell *cells;
+    int n_cells, n_points, ci, s, a;
+    run_index(c, k, &ci, &s, &a);
+    if (study_cells(c, &cells, &n_cells, &n_points).code) {
+        snprintf(buf, n, "run %d", k);
+        return;
+    }
+    snprintf(buf, n, "%s, %s, seed %d", cells[ci].name, da_compare_arch_label(c->archs[a]), c->seed0 + s);
+    free(cells);
+}
+
+/* ---------------------------------------------------------------- the study */
+
+/* Removes the run files in out_dir/runs (and their temporaries): --force starts afresh. */
+static void remove_run_files(const char *out_dir) {
+    char dir[4200], path[4600];
+    snprintf(dir, sizeof dir, "%s/runs", out_dir);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strstr(e->d_name, ".run")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+}
+
+da_status da_task_compare_prepare(const da_task_compare_config *c, int *n_runs) {
+    task_cell *cells;
+    int n_cells, n_points;
+    da_status st = study_cells(c, &cells, &n_cells, &n_points);
+    if (st.code) return st;
+    free(cells);
+    static const char *const existing[] = {"report.json", "runs"};
+    if (!c->force && !c->resume && (st = da_refuse_existing(c->out_dir, "compare", existing, 2)).code) return st;
+    char runs[4200];
+    snprintf(runs, sizeof runs, "%s/runs", c->out_dir);
+    if ((st = da_make_dirs(runs)).code) return st;
+    if (c->force) remove_run_files(c->out_dir);
+    *n_runs = n_cells * c->n_archs * c->seeds;
+    return da_ok();
+}
+
+da_status da_task_compare_report(const da_task_compare_config *c, double wall_s) {
+    task_study s = {c, 0, 0, NULL, NULL};
+    da_status st = study_cells(c, &s.cells, &s.n_cells, &s.n_points);
+    if (st.code) return st;
+    const size_t n = (size_t)s.n_cells * c->n_archs * c->seeds;
+    s.runs = calloc(n, sizeof *s.runs);
+    if (!s.runs) st = da_errorf("out of memory for %zu runs' results", n);
+    for (int i = 0; i < s.n_cells && !st.code; i++)
+        for (int a = 0; a < c->n_archs && !st.code; a++)
+            for (int k = 0; k < c->seeds && !st.code; k++)
+                if (run_load(c, s.cells, i, a, k, study_run(&s, i, a, k))) {
+                    char path[4300];
+                    run_path(c, i, a, k, path, sizeof path);
+                    st = da_errorf("%s: missing or made with other settings (run the study with --resume)", path);
+                }
+    if (!st.code) st = task_write_report(&s, wall_s);
+    free(s.runs), free(s.cells);
+    return st;
+}
+
+da_status da_task_compare(const da_task_compare_config *c) {
+    int n_runs;
+    da_status st = da_task_compare_prepare(c, &n_runs);
+    if (st.code) return st;
     const double t_start = da_now_s();
-    for (int p = 0; p < n_pts && !st.code; p++) {
-        const da_task_config *t = &pts[p].task;
-        eval_set e;
-        /* held out: a seed no training stream uses (those are seed0 + s, mixed below) */
-        st = eval_set_make(&e, t, c->eval_seqs, 0xE7A15E7ULL + (uint64_t)p);
-        for (int s = 0; s < c->seeds && !st.code; s++) {
-            const uint64_t seed = (uint64_t)(c->seed0 + s);
-            da_model models[N_ARCHS];
-            memset(models, 0, sizeof models);
-            for (int a = 0; a < c->n_archs && !st.code; a++) {
-                da_config mc;
-                model_config(c, t, c->archs[a], &mc);
-                if ((st = da_model_create(&models[a], &mc)).code) break;
-                da_model_init(&models[a], seed);
-                if (a) da_copy_shared_init(&models[a], &models[0]);
-            }
-            for (int a = 0; a < c->n_archs && !st.code; a++) {
-                char what[128];
-                snprintf(what, sizeof what, "%s %s seed %llu", pts[p].name, da_compare_arch_label(c->archs[a]),
-                         (unsigned long long)seed);
-                if (!c->quiet) fprintf(stderr, "compare: %s\n", what);
-                /* the same stream for every architecture; the order episodes, like the evaluation set, for every seed */
-                st = train_one(c, t, &models[a], seed * 0x9E3779B97F4A7C15ULL + (uint64_t)p, &e,
-                               0x0DE450DEULL + (uint64_t)p, what, &runs[p][a][s]);
-            }
-            for (int a = 0; a < c->n_archs; a++) da_model_free(&models[a]);
+    double total = 0, todo_cost = 0;
+    for (int k = 0; k < n_runs; k++) total += da_task_compare_run_cost(c, k);
+    for (int i = 0; i < n_runs && !st.code; i++) {
+        const int k = da_task_compare_schedule(c, i, n_runs);
+        const double cost = da_task_compare_run_cost(c, k);
+        if (da_task_compare_run_done(c, k)) { /* --resume: kept */
+            total -= cost;
+            continue;
         }
-        eval_set_free(&e);
+        if (c->stop && *c->stop) {
+            st = da_errorf("interrupted: the finished runs are kept; the same command with --resume continues");
+            st.code = DA_INTERRUPTED;
+            break;
+        }
+        if (!c->quiet) {
+            char name[320];
+            da_task_compare_run_name(c, k, name, sizeof name);
+            const double el = da_now_s() - t_start;
+            if (todo_cost > 0) fprintf(stderr, "compare: [%d/%d] %s (ETA %.0f s)\n", i + 1, n_runs, name,
+                                       el / todo_cost * (total - todo_cost));
+            else fprintf(stderr, "compare: [%d/%d] %s\n", i + 1, n_runs, name);
+        }
+        st = da_task_compare_run(c, k);
+        if (st.code == DA_INTERRUPTED) {
+            st = da_errorf("%s; the finished runs are kept: the same command with --resume continues", st.msg);
+            st.code = DA_INTERRUPTED;
+        }
+        todo_cost += cost;
     }
     if (st.code) return st;
-    const double wall = da_now_s() - t_start;
-    char path[4200];
-    da_atomic_file af;
-    snprintf(path, sizeof path, "%s/report.json", c->out_dir);
-    if ((st = da_atomic_open(&af, path)).code) return st;
-    write_json(af.fp, c, pts, n_pts, wall);
-    if ((st = da_atomic_commit(&af)).code) return st;
-    if ((st = figures(c, pts, n_pts)).code) return st;
-    snprintf(path, sizeof path, "%s/report.md", c->out_dir);
-    if ((st = da_atomic_open(&af, path)).code) return st;
-    write_md(af.fp, c, pts, n_pts, wall);
-    return da_atomic_commit(&af);
+    return da_task_compare_report(c, da_now_s() - t_start);
 }

@@ -22,21 +22,32 @@ void da_task_config_default(da_task_config *c, da_task_kind kind) {
     c->classes = 4;
     c->symbols = 16;
     if (kind == DA_TASK_ICL) c->seq = 2 * c->demos + 2;
+    /* counterfactual: 512 facts of 64 attributes, 4 context pairs and 4 queries in 20 tokens, a third of the training
+     * sequences stating facts (docs/tasks.md) */
+    c->entities = 512;
+    c->attributes = 64;
+    c->context_pairs = 4;
+    c->memory_share = 1.0 / 3;
+    c->facts_seed = 0xFAC75ULL;
+    if (kind == DA_TASK_COUNTERFACTUAL) c->seq = 2 * c->context_pairs + 3 * c->context_pairs, c->vocab = 2 + 512 + 64;
 }
 
 const char *da_task_name(da_task_kind k) {
-    return k == DA_TASK_MQAR ? "mqar" : k == DA_TASK_NOISY_RECALL ? "noisy-recall" : "icl";
+    return k == DA_TASK_MQAR ? "mqar" : k == DA_TASK_NOISY_RECALL ? "noisy-recall" : k == DA_TASK_ICL ? "icl"
+                                                                                               : "counterfactual";
 }
 
 int da_task_parse(const char *s, da_task_kind *out) {
     if (!strcmp(s, "mqar")) *out = DA_TASK_MQAR;
     else if (!strcmp(s, "noisy-recall")) *out = DA_TASK_NOISY_RECALL;
     else if (!strcmp(s, "icl")) *out = DA_TASK_ICL;
+    else if (!strcmp(s, "counterfactual")) *out = DA_TASK_COUNTERFACTUAL;
     else return -1;
     return 0;
 }
 
 da_status da_task_validate(const da_task_config *c) {
+    if (c->kind == DA_TASK_COUNTERFACTUAL) return da_cf_validate(c);
     if (c->kind == DA_TASK_ICL) {
         if (c->demos < 1 || c->demos > DA_ICL_MAX_DEMOS)
             return da_errorf("icl: demos %d must lie in 1..%d", c->demos, DA_ICL_MAX_DEMOS);
@@ -261,5 +272,6 @@ static int sample_icl(const da_task_config *c, da_rng *r, int *tok, int *tgt, in
 
 int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src) {
     if (c->kind == DA_TASK_ICL) return sample_icl(c, r, tokens, targets, src);
+    if (c->kind == DA_TASK_COUNTERFACTUAL) return da_cf_sample(c, r, tokens, targets, src);
     return c->kind == DA_TASK_MQAR ? sample_mqar(c, r, tokens, targets, src) : sample_noisy(c, r, tokens, targets, src);
 }

@@ -5,4 +5,10 @@
 
 #include "diffattn/experiments.h"
 
+/* The counterfactual task's training sequence (a memory sequence with
+ * probability memory_share, else an episode) and its checks; da_task_sample
+ * and da_task_validate dispatch here. */
+int da_cf_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src);
+da_status da_cf_validate(const da_task_config *c);
+
 #endif

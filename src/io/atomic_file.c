@@ -1,6 +1,7 @@
 /* Atomic file replacement (see atomic_file.h). */
 #include "io/atomic_file.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -8,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void da_write_faults_as_errors(void) {
@@ -32,6 +35,16 @@ static void dir_of(const char *path, char *dir, size_t cap) {
     }
 }
 
+/* What follows a temporary's pid: nothing, or "." and the random letters
+ * that make its name unpredictable (see create_temporary). */
+static int random_suffix_or_end(const char *s) {
+    if (!*s) return 1;
+    if (*s++ != '.' || !*s) return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s)) return 0;
+    return 1;
+}
+
 void da_remove_dead_temporaries(const char *dir, const char *prefix, int exact) {
     const size_t np = strlen(prefix);
     DIR *d = opendir(dir);
@@ -46,7 +59,7 @@ void da_remove_dead_temporaries(const char *dir, const char *prefix, int exact) 
         char *end;
         errno = 0;
         long pid = strtol(digits, &end, 10);
-        if (errno || end == digits || *end || pid <= 0 || pid == (long)getpid()) continue;
+        if (errno || end == digits || pid <= 0 || pid == (long)getpid() || !random_suffix_or_end(end)) continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         char stale[8192];
         snprintf(stale, sizeof stale, "%s/%s", dir, name);
@@ -74,29 +87,75 @@ da_status da_atomic_fail(da_atomic_file *af, int e) {
     return write_error(af->path, "write failed", e ? e : EIO);
 }
 
+/* Six letters no other user can guess in advance: the clock's nanoseconds,
+ * the pid, a per-process counter and an address, mixed (splitmix64). */
+static void random_letters(char out[7]) {
+    static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static unsigned long counter; /* only makes successive names differ; a race between threads is harmless */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^
+                 (uint64_t)(uintptr_t)out ^ (uint64_t)++counter * 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    for (int i = 0; i < 6; i++, x /= 62) out[i] = abc[x % 62];
+    out[6] = 0;
+}
+
+/* Creates a new file named path.tmp.<pid>.<random> for writing. O_EXCL makes
+ * creation fail on any existing name, a symlink included (even a dangling
+ * one), so a name planted by someone else is never followed, truncated or
+ * reused; another name is tried instead. Returns the descriptor, or -1 with
+ * errno set. */
+static int create_temporary(const char *path, char *tmp, size_t cap) {
+    for (int attempt = 0; attempt < 100; attempt++) {
+        char letters[7];
+        random_letters(letters);
+        int w = snprintf(tmp, cap, "%s.tmp.%ld.%s", path, (long)getpid(), letters);
+        if (w < 0 || (size_t)w >= cap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0 || (errno != EEXIST && errno != ELOOP)) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+FILE *da_create_new_file(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) return NULL;
+    FILE *fp = fdopen(fd, "wb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        unlink(path);
+        errno = e;
+    }
+    return fp;
+}
+
 da_status da_atomic_open(da_atomic_file *af, const char *path) {
     memset(af, 0, sizeof *af);
     da_write_faults_as_errors();
     if (!path || !path[0]) return da_errorf("atomic write: empty output path");
     size_t n = strlen(path);
-    if (n >= sizeof af->path) return da_errorf("%.200s...: output path is too long", path);
-    int w = snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (w < 0 || (size_t)w >= sizeof af->tmp) {
-        af->tmp[0] = 0;
-        return da_errorf("%.200s...: output path is too long", path);
-    }
+    if (n + 32 >= sizeof af->path) return da_errorf("%.200s...: output path is too long", path);
     memcpy(af->path, path, n + 1);
     remove_stale_temporaries(path);
 
-    int fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int fd = create_temporary(path, af->tmp, sizeof af->tmp);
     if (fd < 0) {
         int e = errno;
         af->tmp[0] = 0;
-        return da_errorf("%s: cannot create temporary file for writing: %s", path, strerror(e));
+        return da_errorf("%s: cannot create a temporary file beside it for writing: %s", path, strerror(e));
     }
-    /* Keep the permissions of a file being replaced. */
+    /* Keep the permissions of a regular file being replaced; a symlink at
+     * path is replaced by the rename, so its target's mode is not copied. */
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) (void)fchmod(fd, st.st_mode & 07777);
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) (void)fchmod(fd, st.st_mode & 0777);
 
     af->fp = fdopen(fd, "wb");
     if (!af->fp) {
@@ -203,3 +262,74 @@ da_status da_copy_file(const char *src, const char *dst) {
     return da_atomic_commit(&af);
 }
 
+
+/* ------------------------------------------------------------ outputs that are inputs */
+
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    const char *path; /* the argument it came from */
+} file_identity;
+
+typedef struct {
+    file_identity *v;
+    size_t n, cap;
+} identity_set;
+
+static int identity_add(identity_set *s, const struct stat *sb, const char *path) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 16;
+        file_identity *v = realloc(s->v, cap * sizeof *v);
+        if (!v) return -1;
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = (file_identity){sb->st_dev, sb->st_ino, path};
+    return 0;
+}
+
+/* An input and, when it is a folder, the files directly in it (symlinks
+ * resolved): what a command may read from it (a Hugging Face folder's
+ * config.json and shards, a data folder's texts). */
+static int add_input(identity_set *s, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb)) return 0; /* missing: the command reports it when it reads */
+    if (identity_add(s, &sb, path)) return -1;
+    if (!S_ISDIR(sb.st_mode)) return 0;
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    struct dirent *e;
+    int rc = 0;
+    while (!rc && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[8192];
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        if (!stat(p, &sb) && !S_ISDIR(sb.st_mode)) rc = identity_add(s, &sb, path);
+    }
+    closedir(d);
+    return rc;
+}
+
+da_status da_check_outputs_not_inputs(const char *const *outputs, int n_outputs, const char *const *inputs,
+                                      int n_inputs) {
+    identity_set s = {0};
+    for (int i = 0; i < n_inputs; i++)
+        if (inputs[i] && add_input(&s, inputs[i])) {
+            free(s.v);
+            return da_errorf("out of memory listing the inputs");
+        }
+    da_status st = da_ok();
+    for (int o = 0; o < n_outputs && !st.code; o++) {
+        struct stat sb;
+        if (!outputs[o] || stat(outputs[o], &sb)) continue; /* a new file aliases nothing */
+        for (size_t i = 0; i < s.n; i++)
+            if (s.v[i].dev == sb.st_dev && s.v[i].ino == sb.st_ino) {
+                st = da_errorf("%s: this output is the input %s (the same file on disk); writing it would destroy "
+                               "the input: choose another output path",
+                               outputs[o], s.v[i].path);
+                break;
+            }
+    }
+    free(s.v);
+    return st;
+}

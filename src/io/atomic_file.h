@@ -1,7 +1,7 @@
 /* Atomic file replacement: write to a temporary file beside the target, then
  * fsync it and rename it over the target. A process killed at any moment
  * leaves either the previous file or the complete new one at `path`, never a
- * partial one (at worst a stray `path.tmp.<pid>` remains). */
+ * partial one (at worst a stray `path.tmp.<pid>.<letters>` remains). */
 #ifndef DA_IO_ATOMIC_FILE_H
 #define DA_IO_ATOMIC_FILE_H
 
@@ -12,7 +12,7 @@
 typedef struct {
     FILE *fp;        /* the temporary file, open for writing; NULL when closed */
     char path[4096]; /* the target */
-    char tmp[4096];  /* path + ".tmp.<pid>"; empty once removed or renamed */
+    char tmp[4096];  /* path + ".tmp.<pid>.<random>"; empty once removed or renamed */
 } da_atomic_file;
 
 /* A write past the process's file size limit (ulimit -f, prlimit --fsize)
@@ -22,15 +22,18 @@ typedef struct {
  * is reported like a full disk. Every writer calls it; idempotent. */
 void da_write_faults_as_errors(void);
 
-/* Removes the files of dir named <stem>.tmp.<pid>, where stem begins with
+/* Removes the files of dir named <stem>.tmp.<pid>[.<letters>], where stem begins with
  * prefix (is prefix, when exact), whose process no longer exists: what a
  * kill -9 or a power cut mid-write leaves. A process that is alive, or whose
  * existence cannot be told, keeps its file. */
 void da_remove_dead_temporaries(const char *dir, const char *prefix, int exact);
 
-/* Creates (truncating) path + ".tmp.<pid>" for binary writing, after
- * removing path's temporaries of processes that no longer exist. On failure af
- * is left closed, so da_atomic_abort on it is harmless. */
+/* Creates a new temporary path + ".tmp.<pid>.<6 random letters>" for binary
+ * writing (O_CREAT|O_EXCL|O_NOFOLLOW: an existing name, a planted symlink
+ * included, is never opened; another name is tried), after removing path's
+ * temporaries of processes that no longer exist. The commit's rename
+ * replaces whatever is at path, a symlink included, and never writes through
+ * it. On failure af is left closed, so da_atomic_abort on it is harmless. */
 da_status da_atomic_open(da_atomic_file *af, const char *path);
 
 /* fflush, fsync, fclose, rename over path, fsync the directory. On any
@@ -44,6 +47,11 @@ da_status da_atomic_fail(da_atomic_file *af, int e);
 
 /* Closes and removes the temporary; the target is untouched. Idempotent. */
 void da_atomic_abort(da_atomic_file *af);
+
+/* Creates path as a new file for binary writing: NULL (errno EEXIST, ELOOP,
+ * ...) when any name, a symlink included, is already there. For files whose
+ * folder the caller has just made or checked empty, renamed into place later. */
+FILE *da_create_new_file(const char *path);
 
 /* Copies src over dst atomically. */
 da_status da_copy_file(const char *src, const char *dst);

@@ -121,6 +121,8 @@ da_status da_quantize_file(const char *model_path, const char *out_path, const d
     da_act_mode act;
     da_status st = parse_opts(o, &types, &act);
     if (st.code) return st;
+    const char *inputs[2] = {model_path, o->calib_data};
+    if ((st = da_check_outputs_not_inputs(&out_path, 1, inputs, 2)).code) return st;
     if (da_gguf_is_gguf(model_path))
         return da_errorf("%s: already a GGUF; quantize the full-precision .safetensors it came from", model_path);
     da_model m;

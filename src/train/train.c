@@ -1,12 +1,14 @@
 /* The training loop: AdamW over windows of the training data (byte-level text or token shards), with evaluation,
  * metrics, atomic checkpoints and exact resume. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "data/text_data.h"
@@ -222,6 +224,16 @@ static da_status refuse_existing_run(const char *out_dir) {
     return da_refuse_existing(out_dir, "run", files, 2);
 }
 
+/* metrics.jsonl, appended to on resume, else truncated; O_NOFOLLOW: a
+ * symlink planted in the run folder is refused, not written through. */
+static FILE *open_metrics(const char *path, int resume) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (resume ? O_APPEND : O_TRUNC), 0666);
+    if (fd < 0) return NULL;
+    FILE *fp = fdopen(fd, resume ? "a" : "w");
+    if (!fp) close(fd);
+    return fp;
+}
+
 /* Everything before the first step; every rank agrees on the outcome. */
 static da_status setup(run *r, const da_config *model_cfg, const char *data_path, int mode) {
     const da_train_config *tc = &r->tc;
@@ -253,7 +265,7 @@ static da_status setup(run *r, const da_config *model_cfg, const char *data_path
     r->opt.isa = ex.isa;
     snprintf(path, sizeof path, "%s/metrics.jsonl", r->out_dir);
     if (rank0 && resume && (st = trim_metrics(path, r->opt.step)).code) return st;
-    if (rank0 && !(r->metrics = fopen(path, resume ? "a" : "w")))
+    if (rank0 && !(r->metrics = open_metrics(path, resume)))
         return da_errorf("%s: cannot open for writing: %s", path, strerror(errno));
     return st;
 }

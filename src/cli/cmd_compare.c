@@ -1,0 +1,288 @@
+/* diffattn compare: architectures trained and evaluated alike (the byte-level
+ * needle comparison, and compare --task on the synthetic tasks and studies). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "commands.h"
+#include "diffattn/experiments.h"
+
+/* The end of a comparison: its error (with the flags that apply to a folder
+ * holding one), an interruption (exit 130), or its report.md on standard output. */
+static int compare_finish(da_status st, const char *out_dir, const char *exists_hint) {
+    if (st.code == DA_RUN_EXISTS) {
+        fprintf(stderr, "diffattn: %s (%s)\n", st.msg, exists_hint);
+        return 1;
+    }
+    if (st.code == DA_INTERRUPTED) {
+        fprintf(stderr, "diffattn compare: %s\n", st.msg);
+        return 130;
+    }
+    if (st.code) return cli_fail(st.msg);
+    char path[4200], line[8192];
+    snprintf(path, sizeof path, "%s/report.md", out_dir);
+    FILE *fp = fopen(path, "r");
+    while (fp && fgets(line, sizeof line, fp)) fputs(line, stdout);
+    if (fp) fclose(fp);
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* --jobs N: the study's pending runs, each in its own single-thread process
+ * (this program again with --run-index k), N at a time; progress and an
+ * ETA weighted by each run's training FLOPs. The processes' results are the
+ * same bits as in-process runs (one thread each). */
+static da_status run_jobs(const da_task_compare_config *c, int n_runs, int jobs, int argc, char **argv) {
+    int *pending = malloc((size_t)n_runs * sizeof(int)), n_pending = 0, running = 0, next = 0, finished = 0;
+    pid_t *pid_of = calloc((size_t)n_runs, sizeof(pid_t));
+    char **child = calloc((size_t)argc + 8, sizeof(char *));
+    if (!pending || !pid_of || !child) {
+        free(pending), free(pid_of), free(child);
+        return da_errorf("out of memory for %d runs", n_runs);
+    }
+    double total = 0, done = 0;
+    for (int i = 0; i < n_runs; i++) {
+        const int k = da_task_compare_schedule(c, i, n_runs);
+        if (!da_task_compare_run_done(c, k)) pending[n_pending++] = k, total += da_task_compare_run_cost(c, k);
+    }
+    char idx[32];
+    child[0] = "diffattn";
+    for (int i = 0; i < argc; i++) child[1 + i] = argv[i];
+    child[argc + 1] = "--run-index", child[argc + 2] = idx, child[argc + 3] = "--quiet";
+    child[argc + 4] = "--threads", child[argc + 5] = "1", child[argc + 6] = NULL;
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    if (!c->quiet)
+        fprintf(stderr, "compare: %d runs, %d to do, %d processes of one thread\n", n_runs, n_pending, jobs);
+    const double t0 = now_s();
+    da_status st = da_ok();
+    while (finished < n_pending) {
+        while (!st.code && running < jobs && next < n_pending && !(c->stop && *c->stop)) {
+            snprintf(idx, sizeof idx, "%d", pending[next]);
+            const pid_t p = fork();
+            if (p == 0) {
+                execv("/proc/self/exe", child);
+                _exit(127);
+            }
+            if (p < 0) {
+                st = da_errorf("fork: cannot start a run process");
+                break;
+            }
+            pid_of[next++] = p, running++;
+        }
+        if (!running) break;
+        int status;
+        const pid_t p = wait(&status);
+        if (p < 0) break;
+        int j = 0;
+        while (j < next && pid_of[j] != p) j++;
+        if (j == next) continue;
+        running--, finished++;
+        const int k = pending[j];
+        char name[320];
+        da_task_compare_run_name(c, k, name, sizeof name);
+        if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+            if (!st.code) st = da_errorf("run %d (%s) failed (exit status %d); the finished runs are kept: --resume "
+                                         "continues", k, name, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+            if (c->stop && *c->stop) st.code = DA_INTERRUPTED;
+            continue;
+        }
+        done += da_task_compare_run_cost(c, k);
+        if (!c->quiet) {
+            const double el = now_s() - t0;
+            fprintf(stderr, "compare: [%d/%d] %s  done at %.0f s, ETA %.0f s\n", finished, n_pending, name, el,
+                    el / done * (total - done));
+        }
+    }
+    if (!st.code && c->stop && *c->stop) {
+        st = da_errorf("interrupted: the finished runs are kept; the same command with --resume continues");
+        st.code = DA_INTERRUPTED;
+    }
+    free(pending), free(pid_of), free(child);
+    return st;
+}
+
+/* compare --task mqar|noisy-recall|icl|counterfactual: the retrieval comparison, its sweeps and grids. */
+static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
+    da_task_compare_config c;
+    da_task_compare_config_default(&c);
+    da_task_config_default(&c.task, kind);
+    c.out_dir = kind == DA_TASK_MQAR ? "runs/compare-mqar" : kind == DA_TASK_NOISY_RECALL ? "runs/compare-noisy-recall"
+                : kind == DA_TASK_ICL                                                    ? "runs/compare-icl"
+                                                                                         : "runs/compare-counterfactual";
+    const char *task = NULL, *pairs = NULL, *seqs = NULL, *noises = NULL, *demos = NULL, *archs = "diff,diff2,softmax";
+    const char *grid = NULL;
+    float alpha = (float)c.task.alpha, memory_share = (float)c.task.memory_share;
+    int jobs = 1, run_index = -1;
+    cli_opt opts[] = {
+        {"task", OPT_STR, &task, "mqar | noisy-recall | icl | counterfactual | needle | text (see docs/tasks.md)", 0},
+        {"out", OPT_STR, &c.out_dir, "folder for report.md, report.json, the figures and runs/ (one result file per run)", 0},
+        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax", 0},
+        {"grid", OPT_STR, &grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
+                                 "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
+        {"pairs", OPT_STR, &pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
+        {"seq", OPT_STR, &seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2", 0},
+        {"noise", OPT_STR, &noises, "noisy-recall: share of noise slots, or a list to sweep (0,0.2,0.6)", 0},
+        {"demos", OPT_STR, &demos, "icl: labelled demonstrations per sequence, or a list to sweep (4,8,16)", 0},
+        {"classes", OPT_INT, &c.task.classes, "icl: class labels", 0},
+        {"symbols", OPT_INT, &c.task.symbols, "icl: input symbols, each mapped to a random class per sequence", 0},
+        {"perms", OPT_INT, &c.perms, "icl: random orders of each held-out episode's demos", 0},
+        {"perm-episodes", OPT_INT, &c.perm_episodes, "icl: held-out episodes of the order evaluation", 0},
+        {"entities", OPT_INT, &c.task.entities, "counterfactual: entities in the fact table", 0},
+        {"attributes", OPT_INT, &c.task.attributes, "counterfactual: attributes an entity can have", 0},
+        {"context-pairs", OPT_INT, &c.task.context_pairs, "counterfactual: (entity, attribute) pairs before the queries", 0},
+        {"memory-share", OPT_FLOAT, &memory_share, "counterfactual: share of training sequences stating facts, no context", 0},
+        {"cf-episodes", OPT_INT, &c.cf_episodes, "counterfactual: held-out episodes of the faithfulness evaluation", 0},
+        {"vocab", OPT_INT, &c.task.vocab, "task and model vocabulary (counterfactual: 2 + entities + attributes)", 0},
+        {"alpha", OPT_FLOAT, &alpha, "mqar: power-law exponent of the query gaps (Zoology's power_a)", 0},
+        {"noise-vocab", OPT_INT, &c.task.noise_vocab, "noisy-recall: tokens in the noise vocabulary", 0},
+        {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
+        {"eval-every", OPT_INT, &c.eval_every, "steps between held-out accuracy evaluations", 0},
+        {"eval-seqs", OPT_INT, &c.eval_seqs, "held-out evaluation sequences (the same for every model)", 0},
+        {"seeds", OPT_INT, &c.seeds, "seeds per architecture and cell (1..64)", 0},
+        {"seed", OPT_INT, &c.seed0, "first seed", 0},
+        {"dim", OPT_INT, &c.dim, "model width", 0},
+        {"layers", OPT_INT, &c.layers, "blocks", 0},
+        {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
+        {"batch", OPT_INT, &c.batch, "sequences per step", 0},
+        {"lr", OPT_FLOAT, &c.lr, "peak learning rate (warmup 10%, cosine to a tenth)", 0},
+        {"jobs", OPT_INT, &jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
+        {"run-index", OPT_INT, &run_index, "run only run K of the study and write its result file (what --jobs starts)", 0},
+        {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
+        {"resume", OPT_FLAG, &c.resume, "continue the study in --out (same flags): runs with a result file are kept", 0},
+        {"force", OPT_FLAG, &c.force, "replace a comparison already in --out", 0},
+    };
+    const int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    int rc = cli_parse("compare",
+                       "Trains every architecture on a synthetic task from the same initialisation and data stream, "
+                       "scores\nheld-out answer accuracy during training, then the attention, outlier and "
+                       "quantized-logit analyses (icl: accuracy under reordered demonstrations;\ncounterfactual: "
+                       "faithful, leak and binding error); over a grid of shapes (--grid) and seeds, the rate of seeds "
+                       "that learn\nthe task with its interval and the verdict against softmax; writes report.md, "
+                       "report.json and PNG figures.",
+                       argc, argv, opts, n_opts, NULL);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    c.task.alpha = alpha, c.task.memory_share = memory_share;
+    if (kind == DA_TASK_COUNTERFACTUAL) { /* the vocabulary and length follow the table and the pairs unless given */
+        if (!cli_was_set(opts, n_opts, "vocab")) c.task.vocab = 2 + c.task.entities + c.task.attributes;
+        if (!seqs) c.task.seq = 5 * c.task.context_pairs;
+    }
+    if (pairs && cli_parse_ints(pairs, c.pairs, 8, &c.n_pairs, 1, 512))
+        return cli_fail("--pairs: expected up to 8 counts, like 4,8,16");
+    if (seqs && cli_parse_ints(seqs, c.seqs, 8, &c.n_seqs, 5, 1 << 16))
+        return cli_fail("--seq: expected up to 8 lengths >= 5, like 64,128,256");
+    if (noises && cli_parse_doubles(noises, c.noises, 8, &c.n_noises, 0, 0.99))
+        return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
+    if (demos && cli_parse_ints(demos, c.demos, 8, &c.n_demos, 1, DA_ICL_MAX_DEMOS))
+        return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
+    da_status ast = da_arch_list_parse(archs, c.archs, &c.n_archs);
+    if (!ast.code && grid) ast = da_task_grid_parse(&c, grid);
+    if (ast.code) return cli_fail(ast.msg);
+    if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the study, or replace it)");
+    if (jobs < 1 || jobs > 1024) return cli_fail("--jobs: expected 1..1024 processes");
+    c.stop = cli_catch_stop_signals();
+    if (run_index >= 0) { /* one run, as --jobs starts it */
+        da_status st = da_task_compare_run(&c, run_index);
+        if (st.code == DA_INTERRUPTED) return 130;
+        return st.code ? cli_fail(st.msg) : 0;
+    }
+    if (jobs == 1) return compare_finish(da_task_compare(&c), c.out_dir, "--resume continues it, --force replaces it");
+    int n_runs;
+    const double t0 = now_s();
+    da_status st = da_task_compare_prepare(&c, &n_runs);
+    if (!st.code) st = run_jobs(&c, n_runs, jobs, argc, argv);
+    if (!st.code) st = da_task_compare_report(&c, now_s() - t0);
+    return compare_finish(st, c.out_dir, "--resume continues it, --force replaces it");
+}
+
+/* "--grid heads=1,2 dim=64,128" -> "--grid" "heads=1,2 dim=64,128": the axes
+ * after --grid, up to the next flag, are one value. Returns the new argc;
+ * joined is the storage of the value. */
+static int join_grid_axes(int argc, char **argv, char *joined, size_t n) {
+    int out = 0;
+    for (int i = 0; i < argc; i++) {
+        argv[out++] = argv[i];
+        if (strcmp(argv[i], "--grid") || i + 1 >= argc) continue;
+        size_t len = 0;
+        joined[0] = 0;
+        while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
+            len += (size_t)snprintf(joined + len, len < n ? n - len : 0, "%s%s", len ? " " : "", argv[++i]);
+            if (len >= n) len = n - 1;
+        }
+        argv[out++] = joined;
+    }
+    argv[out] = NULL;
+    return out;
+}
+
+int cmd_compare(int argc, char **argv) {
+    static char grid_axes[1024];
+    argc = join_grid_axes(argc, argv, grid_axes, sizeof grid_axes);
+    const char *task = NULL;
+    for (int i = 1; i < argc; i++) /* the task decides the flag table */
+        if (!strncmp(argv[i], "--task", 6)) task = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[i + 1] : "";
+    da_task_kind kind;
+    if (task && !da_task_parse(task, &kind)) return cmd_compare_task(argc, argv, kind);
+    if (task && strcmp(task, "needle") && strcmp(task, "text"))
+        return cli_fail("--task: expected mqar, noisy-recall, icl, counterfactual, needle or text");
+    da_compare_config c;
+    da_compare_config_default(&c);
+    float budget = 0;
+    const char *contexts = "auto", *archs = "diff,diff2,softmax";
+    cli_opt opts[] = {
+        {"task", OPT_STR, &task, "mqar | noisy-recall | icl (synthetic tasks: see compare --task mqar --help) | needle (the "
+                                 "built-in needle mix) | text (--data)", 0},
+        {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md, report.json and the figures", 0},
+        {"data", OPT_STR, &c.data, "training text or shards (default: the built-in needle mix)", 0},
+        {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
+        {"budget-minutes", OPT_FLOAT, &budget,
+         "choose --steps so the whole job takes about this long: timed steps and a probe evaluation per arch "
+         "(0: use --steps)", 0},
+        {"seeds", OPT_INT, &c.seeds, "seeds per architecture (mean and spread are reported)", 0},
+        {"dim", OPT_INT, &c.dim, "model width", 0},
+        {"layers", OPT_INT, &c.layers, "blocks", 0},
+        {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
+        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax", 0},
+        {"seq", OPT_INT, &c.seq, "training context length", 0},
+        {"batch", OPT_INT, &c.batch, "sequences per step", 0},
+        {"needles", OPT_INT, &c.needles, "needle sentences per evaluation prompt (1..16)", 0},
+        {"queries", OPT_INT, &c.queries, "needles asked for per prompt", 0},
+        {"needle-context", OPT_STR, &contexts, "comma-separated needle prompt lengths in bytes, each at most seq - 64 "
+                                               "(auto: seq/2 - 64 and seq - 64)", 0},
+        {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
+        {"resume", OPT_FLAG, &c.resume, "continue an interrupted compare in --out (same flags): finished runs are "
+                                        "kept, an interrupted one continues from its checkpoint; a new --steps "
+                                        "continues every run to it", 0},
+        {"force", OPT_FLAG, &c.force, "start a new compare in an --out that holds one, replacing it", 0},
+    };
+    const int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    int rc = cli_parse("compare",
+                       "Trains DIFF, DIFF V2 and the softmax baseline (--archs) at equal tokens, data and seed (DIFF "
+                       "and softmax at equal\nparameters), runs the same evaluations on each (validation loss, needle "
+                       "retrieval, attention on the answer,\noutliers, quantized logits) and writes report.md, "
+                       "report.json and PNG figures.",
+                       argc, argv, opts, n_opts, NULL);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    if (budget < 0 || (budget > 0 && cli_was_set(opts, n_opts, "steps")))
+        return cli_fail("--budget-minutes must be positive, and chooses the steps itself: drop --steps");
+    c.budget_minutes = budget;
+    if (task && !strcmp(task, "text") != (c.data != NULL))
+        return cli_fail("--task text trains on --data; --task needle on the built-in mix (drop --data)");
+    da_status ast = da_compare_parse_archs(&c, archs);
+    if (ast.code) return cli_fail(ast.msg);
+    if (strcmp(contexts, "auto") && cli_parse_ints(contexts, c.contexts, 4, &c.n_contexts, 128, 1 << 20))
+        return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
+    /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */
+    c.stop = cli_catch_stop_signals();
+    c.steps_given = cli_was_set(opts, n_opts, "steps");
+    if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the compare, or replace it)");
+    return compare_finish(da_compare(&c), c.out_dir, "--resume, or --force");
+}

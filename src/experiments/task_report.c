@@ -1,0 +1,572 @@
+/* compare --task: the report of a study (report.md, report.json, figures)
+ * from its runs' results (see task_study.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "experiments/compare.h"
+#include "experiments/plot.h"
+#include "experiments/stats.h"
+#include "experiments/task_study.h"
+#include "io/atomic_file.h"
+
+static const double THRESH[3] = {0.5, 0.9, 0.99};
+
+/* One cell and architecture over its seeds: successes (reaching 90%), their
+ * median steps, the final accuracies. */
+typedef struct {
+    int success[TASK_MAX_SEEDS];
+    double acc[TASK_MAX_SEEDS], steps90[TASK_MAX_SEEDS];
+    int k, n;
+    double lo, hi;            /* Wilson 95% of k/n */
+    double median90;          /* over the seeds that reached 90%; NAN when none did */
+    double median50, median99;
+    double acc_mean, acc_sd;
+    size_t n_params;
+} cell_stats;
+
+static double median_steps(const task_study *S, int cell, int arch, double thr) {
+    double v[TASK_MAX_SEEDS];
+    int n = 0;
+    for (int s = 0; s < S->c->seeds; s++) {
+        const task_run *r = study_run(S, cell, arch, s);
+        const long k = da_steps_to_threshold(r->step, r->acc, r->n_evals, thr);
+        if (k >= 0) v[n++] = (double)k;
+    }
+    return da_median(v, n);
+}
+
+static void stats_of(const task_study *S, int cell, int arch, cell_stats *cs) {
+    memset(cs, 0, sizeof *cs);
+    cs->n = S->c->seeds;
+    for (int s = 0; s < cs->n; s++) {
+        const task_run *r = study_run(S, cell, arch, s);
+        const long k = da_steps_to_threshold(r->step, r->acc, r->n_evals, TASK_SUCCESS);
+        cs->success[s] = k >= 0, cs->k += k >= 0;
+        cs->steps90[s] = (double)k, cs->acc[s] = r->final_acc;
+        cs->n_params = r->n_params;
+    }
+    da_wilson_interval(cs->k, cs->n, 1.96, &cs->lo, &cs->hi);
+    cs->median50 = median_steps(S, cell, arch, 0.5);
+    cs->median90 = median_steps(S, cell, arch, TASK_SUCCESS);
+    cs->median99 = median_steps(S, cell, arch, 0.99);
+    da_mean_sd(cs->acc, cs->n, &cs->acc_mean, &cs->acc_sd);
+}
+
+static void print_steps(FILE *fp, double v) {
+    if (isnan(v)) fprintf(fp, " – |");
+    else fprintf(fp, " %.0f |", v);
+}
+
+static void write_md_head(FILE *fp, const task_study *S, double wall_s) {
+    const da_task_compare_config *c = S->c;
+    fprintf(fp, "# Retrieval: %s, each architecture against the softmax baseline\n\n", da_task_name(c->task.kind));
+    fprintf(fp, "dim %d, %d layers, %d DIFF heads (at equal parameters:", c->dim, c->layers, c->heads);
+    for (int a = 0; a < c->n_archs; a++)
+        fprintf(fp, "%s %s %d", a ? "," : "", da_compare_arch_label(c->archs[a]), da_arch_heads(c->archs[a], c->heads));
+    fprintf(fp, " heads per layer); batch %d, %ld steps, lr %g, %d seed(s) (%d..%d); held-out evaluation on %d "
+                "sequences every %d steps.",
+            c->batch, c->steps, (double)c->lr, c->seeds, c->seed0, c->seed0 + c->seeds - 1, c->eval_seqs, c->eval_every);
+    if (c->n_grid) {
+        fprintf(fp, " Grid (over the values above):");
+        for (int g = 0; g < c->n_grid; g++) {
+            static const char *const keys[DA_GRID_N_KEYS] = {"heads", "dim", "layers", "lr", "batch"};
+            fprintf(fp, "%s %s ", g ? ";" : "", keys[c->grid[g].key]);
+            for (int i = 0; i < c->grid[g].n; i++) fprintf(fp, "%s%g", i ? "," : "", c->grid[g].values[i]);
+        }
+        fprintf(fp, ".");
+    }
+    fprintf(fp, " %d cell(s), %d runs. Wall time %.0f s.\n\n", S->n_cells, S->n_cells * c->n_archs * c->seeds, wall_s);
+}
+
+/* The study table: per cell and architecture, success with its interval,
+ * speed, final accuracy and the verdict against softmax. */
+static void write_md_study(FILE *fp, const task_study *S) {
+    const da_task_compare_config *c = S->c;
+    const int base = task_arch_slot(c, DA_ARCH_SOFTMAX);
+    fprintf(fp, "## Success, speed and final accuracy\n\n| cell | arch | parameters | learned (≥ 90%%) | 95%% interval "
+                "| median steps to 50%% | to 90%% | to 99%% | final accuracy | vs softmax: Fisher p | Δ final accuracy "
+                "[95%% bootstrap] | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < S->n_cells; i++) {
+        cell_stats b;
+        if (base >= 0) stats_of(S, i, base, &b);
+        for (int a = 0; a < c->n_archs; a++) {
+            cell_stats cs;
+            stats_of(S, i, a, &cs);
+            fprintf(fp, "| %s | %s | %zu | %d/%d | %.2f–%.2f |", S->cells[i].name, da_compare_arch_label(c->archs[a]),
+                    cs.n_params, cs.k, cs.n, cs.lo, cs.hi);
+            print_steps(fp, cs.median50), print_steps(fp, cs.median90), print_steps(fp, cs.median99);
+            fprintf(fp, " %.3f ± %.3f |", cs.acc_mean, cs.acc_sd);
+            if (base < 0 || a == base) {
+                fprintf(fp, base < 0 ? " – | – | no softmax listed |\n" : " – | – | baseline |\n");
+                continue;
+            }
+            da_verdict v;
+            da_verdict_of(cs.success, cs.acc, cs.n, b.success, b.acc, b.n, &v);
+            fprintf(fp, " %.3g | %+.3f [%+.3f, %+.3f] | %s |\n", v.p_fisher, cs.acc_mean - b.acc_mean, v.diff_lo,
+                    v.diff_hi, v.verdict);
+        }
+    }
+    fprintf(fp, "\nA seed has learned the task when its held-out answer accuracy reaches 90%% at an evaluation (every "
+                "%d steps); \"learned\" counts those seeds, with the Wilson 95%% interval of the rate. Median steps "
+                "are over the seeds that reached the threshold (– when none did). Final accuracy: mean ± sample sd "
+                "over seeds. **Verdict** (against softmax in the same cell): Fisher's exact test on the learned counts "
+                "(two-sided, p < 0.05) and the 95%% percentile bootstrap interval (10,000 resamples of each side's "
+                "seeds) of the difference of mean final accuracies; \"better\" or \"worse\" when a test calls a "
+                "difference and none calls the opposite, \"mixed\" when they disagree, else \"no difference "
+                "shown\". With 5 seeds a side, Fisher's test needs at least 4 seeds apart (5/5 against 1/5: p = 0.048) "
+                "to call a difference in success.\n\n",
+            c->eval_every);
+}
+
+/* Pooled over seeds: count and Wilson interval, as "0.91 [0.89, 0.93]". */
+static void print_rate(FILE *fp, long k, long n) {
+    double lo, hi;
+    da_wilson_interval(k, n, 1.96, &lo, &hi);
+    if (n) fprintf(fp, " %.3f [%.3f, %.3f] |", (double)k / n, lo, hi);
+    else fprintf(fp, " – |");
+}
+
+static void write_md_counterfactual(FILE *fp, const task_study *S) {
+    const da_task_compare_config *c = S->c;
+    fprintf(fp, "## Counterfactual context: faithful, parametric leak, binding error\n\n| cell | arch | faithful | "
+                "parametric leak | binding error | other | agreeing context: right | agreeing: binding error | entity "
+                "absent: right (memory) | absent: binding error | lookback ratio (counterfactual / agreeing / absent) "
+                "| faithful per seed, mean ± sd |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < S->n_cells; i++)
+        for (int a = 0; a < c->n_archs; a++) {
+            da_cf_counts t;
+            memset(&t, 0, sizeof t);
+            double look[3] = {0}, fr[TASK_MAX_SEEDS], m, sd;
+            for (int s = 0; s < c->seeds; s++) {
+                const da_cf_counts *x = &study_run(S, i, a, s)->cf;
+                for (int k = 0; k < 3; k++)
+                    t.n[k] += x->n[k], t.right[k] += x->right[k], t.binding[k] += x->binding[k],
+                        look[k] += x->lookback[k] / c->seeds;
+                t.leak += x->leak;
+                fr[s] = x->n[0] ? (double)x->right[0] / x->n[0] : 0;
+            }
+            da_mean_sd(fr, c->seeds, &m, &sd);
+            fprintf(fp, "| %s | %s |", S->cells[i].name, da_compare_arch_label(c->archs[a]));
+            print_rate(fp, t.right[0], t.n[0]), print_rate(fp, t.leak, t.n[0]), print_rate(fp, t.binding[0], t.n[0]);
+            print_rate(fp, t.n[0] - t.right[0] - t.leak - t.binding[0], t.n[0]);
+            print_rate(fp, t.right[1], t.n[1]), print_rate(fp, t.binding[1], t.n[1]);
+            print_rate(fp, t.right[2], t.n[2]), print_rate(fp, t.binding[2], t.n[2]);
+            fprintf(fp, " %.3f / %.3f / %.3f | %.3f ± %.3f |\n", look[0], look[1], look[2], m, sd);
+        }
+    fprintf(fp, "\nHeld-out episodes (%d per run, docs/tasks.md), answers by argmax, exact match. Counterfactual: the "
+                "context gives the queried entity an attribute other than its fact; faithful = the context's, "
+                "parametric leak = the memorised fact, binding error = another context pair's attribute. Each rate "
+                "pools the queries of every seed, with its Wilson 95%% interval (queries within a seed are not "
+                "independent: the per-seed column shows the spread between seeds). Lookback ratio: at the answer "
+                "position, attention on the context pairs over attention on the context and the query part, mean over "
+                "layers, heads and answers of 16 held-out episodes (DIFF: the combined map over its absolute "
+                "mass).\n\n",
+            c->cf_episodes);
+}
+
+/* Heatmaps of the learned rate over the grid: columns are the values of the
+ * first grid axis (the task points when there is no grid), rows the rest. */
+static da_status heatmaps(const task_study *S) {
+    const da_task_compare_config *c = S->c;
+    if (S->n_cells < 2) return da_ok();
+    static const char *const keys[DA_GRID_N_KEYS] = {"heads", "dim", "layers", "lr", "batch"};
+    const int n_cols = c->n_grid ? c->grid[0].n : S->n_cells, n_rows = S->n_cells / n_cols;
+    char (*rl)[168] = calloc((size_t)n_rows, sizeof *rl), (*cl)[64] = calloc((size_t)n_cols, sizeof *cl);
+    char (*notes)[48] = calloc((size_t)S->n_cells, sizeof *notes);
+    const char **rows = calloc((size_t)n_rows, sizeof *rows), **cols = calloc((size_t)n_cols, sizeof *cols);
+    const char **np = calloc((size_t)S->n_cells, sizeof *np);
+    double *v = calloc((size_t)S->n_cells * 2, sizeof *v), *base_v = v + S->n_cells;
+    da_status st = rl && cl && notes && rows && cols && np && v ? da_ok() : da_errorf("out of memory for the heatmaps");
+    /* cell i sits at row i / n_cols, column i % n_cols: the first grid axis varies slowest... so map explicitly */
+    int *at = calloc((size_t)S->n_cells, sizeof *at);
+    if (!at) st = da_errorf("out of memory for the heatmaps");
+    for (int i = 0; i < S->n_cells && !st.code; i++) {
+        const task_cell *x = &S->cells[i];
+        const int col = c->n_grid ? x->grid_index[0] : i;
+        int row = 0, len = 0;
+        char *lab = rl[0];
+        if (c->n_grid) { /* row: the point, then the other axes, in mixed radix */
+            row = x->point;
+            for (int g = 1; g < c->n_grid; g++) row = row * c->grid[g].n + x->grid_index[g];
+            lab = rl[row];
+            if (S->n_points > 1) len = snprintf(lab, 168, "%s", x->point_name);
+            for (int g = 1; g < c->n_grid; g++)
+                len += snprintf(lab + len, 168 - (size_t)len, "%s%s %g", len ? ", " : "", keys[c->grid[g].key],
+                                c->grid[g].values[x->grid_index[g]]);
+            if (!len) snprintf(lab, 168, "all");
+            snprintf(cl[col], 64, "%s %g", keys[c->grid[0].key], c->grid[0].values[col]);
+        } else {
+            snprintf(rl[0], 168, "all");
+            snprintf(cl[col], 64, "%s", x->point_name);
+        }
+        at[i] = row * n_cols + col;
+    }
+    for (int r = 0; r < n_rows; r++) rows[r] = rl[r];
+    for (int j = 0; j < n_cols; j++) cols[j] = cl[j];
+    const int base = task_arch_slot(c, DA_ARCH_SOFTMAX);
+    const char *xlabel = c->n_grid ? keys[c->grid[0].key] : "task point", *ylabel = n_rows > 1 ? "cell" : "";
+    for (int pass = base >= 0 ? 0 : 1; pass < 2 && !st.code; pass++) /* pass 0: the baseline's rates first */
+        for (int a = 0; a < c->n_archs && !st.code; a++) {
+            if (pass == 0 && a != base) continue;
+            for (int i = 0; i < S->n_cells; i++) {
+                cell_stats cs;
+                stats_of(S, i, a, &cs);
+                (pass ? v : base_v)[at[i]] = (double)cs.k / cs.n;
+                snprintf(notes[at[i]], 48, "%d/%d, acc %.2f", cs.k, cs.n, cs.acc_mean);
+                np[at[i]] = notes[at[i]];
+            }
+            if (pass == 0) continue;
+            char path[4300], title[200];
+            const char *label = da_compare_arch_label(c->archs[a]);
+            snprintf(path, sizeof path, "%s/success_%s.png", c->out_dir, da_arch_name(c->archs[a]));
+            snprintf(title, sizeof title, "%s: seeds reaching 90%% answer accuracy (rate; k/n, mean final accuracy)", label);
+            st = da_plot_heatmap(path, title, xlabel, ylabel, rows, n_rows, cols, n_cols, v, np, 0, 1, 0);
+            if (st.code || base < 0 || a == base) continue;
+            for (int i = 0; i < S->n_cells; i++) {
+                cell_stats cs, b;
+                stats_of(S, i, a, &cs), stats_of(S, i, base, &b);
+                da_verdict vd;
+                da_verdict_of(cs.success, cs.acc, cs.n, b.success, b.acc, b.n, &vd);
+                v[at[i]] -= base_v[at[i]];
+                snprintf(notes[at[i]], 48, "%s (p %.2g)", vd.verdict, vd.p_fisher);
+            }
+            snprintf(path, sizeof path, "%s/success_%s_vs_softmax.png", c->out_dir, da_arch_name(c->archs[a]));
+            snprintf(title, sizeof title, "%s minus softmax: learned rate (verdict, Fisher p)", label);
+            st = da_plot_heatmap(path, title, xlabel, ylabel, rows, n_rows, cols, n_cols, v, np, -1, 1, 1);
+        }
+    free(rl), free(cl), free(notes), free(rows), free(cols), free(np), free(v), free(at);
+    return st;
+}
+
+/* Steps to a threshold over seeds: mean and sd when every seed reached it;
+ * *reached gets how many did. */
+static void steps_stats(const task_run *rs, int seeds, double thr, double *mean, double *sd, int *reached) {
+    double v[TASK_MAX_SEEDS];
+    *reached = 0;
+    for (int s = 0; s < seeds; s++) {
+        long k = da_steps_to_threshold(rs[s].step, rs[s].acc, rs[s].n_evals, thr);
+        if (k >= 0) v[(*reached)++] = (double)k;
+    }
+    if (*reached == seeds) da_mean_sd(v, seeds, mean, sd);
+    else *mean = NAN, *sd = NAN;
+}
+
+#define RUN_FIELD(expr, out_mean, out_sd)                                                                          \
+    do {                                                                                                            \
+        double v_[TASK_MAX_SEEDS];                                                                                       \
+        for (int s = 0; s < c->seeds; s++) {                                                                        \
+            const task_run *r = &rs[s];                                                                             \
+            v_[s] = (expr);                                                                                         \
+        }                                                                                                           \
+        da_mean_sd(v_, c->seeds, &(out_mean), &(out_sd));                                                              \
+    } while (0)
+
+/* The file name of point p's order-robustness figure. */
+static void margin_figure_name(char *buf, size_t n, int n_pts, int p) {
+    if (n_pts == 1) snprintf(buf, n, "permutation_margin.png");
+    else snprintf(buf, n, "permutation_margin_%d.png", p);
+}
+
+/* icl: the order-robustness table, mean ± sd over seeds of each episode-mean figure. */
+static void write_md_orders(FILE *fp, const task_study *S, int base) {
+    const da_task_compare_config *c = S->c;
+    const task_cell *pts = S->cells;
+    const int n_pts = S->n_cells;
+    fprintf(fp, "## Order robustness (in-context classification)\n\n| task | arch | accuracy, mean over %d random "
+                "orders | best order | worst order | margin (best − worst) | grouped by class | alternating classes | "
+                "verdict: margin | verdict: grouped |\n|---|---|---|---|---|---|---|---|---|---|\n",
+            c->perms);
+    for (int p = 0; p < n_pts; p++) {
+        double bm = 0, bsd = 0, bg = 0, bgsd = 0;
+        if (base >= 0) {
+            const task_run *rs = study_run(S, p, base, 0);
+            RUN_FIELD(r->order.margin, bm, bsd);
+            RUN_FIELD(r->order.grouped, bg, bgsd);
+        }
+        for (int a = 0; a < c->n_archs; a++) {
+            const task_run *rs = study_run(S, p, a, 0);
+            double m, sd, mm, msd, g, gsd;
+            fprintf(fp, "| %s | %s |", pts[p].name, da_compare_arch_label(c->archs[a]));
+            RUN_FIELD(r->order.mean, m, sd);
+            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            RUN_FIELD(r->order.best, m, sd);
+            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            RUN_FIELD(r->order.worst, m, sd);
+            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            RUN_FIELD(r->order.margin, mm, msd);
+            fprintf(fp, " %.3f ± %.3f |", mm, msd);
+            RUN_FIELD(r->order.grouped, g, gsd);
+            fprintf(fp, " %.3f ± %.3f |", g, gsd);
+            RUN_FIELD(r->order.alternating, m, sd);
+            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            if (a == base) fprintf(fp, " baseline | baseline |\n");
+            else if (base < 0) fprintf(fp, " no softmax baseline listed | – |\n");
+            else {
+                char v1[64], v2[64];
+                da_verdict_spread(v1, sizeof v1, da_compare_arch_label(c->archs[a]), c->seeds, mm, msd, bm, bsd, 0.0005);
+                da_verdict_spread(v2, sizeof v2, da_compare_arch_label(c->archs[a]), c->seeds, g, gsd, bg, bgsd, 0.0005);
+                fprintf(fp, " %s | %s |\n", v1, v2);
+            }
+        }
+    }
+    fprintf(fp, "\nEach of %d held-out episodes (a rule and its demonstrations) is scored on every distinct symbol of "
+                "its demos, with the same demos in %d random orders, grouped by class, and with the classes taking "
+                "turns. Best, worst and margin are per episode (the best and worst of its random orders), then "
+                "averaged over the episodes; the paper's margin is that of one fixed set of demonstrations. A smaller "
+                "margin is better.\n\n",
+            c->perm_episodes, c->perms);
+    char name[64];
+    for (int p = 0; p < n_pts; p++) {
+        margin_figure_name(name, sizeof name, n_pts, p);
+        fprintf(fp, "![order robustness, %s](%s)\n\n", pts[p].name, name);
+    }
+}
+
+static void write_md(FILE *fp, const task_study *S, double wall_s) {
+    const da_task_compare_config *c = S->c;
+    const task_cell *pts = S->cells;
+    const int n_pts = S->n_cells;
+    write_md_head(fp, S, wall_s);
+    write_md_study(fp, S);
+    if (c->task.kind == DA_TASK_COUNTERFACTUAL) write_md_counterfactual(fp, S);
+    const int base = task_arch_slot(c, DA_ARCH_SOFTMAX);
+    fprintf(fp, "## The trained models\n\n| task | arch | accuracy, 8-bit logits | 6-bit | 4-bit | attention on the "
+                "answer pair | attention elsewhere | attention on noise tokens | top-1 \\|attn logit\\| | top-1 "
+                "\\|hidden\\| | λ per layer (first seed) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int p = 0; p < n_pts; p++)
+        for (int a = 0; a < c->n_archs; a++) {
+            const task_run *rs = study_run(S, p, a, 0);
+            double m, sd;
+            fprintf(fp, "| %s | %s |", pts[p].name, da_compare_arch_label(c->archs[a]));
+            for (int i = 0; i < 3; i++) {
+                RUN_FIELD(r->quant_acc[i], m, sd);
+                fprintf(fp, " %.3f ± %.3f |", m, sd);
+            }
+            RUN_FIELD(r->attn_answer, m, sd);
+            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            RUN_FIELD(r->attn_noise, m, sd);
+            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            if (c->task.kind == DA_TASK_NOISY_RECALL) {
+                RUN_FIELD(r->attn_noise_tokens, m, sd);
+                fprintf(fp, " %.3f ± %.3f |", m, sd);
+            } else {
+                fprintf(fp, " – |");
+            }
+            RUN_FIELD(r->out.logits.top[0], m, sd);
+            fprintf(fp, " %.2f ± %.2f |", m, sd);
+            RUN_FIELD(r->out.hidden.top[0], m, sd);
+            fprintf(fp, " %.2f ± %.2f |", m, sd);
+            const task_run *r0 = &rs[0];
+            for (int l = 0; l < pts[p].layers && l < TASK_MAX_LAYERS; l++)
+                if (c->archs[a] == DA_ARCH_DIFF) fprintf(fp, "%s%.3f", l ? ", " : " ", r0->lambda[r0->n_evals - 1][l]);
+            fprintf(fp, "%s |\n", c->archs[a] == DA_ARCH_DIFF ? "" : " –");
+        }
+    fprintf(fp, "\nAccuracies with quantized logits run the inference engine with the attention logits of each query "
+                "row fake-quantized (dynamic absmax, symmetric) before the softmax, on the same held-out sequences. Attention shares are taken at "
+                "every answer position of 16 held-out sequences, per layer and head; DIFF's map is A1 - λA2 over "
+                "its absolute mass (as in `eval attention`). \"Answer pair\": the retrieved key and its value; "
+                "\"elsewhere\": every other earlier position. Every number, and every curve, is in report.json.\n\n");
+    if (c->task.kind == DA_TASK_ICL) write_md_orders(fp, S, base);
+    for (int p = 0; p < n_pts; p++) fprintf(fp, "![accuracy, %s](accuracy_%d.png)\n\n", pts[p].name, p);
+    fprintf(fp, "![steps to 90%%](steps_to_90.png)\n");
+    if (task_arch_slot(c, DA_ARCH_DIFF) >= 0) fprintf(fp, "\n![lambda](lambda.png)\n");
+}
+
+static void write_json(FILE *fp, const task_study *S, double wall_s) {
+    const da_task_compare_config *c = S->c;
+    const task_cell *pts = S->cells;
+    const int n_pts = S->n_cells;
+    fprintf(fp, "{\"task\":\"%s\",\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,\"batch\":%d,\"steps\":%ld,\"lr\":%g,"
+                "\"seeds\":%d,\"eval_seqs\":%d,\"eval_every\":%d,\"wall_seconds\":%.1f,\"points\":[",
+            da_task_name(c->task.kind), c->dim, c->layers, c->heads, c->batch, c->steps, (double)c->lr, c->seeds,
+            c->eval_seqs, c->eval_every, wall_s);
+    for (int p = 0; p < n_pts; p++) {
+        const da_task_config *t = &pts[p].task;
+        fprintf(fp, "%s{\"name\":\"%s\",\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,\"batch\":%d,\"lr\":%g,"
+                    "\"seq\":%d,\"vocab\":%d,\"pairs\":%d,\"alpha\":%g,\"noise\":%g,\"noise_vocab\":%d,",
+                p ? "," : "", pts[p].name, pts[p].dim, pts[p].layers, pts[p].heads, pts[p].batch, (double)pts[p].lr,
+                t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab);
+        if (t->kind == DA_TASK_COUNTERFACTUAL)
+            fprintf(fp, "\"entities\":%d,\"attributes\":%d,\"context_pairs\":%d,\"memory_share\":%g,"
+                        "\"cf_episodes\":%d,",
+                    t->entities, t->attributes, t->context_pairs, t->memory_share, c->cf_episodes);
+        fprintf(fp, "\"learned\":{");
+        for (int a = 0; a < c->n_archs; a++) {
+            cell_stats cs;
+            stats_of(S, p, a, &cs);
+            fprintf(fp, "%s\"%s\":{\"seeds\":%d,\"reached_90\":%d,\"wilson_95\":[%.4f,%.4f],\"median_steps_to_90\":",
+                    a ? "," : "", da_arch_name(c->archs[a]), cs.n, cs.k, cs.lo, cs.hi);
+            if (isnan(cs.median90)) fprintf(fp, "null");
+            else fprintf(fp, "%.0f", cs.median90);
+            fprintf(fp, ",\"final_accuracy_mean\":%.4f,\"final_accuracy_sd\":%.4f}", cs.acc_mean, cs.acc_sd);
+        }
+        fprintf(fp, "},");
+        if (t->kind == DA_TASK_ICL)
+            fprintf(fp, "\"demos\":%d,\"classes\":%d,\"symbols\":%d,\"perms\":%d,\"perm_episodes\":%d,", t->demos,
+                    t->classes, t->symbols, c->perms, c->perm_episodes);
+        fprintf(fp, "\"archs\":{");
+        for (int a = 0; a < c->n_archs; a++) {
+            fprintf(fp, "%s\"%s\":[", a ? "," : "", da_arch_name(c->archs[a]));
+            for (int s = 0; s < c->seeds; s++) {
+                const task_run *r = &(*study_run(S, p, a, s));
+                fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_seconds\":%.1f,\"final_accuracy\":%.4f,", s ? "," : "",
+                        c->seed0 + s, r->n_params, r->train_s, r->final_acc);
+                for (int k = 0; k < 3; k++)
+                    fprintf(fp, "\"steps_to_%d\":%ld,", (int)(THRESH[k] * 100 + 0.5),
+                            da_steps_to_threshold(r->step, r->acc, r->n_evals, THRESH[k]));
+                fprintf(fp, "\"quant_accuracy\":{\"8\":%.4f,\"6\":%.4f,\"4\":%.4f},", r->quant_acc[0], r->quant_acc[1],
+                        r->quant_acc[2]);
+                fprintf(fp, "\"attention_answer\":%.4f,\"attention_elsewhere\":%.4f,\"attention_noise_tokens\":%.4f,",
+                        r->attn_answer, r->attn_noise, r->attn_noise_tokens);
+                fprintf(fp, "\"attn_logit_top1\":%.4f,\"attn_logit_median\":%.4f,\"hidden_top1\":%.4f,"
+                            "\"hidden_median\":%.4f,",
+                        r->out.logits.top[0], r->out.logits.median, r->out.hidden.top[0], r->out.hidden.median);
+                if (t->kind == DA_TASK_ICL) {
+                    const da_icl_order_result *o = &r->order;
+                    fprintf(fp, "\"order\":{\"mean\":%.4f,\"best\":%.4f,\"worst\":%.4f,\"margin\":%.4f,\"grouped\":%.4f,"
+                                "\"alternating\":%.4f},",
+                            o->mean, o->best, o->worst, o->margin, o->grouped, o->alternating);
+                }
+                if (t->kind == DA_TASK_COUNTERFACTUAL) {
+                    const da_cf_counts *x = &r->cf;
+                    fprintf(fp, "\"counterfactual\":{\"queries\":[%ld,%ld,%ld],\"right\":[%ld,%ld,%ld],\"leak\":%ld,"
+                                "\"binding\":[%ld,%ld,%ld],\"lookback\":[%.4f,%.4f,%.4f]},",
+                            x->n[0], x->n[1], x->n[2], x->right[0], x->right[1], x->right[2], x->leak, x->binding[0],
+                            x->binding[1], x->binding[2], x->lookback[0], x->lookback[1], x->lookback[2]);
+                }
+                fprintf(fp, "\"curve\":[");
+                for (int i = 0; i < r->n_evals; i++) {
+                    fprintf(fp, "%s{\"step\":%ld,\"accuracy\":%.4f", i ? "," : "", r->step[i], r->acc[i]);
+                    if (c->archs[a] == DA_ARCH_DIFF) {
+                        fprintf(fp, ",\"lambda\":[");
+                        for (int l = 0; l < pts[p].layers && l < TASK_MAX_LAYERS; l++)
+                            fprintf(fp, "%s%.4f", l ? "," : "", r->lambda[i][l]);
+                        fprintf(fp, "]");
+                    }
+                    fprintf(fp, "}");
+                }
+                fprintf(fp, "]}");
+            }
+            fprintf(fp, "]");
+        }
+        fprintf(fp, "}}");
+    }
+    fprintf(fp, "]}\n");
+}
+
+/* icl: per point, the seed means of each architecture's order figures as bars. */
+static da_status margin_figures(const task_study *S) {
+    const da_task_compare_config *c = S->c;
+    const task_cell *pts = S->cells;
+    const int n_pts = S->n_cells;
+    static const char *const cats[5] = {"mean over random orders", "best order", "worst order", "grouped by class",
+                                        "alternating classes"};
+    char path[4200], name[64], title[320];
+    da_status st = da_ok();
+    for (int p = 0; p < n_pts && !st.code; p++) {
+        double v[DA_COMPARE_MAX_ARCHS][5];
+        const double *vp[DA_COMPARE_MAX_ARCHS];
+        const char *groups[DA_COMPARE_MAX_ARCHS];
+        for (int a = 0; a < c->n_archs; a++) {
+            const task_run *rs = study_run(S, p, a, 0);
+            double sd;
+            RUN_FIELD(r->order.mean, v[a][0], sd);
+            RUN_FIELD(r->order.best, v[a][1], sd);
+            RUN_FIELD(r->order.worst, v[a][2], sd);
+            RUN_FIELD(r->order.grouped, v[a][3], sd);
+            RUN_FIELD(r->order.alternating, v[a][4], sd);
+            vp[a] = v[a], groups[a] = da_compare_arch_label(c->archs[a]);
+        }
+        margin_figure_name(name, sizeof name, n_pts, p);
+        snprintf(path, sizeof path, "%s/%s", c->out_dir, name);
+        snprintf(title, sizeof title, "Accuracy by demo order, %s (mean over episodes%s)", pts[p].name,
+                 c->seeds > 1 ? " and seeds" : "");
+        st = da_plot_bars(path, title, "accuracy", cats, 5, groups, vp, c->n_archs);
+    }
+    return st;
+}
+
+static da_status figures(const task_study *S) {
+    const da_task_compare_config *c = S->c;
+    const task_cell *pts = S->cells;
+    const int n_pts = S->n_cells;
+    char path[4200], title[320];
+    da_status st = da_ok();
+    /* accuracy against steps: per architecture the seed mean and the band of mean ± sd */
+    for (int p = 0; p < n_pts && !st.code; p++) {
+        double x[TASK_MAX_EVALS], y[DA_COMPARE_MAX_ARCHS][3][TASK_MAX_EVALS];
+        const int n = (*study_run(S, p, 0, 0)).n_evals;
+        da_series s[DA_COMPARE_MAX_ARCHS];
+        for (int a = 0; a < c->n_archs; a++) {
+            for (int i = 0; i < n; i++) {
+                double v[TASK_MAX_SEEDS], m, sd;
+                for (int k = 0; k < c->seeds; k++) v[k] = (*study_run(S, p, a, k)).acc[i];
+                da_mean_sd(v, c->seeds, &m, &sd);
+                x[i] = (double)(*study_run(S, p, 0, 0)).step[i];
+                y[a][0][i] = m, y[a][1][i] = fmax(m - sd, 0), y[a][2][i] = fmin(m + sd, 1); /* accuracies */
+            }
+        }
+        const double *lo[DA_COMPARE_MAX_ARCHS], *hi[DA_COMPARE_MAX_ARCHS];
+        for (int a = 0; a < c->n_archs; a++) {
+            s[a] = (da_series){da_compare_arch_label(c->archs[a]), x, y[a][0], n};
+            lo[a] = c->seeds > 1 ? y[a][1] : NULL, hi[a] = c->seeds > 1 ? y[a][2] : NULL;
+        }
+        snprintf(path, sizeof path, "%s/accuracy_%d.png", c->out_dir, p);
+        snprintf(title, sizeof title, "%s (%s): held-out answer accuracy%s", da_task_name(c->task.kind), pts[p].name,
+                 c->seeds > 1 ? ", mean ± sd over seeds" : "");
+        st = da_plot_lines_band(path, title, "step", "answer accuracy", s, lo, hi, c->n_archs);
+    }
+    if (st.code) return st;
+    /* steps to 90% against difficulty (the sweep point's index); NAN where a seed did not reach it */
+    double px[TASK_MAX_CELLS], py[DA_COMPARE_MAX_ARCHS][TASK_MAX_CELLS];
+    da_series s90[DA_COMPARE_MAX_ARCHS];
+    for (int a = 0; a < c->n_archs; a++) {
+        for (int p = 0; p < n_pts; p++) {
+            double m, sd;
+            int reached;
+            steps_stats(study_run(S, p, a, 0), c->seeds, 0.9, &m, &sd, &reached);
+            px[p] = p, py[a][p] = m;
+        }
+        s90[a] = (da_series){da_compare_arch_label(c->archs[a]), px, py[a], n_pts};
+    }
+    snprintf(path, sizeof path, "%s/steps_to_90.png", c->out_dir);
+    if ((st = da_plot_lines(path, "Steps to 90% answer accuracy by sweep point (report.md lists them)",
+                            "sweep point", "steps", s90, c->n_archs)).code)
+        return st;
+    if (c->task.kind == DA_TASK_ICL && (st = margin_figures(S)).code) return st;
+    /* lambda per layer during training: DIFF, first point and seed */
+    const int diff = task_arch_slot(c, DA_ARCH_DIFF);
+    if (diff < 0) return st;
+    const task_run *r = &(*study_run(S, 0, diff, 0));
+    double lx[TASK_MAX_EVALS], ly[TASK_MAX_LAYERS][TASK_MAX_EVALS];
+    char lnames[TASK_MAX_LAYERS][32];
+    da_series ls[TASK_MAX_LAYERS];
+    const int L = pts[0].layers < TASK_MAX_LAYERS ? pts[0].layers : TASK_MAX_LAYERS;
+    for (int l = 0; l < L; l++) {
+        for (int i = 0; i < r->n_evals; i++) lx[i] = (double)r->step[i], ly[l][i] = r->lambda[i][l];
+        snprintf(lnames[l], sizeof lnames[l], "layer %d", l);
+        ls[l] = (da_series){lnames[l], lx, ly[l], r->n_evals};
+    }
+    snprintf(path, sizeof path, "%s/lambda.png", c->out_dir);
+    snprintf(title, sizeof title, "DIFF lambda per layer during training (%s, first seed)", pts[0].name);
+    return da_plot_lines(path, title, "step", "lambda", ls, L);
+}
+
+
+da_status task_write_report(const task_study *S, double wall_s) {
+    const da_task_compare_config *c = S->c;
+    char path[4200];
+    da_atomic_file af;
+    snprintf(path, sizeof path, "%s/report.json", c->out_dir);
+    da_status st = da_atomic_open(&af, path);
+    if (st.code) return st;
+    write_json(af.fp, S, wall_s);
+    if ((st = da_atomic_commit(&af)).code) return st;
+    if ((st = figures(S)).code || (st = heatmaps(S)).code) return st;
+    snprintf(path, sizeof path, "%s/report.md", c->out_dir);
+    if ((st = da_atomic_open(&af, path)).code) return st;
+    write_md(af.fp, S, wall_s);
+    return da_atomic_commit(&af);
+}

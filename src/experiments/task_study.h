@@ -1,0 +1,59 @@
+/* compare --task: the cells of a study, one run's results, and the study's
+ * results in memory (shared by task_compare.c, which runs, and
+ * task_report.c, which reports). */
+#ifndef DA_TASK_STUDY_H
+#define DA_TASK_STUDY_H
+
+#include "diffattn/experiments.h"
+#include "eval/outliers.h"
+
+enum { TASK_MAX_EVALS = 512, TASK_MAX_LAYERS = 16, TASK_MAX_CELLS = 256, TASK_MAX_SEEDS = 64 };
+
+/* One cell: a task point and a model/training shape. */
+typedef struct {
+    da_task_config task;
+    int point; /* index of the task sweep point: the data streams and the held-out set follow it */
+    int dim, layers, heads, batch;
+    float lr;
+    int grid_index[DA_GRID_N_KEYS]; /* the value index of each grid axis (c->grid order) */
+    char point_name[64];            /* "pairs 4, seq 32" */
+    char grid_name[96];             /* "heads 2, dim 64" (empty without a grid) */
+    char name[168];                 /* both */
+} task_cell;
+
+/* One run's results: everything but train_s is a function of the settings
+ * alone, so the same run in any process gives the same bytes. */
+typedef struct {
+    int n_evals;
+    long step[TASK_MAX_EVALS];
+    double acc[TASK_MAX_EVALS];
+    float lambda[TASK_MAX_EVALS][TASK_MAX_LAYERS];
+    double final_acc, quant_acc[3];
+    double attn_answer, attn_noise, attn_noise_tokens; /* shares, mean over answers, layers, heads */
+    da_outliers_result out;
+    da_icl_order_result order; /* icl only */
+    da_cf_counts cf;           /* counterfactual only */
+    size_t n_params;
+    double train_s; /* last: the one field that depends on the machine */
+} task_run;
+
+typedef struct {
+    const da_task_compare_config *c;
+    int n_cells, n_points;
+    task_cell *cells;
+    task_run *runs; /* (n_cells, n_archs, seeds) */
+} task_study;
+
+/* The cells of c (validated settings); *n_points: the task sweep points. */
+da_status task_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points);
+static inline task_run *study_run(const task_study *s, int cell, int arch, int seed) {
+    return &s->runs[((size_t)cell * s->c->n_archs + arch) * s->c->seeds + seed];
+}
+/* The index of arch a in c->archs, -1 when not listed. */
+int task_arch_slot(const da_task_compare_config *c, da_arch a);
+/* The threshold whose reaching counts as learning the task. */
+#define TASK_SUCCESS 0.9
+
+da_status task_write_report(const task_study *s, double wall_s);
+
+#endif
