@@ -382,6 +382,8 @@ static int test_wrong_files(void) {
     da_gguf_writer_free(&w);
     st = da_engine_load_gguf(&q, tpath("llama.gguf"));
     CHECK(st.code && strstr(st.msg, "llama.context_length"));
+    st = da_model_load_any(&m, tpath("llama.gguf"));
+    CHECK(st.code && strstr(st.msg, "llama"));
 
     /* a diffattn file whose q_proj has the wrong shape */
     da_model src;

@@ -120,10 +120,13 @@ static int test_ggml_arrays_rebuild(void) {
     da_tokenizer_free(b);
     CHECK(ok);
 
-    r.pre = "llama-bpe"; /* another pre-tokeniser cannot be rebuilt from the arrays */
+    r.pre = "deepseek-llm"; /* a pre-tokeniser diffattn does not reproduce is refused by name */
     r.n_tokens = 0, r.n_merges = 0;
     st = da_tok_ggml_to_json(&r, "x.gguf", &rebuilt);
-    CHECK(st.code && strstr(st.msg, "llama-bpe"));
+    CHECK(st.code && strstr(st.msg, "deepseek-llm"));
+    r.pre = NULL; /* llama.cpp's "default" */
+    st = da_tok_ggml_to_json(&r, "x.gguf", &rebuilt);
+    CHECK(st.code && strstr(st.msg, "default"));
     return 0;
 }
 

@@ -120,6 +120,64 @@ static void write_md_study(FILE *fp, const task_study *S) {
             c->eval_every);
 }
 
+/* One paragraph of what a grid shows, in numbers only: each architecture's
+ * learned runs over all cells, its verdicts against softmax counted by kind,
+ * its best cell, and whether the verdict changes with the shape. */
+static void write_md_summary(FILE *fp, const task_study *S) {
+    const da_task_compare_config *c = S->c;
+    const int base = task_arch_slot(c, DA_ARCH_SOFTMAX);
+    if (S->n_cells < 2) return;
+    fprintf(fp, "## What the grid shows\n\nOver the %d cells, the seed runs that learned the task (≥ 90%%):", S->n_cells);
+    for (int a = 0; a < c->n_archs; a++) {
+        int k = 0;
+        for (int i = 0; i < S->n_cells; i++) {
+            cell_stats cs;
+            stats_of(S, i, a, &cs);
+            k += cs.k;
+        }
+        fprintf(fp, "%s %s %d of %d", a ? (a + 1 < c->n_archs ? "," : " and") : "", da_compare_arch_label(c->archs[a]), k,
+                S->n_cells * c->seeds);
+    }
+    fprintf(fp, ".");
+    for (int a = 0; a < c->n_archs; a++) {
+        int best = 0, best_k = -1, better = 0, worse = 0, mixed = 0, none = 0;
+        double best_acc = -1;
+        for (int i = 0; i < S->n_cells; i++) {
+            cell_stats cs;
+            stats_of(S, i, a, &cs);
+            if (cs.k > best_k || (cs.k == best_k && cs.acc_mean > best_acc)) best = i, best_k = cs.k, best_acc = cs.acc_mean;
+            if (base < 0 || a == base) continue;
+            cell_stats b;
+            stats_of(S, i, base, &b);
+            da_verdict v;
+            da_verdict_of(cs.success, cs.acc, cs.n, b.success, b.acc, b.n, &v);
+            if (!strcmp(v.verdict, "better")) better++;
+            else if (!strcmp(v.verdict, "worse")) worse++;
+            else if (!strcmp(v.verdict, "mixed")) mixed++;
+            else none++;
+        }
+        const char *label = da_compare_arch_label(c->archs[a]);
+        if (best_k > 0)
+            fprintf(fp, " %s learns best at %s (%d/%d, final accuracy %.3f)", label, S->cells[best].name, best_k,
+                    c->seeds, best_acc);
+        else
+            fprintf(fp, " %s learns in no cell (its best final accuracy, %.3f, at %s)", label, best_acc,
+                    S->cells[best].name);
+        if (base < 0 || a == base) {
+            fprintf(fp, ".");
+            continue;
+        }
+        char tail[160];
+        if (better && worse) snprintf(tail, sizeof tail, ": the verdict depends on the shape; no single verdict holds over the grid");
+        else if (!better && !worse) snprintf(tail, sizeof tail, ": no cell separates it from softmax at %d seeds", c->seeds);
+        else snprintf(tail, sizeof tail, ": where a difference shows, it favours %s", better ? label : "softmax");
+        fprintf(fp, "; against softmax it is better in %d cell(s), worse in %d, mixed in %d, with no difference shown in "
+                    "%d%s.",
+                better, worse, mixed, none, tail);
+    }
+    fprintf(fp, " (The verdict rule is stated under the table above; the heatmaps show the rate per cell.)\n\n");
+}
+
 /* Pooled over seeds: count and Wilson interval, as "0.91 [0.89, 0.93]". */
 static void print_rate(FILE *fp, long k, long n) {
     double lo, hi;
@@ -329,6 +387,7 @@ static void write_md(FILE *fp, const task_study *S, double wall_s) {
     const task_cell *pts = S->cells;
     const int n_pts = S->n_cells;
     write_md_head(fp, S, wall_s);
+    write_md_summary(fp, S);
     write_md_study(fp, S);
     if (c->task.kind == DA_TASK_COUNTERFACTUAL) write_md_counterfactual(fp, S);
     const int base = task_arch_slot(c, DA_ARCH_SOFTMAX);

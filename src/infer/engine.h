@@ -10,6 +10,7 @@
 
 #include "diffattn/generate.h"
 #include "diffattn/tokenizer.h"
+#include "io/gguf.h"
 #include "ops/qblock.h"
 
 /* Per layer, the four matmul input sites; then one for the LM head. */
@@ -84,6 +85,11 @@ da_status da_engine_to_model(const da_engine *e, da_model *m);
  * type is checked. Errors name the file and field. */
 da_status da_engine_load_gguf(da_engine *e, const char *path);
 da_status da_engine_save_gguf(const da_engine *e, const char *path);
+/* llama.cpp's `llama` files (engine_gguf_llama.c): the configuration of the
+ * llama.* keys (a softmax model; tied when `output` is absent), and the file's
+ * name of a diffattn tensor name (buf holds it when it is built there). */
+da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c);
+const char *da_llama_gguf_name(const char *native, char *buf, size_t n);
 
 /* ---------------------------------------------------------------- calibration statistics */
 

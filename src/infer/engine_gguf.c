@@ -130,16 +130,30 @@ static da_status gguf_tokenizer_json(const da_gguf_file *f, char **json) {
     if (!da_gguf_kv_find(f, "tokenizer.ggml.model")) return da_ok();
     da_status st = da_gguf_get_str(f, "tokenizer.ggml.model", &s);
     if (st.code) return st;
-    if (!strcmp(s, "none")) return da_ok();
+    if (!strcmp(s, "none")) return da_ok(); /* ids only */
+    if (!strcmp(s, "llama"))
+        return da_errorf("%s: tokenizer.ggml.model is \"llama\" (SentencePiece), which diffattn does not encode; "
+                         "diffattn reads byte-level BPE (\"gpt2\") and \"none\" (ids only)",
+                         f->path);
     if (strcmp(s, "gpt2"))
-        return da_errorf("%s: tokenizer.ggml.model is \"%s\"; diffattn reads byte-level BPE (\"gpt2\") only", f->path,
-                         s);
+        return da_errorf("%s: tokenizer.ggml.model is \"%s\"; diffattn reads byte-level BPE (\"gpt2\") and \"none\" "
+                         "(ids only)",
+                         f->path, s);
     da_tok_ggml g;
     memset(&g, 0, sizeof g);
     g.bos = g.eos = -1;
     uint64_t n_tok = 0, n_types = 0, n_merges = 0;
     if (da_gguf_kv_find(f, "tokenizer.ggml.pre") && (st = da_gguf_get_str(f, "tokenizer.ggml.pre", &g.pre)).code)
         return st;
+    int64_t bos = -1;
+    g.add_bos = -1;
+    if (da_gguf_kv_find(f, "tokenizer.ggml.bos_token_id") &&
+        (st = da_gguf_get_int(f, "tokenizer.ggml.bos_token_id", &bos)).code)
+        return st;
+    if (da_gguf_kv_find(f, "tokenizer.ggml.add_bos_token") &&
+        (st = da_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &g.add_bos)).code)
+        return st;
+    g.bos = bos >= 0 && bos < (1 << 24) ? (int)bos : -1;
     int32_t *types = NULL;
     if (!(st = da_gguf_get_str_array(f, "tokenizer.ggml.tokens", &g.tokens, &n_tok)).code &&
         !(st = da_gguf_get_i32_array(f, "tokenizer.ggml.token_type", &types, &n_types)).code &&
@@ -271,6 +285,9 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c, int *llam
     if (st.code) return da_errorf("%s: general.architecture is missing: not a model GGUF", f->path);
     da_arch parsed;
     *llama = da_gguf_arch_parse(arch, &parsed);
+    /* a llama file of llama.cpp's own (no diffattn.* RoPE keys): every llama.* key llama.cpp reads */
+    if (*llama && !strcmp(arch, "llama") && !da_gguf_kv_find(f, "diffattn.rope.freq_base"))
+        return da_llama_gguf_config(f, c);
     if (*llama) return da_config_gguf_get_llama(f, arch, c);
     if (strcmp(arch, "diffattn"))
         return da_errorf("%s: general.architecture is \"%s\"; diffattn runs llama, diffattn-diff, diffattn-diff2 and "
@@ -404,7 +421,11 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
         /* the type asked for at quantization; a file without the key: layers.0.attn.q_proj's */
         q->weight_type = q->n_tensors > 2 ? q->t[2].type : DA_QT_F32;
         da_qtype wt;
-        if (!da_gguf_get_str(&f, "diffattn.weight_type", &s).code && !da_qtype_parse(s, &wt)) q->weight_type = wt;
+        int64_t ft = -1; /* a file llama.cpp requantized keeps diffattn's keys: trust them while file_type agrees */
+        (void)da_gguf_get_int(&f, "general.file_type", &ft);
+        if (!da_gguf_get_str(&f, "diffattn.weight_type", &s).code && !da_qtype_parse(s, &wt) &&
+            (ft < 0 || ft == (int64_t)file_type_of(wt)))
+            q->weight_type = wt;
         if (!st.code && q->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
             st = da_errorf("%s: activations are int8-static but the file has no act_absmax ranges", path);
     }

@@ -167,9 +167,9 @@ static da_status parse_tensor_info(cursor *c, da_gguf_tensor *t, int index) {
     snprintf(c->what, sizeof c->what, "the type of tensor \"%s\"", t->name);
     if ((st = take_u32(c, &type)).code) return st;
     if (!da_qtype_name((int)type))
-        return da_errorf("%s: tensor \"%s\" has ggml type %u, which diffattn does not read (f32, f16, bf16, q8_0, "
-                         "q4_0, q4_K)",
-                         c->path, t->name, type);
+        return da_errorf("%s: tensor \"%s\" has ggml type %u (%s), which diffattn does not read (f32, f16, bf16, "
+                         "q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K)",
+                         c->path, t->name, type, da_ggml_type_name((int)type));
     t->type = (int)type;
     if (t->ne[0] % da_qtype_block(t->type))
         return da_errorf("%s: tensor \"%s\": ne[0] = %lld is not a multiple of the %s block (%d)", c->path, t->name,

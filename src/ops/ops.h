@@ -69,7 +69,7 @@ typedef struct {
     int (*bf16_gemm)(int M, int N, int K, float alpha, const float *a, long a_rs, long a_cs, const float *b,
                      long b_rs, long b_cs, float beta, float *c, long ldc);
 
-    /* Dot of one weight row of type (n weights; Q8_0, Q4_0 or Q4_K) with the
+    /* Dot of one weight row of type (n weights; Q8_0, Q4_0, Q4_K or a read-only type of qblock.h) with the
      * int8 activation row x (the same n); NAN for other types. */
     float (*vec_dot)(int type, const void *wrow, const da_qact *x, int64_t n);
     /* x: (n) -> the int8 row a (its arrays the caller's), scales by mode (qblock.h). */

@@ -11,6 +11,7 @@
 #include "ops/bf16_gemm.c"
 #include "ops/cross_entropy.c"
 #include "ops/embedding.c"
+#include "ops/qdot_read.c"
 #include "ops/qdot.c"
 #include "ops/rmsnorm.c"
 #include "ops/rope.c"

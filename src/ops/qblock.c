@@ -13,6 +13,11 @@ const char *da_qtype_name(int t) {
     case DA_QT_Q8_0: return "q8_0";
     case DA_QT_Q4_0: return "q4_0";
     case DA_QT_Q4_K: return "q4_k";
+    case DA_QT_Q4_1: return "q4_1";
+    case DA_QT_Q5_0: return "q5_0";
+    case DA_QT_Q5_1: return "q5_1";
+    case DA_QT_Q5_K: return "q5_k";
+    case DA_QT_Q6_K: return "q6_k";
     default: return NULL;
     }
 }
@@ -34,9 +39,8 @@ int da_qtype_parse(const char *s, da_qtype *out) {
 int da_qtype_block(int t) {
     switch (t) {
     case DA_QT_F32: case DA_QT_F16: case DA_QT_BF16: return 1;
-    case DA_QT_Q8_0: return QK8_0;
-    case DA_QT_Q4_0: return QK4_0;
-    case DA_QT_Q4_K: return QK_K;
+    case DA_QT_Q8_0: case DA_QT_Q4_0: case DA_QT_Q4_1: case DA_QT_Q5_0: case DA_QT_Q5_1: return 32;
+    case DA_QT_Q4_K: case DA_QT_Q5_K: case DA_QT_Q6_K: return QK_K;
     default: return 0;
     }
 }
@@ -48,6 +52,11 @@ size_t da_qtype_block_bytes(int t) {
     case DA_QT_Q8_0: return sizeof(block_q8_0);
     case DA_QT_Q4_0: return sizeof(block_q4_0);
     case DA_QT_Q4_K: return sizeof(block_q4_K);
+    case DA_QT_Q4_1: return sizeof(block_q4_1);
+    case DA_QT_Q5_0: return sizeof(block_q5_0);
+    case DA_QT_Q5_1: return sizeof(block_q5_1);
+    case DA_QT_Q5_K: return sizeof(block_q5_K);
+    case DA_QT_Q6_K: return sizeof(block_q6_K);
     default: return 0;
     }
 }
@@ -314,7 +323,8 @@ void da_dequantize_row(int type, const void *src, float *y, int64_t n) {
         }
         break;
     }
-    default: memset(y, 0, (size_t)n * sizeof *y);
+    default:
+        if (da_dequantize_row_read_only(type, src, y, n)) memset(y, 0, (size_t)n * sizeof *y);
     }
 }
 

@@ -44,17 +44,76 @@ typedef struct {
 } block_q4_K;
 _Static_assert(sizeof(block_q4_K) == 144, "block_q4_K layout changed (ggml: 2 + 2 + 12 + 128 bytes)");
 
+/* The other block types of llama.cpp's Q4_0 .. Q8_0 and Q4_K_M .. Q6_K
+ * files, read (dequantized, and dotted with int8 rows) but never written.
+ *   Q4_1: fp16 d, fp16 m, 16 bytes of nibbles (as Q4_0);          w = d * q + m
+ *   Q5_0: fp16 d, 32 high bits qh (bit i: element i), nibbles;    w = d * (q - 16)
+ *   Q5_1: fp16 d, fp16 m, qh, nibbles;                            w = d * q + m
+ *   Q5_K: Q4_K's d, dmin and scales, 32 bytes qh, 128 bytes of nibbles: chunk c
+ *         (64 weights) takes bit 2c (low nibbles) and 2c+1 (high) of qh[l]
+ *   Q6_K: 128 bytes low nibbles ql, 64 bytes of 2-bit highs qh, int8 scales[16]
+ *         (one per 16 weights), fp16 d; w = d * sc * (q - 32). In each
+ *         128-weight chunk, ql[l] / ql[l+32] hold elements l, l+32 (low) and
+ *         l+64, l+96 (high); qh[l]'s bit pairs 0,2,4,6 go with them in order. */
+typedef struct {
+    da_fp16 d, m;
+    uint8_t qs[16];
+} block_q4_1;
+_Static_assert(sizeof(block_q4_1) == 20, "block_q4_1 layout changed (ggml: 2 + 2 + 16 bytes)");
+
+typedef struct {
+    da_fp16 d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} block_q5_0;
+_Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 layout changed (ggml: 2 + 4 + 16 bytes)");
+
+typedef struct {
+    da_fp16 d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} block_q5_1;
+_Static_assert(sizeof(block_q5_1) == 24, "block_q5_1 layout changed (ggml: 2 + 2 + 4 + 16 bytes)");
+
+typedef struct {
+    da_fp16 d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[QK_K / 8];
+    uint8_t qs[QK_K / 2];
+} block_q5_K;
+_Static_assert(sizeof(block_q5_K) == 176, "block_q5_K layout changed (ggml: 2 + 2 + 12 + 32 + 128 bytes)");
+
+typedef struct {
+    uint8_t ql[QK_K / 2];
+    uint8_t qh[QK_K / 4];
+    int8_t scales[QK_K / 16];
+    da_fp16 d;
+} block_q6_K;
+_Static_assert(sizeof(block_q6_K) == 210, "block_q6_K layout changed (ggml: 128 + 64 + 16 + 2 bytes)");
+
 /* Weight types, numbered as ggml_type so they go to GGUF unchanged. */
 typedef enum {
     DA_QT_F32 = 0,
     DA_QT_F16 = 1,
     DA_QT_Q4_0 = 2,
+    DA_QT_Q4_1 = 3,
+    DA_QT_Q5_0 = 6,
+    DA_QT_Q5_1 = 7,
     DA_QT_Q8_0 = 8,
     DA_QT_Q4_K = 12,
+    DA_QT_Q5_K = 13,
+    DA_QT_Q6_K = 14,
     DA_QT_BF16 = 30,
 } da_qtype;
 
-/* "f32", "q8_0", ...; NULL for a type this project does not handle. */
+/* ggml's name of any ggml type number ("q2_K", "iq4_xs", ...), for messages
+ * about types this project does not read; "unknown" past ggml's list. */
+const char *da_ggml_type_name(int t);
+/* The read-only types (Q4_1, Q5_0, Q5_1, Q5_K, Q6_K): y: (n) from src; 0, or -1 for another type. */
+int da_dequantize_row_read_only(int type, const void *src, float *y, int64_t n);
+
+/* "f32", "q8_0", ...; NULL for a type this project does not handle.
+ * da_qtype_parse takes only the types diffattn writes. */
 const char *da_qtype_name(int t);
 int da_qtype_parse(const char *s, da_qtype *out); /* 0 ok, -1 unknown */
 /* Weights per block (1 for float types) and bytes per block; 0 if unknown. */

@@ -284,7 +284,7 @@ static float vec_dot(int type, const void *wrow, const da_qact *x, int64_t n) {
     case DA_QT_Q8_0: return DOT(q8_0)(wrow, x, n / QK8_0);
     case DA_QT_Q4_0: return DOT(q4_0)(wrow, x, n / QK4_0);
     case DA_QT_Q4_K: return DOT(q4_K)(wrow, x, n / QK_K);
-    default: return NAN;
+    default: return vec_dot_read_only(type, wrow, x, n); /* qdot_read.c */
     }
 }
 #undef DOT

@@ -314,6 +314,20 @@ static da_status build_vocab(da_tokenizer *t, const char *path, cJSON *vocab, co
     return da_ok();
 }
 
+/* The Split patterns of Llama 3, Qwen2/3 and GPT-4o, as their tokenizer.json files spell them. */
+#define LLAMA3_RE \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define QWEN2_RE \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define O200K_RE \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|" \
+    "'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|" \
+    "'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+const char *const DA_LLAMA3_PATTERN = LLAMA3_RE, *const DA_QWEN2_PATTERN = QWEN2_RE, *const DA_O200K_PATTERN = O200K_RE;
+
 /* The Split patterns whose safe cuts are known, as tokenizer.json files spell
  * them. Each alternative that holds a non-space character holds no space or
  * tab after it, and (ANY_SPACE) no line end either; none has a look-behind,
@@ -325,18 +339,11 @@ static const struct {
     /* GPT-2's, as Hugging Face's ByteLevel writes it */
     {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", CUT_ANY_SPACE},
     /* Llama 3 (and GPT-4's cl100k) */
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     CUT_SPACE_TAB},
+    {LLAMA3_RE, CUT_SPACE_TAB},
     /* Qwen2 and Qwen3 */
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     CUT_SPACE_TAB},
+    {QWEN2_RE, CUT_SPACE_TAB},
     /* GPT-4o's o200k */
-    {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|"
-     "'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|"
-     "'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     CUT_SPACE_TAB},
+    {O200K_RE, CUT_SPACE_TAB},
 };
 
 static cut_rule cut_rule_of(const char *pattern) {

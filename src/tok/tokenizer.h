@@ -8,6 +8,8 @@
 
 /* GPT-2's pre-tokenisation pattern (tiktoken's "gpt2" spelling), for PCRE2 with UTF and UCP. */
 extern const char *const DA_GPT2_PATTERN;
+/* The Split patterns of Llama 3's, Qwen2/3's and GPT-4o's tokenizer.json files. */
+extern const char *const DA_LLAMA3_PATTERN, *const DA_QWEN2_PATTERN, *const DA_O200K_PATTERN;
 
 #include <stddef.h>
 #include <stdint.h>

@@ -24,8 +24,30 @@ static int json_bool(const cJSON *o, const char *k, int def) {
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
 }
 
-/* llama.cpp names pre-tokenisers; only GPT-2's is named here (others: NULL,
- * and the file's tokenizer.huggingface.json says what they are). */
+/* llama.cpp's name of a Split pattern whose ids it reproduces, or NULL. */
+static const char *pre_of_pattern(const char *pattern) {
+    if (!strcmp(pattern, DA_LLAMA3_PATTERN)) return "llama-bpe";
+    if (!strcmp(pattern, DA_QWEN2_PATTERN)) return "qwen2";
+    if (!strcmp(pattern, DA_O200K_PATTERN)) return "gpt-4o";
+    return NULL;
+}
+
+/* The Split pattern and ignore_merges of a llama.cpp pre name ("gpt-2": NULL
+ * pattern, GPT-2's ByteLevel); -1 for a name not rebuilt here. */
+static int pattern_of_pre(const char *pre, const char **pattern, int *ignore_merges) {
+    *pattern = NULL;
+    *ignore_merges = 0;
+    if (!strcmp(pre, "gpt-2")) return 0;
+    if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "llama-v3"))
+        *pattern = DA_LLAMA3_PATTERN, *ignore_merges = 1;
+    else if (!strcmp(pre, "qwen2")) *pattern = DA_QWEN2_PATTERN;
+    else if (!strcmp(pre, "gpt-4o") || !strcmp(pre, "llama4")) *pattern = DA_O200K_PATTERN;
+    return *pattern ? 0 : -1;
+}
+
+/* llama.cpp names pre-tokenisers; GPT-2's, Llama 3's, Qwen2/3's and
+ * GPT-4o's are named here (others: NULL, and the file's
+ * tokenizer.huggingface.json says what they are). */
 static const char *pre_name(const cJSON *root) {
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
     if (!pre) return "gpt-2"; /* diffattn's first files had none: GPT-2's pattern */
@@ -33,7 +55,18 @@ static const char *pre_name(const cJSON *root) {
     if (cJSON_IsString(type) && !strcmp(type->valuestring, "ByteLevel") && json_bool(pre, "use_regex", 1) &&
         !json_bool(pre, "add_prefix_space", 0))
         return "gpt-2";
-    return NULL;
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "Sequence") || cJSON_GetArraySize(steps) != 2)
+        return NULL;
+    const cJSON *split = steps->child, *bl = split->next;
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(split, "type"), *bt = cJSON_GetObjectItemCaseSensitive(bl, "type");
+    const cJSON *re = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(split, "pattern"), "Regex");
+    const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
+    if (!cJSON_IsString(st) || strcmp(st->valuestring, "Split") || !cJSON_IsString(bt) ||
+        strcmp(bt->valuestring, "ByteLevel") || json_bool(bl, "use_regex", 1) || !cJSON_IsString(re) ||
+        !cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") || json_bool(split, "invert", 0))
+        return NULL;
+    return pre_of_pattern(re->valuestring);
 }
 
 static char *dup_str(const char *s) {
@@ -46,6 +79,7 @@ static char *dup_str(const char *s) {
 da_status da_tok_ggml_from_json(da_tok_ggml *g, const char *json, size_t n) {
     memset(g, 0, sizeof *g);
     g->bos = g->eos = -1;
+    g->add_bos = -1;
     cJSON *root = cJSON_ParseWithLength(json, n);
     if (!root) return da_errorf("the embedded tokenizer.json is not valid JSON");
     da_status st = da_ok();
@@ -117,12 +151,61 @@ da_status da_tok_ggml_from_json(da_tok_ggml *g, const char *json, size_t n) {
     return st;
 }
 
+/* text (a GPT-2 ByteLevel tokenizer.json) with the Split pattern of llama.cpp's
+ * pre-tokeniser, ignore_merges, and a post_processor putting bos first; NULL
+ * when out of memory. Frees text. */
+static char *with_llama_rules(char *text, const char *pattern, int ignore_merges, const char *bos, int bos_id) {
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root) return NULL;
+    cJSON *seq = cJSON_CreateObject(), *steps = cJSON_CreateArray(), *split = cJSON_CreateObject();
+    cJSON *re = cJSON_CreateObject(), *bl = cJSON_CreateObject();
+    int ok = seq && steps && split && re && bl && cJSON_AddStringToObject(seq, "type", "Sequence") &&
+             cJSON_AddStringToObject(split, "type", "Split") && cJSON_AddStringToObject(re, "Regex", pattern) &&
+             cJSON_AddItemToObject(split, "pattern", re) && (re = NULL, 1) &&
+             cJSON_AddStringToObject(split, "behavior", "Isolated") && cJSON_AddBoolToObject(split, "invert", 0) &&
+             cJSON_AddItemToArray(steps, split) && (split = NULL, 1) && cJSON_AddStringToObject(bl, "type", "ByteLevel") &&
+             cJSON_AddBoolToObject(bl, "add_prefix_space", 0) && cJSON_AddBoolToObject(bl, "trim_offsets", 0) &&
+             cJSON_AddBoolToObject(bl, "use_regex", 0) && cJSON_AddItemToArray(steps, bl) && (bl = NULL, 1) &&
+             cJSON_AddItemToObject(seq, "pretokenizers", steps) && (steps = NULL, 1) &&
+             cJSON_ReplaceItemInObjectCaseSensitive(root, "pre_tokenizer", seq) && (seq = NULL, 1);
+    ok = ok && cJSON_AddBoolToObject(cJSON_GetObjectItemCaseSensitive(root, "model"), "ignore_merges", ignore_merges);
+    if (ok && bos) { /* TemplateProcessing: bos, then sequence A */
+        char spec[512];
+        snprintf(spec, sizeof spec,
+                 "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"bos\",\"type_id\":0}},"
+                 "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{\"bos\":{\"id\":\"bos\","
+                 "\"ids\":[%d],\"tokens\":[]}}}",
+                 bos_id);
+        cJSON *pp = cJSON_Parse(spec);
+        ok = pp && cJSON_AddItemToObject(root, "post_processor", pp);
+        if (!ok) cJSON_Delete(pp);
+    }
+    char *out = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(seq);
+    cJSON_Delete(steps);
+    cJSON_Delete(split);
+    cJSON_Delete(re);
+    cJSON_Delete(bl);
+    cJSON_Delete(root);
+    return out;
+}
+
 da_status da_tok_ggml_to_json(const da_tok_ggml *g, const char *name, char **json) {
     *json = NULL;
-    if (g->pre && strcmp(g->pre, "gpt-2"))
-        return da_errorf("%s: tokenizer.ggml.pre is \"%s\" and the file has no tokenizer.huggingface.json: only "
-                         "GPT-2's pre-tokeniser (\"gpt-2\") can be rebuilt from the token list",
+    const char *pattern;
+    int ignore_merges;
+    if (!g->pre)
+        return da_errorf("%s: tokenizer.ggml.pre is missing (llama.cpp's \"default\" pre-tokeniser, which diffattn "
+                         "does not reproduce) and the file has no tokenizer.huggingface.json",
+                         name);
+    if (pattern_of_pre(g->pre, &pattern, &ignore_merges))
+        return da_errorf("%s: tokenizer.ggml.pre \"%s\" is not supported: diffattn rebuilds llama.cpp's gpt-2, "
+                         "llama-bpe, qwen2 and gpt-4o pre-tokenisers exactly",
                          name, g->pre);
+    if (g->add_bos == 1 && (g->bos < 0 || g->bos >= g->n_tokens))
+        return da_errorf("%s: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id %d is not a token",
+                         name, g->bos);
     cJSON *vocab = cJSON_CreateObject(), *merges = cJSON_CreateArray(), *added = cJSON_CreateArray();
     int ok = vocab && merges && added;
     for (int i = 0; ok && i < g->n_tokens; i++) {
@@ -147,6 +230,9 @@ da_status da_tok_ggml_to_json(const da_tok_ggml *g, const char *name, char **jso
         cJSON_Delete(merges);
         cJSON_Delete(added);
     }
+    if (text && (pattern || g->add_bos == 1))
+        text = with_llama_rules(text, pattern ? pattern : DA_GPT2_PATTERN, ignore_merges,
+                                g->add_bos == 1 ? g->tokens[g->bos] : NULL, g->bos);
     if (!text) return da_errorf("%s: out of memory rebuilding the tokenizer", name);
     *json = text;
     return da_ok();

@@ -1,0 +1,190 @@
+/* llama.cpp's `llama` GGUF files as engines (docs/formats.md): the llama.*
+ * keys as a softmax configuration, and llama.cpp's tensor names.
+ *
+ * RoPE: llama.cpp's converter permutes Hugging Face's q and k rows so that
+ * each head rotates the pairs (2i, 2i+1) (LLAMA_ROPE_TYPE_NORM) at
+ * theta^(-2i/d); that is diffattn's layout with the Llama frequency rule, so
+ * the rows are taken as they are. A missing `output` is a tied head, which
+ * reads token_embd's bytes in their own type, as llama.cpp does. Rope
+ * scaling: linear keys, or the rope_freqs tensor of Llama 3's scaling. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "infer/engine.h"
+#include "ops/ops.h"
+
+#define MAX_HALF 512 /* pairs of the largest head config.c accepts */
+
+static da_status llama_int(const da_gguf_file *f, const char *key, int required, int lo, int hi, int *out) {
+    if (!required && !da_gguf_kv_find(f, key)) return da_ok();
+    int64_t v;
+    da_status st = da_gguf_get_int(f, key, &v);
+    if (st.code) return st;
+    if (v < lo || v > hi) return da_errorf("%s: %s = %lld is out of range (%d..%d)", f->path, key, (long long)v, lo, hi);
+    *out = (int)v;
+    return da_ok();
+}
+
+/* llama.rope.scaling.*: none, or linear (every frequency / factor); YaRN is refused. */
+static da_status llama_rope_scaling(const da_gguf_file *f, da_config *c) {
+    const char *type = "linear"; /* llama.cpp's default when only a factor is given */
+    float factor = 0.0f;
+    da_status st;
+    if (da_gguf_kv_find(f, "llama.rope.scaling.type") && (st = da_gguf_get_str(f, "llama.rope.scaling.type", &type)).code)
+        return st;
+    if (da_gguf_kv_find(f, "llama.rope.scaling.factor")) {
+        if ((st = da_gguf_get_f32(f, "llama.rope.scaling.factor", &factor)).code) return st;
+    } else if (da_gguf_kv_find(f, "llama.rope.scale_linear")) {
+        if ((st = da_gguf_get_f32(f, "llama.rope.scale_linear", &factor)).code) return st;
+    }
+    if (strcmp(type, "none") && strcmp(type, "linear"))
+        return da_errorf("%s: llama.rope.scaling.type \"%s\" is not supported (none or linear)", f->path, type);
+    if (!strcmp(type, "none") || factor == 0.0f || factor == 1.0f) return da_ok();
+    if (!(factor > 0.0f) || !isfinite(factor))
+        return da_errorf("%s: llama.rope.scaling.factor = %g must be positive", f->path, (double)factor);
+    c->rope_scaling = DA_ROPE_SCALE_LINEAR;
+    c->rope_factor = factor;
+    return da_ok();
+}
+
+/* Llama 3's rope scaling from per-pair factors r (llama.cpp divides pair j's
+ * frequency by r[j]): with x = 1 / wavelength, Hugging Face's rule is
+ * 1/r = (1 - s)/F + s with s = clamp((O x - L) / (H - L), 0, 1), a line in x.
+ * F is the largest factor; the line comes from the pairs strictly between 1
+ * and F, or from the neighbours of the step when fewer; O is the file's
+ * original context (8192 when absent). *ok = 0 when no parameters fit. */
+static void llama3_from_factors(const float *r, const double *x, int half, int O, da_config *c, int *ok) {
+    double F = 1.0, xs[2] = {0, 0}, ss[2] = {0, 0}, x_one = -1, x_full = -1;
+    int n = 0;
+    for (int j = 0; j < half; j++) F = fmax(F, r[j]);
+    for (int j = 0; j < half; j++) { /* x decreases with j */
+        if (r[j] <= 1.0f) x_one = x[j];
+        else if (r[j] >= F * (1 - 1e-7)) { if (x_full < 0) x_full = x[j]; }
+        else { /* the first and the last pair of the blend */
+            const int k = n ? 1 : 0;
+            xs[k] = x[j], ss[k] = (1 / r[j] - 1 / F) / (1 - 1 / F);
+            n = k + 1;
+        }
+    }
+    if (n < 2 && x_one >= 0) xs[n] = x_one, ss[n++] = 1.0;
+    if (n < 2 && x_full >= 0) xs[n] = x_full, ss[n++] = 0.0;
+    *ok = n == 2 && xs[0] != xs[1];
+    if (!*ok) return;
+    const double A = (ss[1] - ss[0]) / (xs[1] - xs[0]), B = ss[0] - A * xs[0];
+    const double range = O / A, L = -B * range;
+    c->rope_scaling = DA_ROPE_SCALE_LLAMA3;
+    c->rope_factor = (float)F;
+    c->rope_low_freq_factor = (float)L;
+    c->rope_high_freq_factor = (float)(L + range);
+    c->rope_original_max_pos = O;
+    *ok = A > 0 && L > 0;
+}
+
+/* rope_freqs: all ones is no scaling, one value F everywhere linear scaling
+ * by F, and otherwise Llama 3's scaling when its parameters reproduce every
+ * factor (checked through the same rope_inv_freq the engine uses). */
+static da_status llama_rope_freqs(const da_gguf_file *f, da_config *c) {
+    const da_gguf_tensor *t = da_gguf_tensor_find(f, "rope_freqs.weight");
+    if (!t) return da_ok();
+    const int half = da_head_dim(c) / 2, d = 2 * half;
+    if (half > MAX_HALF) return da_errorf("%s: head size %d is too large", f->path, d);
+    if (t->type != DA_QT_F32 || t->n_dims != 1 || t->ne[0] != half)
+        return da_errorf("%s: tensor \"rope_freqs.weight\" must be f32 [%d] (head size / 2)", f->path, half);
+    if (c->rope_scaling != DA_ROPE_SCALE_NONE)
+        return da_errorf("%s: tensor \"rope_freqs.weight\" and llama.rope.scaling together are not supported", f->path);
+    const float *r = (const float *)(const void *)da_gguf_data(f, t);
+    double x[MAX_HALF], base[MAX_HALF], got[MAX_HALF];
+    int all_one = 1, all_same = 1;
+    for (int j = 0; j < half; j++) {
+        if (!(r[j] >= 1.0f) || !isfinite(r[j]))
+            return da_errorf("%s: rope_freqs[%d] = %g (expected finite factors >= 1)", f->path, j, (double)r[j]);
+        base[j] = pow(c->rope_theta, -2.0 * j / d);
+        x[j] = base[j] / 6.283185307179586;
+        all_one &= r[j] == 1.0f;
+        all_same &= r[j] == r[0];
+    }
+    if (all_one) return da_ok();
+    int ok = 1, O = 8192;
+    da_status st;
+    if ((st = llama_int(f, "llama.rope.scaling.original_context_length", 0, 1, 1 << 20, &O)).code) return st;
+    if (all_same) c->rope_scaling = DA_ROPE_SCALE_LINEAR, c->rope_factor = r[0];
+    else llama3_from_factors(r, x, half, O, c, &ok);
+    rope_freq_spec spec = {1, (int)c->rope_scaling, c->rope_theta, c->rope_factor, c->rope_low_freq_factor,
+                           c->rope_high_freq_factor, c->rope_original_max_pos};
+    rope_inv_freq(got, d, &spec);
+    for (int j = 0; ok && j < half; j++) ok = fabs(got[j] * r[j] / base[j] - 1) < 1e-5;
+    if (!ok)
+        return da_errorf("%s: tensor \"rope_freqs.weight\" holds per-pair rope factors that neither linear nor "
+                         "Llama 3 rope scaling reproduces",
+                         f->path);
+    return da_ok();
+}
+
+da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c) {
+    da_config_default(c);
+    c->arch = DA_ARCH_SOFTMAX;
+    c->rope_freq = DA_ROPE_FREQ_LLAMA;
+    c->rope_scaling = DA_ROPE_SCALE_NONE;
+    c->window = 0;
+    da_status st;
+    const struct { const char *key; int *dst; int required; } ints[] = {
+        {"llama.context_length", &c->max_seq_len, 1},   {"llama.embedding_length", &c->dim, 1},
+        {"llama.block_count", &c->n_layers, 1},         {"llama.feed_forward_length", &c->ffn_hidden, 1},
+        {"llama.attention.head_count", &c->n_heads, 1}, {"llama.attention.head_count_kv", &c->n_kv_heads, 0},
+    };
+    c->n_kv_heads = 0;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if ((st = llama_int(f, ints[i].key, ints[i].required, 1, 1 << 30, ints[i].dst)).code) return st;
+    if (!c->n_kv_heads) c->n_kv_heads = c->n_heads;
+    /* the vocabulary: llama.vocab_size, else token_embd's rows */
+    const da_gguf_tensor *emb = da_gguf_tensor_find(f, "token_embd.weight");
+    if (!emb || emb->n_dims != 2) return da_errorf("%s: tensor \"token_embd.weight\" is missing or not 2-D", f->path);
+    c->vocab_size = (int)emb->ne[1];
+    if ((st = llama_int(f, "llama.vocab_size", 0, 1, 1 << 30, &c->vocab_size)).code) return st;
+    c->rope_theta = 10000.0f;
+    if (da_gguf_kv_find(f, "llama.rope.freq_base") && (st = da_gguf_get_f32(f, "llama.rope.freq_base", &c->rope_theta)).code)
+        return st;
+    if ((st = da_gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &c->norm_eps)).code) return st;
+    c->tie_embeddings = da_gguf_tensor_find(f, "output.weight") == NULL;
+    if ((st = llama_rope_scaling(f, c)).code) return st;
+    if (c->n_heads && c->dim % c->n_heads == 0) {
+        const int d = c->dim / c->n_heads;
+        int key_len = d, rope_dims = d;
+        if ((st = llama_int(f, "llama.attention.key_length", 0, 1, 1 << 20, &key_len)).code ||
+            (st = llama_int(f, "llama.rope.dimension_count", 0, 1, 1 << 20, &rope_dims)).code)
+            return st;
+        if (key_len != d)
+            return da_errorf("%s: llama.attention.key_length %d != embedding_length / head_count = %d; diffattn's "
+                             "heads split the embedding",
+                             f->path, key_len, d);
+        if (rope_dims != d)
+            return da_errorf("%s: llama.rope.dimension_count %d != the head size %d; diffattn rotates whole heads",
+                             f->path, rope_dims, d);
+    }
+    if ((st = da_config_validate(c)).code || (st = llama_rope_freqs(f, c)).code || (st = da_config_validate(c)).code)
+        return st.msg[0] == '/' ? st : da_errorf("%s: impossible configuration: %s", f->path, st.msg);
+    return da_ok();
+}
+
+/* diffattn's tensor names -> llama.cpp's (model.c's table; a softmax model has no others). */
+const char *da_llama_gguf_name(const char *native, char *buf, size_t n) {
+    static const struct { const char *from, *to; } layer[] = {
+        {"attention_norm.weight", "attn_norm.weight"}, {"attn.q_proj.weight", "attn_q.weight"},
+        {"attn.k_proj.weight", "attn_k.weight"},       {"attn.v_proj.weight", "attn_v.weight"},
+        {"attn.out_proj.weight", "attn_output.weight"}, {"ffn_norm.weight", "ffn_norm.weight"},
+        {"feed_forward.w1.weight", "ffn_gate.weight"}, {"feed_forward.w2.weight", "ffn_down.weight"},
+        {"feed_forward.w3.weight", "ffn_up.weight"},
+    };
+    if (!strcmp(native, "tok_embeddings.weight")) return "token_embd.weight";
+    if (!strcmp(native, "norm.weight")) return "output_norm.weight";
+    if (!strcmp(native, "output.weight")) return "output.weight";
+    int l, at = 0;
+    if (sscanf(native, "layers.%d.%n", &l, &at) == 1 && at > 0)
+        for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
+            if (!strcmp(native + at, layer[i].from)) {
+                snprintf(buf, n, "blk.%d.%s", l, layer[i].to);
+                return buf;
+            }
+    return native;
+}
