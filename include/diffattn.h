@@ -5,6 +5,7 @@
 #define DIFFATTN_H
 
 #include "diffattn/core.h"
+#include "diffattn/config.h"
 #include "diffattn/model.h"
 #include "diffattn/train.h"
 #include "diffattn/generate.h"

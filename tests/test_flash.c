@@ -6,6 +6,7 @@
 
 #include "attn/attention.h"
 #include "attn/flash_attention.h"
+#include "attn/variant.h"
 #include "diffattn.h"
 #include "harness.h"
 
@@ -13,6 +14,10 @@
  * (DIFFATTN_ISA lowers it), or each level in turn (test_every_level_*). The
  * reference is always the scalar level's. */
 static da_isa level;
+
+/* The kernels' layout of a variant. */
+static const attn_layout *lay(da_arch a) { return &attn_variant_of(a)->layout; }
+#define LAY_OF(diff) lay((diff) ? DA_ARCH_DIFF : DA_ARCH_SOFTMAX)
 
 static float *randn(size_t n, da_rng *r, float std) {
     float *x = malloc(n * sizeof(float));
@@ -45,7 +50,7 @@ static int compare_w(int diff, int B, int T, int H, int n_kv, int d, int window)
     /* flash */
     float *f_out = calloc(n, 4), *f_opre = calloc(n, 4), *f_rstd = calloc((size_t)B * T * H, 4);
     float *o1 = calloc(n, 4), *o2 = calloc(n, 4), *lse = calloc((size_t)B * H * maps * T, 4);
-    float *fscr = calloc(flash_scratch_size(&s, diff), 4), *dopre = calloc(n, 4);
+    float *fscr = calloc(flash_scratch_size(&s, LAY_OF(diff)), 4), *dopre = calloc(n, 4);
     float *fdq = calloc(n, 4), *fdk = calloc(nkv, 4), *fdv = calloc(nkv, 4), *fdw = calloc(d2, 4);
     float fdl = 0;
 
@@ -53,15 +58,15 @@ static int compare_w(int diff, int B, int T, int H, int n_kv, int d, int window)
         ref->diff_forward(ref_out, ref_opre, ref_rstd, att, q, k, v, w, lambda, lambda_init, &s, scr);
         ref->diff_backward(rdq, rdk, rdv, rdw, &rdl, dout, ref_opre, ref_rstd, att, q, k, v, w, lambda,
                                 lambda_init, &s, scr);
-        at->flash_forward(f_opre, o1, o2, lse, q, k, v, lambda, NULL, 1, &s, fscr);
+        at->flash_forward(f_opre, o1, o2, lse, q, k, v, lambda, NULL, LAY_OF(1), &s, fscr);
         at->head_norm_forward(f_out, f_rstd, f_opre, w, 1.0f - lambda_init, B * T * H, d2);
         at->head_norm_backward(dopre, fdw, dout, f_opre, f_rstd, w, 1.0f - lambda_init, B * T * H, d2);
-        at->flash_backward(fdq, fdk, fdv, &fdl, NULL, dopre, f_opre, o1, o2, lse, q, k, v, lambda, NULL, 1, &s, fscr);
+        at->flash_backward(fdq, fdk, fdv, &fdl, NULL, dopre, f_opre, o1, o2, lse, q, k, v, lambda, NULL, LAY_OF(1), &s, fscr);
     } else {
         ref->softmax_forward(ref_out, att, q, k, v, &s);
         ref->softmax_backward(rdq, rdk, rdv, dout, att, q, k, v, &s, scr);
-        at->flash_forward(f_out, NULL, NULL, lse, q, k, v, 0.0f, NULL, 0, &s, fscr);
-        at->flash_backward(fdq, fdk, fdv, NULL, NULL, dout, f_out, NULL, NULL, lse, q, k, v, 0.0f, NULL, 0, &s, fscr);
+        at->flash_forward(f_out, NULL, NULL, lse, q, k, v, 0.0f, NULL, LAY_OF(0), &s, fscr);
+        at->flash_backward(fdq, fdk, fdv, NULL, NULL, dout, f_out, NULL, NULL, lse, q, k, v, 0.0f, NULL, LAY_OF(0), &s, fscr);
     }
     const double tol = 1e-5;
     double e_out = max_rel_error(f_out, ref_out, n, 0), e_dq = max_rel_error(fdq, rdq, n, 0);
@@ -104,12 +109,12 @@ static int compare_diff2(int B, int T, int H, int n_kv, int d, int window) {
     float *ref_out = calloc(n, 4), *att = calloc((size_t)B * H * 2 * T * T, 4), *scr = calloc(attn_scratch_size(&s), 4);
     float *rdq = calloc(nq, 4), *rdk = calloc(nkv, 4), *rdv = calloc(nkv, 4), *rdl = calloc(nl, 4);
     float *f_out = calloc(n, 4), *o1 = calloc(n, 4), *o2 = calloc(n, 4), *lse = calloc((size_t)B * H * 2 * T, 4);
-    float *fscr = calloc(flash_scratch_size(&s, ATTN_DIFF2), 4);
+    float *fscr = calloc(flash_scratch_size(&s, lay(DA_ARCH_DIFF2)), 4);
     float *fdq = calloc(nq, 4), *fdk = calloc(nkv, 4), *fdv = calloc(nkv, 4), *fdl = calloc(nl, 4);
     ref->diff2_forward(ref_out, att, q, k, v, lam, &s, scr);
     ref->diff2_backward(rdq, rdk, rdv, rdl, dout, att, q, k, v, lam, &s, scr);
-    at->flash_forward(f_out, o1, o2, lse, q, k, v, 0.0f, lam, ATTN_DIFF2, &s, fscr);
-    at->flash_backward(fdq, fdk, fdv, NULL, fdl, dout, f_out, o1, o2, lse, q, k, v, 0.0f, lam, ATTN_DIFF2, &s,
+    at->flash_forward(f_out, o1, o2, lse, q, k, v, 0.0f, lam, lay(DA_ARCH_DIFF2), &s, fscr);
+    at->flash_backward(fdq, fdk, fdv, NULL, fdl, dout, f_out, o1, o2, lse, q, k, v, 0.0f, lam, lay(DA_ARCH_DIFF2), &s,
                              fscr);
     const double tol = 1e-5;
     double e_out = max_rel_error(f_out, ref_out, n, 0), e_dq = max_rel_error(fdq, rdq, nq, 0);
@@ -160,9 +165,9 @@ static int test_window_ge_T_is_full(void) {
     int fail = 0;
     for (int w = 0; w < 2; w++) {
         attn_shape s = {B, T, H, H, d, C, C, omp_get_max_threads(), 0, w ? T : 0};
-        float *scr = calloc(flash_scratch_size(&s, ATTN_DIFF), 4);
+        float *scr = calloc(flash_scratch_size(&s, lay(DA_ARCH_DIFF)), 4);
         o[w] = calloc((size_t)B * T * C, 4);
-        at->flash_forward(o[w], o1, o2, lse, q, k, v, 0.4f, NULL, ATTN_DIFF, &s, scr);
+        at->flash_forward(o[w], o1, o2, lse, q, k, v, 0.4f, NULL, lay(DA_ARCH_DIFF), &s, scr);
         free(scr);
     }
     fail = memcmp(o[0], o[1], (size_t)B * T * C * 4) != 0;
@@ -171,20 +176,20 @@ static int test_window_ge_T_is_full(void) {
     return fail;
 }
 /* Every level this CPU runs, scalar included. */
-static int every_level(int diff, int B, int T, int H, int n_kv, int d) {
+static int every_level(da_arch arch, int B, int T, int H, int n_kv, int d) {
     const da_isa saved = level;
     int fail = 0;
     for (int isa = 0; isa < DA_ISA_N; isa++) {
         if (!da_isa_supported((da_isa)isa)) continue;
         level = (da_isa)isa;
-        fail |= diff == ATTN_DIFF2 ? compare_diff2(B, T, H, n_kv, d, 0) : compare(diff, B, T, H, n_kv, d);
+        fail |= arch == DA_ARCH_DIFF2 ? compare_diff2(B, T, H, n_kv, d, 0) : compare(arch == DA_ARCH_DIFF, B, T, H, n_kv, d);
     }
     level = saved;
     return fail;
 }
-static int test_every_level_diff(void) { return every_level(ATTN_DIFF, 2, 150, 4, 2, 64); }
-static int test_every_level_softmax(void) { return every_level(ATTN_SOFTMAX, 1, 100, 4, 2, 32); }
-static int test_every_level_diff2(void) { return every_level(ATTN_DIFF2, 1, 100, 4, 2, 32); }
+static int test_every_level_diff(void) { return every_level(DA_ARCH_DIFF, 2, 150, 4, 2, 64); }
+static int test_every_level_softmax(void) { return every_level(DA_ARCH_SOFTMAX, 1, 100, 4, 2, 32); }
+static int test_every_level_diff2(void) { return every_level(DA_ARCH_DIFF2, 1, 100, 4, 2, 32); }
 
 int main(void) {
     level = da_exec_default().isa;

@@ -33,6 +33,7 @@ LAYERS = {
 # public headers -> the layer that implements them
 PUBLIC = {
     "diffattn/core.h": "core",
+    "diffattn/config.h": "core",
     "diffattn/parallel.h": "parallel",
     "diffattn/attention.h": "attn",
     "diffattn/model.h": "model",

@@ -2,6 +2,7 @@
 #ifndef DIFFATTN_MODEL_H
 #define DIFFATTN_MODEL_H
 
+#include "diffattn/config.h"
 #include "diffattn/core.h"
 
 #ifdef __cplusplus
@@ -10,41 +11,6 @@ extern "C" {
 
 /* ---------------------------------------------------------------- config */
 
-/* DIFF: the Differential Transformer (V1); SOFTMAX: the baseline; DIFF2: DIFF V2
- * (microsoft/unilm Diff-Transformer-V2/multihead_flashdiffv2.py): 2H query
- * heads of size d = dim/H, K and V shared by the two maps of a head, lambda
- * per token and head = sigmoid(x . lambda_proj), no head norm. */
-typedef enum { DA_ARCH_DIFF = 0, DA_ARCH_SOFTMAX = 1, DA_ARCH_DIFF2 = 2 } da_arch;
-
-/* RoPE frequencies of pair j of a d-wide sub-head. DIFF: the official DIFF
- * framework's theta^(-j/(d/2-1)); LLAMA: theta^(-2j/d) (Llama, Hugging Face). */
-typedef enum { DA_ROPE_FREQ_DIFF = 0, DA_ROPE_FREQ_LLAMA = 1 } da_rope_freq;
-/* Hugging Face rope_scaling: none; linear (every frequency / factor); llama3
- * (low frequencies / factor, high ones kept, a smooth ramp between). */
-typedef enum { DA_ROPE_SCALE_NONE = 0, DA_ROPE_SCALE_LINEAR = 1, DA_ROPE_SCALE_LLAMA3 = 2 } da_rope_scale;
-
-typedef struct {
-    da_arch arch;
-    int dim;
-    int n_layers;
-    int n_heads;    /* DIFF: differential heads; softmax: plain heads (twice DIFF's at equal params);
-                     * DIFF2: output heads, each with two query heads of the same size */
-    int n_kv_heads; /* GQA: n_heads / n_kv_heads query heads share one KV group */
-    int vocab_size;
-    int ffn_hidden;
-    int max_seq_len;
-    float norm_eps;
-    float rope_theta;
-    int tie_embeddings; /* 1: output.weight is tok_embeddings.weight */
-    int window;         /* sliding-window attention: query t sees keys t-window+1 .. t (both maps of
-                         * DIFF and DIFF2); 0 = every earlier key. Stored only when > 0 */
-    da_rope_freq rope_freq;   /* default DIFF; models loaded from Hugging Face use LLAMA */
-    da_rope_scale rope_scaling;
-    float rope_factor;            /* linear, llama3 */
-    float rope_low_freq_factor;   /* llama3 */
-    float rope_high_freq_factor;  /* llama3 */
-    int rope_original_max_pos;    /* llama3: original_max_position_embeddings */
-} da_config;
 
 /* The schema of da_config: one row per field, in checkpoint-metadata order
  * (src/model/config.c). n_kv_heads and ffn_hidden default to 0 there, meaning
@@ -87,6 +53,27 @@ int da_rope_scale_parse(const char *s, da_rope_scale *out); /* 0 ok, -1 unknown 
 void da_rope_tables(const da_config *cfg, float *cos_tab, float *sin_tab, int T);
 int da_arch_parse(const char *s, da_arch *out); /* 0 ok, -1 unknown */
 
+/* What reports say of an architecture: its attention variant's table entry
+ * (src/attn/variant.h), seen through the public API. */
+typedef struct {
+    const char *name;  /* --arch spelling */
+    const char *label; /* in reports: "DIFF" */
+    const char *about; /* one line: what it computes */
+    int maps;          /* attention maps per head */
+    int per_layer_lambda; /* da_model_lambda gives one lambda per layer */
+    int hf;            /* da_model_export_hf writes it */
+    const char *hf_class; /* the transformers class of the export, or NULL */
+    const char *heads_note, *head_dim_note; /* info's notes after n_heads and head_dim */
+    const char *extra_params_note; /* what it adds over the baseline at the same heads, "" when nothing */
+    const char *lambda_note;       /* eval outliers: what its lambda rows are, "" when one per layer */
+    int baseline;      /* 1: the baseline the others are compared against */
+    int compared;      /* 1: compare runs it when --archs is not given */
+} da_arch_info;
+da_arch_info da_arch_describe(da_arch a);
+/* The architectures compare runs by default: the compared ones in da_arch
+ * order, the baseline last. Writes them to out (DA_ARCH_N) and returns how many. */
+int da_arch_compare_defaults(da_arch *out);
+
 /* ---------------------------------------------------------------- model */
 
 /* One parameter tensor of the flat parameter buffer. Shapes are torch's
@@ -102,10 +89,20 @@ typedef struct {
 
 typedef struct {
     float *attention_norm;                               /* (C) */
-    float *wq, *wk, *wv, *wo;                            /* (C,C) (Ckv,C) (Ckv,C) (C,C) */
-    float *lambda_q1, *lambda_k1, *lambda_q2, *lambda_k2; /* (d) each; DIFF only */
-    float *lambda_proj;                                  /* (H, C); DIFF2 only; wq is (2C, C) there */
-    float *subln;                                        /* (2d); DIFF only */
+    /* The attention's tensors, in the variant's order (the checkpoint's,
+     * layers.{i}.attn.*), and for the variants of today their names: */
+    union {
+        float *attn[DA_ATTN_MAX_TENSORS];
+        struct {
+            float *wq, *wk, *wv, *wo;                             /* (Cq,C) (Ckv,C) (Ckv,C) (C,C): every variant here */
+            float *lambda_q1, *lambda_k1, *lambda_q2, *lambda_k2; /* (d) each; DIFF only */
+            float *subln;                                         /* (2d); DIFF only */
+        };
+        struct {
+            float *qkvo_[4];
+            float *lambda_proj; /* (H, C); DIFF2 only; wq is (2C, C) there */
+        };
+    };
     float *ffn_norm;                                     /* (C) */
     float *w1, *w2, *w3;                                 /* (F,C) (C,F) (F,C) */
 } da_layer_weights;

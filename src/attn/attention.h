@@ -27,8 +27,17 @@
 
 #include "diffattn/core.h"
 
-/* Which attention a kernel computes; ATTN_DIFF is 1 so that a 0/1 "diff" flag reads the same. */
-typedef enum { ATTN_SOFTMAX = 0, ATTN_DIFF = 1, ATTN_DIFF2 = 2 } attn_kind;
+/* Where a variant's heads sit in q, k and v rows: what the kernels shared by
+ * every variant (flash attention) need to know of it. Head h of KV group g
+ * owns `maps` d-wide query sub-heads, columns (maps*h + m)*d of q; map m
+ * reads the K sub-head maps*g + m when k_per_map is 1, else sub-head g; the
+ * group's value is v_subheads d-wide sub-heads from column v_subheads*d*g.
+ * A head's output is v_subheads*d wide. */
+typedef struct {
+    int maps;       /* probability maps per head: 1 or 2 */
+    int k_per_map;  /* 1: each map its own K sub-head; 0: every map reads the group's one K */
+    int v_subheads; /* value (and output) width of a head, in sub-heads of d */
+} attn_layout;
 
 typedef struct {
     int B, T;
@@ -89,19 +98,19 @@ typedef struct {
                              const float *k, const float *v, const attn_shape *s, float *scratch);
 
     /* Flash attention, every kind (flash_attention.h: what is saved). opre:
-     * (B, T, C) = per head sum_m c_m A_m V with c = (1, -lambda) for DIFF,
-     * (1, -lam[b, t, h]) for DIFF2 (lam: (B, T, H); NULL otherwise), (1) for
-     * softmax. o1, o2 (DIFF, DIFF2; else NULL) and lse are saved. */
+     * (B, T, C) = per head sum_m c_m A_m V with c = (1, -lam[b, t, h]) when lam
+     * (B, T, H) is given, else (1, -lambda) for two maps, (1) for one. o1, o2
+     * (two maps; else NULL) and lse are saved. */
     void (*flash_forward)(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
-                          const float *v, float lambda, const float *lam, int kind, const attn_shape *s,
-                          float *scratch);
-    /* dq, dk, dv overwritten; *dlambda overwritten (DIFF; may be NULL
-     * otherwise); dlam: (B, T, H) overwritten with d loss / d lam (DIFF2; NULL
-     * otherwise). dopre: (B, T, C), the gradient of opre. */
+                          const float *v, float lambda, const float *lam, const attn_layout *lay,
+                          const attn_shape *s, float *scratch);
+    /* dq, dk, dv overwritten; *dlambda overwritten with d loss / d lambda
+     * (a scalar lambda; may be NULL); dlam: (B, T, H) overwritten with d loss
+     * / d lam (lam given; else NULL). dopre: (B, T, C), the gradient of opre. */
     void (*flash_backward)(float *dq, float *dk, float *dv, float *dlambda, float *dlam, const float *dopre,
                            const float *opre, const float *o1, const float *o2, const float *lse, const float *q,
-                           const float *k, const float *v, float lambda, const float *lam, int kind,
-                           const attn_shape *s, float *scratch);
+                           const float *k, const float *v, float lambda, const float *lam,
+                           const attn_layout *lay, const attn_shape *s, float *scratch);
 } da_attn_ops;
 
 /* The table of level isa, or of the best level below it that this CPU runs. */

@@ -6,6 +6,7 @@
 
 #include "attn/attention.h"
 #include "attn/flash_attention.h"
+#include "attn/variant.h"
 #include "diffattn/attention.h"
 
 static da_status to_attn_shape(const da_attention_shape *s, attn_shape *as) {
@@ -22,6 +23,10 @@ static da_status to_attn_shape(const da_attention_shape *s, attn_shape *as) {
     return da_ok();
 }
 
+static const attn_layout *layout_of(const da_attention_shape *s) {
+    return &attn_variant_of(s->diff ? DA_ARCH_DIFF : DA_ARCH_SOFTMAX)->layout;
+}
+
 size_t da_attention_saved_floats(const da_attention_shape *s) {
     attn_shape as;
     if (to_attn_shape(s, &as).code) return 0;
@@ -34,12 +39,12 @@ da_status da_attention_forward(float *out, float *saved, const float *q, const f
     attn_shape as;
     da_status st = to_attn_shape(s, &as);
     if (st.code) return st;
-    float *scratch = malloc(flash_scratch_size(&as, s->diff) * sizeof(float));
+    float *scratch = malloc(flash_scratch_size(&as, layout_of(s)) * sizeof(float));
     if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
     const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
     float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
     const da_attn_ops *at = da_attn_ops_of(da_exec_default().isa);
-    at->flash_forward(out, o1, o2, saved, q, k, v, lambda, NULL, s->diff, &as, scratch);
+    at->flash_forward(out, o1, o2, saved, q, k, v, lambda, NULL, layout_of(s), &as, scratch);
     free(scratch);
     return da_ok();
 }
@@ -51,12 +56,12 @@ da_status da_attention_backward(float *dq, float *dk, float *dv, float *dlambda,
     da_status st = to_attn_shape(s, &as);
     if (st.code) return st;
     if (s->diff && !dlambda) return da_errorf("attention: DIFF's backward needs dlambda");
-    float *scratch = malloc(flash_scratch_size(&as, s->diff) * sizeof(float));
+    float *scratch = malloc(flash_scratch_size(&as, layout_of(s)) * sizeof(float));
     if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
     const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
     const float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
     const da_attn_ops *at = da_attn_ops_of(da_exec_default().isa);
-    at->flash_backward(dq, dk, dv, dlambda, NULL, dout, out, o1, o2, saved, q, k, v, lambda, NULL, s->diff, &as,
+    at->flash_backward(dq, dk, dv, dlambda, NULL, dout, out, o1, o2, saved, q, k, v, lambda, NULL, layout_of(s), &as,
                        scratch);
     free(scratch);
     return da_ok();

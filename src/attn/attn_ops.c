@@ -20,16 +20,16 @@ size_t attn_scratch_size(const attn_shape *s) {
     return (size_t)s->n_threads * 4 * s->T * s->T + (size_t)s->B * s->T * s->C + (size_t)s->B * s->n_heads;
 }
 
-size_t flash_scratch_per_thread(const attn_shape *s, int kind) {
-    const int maps = kind == ATTN_SOFTMAX ? 1 : 2, dv = kind == ATTN_DIFF ? 2 * s->d : s->d;
+size_t flash_scratch_per_thread(const attn_shape *s, const attn_layout *lay) {
+    const int maps = lay->maps, dv = lay->v_subheads * s->d;
     return (size_t)FLASH_BR * FLASH_BC * (maps + 3) /* S/P per map, dPv, Pc, dS */
            + (size_t)FLASH_BR * dv * maps            /* output accumulators */
            + (size_t)4 * FLASH_BR                    /* running max and sum per map */
            + (size_t)maps * s->T;                    /* D_m for every row of a head */
 }
 
-size_t flash_scratch_size(const attn_shape *s, int kind) {
-    return (size_t)s->n_threads * flash_scratch_per_thread(s, kind) + (size_t)s->B * s->n_heads;
+size_t flash_scratch_size(const attn_shape *s, const attn_layout *lay) {
+    return (size_t)s->n_threads * flash_scratch_per_thread(s, lay) + (size_t)s->B * s->n_heads;
 }
 
 void da_quantize_logit_row(float *a, int n, int bits) {

@@ -30,15 +30,15 @@ typedef struct {
     int Cq; /* width of a q row */
 } head_cols;
 
-static head_cols cols_of(int h, int g, int d, int C, int kind) {
+static head_cols cols_of(int h, int g, int d, int H, const attn_layout *lay) {
     head_cols c;
-    c.maps = kind == ATTN_SOFTMAX ? 1 : 2;
+    c.maps = lay->maps;
     c.d = d;
-    c.dv = kind == ATTN_DIFF ? 2 * d : d;
-    c.Cq = kind == ATTN_DIFF2 ? 2 * C : C;
+    c.dv = lay->v_subheads * d;
+    c.Cq = H * lay->maps * d;
     for (int m = 0; m < c.maps; m++) {
-        c.qcol[m] = kind == ATTN_SOFTMAX ? h * d : (2 * h + m) * d;
-        c.kcol[m] = kind == ATTN_DIFF ? (2 * g + m) * d : g * d; /* DIFF2: both maps read one K */
+        c.qcol[m] = (c.maps * h + m) * d;
+        c.kcol[m] = lay->k_per_map ? (c.maps * g + m) * d : g * d;
     }
     c.vcol = g * c.dv;
     return c;
@@ -53,10 +53,10 @@ static inline void row_span(int r, int k0, int nc, int window, int *js, int *je)
 }
 
 static void forward_tile(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
-                         const float *v, float lambda, const float *lam, int kind, const attn_shape *s, int b,
+                         const float *v, float lambda, const float *lam, const attn_layout *lay, const attn_shape *s, int b,
                          int h, int r0, float *ws) {
     const int T = s->T, C = s->C, Ckv = s->Ckv, H = s->n_heads, g = h / (H / s->n_kv_heads);
-    const head_cols hc = cols_of(h, g, s->d, C, kind);
+    const head_cols hc = cols_of(h, g, s->d, H, lay);
     const int Cq = hc.Cq;
     const int maps = hc.maps, d = hc.d, dv = hc.dv;
     const int nr = T - r0 < FLASH_BR ? T - r0 : FLASH_BR;
@@ -133,7 +133,7 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
             memcpy(o1 + orow, acc[0] + (size_t)i * dv, (size_t)dv * sizeof(float));
             memcpy(o2 + orow, acc[1] + (size_t)i * dv, (size_t)dv * sizeof(float));
             const float *a1 = acc[0] + (size_t)i * dv, *a2 = acc[1] + (size_t)i * dv;
-            const float l = kind == ATTN_DIFF2 ? lam[((size_t)b * T + r0 + i) * H + h] : lambda;
+            const float l = lam ? lam[((size_t)b * T + r0 + i) * H + h] : lambda;
 #pragma omp simd
             for (int c = 0; c < dv; c++) out[c] = a1[c] - l * a2[c];
         } else {
@@ -143,28 +143,28 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
 }
 
 static void flash_attention_forward(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
-                             const float *v, float lambda, const float *lam, int kind, const attn_shape *s,
+                             const float *v, float lambda, const float *lam, const attn_layout *lay, const attn_shape *s,
                              float *scratch) {
     const int n_tiles = (s->T + FLASH_BR - 1) / FLASH_BR, H = s->n_heads;
     const int items = s->B * H * n_tiles;
-    const size_t pt = flash_scratch_per_thread(s, kind);
+    const size_t pt = flash_scratch_per_thread(s, lay);
     /* Longest tiles (nearest the end of the sequence) first, for balance. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (int it = 0; it < items; it++) {
         const int tile = n_tiles - 1 - it / (s->B * H), bh = it % (s->B * H);
-        forward_tile(opre, o1, o2, lse, q, k, v, lambda, lam, kind, s, bh / H, bh % H, tile * FLASH_BR,
+        forward_tile(opre, o1, o2, lse, q, k, v, lambda, lam, lay, s, bh / H, bh % H, tile * FLASH_BR,
                      scratch + (size_t)omp_get_thread_num() * pt);
     }
 }
 
 /* All query tiles against key tile k0 for head h: dQ, dK, dV accumulate. */
 static void backward_head(float *dq, float *dk, float *dv, const float *dopre, const float *lse, const float *q,
-                          const float *k, const float *v, const float *D, float lambda, const float *lam, int kind,
+                          const float *k, const float *v, const float *D, float lambda, const float *lam, const attn_layout *lay,
                           const attn_shape *s, int b, int h, float *ws) {
     const int T = s->T, C = s->C, Ckv = s->Ckv, H = s->n_heads, g = h / (H / s->n_kv_heads);
-    const head_cols hc = cols_of(h, g, s->d, C, kind);
+    const head_cols hc = cols_of(h, g, s->d, H, lay);
     const int maps = hc.maps, d = hc.d, dv_w = hc.dv, Cq = hc.Cq;
-    const float *lam_h = kind == ATTN_DIFF2 ? lam + (size_t)b * T * H + h : NULL; /* row t at lam_h[t * H] */
+    const float *lam_h = lam ? lam + (size_t)b * T * H + h : NULL; /* row t at lam_h[t * H] */
     const float scale = 1.0f / sqrtf((float)d);
     const float coef[2] = {1.0f, -lambda};
     float *P[2] = {ws, ws + FLASH_BR * FLASH_BC};
@@ -228,11 +228,11 @@ static void backward_head(float *dq, float *dk, float *dv, const float *dopre, c
 static void flash_attention_backward(float *dq, float *dk, float *dv, float *dlambda, float *dlam, const float *dopre,
                               const float *opre, const float *o1, const float *o2, const float *lse,
                               const float *q, const float *k, const float *v, float lambda, const float *lam,
-                              int kind, const attn_shape *s, float *scratch) {
+                              const attn_layout *lay, const attn_shape *s, float *scratch) {
     const int B = s->B, T = s->T, C = s->C, H = s->n_heads, n_kv = s->n_kv_heads, n_rep = H / n_kv;
-    const int maps = kind == ATTN_SOFTMAX ? 1 : 2, dv_w = kind == ATTN_DIFF ? 2 * s->d : s->d;
-    const int Cq = kind == ATTN_DIFF2 ? 2 * C : C;
-    const size_t pt = flash_scratch_per_thread(s, kind);
+    const int maps = lay->maps, dv_w = lay->v_subheads * s->d;
+    const int Cq = H * maps * s->d;
+    const size_t pt = flash_scratch_per_thread(s, lay);
     float *dlam_part = scratch + (size_t)s->n_threads * pt; /* (B, H) */
     memset(dq, 0, (size_t)B * T * Cq * sizeof(float));
     memset(dk, 0, (size_t)B * T * s->Ckv * sizeof(float));
@@ -258,12 +258,12 @@ static void flash_attention_backward(float *dq, float *dk, float *dv, float *dla
                 }
             }
             dlam_part[(size_t)b * H + h] = (float)dl;
-            backward_head(dq, dk, dv, dopre, lse, q, k, v, D, lambda, lam, kind, s, b, h, ws);
+            backward_head(dq, dk, dv, dopre, lse, q, k, v, D, lambda, lam, lay, s, b, h, ws);
         }
     }
     if (dlambda) {
         double total = 0.0;
-        for (int i = 0; i < B * H; i++) total += kind == ATTN_DIFF ? dlam_part[i] : 0.0f;
+        for (int i = 0; i < B * H; i++) total += dlam_part[i];
         *dlambda = (float)total;
     }
 }

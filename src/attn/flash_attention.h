@@ -18,11 +18,11 @@
 #define FLASH_BR 64 /* query rows per tile */
 #define FLASH_BC 64 /* keys per tile */
 
-/* kind: an attn_kind (0 softmax, 1 DIFF, 2 DIFF2). */
-size_t flash_scratch_size(const attn_shape *s, int kind);
+/* Scratch floats of the kernels for a variant of layout lay. */
+size_t flash_scratch_size(const attn_shape *s, const attn_layout *lay);
 
 /* The part of it each thread works in. */
-size_t flash_scratch_per_thread(const attn_shape *s, int kind);
+size_t flash_scratch_per_thread(const attn_shape *s, const attn_layout *lay);
 
 /* The kernels are flash_forward and flash_backward of da_attn_ops (attention.h). */
 

@@ -141,7 +141,7 @@ static int eval_outliers(int argc, char **argv) {
             for (int l = 0; l < r.n_lambda; l++)
                 printf("  lambda, layer %d: mean %.4f, std %.4f, min %.4f, max %.4f%s\n", l, r.lambda_mean[l],
                        r.lambda_std[l], r.lambda_min[l], r.lambda_max[l],
-                       m.cfg.arch == DA_ARCH_DIFF2 ? " (sigmoid(x . lambda_proj) over tokens and heads)" : "");
+                       da_arch_describe(m.cfg.arch).lambda_note);
         }
     }
     da_model_free(&m);

@@ -70,7 +70,7 @@ int cmd_export(int argc, char **argv) {
                m.tokenizer_json ? "in tokenizer.ggml.*" : "none (bytes: docs/formats.md)");
     else if (!st.code)
         printf("wrote %s: %s (%s), %zu parameters, tokenizer.json %s\n", out,
-               m.cfg.arch == DA_ARCH_DIFF ? "DiffLlamaForCausalLM" : "LlamaForCausalLM", da_arch_name(m.cfg.arch),
+               da_arch_describe(m.cfg.arch).hf_class, da_arch_name(m.cfg.arch),
                m.n_params, m.tokenizer_json ? "written" : "none (bytes)");
     da_model_free(&m);
     return st.code ? cli_fail(st.msg) : 0;

@@ -81,6 +81,7 @@ int cmd_info(int argc, char **argv) {
     da_status st = da_model_load_any(&m, path);
     if (st.code) return cli_fail(st.msg);
     const da_config *c = &m.cfg;
+    const da_arch_info info = da_arch_describe(c->arch);
     printf("%-14s %s\n", "model", path);
     printf("%-14s %s\n", "format", da_model_format(path));
     /* every field of the configuration table (those that are off unless set,
@@ -92,22 +93,28 @@ int cmd_info(int argc, char **argv) {
         if (f->stored == DA_STORED_UNLESS_DEFAULT && da_field_equal(f, c, &def)) continue;
         char v[64], note[96] = "";
         da_field_format(f, c, v, sizeof v);
-        if (!strcmp(f->key, "n_heads") && c->arch == DA_ARCH_DIFF) snprintf(note, sizeof note, " (differential)");
-        if (!strcmp(f->key, "n_heads") && c->arch == DA_ARCH_DIFF2)
-            snprintf(note, sizeof note, " (output heads; 2x query heads)");
+        if (!strcmp(f->key, "n_heads")) snprintf(note, sizeof note, "%s", info.heads_note);
         if (!strcmp(f->key, "window")) snprintf(note, sizeof note, " (each token sees the last %d keys)", c->window);
         printf("%-14s %s%s\n", f->key, v, note);
     }
-    printf("%-14s %d%s\n", "head_dim", da_head_dim(c), c->arch == DA_ARCH_DIFF ? " (per sub-head; values 2x)" : "");
+    printf("%-14s %d%s\n", "head_dim", da_head_dim(c), info.head_dim_note);
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
-    if (c->arch == DA_ARCH_DIFF2) {
-        /* the second query heads (dim x dim) and lambda_proj (n_heads x dim), per layer */
-        const size_t extra = (size_t)c->n_layers * ((size_t)c->dim * c->dim + (size_t)c->n_heads * c->dim);
-        printf("               %zu (%.1f%%) more than softmax with the same heads: the second queries "
-               "and lambda_proj\n", extra, 100.0 * (double)extra / (double)(m.n_params - extra));
+    if (info.extra_params_note[0]) {
+        /* against the baseline with the same heads */
+        da_config base = *c;
+        for (int a = 0; a < DA_ARCH_N; a++)
+            if (da_arch_describe((da_arch)a).baseline) base.arch = (da_arch)a;
+        da_model b;
+        if (!da_model_create_table(&b, &base).code) {
+            const size_t extra = m.n_params - b.n_params;
+            printf("               %zu (%.1f%%) more than %s with the same heads: %s\n", extra,
+                   100.0 * (double)extra / (double)(m.n_params - extra), da_arch_describe(base.arch).name,
+                   info.extra_params_note);
+            da_model_free(&b);
+        }
     }
     printf("tokenizer      %s\n", m.tokenizer_json ? "embedded (tokenizer.json)" : "none (bytes)");
-    if (c->arch == DA_ARCH_DIFF) {
+    if (info.per_layer_lambda) {
         printf("lambda         layer  lambda_init  lambda\n");
         for (int l = 0; l < c->n_layers; l++)
             printf("               %5d  %11.4f  %.4f\n", l, (double)da_lambda_init(l), (double)da_model_lambda(&m, l));

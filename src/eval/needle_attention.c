@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/variant.h"
 #include "eval/needle_attention.h"
 
 #define ANSWER_ROWS 7 /* the space after "is:" and the first six of the seven digits */
@@ -63,46 +64,13 @@ static da_status build_sequence(const da_model *m, const da_needle_config *nc, i
     return da_ok();
 }
 
-/* row[0..t] = the attention of position t in head h of one layer, as the
- * combined map divided by its absolute mass (see the header); with a window,
- * zero before its first key. q: (T, da_q_dim), k: (T, Ckv) after RoPE.
- * lambda: DIFF's, or DIFF2's for this token and head. tmp: (t + 1) scratch. */
-static void attention_row(const da_config *c, const float *q, const float *k, float lambda, int h, int t, float *row,
-                          float *tmp) {
-    const int d = da_head_dim(c), C = c->dim, Cq = da_q_dim(c), rep = c->n_heads / c->n_kv_heads, Ckv = C / rep;
-    const int diff = c->arch == DA_ARCH_DIFF, maps = da_arch_maps(c->arch);
-    const int lo = c->window > 0 && t >= c->window ? t - c->window + 1 : 0;
-    const float scale = 1.0f / sqrtf((float)d);
-    for (int mp = 0; mp < maps; mp++) {
-        /* DIFF: sub-heads 2h+m against K sub-heads 2g+m; DIFF2: query heads 2h+m against the one K of g */
-        const int qs = maps == 2 ? 2 * h + mp : h, ks = diff ? 2 * (h / rep) + mp : h / rep;
-        const float *qv = q + (size_t)t * Cq + (size_t)qs * d;
-        float *a = mp ? tmp : row, mx = -INFINITY;
-        for (int j = 0; j < lo; j++) a[j] = 0.0f;
-        for (int j = lo; j <= t; j++) {
-            const float *kv = k + (size_t)j * Ckv + (size_t)ks * d;
-            float dot = 0.0f;
-            for (int e = 0; e < d; e++) dot += qv[e] * kv[e];
-            a[j] = dot * scale;
-            mx = a[j] > mx ? a[j] : mx;
-        }
-        double sum = 0;
-        for (int j = lo; j <= t; j++) sum += a[j] = expf(a[j] - mx);
-        for (int j = lo; j <= t; j++) a[j] = (float)(a[j] / sum);
-    }
-    if (maps == 2)
-        for (int j = 0; j <= t; j++) row[j] -= lambda * tmp[j];
-    double mass = 0;
-    for (int j = 0; j <= t; j++) mass += fabsf(row[j]);
-    for (int j = 0; j <= t; j++) row[j] = mass > 0 ? (float)(row[j] / mass) : 0.0f;
-}
-
 /* Runs the model on one sequence and calls visit(ctx, layer, row t, P row)
  * for every layer, head and answer row. */
 typedef void (*row_visitor)(void *ctx, int layer, int t, const float *row);
 
 static da_status visit_rows(da_model *m, const needle_sequence *q, row_visitor visit, void *ctx, double *digits_right) {
     const da_config *c = &m->cfg;
+    const attn_variant *var = attn_variant_of(c->arch);
     da_acts *a = NULL;
     da_status st = da_acts_create(&a, c, 1, q->T);
     float *row = malloc((size_t)q->T * sizeof(float)), *tmp = malloc((size_t)q->T * sizeof(float));
@@ -121,14 +89,12 @@ static da_status visit_rows(da_model *m, const needle_sequence *q, row_visitor v
             }
         }
         for (int l = 0; l < c->n_layers; l++) {
-            const float *qq, *kk;
-            da_acts_qk(a, l, &qq, &kk);
-            const float lambda = c->arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : 0.0f;
-            const float *lam = da_acts_lam(a, l); /* DIFF2: (T, H), per token */
+            attn_probe p = {c, NULL, NULL, da_acts_lam(a, l), da_model_lambda(m, l)};
+            da_acts_qk(a, l, &p.q, &p.k);
             for (int h = 0; h < c->n_heads; h++)
                 for (int r = 0; r < ANSWER_ROWS; r++) {
                     const int t = q->first_row + r;
-                    attention_row(c, qq, kk, lam ? lam[(size_t)t * c->n_heads + h] : lambda, h, t, row, tmp);
+                    var->attention_row(&p, h, t, row, tmp);
                     visit(ctx, l, t, row);
                 }
         }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/variant.h"
 #include "eval/outliers.h"
 
 static int cmp_desc(const void *a, const void *b) {
@@ -54,16 +55,18 @@ void da_outlier_stats_of(const float *x, size_t n, float *scratch, da_outlier_st
     }
 }
 
-/* The first key query t scores: 0, or t - window + 1 with a sliding window. */
-static int first_key(int t, int window) { return window > 0 && t >= window ? t - window + 1 : 0; }
+/* A lambda per layer, or per token and head (an ATTN_VIEW_LAM product). */
+static int has_lambda(const da_config *c) {
+    return attn_variant_of(c->arch)->per_layer_lambda || attn_tensor_with_view(c, ATTN_VIEW_LAM) >= 0;
+}
 
 /* Adds layer l's lambdas of one window to acc (count, sum, sum of squares, min, max). */
 static void lambda_accumulate(const da_model *m, const da_acts *a, int l, int T, double acc[5]) {
     const da_config *c = &m->cfg;
-    const float *lam = c->arch == DA_ARCH_DIFF2 ? da_acts_lam(a, l) : NULL; /* (T, H) */
-    const float one = c->arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : 0.0f;
+    const float *lam = da_acts_lam(a, l); /* (T, H): a lambda per token and head, or NULL */
+    const float one = da_model_lambda(m, l);
     const size_t n = lam ? (size_t)T * c->n_heads : 1;
-    if (c->arch == DA_ARCH_SOFTMAX) return;
+    if (!has_lambda(c)) return;
     for (size_t i = 0; i < n; i++) {
         const double v = lam ? lam[i] : one;
         if (acc[0] == 0 || v < acc[3]) acc[3] = v;
@@ -73,7 +76,7 @@ static void lambda_accumulate(const da_model *m, const da_acts *a, int l, int T,
 }
 
 static void lambda_summary(const da_config *c, double acc[][5], da_outliers_result *r) {
-    r->n_lambda = c->arch == DA_ARCH_SOFTMAX ? 0 : c->n_layers < DA_ATTN_MAX_LAYERS ? c->n_layers : DA_ATTN_MAX_LAYERS;
+    r->n_lambda = !has_lambda(c) ? 0 : c->n_layers < DA_ATTN_MAX_LAYERS ? c->n_layers : DA_ATTN_MAX_LAYERS;
     for (int l = 0; l < r->n_lambda; l++) {
         const double n = acc[l][0], mean = acc[l][1] / n, var = acc[l][2] / n - mean * mean;
         r->lambda_mean[l] = mean;
@@ -89,10 +92,10 @@ da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long wi
     if (T > c->max_seq_len) return da_errorf("--seq %d exceeds the model's max_seq_len %d", T, c->max_seq_len);
     if (windows < 1) return da_errorf("--windows must be positive");
     if (data->n_val < (size_t)T + 1) return da_errorf("the validation split is shorter than one window of %d", T);
-    const int d = da_head_dim(c), C = c->dim, Cq = da_q_dim(c), Ckv = C / (c->n_heads / c->n_kv_heads);
-    const int n_q = Cq / d, rep = c->n_heads / c->n_kv_heads; /* q sub-heads (both maps); heads per KV group */
+    const attn_variant *var = attn_variant_of(c->arch);
+    const int C = c->dim, n_q = var->logit_maps(c); /* the score maps whose logits count */
     size_t pairs = 0; /* (query, key) pairs a map scores: causal, within the window */
-    for (int t = 0; t < T; t++) pairs += (size_t)(t - first_key(t, c->window) + 1);
+    for (int t = 0; t < T; t++) pairs += (size_t)(t - attn_first_key(t, c->window) + 1);
     const size_t n_logits = (size_t)windows * c->n_layers * n_q * pairs, n_hidden = (size_t)windows * c->n_layers * T * C;
     float *logits = malloc(n_logits * sizeof(float)), *hidden = malloc(n_hidden * sizeof(float));
     float *scratch = malloc((n_logits > n_hidden ? n_logits : n_hidden) * sizeof(float));
@@ -103,29 +106,20 @@ da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long wi
         st = da_errorf("out of memory for %zu attention logits (lower --windows or --seq)", n_logits);
     if (!st.code) st = da_acts_create(&a, c, 1, T);
     size_t nl = 0, nh = 0;
-    const float scale = 1.0f / sqrtf((float)d);
     double lam_acc[DA_ATTN_MAX_LAYERS][5]; /* count, sum, sum of squares, min, max */
     memset(lam_acc, 0, sizeof lam_acc);
     for (long w = 0; w < windows && !st.code; w++) {
         da_text_data_val_window(data, w, windows, T, tok, tgt);
         da_forward(m, a, tok, NULL, 1, T);
         for (int l = 0; l < c->n_layers; l++) {
-            const float *q, *k;
-            da_acts_qk(a, l, &q, &k);
-            /* DIFF: q sub-head 2i+m pairs with k sub-head 2g+m; DIFF2: query head 2i+m with the one k
-             * head g (both maps' logits count); softmax: head i with k head g */
-            for (int s = 0; s < n_q; s++) {
-                const int ks = c->arch == DA_ARCH_DIFF    ? 2 * ((s / 2) / rep) + s % 2
-                               : c->arch == DA_ARCH_DIFF2 ? (s / 2) / rep
-                                                          : s / rep;
-                for (int t = 0; t < T; t++)
-                    for (int j = first_key(t, c->window); j <= t; j++) {
-                        const float *qv = q + (size_t)t * Cq + (size_t)s * d, *kv = k + (size_t)j * Ckv + (size_t)ks * d;
-                        float dot = 0.0f;
-                        for (int e = 0; e < d; e++) dot += qv[e] * kv[e];
-                        logits[nl++] = dot * scale;
-                    }
-            }
+            attn_probe p = {c, NULL, NULL, da_acts_lam(a, l), da_model_lambda(m, l)};
+            da_acts_qk(a, l, &p.q, &p.k);
+            for (int s = 0; s < n_q; s++)
+                for (int t = 0; t < T; t++) {
+                    const int j0 = attn_first_key(t, c->window);
+                    var->logits(&p, s, t, j0, logits + nl);
+                    nl += (size_t)(t - j0 + 1);
+                }
             if (l < DA_ATTN_MAX_LAYERS) lambda_accumulate(m, a, l, T, lam_acc[l]);
             memcpy(hidden + nh, da_acts_hidden(a, l), (size_t)T * C * sizeof(float));
             nh += (size_t)T * C;

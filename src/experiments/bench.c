@@ -7,8 +7,7 @@
 #include <time.h>
 
 #include "core/clock.h"
-#include "attn/attention.h"
-#include "attn/flash_attention.h"
+#include "attn/variant.h"
 #include "experiments/bench.h"
 #include "ops/ops.h"
 #include "core/profile.h"
@@ -19,23 +18,18 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 double da_attn_flops_per_token(const da_config *c, int T) {
-    /* Each query sees (T+1)/2 keys on average, or with a window W < T the
-     * mean of min(t, W) over t = 1..T. QK^T: 2 flops per key per
-     * q-dimension (C for DIFF and softmax, 2C for DIFF2's 2H query heads);
-     * PV: 2 per key per value column (DIFF: 2 maps x H x 2d = 2C; DIFF2: 2
-     * maps x H x d = 2C; softmax: C). Backward = 2x forward. So DIFF2's
-     * attention costs twice softmax's at the same heads. */
-    double keys = (T + 1) / 2.0, C = c->dim, W = c->window;
-    if (W > 0 && W < T) keys = (W * (W + 1) / 2.0 + (T - W) * W) / T;
-    double fwd = 2.0 * keys * da_q_dim(c) + 2.0 * keys * (c->arch == DA_ARCH_SOFTMAX ? C : 2.0 * C);
-    return 3.0 * fwd;
+    return attn_variant_of(c->arch)->attn_flops_per_token(c, T);
 }
 
 double da_train_flops_per_token(const da_config *c, int T) {
-    double C = c->dim, F = c->ffn_hidden, V = c->vocab_size, Ckv = C / (c->n_heads / c->n_kv_heads);
-    /* q (Cq x C), out (C x C), k and v (Ckv x C), SwiGLU, DIFF2's lambda_proj (H x C) */
-    double Cq = da_q_dim(c), lam = c->arch == DA_ARCH_DIFF2 ? c->n_heads * C : 0.0;
-    double per_layer = 2.0 * (C * Cq + C * C + C * Ckv * 2 + 3.0 * C * F + lam);
+    double C = c->dim, F = c->ffn_hidden, V = c->vocab_size;
+    /* the attention's matrices (its input and output projections), SwiGLU */
+    attn_tensor t[ATTN_MAX_TENSORS];
+    const int n = attn_tensors(c, t);
+    double attn = 0.0;
+    for (int j = 0; j < n; j++)
+        if (t[j].role != ATTN_PARAM) attn += (double)t[j].rows * t[j].cols;
+    double per_layer = 2.0 * (attn + 3.0 * C * F);
     double matmul = c->n_layers * per_layer + 2.0 * C * V;
     return 3.0 * matmul + c->n_layers * da_attn_flops_per_token(c, T);
 }
@@ -165,72 +159,50 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
     if (steps < 1 || warmup < 0) return da_errorf("--steps must be >= 1 and --warmup-steps >= 0");
     da_status st = da_config_validate(c);
     if (st.code) return st;
-    const int diff = c->arch == DA_ARCH_DIFF, diff2 = c->arch == DA_ARCH_DIFF2, H = c->n_heads, C = c->dim;
-    const int Ckv = C / (H / c->n_kv_heads);
-    const int d = da_head_dim(c), maps = da_arch_maps(c->arch), d2 = diff ? 2 * d : d;
-    const int kind = diff ? ATTN_DIFF : diff2 ? ATTN_DIFF2 : ATTN_SOFTMAX;
-    attn_shape s = {B, T, H, c->n_kv_heads, d, C, Ckv, omp_get_max_threads(), 0, c->window};
-    const size_t n = (size_t)B * T * C, nq = (size_t)B * T * da_q_dim(c), nkv = (size_t)B * T * Ckv;
-    const size_t nl = (size_t)B * T * H;
-    const int flash = kernel == DA_ATTN_FLASH;
-    size_t scr = flash ? flash_scratch_size(&s, kind) : attn_scratch_size(&s);
-    size_t att = flash ? (size_t)B * H * maps * T : (size_t)B * H * maps * T * T;
-    size_t total = 10 * n + 2 * nq + 6 * nkv + scr + att + 3 * nl + 2 * (size_t)d2;
+    const attn_variant *var = attn_variant_of(c->arch);
+    attn_tensor spec[ATTN_MAX_TENSORS];
+    const int n_t = attn_tensors(c, spec), flash = kernel == DA_ATTN_FLASH;
+    const attn_shape s = attn_shape_of(c, B, T, omp_get_max_threads());
+    const size_t BT = (size_t)B * T, n = BT * c->dim;
+    /* per tensor: its product and gradient (ATTN_IN), or the parameter and its gradient */
+    size_t total = 2 * n + var->train_floats(&s, flash) + attn_scratch_floats(var, &s, flash);
+    for (int j = 0; j < n_t; j++)
+        if (spec[j].role != ATTN_OUT) total += 2 * (spec[j].role == ATTN_IN ? BT * spec[j].rows
+                                                                            : (size_t)spec[j].rows * (spec[j].cols ? spec[j].cols : 1));
     float *pool = calloc(total, sizeof(float));
     double *times = malloc((size_t)steps * sizeof(double));
     if (!pool || !times) {
         free(pool), free(times);
         return da_errorf("out of memory (%.1f MB)", (double)total * 4 / 1e6);
     }
-    float *p = pool;
-    float *q = p; p += nq;
-    float *k = p; p += nkv;
-    float *v = p; p += nkv;
-    float *out = p; p += n;
-    float *opre = p; p += n;
-    float *o1 = p; p += n;
-    float *o2 = p; p += n;
-    float *dout = p; p += n;
-    float *dopre = p; p += n;
-    float *dq = p; p += nq;
-    float *lam = p; p += nl;   /* DIFF2: sigmoid(lambda) per row */
-    float *dlam = p; p += nl;
-    float *dk = p; p += nkv;
-    float *dv = p; p += nkv;
-    float *rstd = p; p += (size_t)B * T * H;
-    float *w = p; p += d2;
-    float *dw = p; p += d2;
-    float *maps_or_lse = p; p += att;
-    float *scratch = p;
     da_rng rng;
     da_rng_seed(&rng, 5);
-    for (size_t i = 0; i < nq; i++) q[i] = 0.5f * da_rng_normal(&rng);
+    float *p = pool, *w[ATTN_MAX_TENSORS] = {0}, *g[ATTN_MAX_TENSORS] = {0}, *proj[ATTN_MAX_TENSORS] = {0},
+          *dproj[ATTN_MAX_TENSORS] = {0};
+    for (int j = 0; j < n_t; j++) {
+        if (spec[j].role == ATTN_OUT) continue;
+        const size_t m = spec[j].role == ATTN_IN ? BT * spec[j].rows : (size_t)spec[j].rows * (spec[j].cols ? spec[j].cols : 1);
+        float *v = p, *dv = p + m;
+        p += 2 * m;
+        if (spec[j].role == ATTN_IN) proj[j] = v, dproj[j] = dv;
+        else w[j] = v, g[j] = dv;
+        /* inputs of the sizes a trained model sees: q, k N(0, 0.25), v N(0, 1), a sigmoid's output U(0, 1) */
+        for (size_t i = 0; i < m; i++)
+            v[i] = spec[j].role == ATTN_PARAM ? (spec[j].init == ATTN_INIT_ONES ? 1.0f : spec[j].std * da_rng_normal(&rng))
+                   : spec[j].act == ATTN_ACT_SIGMOID ? da_rng_uniform(&rng)
+                   : spec[j].view == ATTN_VIEW_V     ? da_rng_normal(&rng)
+                                                     : 0.5f * da_rng_normal(&rng);
+    }
+    float *out = p; p += n;
+    float *dout = p; p += n;
     for (size_t i = 0; i < n; i++) dout[i] = da_rng_normal(&rng);
-    for (size_t i = 0; i < nl; i++) lam[i] = da_rng_uniform(&rng);
-    for (size_t i = 0; i < nkv; i++) k[i] = 0.5f * da_rng_normal(&rng), v[i] = da_rng_normal(&rng);
-    for (int i = 0; i < d2; i++) w[i] = 1.0f;
-    const da_attn_ops *at = da_attn_ops_of(x->isa);
-    float dl;
+    float *saved = p; p += var->train_floats(&s, flash);
+    float consts[ATTN_LAYER_CONSTS];
+    attn_train_ctx ctx = {c, x, 0, flash, s, B, T, w, g, proj, dproj, saved, p, consts, out, dout};
     for (int it = 0; it < warmup + steps; it++) {
         double t = da_now_s();
-        if (flash) {
-            at->flash_forward(diff ? opre : out, o1, o2, maps_or_lse, q, k, v, 0.5f, lam, kind, &s, scratch);
-            if (diff) {
-                at->head_norm_forward(out, rstd, opre, w, 0.8f, B * T * H, d2);
-                at->head_norm_backward(dopre, dw, dout, opre, rstd, w, 0.8f, B * T * H, d2);
-            }
-            at->flash_backward(dq, dk, dv, &dl, diff2 ? dlam : NULL, diff ? dopre : dout, diff ? opre : out, o1, o2,
-                               maps_or_lse, q, k, v, 0.5f, lam, kind, &s, scratch);
-        } else if (diff) {
-            at->diff_forward(out, opre, rstd, maps_or_lse, q, k, v, w, 0.5f, 0.2f, &s, scratch);
-            at->diff_backward(dq, dk, dv, dw, &dl, dout, opre, rstd, maps_or_lse, q, k, v, w, 0.5f, 0.2f, &s, scratch);
-        } else if (diff2) {
-            at->diff2_forward(out, maps_or_lse, q, k, v, lam, &s, scratch);
-            at->diff2_backward(dq, dk, dv, dlam, dout, maps_or_lse, q, k, v, lam, &s, scratch);
-        } else {
-            at->softmax_forward(out, maps_or_lse, q, k, v, &s);
-            at->softmax_backward(dq, dk, dv, dout, maps_or_lse, q, k, v, &s, scratch);
-        }
+        var->forward(&ctx);
+        var->backward(&ctx);
         if (it >= warmup) times[it - warmup] = da_now_s() - t;
     }
     r->flops_per_token = da_attn_flops_per_token(c, T);

@@ -31,9 +31,9 @@ void da_compare_config_default(da_compare_config *c) {
     c->seeds = 1;
     c->needles = 3;
     c->queries = 1;
-    c->n_archs = 3;
-    c->archs[0] = DA_ARCH_DIFF, c->archs[1] = DA_ARCH_DIFF2, c->archs[2] = DA_ARCH_SOFTMAX;
+    c->n_archs = da_arch_compare_defaults(c->archs);
 }
+_Static_assert(DA_ARCH_N <= DA_COMPARE_MAX_ARCHS, "da_arch_compare_defaults may fill every architecture");
 
 da_status da_arch_list_parse(const char *list, da_arch *out, int *n_archs) {
     da_arch archs[DA_COMPARE_MAX_ARCHS]; /* out is left as it was on an error */
@@ -59,9 +59,7 @@ da_status da_compare_parse_archs(da_compare_config *c, const char *list) {
 }
 
 /* The name an architecture goes by in reports and figures. */
-const char *da_compare_arch_label(da_arch a) {
-    return a == DA_ARCH_DIFF ? "DIFF" : a == DA_ARCH_DIFF2 ? "DIFF2" : "softmax";
-}
+const char *da_compare_arch_label(da_arch a) { return da_arch_describe(a).label; }
 
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed) {
     if (context < 256) return da_errorf("the needle mix needs a context of at least 256 bytes, got %d", context);

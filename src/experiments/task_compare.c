@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attn/variant.h"
 #include "core/clock.h"
 #include "experiments/compare.h"
 #include "experiments/task_study.h"
@@ -37,8 +38,7 @@ void da_task_compare_config_default(da_task_compare_config *c) {
     c->lr = 3e-3f;
     c->seeds = 1;
     c->seed0 = 1337;
-    c->archs[0] = DA_ARCH_DIFF, c->archs[1] = DA_ARCH_DIFF2, c->archs[2] = DA_ARCH_SOFTMAX;
-    c->n_archs = 3;
+    c->n_archs = da_arch_compare_defaults(c->archs);
     c->perms = 10;
     c->perm_episodes = 128;
     c->cf_episodes = 1024;
@@ -147,41 +147,12 @@ da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, u
     return st;
 }
 
-/* row[0..t]: position t's attention in head h, as in eval attention: DIFF's
- * combined map A1 - lambda A2 divided by its absolute mass, so a share is
- * signed and the absolute shares of a row sum to at most 1. */
-static void attention_row(const da_config *c, const float *q, const float *k, float lambda, int h, int t, float *row,
-                          float *tmp) {
-    const int d = da_head_dim(c), Cq = da_q_dim(c), rep = c->n_heads / c->n_kv_heads, Ckv = c->dim / rep;
-    const int diff = c->arch == DA_ARCH_DIFF, maps = da_arch_maps(c->arch);
-    const float scale = 1.0f / sqrtf((float)d);
-    for (int mp = 0; mp < maps; mp++) {
-        /* DIFF: sub-heads 2h+m against K sub-heads 2g+m; DIFF2: query heads 2h+m against the one K of g */
-        const int qs = maps == 2 ? 2 * h + mp : h, ks = diff ? 2 * (h / rep) + mp : h / rep;
-        float *a = mp ? tmp : row, mx = -INFINITY;
-        for (int j = 0; j <= t; j++) {
-            float dot = 0.0f;
-            for (int x = 0; x < d; x++) dot += q[(size_t)t * Cq + (size_t)qs * d + x] * k[(size_t)j * Ckv + (size_t)ks * d + x];
-            a[j] = dot * scale;
-            mx = a[j] > mx ? a[j] : mx;
-        }
-        double sum = 0;
-        for (int j = 0; j <= t; j++) sum += a[j] = expf(a[j] - mx);
-        for (int j = 0; j <= t; j++) a[j] = (float)(a[j] / sum);
-    }
-    if (maps == 2)
-        for (int j = 0; j <= t; j++) row[j] -= lambda * tmp[j];
-    double mass = 0;
-    for (int j = 0; j <= t; j++) mass += fabsf(row[j]);
-    for (int j = 0; j <= t; j++) row[j] = mass > 0 ? (float)(row[j] / mass) : 0.0f;
-}
-
 /* Attention shares at the answer positions of the first `n` evaluation
  * sequences, and the outliers (attention logits, hidden states) over them. */
 static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e, int n, task_run *r) {
     const da_config *c = &m->cfg;
-    const int T = e->T, d = da_head_dim(c), C = c->dim, Cq = da_q_dim(c), rep = c->n_heads / c->n_kv_heads;
-    const int Ckv = C / rep, n_q = Cq / d; /* q sub-heads, both maps */
+    const attn_variant *var = attn_variant_of(c->arch);
+    const int T = e->T, C = c->dim, n_q = var->logit_maps(c);
     const size_t n_logits = (size_t)n * c->n_layers * n_q * T * (T + 1) / 2, n_hidden = (size_t)n * c->n_layers * T * C;
     float *logits = malloc(n_logits * sizeof(float)), *hidden = malloc(n_hidden * sizeof(float));
     float *scratch = malloc((n_logits > n_hidden ? n_logits : n_hidden) * sizeof(float));
@@ -194,15 +165,12 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
     double ans = 0, noise = 0, noise_tok = 0, look[3] = {0};
     long rows = 0, look_rows[3] = {0};
     const int cf = t->kind == DA_TASK_COUNTERFACTUAL, ctx_end = 2 * t->context_pairs;
-    const float scale = 1.0f / sqrtf((float)d);
     for (int i = 0; i < n && !st.code; i++) {
         const int *tok = e->tokens + (size_t)i * T, *src = e->src + (size_t)i * T;
         da_forward(m, a, tok, NULL, 1, T);
         for (int l = 0; l < c->n_layers; l++) {
-            const float *q, *k;
-            da_acts_qk(a, l, &q, &k);
-            const float lambda = c->arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : 0.0f;
-            const float *lam = da_acts_lam(a, l); /* DIFF2: (T, H), per token */
+            attn_probe pr = {c, NULL, NULL, da_acts_lam(a, l), da_model_lambda(m, l)};
+            da_acts_qk(a, l, &pr.q, &pr.k);
             for (int p = 0; p < T; p++) {
                 const int *tgt = e->targets + (size_t)i * T;
                 if (cf && tgt[p] >= 0) { /* the lookback ratio at every answer, per condition */
@@ -210,7 +178,7 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
                                   : tgt[p] == da_cf_attribute_token(t, da_cf_fact(t, tok[p] - 2)) ? DA_CF_AGREE
                                                                                                  : DA_CF_COUNTER;
                     for (int h = 0; h < c->n_heads; h++) {
-                        attention_row(c, q, k, lam ? lam[(size_t)p * c->n_heads + h] : lambda, h, p, row, tmp);
+                        var->attention_row(&pr, h, p, row, tmp);
                         double on_ctx = 0, on_query = 0;
                         for (int j = 0; j <= p; j++) j < ctx_end ? (on_ctx += row[j]) : (on_query += row[j]);
                         look[cond] += on_ctx + on_query != 0 ? on_ctx / (on_ctx + on_query) : 0, look_rows[cond]++;
@@ -218,7 +186,7 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
                 }
                 if (src[p] < 0) continue;
                 for (int h = 0; h < c->n_heads; h++) {
-                    attention_row(c, q, k, lam ? lam[(size_t)p * c->n_heads + h] : lambda, h, p, row, tmp);
+                    var->attention_row(&pr, h, p, row, tmp);
                     for (int j = 0; j < p; j++) {
                         if (j == src[p] || j == src[p] + 1) ans += row[j];
                         else noise += row[j];
@@ -227,17 +195,11 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
                     rows++;
                 }
             }
-            for (int s = 0; s < n_q; s++) { /* DIFF: q sub-head 2i+m with k sub-head 2g+m; DIFF2: with k head g */
-                const int ks = c->arch == DA_ARCH_DIFF    ? 2 * ((s / 2) / rep) + s % 2
-                               : c->arch == DA_ARCH_DIFF2 ? (s / 2) / rep
-                                                          : s / rep;
-                for (int p = 0; p < T; p++)
-                    for (int j = 0; j <= p; j++) {
-                        float dot = 0.0f;
-                        for (int x = 0; x < d; x++) dot += q[(size_t)p * Cq + (size_t)s * d + x] * k[(size_t)j * Ckv + (size_t)ks * d + x];
-                        logits[nl++] = dot * scale;
-                    }
-            }
+            for (int s = 0; s < n_q; s++)
+                for (int p = 0; p < T; p++) {
+                    var->logits(&pr, s, p, 0, logits + nl);
+                    nl += (size_t)p + 1;
+                }
             memcpy(hidden + nh, da_acts_hidden(a, l), (size_t)T * C * sizeof(float));
             nh += (size_t)T * C;
         }
@@ -319,7 +281,7 @@ static da_status train_one(const da_task_compare_config *c, const task_cell *cel
             r->step[i] = step;
             r->acc[i] = answer_accuracy(m, a, B, e);
             for (int l = 0; l < m->cfg.n_layers && l < TASK_MAX_LAYERS; l++)
-                r->lambda[i][l] = m->cfg.arch == DA_ARCH_DIFF ? da_model_lambda(m, l) : NAN;
+                r->lambda[i][l] = da_arch_describe(m->cfg.arch).per_layer_lambda ? da_model_lambda(m, l) : NAN;
             progress(c, what, step, r->acc[i], loss);
         }
         if (step == c->steps) break;

@@ -16,8 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/attention.h"
-#include "attn/flash_attention.h"
+#include "attn/variant.h"
 #include "infer/engine.h"
 #include "ops/ops.h"
 
@@ -50,32 +49,37 @@ struct da_session {
     da_config cfg;
     const da_engine *q;
     da_session_opts o; /* resolved: act >= 0, max_T and max_batch set */
-    const da_ops *ops;         /* kernels of da_exec_default()'s level */
-    const da_attn_ops *attn;
+    da_exec exec;              /* da_exec_default(): the kernels' level */
+    const da_ops *ops;         /* kernels of that level */
+    const attn_variant *var;   /* the model's attention variant */
+    int n_attn;
+    attn_tensor spec[ATTN_MAX_TENSORS];
+    int view_k, view_v, view_lam; /* the tensors whose products are the cached keys, values, and lam (or -1) */
     int max_T, max_n, len;
     /* Cache rows per layer: max_T; or, with a sliding window shorter than max_seq_len, a ring of
      * window + max_n - 1 rows (the last window keys of every query of one call), position p in row
      * p % slots. A ring session takes positions past max_T: a query sees only keys within window
      * of it, so every RoPE distance stays one the model trained on. */
     int slots, ring;
-    int d, Ckv, maps, kb, nkb, n_threads, maxw;
+    int kv_layer;     /* the layer attend reads the cache of */
+    int d, Ckv, kb, nkb, n_threads, maxw;
     long small_work;  /* multiply-adds below which a step stays on one thread (small_work_for_policy) */
     float *kf, *vf;   /* f32 cache: (L, slots, Ckv) each */
     int8_t *k8, *v8;  /* int8 cache: (L, slots, Ckv) each */
     float *ks, *vs;   /* their scales: (L, slots, nkb) */
     float *rope_cos, *rope_sin; /* (max_T, d/2); positions past max_T (a ring) are computed into rope_far */
     float *rope_far;  /* (d): cos then sin of one position */
-    float *x, *xn, *qv, *kn, *vn, *ao, *h1, *h3, *logits; /* (max_n, width); qv is 2C wide for DIFF2 */
-    float *lam;       /* DIFF2: (max_n, H) sigmoid(lambda) of the new tokens */
-    float *att;       /* (threads, maps, slots) */
+    float *x, *xn, *ao, *h1, *h3, *logits; /* (max_n, width) */
+    float *proj[ATTN_MAX_TENSORS]; /* per ATTN_IN tensor: (max_n, rows), the new tokens' products */
+    float *att;       /* (threads, 2, slots) */
     float *deq;       /* (threads, maxw): a dequantized weight row */
     float *wdeq;      /* batches (float activations, or int8 ones of >= PREFILL_SGEMM_MIN tokens): one dequantized matrix */
     float *xr;        /* (max_n, maxw): bf16-rounded activations, or int8 ones dequantized for a prefill sgemm */
     int8_t *aq;       /* (max_n, maxw) */
     float *ad;        /* (max_n, maxw / 32) */
     int32_t *asum;
-    /* the flash prefill (f32 cache only): its outputs and scratch */
-    float *fl_opre, *fl_o1, *fl_o2, *fl_lse, *fl_rstd, *fl_scratch;
+    /* the flash prefill (f32 cache only): the variant's saved activations and scratch */
+    float *fl_saved, *fl_scratch;
     const float *site_x; /* the prepared site's float input (n, width) */
     int site_w;
     const float *site_xd; /* a prompt in an int8 mode: the site's int8 activations as floats, q * d; else NULL */
@@ -84,11 +88,11 @@ struct da_session {
 
 void da_session_free(da_session *s) {
     if (!s) return;
-    void *ps[] = {s->kf,  s->vf,     s->k8,   s->v8,   s->ks,      s->vs,    s->rope_cos, s->rope_sin, s->x,
-                  s->xn,  s->qv,     s->kn,   s->vn,   s->ao,      s->h1,    s->h3,       s->logits,   s->att,
-                  s->deq, s->wdeq,   s->xr,   s->aq,   s->ad,      s->asum,  s->fl_opre,  s->fl_o1,    s->fl_o2,
-                  s->fl_lse, s->fl_rstd, s->fl_scratch, s->lam, s->rope_far};
+    void *ps[] = {s->kf,  s->vf,   s->k8, s->v8, s->ks, s->vs,   s->rope_cos, s->rope_sin, s->x,        s->xn,
+                  s->ao,  s->h1,   s->h3, s->logits, s->att, s->deq, s->wdeq, s->xr, s->aq, s->ad, s->asum,
+                  s->fl_saved, s->fl_scratch, s->rope_far};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+    for (int j = 0; j < ATTN_MAX_TENSORS; j++) free(s->proj[j]);
     free(s);
 }
 
@@ -104,17 +108,8 @@ da_session_opts da_session_opts_default(void) {
     return o;
 }
 
-/* The attention kernels' name for the architecture. */
-static int kind_of(const da_config *c) {
-    return c->arch == DA_ARCH_DIFF ? ATTN_DIFF : c->arch == DA_ARCH_DIFF2 ? ATTN_DIFF2 : ATTN_SOFTMAX;
-}
-
 /* The shape of the flash kernel's call for a prompt of n tokens. */
-static attn_shape prompt_shape(const da_session *s, int n) {
-    const da_config *c = &s->cfg;
-    attn_shape as = {1, n, c->n_heads, c->n_kv_heads, s->d, c->dim, s->Ckv, s->n_threads, 0, c->window};
-    return as;
-}
+static attn_shape prompt_shape(const da_session *s, int n) { return attn_shape_of(&s->cfg, 1, n, s->n_threads); }
 
 /* Checks the options against the engine and fills in the defaults. */
 static da_status resolve_opts(const da_engine *q, const da_session_opts *in, da_session_opts *o) {
@@ -149,7 +144,7 @@ static int alloc_buffers(da_session *s) {
     const da_config *c = &s->cfg;
     const da_engine *q = s->q;
     const size_t L = c->n_layers, N = s->max_n, C = c->dim, F = c->ffn_hidden, V = c->vocab_size;
-    const size_t Ckv = s->Ckv, W = s->maxw, H = c->n_heads, T = s->slots;
+    const size_t Ckv = s->Ckv, W = s->maxw, T = s->slots;
     int fail = 0;
 #define ALLOC(p, n) fail |= !((p) = malloc_n((n), sizeof *(p)))
     if (s->o.kv_int8) {
@@ -162,16 +157,8 @@ static int alloc_buffers(da_session *s) {
         ALLOC(s->vf, L * T * Ckv);
         if (N > 1) {
             attn_shape as = prompt_shape(s, (int)N);
-            ALLOC(s->fl_lse, H * s->maps * N);
-            ALLOC(s->fl_scratch, flash_scratch_size(&as, kind_of(c)));
-            if (s->maps == 2) {
-                ALLOC(s->fl_o1, N * C);
-                ALLOC(s->fl_o2, N * C);
-            }
-            if (c->arch == DA_ARCH_DIFF) {
-                ALLOC(s->fl_opre, N * C);
-                ALLOC(s->fl_rstd, N * H);
-            }
+            ALLOC(s->fl_saved, s->var->train_floats(&as, 1));
+            ALLOC(s->fl_scratch, attn_scratch_floats(s->var, &as, 1));
         }
     }
     ALLOC(s->rope_cos, (size_t)s->max_T * s->d / 2);
@@ -179,15 +166,13 @@ static int alloc_buffers(da_session *s) {
     ALLOC(s->rope_far, (size_t)s->d);
     ALLOC(s->x, N * C);
     ALLOC(s->xn, N * C);
-    ALLOC(s->qv, N * da_q_dim(c));
-    if (c->arch == DA_ARCH_DIFF2) ALLOC(s->lam, N * H);
-    ALLOC(s->kn, N * Ckv);
-    ALLOC(s->vn, N * Ckv);
+    for (int j = 0; j < s->n_attn; j++)
+        if (s->spec[j].role == ATTN_IN) ALLOC(s->proj[j], N * s->spec[j].rows);
     ALLOC(s->ao, N * C);
     ALLOC(s->h1, N * F);
     ALLOC(s->h3, N * F);
     ALLOC(s->logits, N * V);
-    ALLOC(s->att, (size_t)s->n_threads * s->maps * T);
+    ALLOC(s->att, (size_t)s->n_threads * 2 * T);
     ALLOC(s->deq, (size_t)s->n_threads * W);
     /* one dequantized matrix, for batches through block-typed weights */
     size_t big = 0;
@@ -215,7 +200,6 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->q = q;
     s->o = o;
     s->ops = da_ops_of(da_exec_default().isa);
-    s->attn = da_attn_ops_of(s->ops->isa);
     s->max_T = o.max_T;
     s->max_n = o.max_batch;
     s->ring = c->window > 0 && c->window < c->max_seq_len;
@@ -224,7 +208,12 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->slots = s->ring ? c->window - 1 + s->max_n : s->max_T;
     s->d = da_head_dim(c);
     s->Ckv = c->dim / (c->n_heads / c->n_kv_heads);
-    s->maps = da_arch_maps(c->arch);
+    s->exec = da_exec_default();
+    s->var = attn_variant_of(c->arch);
+    s->n_attn = attn_tensors(c, s->spec);
+    s->view_k = attn_tensor_with_view(c, ATTN_VIEW_K);
+    s->view_v = attn_tensor_with_view(c, ATTN_VIEW_V);
+    s->view_lam = attn_tensor_with_view(c, ATTN_VIEW_LAM);
     s->kb = da_kv_scale_block(s->d);
     s->nkb = s->Ckv / s->kb;
     s->n_threads = omp_get_max_threads();
@@ -440,7 +429,7 @@ static void kv_store(da_session *s, int l, int n) {
     const size_t T = s->slots, Ckv = s->Ckv;
     for (int t = 0; t < n; t++) {
         const size_t row = (size_t)l * T + (size_t)(s->len + t) % T;
-        const float *k = s->kn + (size_t)t * Ckv, *v = s->vn + (size_t)t * Ckv;
+        const float *k = s->proj[s->view_k] + (size_t)t * Ckv, *v = s->proj[s->view_v] + (size_t)t * Ckv;
         if (!s->o.kv_int8) {
             memcpy(s->kf + row * Ckv, k, Ckv * sizeof(float));
             memcpy(s->vf + row * Ckv, v, Ckv * sizeof(float));
@@ -518,12 +507,25 @@ static void mix_values(const da_session *s, float *o, const float *p, int l, int
     }
 }
 
-/* Attention of the n new queries (s->qv, after RoPE) of layer l; writes s->ao. */
+/* The cache as the variants' decode steps see it. */
+static void kv_scores(const void *self, float *a, const float *Q, int col, int p0, int n, float scale) {
+    const da_session *s = self;
+    scores(s, a, Q, s->kv_layer, col, p0, n, scale);
+}
+
+static void kv_mix(const void *self, float *o, const float *p, int col, int p0, int n, int w) {
+    const da_session *s = self;
+    mix_values(s, o, p, s->kv_layer, col, p0, n, w);
+}
+
+/* Attention of the n new tokens of layer l (their products in s->proj, after
+ * RoPE), one (token, head) at a time through the variant; writes s->ao. */
 static void attend(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->slots;
-    const float scale = 1.0f / sqrtf((float)d), post = 1.0f - da_lambda_init(l);
-    const int diff = c->arch == DA_ARCH_DIFF, Cq = da_q_dim(c);
+    const int q = attn_tensor_with_view(c, ATTN_VIEW_Q), Cq = s->spec[q].rows;
+    s->kv_layer = l;
+    const attn_kv kv = {s, kv_scores, kv_mix};
     /* small work (one token over a short cache) stays on one thread: a
      * parallel region costs more than it saves, and far more when another
      * process holds a core */
@@ -532,56 +534,52 @@ static void attend(da_session *s, const da_qlayer *L, int l, int n) {
 #pragma omp parallel for schedule(dynamic, 1) if (n * H > 1 && work > s->small_work)
     for (int job = 0; job < n * H; job++) {
         /* query position pos sees keys p0 .. pos: len of them */
-        const int t = job / H, h = job % H, g = h / n_rep, pos = s->len + t;
-        const int p0 = attn_first_key(pos, c->window), len = pos - p0 + 1;
-        float *A1 = s->att + (size_t)omp_get_thread_num() * s->maps * T;
-        const float *q = s->qv + (size_t)t * Cq;
-        float *o = s->ao + (size_t)t * C;
-        if (c->arch == DA_ARCH_DIFF2) {
-            /* both query heads against the group's one K; V is d wide */
-            float *A2 = A1 + T;
-            const float lam = s->lam[(size_t)t * H + h];
-            scores(s, A1, q + (size_t)(2 * h) * d, l, g * d, p0, len, scale);
-            scores(s, A2, q + (size_t)(2 * h + 1) * d, l, g * d, p0, len, scale);
-            for (int i = 0; i < len; i++) A1[i] -= lam * A2[i];
-            mix_values(s, o + (size_t)h * d, A1, l, g * d, p0, len, d);
-        } else if (diff) {
-            const int d2 = 2 * d;
-            float *A2 = A1 + T;
-            scores(s, A1, q + (size_t)(2 * h) * d, l, 2 * g * d, p0, len, scale);
-            scores(s, A2, q + (size_t)(2 * h + 1) * d, l, (2 * g + 1) * d, p0, len, scale);
-            for (int i = 0; i < len; i++) A1[i] -= L->lambda * A2[i];
-            float *oh = o + (size_t)h * d2;
-            mix_values(s, oh, A1, l, g * d2, p0, len, d2);
-            float ss = 0.0f;
-            for (int i = 0; i < d2; i++) ss += oh[i] * oh[i];
-            const float r = 1.0f / sqrtf(ss / d2 + DA_SUBLN_EPS);
-            for (int i = 0; i < d2; i++) oh[i] = oh[i] * r * L->subln[i] * post;
-        } else {
-            scores(s, A1, q + (size_t)h * d, l, g * d, p0, len, scale);
-            mix_values(s, o + (size_t)h * d, A1, l, g * d, p0, len, d);
-        }
+        const int t = job / H, h = job % H, pos = s->len + t;
+        const int p0 = attn_first_key(pos, c->window);
+        attn_decode_head x = {&kv,
+                              c,
+                              L->attn_f32,
+                              L->attn_consts,
+                              l,
+                              h,
+                              h / n_rep,
+                              d,
+                              p0,
+                              pos - p0 + 1,
+                              T,
+                              s->proj[q] + (size_t)t * Cq,
+                              s->view_lam >= 0 ? s->proj[s->view_lam] + (size_t)t * H : NULL,
+                              s->att + (size_t)omp_get_thread_num() * 2 * T,
+                              s->ao + (size_t)t * C};
+        s->var->decode_head(&x);
     }
 }
 
-/* A prompt into an empty f32 cache, exact logits: the fused flash kernel
- * over the n new queries, keys and values (contiguous in s->qv, kn, vn). */
+/* A prompt into an empty f32 cache, exact logits: the variant's training
+ * forward with the flash kernel over the n new tokens (contiguous in s->proj). */
 static int use_flash(const da_session *s, int n) {
-    return s->len == 0 && n > 1 && !s->o.kv_int8 && s->o.logit_bits == 0 && s->fl_lse;
+    return s->len == 0 && n > 1 && !s->o.kv_int8 && s->o.logit_bits == 0 && s->fl_saved;
 }
 
 static void attend_flash(da_session *s, const da_qlayer *L, int l, int n) {
-    const da_config *c = &s->cfg;
-    attn_shape as = prompt_shape(s, n);
-    if (c->arch != DA_ARCH_DIFF) {
-        s->attn->flash_forward(s->ao, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, 0.0f, s->lam, kind_of(c),
-                               &as, s->fl_scratch);
-        return;
+    float consts[ATTN_LAYER_CONSTS];
+    attn_train_ctx x = {&s->cfg,  &s->exec,  l,        1,           prompt_shape(s, n),
+                        1,        s->max_n,  (float *const *)L->attn_f32, NULL, s->proj,
+                        NULL,     s->fl_saved, s->fl_scratch, consts, s->ao, NULL};
+    s->var->forward(&x);
+}
+
+/* proj_j = act_j(RoPE_j(xn W_j^T)) for the layer's ATTN_IN tensors, n new tokens. */
+static void attn_inputs(da_session *s, const da_qlayer *L, int n) {
+    for (int j = 0; j < s->n_attn; j++)
+        if (s->spec[j].role == ATTN_IN) qmatmul(s, s->proj[j], L->attn[j], n, 0);
+    for (int j = 0; j < s->n_attn; j++) {
+        const size_t m = (size_t)n * s->spec[j].rows;
+        float *p = s->proj[j];
+        if (s->spec[j].act == ATTN_ACT_SIGMOID)
+            for (size_t i = 0; i < m; i++) p[i] = 1.0f / (1.0f + expf(-p[i]));
+        if (s->spec[j].rope) rope_rows(p, s, s->len, n, s->spec[j].rows);
     }
-    s->attn->flash_forward(s->fl_opre, s->fl_o1, s->fl_o2, s->fl_lse, s->qv, s->kn, s->vn, L->lambda, NULL, 1, &as,
-                           s->fl_scratch);
-    s->attn->head_norm_forward(s->ao, s->fl_rstd, s->fl_opre, L->subln, 1.0f - da_lambda_init(l), n * c->n_heads,
-                               2 * s->d);
 }
 
 /* x += attention(rmsnorm(x)) Wo for layer l's n new positions. */
@@ -590,20 +588,13 @@ static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
     const int C = c->dim, site = DA_SITES_PER_LAYER * l;
     rmsnorm_rows(s->xn, s->x, L->attention_norm, n, C, c->norm_eps);
     prep_site(s, s->xn, n, C, site + DA_SITE_ATTN_IN);
-    qmatmul(s, s->qv, L->wq, n, 0);
-    qmatmul(s, s->kn, L->wk, n, 0);
-    qmatmul(s, s->vn, L->wv, n, 0);
-    if (L->lambda_proj) {
-        qmatmul(s, s->lam, L->lambda_proj, n, 0);
-        for (size_t i = 0; i < (size_t)n * c->n_heads; i++) s->lam[i] = 1.0f / (1.0f + expf(-s->lam[i]));
-    }
-    rope_rows(s->qv, s, s->len, n, da_q_dim(c));
-    rope_rows(s->kn, s, s->len, n, s->Ckv);
+    attn_inputs(s, L, n);
     kv_store(s, l, n);
     if (use_flash(s, n)) attend_flash(s, L, l, n);
     else attend(s, L, l, n);
-    prep_site(s, s->ao, n, C, site + DA_SITE_ATTN_OUT);
-    qmatmul(s, s->x, L->wo, n, 1);
+    const da_qtensor *Wo = L->attn[attn_out_tensor(c)];
+    prep_site(s, s->ao, n, Wo->cols, site + DA_SITE_ATTN_OUT);
+    qmatmul(s, s->x, Wo, n, 1);
 }
 
 /* x += (silu(xn W1) * xn W3) W2 with xn = rmsnorm(x), for n positions. */

@@ -26,10 +26,11 @@ typedef struct {
 } da_qtensor;
 
 typedef struct {
-    const float *attention_norm, *ffn_norm, *subln; /* (C) (C) (2d) */
-    const da_qtensor *wq, *wk, *wv, *wo, *w1, *w2, *w3;
-    const da_qtensor *lambda_proj; /* DIFF2: (H, C), lambda per token = sigmoid(xn . row h); else NULL */
-    float lambda; /* DIFF: lambda_full, from the lambda vectors */
+    const float *attention_norm, *ffn_norm;            /* (C) (C) */
+    const da_qtensor *attn[DA_ATTN_MAX_TENSORS];       /* the variant's attention tensors, in its order */
+    const float *attn_f32[DA_ATTN_MAX_TENSORS];        /* its ATTN_PARAM tensors (always f32); others NULL */
+    float attn_consts[4];                              /* the variant's layer_consts */
+    const da_qtensor *w1, *w2, *w3;
 } da_qlayer;
 
 struct da_engine {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "attn/variant.h"
 #include "infer/engine.h"
 #include "io/gguf.h"
 
@@ -68,27 +69,18 @@ void da_engine_bind(da_engine *e) {
     const da_config *c = &e->cfg;
     int i = 0;
     e->tok_embeddings = f32_of(&e->t[i++]);
-    const int d = da_head_dim(c);
+    const attn_variant *var = attn_variant_of(c->arch);
+    attn_tensor spec[ATTN_MAX_TENSORS];
+    const int n_attn = attn_tensors(c, spec);
     for (int l = 0; l < c->n_layers; l++) {
         da_qlayer *L = &e->layers[l];
         L->attention_norm = f32_of(&e->t[i++]);
-        L->wq = &e->t[i++];
-        L->wk = &e->t[i++];
-        L->wv = &e->t[i++];
-        L->wo = &e->t[i++];
-        L->lambda_proj = c->arch == DA_ARCH_DIFF2 ? &e->t[i++] : NULL;
-        L->lambda = 0.0f;
-        if (c->arch == DA_ARCH_DIFF) {
-            const float *q1 = f32_of(&e->t[i++]), *k1 = f32_of(&e->t[i++]);
-            const float *q2 = f32_of(&e->t[i++]), *k2 = f32_of(&e->t[i++]);
-            float a = 0, b = 0;
-            for (int j = 0; j < d; j++) {
-                a += q1[j] * k1[j];
-                b += q2[j] * k2[j];
-            }
-            L->lambda = expf(a) - expf(b) + da_lambda_init(l);
-            L->subln = f32_of(&e->t[i++]);
+        for (int j = 0; j < n_attn; j++, i++) {
+            L->attn[j] = &e->t[i];
+            L->attn_f32[j] = spec[j].role == ATTN_PARAM ? f32_of(&e->t[i]) : NULL;
         }
+        memset(L->attn_consts, 0, sizeof L->attn_consts);
+        if (var->layer_consts) var->layer_consts(c, l, L->attn_f32, L->attn_consts);
         L->ffn_norm = f32_of(&e->t[i++]);
         L->w1 = &e->t[i++];
         L->w2 = &e->t[i++];

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/variant.h"
 #include "diffattn/model.h"
 #include "io/checkpoint.h"
 #include "io/gguf.h"
@@ -68,11 +69,10 @@ const char *da_model_format(const char *path) {
 size_t da_config_param_count(const da_config *c) {
     /* model.c's tensor table, summed; test_hostile checks the two agree for every arch */
     const uint64_t C = (uint64_t)c->dim, F = (uint64_t)c->ffn_hidden, V = (uint64_t)c->vocab_size;
-    const uint64_t Ckv = C / (uint64_t)(c->n_heads / c->n_kv_heads), d = (uint64_t)da_head_dim(c);
-    const uint64_t Q = (uint64_t)da_q_dim(c);
-    uint64_t layer = C + Q * C + 2 * Ckv * C + C * C + C + 3 * F * C; /* norms, q k v out, ffn */
-    if (c->arch == DA_ARCH_DIFF) layer += 4 * d + 2 * d;             /* lambdas, subln */
-    if (c->arch == DA_ARCH_DIFF2) layer += (uint64_t)c->n_heads * C; /* lambda_proj */
+    attn_tensor t[ATTN_MAX_TENSORS];
+    const int n_attn = attn_tensors(c, t);
+    uint64_t layer = C + C + 3 * F * C; /* norms, ffn */
+    for (int j = 0; j < n_attn; j++) layer += (uint64_t)t[j].rows * (uint64_t)(t[j].cols ? t[j].cols : 1);
     uint64_t n = V * C + (uint64_t)c->n_layers * layer + C + (c->tie_embeddings ? 0 : V * C);
     return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attn/variant.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
 #include "io/hf_model.h"
@@ -213,10 +214,11 @@ static da_status build_tensors(hf_out *o, const da_model *m, const char *path) {
 /* ------------------------------------------------------------ the folder */
 
 static da_status check_exportable(const da_config *c, const char *dir) {
-    if (c->arch == DA_ARCH_DIFF2)
-        return da_errorf("%s: arch diff2 (DIFF V2: lambda per token from lambda_proj, K and V shared by the two "
-                         "maps) has no Hugging Face architecture; export takes diff (DiffLlama) or softmax (Llama)",
-                         dir);
+    const attn_variant *v = attn_variant_of(c->arch);
+    if (!v->hf)
+        return da_errorf("%s: arch %s (%s) has no Hugging Face architecture; export takes diff (DiffLlama) or "
+                         "softmax (Llama)",
+                         dir, v->name, v->about);
     if (c->window > 0)
         return da_errorf("%s: window %d (sliding-window attention) has no field in DiffLlama's or Llama's "
                          "config.json; export takes models that attend to every earlier token",

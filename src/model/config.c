@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "attn/variant.h"
 #include "diffattn/model.h"
 #include "ops/ops.h"
 
@@ -13,7 +14,9 @@
 #define DA_MAX_SEQ (1 << 20)
 #define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
 
-static const char *const ARCH_NAMES[] = {"diff", "softmax", "diff2", NULL}; /* da_arch order */
+/* da_arch order, the variant table's names (da_arch_parse checks the two agree) */
+static const char *const ARCH_NAMES[] = {"diff", "softmax", "diff2", NULL};
+_Static_assert(sizeof ARCH_NAMES / sizeof ARCH_NAMES[0] == DA_ARCH_N + 1, "ARCH_NAMES out of step with da_arch");
 _Static_assert(sizeof(da_arch) == sizeof(int), "DA_FIELD_ENUM stores an int");
 static const char *const ROPE_FREQ_NAMES[] = {"diff", "llama", NULL};
 static const char *const ROPE_SCALE_NAMES[] = {"none", "linear", "llama3", NULL};
@@ -27,7 +30,7 @@ _Static_assert(sizeof(da_rope_freq) == sizeof(int) && sizeof(da_rope_scale) == s
  * and fixed for a run (the parameters' shapes, or what they were trained on,
  * depend on it). */
 const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
-    {"arch", "arch", offsetof(da_config, arch), DA_FIELD_ENUM, DA_ARCH_DIFF, 0, 2, "[]", DA_RESUME_FIXED, 1,
+    {"arch", "arch", offsetof(da_config, arch), DA_FIELD_ENUM, DA_ARCH_DIFF, 0, DA_ARCH_N - 1, "[]", DA_RESUME_FIXED, 1,
      "diff (Differential Transformer), diff2 (DIFF V2) or softmax (the baseline)", ARCH_NAMES},
     F("dim", "dim", dim, DA_FIELD_INT, 256, 1, DA_MAX_DIM, "[]", "model width"),
     F("n_layers", "layers", n_layers, DA_FIELD_INT, 4, 1, DA_MAX_LAYERS, "[]", "number of blocks"),
@@ -82,26 +85,46 @@ int da_default_ffn_hidden(int dim) {
     return (h + 63) / 64 * 64;
 }
 
-float da_lambda_init(int depth) { return 0.8f - 0.6f * expf(-0.3f * (float)depth); }
+float da_lambda_init(int depth) { return attn_lambda_init(depth); }
 
 int da_head_dim(const da_config *c) {
     if (c->n_heads <= 0) return 0;
-    return c->arch == DA_ARCH_DIFF ? c->dim / c->n_heads / 2 : c->dim / c->n_heads;
+    return c->dim / c->n_heads / attn_variant_of(c->arch)->sub_heads_per_head;
 }
 
-int da_q_dim(const da_config *c) { return c->arch == DA_ARCH_DIFF2 ? 2 * c->dim : c->dim; }
-
-int da_arch_maps(da_arch a) { return a == DA_ARCH_SOFTMAX ? 1 : 2; }
-
-const char *da_arch_name(da_arch a) {
-    return a == DA_ARCH_DIFF ? "diff" : a == DA_ARCH_DIFF2 ? "diff2" : "softmax";
+int da_q_dim(const da_config *c) {
+    attn_tensor t[ATTN_MAX_TENSORS];
+    attn_tensors(c, t);
+    return t[attn_tensor_with_view(c, ATTN_VIEW_Q)].rows;
 }
+
+int da_arch_maps(da_arch a) { return attn_variant_of(a)->maps; }
+
+const char *da_arch_name(da_arch a) { return attn_variant_of(a)->name; }
 
 int da_arch_parse(const char *s, da_arch *out) {
-    if (!strcmp(s, "diff")) { *out = DA_ARCH_DIFF; return 0; }
-    if (!strcmp(s, "diff2")) { *out = DA_ARCH_DIFF2; return 0; }
-    if (!strcmp(s, "softmax")) { *out = DA_ARCH_SOFTMAX; return 0; }
+    for (int i = 0; i < DA_ARCH_N; i++)
+        if (!strcmp(s, attn_variant_at(i)->name)) {
+            *out = (da_arch)i;
+            return 0;
+        }
     return -1;
+}
+
+da_arch_info da_arch_describe(da_arch a) {
+    const attn_variant *v = attn_variant_of(a);
+    da_arch_info i = {v->name,       v->label,         v->about,         v->maps,         v->per_layer_lambda,
+                      v->hf,         v->hf_class,      v->heads_note,    v->head_dim_note, v->extra_params_note,
+                      v->lambda_note, v->baseline,      v->compared};
+    return i;
+}
+
+int da_arch_compare_defaults(da_arch *out) {
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) /* the others, then the baseline */
+        for (int a = 0; a < DA_ARCH_N; a++)
+            if (attn_variant_at(a)->compared && attn_variant_at(a)->baseline == pass) out[n++] = (da_arch)a;
+    return n;
 }
 
 const char *da_rope_freq_name(da_rope_freq f) { return f == DA_ROPE_FREQ_LLAMA ? "llama" : "diff"; }
@@ -140,7 +163,7 @@ void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
     rope_tables_freq(cos_tab, sin_tab, T, d, inv_freq);
 }
 
-int da_arch_heads(da_arch a, int diff_heads) { return a == DA_ARCH_DIFF ? diff_heads : 2 * diff_heads; }
+int da_arch_heads(da_arch a, int diff_heads) { return attn_variant_of(a)->heads_per_diff_head * diff_heads; }
 
 da_status da_config_from_diff_heads(da_config *c) {
     /* ranges first, on the counts as given, so a message quotes them */
@@ -160,12 +183,10 @@ da_status da_config_validate(const da_config *c) {
     if (c->n_heads > c->dim) return da_errorf("n_heads: %d exceeds dim=%d", c->n_heads, c->dim);
     if (c->n_kv_heads <= 0 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads)
         return da_errorf("n_kv_heads: %d must divide n_heads=%d", c->n_kv_heads, c->n_heads);
-    int split = c->arch == DA_ARCH_DIFF ? 2 * c->n_heads : c->n_heads;
-    if (c->dim % split)
-        return da_errorf("dim: %d is not divisible by %s=%d (%s)", c->dim,
-                         c->arch == DA_ARCH_DIFF ? "2*n_heads" : "n_heads", split,
-                         c->arch == DA_ARCH_DIFF ? "each DIFF head holds two sub-heads"
-                                                 : "heads split dim evenly");
+    const attn_variant *v = attn_variant_of(c->arch);
+    if (v->validate && (st = v->validate(c)).code) return st;
+    if (c->dim % (c->n_heads * v->sub_heads_per_head))
+        return da_errorf("dim: %d is not divisible by n_heads=%d (heads split dim evenly)", c->dim, c->n_heads);
     int d = da_head_dim(c);
     if (d > DA_MAX_HEAD_DIM)
         return da_errorf("head size %d (dim=%d, n_heads=%d, arch=%s) exceeds %d; use more heads", d, c->dim,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/variant.h"
 #include "diffattn/model.h"
 
 typedef struct {
@@ -38,6 +39,8 @@ static int table_add(table_builder *b, const char *name, int rows, int cols, int
 /* Fills w with pointers into base following m's tensor table. */
 static void map_weights(const da_model *m, float *base, da_weights *w) {
     const da_config *c = &m->cfg;
+    attn_tensor spec[ATTN_MAX_TENSORS];
+    const int n_attn = attn_tensors(c, spec);
     int i = 0;
 #define NEXT() (base + m->tensors[i++].offset)
     w->tok_embeddings = NEXT();
@@ -45,18 +48,7 @@ static void map_weights(const da_model *m, float *base, da_weights *w) {
         da_layer_weights *L = &w->layers[l];
         memset(L, 0, sizeof *L);
         L->attention_norm = NEXT();
-        L->wq = NEXT();
-        L->wk = NEXT();
-        L->wv = NEXT();
-        L->wo = NEXT();
-        if (c->arch == DA_ARCH_DIFF2) L->lambda_proj = NEXT();
-        if (c->arch == DA_ARCH_DIFF) {
-            L->lambda_q1 = NEXT();
-            L->lambda_k1 = NEXT();
-            L->lambda_q2 = NEXT();
-            L->lambda_k2 = NEXT();
-            L->subln = NEXT();
-        }
+        for (int j = 0; j < n_attn; j++) L->attn[j] = NEXT();
         L->ffn_norm = NEXT();
         L->w1 = NEXT();
         L->w2 = NEXT();
@@ -73,7 +65,8 @@ da_status da_model_create_table(da_model *m, const da_config *cfg) {
     if (st.code) return st;
     m->cfg = *cfg;
     const int C = cfg->dim, F = cfg->ffn_hidden, V = cfg->vocab_size;
-    const int Ckv = C / (cfg->n_heads / cfg->n_kv_heads), d = da_head_dim(cfg);
+    attn_tensor spec[ATTN_MAX_TENSORS];
+    const int n_attn = attn_tensors(cfg, spec);
     table_builder b = {0};
     char name[96];
     int fail = table_add(&b, "tok_embeddings.weight", V, C, 1);
@@ -84,17 +77,10 @@ da_status da_model_create_table(da_model *m, const da_config *cfg) {
         fail |= table_add(&b, name, rows, cols, decay);              \
     } while (0)
         ADD("attention_norm.weight", C, 0, 0);
-        ADD("attn.q_proj.weight", da_q_dim(cfg), C, 1);
-        ADD("attn.k_proj.weight", Ckv, C, 1);
-        ADD("attn.v_proj.weight", Ckv, C, 1);
-        ADD("attn.out_proj.weight", C, C, 1);
-        if (cfg->arch == DA_ARCH_DIFF2) ADD("attn.lambda_proj.weight", cfg->n_heads, C, 1);
-        if (cfg->arch == DA_ARCH_DIFF) {
-            ADD("attn.lambda_q1", d, 0, 0);
-            ADD("attn.lambda_k1", d, 0, 0);
-            ADD("attn.lambda_q2", d, 0, 0);
-            ADD("attn.lambda_k2", d, 0, 0);
-            ADD("attn.subln.weight", 2 * d, 0, 0);
+        for (int j = 0; j < n_attn; j++) {
+            char attn_name[64];
+            snprintf(attn_name, sizeof attn_name, "attn.%.39s", spec[j].name);
+            ADD(attn_name, spec[j].rows, spec[j].cols, spec[j].decay);
         }
         ADD("ffn_norm.weight", C, 0, 0);
         ADD("feed_forward.w1.weight", F, C, 1);
@@ -163,43 +149,38 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 /* Initialisation (documented in docs/model.md):
- *   norms, subln               1
- *   lambda_{q1,k1,q2,k2}       N(0, 0.1^2)   (the paper's choice)
- *   out_proj, w2               N(0, 0.02^2 / (2 * n_layers))  (GPT-2 residual scaling)
- *   lambda_proj (DIFF2)        U(-1/sqrt(dim), 1/sqrt(dim)): torch's nn.Linear default, which the
- *                              official V2 module keeps (it sets no init of its own); sigmoid(lambda)
- *                              then starts near 0.5 with a spread of about +-0.14 per token
- *   every other matrix         N(0, 0.02^2) */
+ *   norms                      1
+ *   w2                         N(0, 0.02^2 / (2 * n_layers))  (GPT-2 residual scaling)
+ *   every other matrix         N(0, 0.02^2)
+ *   attention tensors          as their variant's table says (attn/variant.h: attn_init) */
 void da_model_init(da_model *m, uint64_t seed) {
     da_rng rng;
     da_rng_seed(&rng, seed);
     const float resid_std = 0.02f / sqrtf(2.0f * (float)m->cfg.n_layers);
+    attn_tensor t_attn;
     for (int i = 0; i < m->n_tensors; i++) {
         const da_tensor *t = &m->tensors[i];
         float *p = m->params + t->offset;
-        float std = 0.02f;
-        if (t->ndim == 1 && strstr(t->name, "lambda_")) std = 0.1f;
-        else if (t->ndim == 1) {
-            for (size_t k = 0; k < t->numel; k++) p[k] = 1.0f;
-            continue;
-        } else if (ends_with(t->name, "lambda_proj.weight")) {
+        const attn_tensor *a = attn_tensor_named(&m->cfg, t->name, &t_attn);
+        attn_init init = a ? a->init : t->ndim == 1 ? ATTN_INIT_ONES
+                                     : ends_with(t->name, "w2.weight") ? ATTN_INIT_RESIDUAL : ATTN_INIT_NORMAL;
+        const float std = a ? a->std : 0.02f;
+        if (init == ATTN_INIT_ONES || init == ATTN_INIT_ZEROS) {
+            for (size_t k = 0; k < t->numel; k++) p[k] = init == ATTN_INIT_ONES ? 1.0f : 0.0f;
+        } else if (init == ATTN_INIT_FAN_IN_UNIFORM) {
             const float bound = 1.0f / sqrtf((float)t->shape[1]);
             for (size_t k = 0; k < t->numel; k++) p[k] = bound * (2.0f * da_rng_uniform(&rng) - 1.0f);
-            continue;
-        } else if (ends_with(t->name, "out_proj.weight") || ends_with(t->name, "w2.weight"))
-            std = resid_std;
-        for (size_t k = 0; k < t->numel; k++) p[k] = std * da_rng_normal(&rng);
+        } else {
+            const float sd = init == ATTN_INIT_RESIDUAL ? resid_std : std;
+            for (size_t k = 0; k < t->numel; k++) p[k] = sd * da_rng_normal(&rng);
+        }
     }
 }
 
 float da_model_lambda(const da_model *m, int layer) {
-    if (m->cfg.arch != DA_ARCH_DIFF) return 0.0f;
-    const da_layer_weights *L = &m->w.layers[layer];
-    int d = da_head_dim(&m->cfg);
-    float a = 0, b = 0;
-    for (int i = 0; i < d; i++) {
-        a += L->lambda_q1[i] * L->lambda_k1[i];
-        b += L->lambda_q2[i] * L->lambda_k2[i];
-    }
-    return expf(a) - expf(b) + da_lambda_init(layer);
+    const attn_variant *v = attn_variant_of(m->cfg.arch);
+    if (!v->per_layer_lambda) return 0.0f;
+    float consts[ATTN_LAYER_CONSTS];
+    v->layer_consts(&m->cfg, layer, (const float *const *)m->w.layers[layer].attn, consts);
+    return consts[0];
 }

@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/attention.h"
-#include "attn/flash_attention.h"
+#include "attn/variant.h"
 #include "diffattn/model.h"
 #include "ops/ops.h"
 #include "core/profile.h"
@@ -14,13 +13,9 @@
 typedef struct {
     float *resid_in;    /* (B, T, C) block input */
     float *xn1, *rstd1; /* (B, T, C), (B, T) */
-    float *q, *k, *v;   /* (B, T, Cq), (B, T, Ckv) x2; q, k after RoPE; Cq = C, DIFF2 2C */
-    float *lam;         /* DIFF2 (B, T, H): sigmoid(xn1 . lambda_proj), per token and head */
-    float *att;         /* reference kernel: DIFF, DIFF2 (B, H, 2, T, T); softmax (B, H, T, T) */
-    float *lse;         /* flash kernel: (B, H, maps, T) */
-    float *o1, *o2;     /* flash kernel, DIFF and DIFF2: (B, T, C) normalised A1 V and A2 V */
-    float *opre;        /* DIFF (B, T, C): (A1 - lambda A2) V before the head norm */
-    float *sub_rstd;    /* DIFF (B, T, H) */
+    float *proj[ATTN_MAX_TENSORS]; /* per ATTN_IN tensor j: (B, T, rows_j), after its RoPE and act; else NULL */
+    float *saved;       /* the variant's saved activations (train_floats) */
+    float consts[ATTN_LAYER_CONSTS]; /* the variant's layer constants of the last forward */
     float *attn_out;    /* (B, T, C): input of out_proj */
     float *resid_mid;   /* (B, T, C): after the attention residual */
     float *xn2, *rstd2; /* (B, T, C), (B, T) */
@@ -43,28 +38,32 @@ struct da_acts {
     int *tokens, *targets;
     int have_targets;
     float *rope_cos, *rope_sin; /* (T, d/2) */
-    float *lambda;      /* (L) lambda_full used by the forward */
+    const attn_variant *var;
+    int n_attn;                      /* the layer's attention tensors */
+    attn_tensor spec[ATTN_MAX_TENSORS];
     /* backward scratch */
-    float *dresid, *dxn, *dattn, *dopre, *dq, *dk, *dv, *dh1, *dh3, *dgate, *scratch;
-    float *dlam;        /* DIFF2 (B, T, H): d loss / d lam, then / d its logit */
+    float *dresid, *dxn, *dattn, *dh1, *dh3, *dgate, *scratch;
+    float *dproj[ATTN_MAX_TENSORS];  /* per ATTN_IN tensor: d loss / d its product */
     float *pool;        /* one allocation behind every float array above */
 };
 
 const float *da_acts_logits(const da_acts *a) { return a->logits; }
 
-/* The attention kernels' name for an architecture. */
-static int attn_kind_of(da_arch a) {
-    return a == DA_ARCH_DIFF ? ATTN_DIFF : a == DA_ARCH_DIFF2 ? ATTN_DIFF2 : ATTN_SOFTMAX;
+/* Layer l's product of the tensor with view v, or NULL. */
+static const float *view_of(const da_acts *a, int layer, attn_view v) {
+    for (int j = 0; j < a->n_attn; j++)
+        if (a->spec[j].view == v) return a->layers[layer].proj[j];
+    return NULL;
 }
 
-const float *da_acts_lam(const da_acts *a, int layer) { return a->layers[layer].lam; }
+const float *da_acts_lam(const da_acts *a, int layer) { return view_of(a, layer, ATTN_VIEW_LAM); }
 
 void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k) {
-    *q = a->layers[layer].q;
-    *k = a->layers[layer].k;
+    *q = view_of(a, layer, ATTN_VIEW_Q);
+    *k = view_of(a, layer, ATTN_VIEW_K);
 }
 
-const float *da_acts_v(const da_acts *a, int layer) { return a->layers[layer].v; }
+const float *da_acts_v(const da_acts *a, int layer) { return view_of(a, layer, ATTN_VIEW_V); }
 const float *da_acts_attn_out(const da_acts *a, int layer) { return a->layers[layer].attn_out; }
 
 const float *da_acts_hidden(const da_acts *a, int layer) {
@@ -76,11 +75,11 @@ const float *da_acts_hidden(const da_acts *a, int layer) {
 static size_t layout(da_acts *a, float *base) {
     const da_config *cfg = &a->cfg;
     const size_t B = a->cap_B, T = a->cap_T, C = cfg->dim, F = cfg->ffn_hidden, V = cfg->vocab_size;
-    const size_t L = cfg->n_layers, H = cfg->n_heads, Ckv = C / (H / cfg->n_kv_heads), d = da_head_dim(cfg);
-    const size_t BT = B * T, Cq = da_q_dim(cfg);
-    const int diff = cfg->arch == DA_ARCH_DIFF, diff2 = cfg->arch == DA_ARCH_DIFF2, flash = a->kernel == DA_ATTN_FLASH;
-    const size_t maps = da_arch_maps(cfg->arch);
-    attn_shape as = {(int)B, (int)T, (int)H, cfg->n_kv_heads, (int)d, (int)C, (int)Ckv, a->n_threads, 0, cfg->window};
+    const size_t L = cfg->n_layers, d = da_head_dim(cfg);
+    const size_t BT = B * T;
+    const int flash = a->kernel == DA_ATTN_FLASH;
+    const attn_variant *var = a->var;
+    const attn_shape as = attn_shape_of(cfg, (int)B, (int)T, a->n_threads);
     size_t used = 0;
     /* TAKE(n): the next n floats (a NULL-based pointer while counting, never dereferenced) */
 #define TAKE(n) (used += (n), base ? base + used - (n) : NULL)
@@ -89,16 +88,8 @@ static size_t layout(da_acts *a, float *base) {
         la->resid_in = TAKE(BT * C);
         la->xn1 = TAKE(BT * C);
         la->rstd1 = TAKE(BT);
-        la->q = TAKE(BT * Cq);
-        la->k = TAKE(BT * Ckv);
-        la->v = TAKE(BT * Ckv);
-        la->lam = diff2 ? TAKE(BT * H) : NULL;
-        la->att = flash ? NULL : TAKE(B * H * maps * T * T);
-        la->lse = flash ? TAKE(B * H * maps * T) : NULL;
-        la->o1 = flash && maps == 2 ? TAKE(BT * C) : NULL;
-        la->o2 = flash && maps == 2 ? TAKE(BT * C) : NULL;
-        la->opre = diff ? TAKE(BT * C) : NULL;
-        la->sub_rstd = diff ? TAKE(BT * H) : NULL;
+        for (int j = 0; j < a->n_attn; j++) la->proj[j] = a->spec[j].role == ATTN_IN ? TAKE(BT * a->spec[j].rows) : NULL;
+        la->saved = TAKE(var->train_floats(&as, flash));
         la->attn_out = TAKE(BT * C);
         la->resid_mid = TAKE(BT * C);
         la->xn2 = TAKE(BT * C);
@@ -114,19 +105,14 @@ static size_t layout(da_acts *a, float *base) {
     a->losses = TAKE(BT);
     a->rope_cos = TAKE(T * d / 2);
     a->rope_sin = TAKE(T * d / 2);
-    a->lambda = TAKE(L);
     a->dresid = TAKE(BT * C);
     a->dxn = TAKE(BT * C);
     a->dattn = TAKE(BT * C);
-    a->dopre = flash && diff ? TAKE(BT * C) : NULL;
-    a->dq = TAKE(BT * Cq);
-    a->dlam = diff2 ? TAKE(BT * H) : NULL;
-    a->dk = TAKE(BT * Ckv);
-    a->dv = TAKE(BT * Ckv);
+    for (int j = 0; j < a->n_attn; j++) a->dproj[j] = a->spec[j].role == ATTN_IN ? TAKE(BT * a->spec[j].rows) : NULL;
     a->dh1 = TAKE(BT * F);
     a->dh3 = TAKE(BT * F);
     a->dgate = TAKE(BT * F);
-    a->scratch = TAKE(flash ? flash_scratch_size(&as, attn_kind_of(cfg->arch)) : attn_scratch_size(&as));
+    a->scratch = TAKE(attn_scratch_floats(var, &as, flash));
 #undef TAKE
     return used;
 }
@@ -147,6 +133,8 @@ da_status da_acts_create_ex(da_acts **out, const da_config *cfg, int B, int T, d
     a->kernel = kernel;
     a->exec = x ? *x : da_exec_default();
     a->n_threads = omp_get_max_threads();
+    a->var = attn_variant_of(cfg->arch);
+    a->n_attn = attn_tensors(cfg, a->spec);
     a->layers = calloc((size_t)cfg->n_layers, sizeof(layer_acts));
     a->tokens = malloc((size_t)B * T * sizeof(int));
     a->targets = malloc((size_t)B * T * sizeof(int));
@@ -177,11 +165,61 @@ void da_acts_free(da_acts *a) {
     free(a);
 }
 
-static attn_shape shape_of(const da_acts *a) {
-    const da_config *c = &a->cfg;
-    attn_shape s = {a->B, a->T, c->n_heads, c->n_kv_heads, da_head_dim(c), c->dim,
-                    c->dim / (c->n_heads / c->n_kv_heads), a->n_threads, 0, c->window};
-    return s;
+/* The variant's view of layer l (weights w, gradients g: NULL in the forward). */
+static attn_train_ctx attn_ctx_of(da_acts *a, int l, float *const *w, float *const *g) {
+    layer_acts *la = &a->layers[l];
+    attn_train_ctx x = {&a->cfg,     &a->exec,    l,     a->kernel == DA_ATTN_FLASH,
+                        attn_shape_of(&a->cfg, a->B, a->T, a->n_threads),
+                        a->cap_B,    a->cap_T,    w,     g,
+                        la->proj,    a->dproj,    la->saved, a->scratch,
+                        la->consts,  la->attn_out, a->dattn};
+    return x;
+}
+
+/* proj_j = act_j(RoPE_j(xn1 W_j^T)) for the layer's ATTN_IN tensors. */
+static void attn_inputs(da_acts *a, const da_layer_weights *w, layer_acts *la, const da_ops *op) {
+    const da_exec *ex = &a->exec;
+    double *prof = ex->prof_s;
+    const int B = a->B, T = a->T, N = B * T, C = a->cfg.dim, d = da_head_dim(&a->cfg);
+    for (int j = 0; j < a->n_attn; j++)
+        if (a->spec[j].role == ATTN_IN)
+            DA_PROF(prof, DA_PROF_MATMUL_FWD,
+                    matmul_forward(ex, la->proj[j], la->xn1, w->attn[j], N, C, a->spec[j].rows, 0));
+    for (int j = 0; j < a->n_attn; j++)
+        if (a->spec[j].rope)
+            DA_PROF(prof, DA_PROF_ROPE,
+                    op->rope_apply(la->proj[j], a->rope_cos, a->rope_sin, B, T, a->spec[j].rows / d, d, 0));
+    for (int j = 0; j < a->n_attn; j++)
+        if (a->spec[j].act == ATTN_ACT_SIGMOID) {
+            float *p = la->proj[j];
+            for (size_t i = 0; i < (size_t)N * a->spec[j].rows; i++) p[i] = 1.0f / (1.0f + expf(-p[i]));
+        }
+}
+
+/* d loss / d proj_j -> dxn (overwritten) and the W_j gradients: through the act, RoPE, the matmuls. */
+static void attn_inputs_backward(da_acts *a, const da_layer_weights *w, da_layer_weights *g, layer_acts *la,
+                                 const da_ops *op) {
+    const da_exec *ex = &a->exec;
+    double *prof = ex->prof_s;
+    const int B = a->B, T = a->T, N = B * T, C = a->cfg.dim, d = da_head_dim(&a->cfg);
+    for (int j = 0; j < a->n_attn; j++)
+        if (a->spec[j].rope)
+            DA_PROF(prof, DA_PROF_ROPE,
+                    op->rope_apply(a->dproj[j], a->rope_cos, a->rope_sin, B, T, a->spec[j].rows / d, d, 1));
+    int first = 1;
+    for (int j = 0; j < a->n_attn; j++) {
+        if (a->spec[j].role != ATTN_IN) continue;
+        const int rows = a->spec[j].rows;
+        if (a->spec[j].act == ATTN_ACT_SIGMOID) {
+            /* d act -> d its input: s (1 - s) */
+            const float *p = la->proj[j];
+            float *dp = a->dproj[j];
+            for (size_t i = 0; i < (size_t)N * rows; i++) dp[i] *= p[i] * (1.0f - p[i]);
+        }
+        DA_PROF(prof, DA_PROF_MATMUL_BWD,
+                matmul_backward(ex, a->dxn, g->attn[j], a->dproj[j], la->xn1, w->attn[j], N, C, rows, !first));
+        first = 0;
+    }
 }
 
 float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets, int B, int T) {
@@ -190,12 +228,10 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
     if (B <= 0 || T <= 0 || B > a->cap_B || T > a->cap_T) return NAN;
     a->B = B;
     a->T = T;
-    const int C = c->dim, Cq = da_q_dim(c), F = c->ffn_hidden, V = c->vocab_size, N = B * T;
-    attn_shape as = shape_of(a);
-    const int d = as.d, Ckv = as.Ckv;
+    const int C = c->dim, F = c->ffn_hidden, V = c->vocab_size, N = B * T;
+    const int out = attn_out_tensor(c);
     const da_exec *ex = &a->exec;
     const da_ops *op = da_ops_of(ex->isa);
-    const da_attn_ops *at = da_attn_ops_of(ex->isa);
     double *prof = ex->prof_s;
     memcpy(a->tokens, tokens, (size_t)N * sizeof(int));
     a->have_targets = targets != NULL;
@@ -210,38 +246,15 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
 
         DA_PROF(prof, DA_PROF_RMSNORM,
                 op->rmsnorm_forward(la->xn1, la->rstd1, la->resid_in, w->attention_norm, N, C, c->norm_eps));
-        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->q, la->xn1, w->wq, N, C, Cq, 0));
-        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->k, la->xn1, w->wk, N, C, Ckv, 0));
-        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->v, la->xn1, w->wv, N, C, Ckv, 0));
-        DA_PROF(prof, DA_PROF_ROPE, op->rope_apply(la->q, a->rope_cos, a->rope_sin, B, T, Cq / d, d, 0));
-        DA_PROF(prof, DA_PROF_ROPE, op->rope_apply(la->k, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 0));
-        const int diff = c->arch == DA_ARCH_DIFF;
-        if (diff) a->lambda[l] = da_model_lambda(m, l);
-        if (c->arch == DA_ARCH_DIFF2) {
-            DA_PROF(prof, DA_PROF_MATMUL_FWD,
-                    matmul_forward(ex, la->lam, la->xn1, w->lambda_proj, N, C, c->n_heads, 0));
-            for (size_t i = 0; i < (size_t)N * c->n_heads; i++) la->lam[i] = 1.0f / (1.0f + expf(-la->lam[i]));
-        }
+        attn_inputs(a, w, la, op);
         double t_attn = prof ? da_now_s() : 0.0, hn0 = prof ? prof[DA_PROF_HEAD_NORM] : 0.0;
-        if (a->kernel == DA_ATTN_FLASH) {
-            at->flash_forward(diff ? la->opre : la->attn_out, la->o1, la->o2, la->lse, la->q, la->k, la->v,
-                              diff ? a->lambda[l] : 0.0f, la->lam, attn_kind_of(c->arch), &as, a->scratch);
-            if (diff)
-                DA_PROF(prof, DA_PROF_HEAD_NORM,
-                        at->head_norm_forward(la->attn_out, la->sub_rstd, la->opre, w->subln,
-                                              1.0f - da_lambda_init(l), N * c->n_heads, 2 * d));
-        } else if (diff) {
-            at->diff_forward(la->attn_out, la->opre, la->sub_rstd, la->att, la->q, la->k, la->v, w->subln,
-                             a->lambda[l], da_lambda_init(l), &as, a->scratch);
-        } else if (c->arch == DA_ARCH_DIFF2) {
-            at->diff2_forward(la->attn_out, la->att, la->q, la->k, la->v, la->lam, &as, a->scratch);
-        } else {
-            at->softmax_forward(la->attn_out, la->att, la->q, la->k, la->v, &as);
-        }
-        /* the head norm is charged to its own phase and taken out of the attention's */
+        attn_train_ctx actx = attn_ctx_of(a, l, w->attn, NULL);
+        a->var->forward(&actx);
+        /* a head norm is charged to its own phase and taken out of the attention's */
         if (prof) prof[DA_PROF_ATTN_FWD] += da_now_s() - t_attn - (prof[DA_PROF_HEAD_NORM] - hn0);
         DA_PROF(prof, DA_PROF_RESIDUAL, memcpy(la->resid_mid, la->resid_in, (size_t)N * C * sizeof(float)));
-        DA_PROF(prof, DA_PROF_MATMUL_FWD, matmul_forward(ex, la->resid_mid, la->attn_out, w->wo, N, C, C, 1));
+        DA_PROF(prof, DA_PROF_MATMUL_FWD,
+                matmul_forward(ex, la->resid_mid, la->attn_out, w->attn[out], N, a->spec[out].cols, C, 1));
 
         DA_PROF(prof, DA_PROF_RMSNORM,
                 op->rmsnorm_forward(la->xn2, la->rstd2, la->resid_mid, w->ffn_norm, N, C, c->norm_eps));
@@ -260,32 +273,13 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
     return loss;
 }
 
-/* d lambda_full -> the four lambda vectors: lambda = exp(q1.k1) - exp(q2.k2) + init. */
-static void lambda_backward(da_layer_weights *g, const da_layer_weights *w, float dlambda, int d) {
-    float a = 0, b = 0;
-    for (int i = 0; i < d; i++) {
-        a += w->lambda_q1[i] * w->lambda_k1[i];
-        b += w->lambda_q2[i] * w->lambda_k2[i];
-    }
-    float e1 = expf(a) * dlambda, e2 = expf(b) * dlambda;
-    for (int i = 0; i < d; i++) {
-        g->lambda_q1[i] += e1 * w->lambda_k1[i];
-        g->lambda_k1[i] += e1 * w->lambda_q1[i];
-        g->lambda_q2[i] -= e2 * w->lambda_k2[i];
-        g->lambda_k2[i] -= e2 * w->lambda_q2[i];
-    }
-}
-
 void da_backward(da_model *m, da_acts *a) {
     const da_config *c = &m->cfg;
-    const int B = a->B, T = a->T, C = c->dim, Cq = da_q_dim(c), H = c->n_heads, F = c->ffn_hidden;
-    const int V = c->vocab_size, N = B * T;
-    attn_shape as = shape_of(a);
-    const int d = as.d, Ckv = as.Ckv;
+    const int B = a->B, T = a->T, C = c->dim, F = c->ffn_hidden;
+    const int V = c->vocab_size, N = B * T, out = attn_out_tensor(c);
     if (!a->have_targets || !m->grads) return;
     const da_exec *ex = &a->exec;
     const da_ops *op = da_ops_of(ex->isa);
-    const da_attn_ops *at = da_attn_ops_of(ex->isa);
     double *prof = ex->prof_s;
 
     DA_PROF(prof, DA_PROF_LOSS, op->cross_entropy_backward(a->logits, a->targets, N, V));
@@ -312,43 +306,13 @@ void da_backward(da_model *m, da_acts *a) {
                 op->rmsnorm_backward(a->dresid, g->ffn_norm, a->dxn, la->resid_mid, w->ffn_norm, la->rstd2, N, C));
 
         /* attention: dresid now holds d loss / d resid_mid */
-        DA_PROF(prof, DA_PROF_MATMUL_BWD,
-                matmul_backward(ex, a->dattn, g->wo, a->dresid, la->attn_out, w->wo, N, C, C, 0));
+        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dattn, g->attn[out], a->dresid, la->attn_out,
+                                                          w->attn[out], N, a->spec[out].cols, C, 0));
         double t_attn = prof ? da_now_s() : 0.0, hn0 = prof ? prof[DA_PROF_HEAD_NORM] : 0.0;
-        if (a->kernel == DA_ATTN_FLASH && c->arch == DA_ARCH_DIFF) {
-            float dlambda = 0.0f;
-            DA_PROF(prof, DA_PROF_HEAD_NORM,
-                    at->head_norm_backward(a->dopre, g->subln, a->dattn, la->opre, la->sub_rstd, w->subln,
-                                           1.0f - da_lambda_init(l), N * c->n_heads, 2 * d));
-            at->flash_backward(a->dq, a->dk, a->dv, &dlambda, NULL, a->dopre, la->opre, la->o1, la->o2, la->lse,
-                               la->q, la->k, la->v, a->lambda[l], NULL, ATTN_DIFF, &as, a->scratch);
-            lambda_backward(g, w, dlambda, d);
-        } else if (a->kernel == DA_ATTN_FLASH) {
-            at->flash_backward(a->dq, a->dk, a->dv, NULL, a->dlam, a->dattn, la->attn_out, la->o1, la->o2, la->lse,
-                               la->q, la->k, la->v, 0.0f, la->lam, attn_kind_of(c->arch), &as, a->scratch);
-        } else if (c->arch == DA_ARCH_DIFF) {
-            float dlambda = 0.0f;
-            at->diff_backward(a->dq, a->dk, a->dv, g->subln, &dlambda, a->dattn, la->opre, la->sub_rstd, la->att,
-                              la->q, la->k, la->v, w->subln, a->lambda[l], da_lambda_init(l), &as, a->scratch);
-            lambda_backward(g, w, dlambda, d);
-        } else if (c->arch == DA_ARCH_DIFF2) {
-            at->diff2_backward(a->dq, a->dk, a->dv, a->dlam, a->dattn, la->att, la->q, la->k, la->v, la->lam, &as,
-                               a->scratch);
-        } else {
-            at->softmax_backward(a->dq, a->dk, a->dv, a->dattn, la->att, la->q, la->k, la->v, &as, a->scratch);
-        }
+        attn_train_ctx actx = attn_ctx_of(a, l, w->attn, g->attn);
+        a->var->backward(&actx);
         if (prof) prof[DA_PROF_ATTN_BWD] += da_now_s() - t_attn - (prof[DA_PROF_HEAD_NORM] - hn0);
-        DA_PROF(prof, DA_PROF_ROPE, op->rope_apply(a->dq, a->rope_cos, a->rope_sin, B, T, Cq / d, d, 1));
-        DA_PROF(prof, DA_PROF_ROPE, op->rope_apply(a->dk, a->rope_cos, a->rope_sin, B, T, Ckv / d, d, 1));
-        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dxn, g->wq, a->dq, la->xn1, w->wq, N, C, Cq, 0));
-        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dxn, g->wk, a->dk, la->xn1, w->wk, N, C, Ckv, 1));
-        DA_PROF(prof, DA_PROF_MATMUL_BWD, matmul_backward(ex, a->dxn, g->wv, a->dv, la->xn1, w->wv, N, C, Ckv, 1));
-        if (c->arch == DA_ARCH_DIFF2) {
-            /* d lam -> d of its logit through the sigmoid, then into lambda_proj and x */
-            for (size_t i = 0; i < (size_t)N * H; i++) a->dlam[i] *= la->lam[i] * (1.0f - la->lam[i]);
-            DA_PROF(prof, DA_PROF_MATMUL_BWD,
-                    matmul_backward(ex, a->dxn, g->lambda_proj, a->dlam, la->xn1, w->lambda_proj, N, C, H, 1));
-        }
+        attn_inputs_backward(a, w, g, la, op);
         DA_PROF(prof, DA_PROF_RMSNORM, op->rmsnorm_backward(a->dresid, g->attention_norm, a->dxn, la->resid_in,
                                                             w->attention_norm, la->rstd1, N, C));
     }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/variant.h"
 #include "quant/quantize.h"
 
 /* The LM head's type before any width check. */
@@ -10,21 +11,23 @@ static int head_type(const da_quantize_types *o) {
                                : (o->type == DA_QT_Q4_0 || o->type == DA_QT_Q4_K ? DA_QT_Q8_0 : o->type);
 }
 
-/* f32 for the tensors that always stay f32 (the embedding, lambda_proj), else -1. */
-static int tensor_type_fixed(const da_qtensor *t, int i) {
+/* f32 for the tensors that always stay f32 (the embedding, an attention
+ * tensor its variant marks not quantizable), else -1. */
+static int tensor_type_fixed(const da_config *c, const da_qtensor *t, int i) {
     if (i == 0) return DA_QT_F32; /* tok_embeddings */
-    const size_t n = strlen(t->name), k = strlen("lambda_proj.weight");
-    return n >= k && !strcmp(t->name + n - k, "lambda_proj.weight") ? DA_QT_F32 : -1;
+    attn_tensor spec;
+    const attn_tensor *a = attn_tensor_named(c, t->name, &spec);
+    return a && !a->quantizable ? DA_QT_F32 : -1;
 }
 
-/* The type a 2-D tensor gets: the embedding stays f32, and so does DIFF2's
- * lambda_proj (n_heads rows, a few hundredths of the layer's weights, whose
- * output goes through a sigmoid gate on the second map); the LM head takes
+/* The type a 2-D tensor gets: the embedding stays f32, and so does an
+ * attention tensor its variant keeps f32 (attn/variant.h: quantizable, e.g.
+ * a small gate whose output goes through a sigmoid); the LM head takes
  * output_type (q8_0 for the 4-bit types by default), a tied model's head as
  * a copy of the embedding. A width off the type's block: q8_0, then f32,
  * with fallback_q8; else -1. */
-static int tensor_type(const da_qtensor *t, int i, const da_quantize_types *o) {
-    const int fixed = tensor_type_fixed(t, i);
+static int tensor_type(const da_config *c, const da_qtensor *t, int i, const da_quantize_types *o) {
+    const int fixed = tensor_type_fixed(c, t, i);
     if (fixed >= 0) return fixed;
     int type = o->type;
     if (!strcmp(t->name, "output.weight")) type = head_type(o);
@@ -81,12 +84,12 @@ static da_status assign_types(da_engine *e, const da_quantize_types *o, int *n_f
             t->type = DA_QT_F32;
             continue;
         }
-        t->type = tensor_type(t, i, o);
+        t->type = tensor_type(&e->cfg, t, i, o);
         if (t->type < 0)
             return da_errorf("quantize: %s has %d columns, not a multiple of %s's block of %d; allow a fallback to "
                              "q8_0 for such matmuls, or choose another type",
                              t->name, t->cols, da_qtype_name(o->type), da_qtype_block(o->type));
-        if (n_fallback && tensor_type_fixed(t, i) < 0 && strcmp(t->name, "output.weight") && t->type != o->type)
+        if (n_fallback && tensor_type_fixed(&e->cfg, t, i) < 0 && strcmp(t->name, "output.weight") && t->type != o->type)
             (*n_fallback)++;
     }
     return da_ok();

@@ -1,0 +1,55 @@
+/* diffattn's model configuration: the attention variant and the fields of a
+ * model (types only; model.h has the functions over them). */
+#ifndef DIFFATTN_CONFIG_H
+#define DIFFATTN_CONFIG_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The attention variant: the one enum of attention kinds. Each is a module
+ * of src/attn/ (its entry of the variant table, attn/variant.h); the CLI and
+ * the checkpoint metadata spell them diff, softmax, diff2.
+ * DIFF: the Differential Transformer (V1); SOFTMAX: the baseline; DIFF2: DIFF V2
+ * (microsoft/unilm Diff-Transformer-V2/multihead_flashdiffv2.py): 2H query
+ * heads of size d = dim/H, K and V shared by the two maps of a head, lambda
+ * per token and head = sigmoid(x . lambda_proj), no head norm. */
+typedef enum { DA_ARCH_DIFF = 0, DA_ARCH_SOFTMAX = 1, DA_ARCH_DIFF2 = 2, DA_ARCH_N } da_arch;
+
+/* RoPE frequencies of pair j of a d-wide sub-head. DIFF: the official DIFF
+ * framework's theta^(-j/(d/2-1)); LLAMA: theta^(-2j/d) (Llama, Hugging Face). */
+typedef enum { DA_ROPE_FREQ_DIFF = 0, DA_ROPE_FREQ_LLAMA = 1 } da_rope_freq;
+/* Hugging Face rope_scaling: none; linear (every frequency / factor); llama3
+ * (low frequencies / factor, high ones kept, a smooth ramp between). */
+typedef enum { DA_ROPE_SCALE_NONE = 0, DA_ROPE_SCALE_LINEAR = 1, DA_ROPE_SCALE_LLAMA3 = 2 } da_rope_scale;
+
+/* Attention tensors per layer, at most (da_layer_weights.attn). */
+#define DA_ATTN_MAX_TENSORS 16
+
+typedef struct {
+    da_arch arch;
+    int dim;
+    int n_layers;
+    int n_heads;    /* DIFF: differential heads; softmax: plain heads (twice DIFF's at equal params);
+                     * DIFF2: output heads, each with two query heads of the same size */
+    int n_kv_heads; /* GQA: n_heads / n_kv_heads query heads share one KV group */
+    int vocab_size;
+    int ffn_hidden;
+    int max_seq_len;
+    float norm_eps;
+    float rope_theta;
+    int tie_embeddings; /* 1: output.weight is tok_embeddings.weight */
+    int window;         /* sliding-window attention: query t sees keys t-window+1 .. t (both maps of
+                         * DIFF and DIFF2); 0 = every earlier key. Stored only when > 0 */
+    da_rope_freq rope_freq;   /* default DIFF; models loaded from Hugging Face use LLAMA */
+    da_rope_scale rope_scaling;
+    float rope_factor;            /* linear, llama3 */
+    float rope_low_freq_factor;   /* llama3 */
+    float rope_high_freq_factor;  /* llama3 */
+    int rope_original_max_pos;    /* llama3: original_max_position_embeddings */
+} da_config;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,169 @@
+/* The Differential Transformer (V1) as a variant: head i has two query and
+ * key sub-heads (Q1, Q2 = q sub-heads 2i, 2i+1; K1, K2 = k sub-heads 2g,
+ * 2g+1 of its KV group g) and a 2d-wide value; its output is
+ *     RMSNorm_subln((softmax(Q1 K1^T/sqrt(d)) - lambda softmax(Q2 K2^T/sqrt(d))) V) * (1 - lambda_init)
+ * with lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init,
+ * one per layer. */
+#include <math.h>
+
+#include "attn/variant.h"
+#include "attn/variant_common.h"
+#include "core/profile.h"
+
+enum { Q, K, V, OUT, LQ1, LK1, LQ2, LK2, SUBLN, N_TENSORS };
+enum { C_LAMBDA, C_POST }; /* layer consts: lambda_full, 1 - lambda_init */
+
+float attn_lambda_init(int depth) { return 0.8f - 0.6f * expf(-0.3f * (float)depth); }
+
+static int diff_tensors(const da_config *c, attn_tensor *t) {
+    const int C = c->dim, Ckv = attn_kv_cols(c), d = c->dim / c->n_heads / 2;
+    t[Q] = attn_in("q_proj.weight", C, C, 1, ATTN_VIEW_Q);
+    t[K] = attn_in("k_proj.weight", Ckv, C, 1, ATTN_VIEW_K);
+    t[V] = attn_in("v_proj.weight", Ckv, C, 0, ATTN_VIEW_V);
+    t[OUT] = attn_out_proj(C, C);
+    t[LQ1] = attn_param_vector("lambda_q1", d, ATTN_INIT_NORMAL, 0.1f); /* the paper's init */
+    t[LK1] = attn_param_vector("lambda_k1", d, ATTN_INIT_NORMAL, 0.1f);
+    t[LQ2] = attn_param_vector("lambda_q2", d, ATTN_INIT_NORMAL, 0.1f);
+    t[LK2] = attn_param_vector("lambda_k2", d, ATTN_INIT_NORMAL, 0.1f);
+    t[SUBLN] = attn_param_vector("subln.weight", 2 * d, ATTN_INIT_ONES, 0.0f);
+    return N_TENSORS;
+}
+
+static da_status diff_validate(const da_config *c) {
+    if (c->dim % (2 * c->n_heads))
+        return da_errorf("dim: %d is not divisible by 2*n_heads=%d (each DIFF head holds two sub-heads)", c->dim,
+                         2 * c->n_heads);
+    return da_ok();
+}
+
+static void diff_layer_consts(const da_config *c, int layer, const float *const *w, float *consts) {
+    const int d = c->dim / c->n_heads / 2;
+    float a = 0, b = 0;
+    for (int i = 0; i < d; i++) {
+        a += w[LQ1][i] * w[LK1][i];
+        b += w[LQ2][i] * w[LK2][i];
+    }
+    consts[C_LAMBDA] = expf(a) - expf(b) + attn_lambda_init(layer);
+    consts[C_POST] = 1.0f - attn_lambda_init(layer);
+}
+
+static const attn_layout LAYOUT = {2, 1, 2};
+
+static void diff_forward(const attn_train_ctx *x) {
+    const attn_shape *s = &x->shape;
+    const da_attn_ops *at = da_attn_ops_of(x->exec->isa);
+    attn_saved sv = attn_saved_layout(x, &LAYOUT, 1);
+    diff_layer_consts(x->cfg, x->layer, (const float *const *)x->w, x->consts);
+    const float lambda = x->consts[C_LAMBDA];
+    if (x->flash) {
+        at->flash_forward(sv.opre, sv.o1, sv.o2, sv.lse, x->proj[Q], x->proj[K], x->proj[V], lambda, NULL, &LAYOUT,
+                          s, x->scratch);
+        DA_PROF(x->exec->prof_s, DA_PROF_HEAD_NORM,
+                at->head_norm_forward(x->out, sv.sub_rstd, sv.opre, x->w[SUBLN], x->consts[C_POST],
+                                      s->B * s->T * s->n_heads, 2 * s->d));
+    } else {
+        at->diff_forward(x->out, sv.opre, sv.sub_rstd, sv.att, x->proj[Q], x->proj[K], x->proj[V], x->w[SUBLN],
+                         lambda, attn_lambda_init(x->layer), s, x->scratch);
+    }
+}
+
+/* d lambda_full -> the four lambda vectors: lambda = exp(q1.k1) - exp(q2.k2) + init. */
+static void lambda_backward(const attn_train_ctx *x, float dlambda) {
+    float *const *w = x->w, *const *g = x->g;
+    const int d = x->shape.d;
+    float a = 0, b = 0;
+    for (int i = 0; i < d; i++) {
+        a += w[LQ1][i] * w[LK1][i];
+        b += w[LQ2][i] * w[LK2][i];
+    }
+    float e1 = expf(a) * dlambda, e2 = expf(b) * dlambda;
+    for (int i = 0; i < d; i++) {
+        g[LQ1][i] += e1 * w[LK1][i];
+        g[LK1][i] += e1 * w[LQ1][i];
+        g[LQ2][i] -= e2 * w[LK2][i];
+        g[LK2][i] -= e2 * w[LQ2][i];
+    }
+}
+
+static void diff_backward(const attn_train_ctx *x) {
+    const attn_shape *s = &x->shape;
+    const da_attn_ops *at = da_attn_ops_of(x->exec->isa);
+    attn_saved sv = attn_saved_layout(x, &LAYOUT, 1);
+    const float lambda = x->consts[C_LAMBDA];
+    float dlambda = 0.0f;
+    if (x->flash) {
+        /* the head norm's input gradient lives past the flash kernel's scratch */
+        float *dopre = x->scratch + flash_scratch_size(s, &LAYOUT);
+        DA_PROF(x->exec->prof_s, DA_PROF_HEAD_NORM,
+                at->head_norm_backward(dopre, x->g[SUBLN], x->dout, sv.opre, sv.sub_rstd, x->w[SUBLN],
+                                       x->consts[C_POST], s->B * s->T * s->n_heads, 2 * s->d));
+        at->flash_backward(x->dproj[Q], x->dproj[K], x->dproj[V], &dlambda, NULL, dopre, sv.opre, sv.o1, sv.o2,
+                           sv.lse, x->proj[Q], x->proj[K], x->proj[V], lambda, NULL, &LAYOUT, s, x->scratch);
+    } else {
+        at->diff_backward(x->dproj[Q], x->dproj[K], x->dproj[V], x->g[SUBLN], &dlambda, x->dout, sv.opre,
+                          sv.sub_rstd, sv.att, x->proj[Q], x->proj[K], x->proj[V], x->w[SUBLN], lambda,
+                          attn_lambda_init(x->layer), s, x->scratch);
+    }
+    lambda_backward(x, dlambda);
+}
+
+static size_t diff_train_floats(const attn_shape *cap, int flash) { return attn_saved_floats(cap, &LAYOUT, flash, 1); }
+
+static size_t diff_scratch_floats(const attn_shape *s, int flash) {
+    return attn_kernel_scratch(s, &LAYOUT, flash) + (flash ? (size_t)s->B * s->T * s->C : 0);
+}
+
+static void diff_decode_head(const attn_decode_head *x) {
+    const int d = x->d, d2 = 2 * d, h = x->h, g = x->g, len = x->len;
+    const float scale = 1.0f / sqrtf((float)d), lambda = x->consts[C_LAMBDA], post = x->consts[C_POST];
+    const float *subln = x->w[SUBLN];
+    float *A1 = x->att, *A2 = A1 + x->slots;
+    x->kv->scores(x->kv->self, A1, x->q + (size_t)(2 * h) * d, 2 * g * d, x->p0, len, scale);
+    x->kv->scores(x->kv->self, A2, x->q + (size_t)(2 * h + 1) * d, (2 * g + 1) * d, x->p0, len, scale);
+    for (int i = 0; i < len; i++) A1[i] -= lambda * A2[i];
+    float *oh = x->o + (size_t)h * d2;
+    x->kv->mix(x->kv->self, oh, A1, g * d2, x->p0, len, d2);
+    float ss = 0.0f;
+    for (int i = 0; i < d2; i++) ss += oh[i] * oh[i];
+    const float r = 1.0f / sqrtf(ss / d2 + DA_SUBLN_EPS);
+    for (int i = 0; i < d2; i++) oh[i] = oh[i] * r * subln[i] * post;
+}
+
+/* QK^T: 2 flops per key per query column (dim); PV: 2 maps x 2 per key per value column (dim). */
+static double diff_flops(const da_config *c, int T) {
+    const double keys = attn_mean_keys(c, T), C = c->dim;
+    return 3.0 * (2.0 * keys * C + 2.0 * keys * 2.0 * C);
+}
+
+const attn_variant attn_diff = {
+    .arch = DA_ARCH_DIFF,
+    .name = "diff",
+    .label = "DIFF",
+    .about = "Differential Transformer",
+    .maps = 2,
+    .heads_per_diff_head = 1,
+    .sub_heads_per_head = 2,
+    .layout = {2, 1, 2},
+    .per_layer_lambda = 1,
+    .compared = 1,
+    .baseline = 0,
+    .hf_class = "DiffLlamaForCausalLM",
+    .hf = 1,
+    .gguf = 1,
+    .tensors = diff_tensors,
+    .validate = diff_validate,
+    .layer_consts = diff_layer_consts,
+    .train_floats = diff_train_floats,
+    .scratch_floats = diff_scratch_floats,
+    .forward = diff_forward,
+    .backward = diff_backward,
+    .decode_head = diff_decode_head,
+    .logit_maps = attn_maps_logit_maps,
+    .logits = attn_maps_logits,
+    .attention_row = attn_maps_row,
+    .attn_flops_per_token = diff_flops,
+    .heads_note = " (differential)",
+    .head_dim_note = " (per sub-head; values 2x)",
+    .extra_params_note = "",
+    .lambda_note = "",
+};

@@ -1,0 +1,105 @@
+/* The table of attention variants, in da_arch order, and the lookups every
+ * caller uses instead of naming a variant. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attn/variant.h"
+#include "attn/variant_common.h"
+
+extern const attn_variant attn_diff, attn_softmax, attn_diff2;
+
+static const attn_variant *const VARIANTS[DA_ARCH_N] = {&attn_diff, &attn_softmax, &attn_diff2};
+
+const attn_variant *attn_variant_of(da_arch a) { return (unsigned)a < DA_ARCH_N ? VARIANTS[a] : VARIANTS[0]; }
+
+const attn_variant *attn_variant_at(int i) { return i >= 0 && i < DA_ARCH_N ? VARIANTS[i] : NULL; }
+
+int attn_tensors(const da_config *c, attn_tensor *out) { return attn_variant_of(c->arch)->tensors(c, out); }
+
+int attn_tensor_with_view(const da_config *c, attn_view v) {
+    attn_tensor t[ATTN_MAX_TENSORS];
+    const int n = attn_tensors(c, t);
+    for (int i = 0; i < n; i++)
+        if (t[i].view == v) return i;
+    return -1;
+}
+
+int attn_out_tensor(const da_config *c) {
+    attn_tensor t[ATTN_MAX_TENSORS];
+    const int n = attn_tensors(c, t);
+    for (int i = 0; i < n; i++)
+        if (t[i].role == ATTN_OUT) return i;
+    return -1;
+}
+
+const attn_tensor *attn_tensor_named(const da_config *c, const char *full_name, attn_tensor *out) {
+    const char *p = strstr(full_name, ".attn.");
+    if (strncmp(full_name, "layers.", 7) || !p) return NULL;
+    attn_tensor t[ATTN_MAX_TENSORS];
+    const int n = attn_tensors(c, t);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(p + 6, t[i].name)) {
+            *out = t[i];
+            return out;
+        }
+    return NULL;
+}
+
+attn_shape attn_shape_of(const da_config *c, int B, int T, int n_threads) {
+    const attn_variant *v = attn_variant_of(c->arch);
+    attn_shape s = {B, T, c->n_heads, c->n_kv_heads, c->dim / (c->n_heads * v->sub_heads_per_head), c->dim,
+                    attn_kv_cols(c), n_threads, 0, c->window};
+    return s;
+}
+
+size_t attn_scratch_floats(const attn_variant *v, const attn_shape *s, int flash) {
+    return v->scratch_floats ? v->scratch_floats(s, flash) : attn_kernel_scratch(s, &v->layout, flash);
+}
+
+int attn_maps_logit_maps(const da_config *c) { return c->n_heads * attn_variant_of(c->arch)->layout.maps; }
+
+/* The K sub-head map s of a head reads: map m of head h in KV group g reads
+ * sub-head maps*g + m, or g when every map reads the group's one K. */
+static int key_sub_head(const attn_layout *lay, int s, int n_rep) {
+    const int g = s / lay->maps / n_rep;
+    return lay->k_per_map ? lay->maps * g + s % lay->maps : g;
+}
+
+void attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out) {
+    const da_config *c = p->cfg;
+    const attn_layout *lay = &attn_variant_of(c->arch)->layout;
+    const int n_rep = c->n_heads / c->n_kv_heads, Ckv = attn_kv_cols(c);
+    const int d = c->dim / (c->n_heads * attn_variant_of(c->arch)->sub_heads_per_head);
+    const int Cq = c->n_heads * lay->maps * d, ks = key_sub_head(lay, s, n_rep);
+    const float scale = 1.0f / sqrtf((float)d);
+    const float *qv = p->q + (size_t)t * Cq + (size_t)s * d;
+    for (int j = j0; j <= t; j++) {
+        const float *kv = p->k + (size_t)j * Ckv + (size_t)ks * d;
+        float dot = 0.0f;
+        for (int e = 0; e < d; e++) dot += qv[e] * kv[e];
+        out[j - j0] = dot * scale;
+    }
+}
+
+void attn_maps_row(const attn_probe *p, int h, int t, float *row, float *tmp) {
+    const da_config *c = p->cfg;
+    const int maps = attn_variant_of(c->arch)->layout.maps;
+    const int lo = attn_first_key(t, c->window);
+    for (int mp = 0; mp < maps; mp++) {
+        float *a = mp ? tmp : row, mx = -INFINITY;
+        for (int j = 0; j < lo; j++) a[j] = 0.0f;
+        attn_maps_logits(p, maps * h + mp, t, lo, a + lo);
+        for (int j = lo; j <= t; j++) mx = a[j] > mx ? a[j] : mx;
+        double sum = 0;
+        for (int j = lo; j <= t; j++) sum += a[j] = expf(a[j] - mx);
+        for (int j = lo; j <= t; j++) a[j] = (float)(a[j] / sum);
+    }
+    /* the second map's weight: the layer's lambda, or this token's and head's */
+    const float lambda = p->lam ? p->lam[(size_t)t * c->n_heads + h] : p->lambda;
+    if (maps == 2)
+        for (int j = 0; j <= t; j++) row[j] -= lambda * tmp[j];
+    double mass = 0;
+    for (int j = 0; j <= t; j++) mass += fabsf(row[j]);
+    for (int j = 0; j <= t; j++) row[j] = mass > 0 ? (float)(row[j] / mass) : 0.0f;
+}
