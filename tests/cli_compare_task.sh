@@ -35,5 +35,10 @@ expect_error "text needs --data" "--task text trains on --data" "$BIN" compare -
 expect_error "bad --archs" '"gpt" is not an architecture' "$BIN" compare --task icl --archs diff,gpt --out "$T/z"
 expect_error "--seq with icl" "set --demos" "$BIN" compare --task icl --seq 64 --out "$T/z"
 expect_error "too many pairs" "pairs 32 must lie" "$BIN" compare --task mqar --pairs 32 --seq 64 --out "$T/y"
+out=$(OMP_NUM_THREADS=1 "$BIN" compare --task mqar --archs softmax,swa --swa-window 4 --out "$T/swa" --pairs 2 --seq 16 \
+      --vocab 16 --steps 4 --eval-every 2 --eval-seqs 8 --dim 16 --layers 1 --batch 4 --quiet 2>&1)
+[[ $out == *"| SWA | 4656 |"* && $out == *"SWA: softmax over the last 4 keys"* && -s $T/swa/runs/cell0_swa_seed1337.run ]]
+check "--archs swa: the softmax model with --swa-window, its own row, parameters and run file" $?
+expect_error "swa needs its window" "needs --swa-window" "$BIN" compare --task mqar --archs diff,swa --out "$T/z"
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

@@ -73,5 +73,93 @@ expect_error "encode --out is --in" "is the input" "$BIN" encode --model "$M" --
 cmp -s "$M" "$T/m_copy.safetensors" && diff -r "$T/hf2" "$T/hf2_copy" >/dev/null && [[ $(cat "$T/ids.txt") == "1 2 3 4 5" ]] &&
   ok "every input is unchanged" || bad "an input was changed"
 
+# --- case 5: a NaN weight; a q4_K block with a NaN scale (sample, eval loss and eval ppl refuse)
+cat include/diffattn/*.h >"$T/text.txt"
+"$BIN" init --out "$T/m256.safetensors" --dim 256 --layers 1 --heads 2 --ffn 256 --seq 32 >/dev/null
+python3 - "$T/m256.safetensors" "$T/nan.safetensors" <<'EOF'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+start = 8 + n + h["norm.weight"]["data_offsets"][0]
+b[start + 12:start + 16] = struct.pack("<f", float("nan"))  # element 3
+open(sys.argv[2], "wb").write(b)
+EOF
+expect_error "sample refuses a NaN weight" "tensor norm.weight holds nan" "$BIN" sample --model "$T/nan.safetensors" \
+  --prompt "a" --max-new 4
+expect_error "eval loss refuses a NaN weight" "tensor norm.weight holds nan" "$BIN" eval loss \
+  --model "$T/nan.safetensors" --data "$T/text.txt"
+out=$("$BIN" sample --model "$T/nan.safetensors" --prompt "a" --max-new 4 --allow-nonfinite 2>&1); rc=$?
+[[ $rc == 1 && $out == *"step 0: the logits hold"* ]] && ok "--allow-nonfinite loads it; sampling stops at step 0" ||
+  bad "--allow-nonfinite: rc=$rc $out"
+expect_ok "quantize q4_k" "$BIN" quantize --model "$T/m256.safetensors" --type q4_k --out "$T/q4k.gguf"
+python3 - "$T/q4k.gguf" <<'EOF'
+import struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+pos = 8
+def u32():
+    global pos; v = struct.unpack_from("<I", b, pos)[0]; pos += 4; return v
+def u64():
+    global pos; v = struct.unpack_from("<Q", b, pos)[0]; pos += 8; return v
+def skip_value(t):
+    global pos
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    if t == 8:
+        n = u64()
+        pos += n
+    elif t == 9:
+        et, n = u32(), u64()
+        for _ in range(n): skip_value(et)
+    else: pos += sizes[t]
+nt, nkv = u64(), u64()
+align = 32
+for _ in range(nkv):
+    k = bytes(b[pos + 8:pos + 8 + struct.unpack_from("<Q", b, pos)[0]]).decode(); pos += 8 + len(k)
+    t = u32()
+    if k == "general.alignment": align = struct.unpack_from("<I", b, pos)[0]
+    skip_value(t)
+tensors = []
+for _ in range(nt):
+    n = u64(); name = bytes(b[pos:pos + n]).decode(); pos += n
+    nd = u32(); pos += 8 * nd
+    typ, off = u32(), u64()
+    tensors.append((name, typ, off))
+data = (pos + align - 1) // align * align
+name, typ, off = next(t for t in tensors if t[1] == 12)  # q4_K
+b[data + off:data + off + 2] = struct.pack("<H", 0x7e00)  # the first block's d: fp16 NaN
+open(p, "wb").write(b)
+EOF
+expect_error "eval loss refuses the NaN q4_K scale" "a block's scale is not finite" "$BIN" eval loss \
+  --model "$T/q4k.gguf" --data "$T/text.txt"
+expect_error "eval ppl refuses the NaN q4_K scale" "a block's scale is not finite" "$BIN" eval ppl \
+  --model "$T/q4k.gguf" --base "$T/m256.safetensors" --data "$T/text.txt"
+
+# --- case 5: an epsilon below the floor
+expect_error "init --norm-eps 1e-30 refused" "norm_eps" "$BIN" init --out "$T/eps.safetensors" --norm-eps 1e-30
+
+# --- case 6: compare --task takes train's field table; report.json is JSON
+for lr in -1 0 1e30; do
+  expect_error "compare --task --lr $lr refused" "lr" "$BIN" compare --task mqar --out "$T/cmp_$lr" --lr $lr \
+    --steps 2 --eval-every 1 --eval-seqs 4 --dim 16 --layers 1 --batch 2 --quiet
+done
+
+# --- case 8: two trains on one --out: the second is refused naming the first's pid
+"$BIN" train --arch softmax --dim 32 --layers 1 --heads 2 --seq 16 --batch 2 --steps 100000 --eval-every 0 \
+  --log-every 1000 --data "$T/text.txt" --out "$T/run" >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 100); do [[ -s $T/run/.lock ]] && break; sleep 0.1; done
+err=$("$BIN" train --arch softmax --dim 32 --layers 1 --heads 2 --seq 16 --batch 2 --steps 4 --eval-every 0 \
+  --data "$T/text.txt" --out "$T/run" --force 2>&1 >/dev/null); rc=$?
+[[ $rc == 1 && $err == *"being written by another process (pid $first"* ]] &&
+  ok "a second train in the same --out is refused naming pid $first" || bad "second train: rc=$rc $err"
+kill $first 2>/dev/null; wait $first 2>/dev/null
+
+# --- quantize --help named a default (q8_0) for the required --type
+help=$("$BIN" quantize --help)
+line=$(grep -- "--type S" <<<"$help")
+[[ $line == *"(required)"* && $line != *default* ]] && ok "quantize --help: --type is required, with no default" ||
+  bad "quantize --help: $line"
+
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

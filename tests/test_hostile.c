@@ -2,10 +2,13 @@
  * and of its write faults, as a test that fails on the code before the fix.
  * Memory and time must be bounded by a file's real size, never by a count
  * the file claims; a failed write must leave the previous file whole. */
+#define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,7 +24,9 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/gguf.h"
+#include "infer/engine.h"
 #include "io/npy.h"
+#include "io/run_lock.h"
 #include "io/safetensors.h"
 #include "tok/tokenizer.h"
 #include "tok_util.h"
@@ -634,6 +639,523 @@ static int test_ids_write_round_trip(void) {
     return ok ? 0 : 1;
 }
 
+/* ------------------------------------------------------------ issue 23: loaders bounded by the file */
+
+/* A Llama of hidden size 8, one layer, vocabulary 16, tied head. */
+static const char tiny_llama_config[] =
+    "{\"model_type\":\"llama\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+    "\"num_key_value_heads\":2,\"intermediate_size\":16,\"vocab_size\":16,\"max_position_embeddings\":32,"
+    "\"tie_word_embeddings\":true}";
+
+static const struct {
+    const char *name;
+    int rows, cols;
+} tiny_tensors[] = {{"model.norm.weight", 8, 0},
+                    {"model.embed_tokens.weight", 16, 8},
+                    {"model.layers.0.input_layernorm.weight", 8, 0},
+                    {"model.layers.0.post_attention_layernorm.weight", 8, 0},
+                    {"model.layers.0.mlp.gate_proj.weight", 16, 8},
+                    {"model.layers.0.mlp.up_proj.weight", 16, 8},
+                    {"model.layers.0.mlp.down_proj.weight", 8, 16},
+                    {"model.layers.0.self_attn.q_proj.weight", 8, 8},
+                    {"model.layers.0.self_attn.k_proj.weight", 8, 8},
+                    {"model.layers.0.self_attn.v_proj.weight", 8, 8},
+                    {"model.layers.0.self_attn.o_proj.weight", 8, 8}};
+enum { TINY_N = sizeof tiny_tensors / sizeof tiny_tensors[0] };
+enum { TINY_DISJOINT, TINY_ALL_AT_ZERO, TINY_FRACTIONAL, TINY_ARRAY_METADATA };
+
+/* 8-byte length, header, data_bytes of small values. */
+static int write_safetensors_raw(const char *p, const char *header, size_t data_bytes) {
+    FILE *fp = fopen(p, "wb");
+    if (!fp) return -1;
+    uint64_t n = strlen(header);
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)(n >> (8 * i));
+    float *data = calloc(data_bytes / 4 + 1, 4);
+    for (size_t i = 0; data && i < data_bytes / 4; i++) data[i] = 0.01f * (float)(i % 7);
+    int ok = data && fwrite(len, 1, 8, fp) == 8 && fwrite(header, 1, n, fp) == n &&
+             fwrite(data, 1, data_bytes, fp) == data_bytes;
+    free(data);
+    return fclose(fp) || !ok ? -1 : 0;
+}
+
+/* An HF folder of the tiny Llama whose tensors are laid out as mode says. */
+static int write_tiny_folder(const char *folder, int mode) {
+    mkdir(folder, 0755);
+    char p[512], h[8192];
+    size_t at = 0, end = 0;
+    int w = snprintf(h, sizeof h, "{%s", mode == TINY_ARRAY_METADATA ? "\"__metadata__\":[1,2]," : "");
+    for (int i = 0; i < TINY_N; i++) {
+        size_t nb = (size_t)tiny_tensors[i].rows * (size_t)(tiny_tensors[i].cols ? tiny_tensors[i].cols : 1) * 4;
+        size_t b = mode == TINY_ALL_AT_ZERO ? 0 : at;
+        char shape[32], offs[64];
+        if (tiny_tensors[i].cols) snprintf(shape, sizeof shape, "[%d,%d]", tiny_tensors[i].rows, tiny_tensors[i].cols);
+        else snprintf(shape, sizeof shape, "[%d]", tiny_tensors[i].rows);
+        if (mode == TINY_FRACTIONAL && i == 0) snprintf(offs, sizeof offs, "[0.5,%zu.5]", nb);
+        else snprintf(offs, sizeof offs, "[%zu,%zu]", b, b + nb);
+        w += snprintf(h + w, sizeof h - (size_t)w, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":%s}",
+                      i ? "," : "", tiny_tensors[i].name, shape, offs);
+        at += nb;
+        if (b + nb > end) end = b + nb;
+    }
+    snprintf(h + w, sizeof h - (size_t)w, "}");
+    snprintf(p, sizeof p, "%s/config.json", folder);
+    if (write_text(p, tiny_llama_config, strlen(tiny_llama_config))) return -1;
+    snprintf(p, sizeof p, "%s/model.safetensors", folder);
+    return write_safetensors_raw(p, h, end + (mode == TINY_FRACTIONAL ? 4 : 0));
+}
+
+/* Issue 23, case 2: every tensor of an HF folder pointing at the same bytes
+ * loaded (8.4 MB as a 403 M-parameter model, 11.8 s, 1.6 GB); fractional
+ * offsets and an array __metadata__ passed too. */
+static int test_hf_ranges_checked(void) {
+    const char *f = path_in("hf_ok");
+    da_model m;
+    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
+    da_status st = da_model_load(&m, f);
+    if (st.code) fprintf(stderr, "  the well-formed folder: %s\n", st.msg);
+    CHECK(!st.code);
+    da_model_free(&m);
+    const struct {
+        int mode;
+        const char *name, *want;
+    } cases[] = {{TINY_ALL_AT_ZERO, "hf_overlap", "overlaps tensor"},
+                 {TINY_FRACTIONAL, "hf_fraction", "not integers"},
+                 {TINY_ARRAY_METADATA, "hf_meta", "__metadata__ is not an object"}};
+    for (int i = 0; i < 3; i++) {
+        const char *g = path_in(cases[i].name);
+        CHECK(!write_tiny_folder(g, cases[i].mode));
+        st = da_model_load(&m, g);
+        if (!st.code) da_model_free(&m);
+        if (expect_error(st, cases[i].want)) return 1;
+    }
+    return 0;
+}
+
+/* Issue 23, case 2, GGUF: two tensors over the same bytes (a 4.5 MB file
+ * took 26 s and 5.3 GB). */
+static int test_gguf_overlap_refused(void) {
+    uint8_t *buf = calloc(1, 256), *p = buf;
+    CHECK(buf);
+    memcpy(p, "GGUF", 4), p += 4;
+    put_u32(&p, 3);
+    put_u64(&p, 2); /* tensors */
+    put_u64(&p, 0); /* key-values */
+    const uint64_t offsets[2] = {0, 32}; /* a: [0, 64), b: [32, 96) */
+    for (int i = 0; i < 2; i++) {
+        put_u64(&p, 1);
+        *p++ = (uint8_t)('a' + i);
+        put_u32(&p, 1);
+        put_u64(&p, 16);
+        put_u32(&p, 0); /* f32 */
+        put_u64(&p, offsets[i]);
+    }
+    size_t n = ((size_t)(p - buf) + 31) / 32 * 32 + 96;
+    da_gguf_file g;
+    return expect_error(da_gguf_parse(&g, "overlap.gguf", buf, n), "tensor \"b\" (data bytes [32, 96)) overlaps");
+}
+
+/* Issue 23, case 3: a sharded index was read in quadratic time (80 k entries,
+ * a 6 MB index: 43 s). Now one pass with a hash map: the folder is refused
+ * (its tensors are not a model) after reading every entry, in under half a
+ * second of CPU optimised. */
+static int test_index_linear(void) {
+    enum { N = 80000 };
+    const char *f = path_in("hf_index");
+    mkdir(f, 0755);
+    char p[512];
+    size_t cap = (size_t)N * 80 + 64;
+    char *h = malloc(cap), *ix = malloc(cap);
+    CHECK(h && ix);
+    size_t wh = (size_t)snprintf(h, cap, "{"), wi = (size_t)snprintf(ix, cap, "{\"weight_map\":{");
+    for (int i = 0; i < N; i++) {
+        wh += (size_t)snprintf(h + wh, cap - wh, "%s\"x.%06d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+                               i ? "," : "", i, 4 * i, 4 * i + 4);
+        wi += (size_t)snprintf(ix + wi, cap - wi, "%s\"x.%06d\":\"a.safetensors\"", i ? "," : "", i);
+    }
+    snprintf(h + wh, cap - wh, "}");
+    snprintf(ix + wi, cap - wi, "}}");
+    snprintf(p, sizeof p, "%s/a.safetensors", f);
+    int bad = write_safetensors_raw(p, h, (size_t)N * 4);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", f);
+    bad |= write_text(p, ix, strlen(ix));
+    snprintf(p, sizeof p, "%s/config.json", f);
+    bad |= write_text(p, tiny_llama_config, strlen(tiny_llama_config));
+    free(h);
+    free(ix);
+    CHECK(!bad);
+    da_model m;
+    /* CPU time, not wall time: the machine running the tests may be busy */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    da_status st = da_model_load(&m, f);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+    const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (expect_error(st, "missing tensor model.embed_tokens.weight")) return 1;
+    if (s > 10.0) { /* about 0.4 s optimised; quadratic, it took 43 s and more */
+        fprintf(stderr, "  %.2f s of CPU to read an index of %d entries\n", s, N);
+        return 1;
+    }
+    return 0;
+}
+
+/* Also in issue 23: a shard symlinked outside the folder was read, and the
+ * error echoed its first 8 bytes as a "header length". A Hugging Face cache
+ * snapshot (files symlinked to ../../blobs) still loads. */
+static int test_shard_outside_folder_refused(void) {
+    const char *f = path_in("hf_escape"), *secret = path_in("secret.txt");
+    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
+    CHECK(!write_text(secret, "SECRET!!and more", 16));
+    char p[1024];
+    snprintf(p, sizeof p, "%s/model.safetensors", f);
+    CHECK(!unlink(p) && !symlink(secret, p));
+    da_model m;
+    da_status st = da_model_load(&m, f);
+    if (!st.code) da_model_free(&m);
+    if (expect_error(st, "outside the model folder")) return 1;
+    /* the same file read directly: refused without echoing its bytes */
+    da_st_file sf;
+    st = da_st_open(&sf, secret);
+    uint64_t as_length = 0;
+    for (int i = 7; i >= 0; i--) as_length = as_length << 8 | (uint8_t)"SECRET!!"[i];
+    char digits[32];
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)as_length);
+    if (!st.code || strstr(st.msg, "SECRET") || strstr(st.msg, digits)) {
+        fprintf(stderr, "  echoes the file's bytes: %s\n", st.msg);
+        return 1;
+    }
+    /* models--x/snapshots/r1/model.safetensors -> ../../blobs/h1 */
+    const char *repo = path_in("models--x");
+    char blobs[512], snap[512], q[700];
+    snprintf(blobs, sizeof blobs, "%s/blobs", repo);
+    snprintf(snap, sizeof snap, "%s/snapshots", repo);
+    CHECK(!mkdir(repo, 0755) && !mkdir(blobs, 0755) && !mkdir(snap, 0755));
+    snprintf(snap, sizeof snap, "%s/snapshots/r1", repo);
+    CHECK(!write_tiny_folder(snap, TINY_DISJOINT));
+    snprintf(p, sizeof p, "%s/model.safetensors", snap);
+    snprintf(q, sizeof q, "%s/h1", blobs);
+    CHECK(!rename(p, q) && !symlink("../../blobs/h1", p));
+    st = da_model_load(&m, snap);
+    if (st.code) fprintf(stderr, "  the cache snapshot: %s\n", st.msg);
+    CHECK(!st.code);
+    da_model_free(&m);
+    return 0;
+}
+
+/* ------------------------------------------------------------ issue 23: export as a whole */
+
+/* rename and renameat2, counted: the process kills itself before the
+ * (renames_before_kill + 1)-th, as a kill -9 between two renames would. The
+ * library's calls resolve to these definitions. */
+static int renames_before_kill = -1;
+
+static void count_rename(void) {
+    if (renames_before_kill == 0) raise(SIGKILL);
+    if (renames_before_kill > 0) renames_before_kill--;
+}
+
+int rename(const char *from, const char *to) {
+    count_rename();
+    return renameat(AT_FDCWD, from, AT_FDCWD, to);
+}
+
+int renameat2(int from_dir, const char *from, int to_dir, const char *to, unsigned int flags) {
+    count_rename();
+    return (int)syscall(SYS_renameat2, from_dir, from, to_dir, to, flags);
+}
+
+static int same_export(const char *a, const char *b) {
+    char pa[512], pb[512];
+    const char *names[2] = {"config.json", "model.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(pa, sizeof pa, "%s/%s", a, names[i]);
+        snprintf(pb, sizeof pb, "%s/%s", b, names[i]);
+        if (!same_file(pa, pb)) return 0;
+    }
+    return 1;
+}
+
+/* Issue 23, case 4: export killed between its renames left B's
+ * model.safetensors with A's config.json, a folder that loaded (exit 0) with
+ * logits wrong by 0.04. Killed before each rename in turn, the folder is now
+ * wholly A's or wholly B's, and the next export removes the dead one's
+ * temporary folder. */
+static int test_killed_export_leaves_one_folder(void) {
+    da_config c;
+    da_config_default(&c);
+    c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 64, c.ffn_hidden = 64, c.max_seq_len = 16;
+    da_model a, b;
+    CHECK(!da_model_create(&a, &c).code);
+    c.norm_eps = 1e-3f;
+    CHECK(!da_model_create(&b, &c).code);
+    for (int i = 0; i < c.dim; i++) b.w.norm[i] = 1.5f; /* different weights, different config.json */
+    const char *ref_a = path_in("export_a"), *ref_b = path_in("export_b");
+    CHECK(!da_model_export_hf(&a, ref_a).code && !da_model_export_hf(&b, ref_b).code);
+    int killed = 0, finished = 0, rc = 0;
+    for (int k = 0; k < 8 && !finished && !rc; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "killed_%d", k);
+        const char *d = path_in(name);
+        CHECK(!da_model_export_hf(&a, d).code);
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            renames_before_kill = k;
+            _exit(da_model_export_hf(&b, d).code ? 3 : 0);
+        }
+        int ws;
+        CHECK(waitpid(pid, &ws, 0) == pid);
+        killed += WIFSIGNALED(ws);
+        finished = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+        CHECK(WIFSIGNALED(ws) || finished);
+        const int was_a = same_export(d, ref_a), was_b = same_export(d, ref_b);
+        if (!was_a && !was_b) {
+            fprintf(stderr, "  killed before rename %d: the folder is neither the old export nor the new one\n", k + 1);
+            rc = 1;
+        }
+        if (finished && !was_b) rc = 1;
+    }
+    CHECK(killed > 0 && finished);
+    /* a dead export's temporary folder goes with the next export of that folder */
+    CHECK(count_temporaries("killed_0") > 0);
+    CHECK(!da_model_export_hf(&a, path_in("killed_0")).code);
+    CHECK(count_temporaries("killed_0") == 0);
+    da_model_free(&a);
+    da_model_free(&b);
+    return rc;
+}
+
+/* ------------------------------------------------------------ issue 23: numbers */
+
+/* Issue 23, case 5: one NaN in norm.weight loaded (sample printed garbage,
+ * eval loss "nan", exit 0); a q4_K block with a NaN scale made eval loss NaN
+ * while eval ppl reported 246.6. Both are refused at load, naming the
+ * tensor; DA_ALLOW_NONFINITE (--allow-nonfinite) lets them load. */
+static int test_nonfinite_weights_refused(void) {
+    da_config c;
+    da_config_default(&c);
+    c.dim = 256, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 64, c.ffn_hidden = 256;
+    c.max_seq_len = 16;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    const char *clean = path_in("finite.safetensors"), *nan_p = path_in("nan.safetensors");
+    CHECK(!da_model_save(&m, clean).code);
+    m.w.norm[3] = NAN;
+    CHECK(!da_model_save(&m, nan_p).code);
+    da_model_free(&m);
+    da_model back;
+    if (expect_error(da_model_load(&back, nan_p), "tensor norm.weight holds nan at element 3")) return 1;
+    da_engine *e = NULL;
+    if (expect_error(da_engine_load(&e, nan_p), "norm.weight holds nan")) return 1;
+    setenv("DA_ALLOW_NONFINITE", "1", 1);
+    da_status st = da_model_load(&back, nan_p);
+    unsetenv("DA_ALLOW_NONFINITE");
+    CHECK(!st.code);
+    da_model_free(&back);
+    /* q4_K: the first block of the first q4_K tensor gets a NaN d (its first two bytes, fp16) */
+    const char *q = path_in("nan_q4k.gguf");
+    da_quantize_opts o;
+    da_quantize_opts_default(&o);
+    o.type = "q4_k";
+    CHECK(!da_quantize_file(clean, q, &o, NULL).code);
+    da_gguf_file g;
+    CHECK(!da_gguf_open(&g, q).code);
+    size_t at = 0;
+    for (int i = 0; i < g.n_tensors && !at; i++)
+        if (g.tensors[i].type == DA_QT_Q4_K) at = g.data_offset + (size_t)g.tensors[i].offset;
+    da_gguf_close(&g);
+    CHECK(at > 0);
+    FILE *fp = fopen(q, "r+b");
+    CHECK(fp);
+    const unsigned char nan16[2] = {0x00, 0x7e};
+    CHECK(!fseek(fp, (long)at, SEEK_SET) && fwrite(nan16, 1, 2, fp) == 2);
+    CHECK(!fclose(fp));
+    if (expect_error(da_engine_load(&e, q), "(a block's scale is not finite)")) return 1;
+    if (expect_error(da_model_load_any(&back, q), "(a block's scale is not finite)")) return 1;
+    return 0;
+}
+
+/* Issue 23, case 5: rms_norm_eps 1e-45 was accepted and every logit was NaN. */
+static int test_tiny_eps_refused(void) {
+    const char *f = path_in("hf_eps");
+    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", f);
+    char cfg[sizeof tiny_llama_config + 32];
+    snprintf(cfg, sizeof cfg, "%.*s,\"rms_norm_eps\":1e-45}", (int)strlen(tiny_llama_config) - 1, tiny_llama_config);
+    CHECK(!write_text(p, cfg, strlen(cfg)));
+    da_model m;
+    if (expect_error(da_model_load(&m, f), "rms_norm_eps 1e-45 must lie in [1e-10, 1)")) return 1;
+    da_config c;
+    da_config_default(&c);
+    c.norm_eps = 1e-45f;
+    return expect_error(da_config_validate(&c), "norm_eps");
+}
+
+/* ------------------------------------------------------------ issue 23: runs */
+
+/* Issue 23, case 6: report.json of compare --task --lr 1e30 held bare nan. */
+static int test_json_nonfinite_written_as_null(void) {
+    const char *in = "{\"a\":nan,\"b\":-inf,\"c\":\"nan, inf \\\" nan\",\"d\":1.5e-3,\"e\":[inf,-nan],\"info\":1}";
+    const char *want = "{\"a\":null,\"b\":null,\"c\":\"nan, inf \\\" nan\",\"d\":1.5e-3,\"e\":[null,null],\"info\":1}";
+    char *out = NULL;
+    size_t n = 0;
+    FILE *ms = open_memstream(&out, &n);
+    CHECK(ms && !da_json_write_finite(ms, in) && !fclose(ms));
+    int ok = !strcmp(out, want);
+    if (!ok) fprintf(stderr, "  got  %s\n  want %s\n", out, want);
+    free(out);
+    return ok ? 0 : 1;
+}
+
+/* Issue 23, case 8: two trains in one folder both ran and broke
+ * metrics.jsonl. The folder's lock refuses a second writer by pid, and is
+ * free again once released. */
+static int test_run_lock_refuses_second_writer(void) {
+    const char *d = path_in("locked_run");
+    CHECK(!mkdir(d, 0755));
+    int a = -1, b = -1;
+    CHECK(!da_run_lock(d, &a).code && a >= 0);
+    char want[64];
+    snprintf(want, sizeof want, "another process (pid %ld", (long)getpid());
+    if (expect_error(da_run_lock(d, &b), want)) return 1;
+    CHECK(b == -1);
+    da_run_unlock(a);
+    CHECK(!da_run_lock(d, &b).code);
+    da_run_unlock(b);
+    return 0;
+}
+
+/* ------------------------------------------------------------ issue 23: fields read silently */
+
+/* Issue 23: a tokenizer.json's decoder (Metaspace, Replace), truncation and
+ * padding were ignored, and so was a second added token with the same id.
+ * Each is refused, naming the field. */
+static int test_tokenizer_fields_not_ignored(void) {
+    const char *p = path_in("fields.json");
+    const struct {
+        const char *top, *added, *want;
+    } cases[] = {
+        {"null,\"decoder\":{\"type\":\"Metaspace\",\"replacement\":\"_\"}", "", "decoder.type \"Metaspace\""},
+        {"null,\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"ByteLevel\"},{\"type\":\"Replace\"}]}", "",
+         "decoder.decoders[1].type \"Replace\""},
+        {"null,\"truncation\":{\"max_length\":8,\"strategy\":\"LongestFirst\"}", "", "truncation is set"},
+        {"null,\"padding\":{\"length\":16}", "", "padding is set"},
+        {"null", "{\"id\":300,\"content\":\"<a>\",\"special\":true},{\"id\":300,\"content\":\"<b>\",\"special\":true}",
+         "added_tokens[1] \"<b>\" has id 300, which an earlier added token (\"<a>\") holds"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK(!write_tokenizer_json(p, NULL, cases[i].top, cases[i].added, "", ""));
+        da_tokenizer *t;
+        da_status st = da_tokenizer_load(&t, p);
+        if (!st.code) da_tokenizer_free(t);
+        if (expect_error(st, cases[i].want)) return 1;
+    }
+    /* ByteLevel, and no decoder at all, still load */
+    CHECK(!write_tokenizer_json(p, NULL, "null,\"decoder\":{\"type\":\"ByteLevel\"},\"truncation\":null", "", "", ""));
+    da_tokenizer *t;
+    CHECK(!da_tokenizer_load(&t, p).code);
+    da_tokenizer_free(t);
+    return 0;
+}
+
+/* Issue 23: a Split regex like \w+(?=.*Z) scanned to the end of the text at
+ * every match: 2.3 s on 100 KB. An unbounded repeat inside a lookaround is
+ * refused; Llama 3's (?!\S) is not one. */
+static int test_quadratic_split_refused(void) {
+    const char *p = path_in("split.json");
+    char pre[4096];
+    CHECK(!write_tokenizer_json(p, split_pre_tokenizer(pre, sizeof pre, "\\w+(?=.*Z)", "Isolated", 0), NULL, "", "",
+                                ""));
+    da_tokenizer *t;
+    if (expect_error(da_tokenizer_load(&t, p), "repeats without bound inside a lookaround")) return 1;
+    CHECK(!write_tokenizer_json(p, split_pre_tokenizer(pre, sizeof pre, "[a-z]+(?<![a-c]{2,})|\\s+(?!\\S)", "Isolated", 0),
+                                NULL, "", "", ""));
+    if (expect_error(da_tokenizer_load(&t, p), "repeats without bound")) return 1;
+    CHECK(!write_tokenizer_json(p, split_pre_tokenizer(pre, sizeof pre, "[+*(?=]+|\\s+(?!\\S)|\\(?=x+", "Isolated", 0),
+                                NULL, "", "", ""));
+    da_status st = da_tokenizer_load(&t, p);
+    if (st.code) fprintf(stderr, "  a bounded lookahead: %s\n", st.msg);
+    CHECK(!st.code);
+    da_tokenizer_free(t);
+    return 0;
+}
+
+/* Issue 23: duplicate keys in config.json took the first value where
+ * Python takes the last; rope_scaling and rope_parameters could disagree. */
+static int test_config_contradictions_refused(void) {
+    const char *f = path_in("hf_cfg");
+    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", f);
+    const char *tails[] = {
+        ",\"vocab_size\":32}",
+        ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2},\"rope_parameters\":{\"rope_type\":\"linear\",\"factor\":4}}",
+        ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2},\"rope_parameters\":{\"rope_type\":\"default\"}}",
+        ",\"rope_theta\":10000,\"rope_parameters\":{\"rope_theta\":500000}}",
+        ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2,\"factor\":3}}",
+    };
+    const char *want[] = {"key \"vocab_size\" appears twice", "rope_scaling.factor and rope_parameters.factor differ",
+                          "rope_scaling.rope_type and rope_parameters.rope_type differ",
+                          "rope_theta and rope_parameters.rope_theta differ", "key \"factor\" appears twice"};
+    for (int i = 0; i < 5; i++) {
+        char cfg[1024];
+        snprintf(cfg, sizeof cfg, "%.*s%s", (int)strlen(tiny_llama_config) - 1, tiny_llama_config, tails[i]);
+        CHECK(!write_text(p, cfg, strlen(cfg)));
+        da_model m;
+        da_status st = da_model_load(&m, f);
+        if (!st.code) da_model_free(&m);
+        if (expect_error(st, want[i])) return 1;
+    }
+    return 0;
+}
+
+/* Issue 23: GGUF token arrays that contradict the embedded tokenizer.json
+ * were ignored (llama.cpp reads the arrays, diffattn the JSON). */
+static int test_gguf_token_arrays_match_json(void) {
+    const char *tp = path_in("embed_tok.json"), *mp = path_in("embed.safetensors"), *q = path_in("embed.gguf");
+    CHECK(!write_byte_tokenizer(tp, "", "", ""));
+    da_config c;
+    da_config_default(&c);
+    c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 256, c.ffn_hidden = 64;
+    c.max_seq_len = 16;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    FILE *fp = fopen(tp, "rb");
+    CHECK(fp);
+    char *json = calloc(1, 1 << 16);
+    size_t n = fread(json, 1, (1 << 16) - 1, fp);
+    fclose(fp);
+    CHECK(n > 0);
+    m.tokenizer_json = json;
+    da_status st = da_model_save(&m, mp);
+    da_model_free(&m);
+    CHECK(!st.code);
+    da_quantize_opts o;
+    da_quantize_opts_default(&o);
+    o.type = "q8_0";
+    CHECK(!da_quantize_file(mp, q, &o, NULL).code);
+    da_engine *e = NULL;
+    CHECK(!da_engine_load(&e, q).code); /* as written: they agree */
+    da_engine_free(e);
+    /* the first token of tokenizer.ggml.tokens (byte 0: "\xc4\x80", GPT-2's alphabet), after the key, u32 type,
+     * u32 element type, u64 count and u64 length, becomes byte 1's */
+    fp = fopen(q, "r+b");
+    CHECK(fp);
+    unsigned char *buf = malloc(1 << 20);
+    size_t size = fread(buf, 1, 1 << 20, fp);
+    const char key[] = "tokenizer.ggml.tokens";
+    unsigned char *k = memmem(buf, size, key, sizeof key - 1);
+    CHECK(k);
+    unsigned char *first = k + sizeof key - 1 + 4 + 4 + 8 + 8;
+    CHECK(first[0] == 0xc4 && first[1] == 0x80);
+    CHECK(!fseek(fp, (long)(first + 1 - buf), SEEK_SET) && fputc(0x81, fp) == 0x81);
+    free(buf);
+    CHECK(!fclose(fp));
+    return expect_error(da_engine_load(&e, q), "tokenizer.ggml.tokens contradicts tokenizer.huggingface.json");
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/da_hostile_XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -652,6 +1174,19 @@ int main(void) {
     RUN(test_ids_write_round_trip);
     RUN(test_planted_symlinks_not_followed);
     RUN(test_output_that_is_input_refused);
+    RUN(test_hf_ranges_checked);
+    RUN(test_gguf_overlap_refused);
+    RUN(test_index_linear);
+    RUN(test_shard_outside_folder_refused);
+    RUN(test_killed_export_leaves_one_folder);
+    RUN(test_nonfinite_weights_refused);
+    RUN(test_tiny_eps_refused);
+    RUN(test_json_nonfinite_written_as_null);
+    RUN(test_run_lock_refuses_second_writer);
+    RUN(test_tokenizer_fields_not_ignored);
+    RUN(test_quadratic_split_refused);
+    RUN(test_config_contradictions_refused);
+    RUN(test_gguf_token_arrays_match_json);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);

@@ -26,6 +26,11 @@ typedef struct {
 da_status da_ok(void);
 da_status da_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Loading refuses weights holding NaN or infinity, naming the tensor, and
+ * runs stop at non-finite logits. DA_ALLOW_NONFINITE=1 in the environment
+ * (the CLI's --allow-nonfinite) lets such weights load, for debugging. */
+int da_allow_nonfinite(void);
+
 /* ---------------------------------------------------------------- RNG */
 
 typedef struct {

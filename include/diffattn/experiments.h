@@ -16,7 +16,7 @@ extern "C" {
 /* DIFF and the softmax baseline trained at equal parameters, tokens, data and
  * seed, then the same evaluations on both, with a side-by-side report
  * (report.md, report.json, figures) in out_dir. */
-#define DA_COMPARE_MAX_ARCHS 3
+#define DA_COMPARE_MAX_ARCHS 5
 
 typedef struct {
     const char *out_dir;
@@ -246,7 +246,9 @@ typedef struct {
     /* trained side by side in this order (default diff, diff2, softmax); the first one's
      * initialisation is copied into the others; verdicts are against softmax when it is listed */
     da_arch archs[DA_COMPARE_MAX_ARCHS];
+    int windows[DA_COMPARE_MAX_ARCHS]; /* > 0: that arch with a sliding window of this many keys ("swa") */
     int n_archs;
+    int swa_window;        /* the window of "swa" in --archs */
     int n_pairs, pairs[8]; /* mqar sweep (0: task.pairs) */
     int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq); not icl */
     int n_noises;          /* noisy-recall sweep (0: task.noise) */
@@ -268,6 +270,9 @@ typedef struct {
 } da_task_compare_config;
 
 void da_task_compare_config_default(da_task_compare_config *c);
+/* --archs into c->archs and c->windows: diff, diff2, softmax, and swa (the
+ * softmax model with a sliding window of c->swa_window keys, set first). */
+da_status da_task_parse_archs(da_task_compare_config *c, const char *list);
 /* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
  * semicolons; keys heads, dim, layers, lr, batch) into c->grid. */
 da_status da_task_grid_parse(da_task_compare_config *c, const char *spec);

@@ -150,6 +150,10 @@ float da_model_lambda(const da_model *m, int layer);
  * `diffattn quantize` also loads, its weights dequantized to f32. Loading
  * checks every name, shape and dtype (F32 or BF16) against the metadata. */
 da_status da_model_load(da_model *m, const char *path);
+/* The parameters a model of configuration c has (da_model_create's table,
+ * summed; SIZE_MAX when beyond size_t): what loaders check a file's bytes
+ * against before allocating the model it declares. */
+size_t da_config_param_count(const da_config *c);
 /* A Hugging Face model folder (config.json with model_type "diffllama" or
  * "llama", model.safetensors or its sharded index; F32, F16 or BF16) loads
  * through da_model_load too, mapped onto the native layout exactly
@@ -168,8 +172,11 @@ da_status da_model_save(const da_model *m, const char *path); /* atomic */
  * LlamaForCausalLM, for softmax), model.safetensors (F32) and, when m carries
  * one, tokenizer.json (a tokenizer.json already in dir is removed when it
  * does not). Exact: subln folds into o_proj's columns, the head norm's eps
- * into v_proj, the DIFF RoPE rule into rope_theta (docs/formats.md). A full
- * disk leaves the folder's previous files as they were. diff2 and a sliding
+ * into v_proj, the DIFF RoPE rule into rope_theta (docs/formats.md). The
+ * folder is replaced as a whole, in one step (a new sibling folder swapped
+ * in; other files of dir are kept, a subfolder in it is refused): a kill or
+ * a full disk at any moment leaves the previous folder or the new one, never
+ * a mix of the two. diff2 and a sliding
  * window have no Hugging Face equivalent: an error naming them. */
 da_status da_model_export_hf(const da_model *m, const char *dir);
 

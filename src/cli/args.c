@@ -30,7 +30,15 @@ static void print_default(const cli_opt *o) {
     }
 }
 
-static void print_help(const char *cmd, const char *summary, const cli_opt *opts, int n) {
+static int is_required(const char *name, const char *const *required) {
+    for (int i = 0; required && required[i]; i++)
+        if (!strcmp(name, required[i])) return 1;
+    return 0;
+}
+
+/* A required flag shows "(required)", never a default: the value a struct's
+ * defaults put there is not used (quantize --type named q8_0). */
+static void print_help(const char *cmd, const char *summary, const cli_opt *opts, int n, const char *const *required) {
     printf("usage: diffattn %s [flags]\n\n%s\n\nflags:\n", cmd, summary);
     for (int i = 0; i < n; i++) {
         const char *meta = opts[i].type == OPT_FLAG ? "" : opts[i].type == OPT_STR || opts[i].type == OPT_ENUM ? " S" :
@@ -38,7 +46,8 @@ static void print_help(const char *cmd, const char *summary, const cli_opt *opts
         char left[64];
         snprintf(left, sizeof left, "--%s%s", opts[i].name, meta);
         printf("  %-22s %s", left, opts[i].help);
-        print_default(&opts[i]);
+        if (is_required(opts[i].name, required)) printf(" (required)");
+        else print_default(&opts[i]);
         printf("\n");
     }
     printf("  %-22s %s\n", "--help", "show this help");
@@ -95,7 +104,7 @@ int cli_parse(const char *cmd, const char *summary, int argc, char **argv, cli_o
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            print_help(cmd, summary, opts, n_opts);
+            print_help(cmd, summary, opts, n_opts, required);
             return CLI_HELP;
         }
         if (strncmp(a, "--", 2)) {

@@ -125,7 +125,8 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
     cli_opt opts[] = {
         {"task", OPT_STR, &task, "mqar | noisy-recall | icl | counterfactual | needle | text (see docs/tasks.md)", 0},
         {"out", OPT_STR, &c.out_dir, "folder for report.md, report.json, the figures and runs/ (one result file per run)", 0},
-        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax", 0},
+        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax, swa", 0},
+        {"swa-window", OPT_INT, &c.swa_window, "swa: softmax attention over the last W keys only", 0},
         {"grid", OPT_STR, &grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
                                  "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
         {"pairs", OPT_STR, &pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
@@ -183,7 +184,7 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
         return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
     if (demos && cli_parse_ints(demos, c.demos, 8, &c.n_demos, 1, DA_ICL_MAX_DEMOS))
         return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
-    da_status ast = da_arch_list_parse(archs, c.archs, &c.n_archs);
+    da_status ast = da_task_parse_archs(&c, archs);
     if (!ast.code && grid) ast = da_task_grid_parse(&c, grid);
     if (ast.code) return cli_fail(ast.msg);
     if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the study, or replace it)");

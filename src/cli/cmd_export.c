@@ -35,7 +35,7 @@ int cmd_export(int argc, char **argv) {
          "hf: a Hugging Face folder (config.json, model.safetensors, tokenizer.json); gguf: one GGUF file in "
          "llama.cpp's layout",
          0},
-        {"out", OPT_STR, &out, "hf: folder to write (created if missing; its files of these names are replaced); "
+        {"out", OPT_STR, &out, "hf: folder to write (created if missing; replaced in one step, its other files kept); "
                                "gguf: the file", 0},
         {"type", OPT_STR, &type, "gguf: f16 (default), bf16 or f32 for every matrix (quantized types: quantize)", 0},
     };

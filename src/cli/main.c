@@ -44,7 +44,8 @@ static void usage(FILE *fp) {
             DA_VERSION);
     for (int i = 0; i < N_COMMANDS; i++) fprintf(fp, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(fp, "\nRun 'diffattn COMMAND --help' for a command's flags.\n"
-                "Every command also takes --threads N (default: OMP_NUM_THREADS, else one per core).\n");
+                "Every command also takes --threads N (default: OMP_NUM_THREADS, else one per core), and\n"
+                "--allow-nonfinite: load weights holding NaN or infinity (refused by default; for debugging).\n");
 }
 
 /* Idle OpenMP threads sleep instead of spinning unless the user chose a
@@ -90,11 +91,23 @@ static int take_threads(int argc, char **argv) {
     return out;
 }
 
+/* Removes --allow-nonfinite from argv wherever it stands; the library reads
+ * the choice from DA_ALLOW_NONFINITE (da_allow_nonfinite). Returns argc. */
+static int take_allow_nonfinite(int argc, char **argv) {
+    int out = 0;
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--allow-nonfinite")) setenv("DA_ALLOW_NONFINITE", "1", 1);
+        else argv[out++] = argv[i];
+    argv[out] = NULL;
+    return out;
+}
+
 int main(int argc, char **argv) {
     prefer_passive_wait(argv);
     /* a write past a file-size limit (ulimit -f) fails with EFBIG, reported, instead of killing the process */
     signal(SIGXFSZ, SIG_IGN);
     if ((argc = take_threads(argc, argv)) < 0) return 1;
+    argc = take_allow_nonfinite(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 1 : 0;

@@ -1,6 +1,8 @@
 /* da_status construction. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "diffattn/core.h"
 
@@ -17,4 +19,9 @@ da_status da_errorf(const char *fmt, ...) {
     vsnprintf(s.msg, sizeof s.msg, fmt, ap);
     va_end(ap);
     return s;
+}
+
+int da_allow_nonfinite(void) {
+    const char *v = getenv("DA_ALLOW_NONFINITE");
+    return v && strcmp(v, "") && strcmp(v, "0");
 }

@@ -6,6 +6,7 @@
 
 #include "eval/ppl.h"
 #include "io/atomic_file.h"
+#include "io/checkpoint.h"
 #include "infer/engine.h"
 
 /* tokens: (n) = validation tokens [start, start + n), across spans. */
@@ -118,6 +119,13 @@ da_status da_eval_ppl(const da_engine *q, const da_engine *base, const da_text_d
             da_session_reset(bs);
             if ((st = da_session_feed(bs, tok, n_ctx, 1, &bl)).code) break;
             if (crow) memcpy(crow, bl + (size_t)first * V, (size_t)rows * V * sizeof(float));
+        }
+        const size_t n_scored = (size_t)rows * V, bad_q = da_first_nonfinite(ql + (size_t)first * V, n_scored),
+                     bad_b = da_first_nonfinite(bl + (size_t)first * V, n_scored);
+        if (bad_q < n_scored || bad_b < n_scored) {
+            st = da_errorf("eval ppl: chunk %ld, position %zu: the %s model's logits are not finite", ch,
+                           first + (bad_q < n_scored ? bad_q : bad_b) / (size_t)V, bad_q < n_scored ? "quantized" : "base");
+            break;
         }
         for (int j = first; j < n_ctx - 1; j++) {
             const float *pb = bl + (size_t)j * V, *pq = ql + (size_t)j * V;

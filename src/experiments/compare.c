@@ -1,4 +1,5 @@
 /* DIFF against the baseline, side by side (see compare.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include "experiments/stats.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
+#include "io/run_lock.h"
 #include "experiments/bench.h"
 #include "core/clock.h"
 
@@ -639,7 +641,17 @@ static da_status refuse_existing_compare(const char *out_dir, da_arch first) {
     return da_refuse_existing(out_dir, "compare", files, 2);
 }
 
+static da_status compare_locked(const da_compare_config *cfg, int *lock_fd);
+
+/* The whole comparison holds out_dir's lock (io/run_lock.h). */
 da_status da_compare(const da_compare_config *cfg) {
+    int lock_fd = -1;
+    da_status st = compare_locked(cfg, &lock_fd);
+    da_run_unlock(lock_fd);
+    return st;
+}
+
+static da_status compare_locked(const da_compare_config *cfg, int *lock_fd) {
     da_compare_config cc = *cfg, *c = &cc;
     if (c->seeds < 1 || c->seeds > 16) return da_errorf("--seeds must be 1..16");
     if (c->n_archs < 1 || c->n_archs > DA_COMPARE_MAX_ARCHS)
@@ -666,6 +678,7 @@ da_status da_compare(const da_compare_config *cfg) {
     }
     da_status st = da_make_dirs(c->out_dir);
     if (st.code) return st;
+    if ((st = da_run_lock(c->out_dir, lock_fd)).code) return st;
     if (!c->resume && !c->force && (st = refuse_existing_compare(c->out_dir, c->archs[0])).code) return st;
     char mix[4200];
     const char *data = c->data;
@@ -711,10 +724,14 @@ da_status da_compare(const da_compare_config *cfg) {
     da_atomic_file af;
     if (!st.code) {
         snprintf(path, sizeof path, "%s/report.json", c->out_dir);
-        if (!(st = da_atomic_open(&af, path)).code) {
-            write_json(af.fp, c, data, &nc, res);
-            st = da_atomic_commit(&af);
-        }
+        char *json = NULL;
+        size_t json_n = 0;
+        FILE *ms = open_memstream(&json, &json_n);
+        if (ms) write_json(ms, c, data, &nc, res);
+        if (!ms || fclose(ms)) st = da_errorf("%s: out of memory", path);
+        else if (!(st = da_atomic_open(&af, path)).code)
+            st = da_json_write_finite(af.fp, json) ? da_atomic_fail(&af, errno) : da_atomic_commit(&af);
+        free(json);
     }
     if (!st.code) st = figures(c, &nc, res);
     if (!st.code) {

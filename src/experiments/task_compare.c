@@ -15,13 +15,45 @@
 #include "experiments/compare.h"
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
+#include "io/run_lock.h"
 
 static const int QBITS[3] = {8, 6, 4};
 
 int task_arch_slot(const da_task_compare_config *c, da_arch a) {
     for (int i = 0; i < c->n_archs; i++)
-        if (c->archs[i] == a) return i;
+        if (c->archs[i] == a && !c->windows[i]) return i;
     return -1;
+}
+
+const char *task_arch_name(const da_task_compare_config *c, int a) {
+    return c->windows[a] ? "swa" : da_arch_name(c->archs[a]);
+}
+
+const char *task_arch_label(const da_task_compare_config *c, int a) {
+    return c->windows[a] ? "SWA" : da_compare_arch_label(c->archs[a]);
+}
+
+da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    da_arch archs[DA_COMPARE_MAX_ARCHS];
+    int windows[DA_COMPARE_MAX_ARCHS], n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const int swa = !strcmp(tok, "swa");
+        da_arch a = DA_ARCH_SOFTMAX;
+        if (!swa && da_arch_parse(tok, &a))
+            return da_errorf("--archs: \"%s\" is not an architecture (diff, diff2, softmax, swa)", tok);
+        if (swa && c->swa_window < 1)
+            return da_errorf("--archs: swa (softmax with a sliding window) needs --swa-window W (W >= 1)");
+        for (int i = 0; i < n; i++)
+            if (archs[i] == a && (windows[i] > 0) == swa) return da_errorf("--archs: %s is listed twice", tok);
+        if (n == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
+        archs[n] = a, windows[n++] = swa ? c->swa_window : 0;
+    }
+    if (!n) return da_errorf("--archs: empty list (expected e.g. diff,diff2,softmax,swa)");
+    memcpy(c->archs, archs, sizeof archs), memcpy(c->windows, windows, sizeof windows);
+    c->n_archs = n;
+    return da_ok();
 }
 
 void da_task_compare_config_default(da_task_compare_config *c) {
@@ -217,9 +249,11 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
     return st;
 }
 
-static void model_config(const task_cell *cell, da_arch arch, da_config *cfg) {
+static void model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
+    const da_arch arch = c->archs[a];
     da_config_default(cfg);
     cfg->arch = arch;
+    cfg->window = c->windows[a];
     cfg->dim = cell->dim;
     cfg->n_layers = cell->layers;
     cfg->n_heads = cfg->n_kv_heads = da_arch_heads(arch, cell->heads);
@@ -293,6 +327,11 @@ static da_status train_one(const da_task_compare_config *c, const task_cell *cel
         for (int b = 0; b < B; b++) da_task_sample(t, &data, tok + (size_t)b * T, tgt + (size_t)b * T, NULL);
         da_model_zero_grads(m);
         loss = da_forward(m, a, tok, tgt, B, T);
+        if (!isfinite(loss)) {
+            st = da_errorf("%s: step %ld: the loss is %g; the model's numbers are not finite (lower --lr)", what,
+                           step + 1, (double)loss);
+            break;
+        }
         da_backward(m, a);
         const float norm = da_grad_norm(m);
         if (norm > 1.0f) da_grad_scale(m, 1.0f / norm);
@@ -433,7 +472,7 @@ static void run_index(const da_task_compare_config *c, int k, int *cell, int *se
 }
 
 static void run_path(const da_task_compare_config *c, int cell, int arch, int seed, char *buf, size_t n) {
-    snprintf(buf, n, "%s/runs/cell%d_%s_seed%d.run", c->out_dir, cell, da_arch_name(c->archs[arch]), c->seed0 + seed);
+    snprintf(buf, n, "%s/runs/cell%d_%s_seed%d.run", c->out_dir, cell, task_arch_name(c, arch), c->seed0 + seed);
 }
 
 static void run_key(const da_task_compare_config *c, const task_cell *x, int arch, int seed, char *key, size_t n) {
@@ -442,12 +481,12 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
     snprintf(key, n,
              "task %s seq %d vocab %d pairs %d alpha %g noise %g noise_vocab %d demos %d classes %d symbols %d "
              "entities %d attributes %d context_pairs %d memory_share %g facts_seed %llu | arch %s first_arch %s "
-             "seed %d point %d | dim %d layers %d heads %d batch %d lr %g steps %ld | eval_every %d eval_seqs %d "
+             "window %d seed %d point %d | dim %d layers %d heads %d batch %d lr %g steps %ld | eval_every %d eval_seqs %d "
              "perms %d perm_episodes %d cf_episodes %d",
              da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
              t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share,
-             (unsigned long long)t->facts_seed, da_arch_name(c->archs[arch]), da_arch_name(c->archs[0]),
-             c->seed0 + seed, x->point, x->dim, x->layers, x->heads, x->batch, (double)x->lr, c->steps, c->eval_every,
+             (unsigned long long)t->facts_seed, task_arch_name(c, arch), task_arch_name(c, 0),
+             c->windows[arch], c->seed0 + seed, x->point, x->dim, x->layers, x->heads, x->batch, (double)x->lr, c->steps, c->eval_every,
              c->eval_seqs, c->perms, c->perm_episodes, c->cf_episodes);
 }
 
@@ -506,6 +545,15 @@ static da_status check_config(const da_task_compare_config *c) {
     return da_ok();
 }
 
+/* A cell's training settings through train's field table, as train checks
+ * them: --lr -1, 0 and 1e30 ran here (1e30's report held bare nan). */
+static da_status train_fields_check(const da_task_compare_config *c, const task_cell *x) {
+    da_train_config tc;
+    da_train_config_default(&tc);
+    tc.lr = x->lr, tc.min_lr = x->lr / 10, tc.batch = x->batch, tc.steps = c->steps, tc.warmup = c->steps / 10;
+    return da_train_config_validate(&tc);
+}
+
 /* The settings and cells of a study, checked: every cell's task and every model. */
 static da_status study_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points) {
     da_status st = check_config(c);
@@ -517,9 +565,11 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
             st = da_errorf("--layers %d: at most %d for the task comparison", x->layers, TASK_MAX_LAYERS);
         else if ((st = da_task_validate(&x->task)).code)
             st = da_errorf("%s: %s", x->point_name, st.msg);
+        else if ((st = train_fields_check(c, x)).code)
+            st = da_errorf("%s: %s", x->name, st.msg);
         for (int a = 0; a < c->n_archs && !st.code; a++) {
             da_config mc;
-            model_config(x, c->archs[a], &mc);
+            model_config(c, x, a, &mc);
             if ((st = da_config_validate(&mc)).code) st = da_errorf("%s: %s", x->name, st.msg);
         }
     }
@@ -536,11 +586,11 @@ static da_status run_train(const da_task_compare_config *c, const task_cell *cel
     memset(&first, 0, sizeof first), memset(&m, 0, sizeof m);
     da_config mc;
     /* the first architecture's initialisation, copied where shapes agree: every arch of a seed starts alike */
-    model_config(x, c->archs[0], &mc);
+    model_config(c, x, 0, &mc);
     da_status st = da_model_create(&first, &mc);
     if (!st.code) da_model_init(&first, seed);
     if (!st.code && a) {
-        model_config(x, c->archs[a], &mc);
+        model_config(c, x, a, &mc);
         if (!(st = da_model_create(&m, &mc)).code) {
             da_model_init(&m, seed);
             da_copy_shared_init(&m, &first);
@@ -551,7 +601,7 @@ static da_status run_train(const da_task_compare_config *c, const task_cell *cel
     /* held out: a seed no training stream uses (those are seed0 + s, mixed below) */
     if (!st.code) st = eval_set_make(&e, &x->task, c->eval_seqs, 0xE7A15E7ULL + (uint64_t)x->point);
     char what[256];
-    snprintf(what, sizeof what, "%s %s seed %llu", x->name, da_compare_arch_label(c->archs[a]), (unsigned long long)seed);
+    snprintf(what, sizeof what, "%s %s seed %llu", x->name, task_arch_label(c, a), (unsigned long long)seed);
     memset(r, 0, sizeof *r);
     /* the same stream for every architecture; the order episodes, like the evaluation set, for every seed */
     if (!st.code)
@@ -621,7 +671,7 @@ void da_task_compare_run_name(const da_task_compare_config *c, int k, char *buf,
         snprintf(buf, n, "run %d", k);
         return;
     }
-    snprintf(buf, n, "%s, %s, seed %d", cells[ci].name, da_compare_arch_label(c->archs[a]), c->seed0 + s);
+    snprintf(buf, n, "%s, %s, seed %d", cells[ci].name, task_arch_label(c, a), c->seed0 + s);
     free(cells);
 }
 
@@ -677,7 +727,19 @@ da_status da_task_compare_report(const da_task_compare_config *c, double wall_s)
     return st;
 }
 
+static da_status task_compare_locked(const da_task_compare_config *c);
+
+/* The whole study in one process holds out_dir's lock (io/run_lock.h). */
 da_status da_task_compare(const da_task_compare_config *c) {
+    int lock_fd = -1;
+    da_status st = da_make_dirs(c->out_dir);
+    if (!st.code) st = da_run_lock(c->out_dir, &lock_fd);
+    if (!st.code) st = task_compare_locked(c);
+    da_run_unlock(lock_fd);
+    return st;
+}
+
+static da_status task_compare_locked(const da_task_compare_config *c) {
     int n_runs;
     da_status st = da_task_compare_prepare(c, &n_runs);
     if (st.code) return st;

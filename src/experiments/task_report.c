@@ -1,5 +1,6 @@
 /* compare --task: the report of a study (report.md, report.json, figures)
  * from its runs' results (see task_study.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,8 +65,11 @@ static void write_md_head(FILE *fp, const task_study *S, double wall_s) {
     fprintf(fp, "# Retrieval: %s, each architecture against the softmax baseline\n\n", da_task_name(c->task.kind));
     fprintf(fp, "dim %d, %d layers, %d DIFF heads (at equal parameters:", c->dim, c->layers, c->heads);
     for (int a = 0; a < c->n_archs; a++)
-        fprintf(fp, "%s %s %d", a ? "," : "", da_compare_arch_label(c->archs[a]), da_arch_heads(c->archs[a], c->heads));
-    fprintf(fp, " heads per layer); batch %d, %ld steps, lr %g, %d seed(s) (%d..%d); held-out evaluation on %d "
+        fprintf(fp, "%s %s %d", a ? "," : "", task_arch_label(c, a), da_arch_heads(c->archs[a], c->heads));
+    fprintf(fp, " heads per layer");
+    for (int a = 0; a < c->n_archs; a++)
+        if (c->windows[a]) fprintf(fp, "; SWA: softmax over the last %d keys", c->windows[a]);
+    fprintf(fp, "); batch %d, %ld steps, lr %g, %d seed(s) (%d..%d); held-out evaluation on %d "
                 "sequences every %d steps.",
             c->batch, c->steps, (double)c->lr, c->seeds, c->seed0, c->seed0 + c->seeds - 1, c->eval_seqs, c->eval_every);
     if (c->n_grid) {
@@ -94,7 +98,7 @@ static void write_md_study(FILE *fp, const task_study *S) {
         for (int a = 0; a < c->n_archs; a++) {
             cell_stats cs;
             stats_of(S, i, a, &cs);
-            fprintf(fp, "| %s | %s | %zu | %d/%d | %.2f–%.2f |", S->cells[i].name, da_compare_arch_label(c->archs[a]),
+            fprintf(fp, "| %s | %s | %zu | %d/%d | %.2f–%.2f |", S->cells[i].name, task_arch_label(c, a),
                     cs.n_params, cs.k, cs.n, cs.lo, cs.hi);
             print_steps(fp, cs.median50), print_steps(fp, cs.median90), print_steps(fp, cs.median99);
             fprintf(fp, " %.3f ± %.3f |", cs.acc_mean, cs.acc_sd);
@@ -135,7 +139,7 @@ static void write_md_summary(FILE *fp, const task_study *S) {
             stats_of(S, i, a, &cs);
             k += cs.k;
         }
-        fprintf(fp, "%s %s %d of %d", a ? (a + 1 < c->n_archs ? "," : " and") : "", da_compare_arch_label(c->archs[a]), k,
+        fprintf(fp, "%s %s %d of %d", a ? (a + 1 < c->n_archs ? "," : " and") : "", task_arch_label(c, a), k,
                 S->n_cells * c->seeds);
     }
     fprintf(fp, ".");
@@ -156,7 +160,7 @@ static void write_md_summary(FILE *fp, const task_study *S) {
             else if (!strcmp(v.verdict, "mixed")) mixed++;
             else none++;
         }
-        const char *label = da_compare_arch_label(c->archs[a]);
+        const char *label = task_arch_label(c, a);
         if (best_k > 0)
             fprintf(fp, " %s learns best at %s (%d/%d, final accuracy %.3f)", label, S->cells[best].name, best_k,
                     c->seeds, best_acc);
@@ -206,7 +210,7 @@ static void write_md_counterfactual(FILE *fp, const task_study *S) {
                 fr[s] = x->n[0] ? (double)x->right[0] / x->n[0] : 0;
             }
             da_mean_sd(fr, c->seeds, &m, &sd);
-            fprintf(fp, "| %s | %s |", S->cells[i].name, da_compare_arch_label(c->archs[a]));
+            fprintf(fp, "| %s | %s |", S->cells[i].name, task_arch_label(c, a));
             print_rate(fp, t.right[0], t.n[0]), print_rate(fp, t.leak, t.n[0]), print_rate(fp, t.binding[0], t.n[0]);
             print_rate(fp, t.n[0] - t.right[0] - t.leak - t.binding[0], t.n[0]);
             print_rate(fp, t.right[1], t.n[1]), print_rate(fp, t.binding[1], t.n[1]);
@@ -277,8 +281,8 @@ static da_status heatmaps(const task_study *S) {
             }
             if (pass == 0) continue;
             char path[4300], title[200];
-            const char *label = da_compare_arch_label(c->archs[a]);
-            snprintf(path, sizeof path, "%s/success_%s.png", c->out_dir, da_arch_name(c->archs[a]));
+            const char *label = task_arch_label(c, a);
+            snprintf(path, sizeof path, "%s/success_%s.png", c->out_dir, task_arch_name(c, a));
             snprintf(title, sizeof title, "%s: seeds reaching 90%% answer accuracy (rate; k/n, mean final accuracy)", label);
             st = da_plot_heatmap(path, title, xlabel, ylabel, rows, n_rows, cols, n_cols, v, np, 0, 1, 0);
             if (st.code || base < 0 || a == base) continue;
@@ -290,7 +294,7 @@ static da_status heatmaps(const task_study *S) {
                 v[at[i]] -= base_v[at[i]];
                 snprintf(notes[at[i]], 48, "%s (p %.2g)", vd.verdict, vd.p_fisher);
             }
-            snprintf(path, sizeof path, "%s/success_%s_vs_softmax.png", c->out_dir, da_arch_name(c->archs[a]));
+            snprintf(path, sizeof path, "%s/success_%s_vs_softmax.png", c->out_dir, task_arch_name(c, a));
             snprintf(title, sizeof title, "%s minus softmax: learned rate (verdict, Fisher p)", label);
             st = da_plot_heatmap(path, title, xlabel, ylabel, rows, n_rows, cols, n_cols, v, np, -1, 1, 1);
         }
@@ -346,7 +350,7 @@ static void write_md_orders(FILE *fp, const task_study *S, int base) {
         for (int a = 0; a < c->n_archs; a++) {
             const task_run *rs = study_run(S, p, a, 0);
             double m, sd, mm, msd, g, gsd;
-            fprintf(fp, "| %s | %s |", pts[p].name, da_compare_arch_label(c->archs[a]));
+            fprintf(fp, "| %s | %s |", pts[p].name, task_arch_label(c, a));
             RUN_FIELD(r->order.mean, m, sd);
             fprintf(fp, " %.3f ± %.3f |", m, sd);
             RUN_FIELD(r->order.best, m, sd);
@@ -363,8 +367,8 @@ static void write_md_orders(FILE *fp, const task_study *S, int base) {
             else if (base < 0) fprintf(fp, " no softmax baseline listed | – |\n");
             else {
                 char v1[64], v2[64];
-                da_verdict_spread(v1, sizeof v1, da_compare_arch_label(c->archs[a]), c->seeds, mm, msd, bm, bsd, 0.0005);
-                da_verdict_spread(v2, sizeof v2, da_compare_arch_label(c->archs[a]), c->seeds, g, gsd, bg, bgsd, 0.0005);
+                da_verdict_spread(v1, sizeof v1, task_arch_label(c, a), c->seeds, mm, msd, bm, bsd, 0.0005);
+                da_verdict_spread(v2, sizeof v2, task_arch_label(c, a), c->seeds, g, gsd, bg, bgsd, 0.0005);
                 fprintf(fp, " %s | %s |\n", v1, v2);
             }
         }
@@ -398,7 +402,7 @@ static void write_md(FILE *fp, const task_study *S, double wall_s) {
         for (int a = 0; a < c->n_archs; a++) {
             const task_run *rs = study_run(S, p, a, 0);
             double m, sd;
-            fprintf(fp, "| %s | %s |", pts[p].name, da_compare_arch_label(c->archs[a]));
+            fprintf(fp, "| %s | %s |", pts[p].name, task_arch_label(c, a));
             for (int i = 0; i < 3; i++) {
                 RUN_FIELD(r->quant_acc[i], m, sd);
                 fprintf(fp, " %.3f ± %.3f |", m, sd);
@@ -456,7 +460,7 @@ static void write_json(FILE *fp, const task_study *S, double wall_s) {
             cell_stats cs;
             stats_of(S, p, a, &cs);
             fprintf(fp, "%s\"%s\":{\"seeds\":%d,\"reached_90\":%d,\"wilson_95\":[%.4f,%.4f],\"median_steps_to_90\":",
-                    a ? "," : "", da_arch_name(c->archs[a]), cs.n, cs.k, cs.lo, cs.hi);
+                    a ? "," : "", task_arch_name(c, a), cs.n, cs.k, cs.lo, cs.hi);
             if (isnan(cs.median90)) fprintf(fp, "null");
             else fprintf(fp, "%.0f", cs.median90);
             fprintf(fp, ",\"final_accuracy_mean\":%.4f,\"final_accuracy_sd\":%.4f}", cs.acc_mean, cs.acc_sd);
@@ -467,7 +471,7 @@ static void write_json(FILE *fp, const task_study *S, double wall_s) {
                     t->classes, t->symbols, c->perms, c->perm_episodes);
         fprintf(fp, "\"archs\":{");
         for (int a = 0; a < c->n_archs; a++) {
-            fprintf(fp, "%s\"%s\":[", a ? "," : "", da_arch_name(c->archs[a]));
+            fprintf(fp, "%s\"%s\":[", a ? "," : "", task_arch_name(c, a));
             for (int s = 0; s < c->seeds; s++) {
                 const task_run *r = &(*study_run(S, p, a, s));
                 fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_seconds\":%.1f,\"final_accuracy\":%.4f,", s ? "," : "",
@@ -536,7 +540,7 @@ static da_status margin_figures(const task_study *S) {
             RUN_FIELD(r->order.worst, v[a][2], sd);
             RUN_FIELD(r->order.grouped, v[a][3], sd);
             RUN_FIELD(r->order.alternating, v[a][4], sd);
-            vp[a] = v[a], groups[a] = da_compare_arch_label(c->archs[a]);
+            vp[a] = v[a], groups[a] = task_arch_label(c, a);
         }
         margin_figure_name(name, sizeof name, n_pts, p);
         snprintf(path, sizeof path, "%s/%s", c->out_dir, name);
@@ -569,7 +573,7 @@ static da_status figures(const task_study *S) {
         }
         const double *lo[DA_COMPARE_MAX_ARCHS], *hi[DA_COMPARE_MAX_ARCHS];
         for (int a = 0; a < c->n_archs; a++) {
-            s[a] = (da_series){da_compare_arch_label(c->archs[a]), x, y[a][0], n};
+            s[a] = (da_series){task_arch_label(c, a), x, y[a][0], n};
             lo[a] = c->seeds > 1 ? y[a][1] : NULL, hi[a] = c->seeds > 1 ? y[a][2] : NULL;
         }
         snprintf(path, sizeof path, "%s/accuracy_%d.png", c->out_dir, p);
@@ -588,7 +592,7 @@ static da_status figures(const task_study *S) {
             steps_stats(study_run(S, p, a, 0), c->seeds, 0.9, &m, &sd, &reached);
             px[p] = p, py[a][p] = m;
         }
-        s90[a] = (da_series){da_compare_arch_label(c->archs[a]), px, py[a], n_pts};
+        s90[a] = (da_series){task_arch_label(c, a), px, py[a], n_pts};
     }
     snprintf(path, sizeof path, "%s/steps_to_90.png", c->out_dir);
     if ((st = da_plot_lines(path, "Steps to 90% answer accuracy by sweep point (report.md lists them)",
@@ -619,10 +623,15 @@ da_status task_write_report(const task_study *S, double wall_s) {
     char path[4200];
     da_atomic_file af;
     snprintf(path, sizeof path, "%s/report.json", c->out_dir);
-    da_status st = da_atomic_open(&af, path);
+    char *json = NULL; /* written whole, then without bare nan or inf (da_json_write_finite) */
+    size_t json_n = 0;
+    FILE *ms = open_memstream(&json, &json_n);
+    if (!ms) return da_errorf("%s: out of memory", path);
+    write_json(ms, S, wall_s);
+    da_status st = fclose(ms) ? da_errorf("%s: out of memory", path) : da_atomic_open(&af, path);
+    if (!st.code) st = da_json_write_finite(af.fp, json) ? da_atomic_fail(&af, errno ? errno : EIO) : da_atomic_commit(&af);
+    free(json);
     if (st.code) return st;
-    write_json(af.fp, S, wall_s);
-    if ((st = da_atomic_commit(&af)).code) return st;
     if ((st = figures(S)).code || (st = heatmaps(S)).code) return st;
     snprintf(path, sizeof path, "%s/report.md", c->out_dir);
     if ((st = da_atomic_open(&af, path)).code) return st;

@@ -51,6 +51,9 @@ static inline task_run *study_run(const task_study *s, int cell, int arch, int s
 }
 /* The index of arch a in c->archs, -1 when not listed. */
 int task_arch_slot(const da_task_compare_config *c, da_arch a);
+/* Architecture a's name in files ("swa" for softmax with c->windows[a]) and in reports ("SWA"). */
+const char *task_arch_name(const da_task_compare_config *c, int a);
+const char *task_arch_label(const da_task_compare_config *c, int a);
 /* The threshold whose reaching counts as learning the task. */
 #define TASK_SUCCESS 0.9
 

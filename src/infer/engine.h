@@ -72,6 +72,13 @@ da_status da_engine_alloc_blob(da_engine *e);
 void da_engine_bind(da_engine *e);
 /* Frees what e owns and zeroes it (e itself is the caller's). */
 void da_engine_release(da_engine *e);
+/* The tokenizer.json text of a GGUF's tokenizer keys (*json NULL: none):
+ * tokenizer.huggingface.json (refused when tokenizer.ggml.tokens or .merges
+ * beside it say otherwise), else rebuilt from llama.cpp's arrays. */
+da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json);
+/* An error naming the first weight that is NaN or infinite once dequantized
+ * (f16/bf16 values, block scales), unless da_allow_nonfinite(). */
+da_status da_engine_check_finite(const da_engine *e, const char *path);
 /* Gives e the tokenizer.json text json (copied; NULL: none), parsed and its
  * vocabulary checked against e->cfg; where names the file in errors. */
 da_status da_engine_set_tokenizer(da_engine *e, const char *json, const char *where);

@@ -114,9 +114,35 @@ static da_status add_byte_tokenizer(da_gguf_writer *w, int vocab) {
     return st;
 }
 
-/* The tokenizer.json text of a GGUF's tokenizer keys (*json NULL: none):
- * tokenizer.huggingface.json, else rebuilt from llama.cpp's arrays. */
-static da_status gguf_tokenizer_json(const da_gguf_file *f, char **json) {
+/* tokenizer.ggml.tokens and .merges, when the file has them beside
+ * tokenizer.huggingface.json, say what that JSON says: llama.cpp reads the
+ * arrays, diffattn the JSON, so a contradiction would give two tokenizers. */
+static da_status check_arrays_match_json(const da_gguf_file *f, const char *json) {
+    static const char *const keys[2] = {"tokenizer.ggml.tokens", "tokenizer.ggml.merges"};
+    if (!da_gguf_kv_find(f, keys[0]) && !da_gguf_kv_find(f, keys[1])) return da_ok();
+    da_tok_ggml g;
+    da_status st = da_tok_ggml_from_json(&g, json, strlen(json));
+    if (st.code) return da_errorf("%s: tokenizer.huggingface.json: %s", f->path, st.msg);
+    for (int k = 0; k < 2 && !st.code; k++) {
+        char **v = NULL;
+        uint64_t n = 0;
+        const int want_n = k ? g.n_merges : g.n_tokens;
+        char **want = k ? g.merges : g.tokens;
+        if (!da_gguf_kv_find(f, keys[k]) || (st = da_gguf_get_str_array(f, keys[k], &v, &n)).code) continue;
+        uint64_t i = 0;
+        while (i < n && i < (uint64_t)want_n && !strcmp(v[i], want[i])) i++;
+        if (n != (uint64_t)want_n || i < n)
+            st = da_errorf("%s: %s contradicts tokenizer.huggingface.json (%s; llama.cpp would read one tokenizer, "
+                           "diffattn the other)",
+                           f->path, keys[k],
+                           n != (uint64_t)want_n ? "a different number of entries" : "an entry differs");
+        da_gguf_free_str_array(v, n);
+    }
+    da_tok_ggml_free(&g);
+    return st;
+}
+
+da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json) {
     *json = NULL;
     const char *s;
     const da_gguf_kv *bytes = da_gguf_kv_find(f, "diffattn.byte_level");
@@ -125,7 +151,11 @@ static da_status gguf_tokenizer_json(const da_gguf_file *f, char **json) {
         da_status st = da_gguf_get_str(f, "tokenizer.huggingface.json", &s);
         if (st.code) return st;
         if (!(*json = strdup(s))) return da_errorf("%s: out of memory", f->path);
-        return da_ok();
+        if ((st = check_arrays_match_json(f, s)).code) {
+            free(*json);
+            *json = NULL;
+        }
+        return st;
     }
     if (!da_gguf_kv_find(f, "tokenizer.ggml.model")) return da_ok();
     da_status st = da_gguf_get_str(f, "tokenizer.ggml.model", &s);
@@ -430,7 +460,7 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
             st = da_errorf("%s: activations are int8-static but the file has no act_absmax ranges", path);
     }
     char *tok_json = NULL;
-    if (!st.code) st = gguf_tokenizer_json(&f, &tok_json);
+    if (!st.code) st = da_gguf_tokenizer_json(&f, &tok_json);
     if (!st.code) st = da_engine_set_tokenizer(q, tok_json, path);
     free(tok_json);
     q->file_bytes = f.size;

@@ -8,6 +8,7 @@
 
 #include "attn/variant.h"
 #include "infer/engine.h"
+#include "io/checkpoint.h"
 #include "io/gguf.h"
 
 #define ALIGN 64
@@ -203,7 +204,9 @@ static da_status load_safetensors(da_engine *e, const char *path) {
 da_status da_engine_load(da_engine **out, const char *path) {
     *out = calloc(1, sizeof **out);
     if (!*out) return da_errorf("out of memory");
-    da_status st = da_gguf_is_gguf(path) ? da_engine_load_gguf(*out, path) : load_safetensors(*out, path);
+    const int gguf = da_gguf_is_gguf(path);
+    da_status st = gguf ? da_engine_load_gguf(*out, path) : load_safetensors(*out, path);
+    if (!st.code && gguf && (st = da_engine_check_finite(*out, path)).code) da_engine_release(*out);
     if (!st.code) (*out)->file_bytes = da_model_file_bytes(path); /* a Hugging Face folder's files together */
     if (st.code) {
         free(*out);
@@ -258,7 +261,38 @@ da_status da_model_load_any(da_model *m, const char *path) {
     da_engine e;
     da_status st = da_engine_load_gguf(&e, path);
     if (st.code) return st;
-    st = da_engine_to_model(&e, m);
+    if (!(st = da_engine_check_finite(&e, path)).code) st = da_engine_to_model(&e, m);
     da_engine_release(&e);
+    return st;
+}
+
+/* Every weight dequantized row by row (f16 and bf16 values, block scales)
+ * and checked: a NaN scale of one q4_K block made eval loss NaN while eval
+ * ppl reported a finite number. */
+da_status da_engine_check_finite(const da_engine *e, const char *path) {
+    if (da_allow_nonfinite()) return da_ok();
+    int widest = 1;
+    for (int i = 0; i < e->n_tensors; i++)
+        if (e->t[i].cols > widest) widest = e->t[i].cols;
+    float *row = malloc((size_t)widest * sizeof *row);
+    if (!row) return da_errorf("out of memory");
+    da_status st = da_ok();
+    for (int i = 0; i < e->n_tensors && !st.code; i++) {
+        const da_qtensor *t = &e->t[i];
+        const int rows = t->cols ? t->rows : 1, cols = t->cols ? t->cols : t->rows;
+        for (int r = 0; r < rows && !st.code; r++) {
+            const unsigned char *src = t->data + (size_t)r * t->row_bytes;
+            const float *x = row;
+            if (t->type == DA_QT_F32) x = (const float *)(const void *)src;
+            else da_dequantize_row(t->type, src, row, cols);
+            size_t at = da_first_nonfinite(x, (size_t)cols);
+            if (at < (size_t)cols)
+                st = da_errorf("%s: tensor %s (%s) holds %g at row %d, column %zu%s; a model with non-finite "
+                               "weights is refused (--allow-nonfinite loads it anyway, for debugging)",
+                               path, t->name, da_qtype_name(t->type), (double)x[at], r, at,
+                               t->type == DA_QT_F32 ? "" : " (a block's scale is not finite)");
+        }
+    }
+    free(row);
     return st;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "diffattn/generate.h"
+#include "io/checkpoint.h"
 
 /* Feeds tokens (n) from the session's position in calls of at most max_batch. */
 static da_status feed_all(da_session *s, const int *tokens, int n, const float **logits) {
@@ -51,6 +52,13 @@ da_status da_generate(da_session *s, const int *prompt, int n_prompt, const da_g
     da_rng rng;
     da_rng_seed(&rng, o->seed);
     for (int g = 0; g < o->max_new && !st.code; g++) {
+        const size_t bad = da_first_nonfinite(logits, (size_t)V);
+        if (bad < (size_t)V) {
+            st = da_errorf("generate: step %d: the logits hold %g (token %zu); the model's numbers are not finite, "
+                           "nothing to sample from",
+                           g, (double)logits[bad], bad);
+            break;
+        }
         const int tok = da_sample_token(logits, V, o->temperature, o->top_p, &rng, scratch);
         hist[n_hist++] = tok;
         if (n_out) *n_out = g + 1;

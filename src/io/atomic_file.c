@@ -1,4 +1,5 @@
 /* Atomic file replacement (see atomic_file.h). */
+#define _GNU_SOURCE
 #include "io/atomic_file.h"
 
 #include <ctype.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -45,6 +47,8 @@ static int random_suffix_or_end(const char *s) {
     return 1;
 }
 
+static int remove_flat_folder(const char *path);
+
 void da_remove_dead_temporaries(const char *dir, const char *prefix, int exact) {
     const size_t np = strlen(prefix);
     DIR *d = opendir(dir);
@@ -63,7 +67,7 @@ void da_remove_dead_temporaries(const char *dir, const char *prefix, int exact) 
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         char stale[8192];
         snprintf(stale, sizeof stale, "%s/%s", dir, name);
-        unlink(stale);
+        if (unlink(stale) && (errno == EISDIR || errno == EPERM)) (void)remove_flat_folder(stale);
     }
     closedir(d);
 }
@@ -332,4 +336,161 @@ da_status da_check_outputs_not_inputs(const char *const *outputs, int n_outputs,
     }
     free(s.v);
     return st;
+}
+
+/* ------------------------------------------------------------ folders */
+
+/* Removes the files and symlinks directly inside path, then path. */
+static int remove_flat_folder(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) (void)unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    return rmdir(path);
+}
+
+static int fsync_path(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd), e = errno;
+    close(fd);
+    return rc && e != EINVAL && e != EROFS ? -1 : 0;
+}
+
+da_status da_atomic_folder_open(const char *dir, char *tmp, size_t cap) {
+    tmp[0] = 0;
+    char clean[4096], parent[4096];
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    if (!n || n + 32 >= sizeof clean) return da_errorf("%.200s: empty or too long a folder path", dir);
+    memcpy(clean, dir, n);
+    clean[n] = 0;
+    dir_of(clean, parent, sizeof parent);
+    da_status st = da_make_dirs(parent);
+    if (st.code) return st;
+    const char *slash = strrchr(clean, '/');
+    da_remove_dead_temporaries(parent, slash ? slash + 1 : clean, 1);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        char letters[7];
+        random_letters(letters);
+        int w = snprintf(tmp, cap, "%s.tmp.%ld.%s", clean, (long)getpid(), letters);
+        if (w < 0 || (size_t)w >= cap) break;
+        if (!mkdir(tmp, 0755)) return da_ok();
+        if (errno != EEXIST) {
+            int e = errno;
+            tmp[0] = 0;
+            return da_errorf("%s: cannot create a temporary folder beside it: %s", clean, strerror(e));
+        }
+    }
+    tmp[0] = 0;
+    return da_errorf("%s: cannot create a temporary folder beside it", clean);
+}
+
+void da_atomic_folder_abort(char *tmp) {
+    if (tmp[0]) (void)remove_flat_folder(tmp);
+    tmp[0] = 0;
+}
+
+static int is_owned(const char *name, const char *const *owned, int n_owned) {
+    for (int i = 0; i < n_owned; i++)
+        if (!strcmp(name, owned[i])) return 1;
+    return 0;
+}
+
+/* The files of dir that the new folder does not replace, hard-linked into
+ * tmp so that the swap keeps them. A subfolder cannot be linked: refused. */
+static da_status carry_other_files(const char *dir, const char *tmp, const char *const *owned, int n_owned) {
+    DIR *d = opendir(dir);
+    if (!d) return da_errorf("%s: cannot list: %s", dir, strerror(errno));
+    int tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    da_status st = tfd < 0 ? da_errorf("%s: cannot open: %s", tmp, strerror(errno)) : da_ok();
+    struct dirent *e;
+    while (!st.code && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || is_owned(e->d_name, owned, n_owned)) continue;
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW)) continue;
+        if (S_ISDIR(sb.st_mode))
+            st = da_errorf("%s: holds the folder %s; the folder is replaced as a whole, so it may hold files only "
+                           "(move %s elsewhere, or choose another output folder)",
+                           dir, e->d_name, e->d_name);
+        else if (linkat(dirfd(d), e->d_name, tfd, e->d_name, 0))
+            st = da_errorf("%s/%s: cannot carry it into the new folder: %s", dir, e->d_name, strerror(errno));
+    }
+    if (tfd >= 0) close(tfd);
+    closedir(d);
+    return st;
+}
+
+da_status da_atomic_folder_commit(char *tmp, const char *dir, const char *const *owned, int n_owned) {
+    char parent[4096];
+    dir_of(tmp, parent, sizeof parent);
+    da_status st = da_ok();
+    struct stat sb;
+    if (fsync_path(tmp)) st = da_errorf("%s: cannot sync the new folder: %s", tmp, strerror(errno));
+    else if (lstat(dir, &sb)) {
+        if (errno != ENOENT) st = da_errorf("%s: %s", dir, strerror(errno));
+        else if (rename(tmp, dir)) st = da_errorf("%s: cannot rename the new folder into place: %s", dir, strerror(errno));
+        else tmp[0] = 0;
+    } else if (S_ISLNK(sb.st_mode)) {
+        st = da_errorf("%s: is a symlink; the folder is replaced as a whole, never through a link: pass the folder "
+                       "it points to",
+                       dir);
+    } else if (!S_ISDIR(sb.st_mode)) {
+        st = da_errorf("%s: exists and is not a folder", dir);
+    } else if (!(st = carry_other_files(dir, tmp, owned, n_owned)).code) {
+        (void)chmod(tmp, sb.st_mode & 0777);
+        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE)) {
+            /* a file system without the exchange: file by file, in the caller's order */
+            if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+                st = da_errorf("%s: cannot swap the new folder into place: %s", dir, strerror(errno));
+            for (int i = 0; i < n_owned && !st.code; i++) {
+                char from[8192], to[8192];
+                snprintf(from, sizeof from, "%s/%s", tmp, owned[i]);
+                snprintf(to, sizeof to, "%s/%s", dir, owned[i]);
+                if (rename(from, to) && (errno != ENOENT || (unlink(to) && errno != ENOENT)))
+                    st = da_errorf("%s: cannot replace it: %s", to, strerror(errno));
+            }
+        }
+    }
+    if (!st.code && fsync_path(parent)) st = da_errorf("%s: written, but syncing its parent failed", dir);
+    da_atomic_folder_abort(tmp); /* the previous folder, swapped out, or the unused new one */
+    return st;
+}
+
+/* ------------------------------------------------------------ JSON numbers */
+
+/* The length of a non-finite number printf wrote at s ("nan", "-nan",
+ * "inf", "-inf", any case), or 0. */
+static size_t nonfinite_token(const char *s) {
+    static const char *const tokens[] = {"-nan", "nan", "-inf", "inf"};
+    for (int i = 0; i < 4; i++) {
+        size_t n = strlen(tokens[i]);
+        if (!strncasecmp(s, tokens[i], n) && !isalnum((unsigned char)s[n])) return n;
+    }
+    return 0;
+}
+
+int da_json_write_finite(FILE *fp, const char *json) {
+    int in_string = 0;
+    const char *run = json; /* the start of what is still to be written */
+    for (const char *p = json; *p; p++) {
+        if (in_string) {
+            if (*p == '\\' && p[1]) p++;
+            else if (*p == '"') in_string = 0;
+            continue;
+        }
+        if (*p == '"') {
+            in_string = 1;
+            continue;
+        }
+        const size_t n = (p == json || !isalnum((unsigned char)p[-1])) ? nonfinite_token(p) : 0;
+        if (!n) continue;
+        if (fwrite(run, 1, (size_t)(p - run), fp) != (size_t)(p - run) || fputs("null", fp) == EOF) return -1;
+        p += n - 1;
+        run = p + 1;
+    }
+    size_t rest = strlen(run);
+    return fwrite(run, 1, rest, fp) == rest ? 0 : -1;
 }

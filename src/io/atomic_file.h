@@ -22,7 +22,7 @@ typedef struct {
  * is reported like a full disk. Every writer calls it; idempotent. */
 void da_write_faults_as_errors(void);
 
-/* Removes the files of dir named <stem>.tmp.<pid>[.<letters>], where stem begins with
+/* Removes the files (and flat folders) of dir named <stem>.tmp.<pid>[.<letters>], where stem begins with
  * prefix (is prefix, when exact), whose process no longer exists: what a
  * kill -9 or a power cut mid-write leaves. A process that is alive, or whose
  * existence cannot be told, keeps its file. */
@@ -55,6 +55,25 @@ FILE *da_create_new_file(const char *path);
 
 /* Copies src over dst atomically. */
 da_status da_copy_file(const char *src, const char *dst);
+
+/* A folder replaced as a whole: its files are written into a new sibling
+ * folder, dir.tmp.<pid>.<letters> (tmp, cap bytes), which commit swaps with
+ * dir in one step (renameat2 RENAME_EXCHANGE), so a kill at any moment leaves
+ * the old folder or the new one, never a mix. The parent is created if
+ * missing; dead processes' temporary folders of dir are removed. */
+da_status da_atomic_folder_open(const char *dir, char *tmp, size_t cap);
+/* Syncs tmp and puts it in dir's place. Files of dir not named in owned are
+ * carried over (hard links); a subfolder in dir is refused. On a file system
+ * without the exchange, the owned files are renamed one by one, in order (a
+ * name absent from tmp is removed from dir). tmp is removed either way. */
+da_status da_atomic_folder_commit(char *tmp, const char *dir, const char *const *owned, int n_owned);
+/* Removes tmp and what it holds, if set; dir is untouched. Idempotent. */
+void da_atomic_folder_abort(char *tmp);
+
+/* Writes json, with every bare nan, -nan, inf or -inf (what printf gives
+ * for a non-finite double; outside strings) written as null: JSON has no
+ * such numbers. 0, or -1 when a write failed. */
+int da_json_write_finite(FILE *fp, const char *json);
 
 /* mkdir -p: creates dir and its missing parents. */
 da_status da_make_dirs(const char *dir);

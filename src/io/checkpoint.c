@@ -2,6 +2,7 @@
  * configuration in __metadata__. Loading trusts nothing in the file. */
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,42 @@ da_status da_config_check_file_size(const da_st_file *f, const da_config *c, siz
                      c->vocab_size, c->ffn_hidden, c->tie_embeddings ? "true" : "false", values);
 }
 
+/* The index of the first non-finite value of x[0..n), or n. The OR over
+ * the exponent test vectorises; the position is looked for only when one is
+ * there. */
+size_t da_first_nonfinite(const float *x, size_t n) {
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad |= (u[i] & 0x7f800000u) == 0x7f800000u;
+    if (!bad) return n;
+    size_t i = 0;
+    while ((u[i] & 0x7f800000u) != 0x7f800000u) i++;
+    return i;
+}
+
+da_status da_model_check_finite(const da_model *m, const char *path) {
+    if (da_allow_nonfinite()) return da_ok();
+    for (int i = 0; i < m->n_tensors; i++) {
+        const da_tensor *t = &m->tensors[i];
+        const float *x = m->params + t->offset;
+        size_t at = da_first_nonfinite(x, t->numel);
+        if (at < t->numel)
+            return da_errorf("%s: tensor %s holds %g at element %zu; a model with non-finite weights is refused "
+                             "(--allow-nonfinite loads it anyway, for debugging)",
+                             path, t->name, (double)x[at], at);
+    }
+    return da_ok();
+}
+
+static da_status load_model_file(da_model *m, const char *path);
+
 da_status da_model_load(da_model *m, const char *path) {
+    da_status st = load_model_file(m, path);
+    if (!st.code && (st = da_model_check_finite(m, path)).code) da_model_free(m);
+    return st;
+}
+
+static da_status load_model_file(da_model *m, const char *path) {
     memset(m, 0, sizeof *m);
     if (da_hf_is_folder(path)) return da_hf_model_load(m, path);
     if (da_gguf_is_gguf(path))

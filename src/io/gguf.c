@@ -197,6 +197,34 @@ static int find_duplicate(const void *records, size_t n, size_t size, size_t off
     return 0;
 }
 
+static int cmp_offset(const void *a, const void *b) {
+    const da_gguf_tensor *x = *(const da_gguf_tensor *const *)a, *y = *(const da_gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* The tensors' byte ranges are pairwise disjoint (sorted by offset, each
+ * starts at or after the furthest end so far): tensors sharing bytes would
+ * let a small file stand for a large model. Ranges already lie in the file. */
+static da_status check_disjoint(const da_gguf_file *f) {
+    if (f->n_tensors < 2) return da_ok();
+    const da_gguf_tensor **v = malloc((size_t)f->n_tensors * sizeof *v);
+    if (!v) return da_errorf("%s: out of memory checking the tensor ranges", f->path);
+    for (int i = 0; i < f->n_tensors; i++) v[i] = &f->tensors[i];
+    qsort(v, (size_t)f->n_tensors, sizeof *v, cmp_offset);
+    da_status st = da_ok();
+    const da_gguf_tensor *last = v[0];
+    for (int i = 1; i < f->n_tensors && !st.code; i++) {
+        if (v[i]->offset < last->offset + last->nbytes)
+            st = da_errorf("%s: tensor \"%s\" (data bytes [%llu, %llu)) overlaps tensor \"%s\" ([%llu, %llu))",
+                           f->path, v[i]->name, (unsigned long long)v[i]->offset,
+                           (unsigned long long)(v[i]->offset + v[i]->nbytes), last->name,
+                           (unsigned long long)last->offset, (unsigned long long)(last->offset + last->nbytes));
+        if (v[i]->offset + v[i]->nbytes > last->offset + last->nbytes) last = v[i];
+    }
+    free(v);
+    return st;
+}
+
 static da_status parse(da_gguf_file *f) {
     cursor c = {f->map, 0, f->size, f->path, "the magic"};
     char magic[4];
@@ -257,7 +285,7 @@ static da_status parse(da_gguf_file *f) {
                              "(%zu data bytes); the file is truncated or corrupt",
                              f->path, t->name, t->nbytes, (unsigned long long)t->offset, avail);
     }
-    return da_ok();
+    return check_disjoint(f);
 }
 
 static da_status parse_buffer(da_gguf_file *f, const char *name, unsigned char *buf, size_t size, int mapped) {

@@ -226,46 +226,42 @@ static da_status check_exportable(const da_config *c, const char *dir) {
     return da_ok();
 }
 
-/* Writes text to the temporary of path and syncs it, not yet renamed: the
- * folder changes only once every file's bytes are on disk. */
-static da_status stage_text(da_atomic_file *af, const char *path, const char *text) {
-    da_status st = da_atomic_open(af, path);
+/* path, a new file of the temporary folder, holding text. */
+static da_status write_text(const char *path, const char *text) {
+    da_atomic_file af;
+    da_status st = da_atomic_open(&af, path);
     if (st.code) return st;
     size_t n = strlen(text);
-    if (fwrite(text, 1, n, af->fp) != n || fflush(af->fp) || fsync(fileno(af->fp)))
-        return da_atomic_fail(af, errno);
-    return da_ok();
+    if (fwrite(text, 1, n, af.fp) != n) return da_atomic_fail(&af, errno);
+    return da_atomic_commit(&af);
 }
 
+/* The files are written into a new sibling folder that then takes dir's
+ * place in one step (da_atomic_folder_commit): a kill or a full disk at any
+ * moment leaves the previous export or this one, never the weights of one
+ * with the config.json of the other. */
 da_status da_model_export_hf(const da_model *m, const char *dir) {
     const da_config *c = &m->cfg;
     da_status st = check_exportable(c, dir);
     if (st.code) return st;
-    if ((st = da_make_dirs(dir)).code) return st;
-    char cfg_path[4200], st_path[4200], tok_path[4200];
-    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
-    snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
-    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", dir);
+    char tmp[4200], cfg_path[4300], st_path[4300], tok_path[4300];
+    if ((st = da_atomic_folder_open(dir, tmp, sizeof tmp)).code) return st;
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", tmp);
+    snprintf(st_path, sizeof st_path, "%s/model.safetensors", tmp);
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", tmp);
     char *cfg_text = config_text(c);
-    if (!cfg_text) return da_errorf("%s: out of memory", cfg_path);
     hf_out o;
-    if ((st = build_tensors(&o, m, st_path)).code) {
-        free(cfg_text);
-        return st;
+    if (!cfg_text) st = da_errorf("%s: out of memory", cfg_path);
+    else if (!(st = build_tensors(&o, m, st_path)).code) {
+        st = da_st_write(st_path, o.t, o.n, NULL, NULL, 0);
+        if (!st.code && m->tokenizer_json) st = write_text(tok_path, m->tokenizer_json);
+        if (!st.code) st = write_text(cfg_path, cfg_text);
+        out_free(&o);
     }
-    da_atomic_file af_cfg = {0}, af_tok = {0};
-    st = stage_text(&af_cfg, cfg_path, cfg_text);
-    if (!st.code && m->tokenizer_json) st = stage_text(&af_tok, tok_path, m->tokenizer_json);
-    /* the weights, atomically; then the staged files take their places */
-    if (!st.code) st = da_st_write(st_path, o.t, o.n, NULL, NULL, 0);
-    if (!st.code && m->tokenizer_json) st = da_atomic_commit(&af_tok);
-    if (!st.code) st = da_atomic_commit(&af_cfg);
-    /* a tokenizer.json left by an earlier export would be taken for this model's */
-    if (!st.code && !m->tokenizer_json && unlink(tok_path) && errno != ENOENT)
-        st = da_errorf("%s: cannot remove it (this model carries no tokenizer): %s", tok_path, strerror(errno));
-    da_atomic_abort(&af_cfg);
-    da_atomic_abort(&af_tok);
     free(cfg_text);
-    out_free(&o);
+    /* a tokenizer.json of an earlier export is not carried over: it would be taken for this model's */
+    const char *owned[3] = {"model.safetensors", "tokenizer.json", "config.json"};
+    if (!st.code) st = da_atomic_folder_commit(tmp, dir, owned, 3);
+    da_atomic_folder_abort(tmp);
     return st;
 }

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -125,11 +126,63 @@ static da_status cfg_bool(const char *path, const cJSON *o, const char *k, int d
     return da_ok();
 }
 
+/* rope_scaling and rope_parameters both given must say the same: each key
+ * present in both (and the rope_type, and rope_theta beside the top-level
+ * one) is equal, or which one transformers reads decides the model. */
+static da_status check_rope_agree(const char *path, const cJSON *root, const cJSON *rs, const cJSON *rp) {
+    static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings", "rope_theta"};
+    const cJSON *pairs[2][2] = {{rs, rp}, {root, rp}};
+    for (int p = 0; p < 2; p++) {
+        const cJSON *a = pairs[p][0], *b = pairs[p][1];
+        if (!cJSON_IsObject(a) || !cJSON_IsObject(b)) continue;
+        for (size_t k = p ? 6 : 0; k < sizeof keys / sizeof keys[0]; k++) {
+            const cJSON *x = get(a, keys[k]), *y = get(b, keys[k]);
+            if (!x || !y || cJSON_Compare(x, y, 1)) continue;
+            return da_errorf("%s: %s%s and rope_parameters.%s differ; which one applies depends on the transformers "
+                             "version: keep one",
+                             path, p ? "" : "rope_scaling.", keys[k], keys[k]);
+        }
+    }
+    return da_ok();
+}
+
+static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A key that appears twice in one object of the tree at o, or NULL (sorted:
+ * O(n log n) per object). cJSON would take the first, Python the last.
+ * *oom is set when the check could not be made. */
+static const char *duplicate_key(const cJSON *o, int *oom) {
+    if (!cJSON_IsObject(o) && !cJSON_IsArray(o)) return NULL;
+    int n = 0;
+    for (const cJSON *e = o->child; e; e = e->next) {
+        const char *d = duplicate_key(e, oom);
+        if (d || *oom) return d;
+        n++;
+    }
+    if (!cJSON_IsObject(o) || n < 2) return NULL;
+    const char **names = malloc((size_t)n * sizeof *names);
+    if (!names) {
+        *oom = 1;
+        return NULL;
+    }
+    n = 0;
+    for (const cJSON *e = o->child; e; e = e->next) names[n++] = e->string;
+    qsort(names, (size_t)n, sizeof *names, cmp_key);
+    const char *dup = NULL;
+    for (int i = 1; i < n && !dup; i++)
+        if (!strcmp(names[i - 1], names[i])) dup = names[i];
+    free(names);
+    return dup;
+}
+
 /* rope_scaling (older files) or rope_parameters (newer transformers). */
 static da_status parse_rope(const char *path, const cJSON *root, da_config *c) {
     const cJSON *rs = get(root, "rope_scaling");
     const char *key = "rope_scaling";
     const cJSON *rp = get(root, "rope_parameters");
+    da_status agree = check_rope_agree(path, root, rs, rp);
+    if (agree.code) return agree;
     if ((!rs || cJSON_IsNull(rs)) && rp && !cJSON_IsNull(rp)) rs = rp, key = "rope_parameters";
     double theta;
     da_status st = cfg_num(path, root, "rope_theta", 10000.0, 0, &theta);
@@ -205,6 +258,16 @@ static da_status parse_config(const char *dir, da_config *c, hf_shape *hs) {
         cJSON_Delete(root);
         return da_errorf("%s: not a JSON object", path);
     }
+    int oom = 0;
+    const char *dup = duplicate_key(root, &oom);
+    if (dup || oom) {
+        da_status e = oom ? da_errorf("%s: out of memory", path)
+                          : da_errorf("%s: key \"%.80s\" appears twice in one object (Python's json takes the last, "
+                                      "other readers the first): keep one",
+                                      path, dup);
+        cJSON_Delete(root);
+        return e;
+    }
     da_config_default(c); /* every field is set below, the RoPE scaling's where the file has one */
     memset(hs, 0, sizeof *hs);
     const cJSON *mt = get(root, "model_type");
@@ -245,7 +308,8 @@ static da_status parse_config(const char *dir, da_config *c, hf_shape *hs) {
                        path, head_dim, hidden / H);
     if (!st.code && hs->diff && H % 2)
         st = da_errorf("%s: num_attention_heads %d is odd; DiffLlama pairs query heads j and j + H/2", path, H);
-    if (!st.code && !(eps > 0 && eps < 1)) st = da_errorf("%s: rms_norm_eps %g must be in (0, 1)", path, eps);
+    if (!st.code && !(eps >= 1e-10 && eps < 1))
+        st = da_errorf("%s: rms_norm_eps %g must lie in [1e-10, 1) (smaller, a zero row's norm overflows)", path, eps);
     if (!st.code) st = parse_rope(path, root, c);
     cJSON_Delete(root);
     if (st.code) return st;
@@ -287,6 +351,7 @@ typedef struct {
     const unsigned char *data; /* inside the shard's mapping */
     size_t nbytes;
     int shard, used;
+    int listed; /* named by the index's weight_map */
 } hf_tensor;
 
 typedef struct {
@@ -300,18 +365,135 @@ typedef struct {
     int n_shards;
     hf_tensor *t;
     int n, cap;
+    int *slot;       /* open addressing over t by name: index + 1, 0 when empty */
+    size_t n_slots;  /* a power of two, at least twice n */
+    char root[4200]; /* the folder, symlinks resolved: every shard must lie inside */
+    char blobs[4200]; /* a Hugging Face cache snapshot's ../../blobs, resolved; else empty */
 } hf_files;
 
 static void files_close(hf_files *f) {
     for (int i = 0; i < f->n_shards; i++)
         if (f->shard[i].map) munmap(f->shard[i].map, f->shard[i].size);
     free(f->t);
+    free(f->slot);
     memset(f, 0, sizeof *f);
+}
+
+/* ------------------------------------------------------------ tensors by name, in O(1) */
+
+static size_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (size_t)h;
+}
+
+static hf_tensor *find(hf_files *F, const char *name) {
+    if (!F->n_slots) return NULL;
+    for (size_t i = name_hash(name) & (F->n_slots - 1);; i = (i + 1) & (F->n_slots - 1)) {
+        const int k = F->slot[i];
+        if (!k) return NULL;
+        if (!strcmp(F->t[k - 1].name, name)) return &F->t[k - 1];
+    }
+}
+
+/* Files F->t[k] under its name: 0, or the index + 1 of a tensor already
+ * holding that name. */
+static int slot_put(hf_files *F, int k) {
+    size_t i = name_hash(F->t[k].name) & (F->n_slots - 1);
+    for (; F->slot[i]; i = (i + 1) & (F->n_slots - 1))
+        if (!strcmp(F->t[F->slot[i] - 1].name, F->t[k].name)) return F->slot[i];
+    F->slot[i] = k + 1;
+    return 0;
+}
+
+/* Appends t and files it by name; a name seen before (in this shard or
+ * another) is an error. */
+static da_status add_tensor(hf_files *F, const hf_tensor *t, const char *path) {
+    if (F->n == F->cap) {
+        int cap = F->cap ? 2 * F->cap : 256;
+        hf_tensor *nt = realloc(F->t, (size_t)cap * sizeof *nt);
+        if (!nt) return da_errorf("%s: out of memory", path);
+        F->t = nt;
+        F->cap = cap;
+    }
+    if (2 * (size_t)(F->n + 1) > F->n_slots) { /* grow and refile */
+        size_t n_slots = F->n_slots ? 4 * F->n_slots : 1024;
+        int *slot = calloc(n_slots, sizeof *slot);
+        if (!slot) return da_errorf("%s: out of memory", path);
+        free(F->slot);
+        F->slot = slot;
+        F->n_slots = n_slots;
+        for (int k = 0; k < F->n; k++) (void)slot_put(F, k);
+    }
+    F->t[F->n] = *t;
+    const int dup = slot_put(F, F->n);
+    if (dup)
+        return da_errorf("%s: tensor %s appears twice (also in %s)", path, t->name, F->shard[F->t[dup - 1].shard].path);
+    F->n++;
+    return da_ok();
+}
+
+static int cmp_data_start(const void *a, const void *b) {
+    const hf_tensor *x = *(const hf_tensor *const *)a, *y = *(const hf_tensor *const *)b;
+    return x->data < y->data ? -1 : x->data > y->data;
+}
+
+/* The byte ranges of a shard's tensors F->t[first..n) are pairwise disjoint:
+ * sorted by start, each begins at or after the furthest end so far. Two
+ * tensors over the same bytes would let a small file stand for a large model. */
+static da_status check_disjoint(const hf_files *F, int first, const unsigned char *base, const char *path) {
+    const int n = F->n - first;
+    if (n < 2) return da_ok();
+    const hf_tensor **v = malloc((size_t)n * sizeof *v);
+    if (!v) return da_errorf("%s: out of memory", path);
+    for (int i = 0; i < n; i++) v[i] = &F->t[first + i];
+    qsort(v, (size_t)n, sizeof *v, cmp_data_start);
+    da_status st = da_ok();
+    const hf_tensor *last = NULL; /* the non-empty tensor reaching furthest so far */
+    for (int i = 0; i < n && !st.code; i++) {
+        if (!v[i]->nbytes) continue;
+        if (last && v[i]->data < last->data + last->nbytes)
+            st = da_errorf("%s: tensor %s data [%zu, %zu) overlaps tensor %s data [%zu, %zu)", path, v[i]->name,
+                           (size_t)(v[i]->data - base), (size_t)(v[i]->data - base) + v[i]->nbytes, last->name,
+                           (size_t)(last->data - base), (size_t)(last->data - base) + last->nbytes);
+        if (!last || v[i]->data + v[i]->nbytes > last->data + last->nbytes) last = v[i];
+    }
+    free(v);
+    return st;
+}
+
+/* A shard resolves (symlinks followed) to a file inside the folder, or inside
+ * the blobs folder of the Hugging Face cache snapshot the folder is. */
+static da_status check_inside(const hf_files *F, const char *path) {
+    char real[PATH_MAX];
+    if (!realpath(path, real)) return da_errorf("%s: cannot resolve: %s", path, strerror(errno));
+    const char *roots[2] = {F->root, F->blobs};
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(roots[i]);
+        if (n && !strncmp(real, roots[i], n) && real[n] == '/') return da_ok();
+    }
+    return da_errorf("%s: resolves to a file outside the model folder; a shard must lie in the folder", path);
+}
+
+/* F->root and F->blobs for the folder dir. */
+static da_status resolve_root(hf_files *F, const char *dir) {
+    char real[PATH_MAX], up[PATH_MAX + 16];
+    if (!realpath(dir, real)) return da_errorf("%s: cannot resolve: %s", dir, strerror(errno));
+    snprintf(F->root, sizeof F->root, "%s", real);
+    const char *slash = strrchr(real, '/');
+    /* <repo>/snapshots/<revision>: the files are symlinks to <repo>/blobs/<hash> */
+    if (slash && slash - real >= 10 && !strncmp(slash - 10, "/snapshots", 10)) {
+        snprintf(up, sizeof up, "%.*s/blobs", (int)(slash - real - 10), real);
+        if (realpath(up, real)) snprintf(F->blobs, sizeof F->blobs, "%s", real);
+    }
+    return da_ok();
 }
 
 /* Maps one shard and appends its tensors; every offset is checked against the file. */
 static da_status open_shard(hf_files *F, const char *path) {
     if (F->n_shards == MAX_SHARDS) return da_errorf("%s: more than %d shards", path, MAX_SHARDS);
+    da_status st = check_inside(F, path);
+    if (st.code) return st;
     hf_shard *sh = &F->shard[F->n_shards];
     snprintf(sh->path, sizeof sh->path, "%s", path);
     int fd = open(path, O_RDONLY);
@@ -329,17 +511,22 @@ static da_status open_shard(hf_files *F, const char *path) {
     const int shard_index = F->n_shards++;
     uint64_t hn = 0;
     for (int i = 7; i >= 0; i--) hn = hn << 8 | sh->map[i];
-    if (hn > MAX_HEADER || hn > sh->size - 8)
-        return da_errorf("%s: header length %llu exceeds the file (%zu bytes)", path, (unsigned long long)hn, sh->size);
+    if (hn > MAX_HEADER || hn > sh->size - 8) /* the 8 bytes are not echoed: the file may be anything */
+        return da_errorf("%s: its first 8 bytes do not give a header length within the file (%zu bytes); not a "
+                         "safetensors file?",
+                         path, sh->size);
     const size_t data_off = 8 + (size_t)hn, data_size = sh->size - data_off;
     cJSON *h = cJSON_ParseWithLength((const char *)sh->map + 8, (size_t)hn);
     if (!h || !cJSON_IsObject(h)) {
         cJSON_Delete(h);
         return da_errorf("%s: the header is not a JSON object", path);
     }
-    da_status st = da_ok();
+    const int first = F->n;
     for (const cJSON *e = h->child; e && !st.code; e = e->next) {
-        if (!strcmp(e->string, "__metadata__")) continue;
+        if (!strcmp(e->string, "__metadata__")) {
+            if (!cJSON_IsObject(e)) st = da_errorf("%s: __metadata__ is not an object (of strings)", path);
+            continue;
+        }
         const cJSON *dt = get(e, "dtype"), *shape = get(e, "shape"), *off = get(e, "data_offsets");
         if (strlen(e->string) >= sizeof F->t[0].name) {
             st = da_errorf("%s: tensor name \"%.60s...\" is too long", path, e->string);
@@ -378,8 +565,12 @@ static da_status open_shard(hf_files *F, const char *path) {
         }
         if (st.code) break;
         const cJSON *b = off->child, *en = b->next;
-        if (!cJSON_IsNumber(b) || !cJSON_IsNumber(en) || b->valuedouble < 0 || en->valuedouble < b->valuedouble ||
-            en->valuedouble > (double)data_size) {
+        if (!cJSON_IsNumber(b) || !cJSON_IsNumber(en) || b->valuedouble != floor(b->valuedouble) ||
+            en->valuedouble != floor(en->valuedouble)) {
+            st = da_errorf("%s: tensor %s has data_offsets that are not integers", path, e->string);
+            break;
+        }
+        if (b->valuedouble < 0 || en->valuedouble < b->valuedouble || en->valuedouble > (double)data_size) {
             st = da_errorf("%s: tensor %s has data_offsets outside the data section (%zu bytes)", path, e->string,
                            data_size);
             break;
@@ -393,26 +584,11 @@ static da_status open_shard(hf_files *F, const char *path) {
         t.data = sh->map + data_off + bo;
         t.nbytes = eo - bo;
         t.shard = shard_index;
-        if (F->n == F->cap) {
-            int cap = F->cap ? 2 * F->cap : 256;
-            hf_tensor *nt = realloc(F->t, (size_t)cap * sizeof *nt);
-            if (!nt) {
-                st = da_errorf("%s: out of memory", path);
-                break;
-            }
-            F->t = nt;
-            F->cap = cap;
-        }
-        F->t[F->n++] = t;
+        st = add_tensor(F, &t, path);
     }
     cJSON_Delete(h);
+    if (!st.code) st = check_disjoint(F, first, sh->map + data_off, path);
     return st;
-}
-
-static hf_tensor *find(hf_files *F, const char *name) {
-    for (int i = 0; i < F->n; i++)
-        if (!strcmp(F->t[i].name, name)) return &F->t[i];
-    return NULL;
 }
 
 /* model.safetensors, or every shard named by model.safetensors.index.json
@@ -421,11 +597,12 @@ static da_status open_files(hf_files *F, const char *dir) {
     char path[4200], ipath[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     snprintf(ipath, sizeof ipath, "%s/model.safetensors.index.json", dir);
+    da_status st = resolve_root(F, dir);
+    if (st.code) return st;
     if (is_file(path)) return open_shard(F, path);
     if (!is_file(ipath)) return da_errorf("%s: holds neither model.safetensors nor model.safetensors.index.json", dir);
     char *text;
-    da_status st = read_text(ipath, &text);
-    if (st.code) return st;
+    if ((st = read_text(ipath, &text)).code) return st;
     cJSON *root = cJSON_Parse(text);
     free(text);
     const cJSON *wm = root ? get(root, "weight_map") : NULL;
@@ -447,12 +624,13 @@ static da_status open_files(hf_files *F, const char *dir) {
             if ((st = open_shard(F, path)).code) break;
             have = F->n_shards - 1;
         }
-        const hf_tensor *t = find(F, e->string);
+        hf_tensor *t = find(F, e->string);
         if (!t || t->shard != have)
             st = da_errorf("%s: weight_map.%s names %s, which does not hold it", ipath, e->string, e->valuestring);
+        else t->listed = 1;
     }
     for (int i = 0; i < F->n && !st.code; i++)
-        if (!get(wm, F->t[i].name))
+        if (!F->t[i].listed)
             st = da_errorf("%s: tensor %s of %s is not in weight_map", ipath, F->t[i].name, F->shard[F->t[i].shard].path);
     cJSON_Delete(root);
     return st;
@@ -637,6 +815,22 @@ static da_status check_shapes(hf_files *F, const da_config *c, const hf_shape *h
     return st;
 }
 
+/* The model config.json declares is allocated in f32: bounded by the bytes
+ * of its tensors first. A tensor element takes at least 2 bytes, and
+ * DiffLlama's duplicated KV heads (hf_model.h) at most triple the elements
+ * (k and v are each at most q's size), so a folder whose weights belong to
+ * its config.json always has need <= 2 * bytes. */
+static da_status check_declared_size(const hf_files *F, const da_config *c, const char *dir) {
+    size_t bytes = 0;
+    for (int i = 0; i < F->n; i++) bytes += F->t[i].nbytes; /* disjoint ranges inside the files */
+    const size_t need = da_config_param_count(c);
+    if (need / 2 <= bytes) return da_ok();
+    return da_errorf("%s/config.json declares a model of %zu parameters (hidden_size %d, %d layers, vocab_size %d, "
+                     "intermediate_size %d), but the safetensors files hold %zu bytes of tensors; does config.json "
+                     "belong to these weights?",
+                     dir, need, c->dim, c->n_layers, c->vocab_size, c->ffn_hidden, bytes);
+}
+
 da_status da_hf_model_load(da_model *m, const char *dir) {
     memset(m, 0, sizeof *m);
     da_config cfg;
@@ -647,6 +841,7 @@ da_status da_hf_model_load(da_model *m, const char *dir) {
     memset(&F, 0, sizeof F);
     if ((st = open_files(&F, dir)).code) goto done;
     if ((st = check_shapes(&F, &cfg, &hs)).code) goto done;
+    if ((st = check_declared_size(&F, &cfg, dir)).code) goto done;
     if ((st = da_model_create(m, &cfg)).code) goto done;
     const int C = cfg.dim, V = cfg.vocab_size;
     if ((st = copy_plain(&F, "model.embed_tokens.weight", V, C, m->w.tok_embeddings)).code) goto done;

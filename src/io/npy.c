@@ -207,9 +207,9 @@ static da_status read_preamble(const char *path, FILE *fp, uint64_t fsize, uint6
     } else {
         return da_errorf("%s: .npy version %d.%d, expected 1.0 or 2.0", path, pre[6], pre[7]);
     }
-    if (*hlen > NPY_MAX_HEADER) return da_errorf("%s: npy header length %" PRIu64 " is absurd", path, *hlen);
+    if (*hlen > NPY_MAX_HEADER) return da_errorf("%s: npy header length is absurd (over %u bytes)", path, NPY_MAX_HEADER);
     if (*hlen > fsize - *pre_len)
-        return da_errorf("%s: npy header length %" PRIu64 " exceeds the file; the file may be truncated", path, *hlen);
+        return da_errorf("%s: npy header length exceeds the file; the file may be truncated", path);
     return da_ok();
 }
 

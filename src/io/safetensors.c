@@ -342,12 +342,15 @@ static da_status check_unique(const char *path, da_st_file *f) {
 static da_status parse_header(da_st_file *f) {
     const char *path = f->path;
     uint64_t hlen = le64(f->map);
+    /* the length is not echoed: its 8 bytes may be anything, a secret included */
     if (hlen > DA_ST_MAX_HEADER)
-        return da_errorf("%s: header length %" PRIu64 " is absurd (over %u bytes); not a safetensors file?", path,
-                         hlen, DA_ST_MAX_HEADER);
+        return da_errorf("%s: the header length in its first 8 bytes is absurd (over %u bytes); not a safetensors "
+                         "file?",
+                         path, DA_ST_MAX_HEADER);
     if (hlen > f->size - 8)
-        return da_errorf("%s: header length %" PRIu64 " exceeds the %zu bytes after it; the file may be truncated",
-                         path, hlen, f->size - 8);
+        return da_errorf("%s: the header length in its first 8 bytes exceeds the %zu bytes after it; the file may "
+                         "be truncated",
+                         path, f->size - 8);
     f->data_offset = 8 + (size_t)hlen;
     const unsigned char *h = f->map + 8;
     if (memchr(h, 0, (size_t)hlen))

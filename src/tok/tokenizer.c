@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pcre2.h>
 #include <stdint.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
@@ -268,13 +269,17 @@ static da_status build_vocab(da_tokenizer *t, const char *path, cJSON *vocab, co
     if (!t->tok || !t->tok_len || bytes_map_init(&t->vocab, (size_t)count))
         return da_errorf("%s: out of memory", path);
     /* specials first: their text is not in the byte alphabet in general */
-    for (const cJSON *e = added ? added->child : NULL; e; e = e->next) {
+    n_added = 0;
+    for (const cJSON *e = added ? added->child : NULL; e; e = e->next, n_added++) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *c = cJSON_GetObjectItemCaseSensitive(e, "content");
         const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "special");
         if (sp && !cJSON_IsTrue(sp)) continue;
         if (t->n_special == MAX_SPECIAL) return da_errorf("%s: more than %d special tokens", path, MAX_SPECIAL);
         int i = (int)id->valuedouble; /* checked above */
-        if (t->tok[i]) continue;
+        if (t->tok[i]) /* which of the two Hugging Face keeps depends on its version */
+            return da_errorf("%s: added_tokens[%d] \"%.40s\" has id %d, which an earlier added token (\"%.40s\") "
+                             "holds: keep one",
+                             path, n_added, c->valuestring, i, (const char *)t->tok[i]);
         t->tok_len[i] = (uint32_t)strlen(c->valuestring);
         t->tok[i] = (uint8_t *)strdup(c->valuestring);
         if (!t->tok[i] || !t->tok_len[i]) return da_errorf("%s: empty or unallocatable special token", path);
@@ -353,8 +358,56 @@ static cut_rule cut_rule_of(const char *pattern) {
     return CUT_NONE;
 }
 
+/* {n,} at p. */
+static int unbounded_braces(const char *p) {
+    if (*p++ != '{' || !isdigit((unsigned char)*p)) return 0;
+    while (isdigit((unsigned char)*p)) p++;
+    return p[0] == ',' && p[1] == '}';
+}
+
+/* The offset of an unbounded quantifier (*, +, {n,}) inside a lookaround
+ * ((?=, (?!, (?<=, (?<!) of pattern, or -1. Such a lookaround may scan to
+ * the end of the text at every match, which makes splitting quadratic
+ * (\w+(?=.*Z): 2.3 s on 100 KB); the pre-tokenisers of real models look
+ * ahead one character class ((?!\S)). */
+static long unbounded_lookaround(const char *pattern) {
+    int depth = 0, look_depth = 0; /* group depth; the depth of the outermost open lookaround, 0 when none */
+    int in_class = 0;
+    for (const char *p = pattern; *p; p++) {
+        if (*p == '\\') {
+            if (p[1]) p++;
+            continue;
+        }
+        if (in_class) {
+            in_class = *p != ']';
+            continue;
+        }
+        if (*p == '[') {
+            in_class = 1;
+            if (p[1] == ']' || (p[1] == '^' && p[2] == ']')) p += p[1] == '^' ? 2 : 1; /* a leading ] is literal */
+            continue;
+        }
+        if (*p == '(') {
+            depth++;
+            if (!look_depth && p[1] == '?' && (p[2] == '=' || p[2] == '!' || (p[2] == '<' && (p[3] == '=' || p[3] == '!'))))
+                look_depth = depth;
+        } else if (*p == ')') {
+            if (depth == look_depth) look_depth = 0;
+            if (depth > 0) depth--;
+        } else if (look_depth && (*p == '*' || *p == '+' || unbounded_braces(p))) {
+            return (long)(p - pattern);
+        }
+    }
+    return -1;
+}
+
 /* pattern: the pre-tokeniser's regex (GPT-2's, or a tokenizer.json Split's). */
 static da_status compile_regex(da_tokenizer *t, const char *pattern) {
+    const long at = unbounded_lookaround(pattern);
+    if (at >= 0)
+        return da_errorf("the pre-tokeniser pattern \"%.60s\" repeats without bound inside a lookaround (offset "
+                         "%ld): splitting would take time quadratic in the text; not supported",
+                         pattern, at);
     t->cut = cut_rule_of(pattern);
     int err;
     PCRE2_SIZE off;
@@ -573,6 +626,35 @@ static da_status parse_pre_tokenizer(const char *path, const cJSON *root, const 
     return da_ok();
 }
 
+/* decoder: ByteLevel (what decoding does: the byte alphabet back to bytes),
+ * none, or a Sequence of ByteLevel steps; Metaspace, Replace and the others
+ * change the text and are refused. truncation and padding change the ids of
+ * an encoding: they must be null. */
+static da_status check_decoder_and_lengths(const char *path, const cJSON *root) {
+    const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
+    if (dec && !cJSON_IsNull(dec)) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(dec, "decoders");
+        int i = 0;
+        for (const cJSON *d = strcmp(json_type(dec), "Sequence") ? dec : cJSON_IsArray(list) ? list->child : NULL; d;
+             d = d == dec ? NULL : d->next, i++)
+            if (strcmp(json_type(d), "ByteLevel")) {
+                char field[48] = "decoder";
+                if (d != dec) snprintf(field, sizeof field, "decoder.decoders[%d]", i);
+                return da_errorf("%s: %s.type \"%.40s\" is not supported (a byte-level BPE decodes with ByteLevel); "
+                                 "its text would differ from Hugging Face's",
+                                 path, field, json_type(d));
+            }
+    }
+    static const char *const lengths[] = {"truncation", "padding"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, lengths[k]);
+        if (v && !cJSON_IsNull(v))
+            return da_errorf("%s: %s is set; diffattn encodes whole texts without %s: set it to null", path,
+                             lengths[k], k ? "padding" : "cutting them");
+    }
+    return da_ok();
+}
+
 /* normalizer: none or NFC; the model's options that change ids. */
 static da_status parse_options(da_tokenizer *t, const char *path, const cJSON *root, const cJSON *model) {
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
@@ -751,6 +833,7 @@ static da_status load_hf(da_tokenizer *t, const char *path) {
     const char *pattern = NULL;
     if (!st.code) st = parse_pre_tokenizer(path, root, &pattern, &t->drop_gaps);
     if (!st.code) st = parse_options(t, path, root, model);
+    if (!st.code) st = check_decoder_and_lengths(path, root);
     if (!st.code) st = build_vocab(t, path, vocab, added);
     if (!st.code) st = add_non_special(t, path, added);
     const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");

@@ -18,6 +18,7 @@
 #include "parallel/dist.h"
 #include "train/eval_loss.h"
 #include "io/atomic_file.h"
+#include "io/run_lock.h"
 #include "ops/ops.h"
 #include "train/train_state.h"
 
@@ -154,6 +155,7 @@ typedef struct {
     da_text_data data;
     da_dp dp;
     FILE *metrics;   /* rank 0 only */
+    int lock_fd;     /* rank 0: the run folder's lock (io/run_lock.h); -1 when not held */
     int agreed;      /* the outcome so far was agreed on by every rank */
     char plan[512];  /* the data-parallel plan, shown with the first log line */
     double t_start, t_last, comm_last;
@@ -240,8 +242,10 @@ static da_status setup(run *r, const da_config *model_cfg, const char *data_path
     const int rank0 = da_dist_rank() == 0, resume = mode == DA_RUN_RESUME;
     char path[4096];
     da_status st;
-    if (rank0 && mode == DA_RUN_NEW && (st = refuse_existing_run(r->out_dir)).code) return st;
     if (rank0 && (st = da_make_dirs(r->out_dir)).code) return st;
+    /* one writer: two runs started together in one folder both passed the check below */
+    if (rank0 && (st = da_run_lock(r->out_dir, &r->lock_fd)).code) return st;
+    if (rank0 && mode == DA_RUN_NEW && (st = refuse_existing_run(r->out_dir)).code) return st;
     if ((st = load_or_init(r, model_cfg, resume)).code) return st;
     if (tc->seq > r->m.cfg.max_seq_len)
         return da_errorf("seq: %d exceeds the model's max_seq_len %d", tc->seq, r->m.cfg.max_seq_len);
@@ -388,6 +392,7 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc, const 
     memset(&r, 0, sizeof r);
     r.tc = *tc;
     r.out_dir = out_dir;
+    r.lock_fd = -1;
     r.hooks = hooks;
     /* only rank 0 writes; a rank that cannot reach the others must not wait
      * for them at the first collective, hence the agreement after setup */
@@ -398,6 +403,7 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc, const 
     }
     if (!st.code) st = train_loop(&r);
     if (r.metrics) fclose(r.metrics);
+    da_run_unlock(r.lock_fd);
     da_dp_free(&r.dp);
     da_acts_free(r.acts);
     da_text_data_free(&r.data);

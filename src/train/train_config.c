@@ -23,8 +23,9 @@ const da_field da_train_config_fields[DA_TRAIN_CONFIG_N_FIELDS] = {
       "micro-batches per step; must divide --batch"),
     F("steps", "steps", steps, DA_FIELD_LONG, 500, 1, BIG, "[]", MAY, 1, "optimizer steps"),
     F("warmup", "warmup", warmup, DA_FIELD_LONG, 50, 0, BIG, "[]", MAY, 1, "linear warmup steps"),
-    F("lr", "lr", lr, DA_FIELD_FLOAT, 1e-3, 0, INFINITY, "()", MAY, 1, "peak learning rate"),
-    F("min_lr", "min-lr", min_lr, DA_FIELD_FLOAT, 1e-4, 0, INFINITY, "[)", MAY, 1,
+    /* above 10 every step diverges: lr 1e30 ran and its report held bare nan */
+    F("lr", "lr", lr, DA_FIELD_FLOAT, 1e-3, 0, 10, "(]", MAY, 1, "peak learning rate"),
+    F("min_lr", "min-lr", min_lr, DA_FIELD_FLOAT, 1e-4, 0, 10, "[]", MAY, 1,
       "learning rate at the end of the cosine decay"),
     F("weight_decay", "weight-decay", weight_decay, DA_FIELD_FLOAT, 0.1, 0, 1, "[)", MAY, 1,
       "AdamW decoupled weight decay (2-D matrices only)"),

@@ -146,8 +146,67 @@ def hf_folder_seeds():
         put("hf_config", name + "_config_only.json", cfg)
 
 
+def read_safetensors(path):
+    """(name, Arr) of a safetensors file, in file order, and its metadata."""
+    with open(path, "rb") as f:
+        b = f.read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    meta = h.pop("__metadata__", None)
+    items = sorted(h.items(), key=lambda kv: kv[1]["data_offsets"][0])
+    return [(k, Arr(v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]))
+            for k, v in items], meta
+
+
+def hf_index_seeds():
+    """hf_index: the small Hugging Face fixtures as two shards and an index:
+    config.json, NUL, index, NUL, u32 length of a.safetensors, a, b."""
+    fixtures = os.path.join(HERE, "..", "fixtures")
+    for name in ("hf_llama_tied", "hf_diffllama_mha"):
+        folder = os.path.join(fixtures, name)
+        tensors, meta = read_safetensors(os.path.join(folder, "model.safetensors"))
+        half = len(tensors) // 2
+        a, b = safetensors(tensors[:half], meta), safetensors(tensors[half:], meta)
+        index = {"metadata": {"total_size": sum(len(t.data) for _, t in tensors)},
+                 "weight_map": {k: ("a" if i < half else "b") + ".safetensors" for i, (k, _) in enumerate(tensors)}}
+        with open(os.path.join(folder, "config.json"), "rb") as f:
+            cfg = f.read()
+        put("hf_index", name + ".bin", cfg + b"\0" + json.dumps(index).encode() + b"\0" + struct.pack("<I", len(a)) + a + b)
+
+
+def gguf_kv(key, typ, payload):
+    k = key.encode()
+    return struct.pack("<Q", len(k)) + k + struct.pack("<I", typ) + payload
+
+
+def gguf_str(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_tokenizer_seeds(vocab, mstr, eot, hf):
+    """gguf_tokenizer: GGUFs without tensors holding llama.cpp's tokenizer
+    arrays, alone and beside the tokenizer.json they came from."""
+    tokens = [None] * (eot + 1)
+    for tok, i in vocab.items():
+        tokens[i] = tok
+    tokens[eot] = "<|endoftext|>"
+    types = [1] * eot + [3]
+    arrays = [gguf_kv("tokenizer.ggml.model", 8, gguf_str("gpt2")),
+              gguf_kv("tokenizer.ggml.pre", 8, gguf_str("gpt-2")),
+              gguf_kv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, len(tokens)) + b"".join(map(gguf_str, tokens))),
+              gguf_kv("tokenizer.ggml.token_type", 9, struct.pack("<IQ", 5, len(types)) + struct.pack("<%di" % len(types), *types)),
+              gguf_kv("tokenizer.ggml.merges", 9, struct.pack("<IQ", 8, len(mstr)) + b"".join(map(gguf_str, mstr))),
+              gguf_kv("tokenizer.ggml.bos_token_id", 4, struct.pack("<I", eot)),
+              gguf_kv("tokenizer.ggml.eos_token_id", 4, struct.pack("<I", eot))]
+    with_json = arrays + [gguf_kv("tokenizer.huggingface.json", 8, gguf_str(json.dumps(hf, ensure_ascii=False)))]
+    for name, kvs in (("arrays.gguf", arrays), ("arrays_and_json.gguf", with_json)):
+        put("gguf_tokenizer", name, b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + b"".join(kvs))
+
+
 def main():
     hf_folder_seeds()
+    hf_index_seeds()
     rng = random.Random(7)
     # safetensors models, a BF16 one, and training states
     for name, cfg in CONFIGS.items():
@@ -207,6 +266,7 @@ def main():
     hf2 = dict(hf, model=dict(hf["model"], merges=[m.split(" ") for m in mstr]))
     hf2["added_tokens"] = hf["added_tokens"] + [{"id": eot + 1, "content": "<pad>", "special": False}]
     put("tokenizer_json", "pairs.json", json.dumps(hf2, ensure_ascii=False))
+    gguf_tokenizer_seeds(vocab, mstr, eot, hf)
     enc = dict(vocab)
     enc["<|endoftext|>"] = eot
     put("gpt2_vocab", "gpt2.bin", json.dumps(enc, ensure_ascii=False).encode() + b"\0" +
