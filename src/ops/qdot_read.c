@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
 
@@ -22,6 +22,23 @@
 #else
 #define READ_AVX2 0
 #endif
+
+/* fp16 scale -> float: the F16C instruction where there is one. */
+#if defined(__F16C__)
+#define RH2F(h) _cvtsh_ss(h)
+#else
+#define RH2F(h) da_fp16_to_f32(h)
+#endif
+
+/* Q4_K / Q5_K: the 6-bit scale and min of sub-block j (ggml's get_scale_min_k4), inlined here. */
+static inline void rscale_min(int j, const uint8_t *q, float *sc, float *m) {
+    if (j < 4) {
+        *sc = (float)(q[j] & 63), *m = (float)(q[j + 4] & 63);
+    } else {
+        *sc = (float)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (float)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
 
 /* Q4_1 / Q5_0 / Q5_1: the 5th bit of element i is bit i of qh. */
 static inline uint32_t read_qh32(const uint8_t qh[4]) {
@@ -141,11 +158,14 @@ static inline __m256i rbits_x16(uint32_t qh) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(0x10));
 }
 
-static float rdot_legacy(int type, const void *w, const da_qact *x, int64_t nb) {
+/* always inlined into one caller per type, so the type's branches fold away */
+static inline __attribute__((always_inline)) float rdot_legacy_t(int type, const void *w, const da_qact *x,
+                                                                 int64_t nb) {
     __m256 acc = _mm256_setzero_ps();
     float extra = 0.0f; /* the mins and Q5_0's offset, from the block sums */
     const unsigned char *p = w;
-    const size_t bytes = da_qtype_block_bytes(type);
+    const size_t bytes = type == DA_QT_Q4_1 ? sizeof(block_q4_1) : type == DA_QT_Q5_0 ? sizeof(block_q5_0)
+                                                                                      : sizeof(block_q5_1);
     for (int64_t b = 0; b < nb; b++, p += bytes) {
         da_fp16 d, m = 0;
         memcpy(&d, p, 2);
@@ -159,12 +179,20 @@ static float rdot_legacy(int type, const void *w, const da_qact *x, int64_t nb) 
             memcpy(&m, p + 2, 2);
             q = _mm256_or_si256(rnibbles(p + 8), rbits_x16(read_qh32(p + 4)));
         }
-        const float dd = da_fp16_to_f32(d) * x->d[b];
+        const float dd = RH2F(d) * x->d[b];
         const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + 32 * b));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(rdot_u8s8(q, xv)), acc);
-        extra += (type == DA_QT_Q5_0 ? -16.0f * dd : da_fp16_to_f32(m) * x->d[b]) * (float)x->sum[b];
+        extra += (type == DA_QT_Q5_0 ? -16.0f * dd : RH2F(m) * x->d[b]) * (float)x->sum[b];
     }
     return rhsum256(acc) + extra;
+}
+
+static float rdot_legacy(int type, const void *w, const da_qact *x, int64_t nb) {
+    switch (type) {
+    case DA_QT_Q4_1: return rdot_legacy_t(DA_QT_Q4_1, w, x, nb);
+    case DA_QT_Q5_0: return rdot_legacy_t(DA_QT_Q5_0, w, x, nb);
+    default: return rdot_legacy_t(DA_QT_Q5_1, w, x, nb);
+    }
 }
 
 static float rdot_q5_K(const block_q5_K *w, const da_qact *x, int64_t nsb) {
@@ -172,7 +200,7 @@ static float rdot_q5_K(const block_q5_K *w, const da_qact *x, int64_t nsb) {
     float mins = 0.0f;
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     for (int64_t b = 0; b < nsb; b++) {
-        const float d = da_fp16_to_f32(w[b].d), dmin = da_fp16_to_f32(w[b].dmin);
+        const float d = RH2F(w[b].d), dmin = RH2F(w[b].dmin);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)w[b].qh);
         for (int c = 0; c < 4; c++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(w[b].qs + 32 * c));
@@ -183,9 +211,9 @@ static float rdot_q5_K(const block_q5_K *w, const da_qact *x, int64_t nsb) {
             const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h1, 4));
             const int64_t j0 = 8 * b + 2 * c;
             const int8_t *x0 = x->q + 32 * j0;
-            uint8_t sc0, m0, sc1, m1;
-            da_q4k_scale_min(2 * c, w[b].scales, &sc0, &m0);
-            da_q4k_scale_min(2 * c + 1, w[b].scales, &sc1, &m1);
+            float sc0, m0, sc1, m1;
+            rscale_min(2 * c, w[b].scales, &sc0, &m0);
+            rscale_min(2 * c + 1, w[b].scales, &sc1, &m1);
             const __m256i s0 = rdot_u8s8(q0, _mm256_loadu_si256((const __m256i *)(const void *)x0));
             const __m256i s1 = rdot_u8s8(q1, _mm256_loadu_si256((const __m256i *)(const void *)(x0 + 32)));
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc0 * x->d[j0]), _mm256_cvtepi32_ps(s0), acc);
@@ -200,7 +228,7 @@ static float rdot_q6_K(const block_q6_K *w, const da_qact *x, int64_t nsb) {
     __m256 acc = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < nsb; b++) {
-        const float d = da_fp16_to_f32(w[b].d);
+        const float d = RH2F(w[b].d);
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(w[b].ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(w[b].ql + 64 * h + 32));
