@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "attn/nsa.h"
+#include "diffattn/core.h"
 #include "harness.h"
 #include "io/safetensors.h"
 
@@ -65,6 +66,9 @@ static void free_case(nsa_case *c) {
     free(c->sel);
 }
 
+/* The level under test: the CPU's, or DIFFATTN_ISA's (main), then each level in turn. */
+static const nsa_kernels *K;
+
 static nsa_inputs inputs_of(float *const *in) {
     return (nsa_inputs){in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10], in[11]};
 }
@@ -103,7 +107,7 @@ static void run_free(nsa_run *r) {
 
 static void run_forward(nsa_run *r, const nsa_case *c, float *const *in, int flash) {
     nsa_inputs x = inputs_of(in);
-    if (flash) nsa_flash_forward(r->out, &x, &r->sv, &c->s, r->scratch);
+    if (flash) K->flash_forward(r->out, &x, &r->sv, &c->s, r->scratch);
     else nsa_reference_forward(r->out, &x, &r->sv, &c->s);
 }
 
@@ -111,7 +115,7 @@ static void run_backward(nsa_run *r, const nsa_case *c, int flash) {
     nsa_inputs x = inputs_of(c->in);
     nsa_grads g = {r->g[0], r->g[1], r->g[2], r->g[3], r->g[4],  r->g[5],
                    r->g[6], r->g[7], r->g[8], r->g[9], r->g[10], r->g[11]};
-    if (flash) nsa_flash_backward(&g, c->dout, &x, &r->sv, &c->s, r->scratch);
+    if (flash) K->flash_backward(&g, c->dout, &x, &r->sv, &c->s, r->scratch);
     else nsa_reference_backward(&g, c->dout, &x, &r->sv, &c->s, r->scratch);
 }
 
@@ -223,7 +227,8 @@ static int test_flash_equals_reference(void) {
         double e = max_rel_error(fl.g[k], ref.g[k], c.n[k], floor);
         wg = e > wg ? e : wg;
     }
-    printf("     flash vs reference (B 2, T 300, H 6, G 2): out %.2e, worst grad %.2e\n", worst, wg);
+    printf("     flash (level %d) vs reference (B 2, T 300, H 6, G 2): out %.2e, worst grad %.2e\n", (int)K->isa, worst,
+           wg);
     run_free(&ref);
     run_free(&fl);
     free_case(&c);
@@ -249,7 +254,7 @@ static int decode_matches(nsa_case *c) {
         x.k_slc += (size_t)t * Gd; x.v_slc += (size_t)t * Gd;
         x.k_win += (size_t)t * Gd; x.v_win += (size_t)t * Gd;
         x.gate += (size_t)t * s.H * 3;
-        nsa_decode_step(out + (size_t)t * Hd, &cache, &x, &s, scratch);
+        K->decode_step(out + (size_t)t * Hd, &cache, &x, &s, scratch);
     }
     char what[64];
     snprintf(what, sizeof what, "decode T %d", T);
@@ -334,11 +339,29 @@ static int test_finite_differences(void) {
     return fail;
 }
 
+/* Every level this CPU runs, below the chosen one: flash == reference and decode == forward. */
+static int test_every_level(void) {
+    const nsa_kernels *chosen = K;
+    int fail = 0;
+    for (int level = 0; level < (int)chosen->isa; level++) {
+        if (!da_isa_supported((da_isa)level)) continue;
+        K = nsa_kernels_of((da_isa)level);
+        if (K->isa != (da_isa)level) continue;
+        fail |= test_flash_equals_reference() | test_decode_equals_forward();
+    }
+    K = chosen;
+    return fail;
+}
+
 int main(void) {
+    da_exec x = da_exec_default();
+    K = nsa_kernels_of(x.isa);
+    printf("NSA kernels of level %d\n", (int)K->isa);
     RUN(test_reference_kernel);
     RUN(test_flash_kernel);
     RUN(test_flash_equals_reference);
     RUN(test_decode_equals_forward);
     RUN(test_finite_differences);
+    RUN(test_every_level);
     TH_SUMMARY();
 }

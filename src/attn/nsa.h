@@ -36,6 +36,8 @@
 
 #include <stddef.h>
 
+#include "diffattn/core.h"
+
 #define NSA_MAX_TOPN 1024 /* n's upper bound (the config's range) */
 
 typedef struct {
@@ -69,6 +71,11 @@ typedef struct {
     float *lse;
     float *att_cmp, *att_slc, *att_win;
 } nsa_saved;
+
+/* The row stride of a transposed key cache of n keys: n rounded up to 1024,
+ * plus 16, so that the channels' rows (read together, one cache line each)
+ * never fall into the same cache sets, as a power-of-two stride would. */
+static inline int nsa_ldT(int n) { return (n + 1023) / 1024 * 1024 + 16; }
 
 /* Compressed blocks of a sequence of T tokens: (T - l) / s + 1, or 0 when T < l. */
 static inline int nsa_n_compressed(const nsa_shape *s, int T) {
@@ -109,19 +116,15 @@ void nsa_reference_backward(const nsa_grads *g, const float *dout, const nsa_inp
                             const nsa_shape *s, float *scratch);
 size_t nsa_reference_scratch_floats(const nsa_shape *s);
 
-/* The efficient kernels: cost ~ T * (T/s + n*l' + w) per head, memory linear
- * in T; a group's heads share each loaded key. Fills sv->kc, vc, o_*, sel,
- * lse (no maps). scratch: nsa_flash_scratch_floats. */
-void nsa_flash_forward(float *out, const nsa_inputs *in, nsa_saved *sv, const nsa_shape *s, float *scratch);
-void nsa_flash_backward(const nsa_grads *g, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
-                        const nsa_shape *s, float *scratch);
+/* Scratch floats of the efficient kernels (nsa_kernels below). */
 size_t nsa_flash_scratch_floats(const nsa_shape *s);
 
-/* The decoding cache of one layer and one sequence (B = 1):
- *   k_slc, v_slc: (max_T, G*d)        every token (the selection may pick any block)
- *   k_win, v_win: (w, G*d)            a ring: token t at row t % w
- *   k_raw, v_raw: (l, G*d)            a ring of the last l tokens' k_cmp, v_cmp
- *   kc, vc:       (max_T/s + 1, G*d)  the compressed blocks, one appended as each completes
+/* The decoding cache of one layer and one sequence (B = 1); keys transposed
+ * (channel k = g*d + c of a token in row k), values as rows:
+ *   k_slc: (G*d, nsa_ldT(max_T)), v_slc: (max_T, G*d)  every token (the selection may pick any block)
+ *   k_win: (G*d, nsa_ldT(w)),     v_win: (w, G*d)      a ring: token t at column / row t % w
+ *   k_raw, v_raw: (l, G*d)                     a ring of the last l tokens' k_cmp, v_cmp
+ *   kc: (G*d, nsa_ldT(max_T/s + 1)), vc: (max_T/s + 1, G*d)  the compressed blocks, appended as each completes
  * Floats per layer: nsa_cache_floats. */
 typedef struct {
     float *k_slc, *v_slc, *k_win, *v_win, *k_raw, *v_raw, *kc, *vc;
@@ -131,12 +134,26 @@ typedef struct {
 size_t nsa_cache_floats(const nsa_shape *s, int max_T);
 /* Lays the cache out in mem (nsa_cache_floats floats), empty. */
 void nsa_cache_init(nsa_cache *c, float *mem, const nsa_shape *s, int max_T);
-/* One token at position c->n_tokens: appends its keys and values (the input
- * rows: q (H*d), k_*, v_* (G*d), gate (H*3)), completes a compressed block
- * when one ends here, and writes out (H*d). scratch: nsa_decode_scratch_floats.
- * The caller keeps n_tokens < max_T. */
-void nsa_decode_step(float *out, nsa_cache *c, const nsa_inputs *in, const nsa_shape *s, float *scratch);
 size_t nsa_decode_scratch_floats(const nsa_shape *s, int max_T);
+
+/* The hot kernels, compiled once per instruction-set level (nsa_variant.c). */
+typedef struct {
+    da_isa isa; /* the level this table's code was compiled for */
+    /* The efficient kernels: cost ~ T * (T/s + n*l' + w) per head, memory
+     * linear in T; a group's heads share each loaded key. The forward fills
+     * sv->kc, vc, o_*, sel, lse (no maps). scratch: nsa_flash_scratch_floats. */
+    void (*flash_forward)(float *out, const nsa_inputs *in, nsa_saved *sv, const nsa_shape *s, float *scratch);
+    void (*flash_backward)(const nsa_grads *g, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
+                           const nsa_shape *s, float *scratch);
+    /* One token at position c->n_tokens: appends its keys and values (the
+     * input rows: q (H*d), k_*, v_* (G*d), gate (H*3)), completes a compressed
+     * block when one ends here, and writes out (H*d). scratch:
+     * nsa_decode_scratch_floats. The caller keeps n_tokens < max_T. */
+    void (*decode_step)(float *out, nsa_cache *c, const nsa_inputs *in, const nsa_shape *s, float *scratch);
+} nsa_kernels;
+
+/* The table of level isa, or of the best level below it that this CPU runs. */
+const nsa_kernels *nsa_kernels_of(da_isa isa);
 
 /* Floating-point operations of one forward (multiply-add = 2) of the
  * attention core, projections excluded; the backward is about twice that. */

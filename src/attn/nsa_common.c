@@ -4,6 +4,38 @@
 #include <string.h>
 
 #include "attn/nsa.h"
+#include "attn/nsa_rows.h"
+
+extern const nsa_kernels nsa_kernels_scalar, nsa_kernels_avx2, nsa_kernels_avx512, nsa_kernels_avx512_vnni,
+    nsa_kernels_avx512_bf16;
+
+const nsa_kernels *nsa_kernels_of(da_isa isa) {
+    static const nsa_kernels *const tables[DA_ISA_N] = {&nsa_kernels_scalar, &nsa_kernels_avx2, &nsa_kernels_avx512,
+                                                        &nsa_kernels_avx512_vnni, &nsa_kernels_avx512_bf16};
+    int level = (unsigned)isa < DA_ISA_N ? (int)isa : DA_ISA_N - 1;
+    while (level > 0 && !da_isa_supported((da_isa)level)) level--;
+    return tables[level];
+}
+
+int nsa_flash_max_cols(const nsa_shape *s) {
+    const int nc = nsa_n_compressed(s, s->T), w = s->window + NSA_BR - 1;
+    return nc > w ? nc : w;
+}
+
+/* Q, O, dQ, dO (M x d each), D (M), S and dP (M x max_cols each), the
+ * selection scores (rep x n*l'), the importance (T/l' + 1); M = NSA_BR * rep. */
+size_t nsa_flash_scratch_per_thread(const nsa_shape *s) {
+    const int rep = s->H / s->G, M = NSA_BR * rep;
+    return (size_t)M * s->d * 4 + M + (size_t)M * nsa_flash_max_cols(s) * 2 + 2 * (size_t)rep * s->topn * s->select +
+           (size_t)s->T / s->select + 1;
+}
+
+size_t nsa_flash_scratch_floats(const nsa_shape *s) {
+    /* + dKc, dVc; + the selection keys and values transposed, (B, G, d, T) each */
+    return (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s) +
+           2 * (size_t)s->B * nsa_ldT(s->T) * s->G * s->d;
+}
+
 
 /* Is block a (importance ia) ahead of block b (ib)? Higher importance, then the lower index. */
 static inline int ahead(float ia, int a, float ib, int b) { return ia > ib || (ia == ib && a < b); }
@@ -119,4 +151,39 @@ double nsa_forward_flops(const nsa_shape *s) {
     const double Nc = nsa_n_compressed(s, s->T);
     const double compress = 2.0 * 2.0 * Nc * s->G * s->d * (double)s->block * s->d;
     return s->B * (4.0 * s->H * s->d * keys + compress);
+}
+
+size_t nsa_cache_floats(const nsa_shape *s, int max_T) {
+    const size_t Gd = (size_t)s->G * s->d, nb = (size_t)max_T / s->stride + 1;
+    return Gd * ((size_t)nsa_ldT(max_T) + max_T + (size_t)nsa_ldT(s->window) + s->window + 2 * (size_t)s->block +
+                 (size_t)nsa_ldT((int)nb) + nb);
+}
+
+void nsa_cache_init(nsa_cache *c, float *mem, const nsa_shape *s, int max_T) {
+    const size_t Gd = (size_t)s->G * s->d;
+    const int nb = max_T / s->stride + 1;
+    c->k_slc = mem;
+    c->v_slc = c->k_slc + Gd * nsa_ldT(max_T);
+    c->k_win = c->v_slc + Gd * max_T;
+    c->v_win = c->k_win + Gd * nsa_ldT(s->window);
+    c->k_raw = c->v_win + Gd * s->window;
+    c->v_raw = c->k_raw + Gd * s->block;
+    c->kc = c->v_raw + Gd * s->block;
+    c->vc = c->kc + Gd * nsa_ldT(nb);
+    c->max_T = max_T;
+    c->n_tokens = 0;
+    c->n_blocks = 0;
+}
+
+/* Keys one branch of a step may read: the compressed blocks, the chosen blocks' tokens, the window. */
+int nsa_decode_cols(const nsa_shape *s, int max_T) {
+    const int nc = max_T / s->stride + 1, ns = s->topn * s->select;
+    const int cols = nc > ns ? nc : ns;
+    return cols > s->window ? cols : s->window;
+}
+
+size_t nsa_decode_scratch_floats(const nsa_shape *s, int max_T) {
+    const int rep = s->H / s->G, cols = nsa_decode_cols(s, max_T);
+    return 2 * (size_t)rep * cols + (size_t)max_T / s->select + 1 + (size_t)s->topn + (size_t)s->block * s->d +
+           (size_t)rep * (s->d + 1);
 }

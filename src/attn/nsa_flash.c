@@ -23,8 +23,7 @@
 
 #include "attn/nsa.h"
 #include "attn/nsa_rows.h"
-
-#define NSA_BR 64 /* queries per tile */
+#include "ops/vexp.h"
 
 /* Per-thread scratch layout (floats). */
 typedef struct {
@@ -32,30 +31,20 @@ typedef struct {
     size_t per_thread;
 } flash_ws;
 
-static int max_cols(const nsa_shape *s) {
-    int nc = nsa_n_compressed(s, s->T), w = s->window + NSA_BR - 1;
-    return nc > w ? nc : w;
-}
-
 static flash_ws ws_layout(const nsa_shape *s, float *base, int thread) {
     const int rep = s->H / s->G, M = NSA_BR * rep, d = s->d;
     flash_ws w;
-    w.per_thread = (size_t)M * d * 4 + M + (size_t)M * max_cols(s) * 2 + (size_t)rep * s->topn * s->select +
-                   (size_t)s->T / s->select + 1;
+    w.per_thread = nsa_flash_scratch_per_thread(s);
     float *p = base + (size_t)thread * w.per_thread;
     w.Q = p; p += (size_t)M * d;
     w.O = p; p += (size_t)M * d;
     w.dQ = p; p += (size_t)M * d;
     w.dO = p; p += (size_t)M * d;
     w.D = p; p += M;
-    w.S = p; p += (size_t)M * max_cols(s) * 2; /* S and, in the backward, dP */
-    w.sc = p; p += (size_t)rep * s->topn * s->select;
+    w.S = p; p += (size_t)M * nsa_flash_max_cols(s) * 2; /* S and, in the backward, dP */
+    w.sc = p; p += 2 * (size_t)rep * s->topn * s->select;
     w.imp = p;
     return w;
-}
-
-size_t nsa_flash_scratch_floats(const nsa_shape *s) {
-    return (size_t)s->n_threads * ws_layout(s, NULL, 0).per_thread + 2 * nsa_saved_floats_kv(s);
 }
 
 /* The tile's query rows of group g: Q (nr*rep, d), row r*rep + hh = head g*rep + hh of query r0 + r. */
@@ -76,15 +65,12 @@ static void scatter_rows(float *dst, const float *Q, int b, int g, int r0, int n
 /* Row m of a branch's S (M rows of ncol; keys k0 .. k0+ncol-1) keeps keys [lo, hi): softmaxed in place,
  * others zeroed; returns the log-sum-exp (-inf when the row has none). */
 static float softmax_span(float *row, int ncol, int lo, int hi) {
-    float mx = -INFINITY, sum = 0;
+    float mx = -INFINITY;
     for (int j = 0; j < lo; j++) row[j] = 0;
     for (int j = hi; j < ncol; j++) row[j] = 0;
     if (hi <= lo) return -INFINITY;
     for (int j = lo; j < hi; j++) mx = row[j] > mx ? row[j] : mx;
-    for (int j = lo; j < hi; j++) {
-        row[j] = expf(row[j] - mx);
-        sum += row[j];
-    }
+    const float sum = exp_shift_sum(row + lo, hi - lo, mx);
     const float inv = 1.0f / sum;
     for (int j = lo; j < hi; j++) row[j] *= inv;
     return mx + logf(sum);
@@ -134,8 +120,25 @@ static void dense_forward(float *o_out, float *lse, const float *K, const float 
     scatter_rows(o_out, w->O, b, g, r0, nr, s);
 }
 
+/* The transposed keys (or values) of sequence b, group g, in the scratch's tail: (d, T). */
+static float *transposed(float *scratch, int which, int b, int g, const nsa_shape *s) {
+    float *base = scratch + (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s);
+    return base + (size_t)which * s->B * nsa_ldT(s->T) * s->G * s->d + ((size_t)b * s->G + g) * s->d * nsa_ldT(s->T);
+}
+
+/* Every (b, g) of x (B, T, G*d) transposed into the tail slot `which`. */
+static void transpose_all(float *scratch, int which, const float *x, const nsa_shape *s) {
+    const int n = s->B * s->G;
+#pragma omp parallel for schedule(static) num_threads(s->n_threads)
+    for (int it = 0; it < n; it++) {
+        const int b = it / s->G, g = it % s->G;
+        nsa_transpose(transposed(scratch, which, b, g, s), nsa_ldT(s->T), x + (size_t)b * s->T * s->G * s->d + (size_t)g * s->d,
+                      s->G * s->d, s->T, s->d);
+    }
+}
+
 static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int r0, const nsa_shape *s,
-                         flash_ws *w) {
+                         flash_ws *w, const float *kT) {
     const int T = s->T, rep = s->H / s->G, d = s->d, Hd = s->H * d, Gd = s->G * d, Nc = nsa_n_compressed(s, T);
     const int nr = T - r0 < NSA_BR ? T - r0 : NSA_BR;
     gather_rows(w->Q, in->q, b, g, r0, nr, s);
@@ -150,23 +153,23 @@ static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int 
         nsa_choose_blocks(sel, w->imp, t, s);
         nsa_slc_row_forward(sv->o_slc + ((size_t)b * T + t) * Hd + (size_t)g * rep * d,
                             sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3, w->Q + (size_t)r * rep * d,
-                            in->k_slc + (size_t)b * T * Gd + g * d, in->v_slc + (size_t)b * T * Gd + g * d, Gd, sel, t,
-                            rep, s, w->sc);
+                            kT, nsa_ldT(T), in->v_slc + (size_t)b * T * Gd + g * d, Gd, sel, t, rep, s, w->sc);
     }
     dense_forward(sv->o_win, sv->lse, in->k_win + (size_t)b * T * Gd, in->v_win + (size_t)b * T * Gd, 2, b, g, r0, nr,
                   s, w);
 }
 
-void nsa_flash_forward(float *out, const nsa_inputs *in, nsa_saved *sv, const nsa_shape *s, float *scratch) {
+static void nsa_flash_forward(float *out, const nsa_inputs *in, nsa_saved *sv, const nsa_shape *s, float *scratch) {
     const int T = s->T, H = s->H, d = s->d, tiles = (T + NSA_BR - 1) / NSA_BR;
     nsa_compress_forward(sv->kc, in->k_cmp, in->wck, in->pe_k, s);
     nsa_compress_forward(sv->vc, in->v_cmp, in->wcv, in->pe_v, s);
+    transpose_all(scratch, 0, in->k_slc, s);
     const long n_items = (long)s->B * s->G * tiles;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (long it = 0; it < n_items; it++) {
         flash_ws w = ws_layout(s, scratch, omp_get_thread_num());
         const int tile = (int)(it % tiles), g = (int)(it / tiles % s->G), b = (int)(it / tiles / s->G);
-        tile_forward(in, sv, b, g, tile * NSA_BR, s, &w);
+        tile_forward(in, sv, b, g, tile * NSA_BR, s, &w, transposed(scratch, 0, b, g, s));
     }
     const size_t rows = (size_t)s->B * T * H;
 #pragma omp parallel for schedule(static) num_threads(s->n_threads)
@@ -208,11 +211,10 @@ static void dense_backward(float *dK, float *dV, const float *K, const float *V,
         row_keys(branch, s, t, kr, &lo, &hi);
         const float l = lse[(((size_t)b * s->T + t) * s->H + h) * 3 + branch];
         float *Sr = S + (size_t)m * N, *dPr = dP + (size_t)m * N;
-        for (int j = 0; j < N; j++) {
-            const float p = j >= lo && j < hi ? expf(Sr[j] - l) : 0.0f;
-            Sr[j] = p;
-            dPr[j] = p * (dPr[j] - D[m]) * scale; /* dS */
-        }
+        for (int j = 0; j < lo; j++) Sr[j] = 0.0f;
+        for (int j = hi > lo ? hi : lo; j < N; j++) Sr[j] = 0.0f;
+        if (hi > lo) exp_shift_sum(Sr + lo, hi - lo, l);
+        for (int j = 0; j < N; j++) dPr[j] = Sr[j] * (dPr[j] - D[m]) * scale; /* dS */
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, d, N, 1.0f, dP, N, K + koff, ld, 1.0f, w->dQ, d);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, M, 1.0f, dP, N, w->Q, d, 1.0f, dK + koff, ld);
@@ -220,7 +222,8 @@ static void dense_backward(float *dK, float *dV, const float *K, const float *V,
 }
 
 static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
-                           float *dkc, float *dvc, int b, int g, const nsa_shape *s, flash_ws *w) {
+                           float *dkc, float *dvc, int b, int g, const nsa_shape *s, flash_ws *w, const float *kT,
+                           const float *vT) {
     const int T = s->T, rep = s->H / s->G, d = s->d, Gd = s->G * d, Nc = nsa_n_compressed(s, T);
     float *D = w->D;
     const size_t kv0 = (size_t)b * T * Gd, kc0 = (size_t)b * Nc * Gd;
@@ -236,8 +239,8 @@ static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inp
             nsa_slc_row_backward(w->dQ + (size_t)r * rep * d, gr->dk_slc + kv0 + g * d, gr->dv_slc + kv0 + g * d,
                                  w->dO + (size_t)r * rep * d, D + r * rep,
                                  sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3,
-                                 w->Q + (size_t)r * rep * d, in->k_slc + kv0 + g * d, in->v_slc + kv0 + g * d, Gd,
-                                 sv->sel + (((size_t)b * T + t) * s->G + g) * s->topn, t, rep, s, w->sc);
+                                 w->Q + (size_t)r * rep * d, in->k_slc + kv0 + g * d, kT, vT,
+                                 Gd, nsa_ldT(T), sv->sel + (((size_t)b * T + t) * s->G + g) * s->topn, t, rep, s, w->sc);
         }
         branch_dout(w->dO, D, dout, in->gate, gr->dgate, 2, b, g, r0, nr, s);
         dense_backward(gr->dk_win + kv0, gr->dv_win + kv0, in->k_win + kv0, in->v_win + kv0, sv->lse, D, 2, b, g, r0,
@@ -246,7 +249,7 @@ static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inp
     }
 }
 
-void nsa_flash_backward(const nsa_grads *gr, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
+static void nsa_flash_backward(const nsa_grads *gr, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
                         const nsa_shape *s, float *scratch) {
     const int T = s->T, H = s->H, d = s->d;
     const size_t rows = (size_t)s->B * T * H, nkv = (size_t)s->B * T * s->G * d, nc = nsa_saved_floats_kv(s);
@@ -263,11 +266,15 @@ void nsa_flash_backward(const nsa_grads *gr, const float *dout, const nsa_inputs
     memset(dkc, 0, 2 * nc * sizeof(float));
     float *zero[6] = {gr->dk_cmp, gr->dv_cmp, gr->dk_slc, gr->dv_slc, gr->dk_win, gr->dv_win};
     for (int k = 0; k < 6; k++) memset(zero[k], 0, nkv * sizeof(float));
+    transpose_all(scratch, 0, in->k_slc, s);
+    transpose_all(scratch, 1, in->v_slc, s);
     const int n_items = s->B * s->G;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (int it = 0; it < n_items; it++) {
         flash_ws w = ws_layout(s, scratch, omp_get_thread_num());
-        group_backward(gr, dout, in, sv, dkc, dvc, it / s->G, it % s->G, s, &w);
+        const int b = it / s->G, g = it % s->G;
+        group_backward(gr, dout, in, sv, dkc, dvc, b, g, s, &w, transposed(scratch, 0, b, g, s),
+                       transposed(scratch, 1, b, g, s));
     }
     nsa_compress_backward(gr->dk_cmp, gr->dwck, gr->dpe_k, dkc, in->k_cmp, in->wck, in->pe_k, s);
     nsa_compress_backward(gr->dv_cmp, gr->dwcv, gr->dpe_v, dvc, in->v_cmp, in->wcv, in->pe_v, s);
