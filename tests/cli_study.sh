@@ -12,10 +12,12 @@ passed=0; failed=0
 check() { # check "what" condition-exit-code
   if [[ $2 == 0 ]]; then passed=$((passed + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi
 }
-study() { # study OUT [extra flags]: a grid of 2 cells x 2 archs x 2 seeds = 8 runs
+# a grid of 2 cells x 2 archs x 2 seeds = 8 runs
+ARGS=(--task mqar --archs diff,softmax --pairs 2 --seq 16 --vocab 16 --dim 16 --layers 1 --batch 4 --steps 60
+      --eval-every 20 --eval-seqs 8 --seeds 2 --grid heads=1,2 --quiet)
+study() { # study OUT [extra flags]
   local out=$1; shift
-  OMP_NUM_THREADS=1 "$BIN" compare --task mqar --out "$out" --archs diff,softmax --pairs 2 --seq 16 --vocab 16 \
-    --dim 16 --layers 1 --batch 4 --steps 60 --eval-every 20 --eval-seqs 8 --seeds 2 --grid heads=1,2 --quiet "$@"
+  OMP_NUM_THREADS=1 "$BIN" compare "${ARGS[@]}" --out "$out" "$@"
 }
 # the report without what depends on the machine: wall and training times
 strip_times() { sed -E 's/Wall time [0-9]+ s\.//; s/"(wall|train)_seconds":[0-9.]+//g' "$1"; }
@@ -31,7 +33,7 @@ done
 [[ $same == 1 ]]; check "--jobs 2 gives bit-identical per-run results" $?
 cmp -s <(strip_times "$T/serial/report.json") <(strip_times "$T/jobs/report.json"); check "and the same report.json" $?
 
-study "$T/killed" --jobs 1 > /dev/null 2>&1 &
+OMP_NUM_THREADS=1 "$BIN" compare "${ARGS[@]}" --out "$T/killed" --jobs 1 > /dev/null 2>&1 & # the process itself, so kill -9 ends it
 pid=$!
 for _ in $(seq 1 600); do # until two runs have finished
   [[ $(ls "$T/killed/runs" 2>/dev/null | grep -c '\.run$') -ge 2 ]] && break
