@@ -10,7 +10,9 @@
 
 #include "diffattn/generate.h"
 #include "diffattn/tokenizer.h"
+#include "core/pool.h"
 #include "io/gguf.h"
+#include "ops/ops.h"
 #include "ops/qblock.h"
 
 /* Per layer, the four matmul input sites; then one for the LM head. */
@@ -98,6 +100,16 @@ da_status da_engine_save_gguf(const da_engine *e, const char *path);
  * name of a diffattn tensor name (buf holds it when it is built there). */
 da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c);
 const char *da_llama_gguf_name(const char *native, char *buf, size_t n);
+
+/* ---------------------------------------------------------------- integer matmuls (engine_qmatmul.c) */
+
+/* out: (n, W->rows) (+)= x[t] . rows of W for the n int8 activation rows x, on the team pool (NULL: the
+ * caller alone), with ops's kernels. */
+void da_engine_qmatmul_int(da_pool *pool, const da_ops *ops, const da_qtensor *W, const da_qact *x, int n, float *out,
+                           int accumulate);
+/* The same for F16 or BF16 weights and float activations x: (n, W->cols). */
+void da_engine_matmul_half(da_pool *pool, const da_ops *ops, const da_qtensor *W, const float *x, int n, float *out,
+                           int accumulate);
 
 /* ---------------------------------------------------------------- calibration statistics */
 

@@ -74,6 +74,15 @@ typedef struct {
     float (*vec_dot)(int type, const void *wrow, const da_qact *x, int64_t n);
     /* x: (n) -> the int8 row a (its arrays the caller's), scales by mode (qblock.h). */
     void (*quantize_act)(da_qact *a, const float *x, int64_t n, da_act_scale_mode mode, float static_absmax);
+    /* out[t * ldo + r] (=, or += when accumulate) = vec_dot of weight row r, r0 <= r < r1 (row r at
+     * w + r * row_bytes, cols weights of type `type`), with x[t], t < n: a matmul's rows r0..r1-1
+     * (qgemm.c). The same per-block integer dots as vec_dot; float sums in another order. */
+    unsigned qgemm_tiled; /* bit t set: qgemm has a many-row kernel for type t (else it loops over vec_dot) */
+    void (*qgemm)(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols, const da_qact *x,
+                  int n, float *out, long ldo, int accumulate);
+    /* The same for F16 or BF16 rows and float activations x: (n, ldx); float sums in the level's order. */
+    void (*half_gemm)(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols,
+                      const float *x, long ldx, int n, float *out, long ldo, int accumulate);
 } da_ops;
 
 /* The table of level isa, or of the best level below it that this CPU

@@ -13,6 +13,7 @@
 #include "ops/embedding.c"
 #include "ops/qdot_read.c"
 #include "ops/qdot.c"
+#include "ops/qgemm.c"
 #include "ops/rmsnorm.c"
 #include "ops/rope.c"
 #include "ops/swiglu.c"
@@ -63,4 +64,7 @@ const da_ops DA_CAT(da_ops_, DA_VARIANT) = {
 #endif
     .vec_dot = vec_dot,
     .quantize_act = quantize_act,
+    .qgemm_tiled = QGEMM_TILED,
+    .qgemm = qgemm,
+    .half_gemm = half_gemm,
 };

@@ -1,0 +1,212 @@
+/* Quantized weight rows times int8 activation rows, many rows and tokens at
+ * a time: the matmuls of the inference engine (decoding is n = 1, a prompt
+ * n > 1). Included by ops_variant.c after qdot.c, whose helpers it uses.
+ *
+ * AVX2 (and the AVX-512 levels, which have it): Q8_0 and Q4_0 go 8 weight
+ * rows at a time, in their ggml layout (no repacking). For each 32-block the
+ * weights are loaded (and, for Q4_0, unpacked) once for up to 4 tokens; the
+ * 8 rows' integer dots are reduced across lanes by 6 (Q8_0) or 3 (Q4_0)
+ * horizontal adds into one vector of 8 lanes, one row per lane, which one
+ * multiply-add with the 8 rows' scales accumulates. Against one row at a
+ * time, the activation loads are shared by 8 rows, the reductions and scale
+ * multiplies by 8, and the 8 independent lanes leave no serial chain of
+ * multiply-adds. The integer dot of each 32-block is exact, as in vec_dot;
+ * only the order of the float sums over blocks differs.
+ * Other types, the rows past the last group of 8, and the scalar level take
+ * vec_dot per row and token. */
+
+#if HAVE_AVX2
+/* The fp16 scales at byte offset 0 of block b of rows w, w + rb, ... w + 7 rb,
+ * as floats in the lane order ord (8 row indices). */
+static inline __m256 scales8(const unsigned char *w, size_t rb, size_t off, const int *ord) {
+    uint16_t h[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) memcpy(&h[i], w + (size_t)ord[i] * rb + off, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+}
+
+static const int ord_natural[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+/* the lanes of hadd(hadd(v01, v23), hadd(v45, v67)) when v_ab holds row a in
+ * its low half and row b in its high half */
+static const int ord_pairs[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+/* acc[t] lanes (in ord_pairs order, or natural) -> out[t * ldo + 0..7] */
+static inline void store8(float *out, long ldo, const __m256 *acc, int nt, int pairs, int accumulate) {
+    const __m256i unpair = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int t = 0; t < nt; t++) {
+        __m256 v = pairs ? _mm256_permutevar8x32_ps(acc[t], unpair) : acc[t];
+        float *o = out + (size_t)t * ldo;
+        if (accumulate) v = _mm256_add_ps(v, _mm256_loadu_ps(o));
+        _mm256_storeu_ps(o, v);
+    }
+}
+
+/* Rows w .. w + 7 rb (Q4_0, nb blocks each) against tokens x[0..nt-1]. */
+static inline __attribute__((always_inline)) void q4_0_rows8(const unsigned char *w, size_t rb, int64_t nb,
+                                                             const da_qact *x, int nt, float *out, long ldo,
+                                                             int accumulate) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t off = (size_t)b * sizeof(block_q4_0);
+        __m256i lo[4], hi[4];
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) { /* rows 2p (low half) and 2p + 1 (high half) */
+            const unsigned char *ra = w + (size_t)(2 * p) * rb + off + 2;
+            __m256i q = _mm256_loadu2_m128i((const __m128i *)(const void *)(ra + rb), (const __m128i *)(const void *)ra);
+            lo[p] = _mm256_and_si256(q, m4); /* elements 0..15 of each row */
+            hi[p] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4); /* elements 16..31 */
+        }
+        const __m256 d = scales8(w, rb, off, ord_pairs);
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+            const int8_t *xq = x[t].q + 32 * b;
+            const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)xq));
+            const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(xq + 16)));
+            __m256i v[4];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) /* int16 sums of 4 products <= 4 * 15 * 127: no saturation */
+                v[p] = _mm256_madd_epi16(
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo[p], xlo), _mm256_maddubs_epi16(hi[p], xhi)), ones);
+            __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+            s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * x[t].sum[b])); /* the "- 8" of every weight */
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(x[t].d[b])), acc[t]);
+        }
+    }
+    store8(out, ldo, acc, nt, 1, accumulate);
+}
+
+/* Rows w .. w + 7 rb (Q8_0, nb blocks each) against tokens x[0..nt-1]. */
+static inline __attribute__((always_inline)) void q8_0_rows8(const unsigned char *w, size_t rb, int64_t nb,
+                                                             const da_qact *x, int nt, float *out, long ldo,
+                                                             int accumulate) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t off = (size_t)b * sizeof(block_q8_0);
+        const __m256 d = scales8(w, rb, off, ord_natural);
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x[t].q + 32 * b));
+            const __m256i ax = _mm256_sign_epi8(xv, xv);
+            __m256i v[8];
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) { /* |x| . (w * sign(x)) */
+                __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(w + (size_t)r * rb + off + 2));
+                v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv)), ones);
+            }
+            /* [r0 r1 r2 r3 | r0 r1 r2 r3] partial halves, then the same for r4..r7 */
+            __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+            __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+            __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(x[t].d[b])), acc[t]);
+        }
+    }
+    store8(out, ldo, acc, nt, 0, accumulate);
+}
+
+/* One group of 8 rows against nt <= 4 tokens; the token count is a constant
+ * in each call so that the inner loops unroll. */
+static void rows8(int type, const unsigned char *w, size_t rb, int64_t cols, const da_qact *x, int nt, float *out,
+                  long ldo, int accumulate) {
+#define ROWS8_NT(k)                                                                                                    \
+    case k:                                                                                                            \
+        if (type == DA_QT_Q4_0) q4_0_rows8(w, rb, cols / 32, x, k, out, ldo, accumulate);                              \
+        else q8_0_rows8(w, rb, cols / 32, x, k, out, ldo, accumulate);                                                 \
+        break;
+    switch (nt) {
+        ROWS8_NT(1)
+        ROWS8_NT(2)
+        ROWS8_NT(3)
+        ROWS8_NT(4)
+    }
+#undef ROWS8_NT
+}
+#endif
+
+#if HAVE_AVX2
+#define QGEMM_TILED ((1u << DA_QT_Q4_0) | (1u << DA_QT_Q8_0))
+#else
+#define QGEMM_TILED 0u
+#endif
+
+/* out[t * ldo + r] (=, or += when accumulate) dot of weight row r (r0 <= r < r1;
+ * row r at w + r * row_bytes, type `type`, cols weights) with x[t], t < n. */
+static void qgemm(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols,
+                  const da_qact *x, int n, float *out, long ldo, int accumulate) {
+    int r = r0;
+#if HAVE_AVX2
+    if (type == DA_QT_Q4_0 || type == DA_QT_Q8_0)
+        for (; r + 8 <= r1; r += 8)
+            for (int t = 0; t < n; t += 4)
+                rows8(type, w + (size_t)r * row_bytes, row_bytes, cols, x + t, n - t < 4 ? n - t : 4,
+                      out + (size_t)t * ldo + r, ldo, accumulate);
+#endif
+    for (; r < r1; r++)
+        for (int t = 0; t < n; t++) {
+            const float v = vec_dot(type, w + (size_t)r * row_bytes, &x[t], cols);
+            float *o = out + (size_t)t * ldo + r;
+            *o = accumulate ? *o + v : v;
+        }
+}
+
+/* ---------------------------------------------------------------- f16 and bf16 rows, float activations */
+
+/* element i of a row of 16-bit floats */
+static inline float half_at(int type, const unsigned char *row, int64_t i) {
+    uint16_t h;
+    memcpy(&h, row + 2 * i, 2);
+    if (type == DA_QT_F16) return H2F(h);
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#if HAVE_AVX2
+/* 8 weights of a 16-bit row at p as floats */
+static inline __m256 half8(int type, const unsigned char *p) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+    if (type == DA_QT_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Rows w .. w + 3 rb against one float row x: 4 dots, each over 8 lanes
+ * (then summed across them), the x loads shared. cols % 8 == 0. */
+static inline void half_rows4(int type, const unsigned char *w, size_t rb, int64_t cols, const float *x, float *dots) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < cols; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) acc[r] = _mm256_fmadd_ps(half8(type, w + (size_t)r * rb + 2 * i), xv, acc[r]);
+    }
+    for (int r = 0; r < 4; r++) dots[r] = hsum256(acc[r]);
+}
+#endif
+
+/* out[t * ldo + r] (=, or += when accumulate) = row r (F16 or BF16, r0 <= r < r1) . x[t * ldx ..], t < n. */
+static void half_gemm(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols,
+                      const float *x, long ldx, int n, float *out, long ldo, int accumulate) {
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (size_t)t * ldx;
+        int r = r0;
+#if HAVE_AVX2
+        if (cols % 8 == 0)
+            for (; r + 4 <= r1; r += 4) {
+                float dots[4];
+                half_rows4(type, w + (size_t)r * row_bytes, row_bytes, cols, xt, dots);
+                for (int k = 0; k < 4; k++) {
+                    float *o = out + (size_t)t * ldo + r + k;
+                    *o = accumulate ? *o + dots[k] : dots[k];
+                }
+            }
+#endif
+        for (; r < r1; r++) {
+            const unsigned char *row = w + (size_t)r * row_bytes;
+            float v = 0.0f;
+            for (int64_t i = 0; i < cols; i++) v += half_at(type, row, i) * xt[i];
+            float *o = out + (size_t)t * ldo + r;
+            *o = accumulate ? *o + v : v;
+        }
+    }
+}

@@ -1,0 +1,180 @@
+/* The matmul kernels of quantized weights (ops qgemm) and the engine's
+ * threaded integer matmul against the scalar level's vec_dot, one (row,
+ * token) at a time. The per-block integer dots are exact on every path; only
+ * the order of the float sums over blocks may differ, so each output must
+ * lie within 1e-5 * sum_i |w_i x_i| (the dequantized values) of the scalar
+ * dot: float reordering over a row of nb blocks moves a sum by at most about
+ * nb * 2^-24 of that magnitude. Shapes have a tail of rows past the last
+ * group of 8 and token counts past the kernels' tile of 4. The F16 / BF16
+ * kernels are checked against the double dot of the same values. */
+#include <stdint.h>
+#include <time.h>
+
+#include "core/pool.h"
+#include "harness.h"
+#include "infer/engine.h"
+#include "ops/ops.h"
+
+enum { ROWS = 37, COLS = 512, NTOK = 6 };
+
+static uint64_t rs = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (float)((rs >> 11) % 2000001) / 1000000.0f - 1.0f;
+}
+
+typedef struct {
+    int type;
+    size_t rb;
+    unsigned char *w;
+    float *wd;          /* (ROWS, COLS) dequantized weights */
+    int8_t q[NTOK * COLS];
+    float d[NTOK * COLS / 32], xdq[NTOK * COLS];
+    int32_t sum[NTOK * COLS / 32];
+    da_qact x[NTOK];
+    float ref[NTOK * ROWS], mag[NTOK * ROWS];
+} problem;
+
+static void make_problem(problem *p, int type) {
+    p->type = type;
+    p->rb = da_qtype_row_bytes(type, COLS);
+    p->w = malloc(ROWS * p->rb);
+    p->wd = malloc(sizeof(float) * ROWS * COLS);
+    float row[COLS];
+    for (int r = 0; r < ROWS; r++) {
+        for (int i = 0; i < COLS; i++) row[i] = frand() * (1 + r % 3);
+        da_quantize_row(type, p->w + r * p->rb, row, COLS);
+        da_dequantize_row(type, p->w + r * p->rb, p->wd + (size_t)r * COLS, COLS);
+    }
+    const da_ops *sc = da_ops_of(DA_ISA_SCALAR);
+    for (int t = 0; t < NTOK; t++) {
+        for (int i = 0; i < COLS; i++) row[i] = frand() * (t + 1);
+        p->x[t] = (da_qact){COLS, p->q + t * COLS, p->d + t * COLS / 32, p->sum + t * COLS / 32};
+        sc->quantize_act(&p->x[t], row, COLS, DA_ACT_BLOCK, 0);
+        for (int i = 0; i < COLS; i++) p->xdq[t * COLS + i] = p->d[t * COLS / 32 + i / 32] * p->q[t * COLS + i];
+        for (int r = 0; r < ROWS; r++) {
+            double m = 0;
+            for (int i = 0; i < COLS; i++) m += fabs((double)p->wd[(size_t)r * COLS + i] * p->xdq[t * COLS + i]);
+            p->ref[t * ROWS + r] = sc->vec_dot(type, p->w + r * p->rb, &p->x[t], COLS);
+            p->mag[t * ROWS + r] = (float)m;
+        }
+    }
+}
+
+/* got: (n, ROWS) against the scalar dots (+ base when accumulating). */
+static int within(const problem *p, const char *what, const float *got, int n, float base) {
+    double worst = 0;
+    for (int i = 0; i < n * ROWS; i++) {
+        const double e = fabs(got[i] - (p->ref[i] + base)) / p->mag[i];
+        if (!(e <= worst)) worst = e;
+    }
+    if (worst <= 1e-5) return 0;
+    fprintf(stderr, "  %s %s: error %.2e of sum |w x| (bound 1e-5)\n", da_qtype_name(p->type), what, worst);
+    return 1;
+}
+
+static int test_qgemm_every_level(void) {
+    const int types[] = {DA_QT_Q8_0, DA_QT_Q4_0, DA_QT_Q4_K};
+    int fail = 0;
+    for (int c = 0; c < 3; c++) {
+        problem *p = calloc(1, sizeof *p);
+        make_problem(p, types[c]);
+        for (int isa = 0; isa < DA_ISA_N; isa++) {
+            if (!da_isa_supported((da_isa)isa)) continue;
+            const da_ops *op = da_ops_of((da_isa)isa);
+            float out[NTOK * ROWS];
+            for (int n = 1; n <= NTOK; n++) {
+                op->qgemm(p->type, p->w, p->rb, 0, ROWS, COLS, p->x, n, out, ROWS, 0);
+                fail |= within(p, da_isa_name(op->isa), out, n, 0);
+            }
+            /* two row ranges that split a group of 8, accumulating onto 1 */
+            for (int i = 0; i < NTOK * ROWS; i++) out[i] = 1.0f;
+            op->qgemm(p->type, p->w, p->rb, 0, 13, COLS, p->x, NTOK, out, ROWS, 1);
+            op->qgemm(p->type, p->w, p->rb, 13, ROWS, COLS, p->x, NTOK, out, ROWS, 1);
+            fail |= within(p, "accumulate", out, NTOK, 1.0f);
+        }
+        free(p->w);
+        free(p->wd);
+        free(p);
+    }
+    return fail;
+}
+
+/* The engine's integer matmul on a team of 3 threads (dynamic chunks of 8
+ * rows), repeated so that steps follow each other while the team spins and
+ * after it has fallen asleep. */
+static int test_threaded_qmatmul(void) {
+    problem *p = calloc(1, sizeof *p);
+    make_problem(p, DA_QT_Q4_0);
+    da_qtensor W = {"w", DA_QT_Q4_0, ROWS, COLS, p->rb, p->w};
+    da_pool *pool = da_pool_create(3, 50);
+    CHECK(pool && da_pool_threads(pool) == 3);
+    const da_ops *op = da_ops_of(da_exec_default().isa);
+    int fail = 0;
+    for (int rep = 0; rep < 200 && !fail; rep++) {
+        float out[NTOK * ROWS];
+        const int n = 1 + rep % NTOK;
+        da_engine_qmatmul_int(pool, op, &W, p->x, n, out, 0);
+        fail |= within(p, "threaded", out, n, 0);
+        if (rep % 50 == 49) {
+            struct timespec ts = {0, 2000000}; /* 2 ms: the team sleeps */
+            nanosleep(&ts, NULL);
+        }
+    }
+    da_pool_free(pool);
+    free(p->w);
+    free(p->wd);
+    free(p);
+    return fail;
+}
+
+/* F16 and BF16 rows against float activations: each level's half_gemm
+ * against the double dot of the same values, within 1e-5 * sum |w x|. */
+static int test_half_gemm_every_level(void) {
+    const int types[] = {DA_QT_F16, DA_QT_BF16};
+    enum { HC = 200 }; /* a tail past the 8-wide vectors: 200 = 25 * 8, and rows past groups of 4 */
+    int fail = 0;
+    for (int c = 0; c < 2; c++) {
+        const size_t rb = da_qtype_row_bytes(types[c], HC);
+        unsigned char *w = malloc(ROWS * rb);
+        float *wd = malloc(sizeof(float) * ROWS * HC), *x = malloc(sizeof(float) * NTOK * HC), row[HC];
+        for (int r = 0; r < ROWS; r++) {
+            for (int i = 0; i < HC; i++) row[i] = frand();
+            da_quantize_row(types[c], w + r * rb, row, HC);
+            da_dequantize_row(types[c], w + r * rb, wd + (size_t)r * HC, HC);
+        }
+        for (int i = 0; i < NTOK * HC; i++) x[i] = frand();
+        for (int isa = 0; isa < DA_ISA_N; isa++) {
+            if (!da_isa_supported((da_isa)isa)) continue;
+            float out[NTOK * ROWS];
+            for (int i = 0; i < NTOK * ROWS; i++) out[i] = 0.5f;
+            da_ops_of((da_isa)isa)->half_gemm(types[c], w, rb, 0, ROWS, HC, x, HC, NTOK, out, ROWS, 1);
+            for (int t = 0; t < NTOK; t++)
+                for (int r = 0; r < ROWS; r++) {
+                    double ref = 0.5, mag = 0;
+                    for (int i = 0; i < HC; i++) {
+                        ref += (double)wd[(size_t)r * HC + i] * x[t * HC + i];
+                        mag += fabs((double)wd[(size_t)r * HC + i] * x[t * HC + i]);
+                    }
+                    if (!(fabs(out[t * ROWS + r] - ref) <= 1e-5 * mag)) {
+                        fprintf(stderr, "  %s %s row %d token %d: %.7f vs %.7f\n", da_qtype_name(types[c]),
+                                da_isa_name((da_isa)isa), r, t, out[t * ROWS + r], ref);
+                        fail = 1;
+                    }
+                }
+        }
+        free(w);
+        free(wd);
+        free(x);
+    }
+    return fail;
+}
+
+int main(void) {
+    RUN(test_qgemm_every_level);
+    RUN(test_threaded_qmatmul);
+    RUN(test_half_gemm_every_level);
+    TH_SUMMARY();
+}
