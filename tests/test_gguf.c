@@ -412,7 +412,7 @@ static int test_wrong_files(void) {
 /* GGUF files written before llama.cpp's layout (general.architecture
  * "diffattn", diffattn's tensor names; tests/fixtures/legacy, made by
  * tools/make_legacy_gguf.sh with that version) still load and give the
- * logits that version wrote. */
+ * logits that version wrote (to q8 rounding). */
 static int test_legacy_files_load(void) {
     const char *names[] = {"diff_mha", "softmax_tied", "diff2_mha"};
     for (int i = 0; i < 3; i++) {
@@ -429,7 +429,8 @@ static int test_legacy_files_load(void) {
         CHECK(!da_npy_read_f32(tpath("legacy.npy"), &got, &nd_got, sh_got).code);
         CHECK(!da_npy_read_f32(ref_path, &ref, &nd_ref, sh_ref).code);
         CHECK(nd_got == 2 && nd_ref == 2 && sh_got[0] == sh_ref[0] && sh_got[1] == sh_ref[1]);
-        int rc = expect_close_rel(names[i], got, ref, (size_t)(sh_ref[0] * sh_ref[1]), 1e-4, 1e-3);
+        /* within q8 activations' rounding, not bit for bit: the int8 kernels may change between versions */
+        int rc = expect_rms_close(names[i], got, ref, (size_t)(sh_ref[0] * sh_ref[1]), 0.03);
         free(got);
         free(ref);
         CHECK(!rc);
