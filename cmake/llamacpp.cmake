@@ -23,7 +23,7 @@ if(EXISTS ${DA_LLAMACPP_BUNDLE} AND DA_LLAMACPP_LIBS AND CMAKE_SYSTEM_PROCESSOR 
     add_executable(llama_driver tools/llamacpp/llama_driver.c)
     target_include_directories(llama_driver SYSTEM PRIVATE ${hdr}/include ${hdr}/ggml/include)
     target_compile_definitions(llama_driver PRIVATE LLAMACPP_LIB_DIR="${DA_LLAMACPP_LIBDIR}")
-    target_link_libraries(llama_driver PRIVATE ${DA_LLAMACPP_LIBS})
+    target_link_libraries(llama_driver PRIVATE ${DA_LLAMACPP_LIBS} m)
     set_target_properties(llama_driver PROPERTIES BUILD_RPATH ${DA_LLAMACPP_LIBDIR})
     # not ours to sanitize: the driver is built without the ASan flags of a DA_SANITIZE build
     set_property(TARGET llama_driver PROPERTY COMPILE_OPTIONS -Wall -Wextra -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE)

@@ -93,6 +93,9 @@ expect_error "eval ppl: bad --kv" "expected f32 or int8" $BIN eval ppl --model "
 head -c 3000 "$T/q8_0.gguf" >"$T/trunc.gguf"
 expect_error "sample: truncated GGUF" "trunc.gguf" $BIN sample --model "$T/trunc.gguf" --max-new 4
 expect_error "eval ppl: truncated GGUF" "truncated" $BIN eval ppl --model "$T/trunc.gguf" --base "$M" --data "$T/text.txt"
+printf 'GGUF\003\0\0\0\0\0\0\0\0\0\0\0\001\0\0\0\0\0\0\0\024\0\0\0\0\0\0\0general.architecture\010\0\0\0\006\0\0\0\0\0\0\0falcon' >"$T/falcon.gguf"
+expect_error "sample: another architecture" '"falcon"' $BIN sample --model "$T/falcon.gguf" --max-new 4
+expect_error "bench generate: another architecture" "diffattn" $BIN bench generate --model "$T/falcon.gguf"
 printf 'GGUF\003\0\0\0\0\0\0\0\0\0\0\0\001\0\0\0\0\0\0\0\024\0\0\0\0\0\0\0general.architecture\010\0\0\0\005\0\0\0\0\0\0\0llama' >"$T/llama.gguf"
 expect_error "sample: a llama file without its keys" "llama.context_length" $BIN sample --model "$T/llama.gguf" --max-new 4
 expect_error "bench generate: a llama file without its keys" "llama.context_length" $BIN bench generate --model "$T/llama.gguf"

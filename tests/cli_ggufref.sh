@@ -17,8 +17,8 @@ for t in q8_0 q4_0 q4_k; do
   "$BIN" quantize --model "$T/m.safetensors" --type $t --out "$T/$t.gguf" >/dev/null || exit 1
   out=$(node $REF/check.mjs "$T/$t.gguf" 2>&1)
   check "$t: version 3" "$out" '"version":3'
-  check "$t: architecture" "$out" '"architecture":"diffattn"'
-  check "$t: hyperparameters" "$out" '"block_count":2,"embedding_length":256,"variant":"softmax"'
+  check "$t: architecture" "$out" '"architecture":"llama"'
+  check "$t: hyperparameters under llama." "$out" '"block_count":2,"embedding_length":256,"head_count":4'
   check "$t: every tensor (2 per model + 9 per layer + output)" "$out" '"tensor_count":21,"tensors":21'
   case $t in
     q8_0) want='"q_proj":{"shape":[256,256],"type":"Q8_0"' ;;

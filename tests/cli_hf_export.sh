@@ -77,8 +77,8 @@ expect_ok "init diff2" "$BIN" init --arch diff2 --dim 64 --layers 1 --heads 2 --
 expect_error "diff2 refused" "arch diff2" "$BIN" export --format hf --model "$T/d2.safetensors" --out "$T/x"
 expect_ok "init a window" "$BIN" init --dim 64 --layers 1 --heads 2 --window 8 --out "$T/w.safetensors"
 expect_error "a window refused" "window 8" "$BIN" export --format hf --model "$T/w.safetensors" --out "$T/x"
-expect_error "another format refused" '--format "gguf" is not supported' \
-  "$BIN" export --format gguf --model "$T/w.safetensors" --out "$T/x"
+expect_error "another format refused" '--format "onnx" is not supported (supported: hf, gguf)' \
+  "$BIN" export --format onnx --model "$T/w.safetensors" --out "$T/x"
 [ -e "$T/x" ] && bad "a refused export left $T/x" || ok "a refused export writes nothing"
 
 if ((failed == 0)) && ! "$PY" -c 'import torch, numpy' 2>/dev/null; then

@@ -16,7 +16,7 @@ passed=0; failed=0
 check() { if [[ $2 == *"$3"* ]]; then passed=$((passed + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1: expected $3 in: $2"; fi; }
 
 out=$("$DRV" 2>&1); rc=$?
-check "no subcommand: usage, exit 1" "$rc $out" "1 llama_driver: usage: llama_driver logits|tokenize|quantize|bench|info"
+check "no subcommand: usage, exit 1" "$rc $out" "1 llama_driver: usage: llama_driver logits|tokenize|quantize|bench|info|compare"
 out=$("$DRV" quantize "$T/in.gguf" "$T/out.gguf" Q3_X 2>&1)
 check "quantize: an unknown type is named" "$out" 'type "Q3_X" is not one of'
 out=$("$DRV" info "$T/missing.gguf" 2>&1); rc=$?

@@ -52,6 +52,11 @@ da_status da_quantize_file(const char *model_path, const char *out_path, const d
                            da_quantize_report *r);
 void da_quantize_report_free(da_quantize_report *r);
 
+/* m as a GGUF of float weights in llama.cpp's layout (docs/formats.md):
+ * type "f32", "f16" or "bf16" for every matrix, the embedding included;
+ * norms stay f32. A softmax model is a "llama" llama.cpp runs. */
+da_status da_model_export_gguf(const da_model *m, const char *out_path, const char *type);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,10 +1,11 @@
-/* diffattn export: a model as a Hugging Face folder. */
+/* diffattn export: a model as a Hugging Face folder or a GGUF file in llama.cpp's layout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
 #include "commands.h"
+#include "diffattn/quant.h"
 
 /* A Hugging Face folder's tokenizer.json, which the model itself does not
  * carry, so that the exported folder keeps it. */
@@ -27,35 +28,47 @@ static da_status folder_tokenizer(da_model *m, const char *model_path) {
 }
 
 int cmd_export(int argc, char **argv) {
-    const char *model = NULL, *format = NULL, *out = NULL;
+    const char *model = NULL, *format = NULL, *out = NULL, *type = "f16";
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model: .safetensors, a .gguf (dequantized) or a Hugging Face folder", 0},
-        {"format", OPT_STR, &format, "hf: a Hugging Face folder (config.json, model.safetensors, tokenizer.json)", 0},
-        {"out", OPT_STR, &out, "folder to write (created if missing; replaced in one step, its other files kept)", 0},
+        {"format", OPT_STR, &format,
+         "hf: a Hugging Face folder (config.json, model.safetensors, tokenizer.json); gguf: one GGUF file in "
+         "llama.cpp's layout",
+         0},
+        {"out", OPT_STR, &out, "hf: folder to write (created if missing; replaced in one step, its other files kept); "
+                               "gguf: the file", 0},
+        {"type", OPT_STR, &type, "gguf: f16 (default), bf16 or f32 for every matrix (quantized types: quantize)", 0},
     };
     const char *req[] = {"model", "format", "out", NULL};
     int rc = cli_parse("export",
                        "Writes a model in another format. --format hf: a folder that transformers loads as "
-                       "DiffLlamaForCausalLM (arch diff) or LlamaForCausalLM (softmax), with the same logits "
-                       "(docs/formats.md).",
-                       argc, argv, opts, 3, req);
+                       "DiffLlamaForCausalLM (arch diff) or LlamaForCausalLM (softmax), with the same logits. "
+                       "--format gguf: a softmax model as llama.cpp's \"llama\" architecture, with its tokenizer in "
+                       "tokenizer.ggml.*; DIFF and DIFF2 under names of their own (docs/formats.md).",
+                       argc, argv, opts, 4, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    if (strcmp(format, "hf")) {
-        fprintf(stderr, "diffattn: export: --format \"%s\" is not supported (supported: hf)\n", format);
+    if (strcmp(format, "hf") && strcmp(format, "gguf")) {
+        fprintf(stderr, "diffattn: export: --format \"%s\" is not supported (supported: hf, gguf)\n", format);
         return 1;
     }
+    const int gguf = !strcmp(format, "gguf");
     char files[3][4200];
     const char *outputs[3] = {files[0], files[1], files[2]};
-    snprintf(files[0], sizeof files[0], "%s/config.json", out);
+    snprintf(files[0], sizeof files[0], "%s%s", out, gguf ? "" : "/config.json");
     snprintf(files[1], sizeof files[1], "%s/model.safetensors", out);
     snprintf(files[2], sizeof files[2], "%s/tokenizer.json", out);
-    da_status st = da_check_outputs_not_inputs(outputs, 3, &model, 1);
+    da_status st = da_check_outputs_not_inputs(outputs, gguf ? 1 : 3, &model, 1);
     if (st.code) return cli_fail(st.msg);
     da_model m;
     st = da_model_load_any(&m, model);
     if (st.code) return cli_fail(st.msg);
-    if (!(st = folder_tokenizer(&m, model)).code) st = da_model_export_hf(&m, out);
-    if (!st.code)
+    if (!(st = folder_tokenizer(&m, model)).code) st = gguf ? da_model_export_gguf(&m, out, type) : da_model_export_hf(&m, out);
+    if (!st.code && gguf)
+        printf("wrote %s: %s weights, architecture %s%s, %zu parameters, tokenizer %s\n", out, type,
+               m.cfg.arch == DA_ARCH_SOFTMAX && m.cfg.window == 0 ? "" : "diffattn-",
+               m.cfg.arch == DA_ARCH_SOFTMAX && m.cfg.window == 0 ? "llama" : da_arch_name(m.cfg.arch), m.n_params,
+               m.tokenizer_json ? "in tokenizer.ggml.*" : "none (bytes: docs/formats.md)");
+    else if (!st.code)
         printf("wrote %s: %s (%s), %zu parameters, tokenizer.json %s\n", out,
                da_arch_describe(m.cfg.arch).hf_class, da_arch_name(m.cfg.arch),
                m.n_params, m.tokenizer_json ? "written" : "none (bytes)");

@@ -27,7 +27,7 @@ int cmd_quantize(int argc, char **argv) {
          "default activations when run: q8 (per-32 int8, the default), int8-dynamic (per token), int8-static "
          "(per tensor, needs --calib), bf16, f32",
          0},
-        {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type); a tied model gets a copy of its embedding in this type, f32 uses the embedding itself", 0},
+        {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type); a tied model stores its one embedding table in this type", 0},
         {"fallback", OPT_STR, &o.fallback,
          "q8_0: a matmul whose width is not a multiple of the type's block (q4_k: 256) gets q8_0; default: an error",
          0},
@@ -36,8 +36,9 @@ int cmd_quantize(int argc, char **argv) {
     const char *req[] = {"model", "type", "out", NULL};
     int rc = cli_parse("quantize",
                        "Quantizes every matmul weight of a model to ggml's Q8_0, Q4_0 or Q4_K blocks and writes a "
-                       "GGUF v3 file\n(general.architecture \"diffattn\"). Norms, lambdas and the embedding stay "
-                       "f32. With --calib, AWQ scales the\nweights' input channels by their activation size first, "
+                       "GGUF v3 file\nin llama.cpp's layout (a softmax model is llama.cpp's \"llama\"; docs/formats.md). The "
+                       "embedding takes the type too,\nas in llama.cpp (tied: the head's type); norms and lambdas "
+                       "stay f32. With --calib, AWQ scales the\nweights' input channels by their activation size first, "
                        "and static int8 activation ranges are stored.",
                        argc, argv, opts, 11, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;

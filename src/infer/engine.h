@@ -45,6 +45,8 @@ struct da_engine {
                          * f32 embedding (the largest matrix of a large-vocabulary model) every token */
     da_qlayer *layers;
     const float *tok_embeddings; /* (V, C) f32 */
+    int embed_type;     /* the embedding's type in a GGUF file (token_embd), which tok_embeddings holds
+                         * dequantized; a tied model's head copy is that tensor */
     const float *norm;
     const da_qtensor *output;
     float *act_absmax;  /* (DA_N_SITES) calibrated |x| ranges, or NULL */

@@ -9,6 +9,7 @@
 #include "infer/engine.h"
 #include "io/config_gguf.h"
 #include "io/gguf.h"
+#include "io/gguf_llama.h"
 #include "tok/tokenizer_embed.h"
 
 static int is_float_type(int t) { return t == DA_QT_F32 || t == DA_QT_F16 || t == DA_QT_BF16; }
@@ -26,23 +27,91 @@ static uint32_t file_type_of(int t) {
     }
 }
 
+/* What llama.cpp's add_special must add to give diffattn encode's ids: the
+ * tokens the tokenizer.json's post_processor puts before and after a text
+ * (probed on one byte). -1: none. */
+static void special_around(const da_tokenizer *t, int *bos, int *eos) {
+    *bos = *eos = -1;
+    int *a = NULL, *b = NULL;
+    size_t na = 0, ca = 0, nb = 0, cb = 0;
+    const uint8_t x = 'a';
+    if (!da_tokenizer_encode(t, &x, 1, &a, &na, &ca).code &&
+        !da_tokenizer_encode_add_special(t, &x, 1, &b, &nb, &cb).code && nb > na) {
+        const int lead = !memcmp(b + 1, a, na * sizeof *a);
+        if (lead) *bos = b[0];
+        if (nb == na + 1 + (size_t)lead && !memcmp(b + lead, a, na * sizeof *a)) *eos = b[nb - 1];
+    }
+    free(a);
+    free(b);
+}
+
 /* llama.cpp's tokenizer keys (tokenizer.ggml.*) and, for an exact round
  * trip of what they cannot say (another pre-tokeniser, a normalizer), the
  * tokenizer.json text itself under tokenizer.huggingface.json. */
-static da_status add_tokenizer(da_gguf_writer *w, const char *json) {
+static da_status add_tokenizer(da_gguf_writer *w, const char *json, const da_tokenizer *tok) {
     da_tok_ggml g;
     da_status st = da_tok_ggml_from_json(&g, json, strlen(json));
     if (st.code) return st;
+    int bos, eos;
+    special_around(tok, &bos, &eos);
     da_gguf_add_str(w, "tokenizer.ggml.model", "gpt2");
     if (g.pre) da_gguf_add_str(w, "tokenizer.ggml.pre", g.pre);
     da_gguf_add_str_array(w, "tokenizer.ggml.tokens", (const char *const *)g.tokens, (uint64_t)g.n_tokens);
     da_gguf_add_i32_array(w, "tokenizer.ggml.token_type", g.types, (uint64_t)g.n_tokens);
     da_gguf_add_str_array(w, "tokenizer.ggml.merges", (const char *const *)g.merges, (uint64_t)g.n_merges);
-    if (g.bos >= 0) da_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)g.bos);
-    if (g.eos >= 0) da_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)g.eos);
+    if (bos >= 0 || g.bos >= 0) da_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)(bos >= 0 ? bos : g.bos));
+    if (eos >= 0 || g.eos >= 0) da_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)(eos >= 0 ? eos : g.eos));
+    da_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", bos >= 0);
+    da_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", eos >= 0);
     da_gguf_add_str(w, "tokenizer.huggingface.json", json);
     da_tok_ggml_free(&g);
     return da_ok();
+}
+
+/* A model without a tokenizer reads bytes: id b is byte b. For llama.cpp that
+ * is a byte-level BPE vocabulary without merges whose token b is byte b in
+ * GPT-2's byte alphabet, so llama_tokenize gives the bytes; ids from 256 on
+ * are unused "[PAD<id>]" entries, and NUL is BOS and EOS (never added).
+ * With fewer than 256 ids no text can be tokenized: tokenizer.ggml.model is
+ * "none" (ids only). diffattn.byte_level marks either for diffattn's reader. */
+static da_status add_byte_tokenizer(da_gguf_writer *w, int vocab) {
+    da_gguf_add_bool(w, "diffattn.byte_level", 1);
+    if (vocab < 256) {
+        da_gguf_add_str(w, "tokenizer.ggml.model", "none");
+        return da_ok();
+    }
+    char **tokens = calloc((size_t)vocab, sizeof *tokens);
+    int32_t *types = malloc((size_t)vocab * sizeof *types);
+    da_status st = tokens && types ? da_ok() : da_errorf("out of memory");
+    for (int i = 0, extra = 0; !st.code && i < vocab; i++) {
+        char buf[32];
+        if (i < 256) {
+            const int printable = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || i >= 0xAE;
+            const unsigned cp = printable ? (unsigned)i : 256u + (unsigned)extra++; /* GPT-2's bytes_to_unicode */
+            if (cp < 0x80) snprintf(buf, sizeof buf, "%c", (char)cp);
+            else snprintf(buf, sizeof buf, "%c%c", (char)(0xC0 | (cp >> 6)), (char)(0x80 | (cp & 0x3F)));
+            types[i] = DA_TOKTYPE_NORMAL;
+        } else {
+            snprintf(buf, sizeof buf, "[PAD%d]", i);
+            types[i] = DA_TOKTYPE_UNUSED;
+        }
+        if (!(tokens[i] = strdup(buf))) st = da_errorf("out of memory");
+    }
+    if (!st.code) {
+        da_gguf_add_str(w, "tokenizer.ggml.model", "gpt2");
+        da_gguf_add_str(w, "tokenizer.ggml.pre", "gpt-2");
+        da_gguf_add_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tokens, (uint64_t)vocab);
+        da_gguf_add_i32_array(w, "tokenizer.ggml.token_type", types, (uint64_t)vocab);
+        da_gguf_add_str_array(w, "tokenizer.ggml.merges", NULL, 0);
+        da_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 0);
+        da_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 0);
+        da_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", 0);
+        da_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", 0);
+    }
+    for (int i = 0; tokens && i < vocab; i++) free(tokens[i]);
+    free(tokens);
+    free(types);
+    return st;
 }
 
 /* tokenizer.ggml.tokens and .merges, when the file has them beside
@@ -76,6 +145,8 @@ static da_status check_arrays_match_json(const da_gguf_file *f, const char *json
 da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json) {
     *json = NULL;
     const char *s;
+    const da_gguf_kv *bytes = da_gguf_kv_find(f, "diffattn.byte_level");
+    if (bytes && bytes->type == DA_GGUF_BOOL && bytes->v.u) return da_ok();
     if (da_gguf_kv_find(f, "tokenizer.huggingface.json")) {
         da_status st = da_gguf_get_str(f, "tokenizer.huggingface.json", &s);
         if (st.code) return st;
@@ -134,51 +205,95 @@ da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json) {
     return st;
 }
 
+/* The bytes of token_embd: the f32 embedding in e->embed_type (a tied
+ * model's quantized head copy is that already). *buf: a copy to free, or NULL. */
+static da_status embedding_bytes(const da_engine *q, int *type, const void **data, size_t *nbytes, void **buf) {
+    const da_qtensor *t = &q->t[0];
+    *buf = NULL;
+    if (q->head_copy) {
+        const da_qtensor *h = &q->t[q->n_tensors - 1];
+        *type = h->type;
+        *data = h->data;
+        *nbytes = h->row_bytes * (size_t)h->rows;
+        return da_ok();
+    }
+    *type = q->embed_type;
+    if (*type == DA_QT_F32 || t->cols % da_qtype_block(*type)) {
+        *type = DA_QT_F32;
+        *data = t->data;
+        *nbytes = (size_t)t->rows * (size_t)t->cols * sizeof(float);
+        return da_ok();
+    }
+    const size_t rb = da_qtype_row_bytes(*type, t->cols);
+    unsigned char *b = malloc(rb * (size_t)t->rows);
+    if (!b) return da_errorf("out of memory quantizing the embedding");
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < t->rows; r++)
+        da_quantize_row(*type, b + (size_t)r * rb, (const float *)(const void *)t->data + (size_t)r * t->cols, t->cols);
+    *buf = b;
+    *data = b;
+    *nbytes = rb * (size_t)t->rows;
+    return da_ok();
+}
+
+/* Every tensor under llama.cpp's name; the head copy is token_embd itself. */
+static da_status add_tensors(da_gguf_writer *w, const da_engine *q, void **emb_buf, float **rope_freqs) {
+    const int n = q->n_tensors - q->head_copy;
+    for (int i = 0; i < n; i++) {
+        const da_qtensor *t = &q->t[i];
+        char name[160];
+        if (da_gguf_name_to_llama(t->name, name, sizeof name))
+            return da_errorf("tensor %s has no GGUF name (gguf_llama.c's table)", t->name);
+        int64_t ne[2] = {t->cols ? t->cols : t->rows, t->rows};
+        if (i == 0) {
+            int type = DA_QT_F32;
+            const void *data = NULL;
+            size_t nbytes = 0;
+            da_status st = embedding_bytes(q, &type, &data, &nbytes, emb_buf);
+            if (st.code) return st;
+            da_gguf_add_tensor(w, name, type, 2, ne, data, nbytes);
+        } else {
+            da_gguf_add_tensor(w, name, t->type, t->cols ? 2 : 1, ne, t->data, t->row_bytes * (size_t)t->rows);
+        }
+    }
+    int nf;
+    if ((*rope_freqs = da_gguf_rope_freqs(&q->cfg, &nf))) {
+        int64_t ne[1] = {nf};
+        da_gguf_add_tensor(w, "rope_freqs.weight", DA_QT_F32, 1, ne, *rope_freqs, (size_t)nf * sizeof(float));
+    }
+    return da_ok();
+}
+
 da_status da_engine_save_gguf(const da_engine *q, const char *path) {
     const da_config *c = &q->cfg;
     da_gguf_writer w;
     da_gguf_writer_init(&w);
     char name[128];
-    da_gguf_add_str(&w, "general.architecture", "diffattn");
+    char arch[64];
+    da_gguf_arch_of(c, arch, sizeof arch);
+    da_gguf_add_str(&w, "general.architecture", arch);
     snprintf(name, sizeof name, "diffattn-%s-%dx%d-%s", da_arch_name(c->arch), c->n_layers, c->dim,
              da_qtype_name(q->weight_type));
     da_gguf_add_str(&w, "general.name", name);
     da_gguf_add_u32(&w, "general.file_type", file_type_of(q->weight_type));
     da_gguf_add_u32(&w, "general.quantization_version", 2);
+    da_config_gguf_add_llama(&w, c);
     da_gguf_add_u32(&w, "diffattn.format_version", DA_FORMAT_VERSION);
-    da_gguf_add_str(&w, "diffattn.variant", da_arch_name(c->arch));
-    da_gguf_add_u32(&w, "diffattn.context_length", (uint32_t)c->max_seq_len);
-    da_gguf_add_u32(&w, "diffattn.embedding_length", (uint32_t)c->dim);
-    da_gguf_add_u32(&w, "diffattn.block_count", (uint32_t)c->n_layers);
-    da_gguf_add_u32(&w, "diffattn.feed_forward_length", (uint32_t)c->ffn_hidden);
-    da_gguf_add_u32(&w, "diffattn.attention.head_count", (uint32_t)c->n_heads);
-    da_gguf_add_u32(&w, "diffattn.attention.head_count_kv", (uint32_t)c->n_kv_heads);
-    da_gguf_add_u32(&w, "diffattn.vocab_size", (uint32_t)c->vocab_size);
-    da_gguf_add_f32(&w, "diffattn.rope.freq_base", c->rope_theta);
-    da_config_gguf_add_rope(&w, c);
-    da_gguf_add_f32(&w, "diffattn.attention.layer_norm_rms_epsilon", c->norm_eps);
-    da_gguf_add_bool(&w, "diffattn.tie_embeddings", c->tie_embeddings);
-    if (c->window > 0) da_gguf_add_u32(&w, "diffattn.attention.sliding_window", (uint32_t)c->window);
     da_gguf_add_str(&w, "diffattn.weight_type", da_qtype_name(q->weight_type));
     da_gguf_add_str(&w, "diffattn.activations", da_act_mode_name(q->act));
     da_gguf_add_bool(&w, "diffattn.awq", q->awq);
     da_gguf_add_u32(&w, "diffattn.calibration_sequences", (uint32_t)q->calib_samples);
-    da_status st = q->tokenizer_json ? add_tokenizer(&w, q->tokenizer_json) : da_ok();
-    if (st.code) {
-        da_gguf_writer_free(&w);
-        return da_errorf("%s: %s", path, st.msg);
-    }
-    for (int i = 0; i < q->n_tensors; i++) {
-        const da_qtensor *t = &q->t[i];
-        int64_t ne[2] = {t->cols ? t->cols : t->rows, t->rows};
-        da_gguf_add_tensor(&w, t->name, t->type, t->cols ? 2 : 1, ne, t->data, t->row_bytes * (size_t)t->rows);
-    }
-    if (q->act_absmax) {
-        int64_t ne[1] = {DA_N_SITES(c)};
-        da_gguf_add_tensor(&w, "act_absmax", DA_QT_F32, 1, ne, q->act_absmax, (size_t)ne[0] * 4);
-    }
-    st = da_gguf_write(&w, path);
+    /* llama.cpp refuses a file with tensors it does not expect: the ranges are a key */
+    if (q->act_absmax) da_gguf_add_f32_array(&w, "diffattn.act_absmax", q->act_absmax, (uint64_t)DA_N_SITES(c));
+    da_status st = q->tokenizer_json ? add_tokenizer(&w, q->tokenizer_json, q->tok) : add_byte_tokenizer(&w, c->vocab_size);
+    void *emb_buf = NULL;
+    float *rope_freqs = NULL;
+    if (!st.code) st = add_tensors(&w, q, &emb_buf, &rope_freqs);
+    if (st.code) st = da_errorf("%s: %s", path, st.msg);
+    else st = da_gguf_write(&w, path);
     da_gguf_writer_free(&w);
+    free(emb_buf);
+    free(rope_freqs);
     return st;
 }
 
@@ -191,14 +306,22 @@ static da_status get_int_range(const da_gguf_file *f, const char *key, int lo, i
     return da_ok();
 }
 
-static da_status config_from_gguf(const da_gguf_file *f, da_config *c) {
+/* The configuration from the file's keys; *llama: 1 for llama.cpp's layout
+ * (gguf_llama.h), 0 for the diffattn architecture of older files. */
+static da_status config_from_gguf(const da_gguf_file *f, da_config *c, int *llama) {
     memset(c, 0, sizeof *c);
     const char *arch, *variant;
     da_status st = da_gguf_get_str(f, "general.architecture", &arch);
     if (st.code) return da_errorf("%s: general.architecture is missing: not a model GGUF", f->path);
+    da_arch parsed;
+    *llama = da_gguf_arch_parse(arch, &parsed);
+    /* a llama file of llama.cpp's own (no diffattn.* RoPE keys): every llama.* key llama.cpp reads */
+    if (*llama && !strcmp(arch, "llama") && !da_gguf_kv_find(f, "diffattn.rope.freq_base"))
+        return da_llama_gguf_config(f, c);
+    if (*llama) return da_config_gguf_get_llama(f, arch, c);
     if (strcmp(arch, "diffattn"))
-        return da_errorf("%s: general.architecture is \"%s\", expected \"diffattn\" (a model of another family: "
-                         "diffattn runs only its own models)",
+        return da_errorf("%s: general.architecture is \"%s\"; diffattn runs llama, diffattn-diff, diffattn-diff2 and "
+                         "diffattn-softmax (and diffattn, its files before llama.cpp's layout)",
                          f->path, arch);
     int fv;
     if ((st = get_int_range(f, "diffattn.format_version", 0, 1 << 30, &fv)).code) return st;
@@ -228,18 +351,63 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c) {
     return da_ok();
 }
 
-/* The file's tensor of engine tensor i: llama.cpp's names in a `llama` file,
- * where a tied head copy reads token_embd. */
-static const da_gguf_tensor *file_tensor(const da_gguf_file *f, const da_engine *q, int i, int llama) {
-    char buf[96];
-    if (!llama) return da_gguf_tensor_find(f, q->t[i].name);
-    if (q->head_copy && i == q->n_tensors - 1) return da_gguf_tensor_find(f, "token_embd.weight");
-    return da_gguf_tensor_find(f, da_llama_gguf_name(q->t[i].name, buf, sizeof buf));
+/* The file's name of engine tensor i: in the older layout diffattn's own; in
+ * llama.cpp's, a tied model's head copy is token_embd itself. */
+static void file_name(const da_engine *q, int i, int llama, char *out, size_t n) {
+    if (llama && q->head_copy && i == q->n_tensors - 1) snprintf(out, n, "token_embd.weight");
+    else if (!llama || da_gguf_name_to_llama(q->t[i].name, out, n)) snprintf(out, n, "%s", q->t[i].name);
 }
 
-static int is_llama_file(const da_gguf_file *f) {
-    const char *arch;
-    return !da_gguf_get_str(f, "general.architecture", &arch).code && !strcmp(arch, "llama");
+/* Every tensor's file entry found and its shape and type checked, before anything is allocated. */
+static da_status check_tensors(da_engine *q, const da_gguf_file *f, int llama) {
+    const da_config *c = &q->cfg;
+    for (int i = 0; i < q->n_tensors; i++) {
+        da_qtensor *t = &q->t[i];
+        char name[160];
+        file_name(q, i, llama, name, sizeof name);
+        const da_gguf_tensor *g = da_gguf_tensor_find(f, name);
+        if (!g)
+            return da_errorf("%s: tensor \"%s\" is missing (the file's keys say %s, dim %d, %d layers)", f->path, name,
+                             da_arch_name(c->arch), c->dim, c->n_layers);
+        const int want_nd = t->cols ? 2 : 1;
+        const int64_t want0 = t->cols ? t->cols : t->rows;
+        if (g->n_dims != want_nd || g->ne[0] != want0 || (want_nd == 2 && g->ne[1] != t->rows))
+            return da_errorf("%s: tensor \"%s\" has ne [%lld, %lld] (%d dims), expected [%lld, %d] (%d dims)", f->path,
+                             name, (long long)g->ne[0], (long long)g->ne[1], g->n_dims, (long long)want0,
+                             want_nd == 2 ? t->rows : 1, want_nd);
+        /* vectors are f32; the embedding is dequantized to f32 for lookups */
+        t->type = !t->cols || i == 0 ? DA_QT_F32 : g->type;
+        if (!t->cols && !is_float_type(g->type))
+            return da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms and lambdas",
+                             f->path, name, da_qtype_name(g->type));
+        if (i == 0) q->embed_type = g->type;
+    }
+    return da_ok();
+}
+
+/* The static int8 ranges: diffattn.act_absmax, or the act_absmax tensor of older files. */
+static da_status read_act_absmax(da_engine *q, const da_gguf_file *f) {
+    const int n = DA_N_SITES(&q->cfg);
+    const da_gguf_kv *kv = da_gguf_kv_find(f, "diffattn.act_absmax");
+    const da_gguf_tensor *ga = da_gguf_tensor_find(f, "act_absmax");
+    const void *src = NULL;
+    if (kv) {
+        if (kv->type != DA_GGUF_ARRAY || kv->arr_type != DA_GGUF_F32 || kv->arr_n != (uint64_t)n)
+            return da_errorf("%s: diffattn.act_absmax must be an f32 array of %d (4 per layer + 1)", f->path, n);
+        src = kv->arr_data;
+    } else if (ga) {
+        if (ga->type != DA_QT_F32 || ga->n_dims != 1 || ga->ne[0] != n)
+            return da_errorf("%s: tensor \"act_absmax\" must be f32 [%d] (4 per layer + 1)", f->path, n);
+        src = da_gguf_data(f, ga);
+    }
+    if (!src) return da_ok();
+    if (!(q->act_absmax = malloc((size_t)n * sizeof(float)))) return da_errorf("out of memory");
+    memcpy(q->act_absmax, src, (size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++)
+        if (!(q->act_absmax[i] >= 0.0f) || !isfinite(q->act_absmax[i]))
+            return da_errorf("%s: act_absmax[%d] = %g is not a finite non-negative range", f->path, i,
+                             (double)q->act_absmax[i]);
+    return da_ok();
 }
 
 da_status da_engine_load_gguf(da_engine *q, const char *path) {
@@ -248,59 +416,27 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
     da_status st = da_gguf_open(&f, path);
     if (st.code) return st;
     da_config c;
-    const int llama = is_llama_file(&f);
-    if (!(st = llama ? da_llama_gguf_config(&f, &c) : config_from_gguf(&f, &c)).code) st = da_engine_init_table(q, &c);
-    if (!st.code && c.tie_embeddings && (llama || da_gguf_tensor_find(&f, "output.weight")))
+    int llama = 0;
+    if (!(st = config_from_gguf(&f, &c, &llama)).code) st = da_engine_init_table(q, &c);
+    /* tied: the head is a quantized copy of the embedding where the file has one (a float
+     * token_embd in llama.cpp's layout is read as f32 and serves as it is) */
+    const da_gguf_tensor *te = llama ? da_gguf_tensor_find(&f, "token_embd.weight") : NULL;
+    if (!st.code && c.tie_embeddings &&
+        (llama ? te && te->type != DA_QT_F32 : da_gguf_tensor_find(&f, "output.weight") != NULL))
         st = da_engine_add_head_copy(q);
-    /* check every tensor before allocating */
-    for (int i = 0; !st.code && i < q->n_tensors; i++) {
-        da_qtensor *t = &q->t[i];
-        const da_gguf_tensor *g = file_tensor(&f, q, i, llama);
-        if (!g) {
-            char buf[96];
-            st = da_errorf("%s: tensor \"%s\" is missing (the file's keys say %s, dim %d, %d layers)", path,
-                           llama ? da_llama_gguf_name(t->name, buf, sizeof buf) : t->name,
-                           da_arch_name(c.arch), c.dim, c.n_layers);
-            break;
-        }
-        const int want_nd = t->cols ? 2 : 1;
-        const int64_t want0 = t->cols ? t->cols : t->rows;
-        if (g->n_dims != want_nd || g->ne[0] != want0 || (want_nd == 2 && g->ne[1] != t->rows)) {
-            st = da_errorf("%s: tensor \"%s\" has ne [%lld, %lld] (%d dims), expected [%lld, %d] (%d dims)", path,
-                           t->name, (long long)g->ne[0], (long long)g->ne[1], g->n_dims, (long long)want0,
-                           want_nd == 2 ? t->rows : 1, want_nd);
-            break;
-        }
-        /* vectors and the embedding are read as f32 (a block-quantized embedding, as llama.cpp's
-         * quantizer writes it, is dequantized) */
-        t->type = (!t->cols || i == 0) ? DA_QT_F32 : g->type;
-        if (!t->cols && !is_float_type(g->type)) {
-            st = da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms and lambdas",
-                           path, t->name, da_qtype_name(g->type));
-            break;
-        }
-    }
-    const da_gguf_tensor *ga = st.code ? NULL : da_gguf_tensor_find(&f, "act_absmax");
-    if (ga && (ga->type != DA_QT_F32 || ga->n_dims != 1 || ga->ne[0] != DA_N_SITES(&c)))
-        st = da_errorf("%s: tensor \"act_absmax\" must be f32 [%d] (4 per layer + 1)", path, DA_N_SITES(&c));
+    if (!st.code) st = check_tensors(q, &f, llama);
     if (!st.code) st = da_engine_alloc_blob(q);
     for (int i = 0; !st.code && i < q->n_tensors; i++) {
         da_qtensor *t = &q->t[i];
-        const da_gguf_tensor *g = file_tensor(&f, q, i, llama);
+        char name[160];
+        file_name(q, i, llama, name, sizeof name);
+        const da_gguf_tensor *g = da_gguf_tensor_find(&f, name);
         const unsigned char *src = da_gguf_data(&f, g);
         if (t->type == g->type) memcpy((void *)t->data, src, g->nbytes);
         else da_dequantize_row(g->type, src, (float *)(void *)t->data, (int64_t)g->ne[0] * g->ne[1]);
         da_gguf_release(&f, g);
     }
-    if (!st.code && ga) {
-        q->act_absmax = malloc((size_t)ga->ne[0] * sizeof(float));
-        if (!q->act_absmax) st = da_errorf("out of memory");
-        else memcpy(q->act_absmax, da_gguf_data(&f, ga), (size_t)ga->ne[0] * sizeof(float));
-        for (int i = 0; !st.code && i < ga->ne[0]; i++)
-            if (!(q->act_absmax[i] >= 0.0f) || !isfinite(q->act_absmax[i]))
-                st = da_errorf("%s: act_absmax[%d] = %g is not a finite non-negative range", path, i,
-                               (double)q->act_absmax[i]);
-    }
+    if (!st.code) st = read_act_absmax(q, &f);
     if (!st.code) {
         const da_gguf_kv *kv;
         const char *s;
@@ -315,7 +451,11 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
         /* the type asked for at quantization; a file without the key: layers.0.attn.q_proj's */
         q->weight_type = q->n_tensors > 2 ? q->t[2].type : DA_QT_F32;
         da_qtype wt;
-        if (!da_gguf_get_str(&f, "diffattn.weight_type", &s).code && !da_qtype_parse(s, &wt)) q->weight_type = wt;
+        int64_t ft = -1; /* a file llama.cpp requantized keeps diffattn's keys: trust them while file_type agrees */
+        (void)da_gguf_get_int(&f, "general.file_type", &ft);
+        if (!da_gguf_get_str(&f, "diffattn.weight_type", &s).code && !da_qtype_parse(s, &wt) &&
+            (ft < 0 || ft == (int64_t)file_type_of(wt)))
+            q->weight_type = wt;
         if (!st.code && q->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
             st = da_errorf("%s: activations are int8-static but the file has no act_absmax ranges", path);
     }

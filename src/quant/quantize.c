@@ -1,4 +1,5 @@
 /* Quantizing a model's weights into an engine (quantize.h). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn/variant.h"
@@ -41,6 +42,37 @@ static da_status table_for(da_engine *e, const da_config *cfg, const da_quantize
     da_status st = da_engine_init_table(e, cfg);
     if (!st.code && cfg->tie_embeddings && head_type(o) != DA_QT_F32) st = da_engine_add_head_copy(e);
     return st;
+}
+
+/* The embedding is stored as llama.cpp stores it (token_embd): in the weight
+ * type (q8_0 where the width is off the type's block, f32 off q8_0's too),
+ * or, tied, as the head (its quantized copy, or f32). The engine looks rows up in f32, so they are
+ * rounded through that type here, and the engine in memory computes what
+ * the file it is saved to does. */
+static void round_embedding(da_engine *q, const da_quantize_types *o) {
+    da_qtensor *t = &q->t[0];
+    const da_qtensor *src = q->head_copy ? &q->t[q->n_tensors - 1] : NULL;
+    int type = src ? src->type : q->cfg.tie_embeddings ? head_type(o) : o->type;
+    if (!src && t->cols % da_qtype_block(type)) type = t->cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
+    q->embed_type = type;
+    if (type == DA_QT_F32) return;
+    const size_t rb = da_qtype_row_bytes(type, t->cols);
+    float *x = (float *)(void *)t->data;
+#pragma omp parallel
+    {
+        unsigned char *row = src ? NULL : malloc(rb);
+#pragma omp for schedule(static)
+        for (int r = 0; r < t->rows; r++) {
+            float *xr = x + (size_t)r * t->cols;
+            if (src) {
+                da_dequantize_row(type, src->data + (size_t)r * src->row_bytes, xr, t->cols);
+            } else if (row) {
+                da_quantize_row(type, row, xr, t->cols);
+                da_dequantize_row(type, row, xr, t->cols);
+            }
+        }
+        free(row);
+    }
 }
 
 /* Every tensor's type into e->t (error: the first that does not fit). */
@@ -94,6 +126,7 @@ da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_
             da_quantize_row(t->cols ? t->type : DA_QT_F32, (unsigned char *)t->data + (size_t)r * t->row_bytes,
                             src + (size_t)r * n, n);
     }
+    round_embedding(q, o);
     q->act = DA_ACTQ_Q8;
     da_engine_bind(q);
     return da_ok();

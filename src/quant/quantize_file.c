@@ -158,3 +158,18 @@ da_status da_quantize_file(const char *model_path, const char *out_path, const d
     if (r == &scratch || st.code) da_quantize_report_free(r);
     return st;
 }
+
+da_status da_model_export_gguf(const da_model *m, const char *out_path, const char *type) {
+    da_qtype t;
+    if (!type || da_qtype_parse(type, &t) || (t != DA_QT_F32 && t != DA_QT_F16 && t != DA_QT_BF16))
+        return da_errorf("export: type \"%s\" is not one of f32, f16, bf16 (quantized types: diffattn quantize)",
+                         type ? type : "(null)");
+    da_quantize_types types = {t, t, 0};
+    da_engine q;
+    da_status st = da_engine_quantize(&q, m, &types);
+    if (st.code) return st;
+    q.act = DA_ACTQ_F32;
+    st = da_engine_save_gguf(&q, out_path);
+    da_engine_release(&q);
+    return st;
+}

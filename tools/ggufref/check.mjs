@@ -28,19 +28,21 @@ const tokenizer =
         merges: metadata["tokenizer.ggml.merges"]?.length,
         first_merge: metadata["tokenizer.ggml.merges"]?.[0],
         bos: metadata["tokenizer.ggml.bos_token_id"],
+        add_bos: metadata["tokenizer.ggml.add_bos_token"],
         eos: metadata["tokenizer.ggml.eos_token_id"],
         eos_text: tokens?.[metadata["tokenizer.ggml.eos_token_id"]],
         hf_json: typeof metadata["tokenizer.huggingface.json"],
       };
-const q = tensorInfos.find((t) => t.name === "layers.0.attn.q_proj.weight");
+const q = tensorInfos.find((t) => t.name === "blk.0.attn_q.weight" || t.name === "layers.0.attn.q_proj.weight");
+const arch = metadata["general.architecture"];
 console.log(
   JSON.stringify({
     version: metadata.version,
-    architecture: metadata["general.architecture"],
+    architecture: arch,
     alignment: metadata["general.alignment"],
-    block_count: metadata["diffattn.block_count"],
-    embedding_length: metadata["diffattn.embedding_length"],
-    variant: metadata["diffattn.variant"],
+    block_count: metadata[`${arch}.block_count`],
+    embedding_length: metadata[`${arch}.embedding_length`],
+    head_count: metadata[`${arch}.attention.head_count`],
     tensor_count: Number(metadata.tensor_count),
     tensors: tensorInfos.length,
     types,

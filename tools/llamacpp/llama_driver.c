@@ -22,9 +22,14 @@
  *       cache is llama.cpp's default, f16, unless --kv f32. One JSON line.
  *   llama_driver info MODEL
  *       the architecture, vocabulary, context, parameters and file size, one JSON line.
+ *   llama_driver compare A.npy B.npy
+ *       two float32 [T, vocab] logit arrays (A the reference): max |A - B| / max |A|,
+ *       the mean and largest KL(softmax A || softmax B) over positions, and the
+ *       fraction of positions whose argmax agrees; one JSON line. No llama.cpp call.
  *
  * Exit status 0 on success, 1 on any error (with a message on stderr). */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -374,6 +379,68 @@ static int cmd_info(int argc, char **argv) {
     return 0;
 }
 
+
+/* A float32 C-order 2-D .npy (version 1 or 2), as numpy writes it. */
+static int read_npy_f32(const char *path, float **x, int *rows, int *cols) {
+    char *b;
+    size_t n;
+    if (read_file(path, &b, &n)) return 1;
+    size_t hl = 0, off = 0;
+    if (n >= 10 && !memcmp(b, "\x93NUMPY", 6)) {
+        if (b[6] == 1) hl = (unsigned char)b[8] | (size_t)(unsigned char)b[9] << 8, off = 10;
+        else if (n >= 12) hl = (unsigned char)b[8] | (size_t)(unsigned char)b[9] << 8 | (size_t)(unsigned char)b[10] << 16, off = 12;
+    }
+    const char *shape = off && off + hl <= n ? strstr(b + off, "'shape': (") : NULL;
+    long r = 0, c = 0;
+    if (!shape || !strstr(b + off, "'<f4'") || strstr(b + off, "'fortran_order': True") ||
+        sscanf(shape + 10, "%ld, %ld", &r, &c) != 2 || r <= 0 || c <= 0 || (size_t)r * (size_t)c * 4 != n - off - hl) {
+        free(b);
+        return fail("%s: not a float32 2-D .npy", path);
+    }
+    *x = malloc((size_t)r * (size_t)c * sizeof(float));
+    memcpy(*x, b + off + hl, (size_t)r * (size_t)c * sizeof(float));
+    free(b);
+    *rows = (int)r;
+    *cols = (int)c;
+    return 0;
+}
+
+static int cmd_compare(int argc, char **argv) {
+    if (argc < 4) return fail("usage: llama_driver compare A.npy B.npy");
+    float *a, *b;
+    int ra, ca, rb, cb;
+    if (read_npy_f32(argv[2], &a, &ra, &ca) || read_npy_f32(argv[3], &b, &rb, &cb)) return 1;
+    if (ra != rb || ca != cb) return fail("compare: shapes [%d, %d] and [%d, %d] differ", ra, ca, rb, cb);
+    double max_abs = 0, max_err = 0, kl_sum = 0, kl_max = 0;
+    int same = 0;
+    for (int t = 0; t < ra; t++) {
+        const float *x = a + (size_t)t * ca, *y = b + (size_t)t * ca;
+        double mx = x[0], my = y[0];
+        for (int v = 0; v < ca; v++) {
+            if (fabs(x[v]) > max_abs) max_abs = fabs(x[v]);
+            if (fabs((double)x[v] - y[v]) > max_err) max_err = fabs((double)x[v] - y[v]);
+            if (x[v] > mx) mx = x[v];
+            if (y[v] > my) my = y[v];
+        }
+        double zx = 0, zy = 0;
+        for (int v = 0; v < ca; v++) zx += exp(x[v] - mx), zy += exp(y[v] - my);
+        double kl = 0;
+        for (int v = 0; v < ca; v++) {
+            const double lp = x[v] - mx - log(zx), lq = y[v] - my - log(zy);
+            kl += exp(lp) * (lp - lq);
+        }
+        kl_sum += kl;
+        if (kl > kl_max) kl_max = kl;
+        same += argmax(x, ca) == argmax(y, ca);
+    }
+    printf("{\"positions\":%d,\"vocab\":%d,\"max_abs_logit\":%.6g,\"max_rel_err\":%.6g,\"kl_mean\":%.6g,\"kl_max\":%.6g,"
+           "\"top1\":%.6f}\n",
+           ra, ca, max_abs, max_abs > 0 ? max_err / max_abs : max_err, kl_sum / ra, kl_max, (double)same / ra);
+    free(a);
+    free(b);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "";
     if (!strcmp(cmd, "logits")) return cmd_logits(argc, argv);
@@ -381,6 +448,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc, argv);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
     if (!strcmp(cmd, "info")) return cmd_info(argc, argv);
-    return fail("usage: llama_driver logits|tokenize|quantize|bench|info ... (see the comment at the top of "
+    if (!strcmp(cmd, "compare")) return cmd_compare(argc, argv);
+    return fail("usage: llama_driver logits|tokenize|quantize|bench|info|compare ... (see the comment at the top of "
                 "tools/llamacpp/llama_driver.c)");
 }
