@@ -216,8 +216,8 @@ float *da_gguf_rope_freqs(const da_config *c, int *n) {
         free(out);
         return NULL;
     }
-    rope_inv_freq(a, d, &native);
-    rope_inv_freq(b, d, &plain);
+    da_rope_inv_freq(a, d, &native);
+    da_rope_inv_freq(b, d, &plain);
     for (int j = 0; j < d / 2; j++) out[j] = (float)(b[j] / a[j]);
     free(a);
     *n = d / 2;
