@@ -963,7 +963,10 @@ static int test_nonfinite_weights_refused(void) {
     CHECK(!da_gguf_open(&g, q).code);
     size_t at = 0;
     for (int i = 0; i < g.n_tensors && !at; i++)
-        if (g.tensors[i].type == DA_QT_Q4_K) at = g.data_offset + (size_t)g.tensors[i].offset;
+        /* a matmul weight's block: the quantized embedding is dequantized at load and
+         * refused by the f32 check instead, naming the element */
+        if (g.tensors[i].type == DA_QT_Q4_K && strncmp(g.tensors[i].name, "token_embd", 10))
+            at = g.data_offset + (size_t)g.tensors[i].offset;
     da_gguf_close(&g);
     CHECK(at > 0);
     FILE *fp = fopen(q, "r+b");
