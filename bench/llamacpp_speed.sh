@@ -63,7 +63,7 @@ make_files() {
     "$BIN" export --format gguf --type f16 --model "$d/model.safetensors" --out "$d/f16.gguf" >&2
     "$BIN" quantize --model "$d/model.safetensors" --type q8_0 --out "$d/q8_0.gguf" >&2
     "$BIN" quantize --model "$d/model.safetensors" --type q4_0 --out "$d/q4_0.gguf" >&2
-    "$BIN" quantize --model "$d/model.safetensors" --type q4_k --out "$d/q4_k.gguf" >&2
+    "$BIN" quantize --model "$d/model.safetensors" --type q4_k --fallback q8_0 --out "$d/q4_k.gguf" >&2
     "$DRV" quantize "$d/f16.gguf" "$d/Q4_K_M.gguf" Q4_K_M --threads "$(nproc)" >&2
     [[ ${KEEP:-0} == 1 ]] || rm -f "$d/model.safetensors"
   fi
