@@ -100,6 +100,9 @@ for t in Q8_0 Q4_0; do
   echo "     $t: diffattn's file $ours bytes, llama.cpp's $theirs"
   le "$ours" "$theirs" && ok "$t: diffattn's file no larger than llama.cpp's" || bad "$t: $ours > $theirs bytes"
   engines "$T/ll_$lt.gguf" "$T/ids512" "llama.cpp's $t in diffattn"
+  # the quantizer copies the f16 export's diffattn.activations = f32: the requantized file must
+  # still take integer activations (f32 ones dequantize every row: 10x slower decoding)
+  check "llama.cpp's $t: q8 activations" "$("$BIN" bench generate --model "$T/ll_$lt.gguf" --prompt 4 --gen 2 --json 2>&1)" '"act":"q8"'
 done
 
 # ---- byte-level models: no tokenizer

@@ -442,20 +442,28 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
         const char *s;
         int64_t v;
         q->act = DA_ACTQ_Q8;
-        if (!da_gguf_get_str(&f, "diffattn.activations", &s).code && da_act_mode_parse(s, &q->act))
-            st = da_errorf("%s: diffattn.activations = \"%s\" (expected q8, int8-dynamic, int8-static, bf16 or f32)",
-                           path, s);
         if ((kv = da_gguf_kv_find(&f, "diffattn.awq")) && kv->type == DA_GGUF_BOOL) q->awq = kv->v.u != 0;
         if (!da_gguf_get_int(&f, "diffattn.calibration_sequences", &v).code && v >= 0 && v < (1 << 30))
             q->calib_samples = (int)v;
-        /* the type asked for at quantization; a file without the key: layers.0.attn.q_proj's */
+        /* the type asked for at quantization; a file without the key (llama.cpp's): its first
+         * integer-quantized matrix's, so its matmuls take integer activations */
         q->weight_type = q->n_tensors > 2 ? q->t[2].type : DA_QT_F32;
+        for (int i = 0; i < q->n_tensors; i++)
+            if (q->t[i].cols && q->t[i].type != DA_QT_F32 && q->t[i].type != DA_QT_F16 && q->t[i].type != DA_QT_BF16) {
+                q->weight_type = q->t[i].type;
+                break;
+            }
         da_qtype wt;
         int64_t ft = -1; /* a file llama.cpp requantized keeps diffattn's keys: trust them while file_type agrees */
         (void)da_gguf_get_int(&f, "general.file_type", &ft);
-        if (!da_gguf_get_str(&f, "diffattn.weight_type", &s).code && !da_qtype_parse(s, &wt) &&
-            (ft < 0 || ft == (int64_t)file_type_of(wt)))
-            q->weight_type = wt;
+        int own_keys = !da_gguf_get_str(&f, "diffattn.weight_type", &s).code && !da_qtype_parse(s, &wt) &&
+                       (ft < 0 || ft == (int64_t)file_type_of(wt));
+        if (own_keys) q->weight_type = wt;
+        /* the activations diffattn chose for its own weights; a requantized file (llama.cpp's
+         * quantizer copies an f16 export's "f32") takes the default for its new type */
+        if (own_keys && !da_gguf_get_str(&f, "diffattn.activations", &s).code && da_act_mode_parse(s, &q->act))
+            st = da_errorf("%s: diffattn.activations = \"%s\" (expected q8, int8-dynamic, int8-static, bf16 or f32)",
+                           path, s);
         if (!st.code && q->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
             st = da_errorf("%s: activations are int8-static but the file has no act_absmax ranges", path);
     }
