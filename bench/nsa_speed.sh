@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NSA against softmax, for the lead's run on the idle machine (issue 20, "Speed"):
+# NSA against softmax, to run on an idle machine (issue 20, "Speed"):
 # dim 768, --heads 6 --kv-heads 2 (12 query heads of 64, 4 KV heads), NSA's
 # defaults (l 32, s 16, l' 64, n 16, w 512), one alternating run each:
 #   train: one layer's attention forward+backward at T = 16384 and T = 4096
