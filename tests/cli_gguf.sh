@@ -89,7 +89,7 @@ bw=$(sed -n 's/.*"copy_bandwidth_gbs":\([0-9.]*\).*/\1/p' "$T/out" | head -1)
 expect_error "quantize: unknown type" "type \"q3_k\" is not one of q8_0" $BIN quantize --model "$M" --type q3_k --out "$T/x.gguf"
 expect_error "quantize: GGUF input" "already a GGUF" $BIN quantize --model "$T/q8_0.gguf" --type q4_0 --out "$T/x.gguf"
 expect_error "eval ppl: static without ranges" "calibrated" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --act int8-static
-expect_error "eval ppl: bad --kv" "expected f32 or int8" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --kv int4
+expect_error "eval ppl: bad --kv" "expected f32, f16 or int8" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --kv int4
 head -c 3000 "$T/q8_0.gguf" >"$T/trunc.gguf"
 expect_error "sample: truncated GGUF" "trunc.gguf" $BIN sample --model "$T/trunc.gguf" --max-new 4
 expect_error "eval ppl: truncated GGUF" "truncated" $BIN eval ppl --model "$T/trunc.gguf" --base "$M" --data "$T/text.txt"

@@ -393,13 +393,13 @@ da_status da_plot_heatmap(const char *path, const char *title, const char *xlabe
 typedef struct {
     int prompt, gen, reps; /* prompt tokens (one batch), greedy decoding steps, repetitions */
     const char *act;       /* activation mode for every model; NULL: each file's own (f32 for float weights) */
-    int kv_int8;
+    int kv_int8, kv_f16;   /* the KV cache: int8, f16, or (both 0) f32 */
 } da_bench_generate_opts;
 
 typedef struct {
     char weight_type[8], act[16];
     char dots[16];   /* the instruction set of the quantized dot products */
-    int kv_int8;
+    int kv_int8, kv_f16;
     long file_bytes;
     double best_prompt, best_decode; /* tokens/s, the best repetition */
     double decode_bytes;             /* read per decoded token, at the run's mean decoding context */

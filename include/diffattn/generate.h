@@ -72,9 +72,9 @@ size_t da_engine_file_bytes(const da_engine *e); /* of the file it was loaded fr
  * positions: every weight but the embedding table (one row of it; the whole
  * table when a tied model has no head copy, as it is then the head) and, in
  * every layer, the keys and values of the positions a query sees (a sliding
- * window's at most), f32 or int8 with their scales. Decoding is bound by
+ * window's at most), f32, f16, or int8 with their scales. Decoding is bound by
  * this over the machine's memory bandwidth. */
-double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8);
+double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8, int kv_f16);
 /* Tensor i (0 .. da_engine_n_tensors - 1) in the model's tensor order: its
  * name, its type ("f32", "q4_k", ...) and shape (cols 0 for vectors). */
 int da_engine_n_tensors(const da_engine *e);
@@ -87,6 +87,7 @@ typedef struct {
                        (symmetric, one absmax scale per query row of each map: the paper's Figure 8); 0: exact */
     int max_T;      /* positions the session holds; 0: the model's max_seq_len */
     int max_batch;  /* tokens one da_session_feed call may take; 0: max_T */
+    int kv_f16;     /* 1: the KV cache holds f16 (llama.cpp's default cache type; not with kv_int8) */
 } da_session_opts;
 
 /* Options with every field at its default: act -1, exact logits, f32 cache, max_seq_len positions. */

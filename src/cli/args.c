@@ -273,10 +273,11 @@ int cli_parse_run_opts(const char *act_s, const char *kv_s, da_session_opts *o) 
         return 1;
     }
     if (act_s) o->act = act;
-    if (kv_s && strcmp(kv_s, "int8") && strcmp(kv_s, "f32")) {
-        fprintf(stderr, "diffattn: --kv: expected f32 or int8\n");
+    if (kv_s && strcmp(kv_s, "int8") && strcmp(kv_s, "f32") && strcmp(kv_s, "f16")) {
+        fprintf(stderr, "diffattn: --kv: expected f32, f16 or int8\n");
         return 1;
     }
     o->kv_int8 = kv_s && !strcmp(kv_s, "int8");
+    o->kv_f16 = kv_s && !strcmp(kv_s, "f16");
     return 0;
 }

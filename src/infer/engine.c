@@ -72,6 +72,7 @@ struct da_session {
     int d, Ckv, kb, nkb, n_threads, maxw;
     long small_work;  /* multiply-adds below which a step stays on one thread (small_work_for_policy) */
     float *kf, *vf;   /* f32 cache: (L, slots, Ckv) each */
+    uint16_t *kh, *vh; /* f16 cache: (L, slots, Ckv) each */
     int8_t *k8, *v8;  /* int8 cache: (L, slots, Ckv) each */
     float *ks, *vs;   /* their scales: (L, slots, nkb) */
     float *rope_cos, *rope_sin; /* (max_T, d/2); positions past max_T (a ring) are computed into rope_far */
@@ -97,7 +98,7 @@ struct da_session {
 
 void da_session_free(da_session *s) {
     if (!s) return;
-    void *ps[] = {s->kf,  s->vf,   s->k8, s->v8, s->ks, s->vs,   s->rope_cos, s->rope_sin, s->x,        s->xn,
+    void *ps[] = {s->kf,  s->vf,   s->kh, s->vh, s->k8, s->v8, s->ks, s->vs,   s->rope_cos, s->rope_sin, s->x,        s->xn,
                   s->ao,  s->h1,   s->h3, s->logits, s->att, s->deq, s->wdeq, s->xr, s->aq, s->ad, s->asum,
                   s->fl_saved, s->fl_scratch, s->rope_far};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
@@ -115,7 +116,7 @@ int da_session_vocab_size(const da_session *s) { return s->cfg.vocab_size; }
 da_act_mode da_session_act(const da_session *s) { return (da_act_mode)s->o.act; }
 
 da_session_opts da_session_opts_default(void) {
-    da_session_opts o = {-1, 0, 0, 0, 0};
+    da_session_opts o = {-1, 0, 0, 0, 0, 0};
     return o;
 }
 
@@ -136,6 +137,7 @@ static da_status resolve_opts(const da_engine *q, const da_session_opts *in, da_
         return da_errorf("session: max_T = %d is out of range (1..max_seq_len=%d)", o->max_T, c->max_seq_len);
     if (o->max_batch < 0 || o->max_batch > o->max_T)
         return da_errorf("session: max_batch = %d is out of range (1..max_T=%d)", o->max_batch, o->max_T);
+    if (o->kv_int8 && o->kv_f16) return da_errorf("session: kv_int8 and kv_f16 are both set; pick one KV cache type");
     if (o->logit_bits < 0 || o->logit_bits == 1 || o->logit_bits > 24)
         return da_errorf("session: logit_bits = %d is out of range (0 = exact, or 2..24)", o->logit_bits);
     if (o->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
@@ -164,8 +166,13 @@ static int alloc_buffers(da_session *s) {
         ALLOC(s->ks, L * T * s->nkb);
         ALLOC(s->vs, L * T * s->nkb);
     } else {
-        ALLOC(s->kf, L * T * Ckv);
-        ALLOC(s->vf, L * T * Ckv);
+        if (s->o.kv_f16) {
+            ALLOC(s->kh, L * T * Ckv);
+            ALLOC(s->vh, L * T * Ckv);
+        } else {
+            ALLOC(s->kf, L * T * Ckv);
+            ALLOC(s->vf, L * T * Ckv);
+        }
         if (N > 1) {
             attn_shape as = prompt_shape(s, (int)N);
             ALLOC(s->fl_saved, s->var->train_floats(&as, 1));
@@ -456,6 +463,11 @@ static void kv_store(da_session *s, int l, int n) {
     for (int t = 0; t < n; t++) {
         const size_t row = (size_t)l * T + (size_t)(s->len + t) % T;
         const float *k = s->proj[s->view_k] + (size_t)t * Ckv, *v = s->proj[s->view_v] + (size_t)t * Ckv;
+        if (s->o.kv_f16) {
+            s->ops->half_from_f32(k, (int64_t)Ckv, s->kh + row * Ckv);
+            s->ops->half_from_f32(v, (int64_t)Ckv, s->vh + row * Ckv);
+            continue;
+        }
         if (!s->o.kv_int8) {
             memcpy(s->kf + row * Ckv, k, Ckv * sizeof(float));
             memcpy(s->vf + row * Ckv, v, Ckv * sizeof(float));
@@ -482,7 +494,15 @@ static void scores(const da_session *s, float *a, const float *Q, int l, int col
     const size_t T = s->slots, Ckv = s->Ckv;
     const int d = s->d, kb = s->kb;
     float mx = -INFINITY;
-    for (int t = 0; t < n; t++) {
+    for (int t = 0, len; s->o.kv_f16 && t < n; t += len) { /* runs of consecutive cache rows (a ring wraps once) */
+        const size_t row = (size_t)(p0 + t) % T;
+        len = n - t < (int)(T - row) ? n - t : (int)(T - row);
+        const uint16_t *kr = s->kh + ((size_t)l * T + row) * Ckv + col;
+        s->ops->half_gemm(DA_QT_F16, (const unsigned char *)kr, Ckv * sizeof(uint16_t), 0, len, d, Q, d, 1, a + t,
+                          len, 0);
+        for (int i = t; i < t + len; i++) a[i] *= scale;
+    }
+    for (int t = 0; !s->o.kv_f16 && t < n; t++) {
         const size_t base = (size_t)l * T + (size_t)(p0 + t) % T - (size_t)t; /* base + t: the row of position p0 + t */
         float dot = 0.0f;
         if (!s->o.kv_int8) {
@@ -514,7 +534,13 @@ static void scores(const da_session *s, float *a, const float *Q, int l, int col
 static void mix_values(const da_session *s, float *o, const float *p, int l, int col, int p0, int n, int w) {
     const size_t T = s->slots, Ckv = s->Ckv;
     for (int i = 0; i < w; i++) o[i] = 0.0f;
-    for (int t = 0; t < n; t++) {
+    for (int t = 0, len; s->o.kv_f16 && t < n; t += len) {
+        const size_t row = (size_t)(p0 + t) % T;
+        len = n - t < (int)(T - row) ? n - t : (int)(T - row);
+        const uint16_t *vr = s->vh + ((size_t)l * T + row) * Ckv + col;
+        s->ops->half_axpy(DA_QT_F16, (const unsigned char *)vr, Ckv * sizeof(uint16_t), len, p + t, w, o);
+    }
+    for (int t = 0; !s->o.kv_f16 && t < n; t++) {
         const size_t base = (size_t)l * T + (size_t)(p0 + t) % T - (size_t)t;
         if (!s->o.kv_int8) {
             const float *vr = s->vf + (base + t) * Ckv + col;

@@ -237,7 +237,7 @@ void da_engine_tensor(const da_engine *e, int i, const char **name, const char *
 
 size_t da_engine_file_bytes(const da_engine *e) { return e->file_bytes; }
 
-double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8) {
+double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8, int kv_f16) {
     const da_config *c = &e->cfg;
     double bytes = 0;
     for (int i = 1; i < e->n_tensors; i++) bytes += (double)e->t[i].row_bytes * e->t[i].rows;
@@ -245,7 +245,8 @@ double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8) {
     const int kb = da_kv_scale_block(da_head_dim(c));
     const double Ckv = (double)c->dim / (c->n_heads / c->n_kv_heads);
     const long keys = c->window > 0 && context > c->window ? c->window : context;
-    const double per_row = kv_int8 ? Ckv + 4.0 * Ckv / kb : 4.0 * Ckv; /* one position's keys, or its values */
+    /* one position's keys, or its values */
+    const double per_row = kv_int8 ? Ckv + 4.0 * Ckv / kb : kv_f16 ? 2.0 * Ckv : 4.0 * Ckv;
     return bytes + (double)c->n_layers * keys * 2.0 * per_row;
 }
 

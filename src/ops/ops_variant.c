@@ -67,4 +67,6 @@ const da_ops DA_CAT(da_ops_, DA_VARIANT) = {
     .qgemm_tiled = QGEMM_TILED,
     .qgemm = qgemm,
     .half_gemm = half_gemm,
+    .half_axpy = half_axpy,
+    .half_from_f32 = half_from_f32,
 };

@@ -210,3 +210,40 @@ static void half_gemm(int type, const unsigned char *w, size_t row_bytes, int r0
         }
     }
 }
+
+/* o[0..cols-1] += sum over t < n of p[t] * row t (F16 or BF16, row t at w + t * row_bytes): the value mix
+ * of attention over a 16-bit KV cache. Four rows per pass over o where the level has vectors. */
+static void half_axpy(int type, const unsigned char *w, size_t row_bytes, int n, const float *p, int64_t cols,
+                      float *o) {
+    int t = 0;
+#if HAVE_AVX2
+    if (cols % 8 == 0)
+        for (; t + 4 <= n; t += 4) {
+            const unsigned char *r = w + (size_t)t * row_bytes;
+            const __m256 p0 = _mm256_set1_ps(p[t]), p1 = _mm256_set1_ps(p[t + 1]), p2 = _mm256_set1_ps(p[t + 2]),
+                         p3 = _mm256_set1_ps(p[t + 3]);
+            for (int64_t i = 0; i < cols; i += 8) {
+                __m256 a = _mm256_loadu_ps(o + i);
+                a = _mm256_fmadd_ps(p0, half8(type, r + 2 * i), a);
+                a = _mm256_fmadd_ps(p1, half8(type, r + row_bytes + 2 * i), a);
+                a = _mm256_fmadd_ps(p2, half8(type, r + 2 * row_bytes + 2 * i), a);
+                a = _mm256_fmadd_ps(p3, half8(type, r + 3 * row_bytes + 2 * i), a);
+                _mm256_storeu_ps(o + i, a);
+            }
+        }
+#endif
+    for (; t < n; t++) {
+        const unsigned char *r = w + (size_t)t * row_bytes;
+        for (int64_t i = 0; i < cols; i++) o[i] += p[t] * half_at(type, r, i);
+    }
+}
+
+/* dst: n F16 values = x: (n) rounded to nearest even (the F16C instruction where the level has it). */
+static void half_from_f32(const float *x, int64_t n, uint16_t *dst) {
+    int64_t i = 0;
+#if HAVE_AVX2
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; i < n; i++) dst[i] = da_f32_to_fp16(x[i]);
+}
