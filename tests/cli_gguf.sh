@@ -28,6 +28,9 @@ for i in $(seq 1 300); do echo "line $i: the quick brown fox jumps over the lazy
 M="$T/m.safetensors"
 expect_ok "init" $BIN init --out "$M" --dim 256 --layers 1 --heads 2 --ffn 256 --seq 64
 for t in q8_0 q4_0 q4_k; do expect_ok "quantize $t" $BIN quantize --model "$M" --type $t --out "$T/$t.gguf"; done
+# the 4-bit files keep the LM head in q6_K, as llama.cpp's quantizer does (dim 256: one super-block a row)
+out=$($BIN info --model "$T/q4_0.gguf")
+[[ $out == *"output.weight: q6_k"* ]] && ok "q4_0's head is q6_k" || bad "q4_0's head is q6_k: $out"
 # a width off q4_k's 256 (dim 128) is an error naming the tensor, unless --fallback q8_0 allows it
 "$BIN" init --out "$T/m128.safetensors" --dim 128 --layers 1 --heads 2 --seq 64 >/dev/null
 err=$($BIN quantize --model "$T/m128.safetensors" --type q4_k --out "$T/k.gguf" 2>&1 >/dev/null); rc=$?

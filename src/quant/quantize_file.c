@@ -97,8 +97,9 @@ static da_status parse_opts(const da_quantize_opts *o, da_quantize_types *types,
         types->fallback_q8 = 1;
     }
     if (o->output_type) {
-        if (da_qtype_parse(o->output_type, &t))
-            return da_errorf("quantize: output_type \"%s\" is not one of q8_0, q4_0, q4_k, f16, bf16, f32",
+        if (!strcmp(o->output_type, "q6_k") || !strcmp(o->output_type, "q6_K")) t = DA_QT_Q6_K;
+        else if (da_qtype_parse(o->output_type, &t))
+            return da_errorf("quantize: output_type \"%s\" is not one of q6_k, q8_0, q4_0, q4_k, f16, bf16, f32",
                              o->output_type);
         types->output_type = t;
     }
