@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "diffattn.h"
+#include "diffattn/experiments.h"
+#include "experiments/arch_column.h"
 #include "harness.h"
 #include "infer/engine.h"
 #include "io/gguf_llama.h"
@@ -295,6 +297,36 @@ static int test_files(void) {
     return 0;
 }
 
+/* compare's columns: one --archs token names an architecture and its options. */
+static int test_columns(void) {
+    da_task_compare_config c;
+    da_task_compare_config_default(&c);
+    CHECK(!da_task_parse_archs(&c, "diff,diff:head-norm=off,diff:lambda-init=0.8,diff:lambda-init=0.5,softmax,"
+                                   "softmax:head-norm=on,diff2").code);
+    CHECK(c.n_archs == 7 && c.archs[1] == DA_ARCH_DIFF && c.archs[5] == DA_ARCH_SOFTMAX && c.archs[6] == DA_ARCH_DIFF2);
+    CHECK(!c.columns[0][0] && !strcmp(c.columns[1], "diff:head-norm=off") && !c.columns[4][0]);
+    da_config cfg;
+    da_config_default(&cfg);
+    CHECK(!da_arch_column_apply("diff:lambda-init=0.5:head-norm=off", &cfg).code);
+    CHECK(cfg.lambda_init == 0.5f && cfg.head_norm == DA_HEAD_NORM_OFF);
+    static const char *const bad[][2] = {
+        {"diff2:head-norm=off", "head_norm"},    {"softmax:lambda-init=0.5", "lambda_init"},
+        {"diff:lambda-init=2", "lambda_init"},   {"diff:dim=64", "not a column option"},
+        {"diff:head-norm", "flag=value"},        {"diff:", "no option"},
+        {"diff,diff", "listed twice"},           {"diff:head-norm=off,diff:head-norm=off", "listed twice"},
+        {"difff:head-norm=off", "not an architecture"}, {"diff:head-norm=maybe", "expected"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        da_task_compare_config_default(&c);
+        da_status st = da_task_parse_archs(&c, bad[i][0]);
+        if (!st.code || !strstr(st.msg, bad[i][1])) {
+            fprintf(stderr, "  --archs %s: \"%s\" (expected an error with \"%s\")\n", bad[i][0], st.msg, bad[i][1]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/da_test_ablation_%d", (int)getpid());
     CHECK(!mkdir(tmpdir, 0700) || errno == EEXIST);
@@ -303,6 +335,7 @@ int main(void) {
     RUN(test_flash_equals_reference);
     RUN(test_decode_equals_recompute);
     RUN(test_files);
+    RUN(test_columns);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd)) fprintf(stderr, "  could not remove %s\n", tmpdir);
