@@ -394,6 +394,7 @@ typedef struct {
     int prompt, gen, reps; /* prompt tokens (one batch), greedy decoding steps, repetitions */
     const char *act;       /* activation mode for every model; NULL: each file's own (f32 for float weights) */
     int kv_int8;
+    da_load_opts load; /* how the model files are read */
 } da_bench_generate_opts;
 
 typedef struct {
