@@ -289,6 +289,12 @@ da_status da_task_compare(const da_task_compare_config *c);
  * refuses or (force) clears an existing study, makes the folders, and gives
  * the number of runs. */
 da_status da_task_compare_prepare(const da_task_compare_config *c, int *n_runs);
+/* The study folder's lock, which such a driver holds from prepare to report
+ * (the run processes it starts do not take it): one writer at a time; a
+ * second is refused, naming the holder's pid. Makes the folder; *fd is -1
+ * on error. da_task_compare takes it itself. */
+da_status da_task_compare_lock(const da_task_compare_config *c, int *fd);
+void da_task_compare_unlock(int fd);
 /* Whether run k has a result file made with these settings. */
 int da_task_compare_run_done(const da_task_compare_config *c, int k);
 /* The run to start i-th (0 <= i < n_runs): seed by seed, every cell and
