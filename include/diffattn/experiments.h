@@ -296,6 +296,12 @@ da_status da_task_compare(const da_task_compare_config *c);
  * refuses or (force) clears an existing study, makes the folders, and gives
  * the number of runs. */
 da_status da_task_compare_prepare(const da_task_compare_config *c, int *n_runs);
+/* The study folder's lock, which such a driver holds from prepare to report
+ * (the run processes it starts do not take it): one writer at a time; a
+ * second is refused, naming the holder's pid. Makes the folder; *fd is -1
+ * on error. da_task_compare takes it itself. */
+da_status da_task_compare_lock(const da_task_compare_config *c, int *fd);
+void da_task_compare_unlock(int fd);
 /* Whether run k has a result file made with these settings. */
 int da_task_compare_run_done(const da_task_compare_config *c, int k);
 /* The run to start i-th (0 <= i < n_runs): seed by seed, every cell and
@@ -401,6 +407,7 @@ typedef struct {
     int prompt, gen, reps; /* prompt tokens (one batch), greedy decoding steps, repetitions */
     const char *act;       /* activation mode for every model; NULL: each file's own (f32 for float weights) */
     int kv_int8;
+    da_load_opts load; /* how the model files are read */
 } da_bench_generate_opts;
 
 typedef struct {

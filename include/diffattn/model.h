@@ -154,6 +154,8 @@ float da_model_lambda(const da_model *m, int layer);
  * `diffattn quantize` also loads, its weights dequantized to f32. Loading
  * checks every name, shape and dtype (F32 or BF16) against the metadata. */
 da_status da_model_load(da_model *m, const char *path);
+/* da_model_load with load options o (NULL: the defaults). */
+da_status da_model_load_with(da_model *m, const char *path, const da_load_opts *o);
 /* The parameters a model of configuration c has (da_model_create's table,
  * summed; SIZE_MAX when beyond size_t): what loaders check a file's bytes
  * against before allocating the model it declares. */

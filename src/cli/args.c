@@ -299,3 +299,17 @@ int cli_parse_run_opts(const char *act_s, const char *kv_s, da_session_opts *o) 
     o->kv_int8 = kv_s && !strcmp(kv_s, "int8");
     return 0;
 }
+
+/* Set once, by main, before any command runs; read-only afterwards. */
+static da_load_opts invocation_load_opts;
+
+int cli_take_load_opts(int argc, char **argv) {
+    int out = 0;
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--allow-nonfinite")) invocation_load_opts.allow_nonfinite = 1;
+        else argv[out++] = argv[i];
+    argv[out] = NULL;
+    return out;
+}
+
+const da_load_opts *cli_load_opts(void) { return &invocation_load_opts; }

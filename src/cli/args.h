@@ -36,6 +36,12 @@ int cli_parse(const char *cmd, const char *summary, int argc, char **argv, cli_o
               const char *const *required);
 int cli_was_set(const cli_opt *opts, int n_opts, const char *name);
 
+/* The load options of this invocation. main takes --allow-nonfinite out of
+ * argv wherever it stands (cli_take_load_opts), before a command runs; the
+ * commands pass cli_load_opts() to every loader. Returns the new argc. */
+int cli_take_load_opts(int argc, char **argv);
+const da_load_opts *cli_load_opts(void);
+
 /* From now on Ctrl-C (SIGINT) and SIGTERM set the returned flag, which long
  * jobs poll to checkpoint and stop; a second signal ends the process at once. */
 volatile int *cli_catch_stop_signals(void);

@@ -78,7 +78,7 @@ int cmd_info(int argc, char **argv) {
     if (system) return print_system();
     if (!path) return cli_fail("info: --model is required (or --system)");
     da_model m;
-    da_status st = da_model_load_any(&m, path);
+    da_status st = da_model_load_any_with(&m, path, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
     const da_config *c = &m.cfg;
     const da_arch_info info = da_arch_describe(c->arch);
@@ -134,7 +134,7 @@ int cmd_info(int argc, char **argv) {
     }
     da_model_free(&m);
     da_engine *e = NULL;
-    if ((st = da_engine_load(&e, path)).code) return cli_fail(st.msg);
+    if ((st = da_engine_load_with(&e, path, cli_load_opts())).code) return cli_fail(st.msg);
     print_weight_types(e);
     da_engine_free(e);
     return 0;

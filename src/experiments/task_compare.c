@@ -743,10 +743,17 @@ da_status da_task_compare_report(const da_task_compare_config *c, double wall_s)
 static da_status task_compare_locked(const da_task_compare_config *c);
 
 /* The whole study in one process holds out_dir's lock (io/run_lock.h). */
-da_status da_task_compare(const da_task_compare_config *c) {
-    int lock_fd = -1;
+da_status da_task_compare_lock(const da_task_compare_config *c, int *fd) {
+    *fd = -1;
     da_status st = da_make_dirs(c->out_dir);
-    if (!st.code) st = da_run_lock(c->out_dir, &lock_fd);
+    return st.code ? st : da_run_lock(c->out_dir, fd);
+}
+
+void da_task_compare_unlock(int fd) { da_run_unlock(fd); }
+
+da_status da_task_compare(const da_task_compare_config *c) {
+    int lock_fd;
+    da_status st = da_task_compare_lock(c, &lock_fd);
     if (!st.code) st = task_compare_locked(c);
     da_run_unlock(lock_fd);
     return st;
