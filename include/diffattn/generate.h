@@ -44,6 +44,8 @@ int da_act_mode_parse(const char *s, da_act_mode *out); /* 0 ok, -1 unknown */
 /* A model file: a diffattn safetensors checkpoint, or a GGUF from `diffattn
  * quantize`. Errors name the file and the field. */
 da_status da_engine_load(da_engine **out, const char *path);
+/* da_engine_load with load options o (NULL: the defaults). */
+da_status da_engine_load_with(da_engine **out, const char *path, const da_load_opts *o);
 /* f32 views of m's parameters, no copy: m must outlive the engine. λ is
  * computed here, once: make a new engine after changing m's parameters. */
 da_status da_engine_from_model(da_engine **out, const da_model *m);
@@ -141,6 +143,7 @@ da_status da_generate(da_session *s, const int *prompt, int n_prompt, const da_g
  * evaluations that need activations): safetensors as stored, GGUF weights
  * dequantized to f32. */
 da_status da_model_load_any(da_model *m, const char *path);
+da_status da_model_load_any_with(da_model *m, const char *path, const da_load_opts *o);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,7 @@ typedef struct {
     int calib_seq;           /* tokens per calibration sequence; 0: the model's max_seq_len */
     int awq;                 /* with calib_data: 1 = AWQ scaling, 0 = only the int8 ranges */
     uint64_t seed;           /* calibration sampling seed */
+    da_load_opts load;       /* how the model file is read */
 } da_quantize_opts;
 
 void da_quantize_opts_default(da_quantize_opts *o);

@@ -13,7 +13,7 @@
 int cmd_bench_generate(int argc, char **argv) {
     const char *model = NULL, *also = NULL, *kv_s = NULL;
     int json = 0, bandwidth = 0;
-    da_bench_generate_opts o = {128, 128, 3, NULL, 0, 0};
+    da_bench_generate_opts o = {128, 128, 3, NULL, 0, *cli_load_opts(), 0};
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model (.safetensors, or .gguf: run quantized)", 0},
         {"also", OPT_STR, &also, "comma-separated further models timed in the same run, interleaved", 0},

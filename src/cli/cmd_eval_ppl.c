@@ -42,8 +42,8 @@ int cmd_eval_ppl(int argc, char **argv) {
     da_engine *qe = NULL, *be = NULL;
     da_text_data d;
     da_ppl_result r;
-    da_status st = da_engine_load(&qe, model);
-    if (!st.code && !(st = da_engine_load(&be, base)).code) pc.base_file_bytes = (long)da_engine_file_bytes(be);
+    da_status st = da_engine_load_with(&qe, model, cli_load_opts());
+    if (!st.code && !(st = da_engine_load_with(&be, base, cli_load_opts())).code) pc.base_file_bytes = (long)da_engine_file_bytes(be);
     const da_config *c = qe ? da_engine_config(qe) : NULL;
     /* text through the model's tokenizer; any other vocabulary is an error */
     if (!st.code && !(st = da_text_data_load_tok(&d, data, val_fraction, ctx ? ctx : c->max_seq_len,

@@ -60,7 +60,7 @@ int cmd_export(int argc, char **argv) {
     da_status st = da_check_outputs_not_inputs(outputs, gguf ? 1 : 3, &model, 1);
     if (st.code) return cli_fail(st.msg);
     da_model m;
-    st = da_model_load_any(&m, model);
+    st = da_model_load_any_with(&m, model, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
     if (!(st = folder_tokenizer(&m, model)).code) st = gguf ? da_model_export_gguf(&m, out, type) : da_model_export_hf(&m, out);
     if (!st.code && gguf)

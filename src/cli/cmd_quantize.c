@@ -13,6 +13,7 @@
 int cmd_quantize(int argc, char **argv) {
     da_quantize_opts o;
     da_quantize_opts_default(&o);
+    o.load = *cli_load_opts();
     const char *model = NULL, *out = NULL;
     int no_awq = 0;
     cli_opt opts[] = {

@@ -55,7 +55,7 @@ int cmd_sample(int argc, char **argv) {
     if (!(top_p > 0 && top_p <= 1)) return cli_fail("--top-p must lie in (0, 1]");
     if (strcmp(kv_s, "f32") && strcmp(kv_s, "f16") && strcmp(kv_s, "int8")) return cli_fail("--kv: expected f32, f16 or int8");
     da_engine *e = NULL;
-    da_status st = da_engine_load(&e, model);
+    da_status st = da_engine_load_with(&e, model, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
     const da_config cfg = *da_engine_config(e);
     da_tokenizer *tok = NULL;

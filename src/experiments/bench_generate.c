@@ -65,7 +65,7 @@ da_status da_bench_generate(const char *const *paths, int n, const da_bench_gene
     da_status st = e && so && prompt ? da_ok() : da_errorf("bench generate: out of memory");
     memset(res, 0, (size_t)n * sizeof *res);
     for (int i = 0; i < n && !st.code; i++) {
-        if ((st = da_engine_load(&e[i], paths[i])).code) break;
+        if ((st = da_engine_load_with(&e[i], paths[i], &o->load)).code) break;
         const da_config *c = da_engine_config(e[i]);
         if (o->prompt + o->gen > c->max_seq_len)
             st = da_errorf("%s: prompt %d + gen %d exceeds max_seq_len %d", paths[i], o->prompt, o->gen, c->max_seq_len);

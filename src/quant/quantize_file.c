@@ -127,7 +127,7 @@ da_status da_quantize_file(const char *model_path, const char *out_path, const d
     if (da_gguf_is_gguf(model_path))
         return da_errorf("%s: already a GGUF; quantize the full-precision .safetensors it came from", model_path);
     da_model m;
-    if ((st = da_model_load(&m, model_path)).code) return st;
+    if ((st = da_model_load_with(&m, model_path, &o->load)).code) return st;
     r->n_layers = m.cfg.n_layers;
     r->n_params = m.n_params;
     r->few_calib_samples = o->calib_data && o->calib_samples < DA_CALIB_MIN_SEQUENCES;
