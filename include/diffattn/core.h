@@ -145,7 +145,8 @@ typedef struct {
                          * when not the default, and absent reads as the default (a field added later, so
                          * files without it keep their bytes and their meaning) */
     const char *help;
-    const char *const *names; /* DA_FIELD_ENUM: NULL-terminated spellings */
+    const char *const *names; /* DA_FIELD_ENUM: NULL-terminated spellings; DA_FIELD_FLOAT: NULL, or names[0]
+                               * spells the default (its format and a value the parser accepts) */
 } da_field;
 
 /* Every field of obj to its default. */

@@ -16,7 +16,8 @@ extern "C" {
 /* DIFF and the softmax baseline trained at equal parameters, tokens, data and
  * seed, then the same evaluations on both, with a side-by-side report
  * (report.md, report.json, figures) in out_dir. */
-#define DA_COMPARE_MAX_ARCHS 5
+#define DA_COMPARE_MAX_ARCHS 8
+#define DA_COLUMN_NAME_MAX 48 /* a column token of --archs: "diff:lambda-init=0.5:head-norm=off" */
 
 typedef struct {
     const char *out_dir;
@@ -247,6 +248,9 @@ typedef struct {
      * initialisation is copied into the others; verdicts are against softmax when it is listed */
     da_arch archs[DA_COMPARE_MAX_ARCHS];
     int windows[DA_COMPARE_MAX_ARCHS]; /* > 0: that arch with a sliding window of this many keys ("swa") */
+    /* a column with model options: its --archs token ("diff:head-norm=off"), its name in reports and run
+     * files; "" for a plain architecture */
+    char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
     int n_archs;
     int swa_window;        /* the window of "swa" in --archs */
     int n_pairs, pairs[8]; /* mqar sweep (0: task.pairs) */
@@ -270,8 +274,11 @@ typedef struct {
 } da_task_compare_config;
 
 void da_task_compare_config_default(da_task_compare_config *c);
-/* --archs into c->archs and c->windows: diff, diff2, softmax, and swa (the
- * softmax model with a sliding window of c->swa_window keys, set first). */
+/* --archs into c->archs, c->windows and c->columns: diff, diff2, softmax,
+ * swa (the softmax model with a sliding window of c->swa_window keys, set
+ * first), and an architecture with model options, "arch:flag=value[:...]"
+ * (flags head-norm and lambda-init: "diff:head-norm=off",
+ * "softmax:head-norm=on", "diff:lambda-init=0.5"). */
 da_status da_task_parse_archs(da_task_compare_config *c, const char *list);
 /* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
  * semicolons; keys heads, dim, layers, lr, batch) into c->grid. */

@@ -15,7 +15,7 @@ extern "C" {
 /* The schema of da_config: one row per field, in checkpoint-metadata order
  * (src/model/config.c). n_kv_heads and ffn_hidden default to 0 there, meaning
  * "derived" (see da_config_from_diff_heads). */
-#define DA_CONFIG_N_FIELDS 18
+#define DA_CONFIG_N_FIELDS 20
 extern const da_field da_config_fields[DA_CONFIG_N_FIELDS];
 
 /* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads),
@@ -43,6 +43,10 @@ int da_arch_maps(da_arch a);
 int da_default_ffn_hidden(int dim);
 /* 0.8 - 0.6*exp(-0.3*depth), depth 0-based. */
 float da_lambda_init(int depth);
+/* DIFF's lambda_init of layer l (0-based) under c: c->lambda_init, or the depth schedule. */
+float da_config_lambda_init(const da_config *c, int layer);
+/* 1 when c's attention has the per-head norm (c->head_norm resolved against the variant's default). */
+int da_config_head_norm(const da_config *c);
 const char *da_arch_name(da_arch a);
 const char *da_rope_freq_name(da_rope_freq f);   /* "diff", "llama" */
 int da_rope_freq_parse(const char *s, da_rope_freq *out);   /* 0 ok, -1 unknown */

@@ -125,7 +125,10 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
     cli_opt opts[] = {
         {"task", OPT_STR, &task, "mqar | noisy-recall | icl | counterfactual | needle | text (see docs/tasks.md)", 0},
         {"out", OPT_STR, &c.out_dir, "folder for report.md, report.json, the figures and runs/ (one result file per run)", 0},
-        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax, swa", 0},
+        {"archs", OPT_STR, &archs,
+         "comma-separated columns trained side by side: diff, diff2, softmax, swa, or an architecture with model "
+         "options, arch:flag=value[:flag=value] (flags head-norm, lambda-init: diff:head-norm=off, "
+         "softmax:head-norm=on, diff:lambda-init=0.5)", 0},
         {"swa-window", OPT_INT, &c.swa_window, "swa: softmax attention over the last W keys only", 0},
         {"grid", OPT_STR, &grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
                                  "(heads, dim, layers, lr, batch; every combination is a cell)", 0},

@@ -90,8 +90,18 @@ int cmd_info(int argc, char **argv) {
     da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &def);
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *f = &da_config_fields[i];
-        if (f->stored == DA_STORED_UNLESS_DEFAULT && da_field_equal(f, c, &def)) continue;
         char v[64], note[96] = "";
+        if (!strcmp(f->key, "head_norm")) { /* always, resolved against the variant's default */
+            printf("%-14s %s%s\n", f->key, da_config_head_norm(c) ? "on" : "off",
+                   c->head_norm == DA_HEAD_NORM_DEFAULT ? " (the variant's default)" : "");
+            continue;
+        }
+        if (!strcmp(f->key, "lambda_init") && info.per_layer_lambda) {
+            da_field_format(f, c, v, sizeof v);
+            printf("%-14s %s%s\n", f->key, v, c->lambda_init > 0.0f ? " (every layer)" : " (0.8 - 0.6 exp(-0.3 layer))");
+            continue;
+        }
+        if (f->stored == DA_STORED_UNLESS_DEFAULT && da_field_equal(f, c, &def)) continue;
         da_field_format(f, c, v, sizeof v);
         if (!strcmp(f->key, "n_heads")) snprintf(note, sizeof note, "%s", info.heads_note);
         if (!strcmp(f->key, "window")) snprintf(note, sizeof note, " (each token sees the last %d keys)", c->window);
@@ -102,6 +112,8 @@ int cmd_info(int argc, char **argv) {
     if (info.extra_params_note[0]) {
         /* against the baseline with the same heads */
         da_config base = *c;
+        base.head_norm = DA_HEAD_NORM_DEFAULT;
+        base.lambda_init = 0.0f;
         for (int a = 0; a < DA_ARCH_N; a++)
             if (da_arch_describe((da_arch)a).baseline) base.arch = (da_arch)a;
         da_model b;
@@ -117,7 +129,8 @@ int cmd_info(int argc, char **argv) {
     if (info.per_layer_lambda) {
         printf("lambda         layer  lambda_init  lambda\n");
         for (int l = 0; l < c->n_layers; l++)
-            printf("               %5d  %11.4f  %.4f\n", l, (double)da_lambda_init(l), (double)da_model_lambda(&m, l));
+            printf("               %5d  %11.4f  %.4f\n", l, (double)da_config_lambda_init(c, l),
+                   (double)da_model_lambda(&m, l));
     }
     da_model_free(&m);
     da_engine *e = NULL;
