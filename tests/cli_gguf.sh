@@ -103,5 +103,14 @@ printf 'GGUF\003\0\0\0\0\0\0\0\0\0\0\0\001\0\0\0\0\0\0\0\024\0\0\0\0\0\0\0genera
 expect_error "sample: a llama file without its keys" "llama.context_length" $BIN sample --model "$T/llama.gguf" --max-new 4
 expect_error "bench generate: a llama file without its keys" "llama.context_length" $BIN bench generate --model "$T/llama.gguf"
 
+# export names the architecture it writes: llama.cpp's llama only without a head norm (or a window)
+for hn in off on; do
+  "$BIN" init --arch softmax --head-norm $hn --dim 64 --layers 1 --heads 2 --vocab 256 --out "$T/hn_$hn.safetensors" >/dev/null
+  out=$("$BIN" export --format gguf --model "$T/hn_$hn.safetensors" --out "$T/hn_$hn.gguf")
+  want=llama; [[ $hn == on ]] && want=diffattn-softmax
+  [[ $out == *"architecture $want,"* ]] && ok "export of softmax --head-norm $hn says architecture $want" ||
+    bad "export --head-norm $hn: $out"
+done
+
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

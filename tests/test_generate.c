@@ -203,10 +203,16 @@ static int test_prefill_diff2_gqa(void) { return check_prefill(DA_ARCH_DIFF2, 4,
  * windows back, re-positioned from 0: RoPE sees only distances), and on
  * the whole prefix while that fits. */
 /* kv: 0 an f32 cache, 1 int8, 2 f16 */
-static int check_ring_b(da_arch arch, int heads, int kv_heads, int kv, int MAXB, const char *what) {
+static int check_ring_rope(da_arch arch, int heads, int kv_heads, int kv, int MAXB, int llama3_rope,
+                           const char *what) {
     enum { W = 9, N = 200, MAXSEQ = 64 };
     da_model m;
     if (make_model_win(&m, arch, 32, heads, kv_heads, 0, MAXSEQ, W, 21)) return 1;
+    if (llama3_rope) { /* positions past the tables follow the model's frequency rule and scaling too */
+        m.cfg.rope_freq = DA_ROPE_FREQ_LLAMA, m.cfg.rope_scaling = DA_ROPE_SCALE_LLAMA3;
+        m.cfg.rope_factor = 8.0f, m.cfg.rope_low_freq_factor = 1.0f, m.cfg.rope_high_freq_factor = 4.0f;
+        m.cfg.rope_original_max_pos = 16;
+    }
     const int V = m.cfg.vocab_size, reach = m.cfg.n_layers * (W - 1) + 1;
     int tok[N];
     make_tokens(tok, N, V, 8 + MAXB);
@@ -253,9 +259,15 @@ static int check_ring_b(da_arch arch, int heads, int kv_heads, int kv, int MAXB,
     return rc;
 }
 
+static int check_ring_b(da_arch arch, int heads, int kv_heads, int kv, int MAXB, const char *what) {
+    return check_ring_rope(arch, heads, kv_heads, kv, MAXB, 0, what);
+}
+
 static int check_ring(da_arch arch, int heads, int kv_heads, int kv, const char *what) {
     return check_ring_b(arch, heads, kv_heads, kv, 4, what);
 }
+
+static int test_ring_llama3_rope(void) { return check_ring_rope(DA_ARCH_SOFTMAX, 4, 2, 0, 4, 1, "ring softmax, llama3 RoPE"); }
 
 static int test_ring_diff(void) { return check_ring(DA_ARCH_DIFF, 2, 1, 0, "ring diff gqa"); }
 /* calls of up to max_T = max_batch = 64 tokens: the ring holds window - 1 + 64 rows, more than max_T */
@@ -609,6 +621,7 @@ int main(void) {
     RUN(test_ring_int8);
     RUN(test_ring_f16);
     RUN(test_ring_f16_softmax);
+    RUN(test_ring_llama3_rope);
     RUN(test_prefill_window);
     RUN(test_reset_reproduces);
     RUN(test_decode_errors);

@@ -55,7 +55,14 @@ int da_rope_scale_parse(const char *s, da_rope_scale *out); /* 0 ok, -1 unknown 
 /* cos, sin: (T, d/2) tables of position t and pair j for cfg's head size,
  * frequency rule and scaling (every RoPE user builds its tables here). */
 void da_rope_tables(const da_config *cfg, float *cos_tab, float *sin_tab, int T);
+/* Row pos of those tables, for any position (a ring session's past them):
+ * cos_row, sin_row: (d/2), the same values da_rope_tables gives. */
+void da_rope_at(const da_config *cfg, long pos, float *cos_row, float *sin_row);
 int da_arch_parse(const char *s, da_arch *out); /* 0 ok, -1 unknown */
+/* The general.architecture a GGUF of c is written with: "llama" (what
+ * llama.cpp runs: softmax, no window, no head norm), else "diffattn-" and
+ * da_arch_name. */
+void da_gguf_arch_of(const da_config *c, char *out, size_t n);
 
 /* What reports say of an architecture: its attention variant's table entry
  * (src/attn/variant.h), seen through the public API. */

@@ -411,48 +411,22 @@ static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int a
     }
 }
 
-static void rmsnorm_rows(float *out, const float *x, const float *w, int n, int C, float eps) {
-    for (int t = 0; t < n; t++) {
-        const float *xr = x + (size_t)t * C;
-        float ss = 0.0f;
-        for (int i = 0; i < C; i++) ss += xr[i] * xr[i];
-        const float r = 1.0f / sqrtf(ss / C + eps);
-        for (int i = 0; i < C; i++) out[(size_t)t * C + i] = xr[i] * r * w[i];
-    }
+static void rmsnorm_rows(const da_session *s, float *out, const float *x, const float *w, int n, int C) {
+    for (int t = 0; t < n; t++) s->ops->rmsnorm_row(out + (size_t)t * C, x + (size_t)t * C, w, C, s->cfg.norm_eps);
 }
 
-/* cos and sin of position pos: (d/2) each. A ring session's positions past
- * the table are computed as da_rope_tables_theta does (the angle in double). */
-static void rope_at(const da_session *s, int pos, const float **cr, const float **sr) {
-    const int half = s->d / 2;
-    if (pos < s->max_T) {
-        *cr = s->rope_cos + (size_t)pos * half;
-        *sr = s->rope_sin + (size_t)pos * half;
-        return;
-    }
-    float *far = s->rope_far;
-    for (int j = 0; j < half; j++) {
-        const double a = (double)pos * pow((double)s->cfg.rope_theta, -(double)j / (double)(half - 1));
-        far[j] = (float)cos(a);
-        far[half + j] = (float)sin(a);
-    }
-    *cr = far;
-    *sr = far + half;
-}
-
+/* Rotates n rows of width floats (d-wide sub-heads) at positions pos0..;
+ * a ring session's positions past the tables get their angles computed. */
 static void rope_rows(float *x, const da_session *s, int pos0, int n, int width) {
     const int d = s->d, half = d / 2;
     for (int t = 0; t < n; t++) {
-        const float *cr, *sr;
-        rope_at(s, pos0 + t, &cr, &sr);
-        for (int h = 0; h < width / d; h++) {
-            float *v = x + (size_t)t * width + (size_t)h * d;
-            for (int j = 0; j < half; j++) {
-                float x0 = v[2 * j], x1 = v[2 * j + 1];
-                v[2 * j] = x0 * cr[j] - x1 * sr[j];
-                v[2 * j + 1] = x0 * sr[j] + x1 * cr[j];
-            }
+        const int pos = pos0 + t;
+        const float *cr = s->rope_cos + (size_t)pos * half, *sr = s->rope_sin + (size_t)pos * half;
+        if (pos >= s->max_T) {
+            da_rope_at(&s->cfg, pos, s->rope_far, s->rope_far + half);
+            cr = s->rope_far, sr = s->rope_far + half;
         }
+        s->ops->rope_row(x + (size_t)t * width, cr, sr, width / d, d, 0);
     }
 }
 
@@ -662,7 +636,7 @@ static void attn_inputs(da_session *s, const da_qlayer *L, int n) {
 static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     const int C = c->dim, site = DA_SITES_PER_LAYER * l;
-    rmsnorm_rows(s->xn, s->x, L->attention_norm, n, C, c->norm_eps);
+    rmsnorm_rows(s, s->xn, s->x, L->attention_norm, n, C);
     prep_site(s, s->xn, n, C, site + DA_SITE_ATTN_IN);
     attn_inputs(s, L, n);
     kv_store(s, l, n);
@@ -677,7 +651,7 @@ static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
 static void ffn_block(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     const int C = c->dim, F = c->ffn_hidden, site = DA_SITES_PER_LAYER * l;
-    rmsnorm_rows(s->xn, s->x, L->ffn_norm, n, C, c->norm_eps);
+    rmsnorm_rows(s, s->xn, s->x, L->ffn_norm, n, C);
     prep_site(s, s->xn, n, C, site + DA_SITE_FFN_IN);
     qmatmul(s, s->h1, L->w1, n, 0);
     qmatmul(s, s->h3, L->w3, n, 0);
@@ -713,7 +687,7 @@ da_status da_session_feed(da_session *s, const int *tokens, int n, int all_logit
         ffn_block(s, &q->layers[l], l, n);
     }
     const int first = all_logits ? 0 : n - 1, m = n - first;
-    rmsnorm_rows(s->xn, s->x + (size_t)first * C, q->norm, m, C, c->norm_eps);
+    rmsnorm_rows(s, s->xn, s->x + (size_t)first * C, q->norm, m, C);
     prep_site(s, s->xn, m, C, DA_SITES_PER_LAYER * c->n_layers);
     qmatmul(s, s->logits, q->output, m, 0);
     s->len += n;

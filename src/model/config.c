@@ -167,9 +167,8 @@ int da_rope_scale_parse(const char *s, da_rope_scale *out) {
 _Static_assert(DA_ROPE_FREQ_LLAMA == 1 && DA_ROPE_SCALE_LINEAR == 1 && DA_ROPE_SCALE_LLAMA3 == 2,
                "rope_freq_spec numbering");
 
-void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
-    double inv_freq[DA_MAX_HEAD_DIM / 2];
-    int d = da_head_dim(c);
+/* inv_freq: (d/2) of c's head size, frequency rule and scaling. */
+static void rope_inv_freq_of(const da_config *c, double *inv_freq) {
     rope_freq_spec f = {.rule = (int)c->rope_freq,
                         .scaling = (int)c->rope_scaling,
                         .theta = c->rope_theta,
@@ -177,8 +176,23 @@ void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
                         .low_freq_factor = c->rope_low_freq_factor,
                         .high_freq_factor = c->rope_high_freq_factor,
                         .original_max_pos = c->rope_original_max_pos};
-    da_rope_inv_freq(inv_freq, d, &f);
-    da_rope_tables_freq(cos_tab, sin_tab, T, d, inv_freq);
+    da_rope_inv_freq(inv_freq, da_head_dim(c), &f);
+}
+
+void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
+    double inv_freq[DA_MAX_HEAD_DIM / 2];
+    rope_inv_freq_of(c, inv_freq);
+    da_rope_tables_freq(cos_tab, sin_tab, T, da_head_dim(c), inv_freq);
+}
+
+void da_rope_at(const da_config *c, long pos, float *cos_row, float *sin_row) {
+    double inv_freq[DA_MAX_HEAD_DIM / 2];
+    rope_inv_freq_of(c, inv_freq);
+    for (int j = 0; j < da_head_dim(c) / 2; j++) {
+        const double a = (double)pos * inv_freq[j]; /* as da_rope_tables_freq computes it */
+        cos_row[j] = (float)cos(a);
+        sin_row[j] = (float)sin(a);
+    }
 }
 
 int da_arch_heads(da_arch a, int diff_heads) { return da_attn_variant_of(a)->heads_per_diff_head * diff_heads; }
