@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "diffattn/config.h"
 #include "diffattn/core.h"
 
 /* Where a variant's heads sit in q, k and v rows: what the kernels shared by
@@ -47,6 +48,7 @@ typedef struct {
     int n_threads; /* OpenMP threads the scratch was sized for */
     int logit_bits; /* reference kernel: logits fake-quantized to this many bits (da_model.attn_logit_bits; 0 exact) */
     int window;     /* sliding window: query t sees keys t-window+1 .. t in every map; 0 = all keys 0 .. t */
+    const da_config *cfg; /* the model's configuration (a variant's own hyper-parameters), or NULL */
 } attn_shape;
 
 #define DA_SUBLN_EPS 1e-5f

@@ -86,11 +86,9 @@ int cmd_info(int argc, char **argv) {
     printf("%-14s %s\n", "format", da_model_format(path));
     /* every field of the configuration table (those that are off unless set,
      * only when set), then what follows from them */
-    da_config def;
-    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &def);
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *f = &da_config_fields[i];
-        if (f->stored == DA_STORED_UNLESS_DEFAULT && da_field_equal(f, c, &def)) continue;
+        if (!da_config_field_written(c, i)) continue;
         char v[64], note[96] = "";
         da_field_format(f, c, v, sizeof v);
         if (!strcmp(f->key, "n_heads")) snprintf(note, sizeof note, "%s", info.heads_note);

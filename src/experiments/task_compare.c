@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "attn/variant.h"
+#include "model/probe.h"
 #include "core/clock.h"
 #include "experiments/compare.h"
 #include "experiments/task_study.h"
@@ -201,8 +202,8 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
         const int *tok = e->tokens + (size_t)i * T, *src = e->src + (size_t)i * T;
         da_forward(m, a, tok, NULL, 1, T);
         for (int l = 0; l < c->n_layers; l++) {
-            attn_probe pr = {c, NULL, NULL, da_acts_lam(a, l), da_model_lambda(m, l)};
-            da_acts_qk(a, l, &pr.q, &pr.k);
+            attn_probe pr;
+            da_acts_probe(a, m, l, &pr);
             for (int p = 0; p < T; p++) {
                 const int *tgt = e->targets + (size_t)i * T;
                 if (cf && tgt[p] >= 0) { /* the lookback ratio at every answer, per condition */
@@ -229,8 +230,7 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
             }
             for (int s = 0; s < n_q; s++)
                 for (int p = 0; p < T; p++) {
-                    var->logits(&pr, s, p, 0, logits + nl);
-                    nl += (size_t)p + 1;
+                    nl += (size_t)var->logits(&pr, s, p, 0, logits + nl);
                 }
             memcpy(hidden + nh, da_acts_hidden(a, l), (size_t)T * C * sizeof(float));
             nh += (size_t)T * C;

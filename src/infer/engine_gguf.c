@@ -346,6 +346,7 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c, int *llam
     if (da_gguf_kv_find(f, "diffattn.attention.sliding_window") &&
         (st = get_int_range(f, "diffattn.attention.sliding_window", 0, 1 << 30, &c->window)).code)
         return st;
+    if ((st = da_config_gguf_get_variant(f, c)).code) return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();
