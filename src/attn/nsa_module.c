@@ -196,6 +196,14 @@ static double nsa_cache_bytes(const da_config *c, int n) {
     return 4.0 * Gd * (2.0 * n + 2.0 * (n / c->nsa_stride) + 2.0 + 2.0 * c->nsa_window + 2.0 * c->nsa_block);
 }
 
+/* A step reads the keys and values of its visible compressed blocks, of at most n l' chosen tokens and of the
+ * window. */
+static double nsa_cache_read_bytes(const da_config *c, long n) {
+    const double Gd = (double)attn_kv_cols(c), cmp = n >= c->nsa_block ? (n - c->nsa_block) / c->nsa_stride + 1 : 0;
+    const double slc = (double)c->nsa_topn * c->nsa_select, win = c->nsa_window;
+    return 8.0 * Gd * (cmp + (slc < n ? slc : n) + (win < n ? win : n));
+}
+
 /* ---------------------------------------------------------------- analysis: the three branches of a head */
 
 enum { BR_CMP, BR_SLC, BR_WIN };
@@ -321,6 +329,7 @@ const attn_variant attn_nsa = {
     .cache_scratch_floats = nsa_cache_scratch,
     .cache_step = nsa_cache_step,
     .cache_bytes = nsa_cache_bytes,
+    .cache_read_bytes = nsa_cache_read_bytes,
     .logit_maps = nsa_logit_maps,
     .logits = nsa_logits,
     .attention_row = nsa_attention_row,
@@ -329,4 +338,5 @@ const attn_variant attn_nsa = {
     .head_dim_note = "",
     .extra_params_note = "two more K/V pairs, the compression and the gates",
     .lambda_note = "",
+    .map_note = "NSA (the gated sum of its compressed, selected and window maps)",
 };

@@ -173,6 +173,8 @@ typedef struct attn_variant {
     size_t (*cache_scratch_floats)(const da_config *c, int max_T);
     void (*cache_step)(const attn_cache_step *x);
     double (*cache_bytes)(const da_config *c, int n);
+    /* The bytes of its cache one step reads per layer at a context of n (bench generate's bandwidth bound). */
+    double (*cache_read_bytes)(const da_config *c, long n);
 
     /* Analysis (eval outliers, needle, attention, quant-logits; compare).
      * The score maps an evaluation counts the logits of (every query sub-head). */
@@ -196,6 +198,8 @@ typedef struct attn_variant {
     const char *heads_note, *head_dim_note, *extra_params_note;
     /* eval outliers: what its "lambda" row is, "" when it has none. */
     const char *lambda_note;
+    /* Reports: its attention map as the evaluations read it (attention_row). */
+    const char *map_note;
 } attn_variant;
 
 /* The variant of a (DIFF when a is out of range: callers validate first). */

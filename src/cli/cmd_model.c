@@ -111,6 +111,9 @@ int cmd_info(int argc, char **argv) {
             da_model_free(&b);
         }
     }
+    const double kv = da_kv_cache_bytes(c, c->max_seq_len);
+    printf("kv cache       %.0f bytes per token per layer at max_seq_len (f32), %.2f MB in all\n",
+           kv / c->max_seq_len, kv * c->n_layers / 1e6);
     printf("tokenizer      %s\n", m.tokenizer_json ? "embedded (tokenizer.json)" : "none (bytes)");
     if (info.per_layer_lambda) {
         printf("lambda         layer  lambda_init  lambda\n");

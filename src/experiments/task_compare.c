@@ -39,11 +39,13 @@ da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
     snprintf(buf, sizeof buf, "%s", list);
     da_arch archs[DA_COMPARE_MAX_ARCHS];
     int windows[DA_COMPARE_MAX_ARCHS], n = 0;
+    char names[128];
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         const int swa = !strcmp(tok, "swa");
         da_arch a = DA_ARCH_SOFTMAX;
         if (!swa && da_arch_parse(tok, &a))
-            return da_errorf("--archs: \"%s\" is not an architecture (diff, diff2, softmax, swa)", tok);
+            return da_errorf("--archs: \"%s\" is not an architecture (%s, swa)", tok,
+                             da_arch_names_all(names, sizeof names, ", "));
         if (swa && c->swa_window < 1)
             return da_errorf("--archs: swa (softmax with a sliding window) needs --swa-window W (W >= 1)");
         for (int i = 0; i < n; i++)
@@ -51,7 +53,7 @@ da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
         if (n == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
         archs[n] = a, windows[n++] = swa ? c->swa_window : 0;
     }
-    if (!n) return da_errorf("--archs: empty list (expected e.g. diff,diff2,softmax,swa)");
+    if (!n) return da_errorf("--archs: empty list (expected e.g. %s,swa)", da_arch_names_default(names, sizeof names, ","));
     memcpy(c->archs, archs, sizeof archs), memcpy(c->windows, windows, sizeof windows);
     c->n_archs = n;
     return da_ok();

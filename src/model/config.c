@@ -1,6 +1,7 @@
 /* Model configuration: the schema table, defaults, derived sizes, and validation. */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attn/variant.h"
@@ -95,6 +96,13 @@ void da_config_default(da_config *c) {
     c->ffn_hidden = da_default_ffn_hidden(c->dim);
 }
 
+double da_kv_cache_bytes(const da_config *c, int n) {
+    const attn_variant *v = da_attn_variant_of(c->arch);
+    if (v->cache_bytes) return v->cache_bytes(c, n);
+    const int kept = c->window > 0 && c->window < n ? c->window : n;
+    return 2.0 * sizeof(float) * (double)kept * (c->dim / (c->n_heads / c->n_kv_heads));
+}
+
 int da_config_field_of_variant(int i) {
     for (int a = 0; a < DA_ARCH_N; a++) {
         const char *p = da_attn_variant_at(a)->field_prefix;
@@ -148,7 +156,7 @@ da_arch_info da_arch_describe(da_arch a) {
     const attn_variant *v = da_attn_variant_of(a);
     da_arch_info i = {v->name,       v->label,         v->about,         v->maps,         v->per_layer_lambda,
                       v->hf,         v->hf_class,      v->heads_note,    v->head_dim_note, v->extra_params_note,
-                      v->lambda_note, v->baseline,      v->compared};
+                      v->lambda_note, v->baseline,      v->compared,       v->map_note};
     return i;
 }
 
@@ -158,6 +166,27 @@ int da_arch_compare_defaults(da_arch *out) {
         for (int a = 0; a < DA_ARCH_N; a++)
             if (da_attn_variant_at(a)->compared && da_attn_variant_at(a)->baseline == pass) out[n++] = (da_arch)a;
     return n;
+}
+
+const char *da_arch_names_join(char *out, size_t size, const da_arch *a, int n, const char *sep) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && used < size; i++) {
+        const int w = snprintf(out + used, size - used, "%s%s", i ? sep : "", da_arch_name(a[i]));
+        used += w > 0 ? (size_t)w : 0;
+    }
+    return out;
+}
+
+const char *da_arch_names_all(char *out, size_t size, const char *sep) {
+    da_arch a[DA_ARCH_N];
+    for (int i = 0; i < DA_ARCH_N; i++) a[i] = (da_arch)i;
+    return da_arch_names_join(out, size, a, DA_ARCH_N, sep);
+}
+
+const char *da_arch_names_default(char *out, size_t size, const char *sep) {
+    da_arch a[DA_ARCH_N];
+    return da_arch_names_join(out, size, a, da_arch_compare_defaults(a), sep);
 }
 
 const char *da_rope_freq_name(da_rope_freq f) { return f == DA_ROPE_FREQ_LLAMA ? "llama" : "diff"; }
