@@ -80,6 +80,7 @@ typedef struct {
     int baseline;      /* 1: the baseline the others are compared against */
     int compared;      /* 1: compare runs it when --archs is not given */
     const char *map_note; /* reports: its attention map as evaluations read it, "DIFF (A1 - lambda A2)" */
+    int exact_logits_only; /* 1: the engine cannot fake-quantize its logits (quantized-logit results are NaN) */
 } da_arch_info;
 da_arch_info da_arch_describe(da_arch a);
 /* The architectures compare runs by default: the compared ones in da_arch

@@ -330,6 +330,7 @@ const attn_variant attn_nsa = {
     .cache_step = nsa_cache_step,
     .cache_bytes = nsa_cache_bytes,
     .cache_read_bytes = nsa_cache_read_bytes,
+    .exact_logits_only = 1,
     .logit_maps = nsa_logit_maps,
     .logits = nsa_logits,
     .attention_row = nsa_attention_row,

@@ -175,6 +175,8 @@ typedef struct attn_variant {
     double (*cache_bytes)(const da_config *c, int n);
     /* The bytes of its cache one step reads per layer at a context of n (bench generate's bandwidth bound). */
     double (*cache_read_bytes)(const da_config *c, long n);
+    /* 1: its cache gives exact logits only (no logit fake-quantization: the quantized-logit analyses skip it). */
+    int exact_logits_only;
 
     /* Analysis (eval outliers, needle, attention, quant-logits; compare).
      * The score maps an evaluation counts the logits of (every query sub-head). */

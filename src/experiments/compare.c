@@ -194,9 +194,10 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
     da_engine *e = NULL;
     if (!st.code) st = da_engine_from_model(&e, m);
     if (!st.code) st = da_eval_loss_logit_bits(e, &d, c->seq, windows_ref, 0, &exact);
+    const int exact_only = da_arch_describe(m->cfg.arch).exact_logits_only; /* quantized logits: NaN */
     for (int i = 0; i < 4 && !st.code; i++) {
-        st = da_eval_loss_logit_bits(e, &d, c->seq, windows_ref, QBITS[i], &q);
-        r->quant[i] = q.loss - exact.loss;
+        if (!exact_only) st = da_eval_loss_logit_bits(e, &d, c->seq, windows_ref, QBITS[i], &q);
+        r->quant[i] = exact_only ? NAN : q.loss - exact.loss;
     }
     da_engine_free(e);
     r->loss_ref_s = da_now_s() - t0;
@@ -214,8 +215,8 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
         for (int j = 0; j < nc->n_depths; j++) r->needle_acc[i][j] = nr.acc[i][j];
     if (!c->quiet) fprintf(stderr, ", with quantized logits");
     for (int i = 0; i < 4 && !st.code; i++) {
-        st = da_needle_eval_model(m, nc, QBITS[i], &nr);
-        r->quant_needle[i] = nr.overall;
+        if (!exact_only) st = da_needle_eval_model(m, nc, QBITS[i], &nr);
+        r->quant_needle[i] = exact_only ? NAN : nr.overall;
     }
     if (!c->quiet) fprintf(stderr, ", attention\n");
     da_needle_attention_result ar = {0};

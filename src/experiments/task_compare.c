@@ -341,7 +341,9 @@ static da_status train_one(const da_task_compare_config *c, const task_cell *cel
     }
     r->train_s = da_now_s() - t0;
     if (!st.code) r->final_acc = r->acc[r->n_evals - 1];
-    for (int i = 0; i < 3 && !st.code; i++) st = quantized_answer_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
+    for (int i = 0; i < 3 && !st.code; i++) /* NaN where the engine has no quantized logits for the arch */
+        if (da_arch_describe(m->cfg.arch).exact_logits_only) r->quant_acc[i] = NAN;
+        else st = quantized_answer_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
     if (!st.code) st = analyse(m, t, e, e->n < 16 ? e->n : 16, r);
     if (!st.code && t->kind == DA_TASK_ICL)
         st = da_icl_order_robustness(m, t, c->perm_episodes, c->perms, order_seed, &r->order);

@@ -156,7 +156,8 @@ da_arch_info da_arch_describe(da_arch a) {
     const attn_variant *v = da_attn_variant_of(a);
     da_arch_info i = {v->name,       v->label,         v->about,         v->maps,         v->per_layer_lambda,
                       v->hf,         v->hf_class,      v->heads_note,    v->head_dim_note, v->extra_params_note,
-                      v->lambda_note, v->baseline,      v->compared,       v->map_note};
+                      v->lambda_note, v->baseline,      v->compared,       v->map_note,
+                      v->exact_logits_only};
     return i;
 }
 
