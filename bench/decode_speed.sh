@@ -21,7 +21,9 @@
 # script in a minute), TYPES (default "q8_0 q4_0 q4_k f16"), PROMPT (512),
 # GEN (128), ROUNDS (2), OLD (a second diffattn binary, e.g. main before the
 # decode-speed work: timed alternating with BINARY), LLAMA, RATIOS, KEEP (a
-# folder to keep the models in). Check /proc/loadavg is near zero first.
+# folder to keep the models in), KV (BINARY's KV cache: f16, the default, as
+# llama.cpp's; f32 or int8), OLD_KV (OLD's: f32, as binaries before the f16
+# cache take no other). Check /proc/loadavg is near zero first.
 set -euo pipefail
 BIN=$(realpath "${1:-build/diffattn}")
 SHAPE=${SHAPE:-220m}
@@ -29,6 +31,8 @@ TYPES=${TYPES:-q8_0 q4_0 q4_k f16}
 PROMPT=${PROMPT:-512}
 GEN=${GEN:-128}
 ROUNDS=${ROUNDS:-2}
+KV=${KV:-f16}
+OLD_KV=${OLD_KV:-f32}
 T=${KEEP:-$(mktemp -d)}
 mkdir -p "$T"
 [[ -n ${KEEP:-} ]] || trap 'rm -rf "$T"' EXIT
@@ -57,10 +61,11 @@ files() { local a=$1 out=(); for q in $TYPES; do out+=("$T/$a.$q.gguf"); done; l
 
 # gen BIN THREADS FILES...: one bench generate over the files (interleaved), JSON lines on stdout
 gen() {
-  local bin=$1 th=$2 first=$3 rest
+  local bin=$1 th=$2 first=$3 rest kv=$KV
   rest=$(IFS=,; echo "${*:4}")
+  [[ $bin == "${OLD:-}" ]] && kv=$OLD_KV
   "$bin" --threads "$th" bench generate --model "$first" ${rest:+--also "$rest"} --prompt "$PROMPT" --gen "$GEN" \
-    --reps 2 --bandwidth --json 2>/dev/null
+    --kv "$kv" --reps 2 --bandwidth --json 2>/dev/null
 }
 
 # table LABEL < JSON lines: weights, prompt and decode tok/s, decode's share of the copy bandwidth
@@ -127,7 +132,7 @@ if [[ ${RATIOS:-0} == 1 ]]; then
     [[ -f $R/$a.q4_0.gguf ]] || { T=$R model $a; rm -f "$R/$a.safetensors"; }
   done
   for q in q8_0 q4_0; do
-    "$BIN" --threads 2 bench generate --model "$R/softmax.$q.gguf" --also "$R/diff.$q.gguf,$R/diff2.$q.gguf" \
+    "$BIN" --threads 2 bench generate --kv "$KV" --model "$R/softmax.$q.gguf" --also "$R/diff.$q.gguf,$R/diff2.$q.gguf" \
       --prompt 128 --gen 64 --reps 2 --json 2>/dev/null | python3 -c '
 import json, sys
 rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]

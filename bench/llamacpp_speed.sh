@@ -23,7 +23,8 @@
 #   SHAPES=tiny PROMPT=32 GEN=16 bash bench/llamacpp_speed.sh   # a quick check
 # Environment: BIN (build/diffattn), DRV (build/llama_driver), OUT (runs/llamacpp_speed),
 # SHAPES, THREADS, PROMPT (512), GEN (128), REPS (3: best of, per measurement),
-# ROUNDS (1: alternating rounds), LLAMA_KV (f16, llama.cpp's default KV cache; diffattn's is f32).
+# ROUNDS (1: alternating rounds), LLAMA_KV (f16, llama.cpp's default KV cache), KV (diffattn's KV cache:
+# LLAMA_KV unless set, so that both engines read the same cache bytes; f32, f16 or int8).
 # Results: $OUT/results.jsonl (one line per measurement) and $OUT/table.md.
 set -euo pipefail
 BIN=${BIN:-build/diffattn}
@@ -36,6 +37,7 @@ GEN=${GEN:-128}
 REPS=${REPS:-3}
 ROUNDS=${ROUNDS:-1}
 LLAMA_KV=${LLAMA_KV:-f16}
+KV=${KV:-$LLAMA_KV}
 [[ -x $BIN ]] || { echo "llamacpp_speed: $BIN not found (make)" >&2; exit 1; }
 [[ -x $DRV ]] || { echo "llamacpp_speed: $DRV not found (tools/install-deps.sh, then make: cmake builds it when node-llama-cpp is installed)" >&2; exit 1; }
 mkdir -p "$OUT"
@@ -87,7 +89,7 @@ for s in $SHAPES; do
         label=${entry%% *} f=${entry#* }
         echo "== $s $label, $th thread(s), round $round" >&2
         d=$(OMP_NUM_THREADS=$th "$BIN" bench generate --model "$f" --prompt "$PROMPT" --gen "$GEN" --reps "$REPS" \
-          --threads "$th" --json --bandwidth)
+          --threads "$th" --kv "$KV" --json --bandwidth)
         l=$("$DRV" bench "$f" --prompt "$PROMPT" --gen "$GEN" --threads "$th" --reps "$REPS" --kv "$LLAMA_KV")
         printf '{"shape":"%s","label":"%s","threads":%s,"round":%s,"diffattn":%s,"llamacpp":%s}\n' \
           "$s" "$label" "$th" "$round" "$d" "$l" >>"$RES"
@@ -96,9 +98,9 @@ for s in $SHAPES; do
   done
 done
 
-python3 - "$RES" "$OUT/table.md" "$PROMPT" "$GEN" "$LLAMA_KV" <<'EOF'
+python3 - "$RES" "$OUT/table.md" "$PROMPT" "$GEN" "$LLAMA_KV" "$KV" <<'EOF'
 import json, sys
-res, out, prompt, gen, kv = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+res, out, prompt, gen, kv, dkv = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 rows = [json.loads(line) for line in open(res)]
 best = {}
 for r in rows:  # best over rounds
@@ -109,7 +111,7 @@ for r in rows:  # best over rounds
     for key, v in (("pd", d["prompt_tok_per_s"]), ("pl", l["prompt_tok_per_s"]), ("dd", d["decode_tok_per_s"]),
                    ("dl", l["decode_tok_per_s"]), ("bw", d["copy_bandwidth_gbs"])):
         cur[key] = max(cur[key], v)
-lines = [f"prompt {prompt}, {gen} decoded; diffattn KV f32, llama.cpp KV {kv}; best of each measurement's reps and the rounds",
+lines = [f"prompt {prompt}, {gen} decoded; diffattn KV {dkv}, llama.cpp KV {kv}; best of each measurement's reps and the rounds",
          "",
          "| shape | file | threads | MB | prompt diffattn | prompt llama.cpp | ratio | decode diffattn | decode llama.cpp | ratio | bandwidth diffattn | bandwidth llama.cpp |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -28,6 +28,9 @@ for i in $(seq 1 300); do echo "line $i: the quick brown fox jumps over the lazy
 M="$T/m.safetensors"
 expect_ok "init" $BIN init --out "$M" --dim 256 --layers 1 --heads 2 --ffn 256 --seq 64
 for t in q8_0 q4_0 q4_k; do expect_ok "quantize $t" $BIN quantize --model "$M" --type $t --out "$T/$t.gguf"; done
+# the 4-bit files keep the LM head in q6_K, as llama.cpp's quantizer does (dim 256: one super-block a row)
+out=$($BIN info --model "$T/q4_0.gguf")
+[[ $out == *"output.weight: q6_k"* ]] && ok "q4_0's head is q6_k" || bad "q4_0's head is q6_k: $out"
 # a width off q4_k's 256 (dim 128) is an error naming the tensor, unless --fallback q8_0 allows it
 "$BIN" init --out "$T/m128.safetensors" --dim 128 --layers 1 --heads 2 --seq 64 >/dev/null
 err=$($BIN quantize --model "$T/m128.safetensors" --type q4_k --out "$T/k.gguf" 2>&1 >/dev/null); rc=$?
@@ -89,7 +92,7 @@ bw=$(sed -n 's/.*"copy_bandwidth_gbs":\([0-9.]*\).*/\1/p' "$T/out" | head -1)
 expect_error "quantize: unknown type" "type \"q3_k\" is not one of q8_0" $BIN quantize --model "$M" --type q3_k --out "$T/x.gguf"
 expect_error "quantize: GGUF input" "already a GGUF" $BIN quantize --model "$T/q8_0.gguf" --type q4_0 --out "$T/x.gguf"
 expect_error "eval ppl: static without ranges" "calibrated" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --act int8-static
-expect_error "eval ppl: bad --kv" "expected f32 or int8" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --kv int4
+expect_error "eval ppl: bad --kv" "expected f32, f16 or int8" $BIN eval ppl --model "$T/q8_0.gguf" --base "$M" --data "$T/text.txt" --kv int4
 head -c 3000 "$T/q8_0.gguf" >"$T/trunc.gguf"
 expect_error "sample: truncated GGUF" "trunc.gguf" $BIN sample --model "$T/trunc.gguf" --max-new 4
 expect_error "eval ppl: truncated GGUF" "truncated" $BIN eval ppl --model "$T/trunc.gguf" --base "$M" --data "$T/text.txt"
@@ -99,6 +102,15 @@ expect_error "bench generate: another architecture" "diffattn" $BIN bench genera
 printf 'GGUF\003\0\0\0\0\0\0\0\0\0\0\0\001\0\0\0\0\0\0\0\024\0\0\0\0\0\0\0general.architecture\010\0\0\0\005\0\0\0\0\0\0\0llama' >"$T/llama.gguf"
 expect_error "sample: a llama file without its keys" "llama.context_length" $BIN sample --model "$T/llama.gguf" --max-new 4
 expect_error "bench generate: a llama file without its keys" "llama.context_length" $BIN bench generate --model "$T/llama.gguf"
+
+# export names the architecture it writes: llama.cpp's llama only without a head norm (or a window)
+for hn in off on; do
+  "$BIN" init --arch softmax --head-norm $hn --dim 64 --layers 1 --heads 2 --vocab 256 --out "$T/hn_$hn.safetensors" >/dev/null
+  out=$("$BIN" export --format gguf --model "$T/hn_$hn.safetensors" --out "$T/hn_$hn.gguf")
+  want=llama; [[ $hn == on ]] && want=diffattn-softmax
+  [[ $out == *"architecture $want,"* ]] && ok "export of softmax --head-norm $hn says architecture $want" ||
+    bad "export --head-norm $hn: $out"
+done
 
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

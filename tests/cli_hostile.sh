@@ -156,6 +156,18 @@ err=$("$BIN" train --arch softmax --dim 32 --layers 1 --heads 2 --seq 16 --batch
   ok "a second train in the same --out is refused naming pid $first" || bad "second train: rc=$rc $err"
 kill $first 2>/dev/null; wait $first 2>/dev/null
 
+# --- case 8: a study run with --jobs holds its folder's lock too, from start to report
+"$BIN" compare --task mqar --out "$T/study" --archs softmax --seeds 4 --steps 100000 --eval-every 1000 \
+  --eval-seqs 4 --dim 16 --layers 1 --batch 2 --jobs 2 --quiet >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 100); do [[ -s $T/study/.lock ]] && break; sleep 0.1; done
+err=$("$BIN" compare --task mqar --out "$T/study" --archs softmax --seeds 1 --steps 2 --eval-every 1 \
+  --eval-seqs 4 --dim 16 --layers 1 --batch 2 --force --quiet 2>&1 >/dev/null); rc=$?
+[[ $rc == 1 && $err == *"being written by another process (pid $first"* ]] &&
+  ok "compare --jobs holds its --out: a second compare is refused naming pid $first" ||
+  bad "second compare beside --jobs: rc=$rc $err"
+pkill -P $first 2>/dev/null; kill $first 2>/dev/null; wait $first 2>/dev/null
+
 # --- quantize --help named a default (q8_0) for the required --type
 help=$("$BIN" quantize --help)
 line=$(grep -- "--type S" <<<"$help")

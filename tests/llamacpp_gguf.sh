@@ -31,10 +31,11 @@ field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1"; }
 # le A B: A <= B as numbers
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 <= b + 0) }'; }
 
-# engines A.gguf IDS NAME MAXREL: diffattn's and llama.cpp's logits of one file; the
-# relative error (when MAXREL is given), KL and top-1 criteria
+# engines A.gguf IDS NAME MAXREL [flat]: diffattn's and llama.cpp's logits of one file; the
+# relative error (when MAXREL is given), KL and top-1 criteria (not top-1 with "flat": a
+# random model's nearly equal logits, where the argmax is a coin toss at any precision)
 engines() {
-  local f=$1 ids=$2 name=$3 maxrel=${4:-}
+  local f=$1 ids=$2 name=$3 maxrel=${4:-} flat=${5:-}
   "$BIN" logits --model "$f" --ids "$ids" --out "$T/d.npy" >/dev/null || { bad "$name: diffattn logits"; return; }
   "$DRV" logits "$f" "$ids" "$T/l.npy" || { bad "$name: llama.cpp logits"; return; }
   local r
@@ -44,6 +45,7 @@ engines() {
     le "$(field "$r" max_rel_err)" "$maxrel" && ok "$name: logits within $maxrel" || bad "$name: logits within $maxrel: $r"
   fi
   le "$(field "$r" kl_mean)" 1e-3 && ok "$name: KL <= 1e-3" || bad "$name: KL <= 1e-3: $r"
+  [[ -n $flat ]] && return
   le 0.98 "$(field "$r" top1)" && ok "$name: top-1 agreement >= 98%" || bad "$name: top-1 >= 98%: $r"
 }
 
@@ -129,6 +131,23 @@ engines "$T/v64.gguf" "$T/v64ids" "vocab 64 (ids only)" 2e-3
 "$BIN" export --format gguf --type f32 --model "$T/tied.safetensors" --out "$T/tied32.gguf" >/dev/null || exit 1
 engines "$T/tied32.gguf" "$T/bids" "tied f32" 2e-3
 engines "$T/tied.gguf" "$T/bids" "tied q8_0"
+
+# ---- the LM head of the 4-bit files is q6_K, as llama.cpp's quantizer makes it (dim 256: whole super-blocks)
+for tie in "" "--tie-embeddings"; do
+  w=w256${tie:+t}
+  "$BIN" init --out "$T/$w.safetensors" --arch softmax --dim 256 --layers 1 --heads 2 --ffn 256 --seq 128 --seed 6 \
+    $tie >/dev/null || exit 1
+  for t in q4_0 q4_k; do
+    "$BIN" quantize --model "$T/$w.safetensors" --type $t --out "$T/${w}_$t.gguf" >/dev/null || { bad "quantize $w $t"; continue; }
+    check "$w $t: the head is q6_k" "$("$BIN" info --model "$T/${w}_$t.gguf")" "q6_k"
+    engines "$T/${w}_$t.gguf" "$T/bids" "dim 256${tie:+ tied} $t (q6_K head, random weights)" "" flat
+  done
+  "$BIN" export --format gguf --type f16 --model "$T/$w.safetensors" --out "$T/${w}_f16.gguf" >/dev/null || exit 1
+  "$DRV" quantize "$T/${w}_f16.gguf" "$T/${w}_ll_q4_0.gguf" Q4_0 || { bad "llama.cpp quantize $w Q4_0"; continue; }
+  ours=$(stat -c %s "$T/${w}_q4_0.gguf") theirs=$(stat -c %s "$T/${w}_ll_q4_0.gguf")
+  echo "     dim 256${tie:+ tied} Q4_0: diffattn's file $ours bytes, llama.cpp's $theirs"
+  le "$ours" "$theirs" && ok "dim 256${tie:+ tied} Q4_0: diffattn's file no larger than llama.cpp's" || bad "$w Q4_0: $ours > $theirs bytes"
+done
 
 # ---- architectures of diffattn's own: refused by llama.cpp by name, read back exactly by diffattn
 for a in "diff" "diff2" "softmax --window 16"; do

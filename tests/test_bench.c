@@ -48,10 +48,12 @@ static int test_decode_bytes(void) {
         const double V = c.vocab_size, C = c.dim, Ckv = C / 2, params = (double)m.n_params;
         /* tied: the embedding is the head and is read whole */
         const double weights = tied ? 4 * params : 4 * (params - V * C + C);
-        CHECK(da_engine_decode_bytes(e, 10, 0) == weights + 2 * 10 * 2 * 4 * Ckv);
-        CHECK(da_engine_decode_bytes(e, 0, 0) == weights);
+        CHECK(da_engine_decode_bytes(e, 10, 0, 0) == weights + 2 * 10 * 2 * 4 * Ckv);
+        CHECK(da_engine_decode_bytes(e, 0, 0, 0) == weights);
         /* int8 cache: one byte a value and a float scale per 32 (head_dim 16: per 16) */
-        CHECK(da_engine_decode_bytes(e, 10, 1) == weights + 2 * 10 * 2 * (Ckv + 4 * Ckv / 16));
+        CHECK(da_engine_decode_bytes(e, 10, 1, 0) == weights + 2 * 10 * 2 * (Ckv + 4 * Ckv / 16));
+        /* f16 cache: two bytes a value */
+        CHECK(da_engine_decode_bytes(e, 10, 0, 1) == weights + 2 * 10 * 2 * 2 * Ckv);
         da_engine_free(e);
         da_model_free(&m);
     }
@@ -62,8 +64,8 @@ static int test_decode_bytes(void) {
     CHECK(!da_model_create(&m, &w).code);
     da_engine *e;
     CHECK(!da_engine_from_model(&e, &m).code);
-    CHECK(da_engine_decode_bytes(e, 50, 0) == da_engine_decode_bytes(e, 8, 0));
-    CHECK(da_engine_decode_bytes(e, 7, 0) < da_engine_decode_bytes(e, 8, 0));
+    CHECK(da_engine_decode_bytes(e, 50, 0, 0) == da_engine_decode_bytes(e, 8, 0, 0));
+    CHECK(da_engine_decode_bytes(e, 7, 0, 0) < da_engine_decode_bytes(e, 8, 0, 0));
     da_engine_free(e);
     da_model_free(&m);
     return 0;
@@ -88,7 +90,7 @@ static int test_nsa_flops_sublinear(void) {
     da_engine *e;
     CHECK(!da_engine_from_model(&e, &m).code);
     /* past the window and n l' = 1024 chosen tokens, only the compressed blocks add: 8 Ckv bytes per s tokens */
-    const double grow = da_engine_decode_bytes(e, 4000, 0) - da_engine_decode_bytes(e, 2000, 0);
+    const double grow = da_engine_decode_bytes(e, 4000, 0, 0) - da_engine_decode_bytes(e, 2000, 0, 0);
     CHECK(fabs(grow - 8.0 * 32 * (2000 / 16)) < 8.0 * 32 * 2);
     da_engine_free(e);
     da_model_free(&m);

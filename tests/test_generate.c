@@ -202,10 +202,17 @@ static int test_prefill_diff2_gqa(void) { return check_prefill(DA_ARCH_DIFF2, 4,
  * position's logits equal da_forward's on the tokens that reach it (its L
  * windows back, re-positioned from 0: RoPE sees only distances), and on
  * the whole prefix while that fits. */
-static int check_ring_b(da_arch arch, int heads, int kv_heads, int kv_int8, int MAXB, const char *what) {
+/* kv: 0 an f32 cache, 1 int8, 2 f16 */
+static int check_ring_rope(da_arch arch, int heads, int kv_heads, int kv, int MAXB, int llama3_rope,
+                           const char *what) {
     enum { W = 9, N = 200, MAXSEQ = 64 };
     da_model m;
     if (make_model_win(&m, arch, 32, heads, kv_heads, 0, MAXSEQ, W, 21)) return 1;
+    if (llama3_rope) { /* positions past the tables follow the model's frequency rule and scaling too */
+        m.cfg.rope_freq = DA_ROPE_FREQ_LLAMA, m.cfg.rope_scaling = DA_ROPE_SCALE_LLAMA3;
+        m.cfg.rope_factor = 8.0f, m.cfg.rope_low_freq_factor = 1.0f, m.cfg.rope_high_freq_factor = 4.0f;
+        m.cfg.rope_original_max_pos = 16;
+    }
     const int V = m.cfg.vocab_size, reach = m.cfg.n_layers * (W - 1) + 1;
     int tok[N];
     make_tokens(tok, N, V, 8 + MAXB);
@@ -213,7 +220,8 @@ static int check_ring_b(da_arch arch, int heads, int kv_heads, int kv_int8, int 
     da_session *s;
     da_session_opts o = da_session_opts_default();
     o.max_batch = MAXB;
-    o.kv_int8 = kv_int8;
+    o.kv_int8 = kv == 1;
+    o.kv_f16 = kv == 2;
     CHECK(!da_engine_from_model(&e, &m).code && !da_session_create(&s, e, &o).code);
     CHECK(da_session_capacity(s) > N);
     da_acts *a;
@@ -237,8 +245,8 @@ static int check_ring_b(da_arch arch, int heads, int kv_heads, int kv_int8, int 
         char w[96];
         snprintf(w, sizeof w, "%s, position %d", what, p);
         /* int8 keys and values carry their own rounding (2-7% here, as without a ring); a row
-         * read from the wrong slot is off by order one */
-        rc |= expect_close_rel(w, got + (size_t)p * V, want, (size_t)V, kv_int8 ? 0.15 : 1e-4, 1e-6);
+         * read from the wrong slot is off by order one; f16 ones round to 11 bits */
+        rc |= expect_close_rel(w, got + (size_t)p * V, want, (size_t)V, kv == 1 ? 0.15 : kv == 2 ? 1e-2 : 1e-4, 1e-6);
         double e = max_rel_error(got + (size_t)p * V, want, (size_t)V, 1e-6);
         if (e > worst) worst = e;
     }
@@ -251,9 +259,15 @@ static int check_ring_b(da_arch arch, int heads, int kv_heads, int kv_int8, int 
     return rc;
 }
 
-static int check_ring(da_arch arch, int heads, int kv_heads, int kv_int8, const char *what) {
-    return check_ring_b(arch, heads, kv_heads, kv_int8, 4, what);
+static int check_ring_b(da_arch arch, int heads, int kv_heads, int kv, int MAXB, const char *what) {
+    return check_ring_rope(arch, heads, kv_heads, kv, MAXB, 0, what);
 }
+
+static int check_ring(da_arch arch, int heads, int kv_heads, int kv, const char *what) {
+    return check_ring_b(arch, heads, kv_heads, kv, 4, what);
+}
+
+static int test_ring_llama3_rope(void) { return check_ring_rope(DA_ARCH_SOFTMAX, 4, 2, 0, 4, 1, "ring softmax, llama3 RoPE"); }
 
 static int test_ring_diff(void) { return check_ring(DA_ARCH_DIFF, 2, 1, 0, "ring diff gqa"); }
 /* calls of up to max_T = max_batch = 64 tokens: the ring holds window - 1 + 64 rows, more than max_T */
@@ -261,6 +275,8 @@ static int test_ring_big_batches(void) { return check_ring_b(DA_ARCH_DIFF2, 4, 2
 static int test_ring_diff2(void) { return check_ring(DA_ARCH_DIFF2, 4, 2, 0, "ring diff2 gqa"); }
 static int test_ring_softmax(void) { return check_ring(DA_ARCH_SOFTMAX, 4, 4, 0, "ring softmax"); }
 static int test_ring_int8(void) { return check_ring(DA_ARCH_DIFF2, 4, 2, 1, "ring diff2 int8 kv"); }
+static int test_ring_f16(void) { return check_ring(DA_ARCH_DIFF, 4, 2, 2, "ring diff f16 kv"); }
+static int test_ring_f16_softmax(void) { return check_ring(DA_ARCH_SOFTMAX, 4, 4, 2, "ring softmax f16 kv"); }
 
 /* A windowed prompt in one call (the flash kernel, whole tiles skipped)
  * equals the same tokens fed one at a time through the ring. */
@@ -656,6 +672,9 @@ int main(void) {
     RUN(test_ring_diff2);
     RUN(test_ring_softmax);
     RUN(test_ring_int8);
+    RUN(test_ring_f16);
+    RUN(test_ring_f16_softmax);
+    RUN(test_ring_llama3_rope);
     RUN(test_prefill_window);
     RUN(test_reset_reproduces);
     RUN(test_decode_errors);

@@ -480,7 +480,7 @@ static int test_legacy_files_load(void) {
         snprintf(model, sizeof model, "tests/fixtures/legacy/%s.q8_0.gguf", names[i]);
         snprintf(ids, sizeof ids, "tests/fixtures/%s.ids.txt", names[i]);
         snprintf(ref_path, sizeof ref_path, "tests/fixtures/legacy/%s.q8_0.logits.npy", names[i]);
-        da_status st = da_eval_write_logits(model, ids, tpath("legacy.npy"));
+        da_status st = da_eval_write_logits(model, ids, tpath("legacy.npy"), NULL);
         if (st.code) printf("     %s\n", st.msg);
         CHECK(!st.code);
         float *got, *ref;

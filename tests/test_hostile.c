@@ -551,9 +551,9 @@ static int test_output_that_is_input_refused(void) {
     float loss;
     if (expect_error(da_quantize_file(mp, mp, &o, NULL), "is the input")) return 1;
     if (expect_error(da_quantize_file(mp, alias, &o, NULL), "is the input")) return 1;
-    if (expect_error(da_eval_write_logits(mp, ids, mp), "is the input")) return 1;
-    if (expect_error(da_eval_write_logits(mp, ids, ids), "is the input")) return 1;
-    if (expect_error(da_eval_write_grads(mp, ids, alias, &loss), "is the input")) return 1;
+    if (expect_error(da_eval_write_logits(mp, ids, mp, NULL), "is the input")) return 1;
+    if (expect_error(da_eval_write_logits(mp, ids, ids, NULL), "is the input")) return 1;
+    if (expect_error(da_eval_write_grads(mp, ids, alias, &loss, NULL), "is the input")) return 1;
     CHECK(same_file(mp, copy)); /* the model is whole */
     /* a distinct output still works */
     CHECK(!da_quantize_file(mp, path_in("same.gguf"), &o, NULL).code);
@@ -931,7 +931,8 @@ static int test_killed_export_leaves_one_folder(void) {
 /* Issue 23, case 5: one NaN in norm.weight loaded (sample printed garbage,
  * eval loss "nan", exit 0); a q4_K block with a NaN scale made eval loss NaN
  * while eval ppl reported 246.6. Both are refused at load, naming the
- * tensor; DA_ALLOW_NONFINITE (--allow-nonfinite) lets them load. */
+ * tensor; da_load_opts.allow_nonfinite (--allow-nonfinite) lets them load,
+ * for that call only. */
 static int test_nonfinite_weights_refused(void) {
     da_config c;
     da_config_default(&c);
@@ -948,11 +949,14 @@ static int test_nonfinite_weights_refused(void) {
     if (expect_error(da_model_load(&back, nan_p), "tensor norm.weight holds nan at element 3")) return 1;
     da_engine *e = NULL;
     if (expect_error(da_engine_load(&e, nan_p), "norm.weight holds nan")) return 1;
-    setenv("DA_ALLOW_NONFINITE", "1", 1);
-    da_status st = da_model_load(&back, nan_p);
-    unsetenv("DA_ALLOW_NONFINITE");
-    CHECK(!st.code);
+    const da_load_opts allow = {1};
+    CHECK(!da_model_load_with(&back, nan_p, &allow).code);
     da_model_free(&back);
+    CHECK(!da_engine_load_with(&e, nan_p, &allow).code);
+    da_engine_free(e);
+    e = NULL;
+    /* the option is the call's, not the process's: the next default load refuses again */
+    if (expect_error(da_model_load(&back, nan_p), "norm.weight holds nan")) return 1;
     /* q4_K: the first block of the first q4_K tensor gets a NaN d (its first two bytes, fp16) */
     const char *q = path_in("nan_q4k.gguf");
     da_quantize_opts o;
@@ -976,6 +980,10 @@ static int test_nonfinite_weights_refused(void) {
     CHECK(!fclose(fp));
     if (expect_error(da_engine_load(&e, q), "(a block's scale is not finite)")) return 1;
     if (expect_error(da_model_load_any(&back, q), "(a block's scale is not finite)")) return 1;
+    CHECK(!da_engine_load_with(&e, q, &allow).code);
+    da_engine_free(e);
+    CHECK(!da_model_load_any_with(&back, q, &allow).code);
+    da_model_free(&back);
     return 0;
 }
 

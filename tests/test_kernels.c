@@ -112,6 +112,21 @@ static int ops_at(const da_ops *op, const da_ops *sc) {
             fail = 1;
         }
     }
+    /* rounding ties (a static scale of 1: x * id is x), the edges of the int8 range, NaN and infinities */
+    float e[NQ];
+    for (int i = 0; i < NQ; i++) e[i] = -131.0f + 0.5f * (float)i; /* -131 .. 28.5 in halves */
+    e[1] = NAN, e[3] = INFINITY, e[5] = -INFINITY, e[7] = 0.49999997f, e[9] = -0.49999997f, e[11] = 1e30f;
+    e[13] = 8388609.0f, e[15] = -2.5f, e[17] = 126.5f, e[19] = -126.5f, e[21] = 127.49f;
+    for (int mode = DA_ACT_BLOCK; mode <= DA_ACT_STATIC; mode++) {
+        da_qact a1 = {NQ, aq1, ad1, as1}, a2 = {NQ, aq2, ad2, as2};
+        op->quantize_act(&a1, e, NQ, (da_act_scale_mode)mode, 127.0f);
+        sc->quantize_act(&a2, e, NQ, (da_act_scale_mode)mode, 127.0f);
+        if (memcmp(aq1, aq2, NQ) || memcmp(ad1, ad2, sizeof ad1) || memcmp(as1, as2, sizeof as1)) {
+            fprintf(stderr, "  quantize_act mode %d at %s, ties and edges: not identical to scalar\n", mode,
+                    da_isa_name(op->isa));
+            fail = 1;
+        }
+    }
     float *all[] = {x, w, dy, o1, o2, r1, r2, dx1, dx2, dw1, dw2, h3, cs, sn, q, q1, q2, emb, de1, de2, z, z1, z2,
                     p1, p2, m_1, m_2, v1, v2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);

@@ -93,6 +93,12 @@ static int test_diff2_tied(void) { return check_config("diff2_tied"); }
 static int test_diff_window(void) { return check_config("diff_window"); }
 static int test_diff2_window(void) { return check_config("diff2_window"); }
 static int test_softmax_window(void) { return check_config("softmax_window"); }
+/* the model options of the paper's Table 6 ablations */
+static int test_diff_head_norm_off(void) { return check_config("diff_head_norm_off"); }
+static int test_diff_lambda_init_08(void) { return check_config("diff_lambda_init_08"); }
+static int test_diff_lambda_init_05(void) { return check_config("diff_lambda_init_05"); }
+static int test_diff_off_lambda_05(void) { return check_config("diff_off_lambda_05"); }
+static int test_softmax_head_norm_on(void) { return check_config("softmax_head_norm_on"); }
 
 int main(void) {
     RUN(test_diff_mha);
@@ -108,5 +114,10 @@ int main(void) {
     RUN(test_diff_window);
     RUN(test_diff2_window);
     RUN(test_softmax_window);
+    RUN(test_diff_head_norm_off);
+    RUN(test_diff_lambda_init_08);
+    RUN(test_diff_lambda_init_05);
+    RUN(test_diff_off_lambda_05);
+    RUN(test_softmax_head_norm_on);
     TH_SUMMARY();
 }

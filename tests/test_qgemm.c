@@ -76,9 +76,9 @@ static int within(const problem *p, const char *what, const float *got, int n, f
 }
 
 static int test_qgemm_every_level(void) {
-    const int types[] = {DA_QT_Q8_0, DA_QT_Q4_0, DA_QT_Q4_K};
+    const int types[] = {DA_QT_Q8_0, DA_QT_Q4_0, DA_QT_Q4_K, DA_QT_Q6_K};
     int fail = 0;
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 4; c++) {
         problem *p = calloc(1, sizeof *p);
         make_problem(p, types[c]);
         for (int isa = 0; isa < DA_ISA_N; isa++) {

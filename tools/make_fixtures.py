@@ -49,6 +49,14 @@ CONFIGS = {
     "diff_window": dict(_BASE, arch="diff", n_heads=2, n_kv_heads=1, max_seq_len=256, window=37),
     "diff2_window": dict(_BASE, arch="diff2", n_heads=4, n_kv_heads=2, max_seq_len=256, window=37),
     "softmax_window": dict(_BASE, arch="softmax", n_heads=4, n_kv_heads=2, max_seq_len=256, window=37),
+    # The paper's Table 6 ablations (model options head_norm, lambda_init): DIFF without its head norm
+    # (and without the (1 - lambda_init) factor), lambda_init fixed in every layer (with and without
+    # the norm), and softmax with a per-head norm (one d-wide gain shared by the heads).
+    "diff_head_norm_off": dict(_BASE, arch="diff", n_heads=2, n_kv_heads=1, head_norm="off"),
+    "diff_lambda_init_08": dict(_BASE, arch="diff", n_heads=2, n_kv_heads=2, lambda_init=0.8),
+    "diff_lambda_init_05": dict(_BASE, arch="diff", n_heads=4, n_kv_heads=2, lambda_init=0.5),
+    "diff_off_lambda_05": dict(_BASE, arch="diff", n_heads=2, n_kv_heads=2, head_norm="off", lambda_init=0.5),
+    "softmax_head_norm_on": dict(_BASE, arch="softmax", n_heads=4, n_kv_heads=2, head_norm="on"),
     # NSA (tools/nsa_reference.py): MHA, n_rep 2 and 4, T not a multiple of s, l' or the tile, T < l.
     "nsa_mha": dict(_BASE, arch="nsa", n_heads=4, n_kv_heads=4, nsa_block=8, nsa_stride=4, nsa_select=12,
                     nsa_topn=4, nsa_window=20),
@@ -65,6 +73,8 @@ SEEDS = {"diff_mha": 1001, "diff_gqa": 1002, "softmax_untied": 1003, "softmax_ti
          "diff_gqa_h4kv2": 1008, "softmax_gqa_h4kv2": 1006,
          "diff2_mha": 1011, "diff2_gqa_rep2": 1012, "diff2_gqa_rep4": 1013, "diff2_tied": 1014,
          "diff_window": 1021, "diff2_window": 1022, "softmax_window": 1023,
+         "diff_head_norm_off": 1041, "diff_lambda_init_08": 1042, "diff_lambda_init_05": 1043,
+         "diff_off_lambda_05": 1046, "softmax_head_norm_on": 1045,
          "nsa_mha": 2731, "nsa_gqa_rep2": 1032, "nsa_gqa_rep4": 1033, "nsa_short": 1034}
 
 
@@ -181,7 +191,8 @@ def naive_forward(cfg, params, ids):
                         o += (a1[n_] - lam * a2[n_]) * Vg[s]
                     heads_out[t, d * i:d * (i + 1)] = o
         elif diff:
-            lam_init = 0.8 - 0.6 * math.exp(-0.3 * l)
+            lam_init = float(cfg["lambda_init"]) if "lambda_init" in cfg else 0.8 - 0.6 * math.exp(-0.3 * l)
+            norm_on = cfg.get("head_norm", "on") == "on"
             lam = (math.exp(float(np.dot(P[p + "attn.lambda_q1"], P[p + "attn.lambda_k1"])))
                    - math.exp(float(np.dot(P[p + "attn.lambda_q2"], P[p + "attn.lambda_k2"]))) + lam_init)
             for i in range(H):
@@ -197,7 +208,8 @@ def naive_forward(cfg, params, ids):
                     o = np.zeros(2 * d)
                     for n_, s in enumerate(keys(t)):
                         o += (a1[n_] - lam * a2[n_]) * Vg[s]
-                    o = rms(o, P[p + "attn.subln.weight"], 1e-5) * (1.0 - lam_init)
+                    if norm_on:
+                        o = rms(o, P[p + "attn.subln.weight"], 1e-5) * (1.0 - lam_init)
                     heads_out[t, 2 * d * i:2 * d * (i + 1)] = o
         else:
             for i in range(H):
@@ -207,7 +219,10 @@ def naive_forward(cfg, params, ids):
                 Vh = [v[t, g * d:(g + 1) * d] for t in range(Tn)]
                 for t in range(Tn):
                     a = softmax_row([float(np.dot(Qh[t], Kh[s])) / math.sqrt(d) for s in keys(t)])
-                    heads_out[t, d * i:d * (i + 1)] = sum(a[n_] * Vh[s] for n_, s in enumerate(keys(t)))
+                    o = sum(a[n_] * Vh[s] for n_, s in enumerate(keys(t)))
+                    if cfg.get("head_norm", "off") == "on":
+                        o = rms(o, P[p + "attn.subln.weight"], 1e-5)
+                    heads_out[t, d * i:d * (i + 1)] = o
         x = x + heads_out @ P[p + "attn.out_proj.weight"].T
         hn = np.stack([rms(x[t], P[p + "ffn_norm.weight"], eps) for t in range(Tn)])
         a1 = hn @ P[p + "feed_forward.w1.weight"].T
@@ -389,7 +404,7 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
             for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
                 P0["layers.%d.attn.%s" % (l, n)] = torch.zeros_like(params["layers.%d.attn.%s" % (l, n)])
         lams = [float(ref.layer_lambda(cfg, P0, l)) for l in range(cfg["n_layers"])]
-        want = [0.8 - 0.6 * math.exp(-0.3 * l) for l in range(cfg["n_layers"])]
+        want = [float(cfg.get("lambda_init", 0.8 - 0.6 * math.exp(-0.3 * l))) for l in range(cfg["n_layers"])]
         R.ok(all(abs(a - b) < 1e-15 for a, b in zip(lams, want)),
              "zero lambda vectors: lambda = lambda_init = %s" % ", ".join("%.6f" % v for v in want))
         e = float(np.abs(naive_forward(cfg, P0, ids) - ref.forward(cfg, P0, ids).numpy()).max())

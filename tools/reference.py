@@ -36,14 +36,27 @@ import nsa_reference as nsa
 CONFIG_INT_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
                    "ffn_hidden", "max_seq_len")
 CONFIG_KEYS = ("arch",) + CONFIG_INT_KEYS + ("norm_eps", "rope_theta", "tie_embeddings")
-# Optional: "window" (sliding-window attention, the last `window` keys; absent or 0 = all).
+# Optional: "window" (sliding-window attention, the last `window` keys; absent or 0 = all);
+# "head_norm" ("on" or "off"; absent = the arch's default: on for diff, off for softmax; diff2 and nsa
+# have none); "lambda_init" (diff: a float used in every layer; absent = the depth schedule).
 # arch "nsa" also has nsa.NSA_KEYS (nsa_block, nsa_stride, nsa_select, nsa_topn, nsa_window).
 SUBLN_EPS = 1e-5  # fixed eps of the DIFF per-head RMSNorm (subln)
 
 
-def lambda_init(depth):
-    """lambda_init of layer `depth` (0-based)."""
+def lambda_init(depth, cfg=None):
+    """lambda_init of layer `depth` (0-based): cfg's fixed "lambda_init", else
+    the depth schedule 0.8 - 0.6 exp(-0.3 depth)."""
+    if cfg is not None and "lambda_init" in cfg:
+        return float(cfg["lambda_init"])
     return 0.8 - 0.6 * math.exp(-0.3 * depth)
+
+
+def head_norm(cfg):
+    """Whether the per-head RMSNorm (attn.subln.weight) is on: cfg's
+    "head_norm", else on for diff and off for the others."""
+    if "head_norm" in cfg:
+        return cfg["head_norm"] == "on"
+    return cfg["arch"] == "diff"
 
 
 def head_dim(cfg):
@@ -82,6 +95,10 @@ def validate_config(cfg):
         raise ValueError("tie_embeddings must be a bool")
     if not isinstance(cfg.get("window", 0), int) or cfg.get("window", 0) < 0:
         raise ValueError("window must be an int >= 0, got %r" % (cfg.get("window"),))
+    if "head_norm" in cfg and (cfg["head_norm"] not in ("on", "off") or cfg["arch"] not in ("diff", "softmax")):
+        raise ValueError("head_norm %r: 'on' or 'off', for diff and softmax only" % (cfg["head_norm"],))
+    if "lambda_init" in cfg and (cfg["arch"] != "diff" or not 0.0 <= float(cfg["lambda_init"]) < 1.0):
+        raise ValueError("lambda_init %r: a number in [0, 1), for diff only" % (cfg["lambda_init"],))
 
 
 def param_shapes(cfg):
@@ -111,7 +128,8 @@ def param_shapes(cfg):
         if cfg["arch"] == "diff":
             for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
                 s[p + "attn." + n] = (d,)
-            s[p + "attn.subln.weight"] = (2 * d,)
+        if head_norm(cfg):  # diff: one gain per 2d-wide head row; softmax: per d-wide head row
+            s[p + "attn.subln.weight"] = (2 * d if cfg["arch"] == "diff" else d,)
         s[p + "ffn_norm.weight"] = (C,)
         s[p + "feed_forward.w1.weight"] = (F, C)
         s[p + "feed_forward.w2.weight"] = (C, F)
@@ -147,6 +165,16 @@ def _fmt_float(x):
     return repr(x)          # 1e-05 -> "1e-05"
 
 
+def _fmt_f32(x):
+    """The shortest %g that reads back as the same float32 (diffattn's format of a float field)."""
+    f = np.float32(x)
+    for prec in range(6, 10):
+        t = "%.*g" % (prec, float(f))
+        if np.float32(float(t)) == f:
+            return t
+    return repr(float(f))
+
+
 def config_to_metadata(cfg):
     validate_config(cfg)
     md = {"format": "diffattn", "version": "1", "arch": cfg["arch"]}
@@ -157,6 +185,10 @@ def config_to_metadata(cfg):
     md["tie_embeddings"] = "true" if cfg["tie_embeddings"] else "false"
     if cfg.get("window", 0):
         md["window"] = str(cfg["window"])
+    if "head_norm" in cfg and head_norm(cfg) != (cfg["arch"] == "diff"):
+        md["head_norm"] = cfg["head_norm"]
+    if "lambda_init" in cfg:
+        md["lambda_init"] = _fmt_f32(cfg["lambda_init"])
     if cfg["arch"] == "nsa":
         for k in nsa.NSA_KEYS:
             md[k] = str(cfg[k])
@@ -183,6 +215,10 @@ def metadata_to_config(md):
     cfg["tie_embeddings"] = tie == "true"
     if "window" in md:
         cfg["window"] = int(md["window"])
+    if "head_norm" in md:
+        cfg["head_norm"] = md["head_norm"]
+    if "lambda_init" in md:
+        cfg["lambda_init"] = float(md["lambda_init"])
     if cfg["arch"] == "nsa":
         for k in nsa.NSA_KEYS:
             if k not in md:
@@ -319,7 +355,7 @@ def layer_lambda(cfg, params, layer, dtype=torch.float64):
     p = "layers.%d.attn." % layer
     g = lambda n: params[p + n].to(dtype)
     return (torch.exp(torch.sum(g("lambda_q1") * g("lambda_k1")))
-            - torch.exp(torch.sum(g("lambda_q2") * g("lambda_k2"))) + lambda_init(layer))
+            - torch.exp(torch.sum(g("lambda_q2") * g("lambda_k2"))) + lambda_init(layer, cfg))
 
 
 def _nsa_attention(cfg, P, i, x, trace):
@@ -372,10 +408,11 @@ def _attention(cfg, P, i, x, trace):
         s = torch.einsum("thmd,shmd->hmts", q, kk) / math.sqrt(d)
         a = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)  # [H, 2, T, T]
         lam = layer_lambda(cfg, P, i, x.dtype)
-        lam_init = lambda_init(i)
+        lam_init = lambda_init(i, cfg)
         attn = a[:, 0] - lam * a[:, 1]
         o = torch.einsum("hts,she->the", attn, vv)                    # [T, H, 2d]
-        o = rmsnorm(o, P[p + "subln.weight"], SUBLN_EPS) * (1.0 - lam_init)
+        if head_norm(cfg):  # the paper's GroupNorm and its (1 - lambda_init); "- GroupNorm" drops both
+            o = rmsnorm(o, P[p + "subln.weight"], SUBLN_EPS) * (1.0 - lam_init)
         if trace is not None:
             trace.append({"layer": i, "lambda": float(lam), "lambda_init": lam_init,
                           "A1": a[:, 0].detach(), "A2": a[:, 1].detach(), "V": vv.detach()})
@@ -404,6 +441,8 @@ def _attention(cfg, P, i, x, trace):
         s = torch.einsum("thd,shd->hts", q, kk) / math.sqrt(d)
         a = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)  # [H, T, T]
         o = torch.einsum("hts,shd->thd", a, vv)
+        if head_norm(cfg):  # "Transformer + GroupNorm": RMSNorm per head, one gain shared by the heads, no scale
+            o = rmsnorm(o, P[p + "subln.weight"], SUBLN_EPS)
         if trace is not None:
             trace.append({"layer": i, "A": a.detach(), "V": vv.detach()})
     return o.reshape(T, C) @ P[p + "out_proj.weight"].T

@@ -25,6 +25,11 @@ typedef enum { DA_ROPE_FREQ_DIFF = 0, DA_ROPE_FREQ_LLAMA = 1 } da_rope_freq;
  * (low frequencies / factor, high ones kept, a smooth ramp between). */
 typedef enum { DA_ROPE_SCALE_NONE = 0, DA_ROPE_SCALE_LINEAR = 1, DA_ROPE_SCALE_LLAMA3 = 2 } da_rope_scale;
 
+/* The per-head norm of the attention output (the paper's GroupNorm, Table 6's
+ * ablations): DEFAULT is the variant's own (DIFF on, softmax off; DIFF2 has
+ * none and refuses the others). */
+typedef enum { DA_HEAD_NORM_DEFAULT = 0, DA_HEAD_NORM_ON = 1, DA_HEAD_NORM_OFF = 2 } da_head_norm;
+
 /* Attention tensors per layer, at most (da_layer_weights.attn). */
 #define DA_ATTN_MAX_TENSORS 16
 
@@ -49,6 +54,10 @@ typedef struct {
     float rope_low_freq_factor;   /* llama3 */
     float rope_high_freq_factor;  /* llama3 */
     int rope_original_max_pos;    /* llama3: original_max_position_embeddings */
+    da_head_norm head_norm; /* DIFF off: no subln and no (1 - lambda_init) factor; softmax on: an RMSNorm per
+                             * head with one d-wide gain (attn.subln.weight) shared by the heads, no scale */
+    float lambda_init;      /* DIFF: lambda_init of every layer, in (0, 1); 0 = the depth schedule
+                             * 0.8 - 0.6 exp(-0.3 l) (da_config_lambda_init) */
     /* NSA's hyper-parameters (docs/model.md), stored for NSA only: l, the length of a
      * compression block; s, their stride; l', the length of a selection block; n, the
      * selection blocks per query (the three forced ones included); w, the window branch */

@@ -26,10 +26,14 @@ typedef struct {
 da_status da_ok(void);
 da_status da_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Loading refuses weights holding NaN or infinity, naming the tensor, and
- * runs stop at non-finite logits. DA_ALLOW_NONFINITE=1 in the environment
- * (the CLI's --allow-nonfinite) lets such weights load, for debugging. */
-int da_allow_nonfinite(void);
+/* How a loader treats a model file. A loader refuses weights holding NaN or
+ * infinity, naming the tensor (runs stop at non-finite logits in any case);
+ * allow_nonfinite = 1 lets them load, for debugging (the CLI's
+ * --allow-nonfinite). A zeroed struct, or NULL where a function takes a
+ * pointer, is the default. */
+typedef struct {
+    int allow_nonfinite;
+} da_load_opts;
 
 /* ---------------------------------------------------------------- RNG */
 
@@ -141,7 +145,8 @@ typedef struct {
                          * when not the default, and absent reads as the default (a field added later, so
                          * files without it keep their bytes and their meaning) */
     const char *help;
-    const char *const *names; /* DA_FIELD_ENUM: NULL-terminated spellings */
+    const char *const *names; /* DA_FIELD_ENUM: NULL-terminated spellings; DA_FIELD_FLOAT: NULL, or names[0]
+                               * spells the default (its format and a value the parser accepts) */
 } da_field;
 
 /* Every field of obj to its default. */

@@ -84,11 +84,13 @@ da_status da_needle_attention_map_of(da_model *m, const da_needle_config *nc, in
 /* The model at model_path on one sequence of token ids (a file of
  * whitespace-separated ids, at most max_seq_len of them), for comparison with
  * a reference implementation. Logits: .npy float32 [T, vocab]. */
-da_status da_eval_write_logits(const char *model_path, const char *ids_path, const char *out_path);
+da_status da_eval_write_logits(const char *model_path, const char *ids_path, const char *out_path,
+                               const da_load_opts *load);
 /* The gradient of the mean cross-entropy of predicting ids[1..T-1] from
  * ids[0..T-2] (T >= 2), as safetensors: each parameter's gradient under its
  * name, plus the scalar "loss" (also returned in *loss). */
-da_status da_eval_write_grads(const char *model_path, const char *ids_path, const char *out_path, float *loss);
+da_status da_eval_write_grads(const char *model_path, const char *ids_path, const char *out_path, float *loss,
+                              const da_load_opts *load);
 
 /* ---------------------------------------------------------------- outliers */
 

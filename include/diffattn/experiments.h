@@ -16,7 +16,8 @@ extern "C" {
 /* DIFF and the softmax baseline trained at equal parameters, tokens, data and
  * seed, then the same evaluations on both, with a side-by-side report
  * (report.md, report.json, figures) in out_dir. */
-#define DA_COMPARE_MAX_ARCHS (DA_ARCH_N + 1) /* every architecture, and compare --task's swa */
+#define DA_COMPARE_MAX_ARCHS 8
+#define DA_COLUMN_NAME_MAX 48 /* a column token of --archs: "diff:lambda-init=0.5:head-norm=off" */
 
 typedef struct {
     const char *out_dir;
@@ -247,6 +248,9 @@ typedef struct {
      * initialisation is copied into the others; verdicts are against softmax when it is listed */
     da_arch archs[DA_COMPARE_MAX_ARCHS];
     int windows[DA_COMPARE_MAX_ARCHS]; /* > 0: that arch with a sliding window of this many keys ("swa") */
+    /* a column with model options: its --archs token ("diff:head-norm=off"), its name in reports and run
+     * files; "" for a plain architecture */
+    char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
     int n_archs;
     int swa_window;        /* the window of "swa" in --archs */
     int n_pairs, pairs[8]; /* mqar sweep (0: task.pairs) */
@@ -270,8 +274,11 @@ typedef struct {
 } da_task_compare_config;
 
 void da_task_compare_config_default(da_task_compare_config *c);
-/* --archs into c->archs and c->windows: every da_arch_name, and swa (the
- * softmax model with a sliding window of c->swa_window keys, set first). */
+/* --archs into c->archs, c->windows and c->columns: every da_arch_name,
+ * swa (the softmax model with a sliding window of c->swa_window keys, set
+ * first), and an architecture with model options, "arch:flag=value[:...]"
+ * (flags head-norm and lambda-init: "diff:head-norm=off",
+ * "softmax:head-norm=on", "diff:lambda-init=0.5"). */
 da_status da_task_parse_archs(da_task_compare_config *c, const char *list);
 /* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
  * semicolons; keys heads, dim, layers, lr, batch) into c->grid. */
@@ -289,6 +296,12 @@ da_status da_task_compare(const da_task_compare_config *c);
  * refuses or (force) clears an existing study, makes the folders, and gives
  * the number of runs. */
 da_status da_task_compare_prepare(const da_task_compare_config *c, int *n_runs);
+/* The study folder's lock, which such a driver holds from prepare to report
+ * (the run processes it starts do not take it): one writer at a time; a
+ * second is refused, naming the holder's pid. Makes the folder; *fd is -1
+ * on error. da_task_compare takes it itself. */
+da_status da_task_compare_lock(const da_task_compare_config *c, int *fd);
+void da_task_compare_unlock(int fd);
 /* Whether run k has a result file made with these settings. */
 int da_task_compare_run_done(const da_task_compare_config *c, int k);
 /* The run to start i-th (0 <= i < n_runs): seed by seed, every cell and
@@ -394,12 +407,14 @@ typedef struct {
     int prompt, gen, reps; /* prompt tokens (one batch), greedy decoding steps, repetitions */
     const char *act;       /* activation mode for every model; NULL: each file's own (f32 for float weights) */
     int kv_int8;
+    da_load_opts load; /* how the model files are read */
+    int kv_f16; /* 1: an f16 KV cache (llama.cpp's default; not with kv_int8); both 0: f32 */
 } da_bench_generate_opts;
 
 typedef struct {
     char weight_type[8], act[16];
     char dots[16];   /* the instruction set of the quantized dot products */
-    int kv_int8;
+    int kv_int8, kv_f16;
     long file_bytes;
     double best_prompt, best_decode; /* tokens/s, the best repetition */
     double decode_bytes;             /* read per decoded token, at the run's mean decoding context */

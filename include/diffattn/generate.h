@@ -44,6 +44,8 @@ int da_act_mode_parse(const char *s, da_act_mode *out); /* 0 ok, -1 unknown */
 /* A model file: a diffattn safetensors checkpoint, or a GGUF from `diffattn
  * quantize`. Errors name the file and the field. */
 da_status da_engine_load(da_engine **out, const char *path);
+/* da_engine_load with load options o (NULL: the defaults). */
+da_status da_engine_load_with(da_engine **out, const char *path, const da_load_opts *o);
 /* f32 views of m's parameters, no copy: m must outlive the engine. λ is
  * computed here, once: make a new engine after changing m's parameters. */
 da_status da_engine_from_model(da_engine **out, const da_model *m);
@@ -72,9 +74,9 @@ size_t da_engine_file_bytes(const da_engine *e); /* of the file it was loaded fr
  * positions: every weight but the embedding table (one row of it; the whole
  * table when a tied model has no head copy, as it is then the head) and, in
  * every layer, the keys and values of the positions a query sees (a sliding
- * window's at most), f32 or int8 with their scales. Decoding is bound by
+ * window's at most), f32, f16, or int8 with their scales. Decoding is bound by
  * this over the machine's memory bandwidth. */
-double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8);
+double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8, int kv_f16);
 /* Tensor i (0 .. da_engine_n_tensors - 1) in the model's tensor order: its
  * name, its type ("f32", "q4_k", ...) and shape (cols 0 for vectors). */
 int da_engine_n_tensors(const da_engine *e);
@@ -87,6 +89,7 @@ typedef struct {
                        (symmetric, one absmax scale per query row of each map: the paper's Figure 8); 0: exact */
     int max_T;      /* positions the session holds; 0: the model's max_seq_len */
     int max_batch;  /* tokens one da_session_feed call may take; 0: max_T */
+    int kv_f16;     /* 1: the KV cache holds f16 (llama.cpp's default cache type; not with kv_int8) */
 } da_session_opts;
 
 /* Options with every field at its default: act -1, exact logits, f32 cache, max_seq_len positions. */
@@ -140,6 +143,7 @@ da_status da_generate(da_session *s, const int *prompt, int n_prompt, const da_g
  * evaluations that need activations): safetensors as stored, GGUF weights
  * dequantized to f32. */
 da_status da_model_load_any(da_model *m, const char *path);
+da_status da_model_load_any_with(da_model *m, const char *path, const da_load_opts *o);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@ extern "C" {
 /* The schema of da_config: one row per field, in checkpoint-metadata order
  * (src/model/config.c). n_kv_heads and ffn_hidden default to 0 there, meaning
  * "derived" (see da_config_from_diff_heads). */
-#define DA_CONFIG_N_FIELDS 23
+#define DA_CONFIG_N_FIELDS 25
 extern const da_field da_config_fields[DA_CONFIG_N_FIELDS];
 
 /* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads),
@@ -54,6 +54,10 @@ double da_kv_cache_bytes(const da_config *c, int n);
 int da_default_ffn_hidden(int dim);
 /* 0.8 - 0.6*exp(-0.3*depth), depth 0-based. */
 float da_lambda_init(int depth);
+/* DIFF's lambda_init of layer l (0-based) under c: c->lambda_init, or the depth schedule. */
+float da_config_lambda_init(const da_config *c, int layer);
+/* 1 when c's attention has the per-head norm (c->head_norm resolved against the variant's default). */
+int da_config_head_norm(const da_config *c);
 const char *da_arch_name(da_arch a);
 const char *da_rope_freq_name(da_rope_freq f);   /* "diff", "llama" */
 int da_rope_freq_parse(const char *s, da_rope_freq *out);   /* 0 ok, -1 unknown */
@@ -62,7 +66,14 @@ int da_rope_scale_parse(const char *s, da_rope_scale *out); /* 0 ok, -1 unknown 
 /* cos, sin: (T, d/2) tables of position t and pair j for cfg's head size,
  * frequency rule and scaling (every RoPE user builds its tables here). */
 void da_rope_tables(const da_config *cfg, float *cos_tab, float *sin_tab, int T);
+/* Row pos of those tables, for any position (a ring session's past them):
+ * cos_row, sin_row: (d/2), the same values da_rope_tables gives. */
+void da_rope_at(const da_config *cfg, long pos, float *cos_row, float *sin_row);
 int da_arch_parse(const char *s, da_arch *out); /* 0 ok, -1 unknown */
+/* The general.architecture a GGUF of c is written with: "llama" (what
+ * llama.cpp runs: softmax, no window, no head norm), else "diffattn-" and
+ * da_arch_name. */
+void da_gguf_arch_of(const da_config *c, char *out, size_t n);
 
 /* What reports say of an architecture: its attention variant's table entry
  * (src/attn/variant.h), seen through the public API. */
@@ -169,6 +180,8 @@ float da_model_lambda(const da_model *m, int layer);
  * `diffattn quantize` also loads, its weights dequantized to f32. Loading
  * checks every name, shape and dtype (F32 or BF16) against the metadata. */
 da_status da_model_load(da_model *m, const char *path);
+/* da_model_load with load options o (NULL: the defaults). */
+da_status da_model_load_with(da_model *m, const char *path, const da_load_opts *o);
 /* The parameters a model of configuration c has (da_model_create's table,
  * summed; SIZE_MAX when beyond size_t): what loaders check a file's bytes
  * against before allocating the model it declares. */

@@ -14,7 +14,8 @@ extern "C" {
 
 typedef struct {
     const char *type;        /* every layer matmul: "q8_0", "q4_0", "q4_k", "f16", "bf16" or "f32" */
-    const char *output_type; /* the untied LM head; NULL: q8_0 for the 4-bit types, else type */
+    const char *output_type; /* the untied LM head (or q6_k); NULL: q6_k for the 4-bit types (q8_0 where the width
+                                is off its 256 block, as llama.cpp), else type */
     const char *fallback;    /* a matmul whose width is not a multiple of type's block (q4_k: 256, others 32):
                                 NULL = an error naming it; "q8_0" = q8_0 for it (f32 if even 32 does not divide) */
     const char *act;         /* the activation mode stored as the file's default (da_act_mode_name); NULL: "q8" */
@@ -23,6 +24,7 @@ typedef struct {
     int calib_seq;           /* tokens per calibration sequence; 0: the model's max_seq_len */
     int awq;                 /* with calib_data: 1 = AWQ scaling, 0 = only the int8 ranges */
     uint64_t seed;           /* calibration sampling seed */
+    da_load_opts load;       /* how the model file is read */
 } da_quantize_opts;
 
 void da_quantize_opts_default(da_quantize_opts *o);

@@ -90,7 +90,7 @@ static void diff_attention_forward(float *out, float *opre, float *sub_rstd, flo
                         opre + (size_t)b * T * C + (size_t)h * d2, C);
         }
     }
-    head_norm_forward(out, sub_rstd, opre, subln_w, 1.0f - lambda_init, B * T * H, d2);
+    if (subln_w) head_norm_forward(out, sub_rstd, opre, subln_w, 1.0f - lambda_init, B * T * H, d2);
 }
 
 static void diff_attention_backward(float *dq, float *dk, float *dv, float *dsubln, float *dlambda,
@@ -103,9 +103,13 @@ static void diff_attention_backward(float *dq, float *dk, float *dv, float *dsub
     const float scale = 1.0f / sqrtf((float)d);
     const size_t TT = (size_t)T * T;
     const int rows = B * T * H;
-    float *dopre = scratch + (size_t)s->n_threads * 4 * TT;
-    float *dlam_part = dopre + (size_t)B * T * C; /* (B, H) */
-    head_norm_backward(dopre, dsubln, dout, opre, sub_rstd, subln_w, 1.0f - lambda_init, rows, d2);
+    float *dnorm = scratch + (size_t)s->n_threads * 4 * TT;
+    float *dlam_part = dnorm + (size_t)B * T * C; /* (B, H) */
+    const float *dopre = dout; /* without the head norm (subln_w NULL) */
+    if (subln_w) {
+        head_norm_backward(dnorm, dsubln, dout, opre, sub_rstd, subln_w, 1.0f - lambda_init, rows, d2);
+        dopre = dnorm;
+    }
 
     memset(dk, 0, (size_t)B * T * Ckv * sizeof(float));
     memset(dv, 0, (size_t)B * T * Ckv * sizeof(float));

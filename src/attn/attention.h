@@ -48,6 +48,7 @@ typedef struct {
     int n_threads; /* OpenMP threads the scratch was sized for */
     int logit_bits; /* reference kernel: logits fake-quantized to this many bits (da_model.attn_logit_bits; 0 exact) */
     int window;     /* sliding window: query t sees keys t-window+1 .. t in every map; 0 = all keys 0 .. t */
+    int head_norm;  /* 1: the variant's per-head norm is on (da_attn_head_norm_on): its saved rows and scratch */
     const da_config *cfg; /* the model's configuration (a variant's own hyper-parameters), or NULL */
 } attn_shape;
 
@@ -75,7 +76,9 @@ typedef struct {
 
     /* Reference DIFF: out: (B, T, C) = subln((A1 - lambda*A2) V) * (1 - lambda_init),
      * per head. opre: (B, T, C) the pre-norm head outputs, sub_rstd: (B, T, H)
-     * the norm's rstd, att: the maps; all three saved for the backward. */
+     * the norm's rstd, att: the maps; all three saved for the backward.
+     * subln_w NULL: no head norm (head_norm off): out = opre, the same
+     * pointer, sub_rstd unused; the backward then takes dsubln NULL. */
     void (*diff_forward)(float *out, float *opre, float *sub_rstd, float *att, const float *q, const float *k,
                          const float *v, const float *subln_w, float lambda, float lambda_init, const attn_shape *s,
                          float *scratch);

@@ -3,7 +3,9 @@
  * 2g+1 of its KV group g) and a 2d-wide value; its output is
  *     RMSNorm_subln((softmax(Q1 K1^T/sqrt(d)) - lambda softmax(Q2 K2^T/sqrt(d))) V) * (1 - lambda_init)
  * with lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init,
- * one per layer. */
+ * one per layer. The paper's ablations (Table 6) are model options:
+ * head_norm off drops RMSNorm_subln (no subln tensor) and the (1 - lambda_init)
+ * factor; lambda_init X replaces the depth schedule in every layer. */
 #include <math.h>
 
 #include "attn/variant.h"
@@ -11,7 +13,7 @@
 #include "core/profile.h"
 
 enum { Q, K, V, OUT, LQ1, LK1, LQ2, LK2, SUBLN, N_TENSORS };
-enum { C_LAMBDA, C_POST }; /* layer consts: lambda_full, 1 - lambda_init */
+enum { C_LAMBDA, C_POST, C_INIT }; /* layer consts: lambda_full, the head norm's scale (1 - lambda_init), lambda_init */
 
 float da_attn_lambda_init(int depth) { return 0.8f - 0.6f * expf(-0.3f * (float)depth); }
 
@@ -26,7 +28,7 @@ static int diff_tensors(const da_config *c, attn_tensor *t) {
     t[LQ2] = attn_param_vector("lambda_q2", d, ATTN_INIT_NORMAL, 0.1f);
     t[LK2] = attn_param_vector("lambda_k2", d, ATTN_INIT_NORMAL, 0.1f);
     t[SUBLN] = attn_param_vector("subln.weight", 2 * d, ATTN_INIT_ONES, 0.0f);
-    return N_TENSORS;
+    return da_attn_head_norm_on(c) ? N_TENSORS : SUBLN; /* the head norm's gain is the last tensor */
 }
 
 static da_status diff_validate(const da_config *c) {
@@ -43,8 +45,10 @@ static void diff_layer_consts(const da_config *c, int layer, const float *const 
         a += w[LQ1][i] * w[LK1][i];
         b += w[LQ2][i] * w[LK2][i];
     }
-    consts[C_LAMBDA] = expf(a) - expf(b) + da_attn_lambda_init(layer);
-    consts[C_POST] = 1.0f - da_attn_lambda_init(layer);
+    const float init = da_attn_layer_lambda_init(c, layer);
+    consts[C_LAMBDA] = expf(a) - expf(b) + init;
+    consts[C_POST] = da_attn_head_norm_on(c) ? 1.0f - init : 1.0f;
+    consts[C_INIT] = init;
 }
 
 static const attn_layout LAYOUT = {2, 1, 2};
@@ -52,18 +56,22 @@ static const attn_layout LAYOUT = {2, 1, 2};
 static void diff_forward(const attn_train_ctx *x) {
     const attn_shape *s = &x->shape;
     const da_attn_ops *at = da_attn_ops_of(x->exec->isa);
-    attn_saved sv = attn_saved_layout(x, &LAYOUT, 1);
+    attn_saved sv = attn_saved_layout(x, &LAYOUT, s->head_norm);
     diff_layer_consts(x->cfg, x->layer, (const float *const *)x->w, x->consts);
     const float lambda = x->consts[C_LAMBDA];
+    /* without the head norm the kernel writes the output itself */
+    float *opre = s->head_norm ? sv.opre : x->out;
+    const float *subln = s->head_norm ? x->w[SUBLN] : NULL;
     if (x->flash) {
-        at->flash_forward(sv.opre, sv.o1, sv.o2, sv.lse, x->proj[Q], x->proj[K], x->proj[V], lambda, NULL, &LAYOUT,
-                          s, x->scratch);
-        DA_PROF(x->exec->prof_s, DA_PROF_HEAD_NORM,
-                at->head_norm_forward(x->out, sv.sub_rstd, sv.opre, x->w[SUBLN], x->consts[C_POST],
-                                      s->B * s->T * s->n_heads, 2 * s->d));
+        at->flash_forward(opre, sv.o1, sv.o2, sv.lse, x->proj[Q], x->proj[K], x->proj[V], lambda, NULL, &LAYOUT, s,
+                          x->scratch);
+        if (s->head_norm)
+            DA_PROF(x->exec->prof_s, DA_PROF_HEAD_NORM,
+                    at->head_norm_forward(x->out, sv.sub_rstd, opre, subln, x->consts[C_POST],
+                                          s->B * s->T * s->n_heads, 2 * s->d));
     } else {
-        at->diff_forward(x->out, sv.opre, sv.sub_rstd, sv.att, x->proj[Q], x->proj[K], x->proj[V], x->w[SUBLN],
-                         lambda, da_attn_lambda_init(x->layer), s, x->scratch);
+        at->diff_forward(x->out, opre, sv.sub_rstd, sv.att, x->proj[Q], x->proj[K], x->proj[V], subln, lambda,
+                         x->consts[C_INIT], s, x->scratch);
     }
 }
 
@@ -88,41 +96,50 @@ static void lambda_backward(const attn_train_ctx *x, float dlambda) {
 static void diff_backward(const attn_train_ctx *x) {
     const attn_shape *s = &x->shape;
     const da_attn_ops *at = da_attn_ops_of(x->exec->isa);
-    attn_saved sv = attn_saved_layout(x, &LAYOUT, 1);
+    attn_saved sv = attn_saved_layout(x, &LAYOUT, s->head_norm);
     const float lambda = x->consts[C_LAMBDA];
+    const float *opre = s->head_norm ? sv.opre : x->out, *subln = s->head_norm ? x->w[SUBLN] : NULL;
+    float *dsubln = s->head_norm ? x->g[SUBLN] : NULL;
     float dlambda = 0.0f;
     if (x->flash) {
-        /* the head norm's input gradient lives past the flash kernel's scratch */
-        float *dopre = x->scratch + da_flash_scratch_size(s, &LAYOUT);
-        DA_PROF(x->exec->prof_s, DA_PROF_HEAD_NORM,
-                at->head_norm_backward(dopre, x->g[SUBLN], x->dout, sv.opre, sv.sub_rstd, x->w[SUBLN],
-                                       x->consts[C_POST], s->B * s->T * s->n_heads, 2 * s->d));
-        at->flash_backward(x->dproj[Q], x->dproj[K], x->dproj[V], &dlambda, NULL, dopre, sv.opre, sv.o1, sv.o2,
+        const float *dopre = x->dout;
+        if (s->head_norm) {
+            /* the head norm's input gradient lives past the flash kernel's scratch */
+            float *dn = x->scratch + da_flash_scratch_size(s, &LAYOUT);
+            DA_PROF(x->exec->prof_s, DA_PROF_HEAD_NORM,
+                    at->head_norm_backward(dn, dsubln, x->dout, opre, sv.sub_rstd, subln, x->consts[C_POST],
+                                           s->B * s->T * s->n_heads, 2 * s->d));
+            dopre = dn;
+        }
+        at->flash_backward(x->dproj[Q], x->dproj[K], x->dproj[V], &dlambda, NULL, dopre, opre, sv.o1, sv.o2,
                            sv.lse, x->proj[Q], x->proj[K], x->proj[V], lambda, NULL, &LAYOUT, s, x->scratch);
     } else {
-        at->diff_backward(x->dproj[Q], x->dproj[K], x->dproj[V], x->g[SUBLN], &dlambda, x->dout, sv.opre,
-                          sv.sub_rstd, sv.att, x->proj[Q], x->proj[K], x->proj[V], x->w[SUBLN], lambda,
-                          da_attn_lambda_init(x->layer), s, x->scratch);
+        at->diff_backward(x->dproj[Q], x->dproj[K], x->dproj[V], dsubln, &dlambda, x->dout, opre, sv.sub_rstd,
+                          sv.att, x->proj[Q], x->proj[K], x->proj[V], subln, lambda, x->consts[C_INIT], s,
+                          x->scratch);
     }
     lambda_backward(x, dlambda);
 }
 
-static size_t diff_train_floats(const attn_shape *cap, int flash) { return attn_saved_floats(cap, &LAYOUT, flash, 1); }
+static size_t diff_train_floats(const attn_shape *cap, int flash) {
+    return attn_saved_floats(cap, &LAYOUT, flash, cap->head_norm);
+}
 
 static size_t diff_scratch_floats(const attn_shape *s, int flash) {
-    return attn_kernel_scratch(s, &LAYOUT, flash) + (flash ? (size_t)s->B * s->T * s->C : 0);
+    return attn_kernel_scratch(s, &LAYOUT, flash) + (flash && s->head_norm ? (size_t)s->B * s->T * s->C : 0);
 }
 
 static void diff_decode_head(const attn_decode_head *x) {
     const int d = x->d, d2 = 2 * d, h = x->h, g = x->g, len = x->len;
     const float scale = 1.0f / sqrtf((float)d), lambda = x->consts[C_LAMBDA], post = x->consts[C_POST];
-    const float *subln = x->w[SUBLN];
+    const float *subln = da_attn_head_norm_on(x->cfg) ? x->w[SUBLN] : NULL;
     float *A1 = x->att, *A2 = A1 + x->slots;
     x->kv->scores(x->kv->self, A1, x->q + (size_t)(2 * h) * d, 2 * g * d, x->p0, len, scale);
     x->kv->scores(x->kv->self, A2, x->q + (size_t)(2 * h + 1) * d, (2 * g + 1) * d, x->p0, len, scale);
     for (int i = 0; i < len; i++) A1[i] -= lambda * A2[i];
     float *oh = x->o + (size_t)h * d2;
     x->kv->mix(x->kv->self, oh, A1, g * d2, x->p0, len, d2);
+    if (!subln) return; /* head_norm off */
     float ss = 0.0f;
     for (int i = 0; i < d2; i++) ss += oh[i] * oh[i];
     const float r = 1.0f / sqrtf(ss / d2 + DA_SUBLN_EPS);
@@ -145,6 +162,8 @@ const attn_variant attn_diff = {
     .sub_heads_per_head = 2,
     .layout = {2, 1, 2},
     .per_layer_lambda = 1,
+    .head_norm_option = 2,
+    .lambda_init_option = 1,
     .compared = 1,
     .baseline = 0,
     .hf_class = "DiffLlamaForCausalLM",

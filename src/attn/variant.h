@@ -132,6 +132,9 @@ typedef struct attn_variant {
     int sub_heads_per_head;  /* d-wide sub-heads per head in dim: d = dim / (n_heads * this) */
     attn_layout layout;      /* for the kernels shared by every variant */
     int per_layer_lambda; /* 1: consts[0] (layer_consts) is the layer's one lambda (da_model_lambda) */
+    int head_norm_option;   /* the per-head norm (da_config.head_norm): 0 none, an explicit value refused;
+                             * 1 off unless on; 2 on unless off */
+    int lambda_init_option; /* 1: da_config.lambda_init applies */
     int baseline;       /* 1: the baseline of compare's verdicts */
     int compared;       /* 1: compare runs it without --archs */
     const char *hf_class; /* Hugging Face: the transformers class of the export, or NULL */
@@ -222,6 +225,10 @@ void da_attn_init_tensor(const da_config *c, const attn_tensor *t, float *w);
 
 /* DIFF's lambda_init at 0-based depth: 0.8 - 0.6 exp(-0.3 depth). */
 float da_attn_lambda_init(int depth);
+/* lambda_init of layer l under c: c->lambda_init when set, else the depth schedule. */
+float da_attn_layer_lambda_init(const da_config *c, int layer);
+/* 1 when c's variant applies its per-head norm (c->head_norm against the variant's default). */
+int da_attn_head_norm_on(const da_config *c);
 
 /* The analysis hooks of the variants whose heads are maps laid out as
  * attention.h says (attn_layout): softmax, DIFF, DIFF2. */

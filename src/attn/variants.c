@@ -56,8 +56,18 @@ void da_attn_init_tensor(const da_config *c, const attn_tensor *t, float *w) {
 attn_shape da_attn_shape_of(const da_config *c, int B, int T, int n_threads) {
     const attn_variant *v = da_attn_variant_of(c->arch);
     attn_shape s = {B, T, c->n_heads, c->n_kv_heads, c->dim / (c->n_heads * v->sub_heads_per_head), c->dim,
-                    attn_kv_cols(c), n_threads, 0, c->window, c};
+                    attn_kv_cols(c), n_threads, 0, c->window, da_attn_head_norm_on(c), c};
     return s;
+}
+
+int da_attn_head_norm_on(const da_config *c) {
+    const attn_variant *v = da_attn_variant_of(c->arch);
+    if (c->head_norm == DA_HEAD_NORM_DEFAULT) return v->head_norm_option == 2;
+    return v->head_norm_option && c->head_norm == DA_HEAD_NORM_ON;
+}
+
+float da_attn_layer_lambda_init(const da_config *c, int layer) {
+    return c->lambda_init > 0.0f ? c->lambda_init : da_attn_lambda_init(layer);
 }
 
 size_t da_attn_scratch_floats(const attn_variant *v, const attn_shape *s, int flash) {

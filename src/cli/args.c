@@ -26,6 +26,13 @@ static void print_default(const cli_opt *o) {
         printf(" (default %s)", e->names[*e->value]);
         break;
     }
+    case OPT_FIELD: {
+        const cli_enum *e = o->dst;
+        char v[64];
+        da_field_format(e->field, e->obj, v, sizeof v);
+        printf(" (default %s)", v);
+        break;
+    }
     case OPT_FLAG: break;
     }
 }
@@ -42,7 +49,7 @@ static void print_help(const char *cmd, const char *summary, const cli_opt *opts
     printf("usage: diffattn %s [flags]\n\n%s\n\nflags:\n", cmd, summary);
     for (int i = 0; i < n; i++) {
         const char *meta = opts[i].type == OPT_FLAG ? "" : opts[i].type == OPT_STR || opts[i].type == OPT_ENUM ? " S" :
-                           opts[i].type == OPT_FLOAT ? " X" : " N";
+                           opts[i].type == OPT_FLOAT || opts[i].type == OPT_FIELD ? " X" : " N";
         char left[64];
         snprintf(left, sizeof left, "--%s%s", opts[i].name, meta);
         printf("  %-22s %s", left, opts[i].help);
@@ -90,6 +97,13 @@ static int parse_value(const char *cmd, cli_opt *o, const char *v) {
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? " or " : "", e->names[k]);
         }
         fprintf(stderr, "diffattn %s: --%s \"%s\": expected %s\n", cmd, o->name, v, names);
+        return 1;
+    }
+    case OPT_FIELD: {
+        const cli_enum *e = o->dst;
+        da_status st = da_field_parse(e->field, e->obj, v);
+        if (!st.code) return 0;
+        fprintf(stderr, "diffattn %s: --%s %s\n", cmd, o->name, st.msg);
         return 1;
     }
     case OPT_FLAG: break;
@@ -182,11 +196,16 @@ int cli_field_opts(const da_field *fields, int n, void *obj, cli_opt *opts, cli_
         const da_field *f = &fields[i];
         if (!f->flag) continue;
         void *dst = (char *)obj + f->offset;
+        cli_opt_type type = opt_type(f->type);
         if (f->type == DA_FIELD_ENUM) {
-            enums[e] = (cli_enum){(int *)dst, f->names};
+            enums[e] = (cli_enum){(int *)dst, f->names, NULL, NULL};
             dst = &enums[e++];
+        } else if (f->type == DA_FIELD_FLOAT && f->names) {
+            enums[e] = (cli_enum){NULL, f->names, f, obj};
+            dst = &enums[e++];
+            type = OPT_FIELD;
         }
-        opts[k++] = (cli_opt){f->flag, opt_type(f->type), dst, f->help, 0};
+        opts[k++] = (cli_opt){f->flag, type, dst, f->help, 0};
     }
     return k;
 }
@@ -273,10 +292,25 @@ int cli_parse_run_opts(const char *act_s, const char *kv_s, da_session_opts *o) 
         return 1;
     }
     if (act_s) o->act = act;
-    if (kv_s && strcmp(kv_s, "int8") && strcmp(kv_s, "f32")) {
-        fprintf(stderr, "diffattn: --kv: expected f32 or int8\n");
+    if (kv_s && strcmp(kv_s, "int8") && strcmp(kv_s, "f32") && strcmp(kv_s, "f16")) {
+        fprintf(stderr, "diffattn: --kv: expected f32, f16 or int8\n");
         return 1;
     }
     o->kv_int8 = kv_s && !strcmp(kv_s, "int8");
+    o->kv_f16 = kv_s && !strcmp(kv_s, "f16");
     return 0;
 }
+
+/* Set once, by main, before any command runs; read-only afterwards. */
+static da_load_opts invocation_load_opts;
+
+int cli_take_load_opts(int argc, char **argv) {
+    int out = 0;
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--allow-nonfinite")) invocation_load_opts.allow_nonfinite = 1;
+        else argv[out++] = argv[i];
+    argv[out] = NULL;
+    return out;
+}
+
+const da_load_opts *cli_load_opts(void) { return &invocation_load_opts; }

@@ -7,12 +7,16 @@
 
 #include "diffattn.h"
 
-typedef enum { OPT_INT, OPT_LONG, OPT_FLOAT, OPT_STR, OPT_FLAG, OPT_U64, OPT_ENUM } cli_opt_type;
+typedef enum { OPT_INT, OPT_LONG, OPT_FLOAT, OPT_STR, OPT_FLAG, OPT_U64, OPT_ENUM, OPT_FIELD } cli_opt_type;
 
-/* What an OPT_ENUM's dst points to: the value is the index of its spelling. */
+/* What an OPT_ENUM's dst points to: the value is the index of its spelling.
+ * An OPT_FIELD's (a table row parsed and shown as the table does: a float
+ * with a spelled default) has field and obj set instead. */
 typedef struct {
     int *value;
     const char *const *names; /* NULL-terminated */
+    const da_field *field;
+    void *obj;
 } cli_enum;
 
 typedef struct {
@@ -32,13 +36,20 @@ int cli_parse(const char *cmd, const char *summary, int argc, char **argv, cli_o
               const char *const *required);
 int cli_was_set(const cli_opt *opts, int n_opts, const char *name);
 
+/* The load options of this invocation. main takes --allow-nonfinite out of
+ * argv wherever it stands (cli_take_load_opts), before a command runs; the
+ * commands pass cli_load_opts() to every loader. Returns the new argc. */
+int cli_take_load_opts(int argc, char **argv);
+const da_load_opts *cli_load_opts(void);
+
 /* From now on Ctrl-C (SIGINT) and SIGTERM set the returned flag, which long
  * jobs poll to checkpoint and stop; a second signal ends the process at once. */
 volatile int *cli_catch_stop_signals(void);
 
 /* Options for the rows of a configuration table that have a flag, bound to
  * obj's fields (whose current values --help shows as defaults). enums: room
- * for one cli_enum per DA_FIELD_ENUM row, which the options point to.
+ * for one cli_enum per DA_FIELD_ENUM row and per float row with names, which
+ * the options point to.
  * Returns the number of options written. */
 int cli_field_opts(const da_field *fields, int n, void *obj, cli_opt *opts, cli_enum *enums);
 /* given[i] = 1 when row i of the table has a flag that was given. */
@@ -54,7 +65,8 @@ int cli_fail_fields(const char *msg);
 typedef struct {
     da_config cfg; /* the table's defaults (0 = derived), then the flags */
     int seq;       /* --seq, set by cli_model_config */
-    cli_enum enums[3]; /* one per DA_FIELD_ENUM row: arch, rope_freq, rope_scaling */
+    cli_enum enums[8]; /* one per DA_FIELD_ENUM row and named float row: arch, rope_freq, rope_scaling,
+                        * head_norm, lambda_init */
 } cli_model_flags;
 
 #define CLI_N_MODEL_OPTS DA_CONFIG_N_FIELDS

@@ -13,7 +13,7 @@
 int cmd_bench_generate(int argc, char **argv) {
     const char *model = NULL, *also = NULL, *kv_s = NULL;
     int json = 0, bandwidth = 0;
-    da_bench_generate_opts o = {128, 128, 3, NULL, 0};
+    da_bench_generate_opts o = {128, 128, 3, NULL, 0, *cli_load_opts(), 0};
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model (.safetensors, or .gguf: run quantized)", 0},
         {"also", OPT_STR, &also, "comma-separated further models timed in the same run, interleaved", 0},
@@ -22,7 +22,7 @@ int cmd_bench_generate(int argc, char **argv) {
         {"reps", OPT_INT, &o.reps, "repetitions; the best of each is reported", 0},
         {"act", OPT_STR, &o.act,
          "activations: q8, int8-dynamic, int8-static, bf16, f32 (default: the file's; f32 for float weights)", 0},
-        {"kv", OPT_STR, &kv_s, "KV cache: f32 (default) or int8", 0},
+        {"kv", OPT_STR, &kv_s, "KV cache: f32 (default), f16 (llama.cpp's default) or int8", 0},
         {"json", OPT_FLAG, &json, "one JSON object per model", 0},
         {"bandwidth", OPT_FLAG, &bandwidth,
          "also measure the copy bandwidth (memcpy between two 1 GiB buffers, after the timing, the models freed: peak RSS is at least 2 GiB) and give decoding as a fraction of its bound", 0},
@@ -34,8 +34,10 @@ int cmd_bench_generate(int argc, char **argv) {
                        "OMP_NUM_THREADS.",
                        argc, argv, opts, 9, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    if (kv_s && strcmp(kv_s, "int8") && strcmp(kv_s, "f32")) return cli_fail("--kv: expected f32 or int8");
+    if (kv_s && strcmp(kv_s, "int8") && strcmp(kv_s, "f32") && strcmp(kv_s, "f16"))
+        return cli_fail("--kv: expected f32, f16 or int8");
     o.kv_int8 = kv_s && !strcmp(kv_s, "int8");
+    o.kv_f16 = kv_s && !strcmp(kv_s, "f16");
     enum { MAXM = 8 };
     const char *paths[MAXM] = {model};
     int nm = 1;
@@ -60,7 +62,7 @@ int cmd_bench_generate(int argc, char **argv) {
                    "\"decode_speedup_vs_first\":%.3f,\"prompt_speedup_vs_first\":%.3f,\"threads\":%d,\"isa\":\"%s\","
                    "\"wait_policy\":\"%s\",\"loadavg\":%.2f,\"decode_bytes_per_token\":%.0f,"
                    "\"copy_bandwidth_gbs\":%.2f,\"bandwidth_fraction\":%.3f}\n",
-                   paths[i], res[i].weight_type, res[i].act, res[i].kv_int8 ? "int8" : "f32", o.prompt, o.gen,
+                   paths[i], res[i].weight_type, res[i].act, res[i].kv_int8 ? "int8" : res[i].kv_f16 ? "f16" : "f32", o.prompt, o.gen,
                    res[i].best_prompt, res[i].best_decode, res[i].file_bytes, sp, spp, omp_get_max_threads(),
                    res[i].dots, wait, load[0], res[i].decode_bytes, bw,
                    bw > 0 ? res[i].best_decode * res[i].decode_bytes / 1e9 / bw : 0.0);

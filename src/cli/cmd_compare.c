@@ -200,11 +200,13 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
         return st.code ? cli_fail(st.msg) : 0;
     }
     if (jobs == 1) return compare_finish(da_task_compare(&c), c.out_dir, "--resume continues it, --force replaces it");
-    int n_runs;
+    int n_runs, lock_fd;
     const double t0 = now_s();
-    da_status st = da_task_compare_prepare(&c, &n_runs);
+    da_status st = da_task_compare_lock(&c, &lock_fd);
+    if (!st.code) st = da_task_compare_prepare(&c, &n_runs);
     if (!st.code) st = run_jobs(&c, n_runs, jobs, argc, argv);
     if (!st.code) st = da_task_compare_report(&c, now_s() - t0);
+    da_task_compare_unlock(lock_fd);
     return compare_finish(st, c.out_dir, "--resume continues it, --force replaces it");
 }
 

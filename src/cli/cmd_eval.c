@@ -32,7 +32,7 @@ static da_status load_data_for(const char *model, const da_config *cfg, const da
  * context. On failure nothing is left allocated. */
 static da_status load_model_data(const char *model, const char *data, float val_fraction, int *seq, da_model *m,
                                  da_text_data *d) {
-    da_status st = da_model_load_any(m, model);
+    da_status st = da_model_load_any_with(m, model, cli_load_opts());
     if (st.code) return st;
     da_tokenizer *tok = NULL;
     if (*seq == 0) *seq = m->cfg.max_seq_len;
@@ -237,7 +237,7 @@ static int eval_quant_logits(int argc, char **argv) {
     da_engine *e = NULL;
     da_text_data d;
     da_quant_logits_result r;
-    da_status st = da_engine_load(&e, model);
+    da_status st = da_engine_load_with(&e, model, cli_load_opts());
     if (!st.code && !(st = load_data_for(model, da_engine_config(e), da_engine_tokenizer(e), data, val_fraction,
                                          seq ? seq : da_engine_config(e)->max_seq_len, &d))
                          .code) {
@@ -288,7 +288,7 @@ static int eval_needle(int argc, char **argv) {
     if (needle_flags_check(&f)) return 1;
     const da_needle_config c = f.c;
     da_model m;
-    da_status st = da_model_load_any(&m, model);
+    da_status st = da_model_load_any_with(&m, model, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
     da_needle_result r;
     st = da_needle_eval_model(&m, &c, 0, &r);
@@ -356,7 +356,7 @@ static int eval_attention(int argc, char **argv) {
     if (other && !png) return cli_fail("--vs draws a second model in the --png figure; pass --png FILE too");
     const da_needle_config c = f.c;
     da_model m;
-    da_status st = da_model_load_any(&m, model);
+    da_status st = da_model_load_any_with(&m, model, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
     da_needle_attention_result r;
     st = da_eval_needle_attention(&m, &c, &r);
@@ -398,7 +398,7 @@ static int eval_attention(int argc, char **argv) {
         snprintf(names[0], sizeof names[0], "%s (%s)", model, da_arch_name(m.cfg.arch));
         st = attention_band(&m, &c, names[0], &maps[0], &bands[0]);
         if (!st.code && other) {
-            st = da_model_load_any(&m2, other);
+            st = da_model_load_any_with(&m2, other, cli_load_opts());
             have2 = !st.code;
             if (!st.code) {
                 snprintf(names[1], sizeof names[1], "%s (%s)", other, da_arch_name(m2.cfg.arch));

@@ -22,7 +22,7 @@ int cmd_eval_ppl(int argc, char **argv) {
         {"ctx", OPT_INT, &ctx, "chunk length n_ctx (0 = the model's max_seq_len)", 0},
         {"chunks", OPT_LONG, &chunks, "chunks to score (0 = the whole validation split)", 0},
         {"act", OPT_STR, &act_s, "activations: q8, int8-dynamic, int8-static, bf16, f32 (default: the file's)", 0},
-        {"kv", OPT_STR, &kv_s, "KV cache: f32 (default) or int8", 0},
+        {"kv", OPT_STR, &kv_s, "KV cache: f32 (default), f16 or int8", 0},
         {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
         {"base-cache", OPT_STR, &cache,
          "file caching the base model's logits across runs (recomputed when n_ctx, chunks or the base differ)", 0},
@@ -42,8 +42,8 @@ int cmd_eval_ppl(int argc, char **argv) {
     da_engine *qe = NULL, *be = NULL;
     da_text_data d;
     da_ppl_result r;
-    da_status st = da_engine_load(&qe, model);
-    if (!st.code && !(st = da_engine_load(&be, base)).code) pc.base_file_bytes = (long)da_engine_file_bytes(be);
+    da_status st = da_engine_load_with(&qe, model, cli_load_opts());
+    if (!st.code && !(st = da_engine_load_with(&be, base, cli_load_opts())).code) pc.base_file_bytes = (long)da_engine_file_bytes(be);
     const da_config *c = qe ? da_engine_config(qe) : NULL;
     /* text through the model's tokenizer; any other vocabulary is an error */
     if (!st.code && !(st = da_text_data_load_tok(&d, data, val_fraction, ctx ? ctx : c->max_seq_len,
@@ -58,12 +58,12 @@ int cmd_eval_ppl(int argc, char **argv) {
             printf("{\"model\":\"%s\",\"base\":\"%s\",\"arch\":\"%s\",\"weights\":\"%s\",\"act\":\"%s\",\"kv\":\"%s\","
                    "\"ppl\":%.6f,\"base_ppl\":%.6f,\"delta_ppl_pct\":%.4f,\"kld\":%.6f,\"same_top1\":%.6f,"
                    "\"chunks\":%ld,\"n_ctx\":%d,\"scored\":%ld}\n",
-                   model, base, da_arch_name(c->arch), wt, act, pc.run.kv_int8 ? "int8" : "f32", r.ppl, r.base_ppl,
+                   model, base, da_arch_name(c->arch), wt, act, pc.run.kv_int8 ? "int8" : pc.run.kv_f16 ? "f16" : "f32", r.ppl, r.base_ppl,
                    r.delta_ppl_pct, r.kld, r.same_top1, r.chunks, ctx ? ctx : c->max_seq_len, r.scored);
         else
             printf("%s (%s, %s weights, %s activations, %s KV): ppl %.4f vs base %.4f (%+.3f%%), KLD %.6f, same top-1 "
                    "%.2f%% (%ld chunks, %ld tokens scored)\n",
-                   model, da_arch_name(c->arch), wt, act, pc.run.kv_int8 ? "int8" : "f32", r.ppl, r.base_ppl,
+                   model, da_arch_name(c->arch), wt, act, pc.run.kv_int8 ? "int8" : pc.run.kv_f16 ? "f16" : "f32", r.ppl, r.base_ppl,
                    r.delta_ppl_pct, r.kld, 100 * r.same_top1, r.chunks, r.scored);
     }
     da_engine_free(be);

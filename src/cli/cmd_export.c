@@ -60,13 +60,13 @@ int cmd_export(int argc, char **argv) {
     da_status st = da_check_outputs_not_inputs(outputs, gguf ? 1 : 3, &model, 1);
     if (st.code) return cli_fail(st.msg);
     da_model m;
-    st = da_model_load_any(&m, model);
+    st = da_model_load_any_with(&m, model, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
     if (!(st = folder_tokenizer(&m, model)).code) st = gguf ? da_model_export_gguf(&m, out, type) : da_model_export_hf(&m, out);
+    char arch[64];
+    da_gguf_arch_of(&m.cfg, arch, sizeof arch);
     if (!st.code && gguf)
-        printf("wrote %s: %s weights, architecture %s%s, %zu parameters, tokenizer %s\n", out, type,
-               m.cfg.arch == DA_ARCH_SOFTMAX && m.cfg.window == 0 ? "" : "diffattn-",
-               m.cfg.arch == DA_ARCH_SOFTMAX && m.cfg.window == 0 ? "llama" : da_arch_name(m.cfg.arch), m.n_params,
+        printf("wrote %s: %s weights, architecture %s, %zu parameters, tokenizer %s\n", out, type, arch, m.n_params,
                m.tokenizer_json ? "in tokenizer.ggml.*" : "none (bytes: docs/formats.md)");
     else if (!st.code)
         printf("wrote %s: %s (%s), %zu parameters, tokenizer.json %s\n", out,

@@ -78,7 +78,7 @@ int cmd_info(int argc, char **argv) {
     if (system) return print_system();
     if (!path) return cli_fail("info: --model is required (or --system)");
     da_model m;
-    da_status st = da_model_load_any(&m, path);
+    da_status st = da_model_load_any_with(&m, path, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
     const da_config *c = &m.cfg;
     const da_arch_info info = da_arch_describe(c->arch);
@@ -88,8 +88,18 @@ int cmd_info(int argc, char **argv) {
      * only when set), then what follows from them */
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *f = &da_config_fields[i];
-        if (!da_config_field_written(c, i)) continue;
         char v[64], note[96] = "";
+        if (!strcmp(f->key, "head_norm")) { /* always, resolved against the variant's default */
+            printf("%-14s %s%s\n", f->key, da_config_head_norm(c) ? "on" : "off",
+                   c->head_norm == DA_HEAD_NORM_DEFAULT ? " (the variant's default)" : "");
+            continue;
+        }
+        if (!strcmp(f->key, "lambda_init") && info.per_layer_lambda) {
+            da_field_format(f, c, v, sizeof v);
+            printf("%-14s %s%s\n", f->key, v, c->lambda_init > 0.0f ? " (every layer)" : " (0.8 - 0.6 exp(-0.3 layer))");
+            continue;
+        }
+        if (!da_config_field_written(c, i)) continue;
         da_field_format(f, c, v, sizeof v);
         if (!strcmp(f->key, "n_heads")) snprintf(note, sizeof note, "%s", info.heads_note);
         if (!strcmp(f->key, "window")) snprintf(note, sizeof note, " (each token sees the last %d keys)", c->window);
@@ -100,6 +110,8 @@ int cmd_info(int argc, char **argv) {
     if (info.extra_params_note[0]) {
         /* against the baseline with the same heads */
         da_config base = *c;
+        base.head_norm = DA_HEAD_NORM_DEFAULT;
+        base.lambda_init = 0.0f;
         for (int a = 0; a < DA_ARCH_N; a++)
             if (da_arch_describe((da_arch)a).baseline) base.arch = (da_arch)a;
         da_model b;
@@ -118,11 +130,12 @@ int cmd_info(int argc, char **argv) {
     if (info.per_layer_lambda) {
         printf("lambda         layer  lambda_init  lambda\n");
         for (int l = 0; l < c->n_layers; l++)
-            printf("               %5d  %11.4f  %.4f\n", l, (double)da_lambda_init(l), (double)da_model_lambda(&m, l));
+            printf("               %5d  %11.4f  %.4f\n", l, (double)da_config_lambda_init(c, l),
+                   (double)da_model_lambda(&m, l));
     }
     da_model_free(&m);
     da_engine *e = NULL;
-    if ((st = da_engine_load(&e, path)).code) return cli_fail(st.msg);
+    if ((st = da_engine_load_with(&e, path, cli_load_opts())).code) return cli_fail(st.msg);
     print_weight_types(e);
     da_engine_free(e);
     return 0;

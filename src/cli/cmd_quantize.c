@@ -13,6 +13,7 @@
 int cmd_quantize(int argc, char **argv) {
     da_quantize_opts o;
     da_quantize_opts_default(&o);
+    o.load = *cli_load_opts();
     const char *model = NULL, *out = NULL;
     int no_awq = 0;
     cli_opt opts[] = {
@@ -27,7 +28,7 @@ int cmd_quantize(int argc, char **argv) {
          "default activations when run: q8 (per-32 int8, the default), int8-dynamic (per token), int8-static "
          "(per tensor, needs --calib), bf16, f32",
          0},
-        {"output-type", OPT_STR, &o.output_type, "type of the LM head (default: q8_0 for 4-bit types, else --type); a tied model stores its one embedding table in this type", 0},
+        {"output-type", OPT_STR, &o.output_type, "type of the LM head: q6_k, q8_0, ... (default: q6_k for 4-bit types, as llama.cpp, q8_0 where dim is off its 256 block; else --type); a tied model stores its one embedding table in this type", 0},
         {"fallback", OPT_STR, &o.fallback,
          "q8_0: a matmul whose width is not a multiple of the type's block (q4_k: 256) gets q8_0; default: an error",
          0},

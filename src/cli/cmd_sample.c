@@ -44,7 +44,7 @@ int cmd_sample(int argc, char **argv) {
         {"tokenizer", OPT_STR, &tok_path,
          "tokenizer (default: a model folder's tokenizer.json, or the one the model file carries; else one saved "
          "next to an older model; else bytes)", 0},
-        {"kv", OPT_STR, &kv_s, "KV cache: f32 or int8 (a scale per position, head and 32-block)", 0},
+        {"kv", OPT_STR, &kv_s, "KV cache: f32, f16 or int8 (a scale per position, head and 32-block)", 0},
     };
     const char *req[] = {"model", NULL};
     int rc = cli_parse("sample", "Generates text, one token at a time with a KV cache.", argc,
@@ -53,9 +53,9 @@ int cmd_sample(int argc, char **argv) {
     if (max_new < 0) return cli_fail("--max-new must be >= 0");
     if (!(temperature >= 0)) return cli_fail("--temperature must be >= 0");
     if (!(top_p > 0 && top_p <= 1)) return cli_fail("--top-p must lie in (0, 1]");
-    if (strcmp(kv_s, "f32") && strcmp(kv_s, "int8")) return cli_fail("--kv: expected f32 or int8");
+    if (strcmp(kv_s, "f32") && strcmp(kv_s, "f16") && strcmp(kv_s, "int8")) return cli_fail("--kv: expected f32, f16 or int8");
     da_engine *e = NULL;
-    da_status st = da_engine_load(&e, model);
+    da_status st = da_engine_load_with(&e, model, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
     const da_config cfg = *da_engine_config(e);
     da_tokenizer *tok = NULL;
@@ -81,6 +81,7 @@ int cmd_sample(int argc, char **argv) {
     da_session *s = NULL;
     da_session_opts so = da_session_opts_default();
     so.kv_int8 = !strcmp(kv_s, "int8");
+    so.kv_f16 = !strcmp(kv_s, "f16");
     so.max_T = total < cfg.max_seq_len ? (int)total : cfg.max_seq_len;
     if (!st.code) st = da_session_create(&s, e, &so);
     if (!st.code && (long)n_prompt > da_session_capacity(s))

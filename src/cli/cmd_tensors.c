@@ -16,7 +16,7 @@ int cmd_logits(int argc, char **argv) {
     const char *req[] = {"model", "ids", "out", NULL};
     int rc = cli_parse("logits", "Writes the logits at every position of a token sequence.", argc, argv, opts, 3, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    da_status st = da_eval_write_logits(model, ids_path, out);
+    da_status st = da_eval_write_logits(model, ids_path, out, cli_load_opts());
     return st.code ? cli_fail(st.msg) : 0;
 }
 
@@ -33,7 +33,7 @@ int cmd_grads(int argc, char **argv) {
                        argc, argv, opts, 3, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     float loss;
-    da_status st = da_eval_write_grads(model, ids_path, out, &loss);
+    da_status st = da_eval_write_grads(model, ids_path, out, &loss, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
     printf("loss %.6f\n", (double)loss);
     return 0;

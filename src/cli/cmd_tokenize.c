@@ -23,7 +23,7 @@ static da_status open_tokenizer(const char *tok_path, const char *model, da_toke
     da_status st = tok_path ? da_tokenizer_load(out, tok_path) : da_ok();
     if (st.code || !model) return st;
     da_engine *e = NULL;
-    if ((st = da_engine_load(&e, model)).code) {
+    if ((st = da_engine_load_with(&e, model, cli_load_opts())).code) {
         da_tokenizer_free(*out);
         *out = NULL;
         return st;

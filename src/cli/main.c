@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "commands.h"
 #include "diffattn.h"
 
@@ -91,23 +92,12 @@ static int take_threads(int argc, char **argv) {
     return out;
 }
 
-/* Removes --allow-nonfinite from argv wherever it stands; the library reads
- * the choice from DA_ALLOW_NONFINITE (da_allow_nonfinite). Returns argc. */
-static int take_allow_nonfinite(int argc, char **argv) {
-    int out = 0;
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--allow-nonfinite")) setenv("DA_ALLOW_NONFINITE", "1", 1);
-        else argv[out++] = argv[i];
-    argv[out] = NULL;
-    return out;
-}
-
 int main(int argc, char **argv) {
     prefer_passive_wait(argv);
     /* a write past a file-size limit (ulimit -f) fails with EFBIG, reported, instead of killing the process */
     signal(SIGXFSZ, SIG_IGN);
     if ((argc = take_threads(argc, argv)) < 0) return 1;
-    argc = take_allow_nonfinite(argc, argv);
+    argc = cli_take_load_opts(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 1 : 0;

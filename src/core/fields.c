@@ -93,7 +93,11 @@ void da_field_format(const da_field *f, const void *obj, char *buf, size_t n) {
     case DA_FIELD_INT: snprintf(buf, n, "%d", *(const int *)p); break;
     case DA_FIELD_LONG: snprintf(buf, n, "%ld", *(const long *)p); break;
     case DA_FIELD_U64: snprintf(buf, n, "%" PRIu64, *(const uint64_t *)p); break;
-    case DA_FIELD_FLOAT: format_float(buf, n, *(const float *)p); break;
+    case DA_FIELD_FLOAT:
+        /* names[0], when given, spells the default (a float whose default means "derived") */
+        if (f->names && f->names[0] && *(const float *)p == (float)f->def) snprintf(buf, n, "%s", f->names[0]);
+        else format_float(buf, n, *(const float *)p);
+        break;
     case DA_FIELD_BOOL: snprintf(buf, n, "%s", *(const int *)p ? "true" : "false"); break;
     case DA_FIELD_ENUM: {
         int v = *(const int *)p, k = 0;
@@ -125,8 +129,14 @@ da_status da_field_parse(const da_field *f, void *obj, const char *s) {
         return da_ok();
     }
     case DA_FIELD_FLOAT: {
+        if (f->names && f->names[0] && !strcmp(s, f->names[0])) {
+            *(float *)p = (float)f->def;
+            return da_ok();
+        }
         float v = strtof(s, &end);
-        if (errno || end == s || *end) return da_errorf("\"%s\" is not a number", s);
+        if (errno || end == s || *end)
+            return f->names && f->names[0] ? da_errorf("\"%s\" (expected %s or a number)", s, f->names[0])
+                                           : da_errorf("\"%s\" is not a number", s);
         *(float *)p = v;
         return da_ok();
     }

@@ -21,7 +21,3 @@ da_status da_errorf(const char *fmt, ...) {
     return s;
 }
 
-int da_allow_nonfinite(void) {
-    const char *v = getenv("DA_ALLOW_NONFINITE");
-    return v && strcmp(v, "") && strcmp(v, "0");
-}

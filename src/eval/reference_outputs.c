@@ -10,8 +10,8 @@
 
 /* Loads the model and the ids, checking the length against max_seq_len. */
 static da_status load_inputs(const char *model_path, const char *ids_path, da_model *m, int **ids, int *T,
-                             int min_len) {
-    da_status st = da_model_load_any(m, model_path);
+                             int min_len, const da_load_opts *load) {
+    da_status st = da_model_load_any_with(m, model_path, load);
     if (st.code) return st;
     st = da_ids_read(ids_path, m->cfg.vocab_size, ids, T);
     if (!st.code && *T < min_len)
@@ -27,7 +27,8 @@ static da_status load_inputs(const char *model_path, const char *ids_path, da_mo
 }
 
 /* The logits of the inference engine, which runs a GGUF as quantized. */
-da_status da_eval_write_logits(const char *model_path, const char *ids_path, const char *out_path) {
+da_status da_eval_write_logits(const char *model_path, const char *ids_path, const char *out_path,
+                               const da_load_opts *load) {
     da_engine *e = NULL;
     da_session *s = NULL;
     int *ids = NULL, T = 0;
@@ -35,7 +36,7 @@ da_status da_eval_write_logits(const char *model_path, const char *ids_path, con
     const char *inputs[2] = {model_path, ids_path};
     da_status st = da_check_outputs_not_inputs(&out_path, 1, inputs, 2);
     if (st.code) return st;
-    st = da_engine_load(&e, model_path);
+    st = da_engine_load_with(&e, model_path, load);
     const da_config *c = e ? da_engine_config(e) : NULL;
     if (!st.code) st = da_ids_read(ids_path, c->vocab_size, &ids, &T);
     if (!st.code && T < 1) st = da_errorf("%s: no ids; at least 1 needed", ids_path);
@@ -53,13 +54,14 @@ da_status da_eval_write_logits(const char *model_path, const char *ids_path, con
     return st;
 }
 
-da_status da_eval_write_grads(const char *model_path, const char *ids_path, const char *out_path, float *loss) {
+da_status da_eval_write_grads(const char *model_path, const char *ids_path, const char *out_path, float *loss,
+                              const da_load_opts *load) {
     da_model m;
     int *ids, T;
     const char *inputs[2] = {model_path, ids_path};
     da_status st = da_check_outputs_not_inputs(&out_path, 1, inputs, 2);
     if (st.code) return st;
-    st = load_inputs(model_path, ids_path, &m, &ids, &T, 2);
+    st = load_inputs(model_path, ids_path, &m, &ids, &T, 2, load);
     if (st.code) return st;
     da_acts *a = NULL;
     da_st_write_tensor *ts = NULL;

@@ -24,6 +24,7 @@ static da_status run_opts(const da_bench_generate_opts *o, da_session_opts *so) 
         return da_errorf("bench generate: act \"%s\" is not one of q8, int8-dynamic, int8-static, bf16, f32", o->act);
     if (o->act) so->act = act;
     so->kv_int8 = o->kv_int8;
+    so->kv_f16 = o->kv_f16;
     so->max_T = o->prompt + o->gen;
     so->max_batch = o->prompt;
     return da_ok();
@@ -64,7 +65,7 @@ da_status da_bench_generate(const char *const *paths, int n, const da_bench_gene
     da_status st = e && so && prompt ? da_ok() : da_errorf("bench generate: out of memory");
     memset(res, 0, (size_t)n * sizeof *res);
     for (int i = 0; i < n && !st.code; i++) {
-        if ((st = da_engine_load(&e[i], paths[i])).code) break;
+        if ((st = da_engine_load_with(&e[i], paths[i], &o->load)).code) break;
         const da_config *c = da_engine_config(e[i]);
         if (o->prompt + o->gen > c->max_seq_len)
             st = da_errorf("%s: prompt %d + gen %d exceeds max_seq_len %d", paths[i], o->prompt, o->gen, c->max_seq_len);
@@ -76,8 +77,9 @@ da_status da_bench_generate(const char *const *paths, int n, const da_bench_gene
         snprintf(res[i].weight_type, sizeof res[i].weight_type, "%s", da_engine_weight_type(e[i]));
         snprintf(res[i].dots, sizeof res[i].dots, "%s", da_isa_name(da_exec_default().isa));
         res[i].kv_int8 = o->kv_int8;
+        res[i].kv_f16 = o->kv_f16;
         res[i].file_bytes = (long)da_engine_file_bytes(e[i]);
-        res[i].decode_bytes = da_engine_decode_bytes(e[i], o->prompt + o->gen / 2, o->kv_int8);
+        res[i].decode_bytes = da_engine_decode_bytes(e[i], o->prompt + o->gen / 2, o->kv_int8, o->kv_f16);
     }
     if (!st.code) {
         const int V = da_engine_config(e[0])->vocab_size;

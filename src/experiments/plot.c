@@ -6,7 +6,10 @@
 
 #include "experiments/plot.h"
 
-static const double COLORS[][3] = {{0.12, 0.47, 0.71}, {1.0, 0.50, 0.05}, {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16}};
+/* the first four: tab10's; then four more for the ablation columns (compare --archs diff:head-norm=off ...) */
+static const double COLORS[][3] = {{0.12, 0.47, 0.71}, {1.0, 0.50, 0.05}, {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16},
+                                   {0.58, 0.40, 0.74}, {0.55, 0.34, 0.29}, {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50}};
+#define N_COLORS ((int)(sizeof COLORS / sizeof COLORS[0]))
 #define ML 80.0  /* margins: left, right, top, bottom */
 #define MR 30.0
 #define MT 50.0
@@ -83,7 +86,7 @@ static void legend(canvas *c, const char *const *names, int n) {
     cairo_t *cr = c->cr;
     for (int i = 0; i < n; i++) {
         double y = MT + 18 + 20 * i, x = DA_PLOT_WIDTH - MR - 150;
-        cairo_set_source_rgb(cr, COLORS[i % 4][0], COLORS[i % 4][1], COLORS[i % 4][2]);
+        cairo_set_source_rgb(cr, COLORS[i % N_COLORS][0], COLORS[i % N_COLORS][1], COLORS[i % N_COLORS][2]);
         cairo_rectangle(cr, x, y - 6, 14, 12);
         cairo_fill(cr);
         cairo_set_source_rgb(cr, 0, 0, 0);
@@ -132,7 +135,7 @@ da_status da_plot_lines_band(const char *path, const char *title, const char *xl
     for (int k = 0; k < n_series && k < 8; k++) { /* bands first, under every line */
         if (!lo || !hi || !lo[k] || !hi[k]) continue;
         cairo_t *cr = c.cr;
-        cairo_set_source_rgba(cr, COLORS[k % 4][0], COLORS[k % 4][1], COLORS[k % 4][2], 0.2);
+        cairo_set_source_rgba(cr, COLORS[k % N_COLORS][0], COLORS[k % N_COLORS][1], COLORS[k % N_COLORS][2], 0.2);
         int started = 0;
         for (int i = 0; i < s[k].n; i++) {
             if (isnan(s[k].y[i])) continue;
@@ -147,7 +150,7 @@ da_status da_plot_lines_band(const char *path, const char *title, const char *xl
     }
     for (int k = 0; k < n_series && k < 8; k++) {
         cairo_t *cr = c.cr;
-        cairo_set_source_rgb(cr, COLORS[k % 4][0], COLORS[k % 4][1], COLORS[k % 4][2]);
+        cairo_set_source_rgb(cr, COLORS[k % N_COLORS][0], COLORS[k % N_COLORS][1], COLORS[k % N_COLORS][2]);
         cairo_set_line_width(cr, 2);
         int started = 0;
         for (int i = 0; i < s[k].n; i++) {
@@ -187,7 +190,7 @@ da_status da_plot_bars(const char *path, const char *title, const char *ylabel, 
             double x = k + slot * (g + 0.5), v = values[g][k];
             double xa = px(&c, x), xb = px(&c, x + slot), ya = py(&c, v > 0 ? v : 0), yb = py(&c, v > 0 ? 0 : v);
             if (c.y0 > 0) yb = py(&c, c.y0);
-            cairo_set_source_rgb(cr, COLORS[g % 4][0], COLORS[g % 4][1], COLORS[g % 4][2]);
+            cairo_set_source_rgb(cr, COLORS[g % N_COLORS][0], COLORS[g % N_COLORS][1], COLORS[g % N_COLORS][2]);
             cairo_rectangle(cr, xa, ya, xb - xa - 2, yb - ya);
             cairo_fill(cr);
             cairo_set_source_rgb(cr, 0, 0, 0);

@@ -13,6 +13,7 @@
 #include "attn/variant.h"
 #include "model/probe.h"
 #include "core/clock.h"
+#include "experiments/arch_column.h"
 #include "experiments/compare.h"
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
@@ -22,39 +23,51 @@ static const int QBITS[3] = {8, 6, 4};
 
 int task_arch_slot(const da_task_compare_config *c, da_arch a) {
     for (int i = 0; i < c->n_archs; i++)
-        if (c->archs[i] == a && !c->windows[i]) return i;
+        if (c->archs[i] == a && !c->windows[i] && !c->columns[i][0]) return i;
     return -1;
 }
 
 const char *task_arch_name(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "swa" : da_arch_name(c->archs[a]);
+    return c->windows[a] ? "swa" : c->columns[a][0] ? c->columns[a] : da_arch_name(c->archs[a]);
 }
 
 const char *task_arch_label(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "SWA" : da_compare_arch_label(c->archs[a]);
+    return c->windows[a] ? "SWA" : c->columns[a][0] ? c->columns[a] : da_compare_arch_label(c->archs[a]);
 }
 
 da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
-    char buf[256];
+    char buf[512];
     snprintf(buf, sizeof buf, "%s", list);
     da_arch archs[DA_COMPARE_MAX_ARCHS];
     int windows[DA_COMPARE_MAX_ARCHS], n = 0;
-    char names[128];
+    char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX], names[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         const int swa = !strcmp(tok, "swa");
         da_arch a = DA_ARCH_SOFTMAX;
-        if (!swa && da_arch_parse(tok, &a))
-            return da_errorf("--archs: \"%s\" is not an architecture (%s, swa)", tok,
-                             da_arch_names_all(names, sizeof names, ", "));
+        int options = 0;
+        if (!swa && strlen(tok) >= DA_COLUMN_NAME_MAX)
+            return da_errorf("--archs: \"%s\" is longer than %d characters", tok, DA_COLUMN_NAME_MAX - 1);
+        if (!swa) {
+            da_status st = da_arch_column_parse(tok, &a, &options);
+            char all[128];
+            if (st.code)
+                return da_errorf("%s (columns: %s, swa, or arch:flag=value with flags %s)", st.msg,
+                                 da_arch_names_all(all, sizeof all, ", "), ARCH_COLUMN_OPTIONS);
+        }
         if (swa && c->swa_window < 1)
             return da_errorf("--archs: swa (softmax with a sliding window) needs --swa-window W (W >= 1)");
-        for (int i = 0; i < n; i++)
-            if (archs[i] == a && (windows[i] > 0) == swa) return da_errorf("--archs: %s is listed twice", tok);
         if (n == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
+        snprintf(columns[n], sizeof columns[n], "%s", options ? tok : "");
+        snprintf(names[n], sizeof names[n], "%s", swa ? "swa" : options ? tok : da_arch_name(a));
+        for (int i = 0; i < n; i++)
+            if (!strcmp(names[i], names[n])) return da_errorf("--archs: %s is listed twice", tok);
         archs[n] = a, windows[n++] = swa ? c->swa_window : 0;
     }
-    if (!n) return da_errorf("--archs: empty list (expected e.g. %s,swa)", da_arch_names_default(names, sizeof names, ","));
+    char defaults[128];
+    if (!n)
+        return da_errorf("--archs: empty list (expected e.g. %s,swa)", da_arch_names_default(defaults, sizeof defaults, ","));
     memcpy(c->archs, archs, sizeof archs), memcpy(c->windows, windows, sizeof windows);
+    memcpy(c->columns, columns, sizeof columns);
     c->n_archs = n;
     return da_ok();
 }
@@ -262,6 +275,8 @@ static void model_config(const da_task_compare_config *c, const task_cell *cell,
     cfg->ffn_hidden = da_default_ffn_hidden(cell->dim);
     cfg->vocab_size = cell->task.vocab;
     cfg->max_seq_len = cell->task.seq;
+    /* checked by da_task_parse_archs; an error shows when the model is created */
+    if (c->columns[a][0] && da_arch_column_apply(c->columns[a], cfg).code) cfg->arch = DA_ARCH_N;
 }
 
 /* Every tensor of dst whose name and shape src has too gets src's values:
@@ -734,10 +749,17 @@ da_status da_task_compare_report(const da_task_compare_config *c, double wall_s)
 static da_status task_compare_locked(const da_task_compare_config *c);
 
 /* The whole study in one process holds out_dir's lock (io/run_lock.h). */
-da_status da_task_compare(const da_task_compare_config *c) {
-    int lock_fd = -1;
+da_status da_task_compare_lock(const da_task_compare_config *c, int *fd) {
+    *fd = -1;
     da_status st = da_make_dirs(c->out_dir);
-    if (!st.code) st = da_run_lock(c->out_dir, &lock_fd);
+    return st.code ? st : da_run_lock(c->out_dir, fd);
+}
+
+void da_task_compare_unlock(int fd) { da_run_unlock(fd); }
+
+da_status da_task_compare(const da_task_compare_config *c) {
+    int lock_fd;
+    da_status st = da_task_compare_lock(c, &lock_fd);
     if (!st.code) st = task_compare_locked(c);
     da_run_unlock(lock_fd);
     return st;

@@ -72,6 +72,7 @@ struct da_session {
     int d, Ckv, kb, nkb, n_threads, maxw;
     long small_work;  /* multiply-adds below which a step stays on one thread (small_work_for_policy) */
     float *kf, *vf;   /* f32 cache: (L, slots, Ckv) each */
+    uint16_t *kh, *vh; /* f16 cache: (L, slots, Ckv) each */
     int8_t *k8, *v8;  /* int8 cache: (L, slots, Ckv) each */
     float *ks, *vs;   /* their scales: (L, slots, nkb) */
     float *rope_cos, *rope_sin; /* (max_T, d/2); positions past max_T (a ring) are computed into rope_far */
@@ -100,7 +101,7 @@ struct da_session {
 
 void da_session_free(da_session *s) {
     if (!s) return;
-    void *ps[] = {s->kf,  s->vf,   s->k8, s->v8, s->ks, s->vs,   s->rope_cos, s->rope_sin, s->x,        s->xn,
+    void *ps[] = {s->kf,  s->vf,   s->kh, s->vh, s->k8, s->v8, s->ks, s->vs,   s->rope_cos, s->rope_sin, s->x,        s->xn,
                   s->ao,  s->h1,   s->h3, s->logits, s->att, s->deq, s->wdeq, s->xr, s->aq, s->ad, s->asum,
                   s->fl_saved, s->fl_scratch, s->rope_far, s->own, s->own_scratch};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
@@ -118,7 +119,7 @@ int da_session_vocab_size(const da_session *s) { return s->cfg.vocab_size; }
 da_act_mode da_session_act(const da_session *s) { return (da_act_mode)s->o.act; }
 
 da_session_opts da_session_opts_default(void) {
-    da_session_opts o = {-1, 0, 0, 0, 0};
+    da_session_opts o = {-1, 0, 0, 0, 0, 0};
     return o;
 }
 
@@ -139,13 +140,14 @@ static da_status resolve_opts(const da_engine *q, const da_session_opts *in, da_
         return da_errorf("session: max_T = %d is out of range (1..max_seq_len=%d)", o->max_T, c->max_seq_len);
     if (o->max_batch < 0 || o->max_batch > o->max_T)
         return da_errorf("session: max_batch = %d is out of range (1..max_T=%d)", o->max_batch, o->max_T);
+    if (o->kv_int8 && o->kv_f16) return da_errorf("session: kv_int8 and kv_f16 are both set; pick one KV cache type");
     if (o->logit_bits < 0 || o->logit_bits == 1 || o->logit_bits > 24)
         return da_errorf("session: logit_bits = %d is out of range (0 = exact, or 2..24)", o->logit_bits);
     if (o->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
         return da_errorf("session: act int8-static needs calibrated activation ranges (quantize with calibration data)");
-    if (da_attn_variant_of(c->arch)->cache_step && (o->kv_int8 || o->logit_bits))
+    if (da_attn_variant_of(c->arch)->cache_step && (o->kv_int8 || o->kv_f16 || o->logit_bits))
         return da_errorf("session: --arch %s keeps a decoding cache of its own, f32 with exact logits; "
-                         "kv_int8 and logit_bits do not apply to it",
+                         "kv_int8, kv_f16 and logit_bits do not apply to it",
                          da_arch_name(c->arch));
     if (o->act <= DA_ACTQ_INT8_STATIC && (c->dim % 32 || c->ffn_hidden % 32))
         return da_errorf("session: int8 activations need dim and ffn_hidden multiples of 32 (dim %d, ffn_hidden %d); "
@@ -175,8 +177,13 @@ static int alloc_buffers(da_session *s) {
         ALLOC(s->ks, L * T * s->nkb);
         ALLOC(s->vs, L * T * s->nkb);
     } else {
-        ALLOC(s->kf, L * T * Ckv);
-        ALLOC(s->vf, L * T * Ckv);
+        if (s->o.kv_f16) {
+            ALLOC(s->kh, L * T * Ckv);
+            ALLOC(s->vh, L * T * Ckv);
+        } else {
+            ALLOC(s->kf, L * T * Ckv);
+            ALLOC(s->vf, L * T * Ckv);
+        }
         if (N > 1) {
             attn_shape as = prompt_shape(s, (int)N);
             ALLOC(s->fl_saved, s->var->train_floats(&as, 1));
@@ -415,48 +422,22 @@ static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int a
     }
 }
 
-static void rmsnorm_rows(float *out, const float *x, const float *w, int n, int C, float eps) {
-    for (int t = 0; t < n; t++) {
-        const float *xr = x + (size_t)t * C;
-        float ss = 0.0f;
-        for (int i = 0; i < C; i++) ss += xr[i] * xr[i];
-        const float r = 1.0f / sqrtf(ss / C + eps);
-        for (int i = 0; i < C; i++) out[(size_t)t * C + i] = xr[i] * r * w[i];
-    }
+static void rmsnorm_rows(const da_session *s, float *out, const float *x, const float *w, int n, int C) {
+    for (int t = 0; t < n; t++) s->ops->rmsnorm_row(out + (size_t)t * C, x + (size_t)t * C, w, C, s->cfg.norm_eps);
 }
 
-/* cos and sin of position pos: (d/2) each. A ring session's positions past
- * the table are computed as da_rope_tables_theta does (the angle in double). */
-static void rope_at(const da_session *s, int pos, const float **cr, const float **sr) {
-    const int half = s->d / 2;
-    if (pos < s->max_T) {
-        *cr = s->rope_cos + (size_t)pos * half;
-        *sr = s->rope_sin + (size_t)pos * half;
-        return;
-    }
-    float *far = s->rope_far;
-    for (int j = 0; j < half; j++) {
-        const double a = (double)pos * pow((double)s->cfg.rope_theta, -(double)j / (double)(half - 1));
-        far[j] = (float)cos(a);
-        far[half + j] = (float)sin(a);
-    }
-    *cr = far;
-    *sr = far + half;
-}
-
+/* Rotates n rows of width floats (d-wide sub-heads) at positions pos0..;
+ * a ring session's positions past the tables get their angles computed. */
 static void rope_rows(float *x, const da_session *s, int pos0, int n, int width) {
     const int d = s->d, half = d / 2;
     for (int t = 0; t < n; t++) {
-        const float *cr, *sr;
-        rope_at(s, pos0 + t, &cr, &sr);
-        for (int h = 0; h < width / d; h++) {
-            float *v = x + (size_t)t * width + (size_t)h * d;
-            for (int j = 0; j < half; j++) {
-                float x0 = v[2 * j], x1 = v[2 * j + 1];
-                v[2 * j] = x0 * cr[j] - x1 * sr[j];
-                v[2 * j + 1] = x0 * sr[j] + x1 * cr[j];
-            }
+        const int pos = pos0 + t;
+        const float *cr = s->rope_cos + (size_t)pos * half, *sr = s->rope_sin + (size_t)pos * half;
+        if (pos >= s->max_T) {
+            da_rope_at(&s->cfg, pos, s->rope_far, s->rope_far + half);
+            cr = s->rope_far, sr = s->rope_far + half;
         }
+        s->ops->rope_row(x + (size_t)t * width, cr, sr, width / d, d, 0);
     }
 }
 
@@ -467,6 +448,11 @@ static void kv_store(da_session *s, int l, int n) {
     for (int t = 0; t < n; t++) {
         const size_t row = (size_t)l * T + (size_t)(s->len + t) % T;
         const float *k = s->proj[s->view_k] + (size_t)t * Ckv, *v = s->proj[s->view_v] + (size_t)t * Ckv;
+        if (s->o.kv_f16) {
+            s->ops->half_from_f32(k, (int64_t)Ckv, s->kh + row * Ckv);
+            s->ops->half_from_f32(v, (int64_t)Ckv, s->vh + row * Ckv);
+            continue;
+        }
         if (!s->o.kv_int8) {
             memcpy(s->kf + row * Ckv, k, Ckv * sizeof(float));
             memcpy(s->vf + row * Ckv, v, Ckv * sizeof(float));
@@ -493,7 +479,15 @@ static void scores(const da_session *s, float *a, const float *Q, int l, int col
     const size_t T = s->slots, Ckv = s->Ckv;
     const int d = s->d, kb = s->kb;
     float mx = -INFINITY;
-    for (int t = 0; t < n; t++) {
+    for (int t = 0, len; s->o.kv_f16 && t < n; t += len) { /* runs of consecutive cache rows (a ring wraps once) */
+        const size_t row = (size_t)(p0 + t) % T;
+        len = n - t < (int)(T - row) ? n - t : (int)(T - row);
+        const uint16_t *kr = s->kh + ((size_t)l * T + row) * Ckv + col;
+        s->ops->half_gemm(DA_QT_F16, (const unsigned char *)kr, Ckv * sizeof(uint16_t), 0, len, d, Q, d, 1, a + t,
+                          len, 0);
+        for (int i = t; i < t + len; i++) a[i] *= scale;
+    }
+    for (int t = 0; !s->o.kv_f16 && t < n; t++) {
         const size_t base = (size_t)l * T + (size_t)(p0 + t) % T - (size_t)t; /* base + t: the row of position p0 + t */
         float dot = 0.0f;
         if (!s->o.kv_int8) {
@@ -525,7 +519,13 @@ static void scores(const da_session *s, float *a, const float *Q, int l, int col
 static void mix_values(const da_session *s, float *o, const float *p, int l, int col, int p0, int n, int w) {
     const size_t T = s->slots, Ckv = s->Ckv;
     for (int i = 0; i < w; i++) o[i] = 0.0f;
-    for (int t = 0; t < n; t++) {
+    for (int t = 0, len; s->o.kv_f16 && t < n; t += len) {
+        const size_t row = (size_t)(p0 + t) % T;
+        len = n - t < (int)(T - row) ? n - t : (int)(T - row);
+        const uint16_t *vr = s->vh + ((size_t)l * T + row) * Ckv + col;
+        s->ops->half_axpy(DA_QT_F16, (const unsigned char *)vr, Ckv * sizeof(uint16_t), len, p + t, w, o);
+    }
+    for (int t = 0; !s->o.kv_f16 && t < n; t++) {
         const size_t base = (size_t)l * T + (size_t)(p0 + t) % T - (size_t)t;
         if (!s->o.kv_int8) {
             const float *vr = s->vf + (base + t) * Ckv + col;
@@ -660,7 +660,7 @@ static void attn_inputs(da_session *s, const da_qlayer *L, int n) {
 static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     const int C = c->dim, site = DA_SITES_PER_LAYER * l;
-    rmsnorm_rows(s->xn, s->x, L->attention_norm, n, C, c->norm_eps);
+    rmsnorm_rows(s, s->xn, s->x, L->attention_norm, n, C);
     prep_site(s, s->xn, n, C, site + DA_SITE_ATTN_IN);
     attn_inputs(s, L, n);
     if (s->var->cache_step) {
@@ -679,7 +679,7 @@ static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
 static void ffn_block(da_session *s, const da_qlayer *L, int l, int n) {
     const da_config *c = &s->cfg;
     const int C = c->dim, F = c->ffn_hidden, site = DA_SITES_PER_LAYER * l;
-    rmsnorm_rows(s->xn, s->x, L->ffn_norm, n, C, c->norm_eps);
+    rmsnorm_rows(s, s->xn, s->x, L->ffn_norm, n, C);
     prep_site(s, s->xn, n, C, site + DA_SITE_FFN_IN);
     qmatmul(s, s->h1, L->w1, n, 0);
     qmatmul(s, s->h3, L->w3, n, 0);
@@ -715,7 +715,7 @@ da_status da_session_feed(da_session *s, const int *tokens, int n, int all_logit
         ffn_block(s, &q->layers[l], l, n);
     }
     const int first = all_logits ? 0 : n - 1, m = n - first;
-    rmsnorm_rows(s->xn, s->x + (size_t)first * C, q->norm, m, C, c->norm_eps);
+    rmsnorm_rows(s, s->xn, s->x + (size_t)first * C, q->norm, m, C);
     prep_site(s, s->xn, m, C, DA_SITES_PER_LAYER * c->n_layers);
     qmatmul(s, s->logits, q->output, m, 0);
     s->len += n;

@@ -79,7 +79,7 @@ void da_engine_release(da_engine *e);
  * beside it say otherwise), else rebuilt from llama.cpp's arrays. */
 da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json);
 /* An error naming the first weight that is NaN or infinite once dequantized
- * (f16/bf16 values, block scales), unless da_allow_nonfinite(). */
+ * (f16/bf16 values, block scales); the loaders call it unless their options allow them. */
 da_status da_engine_check_finite(const da_engine *e, const char *path);
 /* Gives e the tokenizer.json text json (copied; NULL: none), parsed and its
  * vocabulary checked against e->cfg; where names the file in errors. */

@@ -187,9 +187,9 @@ da_status da_engine_from_model(da_engine **out, const da_model *m) {
 
 /* A safetensors checkpoint is read into a da_model whose parameter buffer
  * becomes the engine's blob (one copy of the weights in memory). */
-static da_status load_safetensors(da_engine *e, const char *path) {
+static da_status load_safetensors(da_engine *e, const char *path, const da_load_opts *o) {
     da_model m;
-    da_status st = da_model_load(&m, path);
+    da_status st = da_model_load_with(&m, path, o);
     if (st.code) return st;
     if ((st = da_engine_init_from_model(e, &m)).code) {
         da_model_free(&m);
@@ -201,12 +201,12 @@ static da_status load_safetensors(da_engine *e, const char *path) {
     return da_ok();
 }
 
-da_status da_engine_load(da_engine **out, const char *path) {
+da_status da_engine_load_with(da_engine **out, const char *path, const da_load_opts *o) {
     *out = calloc(1, sizeof **out);
     if (!*out) return da_errorf("out of memory");
-    const int gguf = da_gguf_is_gguf(path);
-    da_status st = gguf ? da_engine_load_gguf(*out, path) : load_safetensors(*out, path);
-    if (!st.code && gguf && (st = da_engine_check_finite(*out, path)).code) da_engine_release(*out);
+    const int gguf = da_gguf_is_gguf(path), check = !(o && o->allow_nonfinite);
+    da_status st = gguf ? da_engine_load_gguf(*out, path) : load_safetensors(*out, path, o);
+    if (!st.code && gguf && check && (st = da_engine_check_finite(*out, path)).code) da_engine_release(*out);
     if (!st.code) (*out)->file_bytes = da_model_file_bytes(path); /* a Hugging Face folder's files together */
     if (st.code) {
         free(*out);
@@ -214,6 +214,8 @@ da_status da_engine_load(da_engine **out, const char *path) {
     }
     return st;
 }
+
+da_status da_engine_load(da_engine **out, const char *path) { return da_engine_load_with(out, path, NULL); }
 
 void da_engine_free(da_engine *e) {
     if (!e) return;
@@ -237,7 +239,7 @@ void da_engine_tensor(const da_engine *e, int i, const char **name, const char *
 
 size_t da_engine_file_bytes(const da_engine *e) { return e->file_bytes; }
 
-double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8) {
+double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8, int kv_f16) {
     const da_config *c = &e->cfg;
     double bytes = 0;
     for (int i = 1; i < e->n_tensors; i++) bytes += (double)e->t[i].row_bytes * e->t[i].rows;
@@ -247,7 +249,8 @@ double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8) {
     const int kb = da_kv_scale_block(da_head_dim(c));
     const double Ckv = (double)c->dim / (c->n_heads / c->n_kv_heads);
     const long keys = c->window > 0 && context > c->window ? c->window : context;
-    const double per_row = kv_int8 ? Ckv + 4.0 * Ckv / kb : 4.0 * Ckv; /* one position's keys, or its values */
+    /* one position's keys, or its values */
+    const double per_row = kv_int8 ? Ckv + 4.0 * Ckv / kb : kv_f16 ? 2.0 * Ckv : 4.0 * Ckv;
     return bytes + (double)c->n_layers * keys * 2.0 * per_row;
 }
 
@@ -257,13 +260,15 @@ size_t da_engine_weight_bytes(const da_engine *e) {
     return n;
 }
 
-da_status da_model_load_any(da_model *m, const char *path) {
-    if (!da_gguf_is_gguf(path)) return da_model_load(m, path);
+da_status da_model_load_any(da_model *m, const char *path) { return da_model_load_any_with(m, path, NULL); }
+
+da_status da_model_load_any_with(da_model *m, const char *path, const da_load_opts *o) {
+    if (!da_gguf_is_gguf(path)) return da_model_load_with(m, path, o);
     memset(m, 0, sizeof *m);
     da_engine e;
     da_status st = da_engine_load_gguf(&e, path);
     if (st.code) return st;
-    if (!(st = da_engine_check_finite(&e, path)).code) st = da_engine_to_model(&e, m);
+    if ((o && o->allow_nonfinite) || !(st = da_engine_check_finite(&e, path)).code) st = da_engine_to_model(&e, m);
     da_engine_release(&e);
     return st;
 }
@@ -272,7 +277,6 @@ da_status da_model_load_any(da_model *m, const char *path) {
  * and checked: a NaN scale of one q4_K block made eval loss NaN while eval
  * ppl reported a finite number. */
 da_status da_engine_check_finite(const da_engine *e, const char *path) {
-    if (da_allow_nonfinite()) return da_ok();
     int widest = 1;
     for (int i = 0; i < e->n_tensors; i++)
         if (e->t[i].cols > widest) widest = e->t[i].cols;

@@ -104,7 +104,6 @@ size_t da_first_nonfinite(const float *x, size_t n) {
 }
 
 da_status da_model_check_finite(const da_model *m, const char *path) {
-    if (da_allow_nonfinite()) return da_ok();
     for (int i = 0; i < m->n_tensors; i++) {
         const da_tensor *t = &m->tensors[i];
         const float *x = m->params + t->offset;
@@ -119,10 +118,15 @@ da_status da_model_check_finite(const da_model *m, const char *path) {
 
 static da_status load_model_file(da_model *m, const char *path);
 
-da_status da_model_load(da_model *m, const char *path) {
+da_status da_model_load_with(da_model *m, const char *path, const da_load_opts *o) {
+    const int check = !(o && o->allow_nonfinite);
     da_status st = load_model_file(m, path);
-    if (!st.code && (st = da_model_check_finite(m, path)).code) da_model_free(m);
+    if (!st.code && check && (st = da_model_check_finite(m, path)).code) da_model_free(m);
     return st;
+}
+
+da_status da_model_load(da_model *m, const char *path) {
+    return da_model_load_with(m, path, NULL);
 }
 
 static da_status load_model_file(da_model *m, const char *path) {

@@ -83,3 +83,26 @@ da_status da_config_gguf_get_variant(const da_gguf_file *f, da_config *c) {
     }
     return da_ok();
 }
+
+void da_config_gguf_add_options(da_gguf_writer *w, const da_config *c) {
+    if (c->head_norm != DA_HEAD_NORM_DEFAULT)
+        da_gguf_add_str(w, "diffattn.attention.head_norm", c->head_norm == DA_HEAD_NORM_ON ? "on" : "off");
+    if (c->lambda_init > 0.0f) da_gguf_add_f32(w, "diffattn.attention.lambda_init", c->lambda_init);
+}
+
+da_status da_config_gguf_get_options(const da_gguf_file *f, da_config *c) {
+    const char *s;
+    da_status st;
+    c->head_norm = DA_HEAD_NORM_DEFAULT;
+    c->lambda_init = 0.0f;
+    if (da_gguf_kv_find(f, "diffattn.attention.head_norm")) {
+        if ((st = da_gguf_get_str(f, "diffattn.attention.head_norm", &s)).code) return st;
+        if (!strcmp(s, "on")) c->head_norm = DA_HEAD_NORM_ON;
+        else if (!strcmp(s, "off")) c->head_norm = DA_HEAD_NORM_OFF;
+        else return da_errorf("%s: diffattn.attention.head_norm = \"%s\" (expected on or off)", f->path, s);
+    }
+    if (da_gguf_kv_find(f, "diffattn.attention.lambda_init") &&
+        (st = da_gguf_get_f32(f, "diffattn.attention.lambda_init", &c->lambda_init)).code)
+        return st;
+    return da_ok();
+}

@@ -12,6 +12,11 @@
 void da_config_gguf_add_rope(da_gguf_writer *w, const da_config *c);
 da_status da_config_gguf_get_rope(const da_gguf_file *f, da_config *c);
 
+/* The model options of the paper's ablations: diffattn.attention.head_norm
+ * ("on" or "off") and diffattn.attention.lambda_init (f32), each written only
+ * when not the default, so files without them keep their bytes and meaning. */
+void da_config_gguf_add_options(da_gguf_writer *w, const da_config *c);
+da_status da_config_gguf_get_options(const da_gguf_file *f, da_config *c);
 /* A variant's own hyper-parameters (da_config_field_of_variant) as u32 keys
  * diffattn.<field>, written where da_config_field_written says (a variant's
  * for that variant only). Reading sets every such field to its default, then to the

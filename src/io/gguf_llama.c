@@ -9,8 +9,8 @@
 #include "ops/ops.h"
 
 void da_gguf_arch_of(const da_config *c, char *out, size_t n) {
-    /* llama.cpp's llama has no sliding window */
-    if (c->arch == DA_ARCH_SOFTMAX && c->window == 0) snprintf(out, n, "llama");
+    /* llama.cpp's llama has no sliding window and no per-head norm */
+    if (c->arch == DA_ARCH_SOFTMAX && c->window == 0 && !da_config_head_norm(c)) snprintf(out, n, "llama");
     else snprintf(out, n, "diffattn-%s", da_arch_name(c->arch));
 }
 
@@ -117,6 +117,7 @@ void da_config_gguf_add_llama(da_gguf_writer *w, const da_config *c) {
     /* the exact rule, which the f32 freq_base above only approximates for the DIFF rule */
     da_gguf_add_f32(w, "diffattn.rope.freq_base", c->rope_theta);
     da_config_gguf_add_rope(w, c);
+    da_config_gguf_add_options(w, c);
     da_config_gguf_add_variant(w, c);
 }
 
@@ -198,6 +199,7 @@ da_status da_config_gguf_get_llama(const da_gguf_file *f, const char *arch, da_c
     if (st.code) return st;
     c->tie_embeddings = da_gguf_tensor_find(f, "output.weight") == NULL;
     if ((st = get_rope(f, arch, c)).code) return st;
+    if ((st = da_config_gguf_get_options(f, c)).code) return st;
     if ((st = da_config_gguf_get_variant(f, c)).code) return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);

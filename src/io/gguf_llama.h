@@ -22,8 +22,6 @@
 #include "diffattn/model.h"
 #include "io/gguf.h"
 
-/* The architecture c is written as: "llama", or "diffattn-" and da_arch_name. */
-void da_gguf_arch_of(const da_config *c, char *out, size_t n);
 /* 1 (and *out set) when arch is a name da_gguf_arch_of gives, else 0. */
 int da_gguf_arch_parse(const char *arch, da_arch *out);
 

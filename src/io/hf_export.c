@@ -223,6 +223,14 @@ static da_status check_exportable(const da_config *c, const char *dir) {
         return da_errorf("%s: window %d (sliding-window attention) has no field in DiffLlama's or Llama's "
                          "config.json; export takes models that attend to every earlier token",
                          dir, c->window);
+    if (da_attn_head_norm_on(c) != (v->head_norm_option == 2))
+        return da_errorf("%s: head_norm %s: %s always %s the per-head norm; export takes the default head_norm",
+                         dir, da_attn_head_norm_on(c) ? "on" : "off", v->hf_class,
+                         v->head_norm_option == 2 ? "applies" : "lacks");
+    if (c->lambda_init > 0.0f)
+        return da_errorf("%s: lambda_init %g: %s derives lambda_init from the depth (0.8 - 0.6 exp(-0.3 l)); export "
+                         "takes --lambda-init depth",
+                         dir, (double)c->lambda_init, v->hf_class);
     return da_ok();
 }
 

@@ -23,6 +23,9 @@ static const char *const ROPE_FREQ_NAMES[] = {"diff", "llama", NULL};
 static const char *const ROPE_SCALE_NAMES[] = {"none", "linear", "llama3", NULL};
 _Static_assert(sizeof(da_rope_freq) == sizeof(int) && sizeof(da_rope_scale) == sizeof(int),
                "DA_FIELD_ENUM stores an int");
+static const char *const HEAD_NORM_NAMES[] = {"auto", "on", "off", NULL}; /* auto: the variant's default */
+_Static_assert(sizeof(da_head_norm) == sizeof(int) && DA_HEAD_NORM_OFF == 2, "HEAD_NORM_NAMES out of step");
+static const char *const LAMBDA_INIT_NAMES[] = {"depth", NULL}; /* the spelling of 0 */
 
 #define F(key, flag, field, type, def, lo, hi, bounds, help) \
     {key, flag, offsetof(da_config, field), type, def, lo, hi, bounds, DA_RESUME_FIXED, 1, help, NULL}
@@ -70,6 +73,16 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
       "llama3 scaling: wavelengths below original/this are kept", NULL),
     R("rope_original_max_pos", "rope-original-max-pos", rope_original_max_pos, DA_FIELD_INT, 8192, 1, DA_MAX_SEQ, "[]",
       "llama3 scaling: the original context length (original_max_position_embeddings)", NULL),
+    /* the paper's Table 6 ablations */
+    R("head_norm", "head-norm", head_norm, DA_FIELD_ENUM, DA_HEAD_NORM_DEFAULT, 0, 2, "[]",
+      "per-head RMSNorm of the attention output (the paper's GroupNorm): on or off; default on for diff (off also "
+      "drops the (1 - lambda_init) factor), off for softmax (on: one d-wide gain shared by the heads); auto: the "
+      "arch's; diff2 has none",
+      HEAD_NORM_NAMES),
+    R("lambda_init", "lambda-init", lambda_init, DA_FIELD_FLOAT, 0, 0, 1, "[)",
+      "diff: lambda_init (and the (1 - lambda_init) factor): depth (0.8 - 0.6 exp(-0.3 layer)) or a number in "
+      "(0, 1) for every layer",
+      LAMBDA_INIT_NAMES),
 #undef R
     /* NSA's own (stored for --arch nsa only: da_config_field_written). The ranges admit 0, the value of
      * a configuration other archs build field by field; NSA's variant checks 1 <= s <= l <= l', n >= 3
@@ -127,6 +140,10 @@ int da_default_ffn_hidden(int dim) {
 }
 
 float da_lambda_init(int depth) { return da_attn_lambda_init(depth); }
+
+float da_config_lambda_init(const da_config *c, int layer) { return da_attn_layer_lambda_init(c, layer); }
+
+int da_config_head_norm(const da_config *c) { return da_attn_head_norm_on(c); }
 
 int da_head_dim(const da_config *c) {
     if (c->n_heads <= 0) return 0;
@@ -212,9 +229,8 @@ int da_rope_scale_parse(const char *s, da_rope_scale *out) {
 _Static_assert(DA_ROPE_FREQ_LLAMA == 1 && DA_ROPE_SCALE_LINEAR == 1 && DA_ROPE_SCALE_LLAMA3 == 2,
                "rope_freq_spec numbering");
 
-void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
-    double inv_freq[DA_MAX_HEAD_DIM / 2];
-    int d = da_head_dim(c);
+/* inv_freq: (d/2) of c's head size, frequency rule and scaling. */
+static void rope_inv_freq_of(const da_config *c, double *inv_freq) {
     rope_freq_spec f = {.rule = (int)c->rope_freq,
                         .scaling = (int)c->rope_scaling,
                         .theta = c->rope_theta,
@@ -222,8 +238,23 @@ void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
                         .low_freq_factor = c->rope_low_freq_factor,
                         .high_freq_factor = c->rope_high_freq_factor,
                         .original_max_pos = c->rope_original_max_pos};
-    da_rope_inv_freq(inv_freq, d, &f);
-    da_rope_tables_freq(cos_tab, sin_tab, T, d, inv_freq);
+    da_rope_inv_freq(inv_freq, da_head_dim(c), &f);
+}
+
+void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
+    double inv_freq[DA_MAX_HEAD_DIM / 2];
+    rope_inv_freq_of(c, inv_freq);
+    da_rope_tables_freq(cos_tab, sin_tab, T, da_head_dim(c), inv_freq);
+}
+
+void da_rope_at(const da_config *c, long pos, float *cos_row, float *sin_row) {
+    double inv_freq[DA_MAX_HEAD_DIM / 2];
+    rope_inv_freq_of(c, inv_freq);
+    for (int j = 0; j < da_head_dim(c) / 2; j++) {
+        const double a = (double)pos * inv_freq[j]; /* as da_rope_tables_freq computes it */
+        cos_row[j] = (float)cos(a);
+        sin_row[j] = (float)sin(a);
+    }
 }
 
 int da_arch_heads(da_arch a, int diff_heads) { return da_attn_variant_of(a)->heads_per_diff_head * diff_heads; }
@@ -236,7 +267,23 @@ da_status da_config_from_diff_heads(da_config *c) {
     c->n_heads = da_arch_heads(c->arch, c->n_heads);
     c->n_kv_heads = da_arch_heads(c->arch, c->n_kv_heads);
     if (c->ffn_hidden == 0) c->ffn_hidden = da_default_ffn_hidden(c->dim);
-    return da_config_validate(c);
+    if ((st = da_config_validate(c)).code) return st;
+    /* the variant's own choice given explicitly is the default: the same file */
+    if (c->head_norm != DA_HEAD_NORM_DEFAULT &&
+        (c->head_norm == DA_HEAD_NORM_ON) == (da_attn_variant_of(c->arch)->head_norm_option == 2))
+        c->head_norm = DA_HEAD_NORM_DEFAULT;
+    return da_ok();
+}
+
+/* The model options of the paper's ablations apply to the variants that offer them. */
+static da_status validate_options(const da_config *c, const attn_variant *v) {
+    if (c->head_norm != DA_HEAD_NORM_DEFAULT && !v->head_norm_option)
+        return da_errorf("head_norm: --arch %s has no per-head norm option (diff and softmax have; DIFF V2 dropped "
+                         "the norm)", v->name);
+    if (c->lambda_init != 0.0f && !v->lambda_init_option)
+        return da_errorf("lambda_init: %g is a diff option; --arch %s has no lambda_init", (double)c->lambda_init,
+                         v->name);
+    return da_ok();
 }
 
 /* The relations between fields; each field's own range is in the table. */
@@ -247,6 +294,7 @@ da_status da_config_validate(const da_config *c) {
     if (c->n_kv_heads <= 0 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads)
         return da_errorf("n_kv_heads: %d must divide n_heads=%d", c->n_kv_heads, c->n_heads);
     const attn_variant *v = da_attn_variant_of(c->arch);
+    if ((st = validate_options(c, v)).code) return st;
     if (v->validate && (st = v->validate(c)).code) return st;
     if (c->dim % (c->n_heads * v->sub_heads_per_head))
         return da_errorf("dim: %d is not divisible by n_heads=%d (heads split dim evenly)", c->dim, c->n_heads);

@@ -26,6 +26,10 @@ typedef struct {
 
     /* out: (N, C) = x * rstd * w; rstd: (N) = 1/sqrt(mean(x^2) + eps), saved for the backward. */
     void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps);
+    /* One row of rmsnorm_forward, serial (the engine's decode calls it per
+     * token, where an OpenMP region would wake the runtime's threads each
+     * time); returns rstd. out: (C). */
+    float (*rmsnorm_row)(float *out, const float *x, const float *w, int C, float eps);
     /* dx: (N, C) +=, dw: (C) +=. */
     void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w,
                              const float *rstd, int N, int C);
@@ -35,6 +39,9 @@ typedef struct {
      * inverse=1 applies the transpose rotation, which is the backward. */
     void (*rope_apply)(float *x, const float *cos_tab, const float *sin_tab, int B, int T, int n_sub, int d,
                        int inverse);
+    /* One position of rope_apply, serial: the n_sub sub-heads of row, by
+     * that position's cos, sin: (d/2) each. */
+    void (*rope_row)(float *row, const float *cos_row, const float *sin_row, int n_sub, int d, int inverse);
 
     /* gate: (N, F) = silu(h1) * h3. */
     void (*swiglu_forward)(float *gate, const float *h1, const float *h3, size_t n);
@@ -83,6 +90,12 @@ typedef struct {
     /* The same for F16 or BF16 rows and float activations x: (n, ldx); float sums in the level's order. */
     void (*half_gemm)(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols,
                       const float *x, long ldx, int n, float *out, long ldo, int accumulate);
+    /* o: (cols) += sum over t < n of p[t] * F16 or BF16 row t (at w + t * row_bytes): attention's value mix
+     * over a 16-bit KV cache (qgemm.c). */
+    void (*half_axpy)(int type, const unsigned char *w, size_t row_bytes, int n, const float *p, int64_t cols,
+                      float *o);
+    /* dst: (n) F16 = x: (n), rounded to nearest even. */
+    void (*half_from_f32)(const float *x, int64_t n, uint16_t *dst);
 } da_ops;
 
 /* The table of level isa, or of the best level below it that this CPU

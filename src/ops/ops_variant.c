@@ -48,8 +48,10 @@ const da_ops DA_CAT(da_ops_, DA_VARIANT) = {
     .exp_path = EXP_PATH,
     .dot_path = DOT_PATH,
     .rmsnorm_forward = rmsnorm_forward,
+    .rmsnorm_row = rmsnorm_row,
     .rmsnorm_backward = rmsnorm_backward,
     .rope_apply = rope_apply,
+    .rope_row = rope_row,
     .swiglu_forward = swiglu_forward,
     .swiglu_backward = swiglu_backward,
     .embedding_forward = embedding_forward,
@@ -67,4 +69,6 @@ const da_ops DA_CAT(da_ops_, DA_VARIANT) = {
     .qgemm_tiled = QGEMM_TILED,
     .qgemm = qgemm,
     .half_gemm = half_gemm,
+    .half_axpy = half_axpy,
+    .half_from_f32 = half_from_f32,
 };

@@ -263,6 +263,93 @@ void da_quantize_row_q4_K(block_q4_K *dst, const float *x, int64_t n) {
     }
 }
 
+/* ---------------------------------------------------------------- Q6_K */
+
+/* The scale s of 16 values x with levels L (0..63, stored as q + 32, q in
+ * -32..31) for x ~ s * q, weighted by x^2 (the large values matter most, as
+ * in ggml's make_qx_quants): the largest-magnitude value first maps to -32,
+ * then 18 nearby inverse scales are tried, each with its weighted
+ * least-squares s; the best fit is kept. 0 (and L all 0, as ggml stores it) for a zero group. */
+static float fit_scale_q6(const float *x, uint8_t *L) {
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < 16; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    if (amax < 1e-15f) {
+        memset(L, 0, 16);
+        return 0.0f;
+    }
+    float best_s = 0.0f, best = -1.0f;
+    for (int k = 0; k <= 18; k++) {
+        const float step = k == 0 ? 0.0f : 0.1f * (float)(k <= 9 ? k - 10 : k - 9); /* 0, then -0.9..-0.1, 0.1..0.9 */
+        const float iscale = -(32.0f + step) / max;
+        float slx = 0.0f, sl2 = 0.0f;
+        int q[16];
+        for (int i = 0; i < 16; i++) {
+            int l = (int)lrintf(iscale * x[i]);
+            q[i] = l < -32 ? -32 : l > 31 ? 31 : l;
+            const float w = x[i] * x[i];
+            slx += w * x[i] * (float)q[i];
+            sl2 += w * (float)q[i] * (float)q[i];
+        }
+        /* the fit's gain slx^2 / sl2: larger is a smaller weighted squared error */
+        if (sl2 > 0 && (best < 0 || slx * slx > best * sl2)) {
+            best_s = slx / sl2;
+            best = best_s * slx;
+            for (int i = 0; i < 16; i++) L[i] = (uint8_t)(q[i] + 32);
+        }
+    }
+    return best_s;
+}
+
+/* As ggml's Q6_K: 16 groups of 16 values, each with its least-squares
+ * scale; the scales themselves in int8 against one fp16 d (the largest in
+ * magnitude maps to -128), then every value requantized against its
+ * group's rounded scale. */
+void da_quantize_row_q6_K(block_q6_K *dst, const float *x, int64_t n) {
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        block_q6_K *B = &dst[b];
+        uint8_t L[QK_K];
+        float scales[16], max_scale = 0.0f, amax_scale = 0.0f;
+        for (int g = 0; g < 16; g++) {
+            scales[g] = fit_scale_q6(x + 16 * g, L + 16 * g);
+            if (fabsf(scales[g]) > amax_scale) {
+                amax_scale = fabsf(scales[g]);
+                max_scale = scales[g];
+            }
+        }
+        memset(B, 0, sizeof *B);
+        if (amax_scale < 1e-15f) continue; /* all zero: d = 0, every weight 0 */
+        const float iscale = -128.0f / max_scale;
+        B->d = da_f32_to_fp16(1.0f / iscale);
+        for (int g = 0; g < 16; g++) {
+            int l = (int)lrintf(iscale * scales[g]);
+            B->scales[g] = (int8_t)(l > 127 ? 127 : l);
+        }
+        const float d = da_fp16_to_f32(B->d);
+        for (int g = 0; g < 16; g++) {
+            const float dg = d * B->scales[g];
+            if (dg == 0.0f) continue;
+            for (int i = 0; i < 16; i++) {
+                int l = (int)lrintf(x[16 * g + i] / dg);
+                L[16 * g + i] = (uint8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
+            }
+        }
+        for (int h = 0; h < 2; h++) { /* 128-weight chunks: the layout of qblock.h */
+            const uint8_t *Lc = L + 128 * h;
+            uint8_t *ql = B->ql + 64 * h, *qh = B->qh + 32 * h;
+            for (int l = 0; l < 32; l++) {
+                ql[l] = (uint8_t)((Lc[l] & 0xF) | ((Lc[l + 64] & 0xF) << 4));
+                ql[l + 32] = (uint8_t)((Lc[l + 32] & 0xF) | ((Lc[l + 96] & 0xF) << 4));
+                qh[l] = (uint8_t)((Lc[l] >> 4) | ((Lc[l + 32] >> 4) << 2) | ((Lc[l + 64] >> 4) << 4) |
+                                  ((Lc[l + 96] >> 4) << 6));
+            }
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- any type */
 
 void da_dequantize_row(int type, const void *src, float *y, int64_t n) {
@@ -350,6 +437,7 @@ void da_quantize_row(int type, void *dst, const float *x, int64_t n) {
     case DA_QT_Q8_0: da_quantize_row_q8_0(dst, x, n); break;
     case DA_QT_Q4_0: da_quantize_row_q4_0(dst, x, n); break;
     case DA_QT_Q4_K: da_quantize_row_q4_K(dst, x, n); break;
+    case DA_QT_Q6_K: da_quantize_row_q6_K(dst, x, n); break;
     default: break;
     }
 }

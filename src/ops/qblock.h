@@ -45,7 +45,8 @@ typedef struct {
 _Static_assert(sizeof(block_q4_K) == 144, "block_q4_K layout changed (ggml: 2 + 2 + 12 + 128 bytes)");
 
 /* The other block types of llama.cpp's Q4_0 .. Q8_0 and Q4_K_M .. Q6_K
- * files, read (dequantized, and dotted with int8 rows) but never written.
+ * files, read (dequantized, and dotted with int8 rows); of them only Q6_K is
+ * written (da_quantize_row_q6_K: the LM head of the 4-bit types, as llama.cpp's).
  *   Q4_1: fp16 d, fp16 m, 16 bytes of nibbles (as Q4_0);          w = d * q + m
  *   Q5_0: fp16 d, 32 high bits qh (bit i: element i), nibbles;    w = d * (q - 16)
  *   Q5_1: fp16 d, fp16 m, qh, nibbles;                            w = d * q + m
@@ -130,6 +131,7 @@ float da_bf16_round(float f);    /* f rounded to bf16 (nearest even), as a float
 void da_quantize_row_q8_0(block_q8_0 *dst, const float *x, int64_t n);
 void da_quantize_row_q4_0(block_q4_0 *dst, const float *x, int64_t n);
 void da_quantize_row_q4_K(block_q4_K *dst, const float *x, int64_t n);
+void da_quantize_row_q6_K(block_q6_K *dst, const float *x, int64_t n);
 /* Any supported type (float types included) -> y: (n). */
 void da_dequantize_row(int type, const void *src, float *y, int64_t n);
 /* Any supported type from x: (n); dst must hold da_qtype_row_bytes(type, n). */

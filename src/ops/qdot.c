@@ -291,6 +291,47 @@ static float vec_dot(int type, const void *wrow, const da_qact *x, int64_t n) {
 
 /* ---------------------------------------------------------------- int8 activation rows */
 
+#if HAVE_AVX2
+/* max |x[i]| over 32 values, NaNs skipped (as fmaxf(acc, NaN) = acc) */
+static inline float absmax32(const float *x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 32; i += 8) /* maxps returns its second operand when either is NaN */
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+/* 32 values times id, rounded as roundf (half away from zero: trunc, then
+ * one step out where the dropped fraction is >= 0.5, exact below 2^23),
+ * NaN -> 0, clamped to +-127, into q; returns their sum. */
+static inline int32_t round_block32(const float *x, float id, int8_t *q) {
+    const __m256 vid = _mm256_set1_ps(id), half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f);
+    const __m256 lim = _mm256_set1_ps(127.0f), one = _mm256_set1_ps(1.0f);
+    __m256i v[4];
+    for (int k = 0; k < 4; k++) {
+        const __m256 t = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid);
+        __m256 r = _mm256_round_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(t, r));
+        const __m256 step = _mm256_or_ps(_mm256_and_ps(t, sign), one); /* +-1 with t's sign */
+        r = _mm256_add_ps(r, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), step));
+        r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q)); /* NaN -> 0 */
+        r = _mm256_max_ps(_mm256_min_ps(r, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+        v[k] = _mm256_cvtps_epi32(r);
+    }
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3]));
+    /* int32 x 32 -> int8 x 32: the packs interleave 128-bit lanes; one permute restores the order */
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256((__m256i *)(void *)q, _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    return _mm_cvtsi128_si32(h);
+}
+#endif
+
 static void quantize_act(da_qact *a, const float *x, int64_t n, da_act_scale_mode mode, float static_absmax) {
     const int64_t nb = n / 32;
     a->n = n;
@@ -305,6 +346,10 @@ static void quantize_act(da_qact *a, const float *x, int64_t n, da_act_scale_mod
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + 32 * b;
         float d = row_d;
+#if HAVE_AVX2
+        if (mode == DA_ACT_BLOCK) d = absmax32(xb) / 127.0f;
+        a->sum[b] = round_block32(xb, d > 0 ? 1.0f / d : 0.0f, a->q + 32 * b);
+#else
         if (mode == DA_ACT_BLOCK) {
             float amax = 0.0f;
             for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
@@ -319,7 +364,8 @@ static void quantize_act(da_qact *a, const float *x, int64_t n, da_act_scale_mod
             a->q[32 * b + i] = (int8_t)v;
             s += (int32_t)v;
         }
-        a->d[b] = d;
         a->sum[b] = s;
+#endif
+        a->d[b] = d;
     }
 }

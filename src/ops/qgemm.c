@@ -125,6 +125,60 @@ static void rows8(int type, const unsigned char *w, size_t rb, int64_t cols, con
 #endif
 
 #if HAVE_AVX2
+/* Rows w .. w + 3 rb (Q6_K, nsb super-blocks each) against one token x:
+ * out[0..3] (=, or +=). rdot_q6_K's arithmetic (the same integer dot per
+ * 16 values, the same float multiply-adds in the same order, so each output
+ * is bit-identical to it), with what depends only on the token shared by the
+ * 4 rows: the activation block and its 32 . x term. The LM head of the
+ * 4-bit files is Q6_K: decoding runs this over 32 M weights a token. */
+static void q6_K_rows4(const unsigned char *w, size_t rb, int64_t nsb, const da_qact *x, float *out, int accumulate) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    const __m256i pick[4] = {
+        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3),
+        _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7),
+        _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11,
+                         10, 11, 10, 11),
+        _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15,
+                         14, 15, 14, 15, 14, 15, 14, 15)};
+    for (int64_t b = 0; b < nsb; b++) {
+        const __m256 xd = _mm256_loadu_ps(x->d + 8 * b);
+        float dx[4][8];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const block_q6_K *B = (const block_q6_K *)(const void *)(w + (size_t)r * rb) + b;
+            _mm256_storeu_ps(dx[r], _mm256_mul_ps(_mm256_set1_ps(H2F(B->d)), xd));
+        }
+        for (int h = 0; h < 2; h++) {
+            __m256i xv[4], x32[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                xv[k] = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + 32 * (8 * b + 4 * h + k)));
+                x32[k] = _mm256_maddubs_epi16(k32, xv[k]);
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const block_q6_K *B = (const block_q6_K *)(const void *)(w + (size_t)r * rb) + b;
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(B->ql + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(B->ql + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(B->qh + 32 * h));
+                const __m128i sc8 = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(B->scales + 8 * h)));
+                const __m256i sc16 = _mm256_set_m128i(sc8, sc8);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m256i lo = _mm256_and_si256(k < 2 ? (k ? l1 : l0) : _mm256_srli_epi16(k == 2 ? l0 : l1, 4), m4);
+                    const __m256i hs = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
+                    const __m256i q = _mm256_or_si256(lo, _mm256_and_si256(hs, m30));
+                    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv[k]), x32[k]);
+                    const __m256i sv = _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc16, pick[k]));
+                    acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dx[r][4 * h + k]), _mm256_cvtepi32_ps(sv), acc[r]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < 4; r++) out[r] = accumulate ? out[r] + hsum256(acc[r]) : hsum256(acc[r]);
+}
+
 #define QGEMM_TILED ((1u << DA_QT_Q4_0) | (1u << DA_QT_Q8_0))
 #else
 #define QGEMM_TILED 0u
@@ -141,6 +195,10 @@ static void qgemm(int type, const unsigned char *w, size_t row_bytes, int r0, in
             for (int t = 0; t < n; t += 4)
                 rows8(type, w + (size_t)r * row_bytes, row_bytes, cols, x + t, n - t < 4 ? n - t : 4,
                       out + (size_t)t * ldo + r, ldo, accumulate);
+    if (type == DA_QT_Q6_K)
+        for (; r + 4 <= r1; r += 4)
+            for (int t = 0; t < n; t++)
+                q6_K_rows4(w + (size_t)r * row_bytes, row_bytes, cols / QK_K, &x[t], out + (size_t)t * ldo + r, accumulate);
 #endif
     for (; r < r1; r++)
         for (int t = 0; t < n; t++) {
@@ -209,4 +267,41 @@ static void half_gemm(int type, const unsigned char *w, size_t row_bytes, int r0
             *o = accumulate ? *o + v : v;
         }
     }
+}
+
+/* o[0..cols-1] += sum over t < n of p[t] * row t (F16 or BF16, row t at w + t * row_bytes): the value mix
+ * of attention over a 16-bit KV cache. Four rows per pass over o where the level has vectors. */
+static void half_axpy(int type, const unsigned char *w, size_t row_bytes, int n, const float *p, int64_t cols,
+                      float *o) {
+    int t = 0;
+#if HAVE_AVX2
+    if (cols % 8 == 0)
+        for (; t + 4 <= n; t += 4) {
+            const unsigned char *r = w + (size_t)t * row_bytes;
+            const __m256 p0 = _mm256_set1_ps(p[t]), p1 = _mm256_set1_ps(p[t + 1]), p2 = _mm256_set1_ps(p[t + 2]),
+                         p3 = _mm256_set1_ps(p[t + 3]);
+            for (int64_t i = 0; i < cols; i += 8) {
+                __m256 a = _mm256_loadu_ps(o + i);
+                a = _mm256_fmadd_ps(p0, half8(type, r + 2 * i), a);
+                a = _mm256_fmadd_ps(p1, half8(type, r + row_bytes + 2 * i), a);
+                a = _mm256_fmadd_ps(p2, half8(type, r + 2 * row_bytes + 2 * i), a);
+                a = _mm256_fmadd_ps(p3, half8(type, r + 3 * row_bytes + 2 * i), a);
+                _mm256_storeu_ps(o + i, a);
+            }
+        }
+#endif
+    for (; t < n; t++) {
+        const unsigned char *r = w + (size_t)t * row_bytes;
+        for (int64_t i = 0; i < cols; i++) o[i] += p[t] * half_at(type, r, i);
+    }
+}
+
+/* dst: n F16 values = x: (n) rounded to nearest even (the F16C instruction where the level has it). */
+static void half_from_f32(const float *x, int64_t n, uint16_t *dst) {
+    int64_t i = 0;
+#if HAVE_AVX2
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; i < n; i++) dst[i] = da_f32_to_fp16(x[i]);
 }

@@ -6,19 +6,19 @@
 
 #include "ops/ops.h"
 
+static float rmsnorm_row(float *o, const float *xr, const float *w, int C, float eps) {
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int i = 0; i < C; i++) ss += xr[i] * xr[i];
+    const float r = 1.0f / sqrtf(ss / C + eps);
+#pragma omp simd
+    for (int i = 0; i < C; i++) o[i] = xr[i] * r * w[i];
+    return r;
+}
+
 static void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *xr = x + (size_t)n * C;
-        float *o = out + (size_t)n * C;
-        float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-        for (int i = 0; i < C; i++) ss += xr[i] * xr[i];
-        float r = 1.0f / sqrtf(ss / C + eps);
-        rstd[n] = r;
-#pragma omp simd
-        for (int i = 0; i < C; i++) o[i] = xr[i] * r * w[i];
-    }
+    for (int n = 0; n < N; n++) rstd[n] = rmsnorm_row(out + (size_t)n * C, x + (size_t)n * C, w, C, eps);
 }
 
 static void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,

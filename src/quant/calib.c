@@ -157,8 +157,9 @@ da_status da_awq_apply(da_model *m, const da_qstats *st, int type, float *alpha_
     const int last = DA_SITES_PER_LAYER * c->n_layers;
     alpha_out[last] = 0.0f;
     if (!s.code && !c->tie_embeddings) {
-        /* the LM head is quantized to q8_0 for 4-bit types (da_engine_quantize); its error is measured at that type */
-        const int head_type = (type == DA_QT_Q4_0 || type == DA_QT_Q4_K) ? DA_QT_Q8_0 : type;
+        /* the LM head is quantized to q6_K for 4-bit types (q8_0 off its 256 block: da_engine_quantize); its
+         * error is measured at that type */
+        const int head_type = (type == DA_QT_Q4_0 || type == DA_QT_Q4_K) ? (C % QK_K ? DA_QT_Q8_0 : DA_QT_Q6_K) : type;
         float *head[1] = {m->w.output};
         int head_rows[1] = {c->vocab_size};
         s = awq_site(head, head_rows, 1, C, m->w.norm, NULL, 0, st, last, head_type, &alpha_out[last]);

@@ -5,10 +5,13 @@
 #include "attn/variant.h"
 #include "quant/quantize.h"
 
-/* The LM head's type before any width check. */
-static int head_type(const da_quantize_types *o) {
-    return o->output_type >= 0 ? o->output_type
-                               : (o->type == DA_QT_Q4_0 || o->type == DA_QT_Q4_K ? DA_QT_Q8_0 : o->type);
+/* The LM head's type (cols wide) before any width check: output_type, or
+ * for the 4-bit types llama.cpp's choice, Q6_K (q8_0 where the width is off
+ * its 256 block); else the weight type. */
+static int head_type(const da_quantize_types *o, int cols) {
+    if (o->output_type >= 0) return o->output_type;
+    if (o->type == DA_QT_Q4_0 || o->type == DA_QT_Q4_K) return cols % QK_K ? DA_QT_Q8_0 : DA_QT_Q6_K;
+    return o->type;
 }
 
 /* f32 for the tensors that always stay f32 (the embedding, an attention
@@ -23,14 +26,14 @@ static int tensor_type_fixed(const da_config *c, const da_qtensor *t, int i) {
 /* The type a 2-D tensor gets: the embedding stays f32, and so does an
  * attention tensor its variant keeps f32 (attn/variant.h: quantizable, e.g.
  * a small gate whose output goes through a sigmoid); the LM head takes
- * output_type (q8_0 for the 4-bit types by default), a tied model's head as
+ * output_type (q6_K for the 4-bit types by default), a tied model's head as
  * a copy of the embedding. A width off the type's block: q8_0, then f32,
  * with fallback_q8; else -1. */
 static int tensor_type(const da_config *c, const da_qtensor *t, int i, const da_quantize_types *o) {
     const int fixed = tensor_type_fixed(c, t, i);
     if (fixed >= 0) return fixed;
     int type = o->type;
-    if (!strcmp(t->name, "output.weight")) type = head_type(o);
+    if (!strcmp(t->name, "output.weight")) type = head_type(o, t->cols);
     if (t->cols % da_qtype_block(type) == 0) return type;
     if (!o->fallback_q8) return -1;
     return t->cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
@@ -40,7 +43,7 @@ static int tensor_type(const da_config *c, const da_qtensor *t, int i, const da_
  * the head is to stay f32 (then the embedding itself serves). */
 static da_status table_for(da_engine *e, const da_config *cfg, const da_quantize_types *o) {
     da_status st = da_engine_init_table(e, cfg);
-    if (!st.code && cfg->tie_embeddings && head_type(o) != DA_QT_F32) st = da_engine_add_head_copy(e);
+    if (!st.code && cfg->tie_embeddings && head_type(o, cfg->dim) != DA_QT_F32) st = da_engine_add_head_copy(e);
     return st;
 }
 
@@ -52,7 +55,7 @@ static da_status table_for(da_engine *e, const da_config *cfg, const da_quantize
 static void round_embedding(da_engine *q, const da_quantize_types *o) {
     da_qtensor *t = &q->t[0];
     const da_qtensor *src = q->head_copy ? &q->t[q->n_tensors - 1] : NULL;
-    int type = src ? src->type : q->cfg.tie_embeddings ? head_type(o) : o->type;
+    int type = src ? src->type : q->cfg.tie_embeddings ? head_type(o, t->cols) : o->type;
     if (!src && t->cols % da_qtype_block(type)) type = t->cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
     q->embed_type = type;
     if (type == DA_QT_F32) return;

@@ -97,8 +97,9 @@ static da_status parse_opts(const da_quantize_opts *o, da_quantize_types *types,
         types->fallback_q8 = 1;
     }
     if (o->output_type) {
-        if (da_qtype_parse(o->output_type, &t))
-            return da_errorf("quantize: output_type \"%s\" is not one of q8_0, q4_0, q4_k, f16, bf16, f32",
+        if (!strcmp(o->output_type, "q6_k") || !strcmp(o->output_type, "q6_K")) t = DA_QT_Q6_K;
+        else if (da_qtype_parse(o->output_type, &t))
+            return da_errorf("quantize: output_type \"%s\" is not one of q6_k, q8_0, q4_0, q4_k, f16, bf16, f32",
                              o->output_type);
         types->output_type = t;
     }
@@ -126,7 +127,7 @@ da_status da_quantize_file(const char *model_path, const char *out_path, const d
     if (da_gguf_is_gguf(model_path))
         return da_errorf("%s: already a GGUF; quantize the full-precision .safetensors it came from", model_path);
     da_model m;
-    if ((st = da_model_load(&m, model_path)).code) return st;
+    if ((st = da_model_load_with(&m, model_path, &o->load)).code) return st;
     r->n_layers = m.cfg.n_layers;
     r->n_params = m.n_params;
     r->few_calib_samples = o->calib_data && o->calib_samples < DA_CALIB_MIN_SEQUENCES;
