@@ -42,7 +42,7 @@ static double check(da_arch arch) {
     const float *q, *k;
     da_acts_qk(a, 0, &q, &k);
     const int d = da_head_dim(&c);
-    da_attention_shape s = {arch == DA_ARCH_DIFF, B, T, c.n_heads, c.n_kv_heads, d};
+    da_attention_shape s = {arch, B, T, c.n_heads, c.n_kv_heads, d};
     const size_t n_out = (size_t)B * T * c.dim;
     float *out = malloc(n_out * sizeof(float)), *normed = malloc(n_out * sizeof(float));
     float *saved = malloc(da_attention_saved_floats(&s) * sizeof(float));

@@ -15,6 +15,7 @@
 #ifndef DIFFATTN_ATTENTION_H
 #define DIFFATTN_ATTENTION_H
 
+#include "diffattn/config.h"
 #include "diffattn/core.h"
 
 #ifdef __cplusplus
@@ -22,7 +23,7 @@ extern "C" {
 #endif
 
 typedef struct {
-    int diff;       /* 1: DIFF attention, 0: softmax */
+    da_arch arch;   /* DA_ARCH_DIFF or DA_ARCH_SOFTMAX (the variants with one lambda per call; others are refused) */
     int batch, seq; /* B, T */
     int n_heads;    /* H (DIFF: differential heads) */
     int n_kv_heads; /* Hkv */

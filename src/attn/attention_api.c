@@ -9,29 +9,37 @@
 #include "attn/variant.h"
 #include "diffattn/attention.h"
 
+/* The layouts the header documents: softmax's one map, DIFF's two with a
+ * scalar lambda (DIFF2's per-token lambda and NSA's branches have their own
+ * inputs). */
+static int drop_in(da_arch a) { return a == DA_ARCH_DIFF || a == DA_ARCH_SOFTMAX; }
+
 static da_status to_attn_shape(const da_attention_shape *s, attn_shape *as) {
+    if (!drop_in(s->arch))
+        return da_errorf("attention: arch %d is not one this entry point runs (DA_ARCH_DIFF or DA_ARCH_SOFTMAX)",
+                         (int)s->arch);
     if (s->batch < 1 || s->seq < 1 || s->head_dim < 2 || s->head_dim % 2)
         return da_errorf("attention: batch %d, seq %d, head_dim %d: all must be positive, head_dim even", s->batch,
                          s->seq, s->head_dim);
     if (s->n_heads < 1 || s->n_kv_heads < 1 || s->n_heads % s->n_kv_heads)
         return da_errorf("attention: n_heads %d must be a positive multiple of n_kv_heads %d", s->n_heads,
                          s->n_kv_heads);
-    const int w = s->diff ? 2 * s->head_dim : s->head_dim; /* one head's q (and output) width */
+    const attn_layout *lay = &da_attn_variant_of(s->arch)->layout;
+    const int w = lay->v_subheads * s->head_dim; /* one head's q (and output) width */
     attn_shape a = {s->batch, s->seq, s->n_heads, s->n_kv_heads, s->head_dim, s->n_heads * w, s->n_kv_heads * w,
                     omp_get_max_threads(), 0, 0, 0, NULL};
     *as = a;
     return da_ok();
 }
 
-static const attn_layout *layout_of(const da_attention_shape *s) {
-    return &da_attn_variant_of(s->diff ? DA_ARCH_DIFF : DA_ARCH_SOFTMAX)->layout;
-}
+static const attn_layout *layout_of(const da_attention_shape *s) { return &da_attn_variant_of(s->arch)->layout; }
 
 size_t da_attention_saved_floats(const da_attention_shape *s) {
     attn_shape as;
     if (to_attn_shape(s, &as).code) return 0;
-    const size_t lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T;
-    return lse + (s->diff ? 2 * (size_t)as.B * as.T * as.C : 0);
+    const int maps = layout_of(s)->maps;
+    const size_t lse = (size_t)as.B * as.n_heads * maps * as.T;
+    return lse + (maps == 2 ? 2 * (size_t)as.B * as.T * as.C : 0);
 }
 
 da_status da_attention_forward(float *out, float *saved, const float *q, const float *k, const float *v, float lambda,
@@ -41,8 +49,9 @@ da_status da_attention_forward(float *out, float *saved, const float *q, const f
     if (st.code) return st;
     float *scratch = malloc(da_flash_scratch_size(&as, layout_of(s)) * sizeof(float));
     if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
-    const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
-    float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
+    const int two = layout_of(s)->maps == 2;
+    const size_t n_lse = (size_t)as.B * as.n_heads * (two ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
+    float *o1 = two ? saved + n_lse : NULL, *o2 = two ? saved + n_lse + BTC : NULL;
     const da_attn_ops *at = da_attn_ops_of(da_exec_default().isa);
     at->flash_forward(out, o1, o2, saved, q, k, v, lambda, NULL, layout_of(s), &as, scratch);
     free(scratch);
@@ -55,11 +64,12 @@ da_status da_attention_backward(float *dq, float *dk, float *dv, float *dlambda,
     attn_shape as;
     da_status st = to_attn_shape(s, &as);
     if (st.code) return st;
-    if (s->diff && !dlambda) return da_errorf("attention: DIFF's backward needs dlambda");
+    const int two = layout_of(s)->maps == 2;
+    if (two && !dlambda) return da_errorf("attention: the backward of two maps needs dlambda");
     float *scratch = malloc(da_flash_scratch_size(&as, layout_of(s)) * sizeof(float));
     if (!scratch) return da_errorf("attention: out of memory for the kernel's scratch");
-    const size_t n_lse = (size_t)as.B * as.n_heads * (s->diff ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
-    const float *o1 = s->diff ? saved + n_lse : NULL, *o2 = s->diff ? saved + n_lse + BTC : NULL;
+    const size_t n_lse = (size_t)as.B * as.n_heads * (two ? 2 : 1) * as.T, BTC = (size_t)as.B * as.T * as.C;
+    const float *o1 = two ? saved + n_lse : NULL, *o2 = two ? saved + n_lse + BTC : NULL;
     const da_attn_ops *at = da_attn_ops_of(da_exec_default().isa);
     at->flash_backward(dq, dk, dv, dlambda, NULL, dout, out, o1, o2, saved, q, k, v, lambda, NULL, layout_of(s), &as,
                        scratch);
