@@ -16,11 +16,14 @@ MODEL=(--dim 64 --layers 2 --heads 2 --seq 64 --batch 4)
 RUN=(--data "$T/corpus.txt" --steps 40 --warmup 2 --lr 3e-3 --log-every 1 --eval-every 4 --eval-batches 1 --save-every 4)
 losses() { grep -o '"step":[0-9]*,"train_loss":[^,]*' "$1" | sort -t: -k2 -n; }
 
-for arch in diff softmax; do
-  "$BIN" train --arch $arch "${MODEL[@]}" "${RUN[@]}" --out "$T/full_$arch" 2>/dev/null || { bad "full run $arch"; continue; }
+for arch in diff softmax nsa; do
+  # NSA with blocks small enough for 64 tokens: compressed blocks, a choice among 4, a window under T
+  [[ $arch == nsa ]] && ARCH=(--arch nsa --nsa-block 8 --nsa-stride 4 --nsa-select 16 --nsa-topn 3 --nsa-window 16) ||
+    ARCH=(--arch $arch)
+  "$BIN" train "${ARCH[@]}" "${MODEL[@]}" "${RUN[@]}" --out "$T/full_$arch" 2>/dev/null || { bad "full run $arch"; continue; }
 
   # 1. --stop-at then --resume
-  "$BIN" train --arch $arch "${MODEL[@]}" "${RUN[@]}" --out "$T/stop_$arch" --stop-at 8 2>/dev/null
+  "$BIN" train "${ARCH[@]}" "${MODEL[@]}" "${RUN[@]}" --out "$T/stop_$arch" --stop-at 8 2>/dev/null
   "$BIN" train "${RUN[@]}" --out "$T/stop_$arch" --resume 2>/dev/null
   if cmp -s "$T/full_$arch/model.safetensors" "$T/stop_$arch/model.safetensors" &&
      diff <(losses "$T/full_$arch/metrics.jsonl") <(losses "$T/stop_$arch/metrics.jsonl") >/dev/null; then
@@ -28,7 +31,7 @@ for arch in diff softmax; do
   else bad "resume after --stop-at 8 is bit-identical ($arch)"; fi
 
   # 2. SIGINT mid-run: exit 130, a checkpoint, and an identical finish
-  "$BIN" train --arch $arch "${MODEL[@]}" "${RUN[@]}" --save-every 0 --out "$T/int_$arch" 2>/dev/null &
+  "$BIN" train "${ARCH[@]}" "${MODEL[@]}" "${RUN[@]}" --save-every 0 --out "$T/int_$arch" 2>/dev/null &
   pid=$!
   for _ in $(seq 1000); do grep -q '"step":3,' "$T/int_$arch/metrics.jsonl" 2>/dev/null && break; sleep 0.01; done
   kill -INT $pid; wait $pid; rc=$?
@@ -40,7 +43,7 @@ for arch in diff softmax; do
   else bad "Ctrl-C exits 130 with a checkpoint ($arch, rc $rc)"; fi
 
   # 3. SIGKILL after the first checkpoint: the last checkpoint is intact and resumes exactly
-  "$BIN" train --arch $arch "${MODEL[@]}" "${RUN[@]}" --out "$T/kill_$arch" 2>/dev/null &
+  "$BIN" train "${ARCH[@]}" "${MODEL[@]}" "${RUN[@]}" --out "$T/kill_$arch" 2>/dev/null &
   pid=$!
   for _ in $(seq 1000); do grep -q '"step":6,' "$T/kill_$arch/metrics.jsonl" 2>/dev/null && break; sleep 0.01; done
   kill -KILL $pid; wait $pid 2>/dev/null

@@ -108,7 +108,13 @@ else
   else bad "the kill came after step 16 (step ${last#*:}): too late to check the resume"; fi
 fi
 
-# 5. a batch that does not split over the ranks is refused with the fix
+# 5. NSA through the same data-parallel step (its gate bias and compression gradients in the allreduce)
+NSA=(--arch nsa --nsa-block 8 --nsa-stride 4 --nsa-select 16 --nsa-topn 3 --nsa-window 16)
+"$BIN" train "${RUN[@]}" "${NSA[@]}" --deterministic --out "$T/nsa1" 2>/dev/null || bad "1-process nsa run"
+"${MPI[@]}" "$BIN" train "${RUN[@]}" "${NSA[@]}" --deterministic --out "$T/nsa2" 2>/dev/null || bad "2-rank nsa run"
+same_run "nsa: 2 ranks = 1 process, bit-identical (--deterministic)" "$T/nsa1" "$T/nsa2"
+
+# 6. a batch that does not split over the ranks is refused with the fix
 if "${MPI[@]}" "$BIN" train "${RUN[@]}" --batch 3 --out "$T/odd" 2>"$T/odd.log"; then bad "--batch 3 on 2 ranks is refused"
 elif grep -q "must be a multiple of ranks x grad_accum = 2 x 1" "$T/odd.log" && [[ $(grep -c "rank" "$T/odd.log") == 1 ]]; then
   ok "--batch 3 on 2 ranks is refused, reported once"; else bad "--batch 3 on 2 ranks: message"; cat "$T/odd.log"; fi

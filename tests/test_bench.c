@@ -71,8 +71,35 @@ static int test_decode_bytes(void) {
     return 0;
 }
 
+/* NSA's attention grows as T (T/s + n l' + w), not T^2: per token, its FLOPs
+ * at 16k are under half softmax's at the same heads (issue 20's shape), and
+ * from 8k to 16k they grow by much less than softmax's doubling; a decoding
+ * step reads its branches' keys, not the whole cache. */
+static int test_nsa_flops_sublinear(void) {
+    da_config n = bench_config(DA_ARCH_NSA, 0), s = bench_config(DA_ARCH_SOFTMAX, 0);
+    n.dim = s.dim = 768, n.n_heads = s.n_heads = 12, n.n_kv_heads = s.n_kv_heads = 4;
+    n.max_seq_len = s.max_seq_len = 16384;
+    const double n16 = da_attn_flops_per_token(&n, 16384), s16 = da_attn_flops_per_token(&s, 16384);
+    const double n8 = da_attn_flops_per_token(&n, 8192), s8 = da_attn_flops_per_token(&s, 8192);
+    printf("     attention flops per token at 16k: nsa %.3g, softmax %.3g; growth 8k -> 16k: %.2f, %.2f\n", n16, s16,
+           n16 / n8, s16 / s8);
+    CHECK(n16 < 0.5 * s16 && n16 / n8 < 1.3 && s16 / s8 > 1.9);
+    n.dim = 64, n.n_layers = 1, n.n_heads = 4, n.n_kv_heads = 2, n.ffn_hidden = 128, n.max_seq_len = 4096;
+    da_model m;
+    CHECK(!da_model_create(&m, &n).code);
+    da_engine *e;
+    CHECK(!da_engine_from_model(&e, &m).code);
+    /* past the window and n l' = 1024 chosen tokens, only the compressed blocks add: 8 Ckv bytes per s tokens */
+    const double grow = da_engine_decode_bytes(e, 4000, 0, 0) - da_engine_decode_bytes(e, 2000, 0, 0);
+    CHECK(fabs(grow - 8.0 * 32 * (2000 / 16)) < 8.0 * 32 * 2);
+    da_engine_free(e);
+    da_model_free(&m);
+    return 0;
+}
+
 int main(void) {
     RUN(test_window_flops_follow_keys_seen);
+    RUN(test_nsa_flops_sublinear);
     RUN(test_decode_bytes);
     TH_SUMMARY();
 }

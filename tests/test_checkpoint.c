@@ -75,6 +75,55 @@ static int test_round_trip_diff(void) { return round_trip(DA_ARCH_DIFF, 0); }
 static int test_round_trip_diff2_window(void) { return round_trip_w(DA_ARCH_DIFF2, 0, 5); }
 static int test_round_trip_softmax_tied(void) { return round_trip(DA_ARCH_SOFTMAX, 1); }
 
+/* NSA's hyper-parameters are fields of its files, at any value (defaults
+ * included), and of no other arch's (whose files keep their bytes). */
+static int test_round_trip_nsa(void) {
+    for (int k = 0; k < 2; k++) {
+        da_config c;
+        tiny_config(&c, DA_ARCH_NSA, k);
+        if (k) c.nsa_block = 8, c.nsa_stride = 4, c.nsa_select = 8, c.nsa_topn = 5, c.nsa_window = 7;
+        da_model a, b;
+        CHECK(!da_model_create(&a, &c).code);
+        da_model_init(&a, 5);
+        const char *p = tmp_path("nsa.safetensors");
+        CHECK(!da_model_save(&a, p).code);
+        da_status st = da_model_load(&b, p);
+        if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
+        CHECK(!memcmp(&a.cfg, &b.cfg, sizeof a.cfg) && b.cfg.nsa_topn == (k ? 5 : 16));
+        CHECK(a.n_params == b.n_params && !memcmp(a.params, b.params, a.n_params * sizeof(float)));
+        da_st_file f;
+        CHECK(!da_st_open(&f, p).code);
+        CHECK(da_st_meta_get(&f, "nsa_block") && da_st_meta_get(&f, "nsa_window"));
+        da_st_close(&f);
+        da_model_free(&a);
+        da_model_free(&b);
+    }
+    da_config c;
+    tiny_config(&c, DA_ARCH_SOFTMAX, 0);
+    da_model a;
+    CHECK(!da_model_create(&a, &c).code);
+    CHECK(!da_model_save(&a, tmp_path("sm.safetensors")).code);
+    da_st_file f;
+    CHECK(!da_st_open(&f, tmp_path("sm.safetensors")).code);
+    CHECK(!da_st_meta_get(&f, "nsa_block") && !da_st_meta_get(&f, "nsa_topn"));
+    da_st_close(&f);
+    da_model_free(&a);
+    /* the constraints name the field */
+    tiny_config(&c, DA_ARCH_NSA, 0);
+    c.nsa_stride = 40;
+    da_status st = da_config_validate(&c);
+    CHECK(st.code && strstr(st.msg, "nsa_block"));
+    tiny_config(&c, DA_ARCH_NSA, 0);
+    c.nsa_topn = 2;
+    st = da_config_validate(&c);
+    CHECK(st.code && strstr(st.msg, "nsa_topn"));
+    tiny_config(&c, DA_ARCH_NSA, 0);
+    c.nsa_select = 16;
+    st = da_config_validate(&c);
+    CHECK(st.code && strstr(st.msg, "nsa_select"));
+    return 0;
+}
+
 /* Writes m's tensors with one change: drop `skip`, add `extra`, or replace
  * the shape of `reshape`; meta_key/meta_val override one metadata entry. */
 typedef struct {
@@ -279,6 +328,7 @@ int main(void) {
     RUN(test_round_trip_diff);
     RUN(test_round_trip_diff2_window);
     RUN(test_round_trip_softmax_tied);
+    RUN(test_round_trip_nsa);
     RUN(test_unchanged_file_loads);
     RUN(test_bf16_model);
     RUN(test_unknown_tensor);

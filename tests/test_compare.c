@@ -198,7 +198,16 @@ static int test_parse_archs(void) {
     CHECK(da_compare_parse_archs(&c, "diff,diff").code);
     CHECK(c.n_archs == 2 && c.archs[0] == DA_ARCH_SOFTMAX && c.archs[1] == DA_ARCH_DIFF2); /* kept on an error */
     CHECK(strstr(da_compare_parse_archs(&c, "diff,gpt").msg, "\"gpt\""));
+    /* the message lists every architecture of the table */
+    CHECK(strstr(da_compare_parse_archs(&c, "gpt").msg, "diff, softmax, diff2, nsa"));
     CHECK(da_compare_parse_archs(&c, "").code);
+    CHECK(!da_compare_parse_archs(&c, "nsa,diff,diff2,softmax").code && c.n_archs == 4 && c.archs[0] == DA_ARCH_NSA);
+    /* compare --task: the four-way comparison and swa, five columns */
+    da_task_compare_config t;
+    da_task_compare_config_default(&t);
+    t.swa_window = 16;
+    CHECK(!da_task_parse_archs(&t, "diff,diff2,softmax,swa,nsa").code && t.n_archs == 5 && t.archs[4] == DA_ARCH_NSA &&
+          t.windows[3] == 16 && t.windows[4] == 0);
     return 0;
 }
 

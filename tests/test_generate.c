@@ -311,6 +311,56 @@ static int test_prefill_window(void) {
     return rc;
 }
 
+/* NSA decodes through its own cache (nsa.h's nsa_cache): T one-token calls,
+ * and one T-token call, against the training forward (the flash kernel).
+ * Small blocks (l 8, s 4, l' 8, n 3, w 12) so that T = 61 exercises every
+ * branch: compressed blocks completing mid-sequence, a selection among more
+ * blocks than n, the window ring wrapping, T not a multiple of s or l'. */
+static int check_decode_nsa(int heads, int kv_heads, int tied, const char *what) {
+    da_config c;
+    da_config_default(&c);
+    c.arch = DA_ARCH_NSA, c.dim = 64, c.n_layers = 2, c.n_heads = heads, c.n_kv_heads = kv_heads;
+    c.vocab_size = 64, c.ffn_hidden = da_default_ffn_hidden(64), c.max_seq_len = 61, c.tie_embeddings = tied;
+    c.nsa_block = 8, c.nsa_stride = 4, c.nsa_select = 8, c.nsa_topn = 3, c.nsa_window = 12;
+    const int T = c.max_seq_len, V = c.vocab_size;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    da_model_init(&m, 77);
+    da_rng rng;
+    da_rng_seed(&rng, 78);
+    for (size_t k = 0; k < m.n_params; k++) m.params[k] += 0.2f * da_rng_normal(&rng); /* far from uniform */
+    int tok[61];
+    make_tokens(tok, T, V, 5);
+    da_acts *a = NULL;
+    CHECK(!da_acts_create(&a, &m.cfg, 1, T).code);
+    da_forward(&m, a, tok, NULL, 1, T);
+    runner r;
+    CHECK(runner_open(&r, &m, T).code == 0);
+    float *got = malloc((size_t)T * V * sizeof(float));
+    CHECK(got);
+    int rc = decode_all(r.s, V, tok, T, got);
+    if (!rc) rc = expect_close_rel(what, got, da_acts_logits(a), (size_t)T * V, 1e-4, 1e-6);
+    const float *batch = NULL;
+    da_session_reset(r.s);
+    CHECK(!da_session_feed(r.s, tok, T, 1, &batch).code);
+    if (!rc) rc = expect_close_rel(what, batch, da_acts_logits(a), (size_t)T * V, 1e-4, 1e-6);
+    /* its cache is f32 with exact logits: the int8 cache is refused with the arch named */
+    da_session *bad = NULL;
+    da_session_opts o = da_session_opts_default();
+    o.kv_int8 = 1;
+    da_status st = da_session_create(&bad, r.e, &o);
+    CHECK(st.code && strstr(st.msg, "nsa") && !bad);
+    free(got);
+    runner_close(&r);
+    da_acts_free(a);
+    da_model_free(&m);
+    return rc;
+}
+
+static int test_decode_nsa_mha(void) { return check_decode_nsa(2, 2, 0, "nsa mha"); }
+static int test_decode_nsa_gqa_rep2(void) { return check_decode_nsa(2, 1, 1, "nsa gqa n_rep 2 tied"); }
+static int test_decode_nsa_gqa_rep4(void) { return check_decode_nsa(4, 1, 0, "nsa gqa n_rep 4"); }
+
 /* After da_session_reset a second pass gives the same logits, bit for bit. */
 static int test_reset_reproduces(void) {
     da_model m;
@@ -614,6 +664,9 @@ int main(void) {
     RUN(test_decode_softmax_tied);
     RUN(test_decode_softmax_gqa);
     RUN(test_decode_long);
+    RUN(test_decode_nsa_mha);
+    RUN(test_decode_nsa_gqa_rep2);
+    RUN(test_decode_nsa_gqa_rep4);
     RUN(test_ring_diff);
     RUN(test_ring_big_batches);
     RUN(test_ring_diff2);

@@ -135,6 +135,66 @@ static int test_model_roundtrip(void) {
     return 0;
 }
 
+static int qlogits(const da_engine *q, da_act_mode act, int kv_int8, const int *tok, int T, float *out);
+
+/* NSA through a q8_0 GGUF: its hyper-parameters as diffattn.nsa_* keys (and
+ * no other arch's file has them), the compression and gate tensors f32, every
+ * byte and the config back, and the f32 engine's logits of a prompt equal to
+ * da_forward's. */
+static int test_nsa_roundtrip(void) {
+    da_config c;
+    da_config_default(&c);
+    c.arch = DA_ARCH_NSA, c.dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_hidden = 256;
+    c.max_seq_len = 64, c.nsa_block = 8, c.nsa_stride = 4, c.nsa_select = 16, c.nsa_topn = 3, c.nsa_window = 20;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    da_model_init(&m, 9);
+    da_engine q, r;
+    da_quantize_types o = {DA_QT_Q8_0, -1, 1};
+    CHECK(!da_engine_quantize(&q, &m, &o).code);
+    CHECK(!da_engine_save_gguf(&q, tpath("nsa.gguf")).code);
+    da_status st = da_engine_load_gguf(&r, tpath("nsa.gguf"));
+    if (st.code) fprintf(stderr, "  %s\n", st.msg);
+    CHECK(!st.code && !memcmp(&r.cfg, &q.cfg, sizeof r.cfg) && r.cfg.nsa_select == 16 && r.n_tensors == q.n_tensors);
+    int f32 = 0;
+    for (int i = 0; i < q.n_tensors; i++) {
+        if (strstr(q.t[i].name, "cmp_") || strstr(q.t[i].name, "gate.")) f32 += q.t[i].type == DA_QT_F32;
+        CHECK(r.t[i].type == q.t[i].type && !memcmp(r.t[i].data, q.t[i].data, q.t[i].row_bytes * (size_t)q.t[i].rows));
+    }
+    CHECK(f32 == 6 * c.n_layers);
+    da_gguf_file f;
+    CHECK(!da_gguf_open(&f, tpath("nsa.gguf")).code);
+    CHECK(da_gguf_kv_find(&f, "diffattn.nsa_topn") && da_gguf_kv_find(&f, "diffattn.nsa_window"));
+    da_gguf_close(&f);
+    da_engine_release(&q);
+    da_engine_release(&r);
+    enum { T = 48 };
+    int tok[T];
+    for (int i = 0; i < T; i++) tok[i] = (i * 37 + 11) % 256;
+    da_acts *a;
+    CHECK(!da_acts_create(&a, &m.cfg, 1, T).code);
+    da_forward(&m, a, tok, NULL, 1, T);
+    const size_t n = (size_t)T * m.cfg.vocab_size;
+    float *got = malloc(n * sizeof(float));
+    da_quantize_types o32 = {DA_QT_F32, DA_QT_F32, 1};
+    CHECK(got && !da_engine_quantize(&q, &m, &o32).code);
+    CHECK(!qlogits(&q, DA_ACTQ_F32, 0, tok, T, got));
+    int rc = expect_close_rel("nsa f32 engine vs da_forward", got, da_acts_logits(a), n, 1e-4, 1e-3);
+    da_engine_release(&q);
+    free(got);
+    da_acts_free(a);
+    da_model_free(&m);
+    /* another arch's file has none of NSA's keys */
+    CHECK(!make_model(&m, DA_ARCH_SOFTMAX, 0));
+    CHECK(!da_engine_quantize(&q, &m, &o).code && !da_engine_save_gguf(&q, tpath("sm.gguf")).code);
+    CHECK(!da_gguf_open(&f, tpath("sm.gguf")).code);
+    CHECK(!da_gguf_kv_find(&f, "diffattn.nsa_block"));
+    da_gguf_close(&f);
+    da_engine_release(&q);
+    da_model_free(&m);
+    return rc;
+}
+
 /* |got - ref|_2 / |ref|_2 <= tol (a random network's few near-zero head
  * outputs make the max-element error a poor measure). */
 static int expect_rms_close(const char *what, const float *got, const float *ref, size_t n, double tol) {
@@ -445,6 +505,7 @@ int main(void) {
     if (system(cmd)) return 1;
     RUN(test_kv_roundtrip);
     RUN(test_model_roundtrip);
+    RUN(test_nsa_roundtrip);
     RUN(test_q8_0_logits_close);
     RUN(test_decode_matches_batch);
     RUN(test_every_truncation_fails);

@@ -84,6 +84,41 @@ static int test_hand_built_model(void) {
     return 0;
 }
 
+/* NSA: the logits are every query head's over its three branches, each
+ * branch's own keys: the visible compressed blocks, the chosen blocks'
+ * tokens, the window. l 4, s 2, l' 4, n 3, w 5 over T = 16: from t = 12 on,
+ * the three forced blocks (0, 2, 3) leave block 1 out. */
+static int test_nsa_logits(void) {
+    const char *corpus = "/tmp/da_outliers_corpus3.txt";
+    FILE *fp = fopen(corpus, "w");
+    for (int i = 0; i < 200; i++) fprintf(fp, "nsa %d: three branches %d.\n", i, i * 7);
+    fclose(fp);
+    da_config c;
+    da_config_default(&c);
+    c.arch = DA_ARCH_NSA, c.dim = 32, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_hidden = 64;
+    c.max_seq_len = 16, c.nsa_block = 4, c.nsa_stride = 2, c.nsa_select = 4, c.nsa_topn = 3, c.nsa_window = 5;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    da_model_init(&m, 3);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] *= 20.0f;
+    da_text_data d;
+    CHECK(!da_text_data_load(&d, corpus, 0.1f, 16).code);
+    da_outliers_result r;
+    CHECK(!da_eval_outliers(&m, &d, 16, 2, &r).code);
+    const int T = 16;
+    size_t per_head = 0;
+    for (int t = 0; t < T; t++) {
+        const int cmp = t + 1 >= 4 ? (t + 1 - 4) / 2 + 1 : 0, slc = t >= 12 ? 8 + t - 12 + 1 : t + 1;
+        per_head += (size_t)(cmp + slc + (t + 1 < 5 ? t + 1 : 5));
+    }
+    CHECK(r.logits.count == (size_t)2 * 2 * 4 * per_head); /* windows x layers x heads x their keys */
+    printf("     nsa: %zu logits, top-1 %.4f\n", r.logits.count, r.logits.top[0]);
+    CHECK(r.logits.top[0] > 1.0);
+    da_text_data_free(&d);
+    da_model_free(&m);
+    return 0;
+}
+
 /* DIFF2 with GQA and a window: the logits are both maps' scores of every
  * query head (2H of them) over the keys in its window, and the largest
  * equals a brute-force scan that pairs query head j with KV group
@@ -158,5 +193,6 @@ int main(void) {
     RUN(test_random_against_sort);
     RUN(test_hand_built_model);
     RUN(test_diff2_window_logits);
+    RUN(test_nsa_logits);
     TH_SUMMARY();
 }

@@ -1,5 +1,5 @@
 /* Overfitting one fixed batch drives the loss to near zero, for both
- * architectures: the forward, backward and AdamW work together. */
+ * architecture: the forward, backward and AdamW work together. */
 #include "diffattn.h"
 #include "harness.h"
 
@@ -14,6 +14,8 @@ static int overfit(da_arch arch, int heads, int kv_heads) {
     c.vocab_size = 64;
     c.ffn_hidden = 128;
     c.max_seq_len = 32;
+    /* NSA: blocks small enough for 32 tokens (compressed blocks, a choice among 4, a window under T) */
+    c.nsa_block = 8, c.nsa_stride = 4, c.nsa_select = 8, c.nsa_topn = 3, c.nsa_window = 8;
     const int B = 4, T = 32, steps = 150;
     da_model m;
     CHECK(!da_model_create(&m, &c).code);
@@ -52,10 +54,12 @@ static int overfit(da_arch arch, int heads, int kv_heads) {
 static int test_overfit_diff(void) { return overfit(DA_ARCH_DIFF, 2, 2); }
 static int test_overfit_diff_gqa(void) { return overfit(DA_ARCH_DIFF, 2, 1); }
 static int test_overfit_softmax(void) { return overfit(DA_ARCH_SOFTMAX, 4, 4); }
+static int test_overfit_nsa_gqa(void) { return overfit(DA_ARCH_NSA, 4, 2); }
 
 int main(void) {
     RUN(test_overfit_diff);
     RUN(test_overfit_diff_gqa);
     RUN(test_overfit_softmax);
+    RUN(test_overfit_nsa_gqa);
     TH_SUMMARY();
 }

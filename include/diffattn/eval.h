@@ -106,7 +106,7 @@ typedef struct {
     da_outlier_stats hidden; /* every layer's output */
     long tokens;
     /* lambda per layer (the first DA_ATTN_MAX_LAYERS; n_lambda of them, 0 for softmax): DIFF's one
-     * value per layer (std 0), DIFF2's sigmoid(x . lambda_proj) over every token and head */
+     * value per layer (std 0), or a per-token lambda's sigmoid(x . lambda_proj) over every token and head */
     int n_lambda;
     double lambda_mean[DA_ATTN_MAX_LAYERS], lambda_std[DA_ATTN_MAX_LAYERS];
     double lambda_min[DA_ATTN_MAX_LAYERS], lambda_max[DA_ATTN_MAX_LAYERS];

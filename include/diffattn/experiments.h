@@ -22,8 +22,8 @@ extern "C" {
 typedef struct {
     const char *out_dir;
     const char *data;  /* NULL: the built-in needle mix */
-    /* trained and evaluated side by side, in this order (default diff, diff2, softmax); each DIFF
-     * variant gets a verdict against softmax when softmax is among them */
+    /* trained and evaluated side by side, in this order (default: da_arch_compare_defaults); each
+     * gets a verdict against the baseline when the baseline is among them */
     da_arch archs[DA_COMPARE_MAX_ARCHS];
     int n_archs;
     long steps;
@@ -43,7 +43,7 @@ typedef struct {
 } da_compare_config;
 
 void da_compare_config_default(da_compare_config *c);
-/* A comma-separated list of architecture names ("diff,diff2,softmax") into
+/* A comma-separated list of architecture names (da_arch_name's) into
  * archs, in the order given, each at most once, at most
  * DA_COMPARE_MAX_ARCHS: the --archs of every comparison. */
 da_status da_arch_list_parse(const char *list, da_arch *archs, int *n_archs);
@@ -244,7 +244,7 @@ typedef struct {
 typedef struct {
     const char *out_dir;
     da_task_config task; /* the kind and the values of every parameter not swept */
-    /* trained side by side in this order (default diff, diff2, softmax); the first one's
+    /* trained side by side in this order (default: da_arch_compare_defaults); the first one's
      * initialisation is copied into the others; verdicts are against softmax when it is listed */
     da_arch archs[DA_COMPARE_MAX_ARCHS];
     int windows[DA_COMPARE_MAX_ARCHS]; /* > 0: that arch with a sliding window of this many keys ("swa") */
@@ -274,7 +274,7 @@ typedef struct {
 } da_task_compare_config;
 
 void da_task_compare_config_default(da_task_compare_config *c);
-/* --archs into c->archs, c->windows and c->columns: diff, diff2, softmax,
+/* --archs into c->archs, c->windows and c->columns: every da_arch_name,
  * swa (the softmax model with a sliding window of c->swa_window keys, set
  * first), and an architecture with model options, "arch:flag=value[:...]"
  * (flags head-norm and lambda-init: "diff:head-norm=off",

@@ -15,30 +15,41 @@ extern "C" {
 /* The schema of da_config: one row per field, in checkpoint-metadata order
  * (src/model/config.c). n_kv_heads and ffn_hidden default to 0 there, meaning
  * "derived" (see da_config_from_diff_heads). */
-#define DA_CONFIG_N_FIELDS 20
+#define DA_CONFIG_N_FIELDS 25
 extern const da_field da_config_fields[DA_CONFIG_N_FIELDS];
 
 /* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads),
  * with the derived fields filled in. */
 void da_config_default(da_config *c);
+/* Whether field i of da_config_fields is written for c (checkpoints, GGUF,
+ * `info`): a field of one variant's own (its key starts with the variant's
+ * field_prefix) for that variant only, at any value; another
+ * DA_STORED_UNLESS_DEFAULT field away from its default; the rest always. */
+int da_config_field_written(const da_config *c, int i);
+/* 1 when field i is a hyper-parameter of one variant's own (see above). */
+int da_config_field_of_variant(int i);
 /* Checks every field's range, then their relations; the message names the
  * offending field. */
 da_status da_config_validate(const da_config *c);
 /* Heads of architecture a at the parameters of diff_heads DIFF heads: a
  * softmax head is half a DIFF head's size, so softmax gets twice as many; a
- * DIFF2 output head is a softmax head's size, so DIFF2 gets as many as softmax. */
+ * variant says how many of its heads make one DIFF head's parameters (attn/variant.h). */
 int da_arch_heads(da_arch a, int diff_heads);
 /* Completes a configuration whose n_heads and n_kv_heads count DIFF heads (the
  * CLI's --heads, compare's --heads): scales them with da_arch_heads; 0 fields
  * take their derived values (n_kv_heads = n_heads, ffn_hidden =
  * da_default_ffn_hidden(dim)); then validates. */
 da_status da_config_from_diff_heads(da_config *c);
-/* d: the size of one RoPE'd sub-head. DIFF: dim/H/2. softmax, DIFF2: dim/H. */
+/* d: the size of one RoPE'd sub-head. DIFF: dim/H/2; the others: dim/H. */
 int da_head_dim(const da_config *c);
-/* Width of a token's queries: dim, or 2*dim for DIFF2 (two query heads per output head). */
+/* Width of a token's queries: dim, or 2*dim with two query heads per output head (DIFF V2). */
 int da_q_dim(const da_config *c);
-/* Attention maps per head: 2 for DIFF and DIFF2, 1 for softmax. */
+/* Attention maps per head: 2 for DIFF's two softmax maps, 1 for softmax (the variant's `maps`). */
 int da_arch_maps(da_arch a);
+/* Bytes one layer's decoding cache keeps for a context of n tokens (f32):
+ * the plain KV cache's keys and values (the last window of them with a
+ * sliding window), or the variant's own cache (attn_variant.cache_bytes). */
+double da_kv_cache_bytes(const da_config *c, int n);
 /* 8*dim/3 rounded up to a multiple of 64. */
 int da_default_ffn_hidden(int dim);
 /* 0.8 - 0.6*exp(-0.3*depth), depth 0-based. */
@@ -79,11 +90,19 @@ typedef struct {
     const char *lambda_note;       /* eval outliers: what its lambda rows are, "" when one per layer */
     int baseline;      /* 1: the baseline the others are compared against */
     int compared;      /* 1: compare runs it when --archs is not given */
+    const char *map_note; /* reports: its attention map as evaluations read it, "DIFF (A1 - lambda A2)" */
+    int exact_logits_only; /* 1: the engine cannot fake-quantize its logits (quantized-logit results are NaN) */
 } da_arch_info;
 da_arch_info da_arch_describe(da_arch a);
 /* The architectures compare runs by default: the compared ones in da_arch
  * order, the baseline last. Writes them to out (DA_ARCH_N) and returns how many. */
 int da_arch_compare_defaults(da_arch *out);
+/* The names of n architectures joined by sep ("diff,softmax"), into out
+ * (size bytes); returns out. da_arch_names_all: every architecture, in da_arch
+ * order; da_arch_names_default: compare's defaults. */
+const char *da_arch_names_join(char *out, size_t size, const da_arch *a, int n, const char *sep);
+const char *da_arch_names_all(char *out, size_t size, const char *sep);
+const char *da_arch_names_default(char *out, size_t size, const char *sep);
 
 /* ---------------------------------------------------------------- model */
 
@@ -111,7 +130,7 @@ typedef struct {
         };
         struct {
             float *qkvo_[4];
-            float *lambda_proj; /* (H, C); DIFF2 only; wq is (2C, C) there */
+            float *lambda_proj; /* (H, C); DIFF V2 only; wq is (2C, C) there */
         };
     };
     float *ffn_norm;                                     /* (C) */
@@ -189,7 +208,7 @@ da_status da_model_save(const da_model *m, const char *path); /* atomic */
  * folder is replaced as a whole, in one step (a new sibling folder swapped
  * in; other files of dir are kept, a subfolder in it is refused): a kill or
  * a full disk at any moment leaves the previous folder or the new one, never
- * a mix of the two. diff2 and a sliding
+ * a mix of the two. Architectures without hf (da_arch_info) and a sliding
  * window have no Hugging Face equivalent: an error naming them. */
 da_status da_model_export_hf(const da_model *m, const char *dir);
 
@@ -230,7 +249,7 @@ const float *da_acts_logits(const da_acts *a);
  * layer l (its output): (B, T, C). */
 void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k);
 /* Layer l's lambda per token and head, sigmoid(x . lambda_proj): (B, T, H);
- * NULL unless DIFF2. */
+ * NULL unless the variant has one (DIFF V2). */
 const float *da_acts_lam(const da_acts *a, int layer);
 /* Layer l's values: (B, T, Ckv). */
 const float *da_acts_v(const da_acts *a, int layer);

@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "diffattn/config.h"
 #include "diffattn/core.h"
 
 /* Where a variant's heads sit in q, k and v rows: what the kernels shared by
@@ -48,6 +49,7 @@ typedef struct {
     int logit_bits; /* reference kernel: logits fake-quantized to this many bits (da_model.attn_logit_bits; 0 exact) */
     int window;     /* sliding window: query t sees keys t-window+1 .. t in every map; 0 = all keys 0 .. t */
     int head_norm;  /* 1: the variant's per-head norm is on (da_attn_head_norm_on): its saved rows and scratch */
+    const da_config *cfg; /* the model's configuration (a variant's own hyper-parameters), or NULL */
 } attn_shape;
 
 #define DA_SUBLN_EPS 1e-5f

@@ -27,7 +27,7 @@ static da_status to_attn_shape(const da_attention_shape *s, attn_shape *as) {
     const attn_layout *lay = &da_attn_variant_of(s->arch)->layout;
     const int w = lay->v_subheads * s->head_dim; /* one head's q (and output) width */
     attn_shape a = {s->batch, s->seq, s->n_heads, s->n_kv_heads, s->head_dim, s->n_heads * w, s->n_kv_heads * w,
-                    omp_get_max_threads(), 0, 0, 0};
+                    omp_get_max_threads(), 0, 0, 0, NULL};
     *as = a;
     return da_ok();
 }

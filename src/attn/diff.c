@@ -185,4 +185,5 @@ const attn_variant attn_diff = {
     .head_dim_note = " (per sub-head; values 2x)",
     .extra_params_note = "",
     .lambda_note = "",
+    .map_note = "DIFF (A1 - lambda A2)",
 };

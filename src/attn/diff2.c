@@ -102,4 +102,5 @@ const attn_variant attn_diff2 = {
     .head_dim_note = "",
     .extra_params_note = "the second queries and lambda_proj",
     .lambda_note = " (sigmoid(x . lambda_proj) over tokens and heads)",
+    .map_note = "DIFF2 (A1 - sigmoid(lambda_t) A2)",
 };

@@ -118,4 +118,5 @@ const attn_variant attn_softmax = {
     .head_dim_note = "",
     .extra_params_note = "",
     .lambda_note = "",
+    .map_note = "softmax baseline",
 };

@@ -32,7 +32,8 @@ typedef enum {
     ATTN_INIT_RESIDUAL = 1,      /* N(0, 0.02^2 / (2 n_layers)): GPT-2's scaling of residual outputs */
     ATTN_INIT_ONES = 2,          /* 1 (no random draw) */
     ATTN_INIT_FAN_IN_UNIFORM = 3, /* U(-1/sqrt(cols), 1/sqrt(cols)): torch's nn.Linear default */
-    ATTN_INIT_ZEROS = 4          /* 0 (no random draw) */
+    ATTN_INIT_ZEROS = 4,         /* 0 (no random draw) */
+    ATTN_INIT_VARIANT = 5        /* the variant's init_tensor fills it (no random draw) */
 } attn_init;
 
 /* What the evaluations read from a product (da_acts_qk, da_acts_v, da_acts_lam). */
@@ -98,12 +99,27 @@ typedef struct {
     float *att, *o;
 } attn_decode_head;
 
+/* One token of one layer of a variant with its own decoding cache. */
+typedef struct {
+    const da_config *cfg;
+    float *cache;             /* the layer's cache_floats, holding positions 0 .. pos-1 */
+    int max_T, pos;           /* the cache's capacity; the token's position */
+    const float *const *proj; /* per ATTN_IN tensor: the token's product row (after RoPE and act); others NULL */
+    const float *const *w;    /* the layer's ATTN_PARAM tensors (f32); others NULL */
+    float *scratch;           /* cache_scratch_floats */
+    float *out;               /* (out_cols): the token's attention output */
+} attn_cache_step;
+
 /* One layer of one sequence as the analysis hooks read it: da_forward's views. */
 typedef struct {
     const da_config *cfg;
     const float *q, *k; /* (T, q_dim), (T, kv_cols): the ATTN_VIEW_Q and ATTN_VIEW_K products, after RoPE */
     const float *lam;   /* (T, n_heads): the ATTN_VIEW_LAM product, or NULL */
     float lambda;       /* the layer's one lambda (per_layer_lambda), else 0 */
+    int T;                    /* the sequence's tokens (B = 1) */
+    const float *const *proj; /* per ATTN_IN tensor: its product (T, rows); others NULL */
+    const float *const *w;    /* the layer's tensors (ATTN_PARAM ones read by variants) */
+    const float *saved;       /* the forward's saved activations (train_floats of (1, T), the flash kernel) */
 } attn_probe;
 
 typedef struct attn_variant {
@@ -124,6 +140,7 @@ typedef struct attn_variant {
     const char *hf_class; /* Hugging Face: the transformers class of the export, or NULL */
     int hf;             /* 1: Hugging Face export and import (io/hf_export.c, io/hf_model.c) */
     int gguf;           /* 1: the engine (GGUF) runs it */
+    const char *field_prefix; /* its own hyper-parameters: the config fields whose keys start so, or NULL */
 
     /* The layer's tensors, in their checkpoint order (the first is q_proj):
      * writes them to out (ATTN_MAX_TENSORS) and returns their count. */
@@ -131,6 +148,8 @@ typedef struct attn_variant {
     /* Relations of c's fields this variant needs beyond the schema's ranges;
      * the message names the field. NULL: none. */
     da_status (*validate)(const da_config *c);
+    /* Fills tensor j (ATTN_INIT_VARIANT) of c's layers. NULL: it has none. */
+    void (*init_tensor)(const da_config *c, int j, float *w);
     /* consts (ATTN_LAYER_CONSTS) from layer l's parameters w (the variant's order). */
     void (*layer_consts)(const da_config *c, int layer, const float *const *w, float *consts);
 
@@ -148,12 +167,27 @@ typedef struct attn_variant {
      * the values the ATTN_VIEW_V product, both kv_cols wide. */
     void (*decode_head)(const attn_decode_head *x);
 
+    /* A decoding cache of the variant's own, instead of the plain KV cache
+     * (NULL: none). Floats per layer for max_T positions; scratch floats of
+     * one step; one token of one layer (the cache needs no other state: an
+     * empty one is any memory at pos 0); and the bytes a context of n tokens
+     * keeps per layer (f32), for `info` and the benchmarks. */
+    size_t (*cache_floats)(const da_config *c, int max_T);
+    size_t (*cache_scratch_floats)(const da_config *c, int max_T);
+    void (*cache_step)(const attn_cache_step *x);
+    double (*cache_bytes)(const da_config *c, int n);
+    /* The bytes of its cache one step reads per layer at a context of n (bench generate's bandwidth bound). */
+    double (*cache_read_bytes)(const da_config *c, long n);
+    /* 1: its cache gives exact logits only (no logit fake-quantization: the quantized-logit analyses skip it). */
+    int exact_logits_only;
+
     /* Analysis (eval outliers, needle, attention, quant-logits; compare).
      * The score maps an evaluation counts the logits of (every query sub-head). */
     int (*logit_maps)(const da_config *c);
-    /* out[j - j0] = the attention logit (scaled dot) of query t in map s
-     * against key j, for j0 <= j <= t. */
-    void (*logits)(const attn_probe *p, int s, int t, int j0, float *out);
+    /* The attention logits (scaled dots) of query t in map s, at most
+     * t - j0 + 1 of them, written to out; returns their count. The maps'
+     * variants give one per key j0 <= j <= t, out[j - j0]. */
+    int (*logits)(const attn_probe *p, int s, int t, int j0, float *out);
     /* row[0..t]: the attention of query t in head h, its maps combined as the
      * variant combines them, divided by the row's absolute mass: a signed
      * share, the absolute shares summing to at most 1; zero before the
@@ -169,6 +203,8 @@ typedef struct attn_variant {
     const char *heads_note, *head_dim_note, *extra_params_note;
     /* eval outliers: what its "lambda" row is, "" when it has none. */
     const char *lambda_note;
+    /* Reports: its attention map as the evaluations read it (attention_row). */
+    const char *map_note;
 } attn_variant;
 
 /* The variant of a (DIFF when a is out of range: callers validate first). */
@@ -184,6 +220,9 @@ int da_attn_out_tensor(const da_config *c);
 /* The attention tensor a full name (layers.{i}.attn.<name>) names, or NULL; into out. */
 const attn_tensor *da_attn_tensor_named(const da_config *c, const char *full_name, attn_tensor *out);
 
+/* Fills t, a tensor of c's variant with init ATTN_INIT_VARIANT, through its init_tensor. */
+void da_attn_init_tensor(const da_config *c, const attn_tensor *t, float *w);
+
 /* DIFF's lambda_init at 0-based depth: 0.8 - 0.6 exp(-0.3 depth). */
 float da_attn_lambda_init(int depth);
 /* lambda_init of layer l under c: c->lambda_init when set, else the depth schedule. */
@@ -194,7 +233,7 @@ int da_attn_head_norm_on(const da_config *c);
 /* The analysis hooks of the variants whose heads are maps laid out as
  * attention.h says (attn_layout): softmax, DIFF, DIFF2. */
 int da_attn_maps_logit_maps(const da_config *c);
-void da_attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out);
+int da_attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out);
 void da_attn_maps_row(const attn_probe *p, int h, int t, float *row, float *tmp);
 
 /* The floats of attn_train_ctx.scratch variant v needs for shape s and kernel flash. */

@@ -7,9 +7,9 @@
 #include "attn/variant.h"
 #include "attn/variant_common.h"
 
-extern const attn_variant attn_diff, attn_softmax, attn_diff2;
+extern const attn_variant attn_diff, attn_softmax, attn_diff2, attn_nsa;
 
-static const attn_variant *const VARIANTS[DA_ARCH_N] = {&attn_diff, &attn_softmax, &attn_diff2};
+static const attn_variant *const VARIANTS[DA_ARCH_N] = {&attn_diff, &attn_softmax, &attn_diff2, &attn_nsa};
 
 const attn_variant *da_attn_variant_of(da_arch a) { return (unsigned)a < DA_ARCH_N ? VARIANTS[a] : VARIANTS[0]; }
 
@@ -46,10 +46,17 @@ const attn_tensor *da_attn_tensor_named(const da_config *c, const char *full_nam
     return NULL;
 }
 
+void da_attn_init_tensor(const da_config *c, const attn_tensor *t, float *w) {
+    attn_tensor all[ATTN_MAX_TENSORS];
+    const int n = da_attn_tensors(c, all);
+    for (int j = 0; j < n; j++)
+        if (!strcmp(all[j].name, t->name)) da_attn_variant_of(c->arch)->init_tensor(c, j, w);
+}
+
 attn_shape da_attn_shape_of(const da_config *c, int B, int T, int n_threads) {
     const attn_variant *v = da_attn_variant_of(c->arch);
     attn_shape s = {B, T, c->n_heads, c->n_kv_heads, c->dim / (c->n_heads * v->sub_heads_per_head), c->dim,
-                    attn_kv_cols(c), n_threads, 0, c->window, da_attn_head_norm_on(c)};
+                    attn_kv_cols(c), n_threads, 0, c->window, da_attn_head_norm_on(c), c};
     return s;
 }
 
@@ -76,7 +83,7 @@ static int key_sub_head(const attn_layout *lay, int s, int n_rep) {
     return lay->k_per_map ? lay->maps * g + s % lay->maps : g;
 }
 
-void da_attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out) {
+int da_attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out) {
     const da_config *c = p->cfg;
     const attn_layout *lay = &da_attn_variant_of(c->arch)->layout;
     const int n_rep = c->n_heads / c->n_kv_heads, Ckv = attn_kv_cols(c);
@@ -90,6 +97,7 @@ void da_attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out) 
         for (int e = 0; e < d; e++) dot += qv[e] * kv[e];
         out[j - j0] = dot * scale;
     }
+    return t - j0 + 1;
 }
 
 void da_attn_maps_row(const attn_probe *p, int h, int t, float *row, float *tmp) {

@@ -118,17 +118,18 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
     c.out_dir = kind == DA_TASK_MQAR ? "runs/compare-mqar" : kind == DA_TASK_NOISY_RECALL ? "runs/compare-noisy-recall"
                 : kind == DA_TASK_ICL                                                    ? "runs/compare-icl"
                                                                                          : "runs/compare-counterfactual";
-    const char *task = NULL, *pairs = NULL, *seqs = NULL, *noises = NULL, *demos = NULL, *archs = "diff,diff2,softmax";
+    char def_archs[128], all[128], archs_help[256];
+    da_arch_names_default(def_archs, sizeof def_archs, ",");
+    snprintf(archs_help, sizeof archs_help, "comma-separated architectures trained side by side: %s, swa",
+             da_arch_names_all(all, sizeof all, ", "));
+    const char *task = NULL, *pairs = NULL, *seqs = NULL, *noises = NULL, *demos = NULL, *archs = def_archs;
     const char *grid = NULL;
     float alpha = (float)c.task.alpha, memory_share = (float)c.task.memory_share;
     int jobs = 1, run_index = -1;
     cli_opt opts[] = {
         {"task", OPT_STR, &task, "mqar | noisy-recall | icl | counterfactual | needle | text (see docs/tasks.md)", 0},
         {"out", OPT_STR, &c.out_dir, "folder for report.md, report.json, the figures and runs/ (one result file per run)", 0},
-        {"archs", OPT_STR, &archs,
-         "comma-separated columns trained side by side: diff, diff2, softmax, swa, or an architecture with model "
-         "options, arch:flag=value[:flag=value] (flags head-norm, lambda-init: diff:head-norm=off, "
-         "softmax:head-norm=on, diff:lambda-init=0.5)", 0},
+        {"archs", OPT_STR, &archs, archs_help, 0},
         {"swa-window", OPT_INT, &c.swa_window, "swa: softmax attention over the last W keys only", 0},
         {"grid", OPT_STR, &grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
                                  "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
@@ -242,7 +243,11 @@ int cmd_compare(int argc, char **argv) {
     da_compare_config c;
     da_compare_config_default(&c);
     float budget = 0;
-    const char *contexts = "auto", *archs = "diff,diff2,softmax";
+    char def_archs[128], all[128], archs_help[256];
+    da_arch_names_default(def_archs, sizeof def_archs, ",");
+    snprintf(archs_help, sizeof archs_help, "comma-separated architectures trained side by side: %s",
+             da_arch_names_all(all, sizeof all, ", "));
+    const char *contexts = "auto", *archs = def_archs;
     cli_opt opts[] = {
         {"task", OPT_STR, &task, "mqar | noisy-recall | icl (synthetic tasks: see compare --task mqar --help) | needle (the "
                                  "built-in needle mix) | text (--data)", 0},
@@ -256,7 +261,7 @@ int cmd_compare(int argc, char **argv) {
         {"dim", OPT_INT, &c.dim, "model width", 0},
         {"layers", OPT_INT, &c.layers, "blocks", 0},
         {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
-        {"archs", OPT_STR, &archs, "comma-separated architectures trained side by side: diff, diff2, softmax", 0},
+        {"archs", OPT_STR, &archs, archs_help, 0},
         {"seq", OPT_INT, &c.seq, "training context length", 0},
         {"batch", OPT_INT, &c.batch, "sequences per step", 0},
         {"needles", OPT_INT, &c.needles, "needle sentences per evaluation prompt (1..16)", 0},
@@ -271,8 +276,8 @@ int cmd_compare(int argc, char **argv) {
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse("compare",
-                       "Trains DIFF, DIFF V2 and the softmax baseline (--archs) at equal tokens, data and seed (DIFF "
-                       "and softmax at equal\nparameters), runs the same evaluations on each (validation loss, needle "
+                       "Trains the architectures of --archs at equal tokens, data and seed (DIFF and the softmax "
+                       "baseline at equal\nparameters), runs the same evaluations on each (validation loss, needle "
                        "retrieval, attention on the answer,\noutliers, quantized logits) and writes report.md, "
                        "report.json and PNG figures.",
                        argc, argv, opts, n_opts, NULL);

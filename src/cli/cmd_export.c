@@ -44,7 +44,7 @@ int cmd_export(int argc, char **argv) {
                        "Writes a model in another format. --format hf: a folder that transformers loads as "
                        "DiffLlamaForCausalLM (arch diff) or LlamaForCausalLM (softmax), with the same logits. "
                        "--format gguf: a softmax model as llama.cpp's \"llama\" architecture, with its tokenizer in "
-                       "tokenizer.ggml.*; DIFF and DIFF2 under names of their own (docs/formats.md).",
+                       "tokenizer.ggml.*; the other architectures under names of their own (docs/formats.md).",
                        argc, argv, opts, 4, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (strcmp(format, "hf") && strcmp(format, "gguf")) {

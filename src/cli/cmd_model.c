@@ -86,8 +86,6 @@ int cmd_info(int argc, char **argv) {
     printf("%-14s %s\n", "format", da_model_format(path));
     /* every field of the configuration table (those that are off unless set,
      * only when set), then what follows from them */
-    da_config def;
-    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &def);
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *f = &da_config_fields[i];
         char v[64], note[96] = "";
@@ -101,7 +99,7 @@ int cmd_info(int argc, char **argv) {
             printf("%-14s %s%s\n", f->key, v, c->lambda_init > 0.0f ? " (every layer)" : " (0.8 - 0.6 exp(-0.3 layer))");
             continue;
         }
-        if (f->stored == DA_STORED_UNLESS_DEFAULT && da_field_equal(f, c, &def)) continue;
+        if (!da_config_field_written(c, i)) continue;
         da_field_format(f, c, v, sizeof v);
         if (!strcmp(f->key, "n_heads")) snprintf(note, sizeof note, "%s", info.heads_note);
         if (!strcmp(f->key, "window")) snprintf(note, sizeof note, " (each token sees the last %d keys)", c->window);
@@ -125,6 +123,9 @@ int cmd_info(int argc, char **argv) {
             da_model_free(&b);
         }
     }
+    const double kv = da_kv_cache_bytes(c, c->max_seq_len);
+    printf("kv cache       %.0f bytes per token per layer at max_seq_len (f32), %.2f MB in all\n",
+           kv / c->max_seq_len, kv * c->n_layers / 1e6);
     printf("tokenizer      %s\n", m.tokenizer_json ? "embedded (tokenizer.json)" : "none (bytes)");
     if (info.per_layer_lambda) {
         printf("lambda         layer  lambda_init  lambda\n");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "attn/variant.h"
+#include "model/probe.h"
 #include "eval/needle_attention.h"
 
 #define ANSWER_ROWS 7 /* the space after "is:" and the first six of the seven digits */
@@ -89,8 +90,8 @@ static da_status visit_rows(da_model *m, const needle_sequence *q, row_visitor v
             }
         }
         for (int l = 0; l < c->n_layers; l++) {
-            attn_probe p = {c, NULL, NULL, da_acts_lam(a, l), da_model_lambda(m, l)};
-            da_acts_qk(a, l, &p.q, &p.k);
+            attn_probe p;
+            da_acts_probe(a, m, l, &p);
             for (int h = 0; h < c->n_heads; h++)
                 for (int r = 0; r < ANSWER_ROWS; r++) {
                     const int t = q->first_row + r;

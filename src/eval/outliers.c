@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "attn/variant.h"
+#include "model/probe.h"
 #include "eval/outliers.h"
 
 static int cmp_desc(const void *a, const void *b) {
@@ -112,13 +113,12 @@ da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long wi
         da_text_data_val_window(data, w, windows, T, tok, tgt);
         da_forward(m, a, tok, NULL, 1, T);
         for (int l = 0; l < c->n_layers; l++) {
-            attn_probe p = {c, NULL, NULL, da_acts_lam(a, l), da_model_lambda(m, l)};
-            da_acts_qk(a, l, &p.q, &p.k);
+            attn_probe p;
+            da_acts_probe(a, m, l, &p);
             for (int s = 0; s < n_q; s++)
                 for (int t = 0; t < T; t++) {
                     const int j0 = attn_first_key(t, c->window);
-                    var->logits(&p, s, t, j0, logits + nl);
-                    nl += (size_t)(t - j0 + 1);
+                    nl += (size_t)var->logits(&p, s, t, j0, logits + nl);
                 }
             if (l < DA_ATTN_MAX_LAYERS) lambda_accumulate(m, a, l, T, lam_acc[l]);
             memcpy(hidden + nh, da_acts_hidden(a, l), (size_t)T * C * sizeof(float));

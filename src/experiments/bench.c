@@ -187,6 +187,10 @@ da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps,
         if (spec[j].role == ATTN_IN) proj[j] = v, dproj[j] = dv;
         else w[j] = v, g[j] = dv;
         /* inputs of the sizes a trained model sees: q, k N(0, 0.25), v N(0, 1), a sigmoid's output U(0, 1) */
+        if (spec[j].init == ATTN_INIT_VARIANT) { /* the variant's own start, no draw */
+            da_attn_init_tensor(c, &spec[j], v);
+            continue;
+        }
         for (size_t i = 0; i < m; i++)
             v[i] = spec[j].role == ATTN_PARAM ? (spec[j].init == ATTN_INIT_ONES ? 1.0f : spec[j].std * da_rng_normal(&rng))
                    : spec[j].act == ATTN_ACT_SIGMOID ? da_rng_uniform(&rng)

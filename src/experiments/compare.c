@@ -44,13 +44,16 @@ da_status da_arch_list_parse(const char *list, da_arch *out, int *n_archs) {
     snprintf(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         da_arch a;
-        if (da_arch_parse(tok, &a)) return da_errorf("--archs: \"%s\" is not an architecture (diff, diff2, softmax)", tok);
+        char names[128];
+        if (da_arch_parse(tok, &a))
+            return da_errorf("--archs: \"%s\" is not an architecture (%s)", tok, da_arch_names_all(names, sizeof names, ", "));
         for (int i = 0; i < n; i++)
             if (archs[i] == a) return da_errorf("--archs: %s is listed twice", tok);
         if (n == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
         archs[n++] = a;
     }
-    if (!n) return da_errorf("--archs: empty list (expected e.g. diff,diff2,softmax)");
+    char names[128];
+    if (!n) return da_errorf("--archs: empty list (expected e.g. %s)", da_arch_names_default(names, sizeof names, ","));
     memcpy(out, archs, (size_t)n * sizeof *archs);
     *n_archs = n;
     return da_ok();
@@ -191,9 +194,10 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
     da_engine *e = NULL;
     if (!st.code) st = da_engine_from_model(&e, m);
     if (!st.code) st = da_eval_loss_logit_bits(e, &d, c->seq, windows_ref, 0, &exact);
+    const int exact_only = da_arch_describe(m->cfg.arch).exact_logits_only; /* quantized logits: NaN */
     for (int i = 0; i < 4 && !st.code; i++) {
-        st = da_eval_loss_logit_bits(e, &d, c->seq, windows_ref, QBITS[i], &q);
-        r->quant[i] = q.loss - exact.loss;
+        if (!exact_only) st = da_eval_loss_logit_bits(e, &d, c->seq, windows_ref, QBITS[i], &q);
+        r->quant[i] = exact_only ? NAN : q.loss - exact.loss;
     }
     da_engine_free(e);
     r->loss_ref_s = da_now_s() - t0;
@@ -211,8 +215,8 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
         for (int j = 0; j < nc->n_depths; j++) r->needle_acc[i][j] = nr.acc[i][j];
     if (!c->quiet) fprintf(stderr, ", with quantized logits");
     for (int i = 0; i < 4 && !st.code; i++) {
-        st = da_needle_eval_model(m, nc, QBITS[i], &nr);
-        r->quant_needle[i] = nr.overall;
+        if (!exact_only) st = da_needle_eval_model(m, nc, QBITS[i], &nr);
+        r->quant_needle[i] = exact_only ? NAN : nr.overall;
     }
     if (!c->quiet) fprintf(stderr, ", attention\n");
     da_needle_attention_result ar = {0};
@@ -455,11 +459,8 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
     for (int a = 0; a < na; a++) {
         const da_needle_attention_map *mp = &res[a][0].map;
         const da_arch arch = c->archs[a];
-        bands[a] = (da_attention_band){arch == DA_ARCH_SOFTMAX ? "softmax baseline"
-                                       : arch == DA_ARCH_DIFF  ? "DIFF (A1 - lambda A2)"
-                                                               : "DIFF2 (A1 - sigmoid(lambda_t) A2)",
-                                       mp->map, mp->rows, mp->cols, mp->span_begin, mp->span_end, mp->needle_begin,
-                                       mp->needle_end};
+        bands[a] = (da_attention_band){da_arch_describe(arch).map_note, mp->map, mp->rows, mp->cols, mp->span_begin,
+                                       mp->span_end, mp->needle_begin, mp->needle_end};
     }
     snprintf(p, sizeof p, "%s/attention_heatmap.png", c->out_dir);
     if ((st = da_plot_attention_bands(p, "Attention of the answer positions (mean over layers and heads)", bands, na))
@@ -557,11 +558,16 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
     const int na = c->n_archs, base = baseline_slot(c);
     fprintf(fp, "# ");
     for (int a = 0; a < na; a++) fprintf(fp, "%s%s", a ? (a + 1 < na ? ", " : " and ") : "", da_compare_arch_label(c->archs[a]));
-    fprintf(fp, " side by side\n\nEqual tokens, data and seed: dim %d, %d layers, %d DIFF heads (softmax and DIFF2 "
-                "have %d of half the size), %ld steps of %d x %d tokens, %d seed(s). Data: %s. DIFF and softmax have "
-                "equal parameters; DIFF2 has a second query per head and lambda_proj (the parameters row).\n\n",
+    fprintf(fp, " side by side\n\nEqual tokens, data and seed: dim %d, %d layers, %d DIFF heads (the others have "
+                "their own heads at that size: %d for the baseline, of half the size), %ld steps of %d x %d tokens, "
+                "%d seed(s). Data: %s. DIFF and the baseline have equal parameters; ",
             c->dim, c->layers, c->heads, da_arch_heads(DA_ARCH_SOFTMAX, c->heads), c->steps, c->batch, c->seq,
             c->seeds, data);
+    for (int a = 0; a < na; a++) {
+        const da_arch_info in = da_arch_describe(c->archs[a]);
+        if (in.extra_params_note[0]) fprintf(fp, "%s adds %s; ", in.label, in.extra_params_note);
+    }
+    fprintf(fp, "see the parameters row.\n\n");
     fprintf(fp, "| metric |");
     for (int a = 0; a < na; a++) fprintf(fp, " %s |", da_compare_arch_label(c->archs[a]));
     for (int a = 0; a < na && base >= 0; a++)
@@ -623,10 +629,10 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
     fprintf(fp, "; contexts of ");
     for (int i = 0; i < nc->n_contexts; i++) fprintf(fp, "%s%d", i ? " and " : "", nc->contexts[i]);
     fprintf(fp, " bytes. Attention shares: from the positions that generate the answer (teacher-forced), mean over "
-                "layers, heads and prompts; for DIFF the combined map A1 - λA2 (DIFF2: A1 - σ(λ_t)A2 with its λ per "
-                "token and head) divided by its absolute mass, so "
-                "negative weights subtract (`diffattn eval attention --help`). Quantized logits: dynamic absmax per "
-                "query row, symmetric. Every number is in report.json.\n");
+                "layers, heads and prompts; each architecture's combined map (");
+    for (int a = 0; a < na; a++) fprintf(fp, "%s%s", a ? "; " : "", da_arch_describe(c->archs[a]).map_note);
+    fprintf(fp, ") divided by its absolute mass, so negative weights subtract (`diffattn eval attention --help`). "
+                "Quantized logits: dynamic absmax per query row, symmetric. Every number is in report.json.\n");
     fprintf(fp, "\n![loss curves](loss_curves.png)\n\n![needle retrieval by depth](needle_by_depth.png)\n\n"
                 "![needle retrieval by context](needle_by_context.png)\n\n"
                 "![attention of the answer positions](attention_heatmap.png)\n\n![outliers](outliers.png)\n\n"

@@ -8,7 +8,7 @@
 
 /* The API is in diffattn/experiments.h. */
 
-/* An arch's name in reports and figures: "DIFF", "DIFF2" or "softmax". */
+/* An arch's name in reports and figures: its variant's label ("DIFF"). */
 const char *da_compare_arch_label(da_arch a);
 
 #endif

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "attn/variant.h"
+#include "model/probe.h"
 #include "core/clock.h"
 #include "experiments/arch_column.h"
 #include "experiments/compare.h"
@@ -48,8 +49,10 @@ da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
             return da_errorf("--archs: \"%s\" is longer than %d characters", tok, DA_COLUMN_NAME_MAX - 1);
         if (!swa) {
             da_status st = da_arch_column_parse(tok, &a, &options);
-            if (st.code) return da_errorf("%s (columns: diff, diff2, softmax, swa, or arch:flag=value with flags %s)",
-                                          st.msg, ARCH_COLUMN_OPTIONS);
+            char all[128];
+            if (st.code)
+                return da_errorf("%s (columns: %s, swa, or arch:flag=value with flags %s)", st.msg,
+                                 da_arch_names_all(all, sizeof all, ", "), ARCH_COLUMN_OPTIONS);
         }
         if (swa && c->swa_window < 1)
             return da_errorf("--archs: swa (softmax with a sliding window) needs --swa-window W (W >= 1)");
@@ -60,7 +63,9 @@ da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
             if (!strcmp(names[i], names[n])) return da_errorf("--archs: %s is listed twice", tok);
         archs[n] = a, windows[n++] = swa ? c->swa_window : 0;
     }
-    if (!n) return da_errorf("--archs: empty list (expected e.g. diff,diff2,softmax,swa)");
+    char defaults[128];
+    if (!n)
+        return da_errorf("--archs: empty list (expected e.g. %s,swa)", da_arch_names_default(defaults, sizeof defaults, ","));
     memcpy(c->archs, archs, sizeof archs), memcpy(c->windows, windows, sizeof windows);
     memcpy(c->columns, columns, sizeof columns);
     c->n_archs = n;
@@ -212,8 +217,8 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
         const int *tok = e->tokens + (size_t)i * T, *src = e->src + (size_t)i * T;
         da_forward(m, a, tok, NULL, 1, T);
         for (int l = 0; l < c->n_layers; l++) {
-            attn_probe pr = {c, NULL, NULL, da_acts_lam(a, l), da_model_lambda(m, l)};
-            da_acts_qk(a, l, &pr.q, &pr.k);
+            attn_probe pr;
+            da_acts_probe(a, m, l, &pr);
             for (int p = 0; p < T; p++) {
                 const int *tgt = e->targets + (size_t)i * T;
                 if (cf && tgt[p] >= 0) { /* the lookback ratio at every answer, per condition */
@@ -240,8 +245,7 @@ static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e
             }
             for (int s = 0; s < n_q; s++)
                 for (int p = 0; p < T; p++) {
-                    var->logits(&pr, s, p, 0, logits + nl);
-                    nl += (size_t)p + 1;
+                    nl += (size_t)var->logits(&pr, s, p, 0, logits + nl);
                 }
             memcpy(hidden + nh, da_acts_hidden(a, l), (size_t)T * C * sizeof(float));
             nh += (size_t)T * C;
@@ -352,7 +356,9 @@ static da_status train_one(const da_task_compare_config *c, const task_cell *cel
     }
     r->train_s = da_now_s() - t0;
     if (!st.code) r->final_acc = r->acc[r->n_evals - 1];
-    for (int i = 0; i < 3 && !st.code; i++) st = quantized_answer_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
+    for (int i = 0; i < 3 && !st.code; i++) /* NaN where the engine has no quantized logits for the arch */
+        if (da_arch_describe(m->cfg.arch).exact_logits_only) r->quant_acc[i] = NAN;
+        else st = quantized_answer_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
     if (!st.code) st = analyse(m, t, e, e->n < 16 ? e->n : 16, r);
     if (!st.code && t->kind == DA_TASK_ICL)
         st = da_icl_order_robustness(m, t, c->perm_episodes, c->perms, order_seed, &r->order);

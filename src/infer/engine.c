@@ -88,6 +88,9 @@ struct da_session {
     int32_t *asum;
     /* the flash prefill (f32 cache only): the variant's saved activations and scratch */
     float *fl_saved, *fl_scratch;
+    /* a variant with a decoding cache of its own (attn_variant.cache_step): (L, own_floats), and one step's scratch */
+    float *own, *own_scratch;
+    size_t own_floats;
     const float *site_x; /* the prepared site's float input (n, width) */
     int site_w;
     const float *site_xd; /* a prompt in an int8 mode: the site's int8 activations as floats, q * d; else NULL */
@@ -100,7 +103,7 @@ void da_session_free(da_session *s) {
     if (!s) return;
     void *ps[] = {s->kf,  s->vf,   s->kh, s->vh, s->k8, s->v8, s->ks, s->vs,   s->rope_cos, s->rope_sin, s->x,        s->xn,
                   s->ao,  s->h1,   s->h3, s->logits, s->att, s->deq, s->wdeq, s->xr, s->aq, s->ad, s->asum,
-                  s->fl_saved, s->fl_scratch, s->rope_far};
+                  s->fl_saved, s->fl_scratch, s->rope_far, s->own, s->own_scratch};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     for (int j = 0; j < ATTN_MAX_TENSORS; j++) free(s->proj[j]);
     da_pool_free(s->pool);
@@ -142,6 +145,10 @@ static da_status resolve_opts(const da_engine *q, const da_session_opts *in, da_
         return da_errorf("session: logit_bits = %d is out of range (0 = exact, or 2..24)", o->logit_bits);
     if (o->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
         return da_errorf("session: act int8-static needs calibrated activation ranges (quantize with calibration data)");
+    if (da_attn_variant_of(c->arch)->cache_step && (o->kv_int8 || o->kv_f16 || o->logit_bits))
+        return da_errorf("session: --arch %s keeps a decoding cache of its own, f32 with exact logits; "
+                         "kv_int8, kv_f16 and logit_bits do not apply to it",
+                         da_arch_name(c->arch));
     if (o->act <= DA_ACTQ_INT8_STATIC && (c->dim % 32 || c->ffn_hidden % 32))
         return da_errorf("session: int8 activations need dim and ffn_hidden multiples of 32 (dim %d, ffn_hidden %d); "
                          "use act f32",
@@ -160,7 +167,11 @@ static int alloc_buffers(da_session *s) {
     const size_t Ckv = s->Ckv, W = s->maxw, T = s->slots;
     int fail = 0;
 #define ALLOC(p, n) fail |= !((p) = malloc_n((n), sizeof *(p)))
-    if (s->o.kv_int8) {
+    if (s->var->cache_step) {
+        s->own_floats = s->var->cache_floats(c, s->max_T);
+        ALLOC(s->own, L * s->own_floats);
+        ALLOC(s->own_scratch, s->var->cache_scratch_floats(c, s->max_T));
+    } else if (s->o.kv_int8) {
         ALLOC(s->k8, L * T * Ckv);
         ALLOC(s->v8, L * T * Ckv);
         ALLOC(s->ks, L * T * s->nkb);
@@ -190,7 +201,7 @@ static int alloc_buffers(da_session *s) {
     ALLOC(s->h1, N * F);
     ALLOC(s->h3, N * F);
     ALLOC(s->logits, N * V);
-    ALLOC(s->att, (size_t)s->n_threads * 2 * T);
+    if (!s->var->cache_step) ALLOC(s->att, (size_t)s->n_threads * 2 * T);
     ALLOC(s->deq, (size_t)s->n_threads * W);
     /* one dequantized matrix, for batches through block-typed weights */
     size_t big = 0;
@@ -619,6 +630,19 @@ static void attend_flash(da_session *s, const da_qlayer *L, int l, int n) {
     s->var->forward(&x);
 }
 
+/* The n new tokens of layer l through the variant's own cache, one at a time. */
+static void attend_own_cache(da_session *s, const da_qlayer *L, int l, int n) {
+    const int C = s->cfg.dim;
+    for (int t = 0; t < n; t++) {
+        const float *rows[ATTN_MAX_TENSORS] = {0};
+        for (int j = 0; j < s->n_attn; j++)
+            if (s->spec[j].role == ATTN_IN) rows[j] = s->proj[j] + (size_t)t * s->spec[j].rows;
+        const attn_cache_step x = {&s->cfg, s->own + (size_t)l * s->own_floats, s->max_T, s->len + t, rows,
+                                   L->attn_f32, s->own_scratch, s->ao + (size_t)t * C};
+        s->var->cache_step(&x);
+    }
+}
+
 /* proj_j = act_j(RoPE_j(xn W_j^T)) for the layer's ATTN_IN tensors, n new tokens. */
 static void attn_inputs(da_session *s, const da_qlayer *L, int n) {
     for (int j = 0; j < s->n_attn; j++)
@@ -639,9 +663,13 @@ static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
     rmsnorm_rows(s, s->xn, s->x, L->attention_norm, n, C);
     prep_site(s, s->xn, n, C, site + DA_SITE_ATTN_IN);
     attn_inputs(s, L, n);
-    kv_store(s, l, n);
-    if (use_flash(s, n)) attend_flash(s, L, l, n);
-    else attend(s, L, l, n);
+    if (s->var->cache_step) {
+        attend_own_cache(s, L, l, n);
+    } else {
+        kv_store(s, l, n);
+        if (use_flash(s, n)) attend_flash(s, L, l, n);
+        else attend(s, L, l, n);
+    }
     const da_qtensor *Wo = L->attn[da_attn_out_tensor(c)];
     prep_site(s, s->ao, n, Wo->cols, site + DA_SITE_ATTN_OUT);
     qmatmul(s, s->x, Wo, n, 1);

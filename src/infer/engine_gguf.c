@@ -319,10 +319,11 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c, int *llam
     if (*llama && !strcmp(arch, "llama") && !da_gguf_kv_find(f, "diffattn.rope.freq_base"))
         return da_llama_gguf_config(f, c);
     if (*llama) return da_config_gguf_get_llama(f, arch, c);
+    char names[128];
     if (strcmp(arch, "diffattn"))
-        return da_errorf("%s: general.architecture is \"%s\"; diffattn runs llama, diffattn-diff, diffattn-diff2 and "
-                         "diffattn-softmax (and diffattn, its files before llama.cpp's layout)",
-                         f->path, arch);
+        return da_errorf("%s: general.architecture is \"%s\"; diffattn runs llama and diffattn-<arch> for arch %s "
+                         "(and diffattn, its files before llama.cpp's layout)",
+                         f->path, arch, da_arch_names_all(names, sizeof names, ", "));
     int fv;
     if ((st = get_int_range(f, "diffattn.format_version", 0, 1 << 30, &fv)).code) return st;
     if (fv != DA_FORMAT_VERSION)
@@ -330,7 +331,8 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c, int *llam
                          DA_FORMAT_VERSION);
     if ((st = da_gguf_get_str(f, "diffattn.variant", &variant)).code) return st;
     if (da_arch_parse(variant, &c->arch))
-        return da_errorf("%s: diffattn.variant = \"%s\" (expected diff, diff2 or softmax)", f->path, variant);
+        return da_errorf("%s: diffattn.variant = \"%s\" (expected one of %s)", f->path, variant,
+                         da_arch_names_all(names, sizeof names, ", "));
     struct { const char *key; int *dst; } ints[] = {
         {"diffattn.context_length", &c->max_seq_len},   {"diffattn.embedding_length", &c->dim},
         {"diffattn.block_count", &c->n_layers},         {"diffattn.feed_forward_length", &c->ffn_hidden},
@@ -346,6 +348,7 @@ static da_status config_from_gguf(const da_gguf_file *f, da_config *c, int *llam
     if (da_gguf_kv_find(f, "diffattn.attention.sliding_window") &&
         (st = get_int_range(f, "diffattn.attention.sliding_window", 0, 1 << 30, &c->window)).code)
         return st;
+    if ((st = da_config_gguf_get_variant(f, c)).code) return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();

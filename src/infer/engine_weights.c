@@ -244,6 +244,8 @@ double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8, int
     double bytes = 0;
     for (int i = 1; i < e->n_tensors; i++) bytes += (double)e->t[i].row_bytes * e->t[i].rows;
     bytes += e->output == &e->t[0] ? (double)e->t[0].row_bytes * e->t[0].rows : (double)e->t[0].row_bytes;
+    const attn_variant *var = da_attn_variant_of(c->arch);
+    if (var->cache_read_bytes) return bytes + (double)c->n_layers * var->cache_read_bytes(c, context);
     const int kb = da_kv_scale_block(da_head_dim(c));
     const double Ckv = (double)c->dim / (c->n_heads / c->n_kv_heads);
     const long keys = c->window > 0 && context > c->window ? c->window : context;

@@ -200,12 +200,10 @@ void da_config_to_meta(const da_config *c, da_config_meta *cm) {
     cm->keys[1] = "version";
     snprintf(cm->buf[1], sizeof cm->buf[1], "%d", DA_FORMAT_VERSION);
     cm->vals[1] = cm->buf[1];
-    da_config def;
-    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &def);
     cm->n = 2;
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *fd = &da_config_fields[i];
-        if (fd->stored == DA_STORED_UNLESS_DEFAULT && da_field_equal(fd, c, &def)) continue;
+        if (!da_config_field_written(c, i)) continue;
         cm->keys[cm->n] = fd->key;
         da_field_format(fd, c, cm->buf[cm->n], sizeof cm->buf[cm->n]);
         cm->vals[cm->n] = cm->buf[cm->n];

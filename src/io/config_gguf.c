@@ -1,5 +1,6 @@
-/* The RoPE rule's GGUF keys (config_gguf.h). */
+/* The RoPE rule's and the variants' own GGUF keys (config_gguf.h). */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "io/config_gguf.h"
@@ -47,6 +48,39 @@ da_status da_config_gguf_get_rope(const da_gguf_file *f, da_config *c) {
         return da_errorf("%s: diffattn.rope.scaling.original_context_length = %lld is out of range", f->path,
                          (long long)v);
     c->rope_original_max_pos = (int)v;
+    return da_ok();
+}
+
+void da_config_gguf_add_variant(da_gguf_writer *w, const da_config *c) {
+    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
+        const da_field *fd = &da_config_fields[i];
+        if (!da_config_field_of_variant(i) || !da_config_field_written(c, i) || fd->type != DA_FIELD_INT) continue;
+        char key[96];
+        int v;
+        memcpy(&v, (const char *)c + fd->offset, sizeof v);
+        snprintf(key, sizeof key, "diffattn.%s", fd->key);
+        da_gguf_add_u32(w, key, (uint32_t)v);
+    }
+}
+
+da_status da_config_gguf_get_variant(const da_gguf_file *f, da_config *c) {
+    da_config def;
+    da_config_default(&def);
+    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
+        const da_field *fd = &da_config_fields[i];
+        if (!da_config_field_of_variant(i) || fd->type != DA_FIELD_INT) continue;
+        da_field_copy(fd, c, &def);
+        char key[96];
+        snprintf(key, sizeof key, "diffattn.%s", fd->key);
+        if (!da_gguf_kv_find(f, key)) continue;
+        int64_t v;
+        da_status st = da_gguf_get_int(f, key, &v);
+        if (st.code) return st;
+        if (v < fd->lo || v > fd->hi)
+            return da_errorf("%s: %s = %lld is out of range (%g..%g)", f->path, key, (long long)v, fd->lo, fd->hi);
+        const int iv = (int)v;
+        memcpy((char *)c + fd->offset, &iv, sizeof iv);
+    }
     return da_ok();
 }
 

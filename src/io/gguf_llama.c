@@ -70,6 +70,11 @@ static int map_name(const char *name, char *out, size_t n, int from) {
                      from ? LAYER_NAMES[i].native : LAYER_NAMES[i].gguf);
             return 0;
         }
+    /* an attention tensor llama.cpp has no name for keeps its variant's own after the block's prefix */
+    if (!strncmp(end + 1, "attn.", 5)) {
+        snprintf(out, n, "%s%ld.%s", from ? "layers." : "blk.", layer, end + 1);
+        return 0;
+    }
     return -1;
 }
 
@@ -113,6 +118,7 @@ void da_config_gguf_add_llama(da_gguf_writer *w, const da_config *c) {
     da_gguf_add_f32(w, "diffattn.rope.freq_base", c->rope_theta);
     da_config_gguf_add_rope(w, c);
     da_config_gguf_add_options(w, c);
+    da_config_gguf_add_variant(w, c);
 }
 
 static da_status get_int(const da_gguf_file *f, const char *key, int def, int *out) {
@@ -194,6 +200,7 @@ da_status da_config_gguf_get_llama(const da_gguf_file *f, const char *arch, da_c
     c->tie_embeddings = da_gguf_tensor_find(f, "output.weight") == NULL;
     if ((st = get_rope(f, arch, c)).code) return st;
     if ((st = da_config_gguf_get_options(f, c)).code) return st;
+    if ((st = da_config_gguf_get_variant(f, c)).code) return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();

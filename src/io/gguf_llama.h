@@ -1,7 +1,7 @@
 /* llama.cpp's GGUF layout for diffattn's models (docs/formats.md):
  *   - the architecture: "llama" for a softmax model llama.cpp runs as it is
  *     (no sliding window), else a name of diffattn's own, "diffattn-" and
- *     the arch ("diffattn-diff", "diffattn-diff2", "diffattn-softmax" for a
+ *     the arch's da_arch_name ("diffattn-diff", "diffattn-softmax" for a
  *     windowed softmax model);
  *   - the hyperparameters under "<architecture>." as llama.cpp names them
  *     (llama.block_count, llama.attention.head_count, llama.rope.freq_base, ...);

@@ -1,6 +1,7 @@
 /* Model configuration: the schema table, defaults, derived sizes, and validation. */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attn/variant.h"
@@ -15,7 +16,7 @@
 #define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
 
 /* da_arch order, the variant table's names (da_arch_parse checks the two agree) */
-static const char *const ARCH_NAMES[] = {"diff", "softmax", "diff2", NULL};
+static const char *const ARCH_NAMES[] = {"diff", "softmax", "diff2", "nsa", NULL};
 _Static_assert(sizeof ARCH_NAMES / sizeof ARCH_NAMES[0] == DA_ARCH_N + 1, "ARCH_NAMES out of step with da_arch");
 _Static_assert(sizeof(da_arch) == sizeof(int), "DA_FIELD_ENUM stores an int");
 static const char *const ROPE_FREQ_NAMES[] = {"diff", "llama", NULL};
@@ -34,14 +35,15 @@ static const char *const LAMBDA_INIT_NAMES[] = {"depth", NULL}; /* the spelling 
  * depend on it). */
 const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
     {"arch", "arch", offsetof(da_config, arch), DA_FIELD_ENUM, DA_ARCH_DIFF, 0, DA_ARCH_N - 1, "[]", DA_RESUME_FIXED, 1,
-     "diff (Differential Transformer), diff2 (DIFF V2) or softmax (the baseline)", ARCH_NAMES},
+     "diff (Differential Transformer), diff2 (DIFF V2), softmax (the baseline) or nsa (Native Sparse Attention)",
+     ARCH_NAMES},
     F("dim", "dim", dim, DA_FIELD_INT, 256, 1, DA_MAX_DIM, "[]", "model width"),
     F("n_layers", "layers", n_layers, DA_FIELD_INT, 4, 1, DA_MAX_LAYERS, "[]", "number of blocks"),
     F("n_heads", "heads", n_heads, DA_FIELD_INT, 4, 1, DA_MAX_DIM, "[]",
       "DIFF heads; --arch softmax gets twice as many plain heads, for equal parameters, and --arch diff2 as "
-      "many output heads as softmax (each with two query heads)"),
+      "many output heads as softmax (each with two query heads); --arch nsa as softmax"),
     F("n_kv_heads", "kv-heads", n_kv_heads, DA_FIELD_INT, 0, 0, DA_MAX_DIM, "[]",
-      "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax and diff2"),
+      "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax, diff2 and nsa"),
     F("vocab_size", "vocab", vocab_size, DA_FIELD_INT, 256, 1, DA_MAX_VOCAB, "[]", "vocabulary size (256 = bytes)"),
     F("ffn_hidden", "ffn", ffn_hidden, DA_FIELD_INT, 0, 0, 8 * DA_MAX_DIM, "[]",
       "SwiGLU hidden size (0 = 8*dim/3 rounded up to a multiple of 64)"),
@@ -82,6 +84,19 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
       "(0, 1) for every layer",
       LAMBDA_INIT_NAMES),
 #undef R
+    /* NSA's own (stored for --arch nsa only: da_config_field_written). The ranges admit 0, the value of
+     * a configuration other archs build field by field; NSA's variant checks 1 <= s <= l <= l', n >= 3
+     * and w >= 1 */
+#define N(key, flag, field, def, lo, hi, help)                                                                    \
+    {key, flag, offsetof(da_config, field), DA_FIELD_INT, def, lo, hi, "[]", DA_RESUME_FIXED, DA_STORED_UNLESS_DEFAULT, \
+     help, NULL}
+    N("nsa_block", "nsa-block", nsa_block, 32, 0, 4096, "NSA: l, the length of a compression block"),
+    N("nsa_stride", "nsa-stride", nsa_stride, 16, 0, 4096, "NSA: s, the stride of compression blocks (s <= l)"),
+    N("nsa_select", "nsa-select", nsa_select, 64, 0, 65536, "NSA: l', the length of a selection block (l <= l')"),
+    N("nsa_topn", "nsa-topn", nsa_topn, 16, 0, 1024, "NSA: n, the selection blocks per query, the three forced ones "
+      "(the first, the current and the one before) included (n >= 3)"),
+    N("nsa_window", "nsa-window", nsa_window, 512, 0, DA_MAX_SEQ, "NSA: w, the keys of the sliding-window branch"),
+#undef N
 };
 _Static_assert(sizeof da_config_fields / sizeof da_config_fields[0] == DA_CONFIG_N_FIELDS,
                "da_config_fields out of step with DA_CONFIG_N_FIELDS");
@@ -92,6 +107,31 @@ void da_config_default(da_config *c) {
     da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, c);
     c->n_kv_heads = c->n_heads;
     c->ffn_hidden = da_default_ffn_hidden(c->dim);
+}
+
+double da_kv_cache_bytes(const da_config *c, int n) {
+    const attn_variant *v = da_attn_variant_of(c->arch);
+    if (v->cache_bytes) return v->cache_bytes(c, n);
+    const int kept = c->window > 0 && c->window < n ? c->window : n;
+    return 2.0 * sizeof(float) * (double)kept * (c->dim / (c->n_heads / c->n_kv_heads));
+}
+
+int da_config_field_of_variant(int i) {
+    for (int a = 0; a < DA_ARCH_N; a++) {
+        const char *p = da_attn_variant_at(a)->field_prefix;
+        if (p && !strncmp(da_config_fields[i].key, p, strlen(p))) return 1;
+    }
+    return 0;
+}
+
+int da_config_field_written(const da_config *c, int i) {
+    const da_field *f = &da_config_fields[i];
+    const char *own = da_attn_variant_of(c->arch)->field_prefix;
+    if (da_config_field_of_variant(i)) return own && !strncmp(f->key, own, strlen(own));
+    if (f->stored != DA_STORED_UNLESS_DEFAULT) return 1;
+    da_config def;
+    da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &def);
+    return !da_field_equal(f, c, &def);
 }
 
 int da_default_ffn_hidden(int dim) {
@@ -133,7 +173,8 @@ da_arch_info da_arch_describe(da_arch a) {
     const attn_variant *v = da_attn_variant_of(a);
     da_arch_info i = {v->name,       v->label,         v->about,         v->maps,         v->per_layer_lambda,
                       v->hf,         v->hf_class,      v->heads_note,    v->head_dim_note, v->extra_params_note,
-                      v->lambda_note, v->baseline,      v->compared};
+                      v->lambda_note, v->baseline,      v->compared,       v->map_note,
+                      v->exact_logits_only};
     return i;
 }
 
@@ -143,6 +184,27 @@ int da_arch_compare_defaults(da_arch *out) {
         for (int a = 0; a < DA_ARCH_N; a++)
             if (da_attn_variant_at(a)->compared && da_attn_variant_at(a)->baseline == pass) out[n++] = (da_arch)a;
     return n;
+}
+
+const char *da_arch_names_join(char *out, size_t size, const da_arch *a, int n, const char *sep) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && used < size; i++) {
+        const int w = snprintf(out + used, size - used, "%s%s", i ? sep : "", da_arch_name(a[i]));
+        used += w > 0 ? (size_t)w : 0;
+    }
+    return out;
+}
+
+const char *da_arch_names_all(char *out, size_t size, const char *sep) {
+    da_arch a[DA_ARCH_N];
+    for (int i = 0; i < DA_ARCH_N; i++) a[i] = (da_arch)i;
+    return da_arch_names_join(out, size, a, DA_ARCH_N, sep);
+}
+
+const char *da_arch_names_default(char *out, size_t size, const char *sep) {
+    da_arch a[DA_ARCH_N];
+    return da_arch_names_join(out, size, a, da_arch_compare_defaults(a), sep);
 }
 
 const char *da_rope_freq_name(da_rope_freq f) { return f == DA_ROPE_FREQ_LLAMA ? "llama" : "diff"; }

@@ -165,7 +165,9 @@ void da_model_init(da_model *m, uint64_t seed) {
         attn_init init = a ? a->init : t->ndim == 1 ? ATTN_INIT_ONES
                                      : ends_with(t->name, "w2.weight") ? ATTN_INIT_RESIDUAL : ATTN_INIT_NORMAL;
         const float std = a ? a->std : 0.02f;
-        if (init == ATTN_INIT_ONES || init == ATTN_INIT_ZEROS) {
+        if (init == ATTN_INIT_VARIANT) {
+            da_attn_init_tensor(&m->cfg, a, p);
+        } else if (init == ATTN_INIT_ONES || init == ATTN_INIT_ZEROS) {
             for (size_t k = 0; k < t->numel; k++) p[k] = init == ATTN_INIT_ONES ? 1.0f : 0.0f;
         } else if (init == ATTN_INIT_FAN_IN_UNIFORM) {
             const float bound = 1.0f / sqrtf((float)t->shape[1]);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attn/variant.h"
+#include "model/probe.h"
 #include "diffattn/model.h"
 #include "ops/ops.h"
 #include "core/profile.h"
@@ -61,6 +62,18 @@ const float *da_acts_lam(const da_acts *a, int layer) { return view_of(a, layer,
 void da_acts_qk(const da_acts *a, int layer, const float **q, const float **k) {
     *q = view_of(a, layer, ATTN_VIEW_Q);
     *k = view_of(a, layer, ATTN_VIEW_K);
+}
+
+void da_acts_probe(const da_acts *a, const da_model *m, int layer, attn_probe *p) {
+    memset(p, 0, sizeof *p);
+    p->cfg = &a->cfg;
+    da_acts_qk(a, layer, &p->q, &p->k);
+    p->lam = da_acts_lam(a, layer);
+    p->lambda = da_model_lambda(m, layer);
+    p->T = a->T;
+    p->proj = (const float *const *)a->layers[layer].proj;
+    p->w = (const float *const *)m->w.layers[layer].attn;
+    p->saved = a->layers[layer].saved;
 }
 
 const float *da_acts_v(const da_acts *a, int layer) { return view_of(a, layer, ATTN_VIEW_V); }
