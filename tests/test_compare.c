@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "diffattn.h"
+#include "experiments/arch_column.h"
 #include "experiments/compare.h"
 #include "harness.h"
 
@@ -208,6 +209,17 @@ static int test_parse_archs(void) {
     t.swa_window = 16;
     CHECK(!da_task_parse_archs(&t, "diff,diff2,softmax,swa,nsa").code && t.n_archs == 5 && t.archs[4] == DA_ARCH_NSA &&
           t.windows[3] == 16 && t.windows[4] == 0);
+    /* a column may set a variant's own hyper-parameters, of that variant only, within its constraints */
+    CHECK(!da_task_parse_archs(&t, "nsa,nsa:nsa-select=32:nsa-topn=4:nsa-window=64").code && t.n_archs == 2);
+    da_config cfg;
+    da_config_default(&cfg);
+    cfg.arch = DA_ARCH_NSA;
+    CHECK(!da_arch_column_apply(t.columns[1], &cfg).code && cfg.nsa_select == 32 && cfg.nsa_topn == 4 &&
+          cfg.nsa_window == 64 && cfg.nsa_block == 32);
+    da_status st = da_task_parse_archs(&t, "diff:nsa-topn=4");
+    CHECK(st.code && strstr(st.msg, "not a hyper-parameter of --arch diff"));
+    st = da_task_parse_archs(&t, "nsa:nsa-topn=2");
+    CHECK(st.code && strstr(st.msg, "nsa_topn"));
     return 0;
 }
 

@@ -94,6 +94,8 @@ typedef struct {
     int exact_logits_only; /* 1: the engine cannot fake-quantize its logits (quantized-logit results are NaN) */
 } da_arch_info;
 da_arch_info da_arch_describe(da_arch a);
+/* The architecture whose info says baseline: what compare judges the others against. */
+da_arch da_arch_baseline(void);
 /* The architectures compare runs by default: the compared ones in da_arch
  * order, the baseline last. Writes them to out (DA_ARCH_N) and returns how many. */
 int da_arch_compare_defaults(da_arch *out);

@@ -7,11 +7,16 @@
 
 static const char *const OPTION_FLAGS[] = {"head-norm", "lambda-init", NULL};
 
+/* The field a column option sets: the ablations' flags, and every variant's own hyper-parameters
+ * (da_config_field_of_variant: a sparse variant's block sizes, so a column can sweep them). */
 static const da_field *option_field(const char *flag) {
-    for (int i = 0; OPTION_FLAGS[i]; i++)
-        if (!strcmp(flag, OPTION_FLAGS[i]))
-            for (int k = 0; k < DA_CONFIG_N_FIELDS; k++)
-                if (da_config_fields[k].flag && !strcmp(da_config_fields[k].flag, flag)) return &da_config_fields[k];
+    for (int k = 0; k < DA_CONFIG_N_FIELDS; k++) {
+        const da_field *f = &da_config_fields[k];
+        if (!f->flag || strcmp(f->flag, flag)) continue;
+        if (da_config_field_of_variant(k)) return f;
+        for (int i = 0; OPTION_FLAGS[i]; i++)
+            if (!strcmp(flag, OPTION_FLAGS[i])) return f;
+    }
     return NULL;
 }
 
@@ -23,6 +28,10 @@ static da_status apply_options(const char *tok, char *p, da_config *cfg) {
         *eq = '\0';
         const da_field *f = option_field(opt);
         if (!f) return da_errorf("--archs: \"%s\": %s is not a column option (%s)", tok, opt, ARCH_COLUMN_OPTIONS);
+        const int k = (int)(f - da_config_fields);
+        if (da_config_field_of_variant(k) && !da_config_field_written(cfg, k))
+            return da_errorf("--archs: \"%s\": %s is not a hyper-parameter of --arch %s", tok, opt,
+                             da_arch_name(cfg->arch));
         da_status st = da_field_parse(f, cfg, eq + 1);
         if (st.code) return da_errorf("--archs: \"%s\": %s %s", tok, opt, st.msg);
     }

@@ -501,7 +501,7 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
 /* The slot of softmax among c->archs, or -1: each DIFF variant is judged against it. */
 static int baseline_slot(const da_compare_config *c) {
     for (int a = 0; a < c->n_archs; a++)
-        if (c->archs[a] == DA_ARCH_SOFTMAX) return a;
+        if (c->archs[a] == da_arch_baseline()) return a;
     return -1;
 }
 
@@ -561,7 +561,7 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
     fprintf(fp, " side by side\n\nEqual tokens, data and seed: dim %d, %d layers, %d DIFF heads (the others have "
                 "their own heads at that size: %d for the baseline, of half the size), %ld steps of %d x %d tokens, "
                 "%d seed(s). Data: %s. DIFF and the baseline have equal parameters; ",
-            c->dim, c->layers, c->heads, da_arch_heads(DA_ARCH_SOFTMAX, c->heads), c->steps, c->batch, c->seq,
+            c->dim, c->layers, c->heads, da_arch_heads(da_arch_baseline(), c->heads), c->steps, c->batch, c->seq,
             c->seeds, data);
     for (int a = 0; a < na; a++) {
         const da_arch_info in = da_arch_describe(c->archs[a]);

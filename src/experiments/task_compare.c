@@ -21,9 +21,17 @@
 
 static const int QBITS[3] = {8, 6, 4};
 
-int task_arch_slot(const da_task_compare_config *c, da_arch a) {
+int task_baseline_slot(const da_task_compare_config *c) {
     for (int i = 0; i < c->n_archs; i++)
-        if (c->archs[i] == a && !c->windows[i] && !c->columns[i][0]) return i;
+        if (c->archs[i] == da_arch_baseline() && !c->windows[i] && !c->columns[i][0]) return i;
+    return -1;
+}
+
+int task_has_lambda(const da_task_compare_config *c, int a) { return da_arch_describe(c->archs[a]).per_layer_lambda; }
+
+int task_lambda_slot(const da_task_compare_config *c) {
+    for (int i = 0; i < c->n_archs; i++)
+        if (task_has_lambda(c, i) && !c->windows[i] && !c->columns[i][0]) return i;
     return -1;
 }
 
@@ -43,7 +51,7 @@ da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
     char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX], names[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         const int swa = !strcmp(tok, "swa");
-        da_arch a = DA_ARCH_SOFTMAX;
+        da_arch a = da_arch_baseline(); /* swa: the baseline with a window */
         int options = 0;
         if (!swa && strlen(tok) >= DA_COLUMN_NAME_MAX)
             return da_errorf("--archs: \"%s\" is longer than %d characters", tok, DA_COLUMN_NAME_MAX - 1);

@@ -88,7 +88,7 @@ static void write_md_head(FILE *fp, const task_study *S, double wall_s) {
  * speed, final accuracy and the verdict against softmax. */
 static void write_md_study(FILE *fp, const task_study *S) {
     const da_task_compare_config *c = S->c;
-    const int base = task_arch_slot(c, DA_ARCH_SOFTMAX);
+    const int base = task_baseline_slot(c);
     fprintf(fp, "## Success, speed and final accuracy\n\n| cell | arch | parameters | learned (≥ 90%%) | 95%% interval "
                 "| median steps to 50%% | to 90%% | to 99%% | final accuracy | vs softmax: Fisher p | Δ final accuracy "
                 "[95%% bootstrap] | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -129,7 +129,7 @@ static void write_md_study(FILE *fp, const task_study *S) {
  * its best cell, and whether the verdict changes with the shape. */
 static void write_md_summary(FILE *fp, const task_study *S) {
     const da_task_compare_config *c = S->c;
-    const int base = task_arch_slot(c, DA_ARCH_SOFTMAX);
+    const int base = task_baseline_slot(c);
     if (S->n_cells < 2) return;
     fprintf(fp, "## What the grid shows\n\nOver the %d cells, the seed runs that learned the task (≥ 90%%):", S->n_cells);
     for (int a = 0; a < c->n_archs; a++) {
@@ -267,7 +267,7 @@ static da_status heatmaps(const task_study *S) {
     }
     for (int r = 0; r < n_rows; r++) rows[r] = rl[r];
     for (int j = 0; j < n_cols; j++) cols[j] = cl[j];
-    const int base = task_arch_slot(c, DA_ARCH_SOFTMAX);
+    const int base = task_baseline_slot(c);
     const char *xlabel = c->n_grid ? keys[c->grid[0].key] : "task point", *ylabel = n_rows > 1 ? "cell" : "";
     for (int pass = base >= 0 ? 0 : 1; pass < 2 && !st.code; pass++) /* pass 0: the baseline's rates first */
         for (int a = 0; a < c->n_archs && !st.code; a++) {
@@ -394,7 +394,7 @@ static void write_md(FILE *fp, const task_study *S, double wall_s) {
     write_md_summary(fp, S);
     write_md_study(fp, S);
     if (c->task.kind == DA_TASK_COUNTERFACTUAL) write_md_counterfactual(fp, S);
-    const int base = task_arch_slot(c, DA_ARCH_SOFTMAX);
+    const int base = task_baseline_slot(c);
     fprintf(fp, "## The trained models\n\n| task | arch | accuracy, 8-bit logits | 6-bit | 4-bit | attention on the "
                 "answer pair | attention elsewhere | attention on noise tokens | top-1 \\|attn logit\\| | top-1 "
                 "\\|hidden\\| | λ per layer (first seed) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -423,8 +423,8 @@ static void write_md(FILE *fp, const task_study *S, double wall_s) {
             fprintf(fp, " %.2f ± %.2f |", m, sd);
             const task_run *r0 = &rs[0];
             for (int l = 0; l < pts[p].layers && l < TASK_MAX_LAYERS; l++)
-                if (c->archs[a] == DA_ARCH_DIFF) fprintf(fp, "%s%.3f", l ? ", " : " ", r0->lambda[r0->n_evals - 1][l]);
-            fprintf(fp, "%s |\n", c->archs[a] == DA_ARCH_DIFF ? "" : " –");
+                if (task_has_lambda(c, a)) fprintf(fp, "%s%.3f", l ? ", " : " ", r0->lambda[r0->n_evals - 1][l]);
+            fprintf(fp, "%s |\n", task_has_lambda(c, a) ? "" : " –");
         }
     fprintf(fp, "\nAccuracies with quantized logits run the inference engine with the attention logits of each query "
                 "row fake-quantized (dynamic absmax, symmetric) before the softmax, on the same held-out sequences. Attention shares are taken at "
@@ -434,7 +434,7 @@ static void write_md(FILE *fp, const task_study *S, double wall_s) {
     if (c->task.kind == DA_TASK_ICL) write_md_orders(fp, S, base);
     for (int p = 0; p < n_pts; p++) fprintf(fp, "![accuracy, %s](accuracy_%d.png)\n\n", pts[p].name, p);
     fprintf(fp, "![steps to 90%%](steps_to_90.png)\n");
-    if (task_arch_slot(c, DA_ARCH_DIFF) >= 0) fprintf(fp, "\n![lambda](lambda.png)\n");
+    if (task_lambda_slot(c) >= 0) fprintf(fp, "\n![lambda](lambda.png)\n");
 }
 
 static void write_json(FILE *fp, const task_study *S, double wall_s) {
@@ -502,7 +502,7 @@ static void write_json(FILE *fp, const task_study *S, double wall_s) {
                 fprintf(fp, "\"curve\":[");
                 for (int i = 0; i < r->n_evals; i++) {
                     fprintf(fp, "%s{\"step\":%ld,\"accuracy\":%.4f", i ? "," : "", r->step[i], r->acc[i]);
-                    if (c->archs[a] == DA_ARCH_DIFF) {
+                    if (task_has_lambda(c, a)) {
                         fprintf(fp, ",\"lambda\":[");
                         for (int l = 0; l < pts[p].layers && l < TASK_MAX_LAYERS; l++)
                             fprintf(fp, "%s%.4f", l ? "," : "", r->lambda[i][l]);
@@ -600,7 +600,7 @@ static da_status figures(const task_study *S) {
         return st;
     if (c->task.kind == DA_TASK_ICL && (st = margin_figures(S)).code) return st;
     /* lambda per layer during training: DIFF, first point and seed */
-    const int diff = task_arch_slot(c, DA_ARCH_DIFF);
+    const int diff = task_lambda_slot(c);
     if (diff < 0) return st;
     const task_run *r = &(*study_run(S, 0, diff, 0));
     double lx[TASK_MAX_EVALS], ly[TASK_MAX_LAYERS][TASK_MAX_EVALS];

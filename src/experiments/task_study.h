@@ -49,8 +49,14 @@ da_status task_cells(const da_task_compare_config *c, task_cell **cells, int *n_
 static inline task_run *study_run(const task_study *s, int cell, int arch, int seed) {
     return &s->runs[((size_t)cell * s->c->n_archs + arch) * s->c->seeds + seed];
 }
-/* The index of arch a in c->archs, -1 when not listed. */
-int task_arch_slot(const da_task_compare_config *c, da_arch a);
+/* The slot of the plain baseline (no window, no options): what the verdicts
+ * judge against; -1 when not listed. */
+int task_baseline_slot(const da_task_compare_config *c);
+/* 1 when slot a's architecture has one lambda per layer (da_model_lambda),
+ * which the runs record during training. */
+int task_has_lambda(const da_task_compare_config *c, int a);
+/* The first plain slot with a lambda per layer (the lambda figure's), or -1. */
+int task_lambda_slot(const da_task_compare_config *c);
 /* Architecture a's name in files ("swa" for softmax with c->windows[a]) and in reports ("SWA"). */
 const char *task_arch_name(const da_task_compare_config *c, int a);
 const char *task_arch_label(const da_task_compare_config *c, int a);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "infer/engine.h"
+#include "io/gguf_llama.h"
 #include "ops/ops.h"
 
 #define MAX_HALF 512 /* pairs of the largest head config.c accepts */
@@ -123,7 +124,7 @@ static da_status llama_rope_freqs(const da_gguf_file *f, da_config *c) {
 
 da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c) {
     da_config_default(c);
-    c->arch = DA_ARCH_SOFTMAX;
+    da_gguf_arch_parse("llama", &c->arch); /* the variant io/gguf_llama.c maps llama.cpp's llama to */
     c->rope_freq = DA_ROPE_FREQ_LLAMA;
     c->rope_scaling = DA_ROPE_SCALE_NONE;
     c->window = 0;

@@ -178,6 +178,12 @@ da_arch_info da_arch_describe(da_arch a) {
     return i;
 }
 
+da_arch da_arch_baseline(void) {
+    for (int a = 0; a < DA_ARCH_N; a++)
+        if (da_attn_variant_at(a)->baseline) return (da_arch)a;
+    return (da_arch)0;
+}
+
 int da_arch_compare_defaults(da_arch *out) {
     int n = 0;
     for (int pass = 0; pass < 2; pass++) /* the others, then the baseline */
