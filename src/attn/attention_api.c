@@ -10,8 +10,8 @@
 #include "diffattn/attention.h"
 
 /* The layouts the header documents: softmax's one map, DIFF's two with a
- * scalar lambda (DIFF2's per-token lambda and NSA's branches have their own
- * inputs). */
+ * scalar lambda. The other variants take inputs this interface has no room
+ * for (a lambda per token, or keys and values per branch). */
 static int drop_in(da_arch a) { return a == DA_ARCH_DIFF || a == DA_ARCH_SOFTMAX; }
 
 static da_status to_attn_shape(const da_attention_shape *s, attn_shape *as) {

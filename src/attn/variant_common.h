@@ -1,7 +1,7 @@
 /* What the variants' own files share: tensor descriptions, and the layout of
- * the saved activations of the kernels every variant but NSA-like ones uses
- * (the maps of the reference kernel, or the flash kernel's log-sum-exp and
- * per-map outputs). Internal to src/attn/. */
+ * the saved activations of the shared map kernels of attention.h: the maps
+ * of the reference kernel, or the flash kernel's log-sum-exp and per-map
+ * outputs. Internal to src/attn/. */
 #ifndef DA_ATTN_VARIANT_COMMON_H
 #define DA_ATTN_VARIANT_COMMON_H
 
