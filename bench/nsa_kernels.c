@@ -94,11 +94,13 @@ static int bench_train(int T, int reps) {
     sv.lse = calloc(nsa_saved_floats_lse(&s), sizeof(float));
     float *out = calloc(nq, sizeof(float)), *dout = randn(nq, 1.0f, &st);
     float *nscr = calloc(nsa_flash_scratch_floats(&s), sizeof(float));
-    /* softmax: the kernel `bench attn --arch softmax` times, on the same q and the window branch's k, v */
+    /* softmax: the kernel `bench attn --arch softmax` times (one map, its own K: attn/softmax.c's layout), on the
+     * same q and the window branch's k, v */
+    static const attn_layout softmax_layout = {1, 1, 1};
     attn_shape as = {1, T, H, G, D, H * D, G * D, omp_get_max_threads(), 0, 0};
     float *sout = calloc(nq, sizeof(float)), *lse = calloc((size_t)H * T, sizeof(float));
     float *dq = calloc(nq, sizeof(float)), *dk = calloc(nkv, sizeof(float)), *dv = calloc(nkv, sizeof(float));
-    float *sscr = calloc(flash_scratch_size(&as, ATTN_SOFTMAX), sizeof(float));
+    float *sscr = calloc(da_flash_scratch_size(&as, &softmax_layout), sizeof(float));
     double *tn = malloc(reps * sizeof(double)), *ts = malloc(reps * sizeof(double));
     if (!nscr || !sscr || !sout || !tn || !ts) { fprintf(stderr, "out of memory\n"); return 1; }
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
@@ -106,9 +108,9 @@ static int bench_train(int T, int reps) {
         K->flash_forward(out, &ni, &sv, &s, nscr);
         K->flash_backward(&ng, dout, &ni, &sv, &s, nscr);
         double t1 = da_now_s();
-        A->flash_forward(sout, NULL, NULL, lse, in[0], in[5], in[6], 0.0f, NULL, ATTN_SOFTMAX, &as, sscr);
+        A->flash_forward(sout, NULL, NULL, lse, in[0], in[5], in[6], 0.0f, NULL, &softmax_layout, &as, sscr);
         A->flash_backward(dq, dk, dv, NULL, NULL, dout, sout, NULL, NULL, lse, in[0], in[5], in[6], 0.0f, NULL,
-                          ATTN_SOFTMAX, &as, sscr);
+                          &softmax_layout, &as, sscr);
         double t2 = da_now_s();
         if (r >= 0) { tn[r] = t1 - t0; ts[r] = t2 - t1; }
     }
