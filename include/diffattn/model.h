@@ -66,6 +66,8 @@ int da_rope_scale_parse(const char *s, da_rope_scale *out); /* 0 ok, -1 unknown 
 /* cos, sin: (T, d/2) tables of position t and pair j for cfg's head size,
  * frequency rule and scaling (every RoPE user builds its tables here). */
 void da_rope_tables(const da_config *cfg, float *cos_tab, float *sin_tab, int T);
+/* The inverse frequencies behind them: inv_freq (d/2), d = da_head_dim(cfg). */
+void da_rope_inv_freq_of(const da_config *cfg, double *inv_freq);
 /* Row pos of those tables, for any position (a ring session's past them):
  * cos_row, sin_row: (d/2), the same values da_rope_tables gives. */
 void da_rope_at(const da_config *cfg, long pos, float *cos_row, float *sin_row);

@@ -210,13 +210,6 @@ float *da_gguf_rope_freqs(const da_config *c, int *n) {
     *n = 0;
     if (c->rope_scaling != DA_ROPE_SCALE_LLAMA3) return NULL;
     const int d = da_head_dim(c);
-    rope_freq_spec native = {.rule = (int)c->rope_freq,
-                             .scaling = (int)c->rope_scaling,
-                             .theta = c->rope_theta,
-                             .factor = c->rope_factor,
-                             .low_freq_factor = c->rope_low_freq_factor,
-                             .high_freq_factor = c->rope_high_freq_factor,
-                             .original_max_pos = c->rope_original_max_pos};
     rope_freq_spec plain = {.rule = 1, .theta = (float)llama_freq_base(c)}; /* what llama.cpp computes */
     double *a = malloc((size_t)d * sizeof *a), *b = a ? a + d / 2 : NULL;
     float *out = malloc((size_t)(d / 2) * sizeof *out);
@@ -225,7 +218,7 @@ float *da_gguf_rope_freqs(const da_config *c, int *n) {
         free(out);
         return NULL;
     }
-    da_rope_inv_freq(a, d, &native);
+    da_rope_inv_freq_of(c, a);
     da_rope_inv_freq(b, d, &plain);
     for (int j = 0; j < d / 2; j++) out[j] = (float)(b[j] / a[j]);
     free(a);

@@ -235,8 +235,7 @@ int da_rope_scale_parse(const char *s, da_rope_scale *out) {
 _Static_assert(DA_ROPE_FREQ_LLAMA == 1 && DA_ROPE_SCALE_LINEAR == 1 && DA_ROPE_SCALE_LLAMA3 == 2,
                "rope_freq_spec numbering");
 
-/* inv_freq: (d/2) of c's head size, frequency rule and scaling. */
-static void rope_inv_freq_of(const da_config *c, double *inv_freq) {
+void da_rope_inv_freq_of(const da_config *c, double *inv_freq) {
     rope_freq_spec f = {.rule = (int)c->rope_freq,
                         .scaling = (int)c->rope_scaling,
                         .theta = c->rope_theta,
@@ -249,13 +248,13 @@ static void rope_inv_freq_of(const da_config *c, double *inv_freq) {
 
 void da_rope_tables(const da_config *c, float *cos_tab, float *sin_tab, int T) {
     double inv_freq[DA_MAX_HEAD_DIM / 2];
-    rope_inv_freq_of(c, inv_freq);
+    da_rope_inv_freq_of(c, inv_freq);
     da_rope_tables_freq(cos_tab, sin_tab, T, da_head_dim(c), inv_freq);
 }
 
 void da_rope_at(const da_config *c, long pos, float *cos_row, float *sin_row) {
     double inv_freq[DA_MAX_HEAD_DIM / 2];
-    rope_inv_freq_of(c, inv_freq);
+    da_rope_inv_freq_of(c, inv_freq);
     for (int j = 0; j < da_head_dim(c) / 2; j++) {
         const double a = (double)pos * inv_freq[j]; /* as da_rope_tables_freq computes it */
         cos_row[j] = (float)cos(a);
