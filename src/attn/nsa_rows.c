@@ -22,6 +22,23 @@ static int nsa_sel_runs(int *start, int *end, const int *sel, int t, const nsa_s
     return n;
 }
 
+/* The key `ahead` places after key u (in run r) in the runs' order, or -1 past the last: what the loops
+ * below prefetch. The selected keys are scattered over the sequence, beyond the hardware prefetcher's reach. */
+static inline int key_ahead(const int *start, const int *end, int nr, int r, int u, int ahead) {
+    u += ahead;
+    while (u >= end[r]) {
+        const int over = u - end[r];
+        if (++r >= nr) return -1;
+        u = start[r] + over;
+    }
+    return u;
+}
+
+/* Every cache line of the n bytes at p. */
+static inline void prefetch_bytes(const void *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64) __builtin_prefetch((const char *)p + o);
+}
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define NSA_HB 4 /* heads whose sums stay in registers together */
@@ -75,6 +92,8 @@ static inline __attribute__((always_inline)) void axpy16_nh(float *o, int d, con
     for (int r = 0; r < nr; r++)
         for (int u = start[r]; u < end[r]; u++, j++) {
             const float *xr = x + (size_t)u * ld;
+            const int ua = key_ahead(start, end, nr, r, u, 8);
+            if (ua >= 0) __builtin_prefetch(x + (size_t)ua * ld);
             const __m256 x0 = _mm256_loadu_ps(xr), x1 = _mm256_loadu_ps(xr + 8);
 #pragma GCC unroll 4
             for (int h = 0; h < nh; h++) {
@@ -115,6 +134,9 @@ static int slc_scores(float *sc, const float *q, const float *xT, int ldT, const
             const int col = j0 + (a - start[r]);
 #ifdef NSA_HB
             if (len == 16) {
+                const int an = key_ahead(start, end, nr, r, a, 16);
+                if (an >= 0)
+                    for (int c = 0; c < d; c++) __builtin_prefetch(xT + (size_t)c * ldT + an);
                 for (int h0 = 0; h0 < rep; h0 += NSA_HB)
                     scores16(sc + (size_t)h0 * nk_max + col, nk_max, q + (size_t)h0 * d,
                              rep - h0 < NSA_HB ? rep - h0 : NSA_HB, d, xT + a, ldT, scale);
@@ -247,11 +269,17 @@ static void nsa_slc_row_backward(float *dq, float *dk, float *dv, const float *d
     /* dk_u += sum_h dS_hu q_h, dv_u += sum_h P_hu dO_h: each key row read and written once per NSA_KB heads */
     int j = 0;
     for (int r = 0; r < nr; r++)
-        for (int u = start[r]; u < end[r]; u++, j++)
+        for (int u = start[r]; u < end[r]; u++, j++) {
+            const int ua = key_ahead(start, end, nr, r, u, 4);
+            if (ua >= 0) {
+                prefetch_bytes(dk + (size_t)ua * ld, (size_t)d * sizeof(float));
+                prefetch_bytes(dv + (size_t)ua * ld, (size_t)d * sizeof(float));
+            }
             for (int h0 = 0; h0 < rep; h0 += NSA_KB)
                 key_grads(dk + (size_t)u * ld, dv + (size_t)u * ld, q + (size_t)h0 * d, dO + (size_t)h0 * d,
                           sc + (size_t)h0 * nk_max + j, dP + (size_t)h0 * nk_max + j, nk_max,
                           rep - h0 < NSA_KB ? rep - h0 : NSA_KB, d);
+        }
 }
 
 /* xT (d, ldT) = x (n rows of d, stride ld) transposed: column u of xT is row u of x. */
