@@ -92,7 +92,7 @@ static inline __attribute__((always_inline)) void axpy16_nh(float *o, int d, con
     for (int r = 0; r < nr; r++)
         for (int u = start[r]; u < end[r]; u++, j++) {
             const float *xr = x + (size_t)u * ld;
-            const int ua = key_ahead(start, end, nr, r, u, 8);
+            const int ua = key_ahead(start, end, nr, r, u, 64);
             if (ua >= 0) __builtin_prefetch(x + (size_t)ua * ld);
             const __m256 x0 = _mm256_loadu_ps(xr), x1 = _mm256_loadu_ps(xr + 8);
 #pragma GCC unroll 4
@@ -134,7 +134,7 @@ static int slc_scores(float *sc, const float *q, const float *xT, int ldT, const
             const int col = j0 + (a - start[r]);
 #ifdef NSA_HB
             if (len == 16) {
-                const int an = key_ahead(start, end, nr, r, a, 16);
+                const int an = key_ahead(start, end, nr, r, a, 32);
                 if (an >= 0)
                     for (int c = 0; c < d; c++) __builtin_prefetch(xT + (size_t)c * ldT + an);
                 for (int h0 = 0; h0 < rep; h0 += NSA_HB)
@@ -270,7 +270,7 @@ static void nsa_slc_row_backward(float *dq, float *dk, float *dv, const float *d
     int j = 0;
     for (int r = 0; r < nr; r++)
         for (int u = start[r]; u < end[r]; u++, j++) {
-            const int ua = key_ahead(start, end, nr, r, u, 4);
+            const int ua = key_ahead(start, end, nr, r, u, 16);
             if (ua >= 0) {
                 prefetch_bytes(dk + (size_t)ua * ld, (size_t)d * sizeof(float));
                 prefetch_bytes(dv + (size_t)ua * ld, (size_t)d * sizeof(float));
