@@ -224,23 +224,49 @@ static float rdot_q5_K(const block_q5_K *w, const da_qact *x, int64_t nsb) {
     return rhsum256(acc) - mins;
 }
 
-/* Per 32 activations (block j = 8b + 4h + k): the 6-bit weights q from ql
- * and qh, (q - 32) . x as q . x - 32 . x in int16 pairs, then vpmaddwd by
- * the two 16-value scales, taken from the chunk's 8 scales (sign-extended
- * to int16 once per chunk) by one byte shuffle; one float multiply-add by
- * d * x.d[j]. The LM head of the 4-bit files is Q6_K, so decoding runs this
- * over 32 M weights a token. */
+/* Q6_K's AVX2 pieces, shared with qgemm.c's 4-row kernel (bit-identical by
+ * construction). Per 32 activations (block j = 8b + 4h + k of super-block b,
+ * half h): the 6-bit weights q from ql and qh, (q - 32) . x as q . x - 32 . x
+ * in int16 pairs, then vpmaddwd by the two 16-value scales, taken from the
+ * half's 8 scales (sign-extended to int16 once per half) by one byte shuffle;
+ * one float multiply-add by d * x.d[j]. */
+
+/* The half's 8 scales as int16, in both 128-bit lanes. */
+static inline __m256i q6_K_scales16(const block_q6_K *B, int h) {
+    const __m128i sc8 = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(B->scales + 8 * h)));
+    return _mm256_set_m128i(sc8, sc8);
+}
+
+/* The weights (0..63) of block k of the half whose 128 low-bit bytes are l0, l1 and 32 high-bit bytes qh. */
+static inline __attribute__((always_inline)) __m256i q6_K_weights(__m256i l0, __m256i l1, __m256i qh, int k) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i lo = _mm256_and_si256(k < 2 ? (k ? l1 : l0) : _mm256_srli_epi16(k == 2 ? l0 : l1, 4), m4);
+    /* bits 2k, 2k + 1 of each qh byte to bits 4, 5 (16-bit shifts: the bits they carry across bytes fall
+     * outside the mask) */
+    const __m256i hs = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(lo, _mm256_and_si256(hs, m30));
+}
+
+/* The int32 sums, in 8 lanes, of scale * (q - 32) * x over block k's 32 values: x32 = 32 . x in int16
+ * pairs (vpmaddubsw of 32s and x). Pairs stay within int16: 63*127*2 + 32*127*2 < 32767. */
+static inline __attribute__((always_inline)) __m256i q6_K_block_dot(__m256i q, __m256i xv, __m256i x32,
+                                                                     __m256i sc16, int k) {
+    /* block k: the low 128 bits take int16 scale 2k, the high ones 2k + 1 */
+    static const int8_t pick[4][32] = {
+        {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+        {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+        {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+        {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15,
+         14, 15, 14, 15}};
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x32);
+    return _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc16, _mm256_loadu_si256((const __m256i *)(const void *)pick[k])));
+}
+
+/* The LM head of the 4-bit files is Q6_K, so decoding runs this (or
+ * qgemm.c's 4-row form) over 32 M weights a token. */
 static float rdot_q6_K(const block_q6_K *w, const da_qact *x, int64_t nsb) {
     __m256 acc = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
-    /* block k: the low 128 bits take int16 scale 2k, the high ones 2k + 1 */
-    const __m256i pick[4] = {
-        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3),
-        _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7),
-        _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11,
-                         10, 11, 10, 11),
-        _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15,
-                         14, 15, 14, 15, 14, 15, 14, 15)};
+    const __m256i k32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < nsb; b++) {
         float dx[8]; /* d * x.d of the super-block's 8 blocks, each broadcast from memory (a load, no shuffle) */
         _mm256_storeu_ps(dx, _mm256_mul_ps(_mm256_set1_ps(RH2F(w[b].d)), _mm256_loadu_ps(x->d + 8 * b)));
@@ -248,23 +274,11 @@ static float rdot_q6_K(const block_q6_K *w, const da_qact *x, int64_t nsb) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(w[b].ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(w[b].ql + 64 * h + 32));
             const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(w[b].qh + 32 * h));
-            const __m128i sc8 = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(w[b].scales + 8 * h)));
-            const __m256i sc16 = _mm256_set_m128i(sc8, sc8);
-            const __m256i lows[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
-                                     _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                     _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+            const __m256i sc16 = q6_K_scales16(&w[b], h);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
-                const int64_t j = 8 * b + 4 * h + k;
-                /* bits 2k, 2k + 1 of each qh byte to bits 4, 5 (16-bit shifts: the bits they carry across
-                 * bytes fall outside the mask) */
-                const __m256i hs = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
-                const __m256i hi = _mm256_and_si256(hs, m30);
-                const __m256i q = _mm256_or_si256(lows[k], hi); /* 0..63 */
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + 32 * j));
-                /* pairs: |q*x - 32*x| sums stay within int16 (63*127*2 + 32*127*2 < 32767) */
-                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), _mm256_maddubs_epi16(k32, xv));
-                const __m256i s = _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc16, pick[k]));
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + 32 * (8 * b + 4 * h + k)));
+                const __m256i s = q6_K_block_dot(q6_K_weights(l0, l1, qh, k), xv, _mm256_maddubs_epi16(k32, xv), sc16, k);
                 acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&dx[4 * h + k]), _mm256_cvtepi32_ps(s), acc);
             }
         }

@@ -154,14 +154,7 @@ static void rows8(int type, const unsigned char *w, size_t rb, int64_t cols, con
  * 4-bit files is Q6_K: decoding runs this over 32 M weights a token. */
 static void q6_K_rows4(const unsigned char *w, size_t rb, int64_t nsb, const da_qact *x, float *out, int accumulate) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
-    const __m256i pick[4] = {
-        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3),
-        _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7),
-        _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11,
-                         10, 11, 10, 11),
-        _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15,
-                         14, 15, 14, 15, 14, 15, 14, 15)};
+    const __m256i k32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < nsb; b++) {
         prefetch_ahead(w, 4, rb, b, sizeof(block_q6_K));
         const __m256 xd = _mm256_loadu_ps(x->d + 8 * b);
@@ -184,15 +177,10 @@ static void q6_K_rows4(const unsigned char *w, size_t rb, int64_t nsb, const da_
                 const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(B->ql + 64 * h));
                 const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(B->ql + 64 * h + 32));
                 const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(B->qh + 32 * h));
-                const __m128i sc8 = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(B->scales + 8 * h)));
-                const __m256i sc16 = _mm256_set_m128i(sc8, sc8);
+                const __m256i sc16 = q6_K_scales16(B, h);
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
-                    const __m256i lo = _mm256_and_si256(k < 2 ? (k ? l1 : l0) : _mm256_srli_epi16(k == 2 ? l0 : l1, 4), m4);
-                    const __m256i hs = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
-                    const __m256i q = _mm256_or_si256(lo, _mm256_and_si256(hs, m30));
-                    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv[k]), x32[k]);
-                    const __m256i sv = _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc16, pick[k]));
+                    const __m256i sv = q6_K_block_dot(q6_K_weights(l0, l1, qh, k), xv[k], x32[k], sc16, k);
                     acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dx[r][4 * h + k]), _mm256_cvtepi32_ps(sv), acc[r]);
                 }
             }
