@@ -96,10 +96,9 @@ da_status da_engine_to_model(const da_engine *e, da_model *m);
 da_status da_engine_load_gguf(da_engine *e, const char *path);
 da_status da_engine_save_gguf(const da_engine *e, const char *path);
 /* llama.cpp's `llama` files (engine_gguf_llama.c): the configuration of the
- * llama.* keys (a softmax model; tied when `output` is absent), and the file's
- * name of a diffattn tensor name (buf holds it when it is built there). */
+ * llama.* keys (a softmax model; tied when `output` is absent). The tensor
+ * names are io/gguf_llama.h's table. */
 da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c);
-const char *da_llama_gguf_name(const char *native, char *buf, size_t n);
 
 /* ---------------------------------------------------------------- integer matmuls (engine_qmatmul.c) */
 

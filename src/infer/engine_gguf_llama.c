@@ -111,9 +111,7 @@ static da_status llama_rope_freqs(const da_gguf_file *f, da_config *c) {
     if ((st = llama_int(f, "llama.rope.scaling.original_context_length", 0, 1, 1 << 20, &O)).code) return st;
     if (all_same) c->rope_scaling = DA_ROPE_SCALE_LINEAR, c->rope_factor = r[0];
     else llama3_from_factors(r, x, half, O, c, &ok);
-    rope_freq_spec spec = {1, (int)c->rope_scaling, c->rope_theta, c->rope_factor, c->rope_low_freq_factor,
-                           c->rope_high_freq_factor, c->rope_original_max_pos};
-    da_rope_inv_freq(got, d, &spec);
+    da_rope_inv_freq_of(c, got); /* c->rope_freq is Llama's rule (da_llama_gguf_config) */
     for (int j = 0; ok && j < half; j++) ok = fabs(got[j] * r[j] / base[j] - 1) < 1e-5;
     if (!ok)
         return da_errorf("%s: tensor \"rope_freqs.weight\" holds per-pair rope factors that neither linear nor "
@@ -166,26 +164,4 @@ da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c) {
     if ((st = da_config_validate(c)).code || (st = llama_rope_freqs(f, c)).code || (st = da_config_validate(c)).code)
         return st.msg[0] == '/' ? st : da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();
-}
-
-/* diffattn's tensor names -> llama.cpp's (model.c's table; a softmax model has no others). */
-const char *da_llama_gguf_name(const char *native, char *buf, size_t n) {
-    static const struct { const char *from, *to; } layer[] = {
-        {"attention_norm.weight", "attn_norm.weight"}, {"attn.q_proj.weight", "attn_q.weight"},
-        {"attn.k_proj.weight", "attn_k.weight"},       {"attn.v_proj.weight", "attn_v.weight"},
-        {"attn.out_proj.weight", "attn_output.weight"}, {"ffn_norm.weight", "ffn_norm.weight"},
-        {"feed_forward.w1.weight", "ffn_gate.weight"}, {"feed_forward.w2.weight", "ffn_down.weight"},
-        {"feed_forward.w3.weight", "ffn_up.weight"},
-    };
-    if (!strcmp(native, "tok_embeddings.weight")) return "token_embd.weight";
-    if (!strcmp(native, "norm.weight")) return "output_norm.weight";
-    if (!strcmp(native, "output.weight")) return "output.weight";
-    int l, at = 0;
-    if (sscanf(native, "layers.%d.%n", &l, &at) == 1 && at > 0)
-        for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
-            if (!strcmp(native + at, layer[i].from)) {
-                snprintf(buf, n, "blk.%d.%s", l, layer[i].to);
-                return buf;
-            }
-    return native;
 }
