@@ -23,11 +23,13 @@ int nsa_flash_max_cols(const nsa_shape *s) {
 }
 
 /* Q, O, dQ, dO (M x d each), D (M), S and dP (M x max_cols each), the
- * selection scores (rep x n*l'), the importance (T/l' + 1); M = NSA_BR * rep. */
+ * selection scores (rep x n*l'), the importance (T/l' + 1), the selection's
+ * running max and sum (2M), and the tile's queries per block (ints: T/l' + 2
+ * offsets, NSA_BR * n entries); M = NSA_BR * rep. */
 size_t nsa_flash_scratch_per_thread(const nsa_shape *s) {
     const int rep = s->H / s->G, M = NSA_BR * rep;
     return (size_t)M * s->d * 4 + M + (size_t)M * nsa_flash_max_cols(s) * 2 + 2 * (size_t)rep * s->topn * s->select +
-           (size_t)s->T / s->select + 1;
+           (size_t)s->T / s->select + 1 + 2 * (size_t)M + (size_t)s->T / s->select + 2 + (size_t)NSA_BR * s->topn;
 }
 
 size_t nsa_flash_scratch_floats(const nsa_shape *s) {

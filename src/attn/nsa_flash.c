@@ -28,6 +28,8 @@
 /* Per-thread scratch layout (floats). */
 typedef struct {
     float *Q, *S, *O, *dQ, *dO, *D, *sc, *imp;
+    float *run_max, *run_sum; /* the selection's online softmax, per tile row (M) */
+    int *blk_off, *blk_rows;  /* the tile's queries per selection block (tile_block_lists) */
     size_t per_thread;
 } flash_ws;
 
@@ -43,7 +45,11 @@ static flash_ws ws_layout(const nsa_shape *s, float *base, int thread) {
     w.D = p; p += M;
     w.S = p; p += (size_t)M * nsa_flash_max_cols(s) * 2; /* S and, in the backward, dP */
     w.sc = p; p += 2 * (size_t)rep * s->topn * s->select;
-    w.imp = p;
+    w.imp = p; p += (size_t)s->T / s->select + 1;
+    w.run_max = p; p += M;
+    w.run_sum = p; p += M;
+    w.blk_off = (int *)(void *)p; /* ints in float-sized slots */
+    w.blk_rows = w.blk_off + s->T / s->select + 2;
     return w;
 }
 
@@ -137,9 +143,59 @@ static void transpose_all(float *scratch, int which, const float *x, const nsa_s
     }
 }
 
+/* The tile's queries (rows r < nr of query r0 + r) by the selection block they chose: block j's rows are
+ * w->blk_rows[blk_off[j] .. blk_off[j+1]), ascending, for j < the returned count of blocks. The selection
+ * branches then go block by block, so that a block's keys and values (and their gradient rows) stay in cache
+ * while every query of the tile that chose it reads them, instead of being fetched again for each query. */
+static int tile_block_lists(flash_ws *w, const int *sel, int b, int g, int r0, int nr, const nsa_shape *s) {
+    const int nbt = (r0 + nr - 1) / s->select + 1;
+    int *off = w->blk_off, *rows = w->blk_rows;
+    memset(off, 0, (size_t)(nbt + 1) * sizeof(int));
+    for (int r = 0; r < nr; r++) {
+        const int *sq = sel + (((size_t)b * s->T + r0 + r) * s->G + g) * s->topn;
+        for (int k = 0; k < s->topn && sq[k] >= 0; k++) off[sq[k] + 1]++;
+    }
+    for (int j = 0; j < nbt; j++) off[j + 1] += off[j];
+    for (int r = 0; r < nr; r++) { /* rows ascending within each block: off[j] advances as they are placed */
+        const int *sq = sel + (((size_t)b * s->T + r0 + r) * s->G + g) * s->topn;
+        for (int k = 0; k < s->topn && sq[k] >= 0; k++) rows[off[sq[k]]++] = r;
+    }
+    for (int j = nbt; j > 0; j--) off[j] = off[j - 1]; /* back to the starts */
+    off[0] = 0;
+    return nbt;
+}
+
+/* The selection branch of one tile, block by block: each query's softmax runs online over its blocks (a
+ * running max and sum per head), then o_slc and lse are written. */
+static void tile_selection(const nsa_inputs *in, nsa_saved *sv, int b, int g, int r0, int nr, const nsa_shape *s,
+                           flash_ws *w, const float *kT) {
+    const int T = s->T, rep = s->H / s->G, d = s->d, Hd = s->H * d, Gd = s->G * d, M = nr * rep;
+    const int nbt = tile_block_lists(w, sv->sel, b, g, r0, nr, s);
+    memset(w->O, 0, (size_t)M * d * sizeof(float));
+    for (int m = 0; m < M; m++) w->run_max[m] = -INFINITY, w->run_sum[m] = 0.0f;
+    for (int j = 0; j < nbt; j++)
+        for (int i = w->blk_off[j]; i < w->blk_off[j + 1]; i++) {
+            const int r = w->blk_rows[i], t = r0 + r;
+            const int k0 = j * s->select, k1 = k0 + s->select < t + 1 ? k0 + s->select : t + 1;
+            nsa_slc_merge_run(w->O + (size_t)r * rep * d, w->run_max + r * rep, w->run_sum + r * rep,
+                              w->Q + (size_t)r * rep * d, kT, nsa_ldT(T), in->v_slc + (size_t)b * T * Gd + g * d, Gd,
+                              k0, k1, rep, s, w->sc);
+        }
+    for (int r = 0; r < nr; r++) {
+        const int t = r0 + r;
+        float *o = sv->o_slc + ((size_t)b * T + t) * Hd + (size_t)g * rep * d;
+        for (int hh = 0; hh < rep; hh++) {
+            const int m = r * rep + hh;
+            const float inv = 1.0f / w->run_sum[m];
+            for (int c = 0; c < d; c++) o[(size_t)hh * d + c] = w->O[(size_t)m * d + c] * inv;
+            sv->lse[(((size_t)b * T + t) * s->H + g * rep + hh) * 3 + 1] = w->run_max[m] + logf(w->run_sum[m]);
+        }
+    }
+}
+
 static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int r0, const nsa_shape *s,
                          flash_ws *w, const float *kT) {
-    const int T = s->T, rep = s->H / s->G, d = s->d, Hd = s->H * d, Gd = s->G * d, Nc = nsa_n_compressed(s, T);
+    const int T = s->T, rep = s->H / s->G, d = s->d, Gd = s->G * d, Nc = nsa_n_compressed(s, T);
     const int nr = T - r0 < NSA_BR ? T - r0 : NSA_BR;
     gather_rows(w->Q, in->q, b, g, r0, nr, s);
     /* compression, then each query's choice from its probabilities (still in S) */
@@ -151,10 +207,8 @@ static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int 
         int *sel = sv->sel + (((size_t)b * T + t) * s->G + g) * s->topn;
         nsa_importance(w->imp, w->S + (size_t)r * rep * N, N, rep, t, s);
         nsa_choose_blocks(sel, w->imp, t, s);
-        nsa_slc_row_forward(sv->o_slc + ((size_t)b * T + t) * Hd + (size_t)g * rep * d,
-                            sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3, w->Q + (size_t)r * rep * d,
-                            kT, nsa_ldT(T), in->v_slc + (size_t)b * T * Gd + g * d, Gd, sel, t, rep, s, w->sc);
     }
+    tile_selection(in, sv, b, g, r0, nr, s, w, kT);
     dense_forward(sv->o_win, sv->lse, in->k_win + (size_t)b * T * Gd, in->v_win + (size_t)b * T * Gd, 2, b, g, r0, nr,
                   s, w);
 }
@@ -234,14 +288,17 @@ static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inp
         branch_dout(w->dO, D, dout, in->gate, gr->dgate, 0, b, g, r0, nr, s);
         dense_backward(dkc + kc0, dvc + kc0, sv->kc + kc0, sv->vc + kc0, sv->lse, D, 0, b, g, r0, nr, s, w);
         branch_dout(w->dO, D, dout, in->gate, gr->dgate, 1, b, g, r0, nr, s);
-        for (int r = 0; r < nr; r++) {
-            const int t = r0 + r;
-            nsa_slc_row_backward(w->dQ + (size_t)r * rep * d, gr->dk_slc + kv0 + g * d, gr->dv_slc + kv0 + g * d,
-                                 w->dO + (size_t)r * rep * d, D + r * rep,
-                                 sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3,
-                                 w->Q + (size_t)r * rep * d, in->k_slc + kv0 + g * d, kT, vT,
-                                 Gd, nsa_ldT(T), sv->sel + (((size_t)b * T + t) * s->G + g) * s->topn, t, rep, s, w->sc);
-        }
+        const int nbt = tile_block_lists(w, sv->sel, b, g, r0, nr, s);
+        for (int j = 0; j < nbt; j++) /* block by block: see tile_block_lists */
+            for (int i = w->blk_off[j]; i < w->blk_off[j + 1]; i++) {
+                const int r = w->blk_rows[i], t = r0 + r;
+                const int k0 = j * s->select, k1 = k0 + s->select < t + 1 ? k0 + s->select : t + 1;
+                nsa_slc_runs_backward(w->dQ + (size_t)r * rep * d, gr->dk_slc + kv0 + g * d, gr->dv_slc + kv0 + g * d,
+                                      w->dO + (size_t)r * rep * d, D + r * rep,
+                                      sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3,
+                                      w->Q + (size_t)r * rep * d, in->k_slc + kv0 + g * d, kT, vT, Gd, nsa_ldT(T),
+                                      &k0, &k1, 1, rep, s, w->sc);
+            }
         branch_dout(w->dO, D, dout, in->gate, gr->dgate, 2, b, g, r0, nr, s);
         dense_backward(gr->dk_win + kv0, gr->dv_win + kv0, in->k_win + kv0, in->v_win + kv0, sv->lse, D, 2, b, g, r0,
                        nr, s, w);

@@ -244,18 +244,41 @@ static void nsa_slc_row_forward(float *o, float *lse, int lse_stride, const floa
     attend_runs(o, lse, lse_stride, q, kT, ldT, v, ld, start, end, nr, rep, s->d, s->topn * s->select, sc);
 }
 
-/* Its backward: dO (rep rows of d) the gradient of o; D (rep) = rowsum(dO * o);
- * k the key rows (stride ld, as dk and dv), kT, vT the keys and values transposed
- * (stride ldT); dq (rep rows) +=; dk, dv key rows +=. sc: scratch of 2 * rep * n * l'. */
-static void nsa_slc_row_backward(float *dq, float *dk, float *dv, const float *dO, const float *D, const float *lse,
-                                 int lse_stride, const float *q, const float *k, const float *kT, const float *vT,
-                                 int ld, int ldT, const int *sel, int t, int rep, const nsa_shape *s,
-                                 float *sc) {
-    int start[NSA_MAX_TOPN], end[NSA_MAX_TOPN];
+/* One run of keys [k0, k1) of a query's chosen blocks, merged into its
+ * online softmax: o (rep rows of d, unnormalised), run_max and run_sum (rep)
+ * rescaled to the new maximum, then o += exp(s - max) . values. Once every
+ * chosen block has been merged, o / run_sum is the selection's output and
+ * run_max + log(run_sum) its log-sum-exp. sc: rep * n * l' floats. */
+static void nsa_slc_merge_run(float *o, float *run_max, float *run_sum, const float *q, const float *kT, int ldT,
+                              const float *v, int ld, int k0, int k1, int rep, const nsa_shape *s, float *sc) {
+    const int d = s->d, nk_max = s->topn * s->select;
+    const int nk = slc_scores(sc, q, kT, ldT, &k0, &k1, 1, rep, d, nk_max, 1.0f / sqrtf((float)d));
+    if (nk == 0) return;
+    for (int hh = 0; hh < rep; hh++) {
+        float *p = sc + (size_t)hh * nk_max, mx = run_max[hh];
+        for (int j = 0; j < nk; j++) mx = p[j] > mx ? p[j] : mx;
+        const float alpha = expf(run_max[hh] - mx); /* 0 at the first run (run_max -inf) */
+        run_sum[hh] = run_sum[hh] * alpha + exp_shift_sum(p, nk, mx);
+        run_max[hh] = mx;
+        if (alpha != 1.0f)
+            for (int c = 0; c < d; c++) o[(size_t)hh * d + c] *= alpha;
+    }
+    runs_axpy(o, sc, nk_max, v, ld, &k0, &k1, 1, rep, d);
+}
+
+/* Its backward over the keys of the runs [start, end) (all of a query's
+ * chosen keys, or a part: the terms are per key): dO (rep rows of d) the
+ * gradient of o; D (rep) = rowsum(dO * o); lse the forward's (over all the
+ * query's keys); k the key rows (stride ld, as dk and dv), kT, vT the keys and
+ * values transposed (stride ldT); dq (rep rows) +=; dk, dv key rows +=.
+ * sc: scratch of 2 * rep * n * l'. */
+static void nsa_slc_runs_backward(float *dq, float *dk, float *dv, const float *dO, const float *D, const float *lse,
+                                  int lse_stride, const float *q, const float *k, const float *kT, const float *vT,
+                                  int ld, int ldT, const int *start, const int *end, int nr, int rep,
+                                  const nsa_shape *s, float *sc) {
     const int d = s->d, nk_max = s->topn * s->select;
     const float scale = 1.0f / sqrtf((float)d);
     float *dP = sc + (size_t)rep * nk_max;
-    const int nr = nsa_sel_runs(start, end, sel, t, s);
     const int nk = slc_scores(sc, q, kT, ldT, start, end, nr, rep, d, nk_max, scale);
     slc_scores(dP, dO, vT, ldT, start, end, nr, rep, d, nk_max, 1.0f);
     for (int hh = 0; hh < rep; hh++) {
