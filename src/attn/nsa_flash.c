@@ -7,15 +7,18 @@
  *   compression: S = Q Kc^T over the blocks the tile's last query sees (one
  *     GEMM), each row masked to its visible blocks and normalised, O = P Vc;
  *     the rows' probabilities give the importance and the block choice;
- *   selection: per query, the group's heads over the chosen blocks
- *     (nsa_rows.c), each key row loaded once for the rep heads;
+ *   selection: block by block, each chosen block for the tile's queries
+ *     that chose it in turn (tile_block_lists), the group's heads together
+ *     (nsa_rows.c): a block's keys and values are fetched once per tile, and
+ *     each query's softmax runs online over its blocks;
  *   window: S = Q K^T over keys r0-w+1 .. r0+NSA_BR-1 (one GEMM), masked per row.
  * Saved: each branch's output and log-sum-exp, the choice, Kc and Vc.
  *
  * Backward: one (sequence, group) per iteration, so the rows of dK, dV (and
  * dKc, dVc) that a group owns are written by one thread: no races, a fixed
  * order. Each branch recomputes P = exp(S - lse); dS = P (dO V^T - D) with
- * D = rowsum(dO O) and dO = gate * dout. */
+ * D = rowsum(dO O) and dO = gate * dout; the selection again block by block,
+ * so a block's dK, dV rows stay in cache across the tile's queries. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
