@@ -43,6 +43,15 @@ static inline __m256 scales8(const unsigned char *w, size_t rb, size_t off, cons
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
 }
 
+/* Lane i of each 128-bit half of the result: the sum of that half of the i-th argument. hadd(hadd(a, b),
+ * hadd(c, d)) in 9 one-uop instructions instead of 3 hadds of 3 to 4 uops each, which run at one every two
+ * cycles and bound the 8-row kernels. The sums are exact, so the result is the same. */
+static inline __m256i sum4_halves(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+    const __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+}
+
 static const int ord_natural[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 /* the lanes of hadd(hadd(v01, v23), hadd(v45, v67)) when v_ab holds row a in
  * its low half and row b in its high half */
@@ -59,13 +68,14 @@ static inline void store8(float *out, long ldo, const __m256 *acc, int nt, int p
     }
 }
 
-/* Rows w .. w + 7 rb (Q4_0, nb blocks each) against tokens x[0..nt-1]. */
-static inline __attribute__((always_inline)) void q4_0_rows8(const unsigned char *w, size_t rb, int64_t nb,
-                                                             const da_qact *x, int nt, float *out, long ldo,
-                                                             int accumulate, int pf) {
+/* Rows w .. w + 7 rb (Q4_0) against tokens x[0..nt-1], over blocks b0 .. b1 - 1. d8: the 8 rows' scales of
+ * those blocks as group_scales gives them, or NULL to read them here. */
+static inline __attribute__((always_inline)) void q4_0_rows8(const unsigned char *w, size_t rb, int64_t b0,
+                                                             int64_t b1, const float *d8, const da_qact *x, int nt,
+                                                             float *out, long ldo, int accumulate, int pf) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
-    for (int64_t b = 0; b < nb; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         const size_t off = (size_t)b * sizeof(block_q4_0);
         if (pf) prefetch_ahead(w, 8, rb, b, sizeof(block_q4_0));
         __m256i lo[4], hi[4];
@@ -76,7 +86,7 @@ static inline __attribute__((always_inline)) void q4_0_rows8(const unsigned char
             lo[p] = _mm256_and_si256(q, m4); /* elements 0..15 of each row */
             hi[p] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4); /* elements 16..31 */
         }
-        const __m256 d = scales8(w, rb, off, ord_pairs);
+        const __m256 d = d8 ? _mm256_loadu_ps(d8 + 8 * (b - b0)) : scales8(w, rb, off, ord_pairs);
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
             const int8_t *xq = x[t].q + 32 * b;
@@ -87,7 +97,7 @@ static inline __attribute__((always_inline)) void q4_0_rows8(const unsigned char
             for (int p = 0; p < 4; p++) /* int16 sums of 4 products <= 4 * 15 * 127: no saturation */
                 v[p] = _mm256_madd_epi16(
                     _mm256_add_epi16(_mm256_maddubs_epi16(lo[p], xlo), _mm256_maddubs_epi16(hi[p], xhi)), ones);
-            __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+            __m256i s = sum4_halves(v[0], v[1], v[2], v[3]);
             s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * x[t].sum[b])); /* the "- 8" of every weight */
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(x[t].d[b])), acc[t]);
         }
@@ -95,16 +105,16 @@ static inline __attribute__((always_inline)) void q4_0_rows8(const unsigned char
     store8(out, ldo, acc, nt, 1, accumulate);
 }
 
-/* Rows w .. w + 7 rb (Q8_0, nb blocks each) against tokens x[0..nt-1]. */
-static inline __attribute__((always_inline)) void q8_0_rows8(const unsigned char *w, size_t rb, int64_t nb,
-                                                             const da_qact *x, int nt, float *out, long ldo,
-                                                             int accumulate, int pf) {
+/* The same for Q8_0. */
+static inline __attribute__((always_inline)) void q8_0_rows8(const unsigned char *w, size_t rb, int64_t b0,
+                                                             int64_t b1, const float *d8, const da_qact *x, int nt,
+                                                             float *out, long ldo, int accumulate, int pf) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t b = 0; b < nb; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         const size_t off = (size_t)b * sizeof(block_q8_0);
         if (pf) prefetch_ahead(w, 8, rb, b, sizeof(block_q8_0));
-        const __m256 d = scales8(w, rb, off, ord_natural);
+        const __m256 d = d8 ? _mm256_loadu_ps(d8 + 8 * (b - b0)) : scales8(w, rb, off, ord_natural);
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
             const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x[t].q + 32 * b));
@@ -116,8 +126,8 @@ static inline __attribute__((always_inline)) void q8_0_rows8(const unsigned char
                 v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv)), ones);
             }
             /* [r0 r1 r2 r3 | r0 r1 r2 r3] partial halves, then the same for r4..r7 */
-            __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-            __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+            __m256i a = sum4_halves(v[0], v[1], v[2], v[3]);
+            __m256i c = sum4_halves(v[4], v[5], v[6], v[7]);
             __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(x[t].d[b])), acc[t]);
         }
@@ -125,15 +135,16 @@ static inline __attribute__((always_inline)) void q8_0_rows8(const unsigned char
     store8(out, ldo, acc, nt, 0, accumulate);
 }
 
-/* One group of 8 rows against nt <= 4 tokens; the token count is a constant
- * in each call so that the inner loops unroll. pf: prefetch the rows ahead
- * (the first tokens of a group do; the rest find them in cache). */
-static void rows8(int type, const unsigned char *w, size_t rb, int64_t cols, const da_qact *x, int nt, float *out,
-                  long ldo, int accumulate, int pf) {
+/* One group of 8 rows against nt <= 4 tokens over blocks b0 .. b1 - 1; the
+ * token count is a constant in each call so that the inner loops unroll.
+ * pf: prefetch the rows ahead (the first tokens of a group do; the rest find
+ * them in cache). */
+static void rows8(int type, const unsigned char *w, size_t rb, int64_t b0, int64_t b1, const float *d8,
+                  const da_qact *x, int nt, float *out, long ldo, int accumulate, int pf) {
 #define ROWS8_NT(k)                                                                                                    \
     case k:                                                                                                            \
-        if (type == DA_QT_Q4_0) q4_0_rows8(w, rb, cols / 32, x, k, out, ldo, accumulate, pf);                          \
-        else q8_0_rows8(w, rb, cols / 32, x, k, out, ldo, accumulate, pf);                                             \
+        if (type == DA_QT_Q4_0) q4_0_rows8(w, rb, b0, b1, d8, x, k, out, ldo, accumulate, pf);                         \
+        else q8_0_rows8(w, rb, b0, b1, d8, x, k, out, ldo, accumulate, pf);                                            \
         break;
     switch (nt) {
         ROWS8_NT(1)
@@ -142,6 +153,37 @@ static void rows8(int type, const unsigned char *w, size_t rb, int64_t cols, con
         ROWS8_NT(4)
     }
 #undef ROWS8_NT
+}
+
+/* Blocks a prompt's group of 8 rows takes at a time: their scales, as floats, fill d8 once for all its tokens. */
+#define SCALE_SPAN 128
+
+/* d8[8 (b - b0) + lane] = the scale of block b of the group's rows in the kernel's lane order. Read once per
+ * group instead of once per 4 tokens: gathering 8 fp16 values from 8 rows costs about what the 4 tokens'
+ * dots of the block do. */
+static void group_scales(int type, const unsigned char *w, size_t rb, int64_t b0, int64_t b1, float *d8) {
+    const size_t bs = type == DA_QT_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+    const int *ord = type == DA_QT_Q4_0 ? ord_pairs : ord_natural;
+    for (int64_t b = b0; b < b1; b++)
+        _mm256_storeu_ps(d8 + 8 * (b - b0), scales8(w, rb, (size_t)b * bs, ord));
+}
+
+/* Rows w .. w + 7 rb against n tokens: 4 at a time, the scales read once when there are more than 4. */
+static void group8(int type, const unsigned char *w, size_t rb, int64_t cols, const da_qact *x, int n, float *out,
+                   long ldo, int accumulate) {
+    const int64_t nb = cols / 32;
+    if (n <= 4) {
+        rows8(type, w, rb, 0, nb, NULL, x, n, out, ldo, accumulate, 1);
+        return;
+    }
+    float d8[8 * SCALE_SPAN];
+    for (int64_t b0 = 0; b0 < nb; b0 += SCALE_SPAN) {
+        const int64_t b1 = nb - b0 < SCALE_SPAN ? nb : b0 + SCALE_SPAN;
+        group_scales(type, w, rb, b0, b1, d8);
+        for (int t = 0; t < n; t += 4)
+            rows8(type, w, rb, b0, b1, d8, x + t, n - t < 4 ? n - t : 4, out + (size_t)t * ldo, ldo,
+                  accumulate || b0 > 0, t == 0);
+    }
 }
 #endif
 
@@ -202,9 +244,7 @@ static void qgemm(int type, const unsigned char *w, size_t row_bytes, int r0, in
 #if HAVE_AVX2
     if (type == DA_QT_Q4_0 || type == DA_QT_Q8_0)
         for (; r + 8 <= r1; r += 8)
-            for (int t = 0; t < n; t += 4)
-                rows8(type, w + (size_t)r * row_bytes, row_bytes, cols, x + t, n - t < 4 ? n - t : 4,
-                      out + (size_t)t * ldo + r, ldo, accumulate, t == 0);
+            group8(type, w + (size_t)r * row_bytes, row_bytes, cols, x, n, out + r, ldo, accumulate);
     if (type == DA_QT_Q6_K)
         for (; r + 4 <= r1; r += 4)
             for (int t = 0; t < n; t++)
