@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attn/nsa_rows.h"
+#include "ops/prefetch.h"
 #include "ops/vexp.h"
 
 /* The keys of query t in the chosen blocks sel (n slots, -1 after the last),
@@ -32,11 +33,6 @@ static inline int key_ahead(const int *start, const int *end, int nr, int r, int
         u = start[r] + over;
     }
     return u;
-}
-
-/* Every cache line of the n bytes at p. */
-static inline void prefetch_bytes(const void *p, size_t n) {
-    for (size_t o = 0; o < n; o += 64) __builtin_prefetch((const char *)p + o);
 }
 
 #if defined(__AVX2__) && defined(__FMA__)

@@ -6,6 +6,7 @@
  * static: only the level's table, da_ops_<name>, leaves this file, and
  * da_ops_of (ops.c) picks the table from a da_exec's isa. */
 #include "ops/ops.h"
+#include "ops/prefetch.h"
 
 #include "ops/adamw.c"
 #include "ops/bf16_gemm.c"

@@ -23,14 +23,12 @@
  * rate: the hardware prefetcher does not run far enough ahead of the interleaved rows. */
 static inline __attribute__((always_inline)) void prefetch_ahead(const unsigned char *w, int n, size_t rb, int64_t b,
                                                                  size_t bs) {
-    const unsigned char *p = w + (size_t)QGEMM_PF_GROUPS * n * rb + (size_t)b * n * bs;
-    for (size_t o = 0; o < n * bs; o += 64) __builtin_prefetch(p + o);
+    prefetch_bytes(w + (size_t)QGEMM_PF_GROUPS * n * rb + (size_t)b * n * bs, n * bs);
 }
 
 /* The row QGEMM_PF_GROUPS rows past row, whole: for the kernels that take one row at a time. */
 static inline void prefetch_row_ahead(const unsigned char *row, size_t rb) {
-    const unsigned char *p = row + QGEMM_PF_GROUPS * rb;
-    for (size_t o = 0; o < rb; o += 64) __builtin_prefetch(p + o);
+    prefetch_bytes(row + QGEMM_PF_GROUPS * rb, rb);
 }
 
 #if HAVE_AVX2
