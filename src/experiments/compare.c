@@ -129,6 +129,17 @@ typedef struct {
 
 static const int QBITS[4] = {16, 8, 6, 4};
 
+/* "key":{"16":v0,"8":v1,"6":v2,"4":v3}, null where the arch has no quantized logits (NaN) */
+static void write_json_bits(FILE *fp, const char *key, const char *fmt, const double v[4]) {
+    fprintf(fp, "\"%s\":{", key);
+    for (int i = 0; i < 4; i++) {
+        fprintf(fp, "%s\"%d\":", i ? "," : "", QBITS[i]);
+        if (isnan(v[i])) fprintf(fp, "null");
+        else fprintf(fp, fmt, v[i]);
+    }
+    fprintf(fp, "}");
+}
+
 /* The paper's numbers (DIFF, Transformer) for the report's last column. */
 /* The paper's numbers (DIFF / Transformer), for the report's last column:
  * the row label in report.md, the key in report.json, the text. */
@@ -484,18 +495,20 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
     static const double bits_x[4] = {16, 8, 6, 4};
     double qd[NA][4] = {{0}}, qn[NA][4] = {{0}};
     da_series qs[NA], qa[NA];
+    int nq = 0; /* the archs with quantized logits (NaN: none) */
     for (int a = 0; a < na; a++) {
         for (int s = 0; s < c->seeds; s++)
             for (int i = 0; i < 4; i++) qd[a][i] += res[a][s].quant[i] / c->seeds, qn[a][i] += res[a][s].quant_needle[i] / c->seeds;
-        qs[a] = (da_series){groups[a], bits_x, qd[a], 4};
-        qa[a] = (da_series){groups[a], bits_x, qn[a], 4};
+        if (isnan(qd[a][0])) continue;
+        qs[nq] = (da_series){groups[a], bits_x, qd[a], 4};
+        qa[nq++] = (da_series){groups[a], bits_x, qn[a], 4};
     }
     snprintf(p, sizeof p, "%s/quant_logits.png", c->out_dir);
     if ((st = da_plot_lines(p, "Validation loss increase with quantized attention logits", "bits",
-                            "loss increase (nats)", qs, na)).code)
+                            "loss increase (nats)", qs, nq)).code)
         return st;
     snprintf(p, sizeof p, "%s/quant_needle.png", c->out_dir);
-    return da_plot_lines(p, "Needle retrieval accuracy with quantized attention logits", "bits", "accuracy", qa, na);
+    return da_plot_lines(p, "Needle retrieval accuracy with quantized attention logits", "bits", "accuracy", qa, nq);
 }
 
 /* The slot of softmax among c->archs, or -1: each DIFF variant is judged against it. */
@@ -534,10 +547,10 @@ static void write_json(FILE *fp, const da_compare_config *c, const char *data, c
                         "\"hidden_top1\":%.4f,\"hidden_top10\":%.4f,\"hidden_median\":%.4f,",
                     r->out.logits.top[0], r->out.logits.top[3], r->out.logits.median, r->out.hidden.top[0],
                     r->out.hidden.top[3], r->out.hidden.median);
-            fprintf(fp, "\"quant_delta_loss\":{\"16\":%.6f,\"8\":%.6f,\"6\":%.6f,\"4\":%.6f},", r->quant[0],
-                    r->quant[1], r->quant[2], r->quant[3]);
-            fprintf(fp, "\"quant_needle\":{\"16\":%.4f,\"8\":%.4f,\"6\":%.4f,\"4\":%.4f}}", r->quant_needle[0],
-                    r->quant_needle[1], r->quant_needle[2], r->quant_needle[3]);
+            write_json_bits(fp, "quant_delta_loss", "%.6f", r->quant);
+            fprintf(fp, ",");
+            write_json_bits(fp, "quant_needle", "%.4f", r->quant_needle);
+            fprintf(fp, "}");
         }
         fprintf(fp, "]");
     }
@@ -585,10 +598,15 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                 v[a][s] = (expr);                                                                               \
             }                                                                                                   \
             da_mean_sd(v[a], c->seeds, &mean[a], &sd[a]);                                                       \
-            fprintf(fp, " " fmt " ± " fmt " |", mean[a], sd[a]);                                                \
+            if (isnan(mean[a])) fprintf(fp, " n/a |"); /* not measurable for the arch */                       \
+            else fprintf(fp, " " fmt " ± " fmt " |", mean[a], sd[a]);                                           \
         }                                                                                                       \
         for (int a = 0; a < na && base >= 0; a++) {                                                             \
             if (a == base) continue;                                                                            \
+            if (isnan(mean[a]) || isnan(mean[base])) {                                                          \
+                fprintf(fp, " – |");                                                                            \
+                continue;                                                                                       \
+            }                                                                                                   \
             char vd[64];                                                                                        \
             da_verdict_spread(vd, sizeof vd, da_compare_arch_label(c->archs[a]), c->seeds, mean[a], sd[a], mean[base], sd[base],       \
                     0.5 * pow(10, -atoi(strchr(fmt, '.') + 1)));                                                \

@@ -405,7 +405,8 @@ static void write_md(FILE *fp, const task_study *S, double wall_s) {
             fprintf(fp, "| %s | %s |", pts[p].name, task_arch_label(c, a));
             for (int i = 0; i < 3; i++) {
                 RUN_FIELD(r->quant_acc[i], m, sd);
-                fprintf(fp, " %.3f ± %.3f |", m, sd);
+                if (isnan(m)) fprintf(fp, " n/a |");
+                else fprintf(fp, " %.3f ± %.3f |", m, sd);
             }
             RUN_FIELD(r->attn_answer, m, sd);
             fprintf(fp, " %.3f ± %.3f |", m, sd);
@@ -427,7 +428,8 @@ static void write_md(FILE *fp, const task_study *S, double wall_s) {
             fprintf(fp, "%s |\n", task_has_lambda(c, a) ? "" : " –");
         }
     fprintf(fp, "\nAccuracies with quantized logits run the inference engine with the attention logits of each query "
-                "row fake-quantized (dynamic absmax, symmetric) before the softmax, on the same held-out sequences. Attention shares are taken at "
+                "row fake-quantized (dynamic absmax, symmetric) before the softmax, on the same held-out sequences (n/a: the "
+                "engine has no quantized attention logits for the architecture). Attention shares are taken at "
                 "every answer position of 16 held-out sequences, per layer and head; DIFF's map is A1 - λA2 over "
                 "its absolute mass (as in `eval attention`). \"Answer pair\": the retrieved key and its value; "
                 "\"elsewhere\": every other earlier position. Every number, and every curve, is in report.json.\n\n");
@@ -479,8 +481,14 @@ static void write_json(FILE *fp, const task_study *S, double wall_s) {
                 for (int k = 0; k < 3; k++)
                     fprintf(fp, "\"steps_to_%d\":%ld,", (int)(THRESH[k] * 100 + 0.5),
                             da_steps_to_threshold(r->step, r->acc, r->n_evals, THRESH[k]));
-                fprintf(fp, "\"quant_accuracy\":{\"8\":%.4f,\"6\":%.4f,\"4\":%.4f},", r->quant_acc[0], r->quant_acc[1],
-                        r->quant_acc[2]);
+                fprintf(fp, "\"quant_accuracy\":{");
+                static const int bits[3] = {8, 6, 4}; /* task_compare.c's QBITS */
+                for (int k = 0; k < 3; k++) { /* null where the engine has no quantized logits for the arch */
+                    fprintf(fp, "%s\"%d\":", k ? "," : "", bits[k]);
+                    if (isnan(r->quant_acc[k])) fprintf(fp, "null");
+                    else fprintf(fp, "%.4f", r->quant_acc[k]);
+                }
+                fprintf(fp, "},");
                 fprintf(fp, "\"attention_answer\":%.4f,\"attention_elsewhere\":%.4f,\"attention_noise_tokens\":%.4f,",
                         r->attn_answer, r->attn_noise, r->attn_noise_tokens);
                 fprintf(fp, "\"attn_logit_top1\":%.4f,\"attn_logit_median\":%.4f,\"hidden_top1\":%.4f,"

@@ -183,6 +183,95 @@ static void group8(int type, const unsigned char *w, size_t rb, int64_t cols, co
                   accumulate || b0 > 0, t == 0);
     }
 }
+
+/* Super-blocks a prompt's group of 8 Q4_K rows takes at a time (their scale table: 512 bytes each). */
+#define Q4K_SPAN 16
+
+/* tab[16 (b - b0) + j] lane i: d * scale_j of row ord_pairs[i] in super-block b (j < 8), and dmin * min_{j-8}
+ * (j >= 8): the 8 rows' 6-bit scales and mins unpacked once for all the prompt's tokens. */
+static void q4_K_group_table(const unsigned char *w, size_t rb, int64_t b0, int64_t b1, float *tab) {
+    for (int64_t b = b0; b < b1; b++) {
+        float *t = tab + 128 * (b - b0);
+        for (int i = 0; i < 8; i++) {
+            const block_q4_K *B = (const block_q4_K *)(const void *)(w + (size_t)ord_pairs[i] * rb) + b;
+            uint64_t sc, mn;
+            q4k_scales_mins(B->scales, &sc, &mn);
+            const float d = H2F(B->d), dmin = H2F(B->dmin);
+            for (int j = 0; j < 8; j++) {
+                t[8 * j + i] = d * (float)(uint8_t)(sc >> 8 * j);
+                t[64 + 8 * j + i] = dmin * (float)(uint8_t)(mn >> 8 * j);
+            }
+        }
+    }
+}
+
+/* Rows w .. w + 7 rb (Q4_K) against tokens x[0..nt-1], over super-blocks b0 .. b1 - 1, with their table.
+ * q4_0_rows8's scheme per 32-value sub-block: rows paired in the two halves of a vector (16 bytes each, the
+ * sub-block's low or high nibbles), one pair sum per row lane; the mins enter as dmin min_j (x . 1). */
+static inline __attribute__((always_inline)) void q4_K_rows8(const unsigned char *w, size_t rb, int64_t b0,
+                                                             int64_t b1, const float *tab, const da_qact *x, int nt,
+                                                             float *out, long ldo, int accumulate, int pf) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
+    for (int64_t b = b0; b < b1; b++) {
+        const size_t off = (size_t)b * sizeof(block_q4_K) + offsetof(block_q4_K, qs);
+        if (pf) prefetch_ahead(w, 8, rb, b, sizeof(block_q4_K));
+        const float *t = tab + 128 * (b - b0);
+        for (int j = 0; j < 8; j++) { /* sub-block j: bytes 32 (j / 2) .. + 31, low nibbles for even j */
+            const int shift = 4 * (j & 1);
+            __m256i w0[4], w1[4]; /* values 0..15 and 16..31 of rows 2p | 2p + 1 */
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                const unsigned char *ra = w + (size_t)(2 * p) * rb + off + 32 * (j / 2);
+                const __m256i q0 = _mm256_loadu2_m128i((const __m128i *)(const void *)(ra + rb),
+                                                       (const __m128i *)(const void *)ra);
+                const __m256i q1 = _mm256_loadu2_m128i((const __m128i *)(const void *)(ra + rb + 16),
+                                                       (const __m128i *)(const void *)(ra + 16));
+                w0[p] = _mm256_and_si256(_mm256_srli_epi16(q0, shift), m4);
+                w1[p] = _mm256_and_si256(_mm256_srli_epi16(q1, shift), m4);
+            }
+            const __m256 dsc = _mm256_loadu_ps(t + 8 * j), dmn = _mm256_loadu_ps(t + 64 + 8 * j);
+#pragma GCC unroll 4
+            for (int k = 0; k < nt; k++) {
+                const int8_t *xq = x[k].q + 256 * b + 32 * j;
+                const __m256i x0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)xq));
+                const __m256i x1 =
+                    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(xq + 16)));
+                __m256i v[4];
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++) /* int16 sums of 4 products <= 4 * 15 * 127: no saturation */
+                    v[p] = _mm256_madd_epi16(
+                        _mm256_add_epi16(_mm256_maddubs_epi16(w0[p], x0), _mm256_maddubs_epi16(w1[p], x1)), ones);
+                const __m256 xd = _mm256_set1_ps(x[k].d[8 * b + j]);
+                acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum4_halves(v[0], v[1], v[2], v[3])),
+                                         _mm256_mul_ps(dsc, xd), acc[k]);
+                acc[k] = _mm256_fnmadd_ps(dmn, _mm256_mul_ps(xd, _mm256_set1_ps((float)x[k].sum[8 * b + j])), acc[k]);
+            }
+        }
+    }
+    store8(out, ldo, acc, nt, 1, accumulate);
+}
+
+/* Rows w .. w + 7 rb (Q4_K) against n > 4 tokens: the table of a span, then 4 tokens at a time over it. */
+static void q4_K_group8(const unsigned char *w, size_t rb, int64_t cols, const da_qact *x, int n, float *out,
+                        long ldo, int accumulate) {
+    const int64_t nsb = cols / QK_K;
+    float tab[128 * Q4K_SPAN];
+    for (int64_t b0 = 0; b0 < nsb; b0 += Q4K_SPAN) {
+        const int64_t b1 = nsb - b0 < Q4K_SPAN ? nsb : b0 + Q4K_SPAN;
+        q4_K_group_table(w, rb, b0, b1, tab);
+        for (int t = 0; t < n; t += 4) {
+            const int nt = n - t < 4 ? n - t : 4, acc = accumulate || b0 > 0, pf = t == 0;
+            float *o = out + (size_t)t * ldo;
+            switch (nt) { /* a constant token count in each call, so that the inner loops unroll */
+            case 1: q4_K_rows8(w, rb, b0, b1, tab, x + t, 1, o, ldo, acc, pf); break;
+            case 2: q4_K_rows8(w, rb, b0, b1, tab, x + t, 2, o, ldo, acc, pf); break;
+            case 3: q4_K_rows8(w, rb, b0, b1, tab, x + t, 3, o, ldo, acc, pf); break;
+            default: q4_K_rows8(w, rb, b0, b1, tab, x + t, 4, o, ldo, acc, pf); break;
+            }
+        }
+    }
+}
 #endif
 
 #if HAVE_AVX2
@@ -229,7 +318,7 @@ static void q6_K_rows4(const unsigned char *w, size_t rb, int64_t nsb, const da_
     for (int r = 0; r < 4; r++) out[r] = accumulate ? out[r] + hsum256(acc[r]) : hsum256(acc[r]);
 }
 
-#define QGEMM_TILED ((1u << DA_QT_Q4_0) | (1u << DA_QT_Q8_0))
+#define QGEMM_TILED ((1u << DA_QT_Q4_0) | (1u << DA_QT_Q8_0) | (1u << DA_QT_Q4_K))
 #else
 #define QGEMM_TILED 0u
 #endif
@@ -243,6 +332,9 @@ static void qgemm(int type, const unsigned char *w, size_t row_bytes, int r0, in
     if (type == DA_QT_Q4_0 || type == DA_QT_Q8_0)
         for (; r + 8 <= r1; r += 8)
             group8(type, w + (size_t)r * row_bytes, row_bytes, cols, x, n, out + r, ldo, accumulate);
+    if (type == DA_QT_Q4_K && n > 4) /* a prompt; decoding keeps the per-row kernel */
+        for (; r + 8 <= r1; r += 8)
+            q4_K_group8(w + (size_t)r * row_bytes, row_bytes, cols, x, n, out + r, ldo, accumulate);
     if (type == DA_QT_Q6_K)
         for (; r + 4 <= r1; r += 4)
             for (int t = 0; t < n; t++)
