@@ -45,5 +45,10 @@ OMP_NUM_THREADS=1 "$BIN" compare --task mqar --archs softmax,nsa --out "$T/nsa" 
 grep -q '| NSA | n/a | n/a | n/a |' "$T/nsa/report.md" && grep -q '"quant_accuracy":{"8":null,"6":null,"4":null}' \
   "$T/nsa/report.json" && ! grep -qiw nan "$T/nsa/report.json" "$T/nsa/report.md"
 check "NSA's quantized-logit accuracies (no such engine path): n/a in report.md, null in report.json, never nan" $?
+OMP_NUM_THREADS=1 "$BIN" compare --archs softmax,nsa --steps 2 --dim 32 --layers 1 --heads 1 --seq 256 --batch 2 \
+  --out "$T/text-nsa" --quiet >/dev/null 2>&1
+grep -q '| Δ loss, 8-bit logits | .* | n/a | – |' "$T/text-nsa/report.md" && grep -q '"quant_needle":{"16":null,' \
+  "$T/text-nsa/report.json" && ! grep -qiw nan "$T/text-nsa/report.json" "$T/text-nsa/report.md"
+check "text compare: NSA's quantized-logit rows n/a (no verdict), null in report.json, never nan" $?
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]
