@@ -134,8 +134,7 @@ static void write_json_bits(FILE *fp, const char *key, const char *fmt, const do
     fprintf(fp, "\"%s\":{", key);
     for (int i = 0; i < 4; i++) {
         fprintf(fp, "%s\"%d\":", i ? "," : "", QBITS[i]);
-        if (isnan(v[i])) fprintf(fp, "null");
-        else fprintf(fp, fmt, v[i]);
+        da_json_number(fp, fmt, v[i]);
     }
     fprintf(fp, "}");
 }

@@ -112,3 +112,8 @@ void da_verdict_spread(char *out, size_t n, const char *name, int seeds, double 
     else if (fabs(m0 - m1) <= sd0 + sd1 || fabs(m0 - m1) < resolution) snprintf(out, n, "within noise");
     else snprintf(out, n, "%s %s", name, m0 > m1 ? "higher" : "lower");
 }
+
+void da_json_number(FILE *fp, const char *fmt, double v) {
+    if (isnan(v)) fputs("null", fp);
+    else fprintf(fp, fmt, v);
+}

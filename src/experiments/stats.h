@@ -7,6 +7,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+/* v printed with fmt, or null when v is NaN (a measurement the arch does not have): reports' JSON has no NaN. */
+void da_json_number(FILE *fp, const char *fmt, double v);
 
 /* Mean and sample standard deviation (n - 1) of x (n >= 1; sd 0 when n == 1). */
 void da_mean_sd(const double *x, int n, double *mean, double *sd);

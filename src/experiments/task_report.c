@@ -485,8 +485,7 @@ static void write_json(FILE *fp, const task_study *S, double wall_s) {
                 static const int bits[3] = {8, 6, 4}; /* task_compare.c's QBITS */
                 for (int k = 0; k < 3; k++) { /* null where the engine has no quantized logits for the arch */
                     fprintf(fp, "%s\"%d\":", k ? "," : "", bits[k]);
-                    if (isnan(r->quant_acc[k])) fprintf(fp, "null");
-                    else fprintf(fp, "%.4f", r->quant_acc[k]);
+                    da_json_number(fp, "%.4f", r->quant_acc[k]);
                 }
                 fprintf(fp, "},");
                 fprintf(fp, "\"attention_answer\":%.4f,\"attention_elsewhere\":%.4f,\"attention_noise_tokens\":%.4f,",
