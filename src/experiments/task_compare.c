@@ -19,7 +19,7 @@
 #include "io/atomic_file.h"
 #include "io/run_lock.h"
 
-static const int QBITS[3] = {8, 6, 4};
+static const int QBITS[TASK_N_QBITS] = TASK_QBITS;
 
 int task_baseline_slot(const da_task_compare_config *c) {
     for (int i = 0; i < c->n_archs; i++)
@@ -364,7 +364,7 @@ static da_status train_one(const da_task_compare_config *c, const task_cell *cel
     }
     r->train_s = da_now_s() - t0;
     if (!st.code) r->final_acc = r->acc[r->n_evals - 1];
-    for (int i = 0; i < 3 && !st.code; i++) /* NaN where the engine has no quantized logits for the arch */
+    for (int i = 0; i < TASK_N_QBITS && !st.code; i++) /* NaN where the engine has no quantized logits for the arch */
         if (da_arch_describe(m->cfg.arch).exact_logits_only) r->quant_acc[i] = NAN;
         else st = quantized_answer_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
     if (!st.code) st = analyse(m, t, e, e->n < 16 ? e->n : 16, r);

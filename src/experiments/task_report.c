@@ -403,7 +403,7 @@ static void write_md(FILE *fp, const task_study *S, double wall_s) {
             const task_run *rs = study_run(S, p, a, 0);
             double m, sd;
             fprintf(fp, "| %s | %s |", pts[p].name, task_arch_label(c, a));
-            for (int i = 0; i < 3; i++) {
+            for (int i = 0; i < TASK_N_QBITS; i++) {
                 RUN_FIELD(r->quant_acc[i], m, sd);
                 if (isnan(m)) fprintf(fp, " n/a |");
                 else fprintf(fp, " %.3f ± %.3f |", m, sd);
@@ -482,8 +482,8 @@ static void write_json(FILE *fp, const task_study *S, double wall_s) {
                     fprintf(fp, "\"steps_to_%d\":%ld,", (int)(THRESH[k] * 100 + 0.5),
                             da_steps_to_threshold(r->step, r->acc, r->n_evals, THRESH[k]));
                 fprintf(fp, "\"quant_accuracy\":{");
-                static const int bits[3] = {8, 6, 4}; /* task_compare.c's QBITS */
-                for (int k = 0; k < 3; k++) { /* null where the engine has no quantized logits for the arch */
+                static const int bits[TASK_N_QBITS] = TASK_QBITS;
+                for (int k = 0; k < TASK_N_QBITS; k++) { /* null where the engine has no quantized logits for the arch */
                     fprintf(fp, "%s\"%d\":", k ? "," : "", bits[k]);
                     da_json_number(fp, "%.4f", r->quant_acc[k]);
                 }

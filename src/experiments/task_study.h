@@ -23,12 +23,16 @@ typedef struct {
 
 /* One run's results: everything but train_s is a function of the settings
  * alone, so the same run in any process gives the same bytes. */
+/* The attention-logit widths each trained model is re-evaluated at (quant_acc[i] is at TASK_QBITS[i] bits). */
+#define TASK_N_QBITS 3
+#define TASK_QBITS {8, 6, 4}
+
 typedef struct {
     int n_evals;
     long step[TASK_MAX_EVALS];
     double acc[TASK_MAX_EVALS];
     float lambda[TASK_MAX_EVALS][TASK_MAX_LAYERS];
-    double final_acc, quant_acc[3];
+    double final_acc, quant_acc[TASK_N_QBITS];
     double attn_answer, attn_noise, attn_noise_tokens; /* shares, mean over answers, layers, heads */
     da_outliers_result out;
     da_icl_order_result order; /* icl only */

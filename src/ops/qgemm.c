@@ -133,57 +133,6 @@ static inline __attribute__((always_inline)) void q8_0_rows8(const unsigned char
     store8(out, ldo, acc, nt, 0, accumulate);
 }
 
-/* One group of 8 rows against nt <= 4 tokens over blocks b0 .. b1 - 1; the
- * token count is a constant in each call so that the inner loops unroll.
- * pf: prefetch the rows ahead (the first tokens of a group do; the rest find
- * them in cache). */
-static void rows8(int type, const unsigned char *w, size_t rb, int64_t b0, int64_t b1, const float *d8,
-                  const da_qact *x, int nt, float *out, long ldo, int accumulate, int pf) {
-#define ROWS8_NT(k)                                                                                                    \
-    case k:                                                                                                            \
-        if (type == DA_QT_Q4_0) q4_0_rows8(w, rb, b0, b1, d8, x, k, out, ldo, accumulate, pf);                         \
-        else q8_0_rows8(w, rb, b0, b1, d8, x, k, out, ldo, accumulate, pf);                                            \
-        break;
-    switch (nt) {
-        ROWS8_NT(1)
-        ROWS8_NT(2)
-        ROWS8_NT(3)
-        ROWS8_NT(4)
-    }
-#undef ROWS8_NT
-}
-
-/* Blocks a prompt's group of 8 rows takes at a time: their scales, as floats, fill d8 once for all its tokens. */
-#define SCALE_SPAN 128
-
-/* d8[8 (b - b0) + lane] = the scale of block b of the group's rows in the kernel's lane order. Read once per
- * group instead of once per 4 tokens: gathering 8 fp16 values from 8 rows costs about what the 4 tokens'
- * dots of the block do. */
-static void group_scales(int type, const unsigned char *w, size_t rb, int64_t b0, int64_t b1, float *d8) {
-    const size_t bs = type == DA_QT_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
-    const int *ord = type == DA_QT_Q4_0 ? ord_pairs : ord_natural;
-    for (int64_t b = b0; b < b1; b++)
-        _mm256_storeu_ps(d8 + 8 * (b - b0), scales8(w, rb, (size_t)b * bs, ord));
-}
-
-/* Rows w .. w + 7 rb against n tokens: 4 at a time, the scales read once when there are more than 4. */
-static void group8(int type, const unsigned char *w, size_t rb, int64_t cols, const da_qact *x, int n, float *out,
-                   long ldo, int accumulate) {
-    const int64_t nb = cols / 32;
-    if (n <= 4) {
-        rows8(type, w, rb, 0, nb, NULL, x, n, out, ldo, accumulate, 1);
-        return;
-    }
-    float d8[8 * SCALE_SPAN];
-    for (int64_t b0 = 0; b0 < nb; b0 += SCALE_SPAN) {
-        const int64_t b1 = nb - b0 < SCALE_SPAN ? nb : b0 + SCALE_SPAN;
-        group_scales(type, w, rb, b0, b1, d8);
-        for (int t = 0; t < n; t += 4)
-            rows8(type, w, rb, b0, b1, d8, x + t, n - t < 4 ? n - t : 4, out + (size_t)t * ldo, ldo,
-                  accumulate || b0 > 0, t == 0);
-    }
-}
-
 /* Super-blocks a prompt's group of 8 Q4_K rows takes at a time (their scale table: 512 bytes each). */
 #define Q4K_SPAN 16
 
@@ -252,24 +201,59 @@ static inline __attribute__((always_inline)) void q4_K_rows8(const unsigned char
     store8(out, ldo, acc, nt, 1, accumulate);
 }
 
-/* Rows w .. w + 7 rb (Q4_K) against n > 4 tokens: the table of a span, then 4 tokens at a time over it. */
-static void q4_K_group8(const unsigned char *w, size_t rb, int64_t cols, const da_qact *x, int n, float *out,
-                        long ldo, int accumulate) {
-    const int64_t nsb = cols / QK_K;
+/* Blocks a prompt's group of 8 rows takes at a time: their scales, as floats, fill d8 once for all its tokens. */
+#define SCALE_SPAN 128
+
+/* d8[8 (b - b0) + lane] = the scale of block b of the group's rows in the kernel's lane order. Read once per
+ * group instead of once per 4 tokens: gathering 8 fp16 values from 8 rows costs about what the 4 tokens'
+ * dots of the block do. */
+static void group_scales(int type, const unsigned char *w, size_t rb, int64_t b0, int64_t b1, float *d8) {
+    const size_t bs = type == DA_QT_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+    const int *ord = type == DA_QT_Q4_0 ? ord_pairs : ord_natural;
+    for (int64_t b = b0; b < b1; b++)
+        _mm256_storeu_ps(d8 + 8 * (b - b0), scales8(w, rb, (size_t)b * bs, ord));
+}
+
+/* One group of 8 rows against nt <= 4 tokens over blocks (Q4_K: super-blocks) b0 .. b1 - 1; the token count
+ * is a constant in each call so that the inner loops unroll. tab: group_scales' or q4_K_group_table's table
+ * (Q4_0 and Q8_0 read the scales from the rows without one). pf: prefetch the rows ahead (the first tokens of
+ * a group do; the rest find them in cache). */
+static void rows8(int type, const unsigned char *w, size_t rb, int64_t b0, int64_t b1, const float *tab,
+                  const da_qact *x, int nt, float *out, long ldo, int accumulate, int pf) {
+#define ROWS8_NT(k)                                                                                                    \
+    case k:                                                                                                            \
+        if (type == DA_QT_Q4_0) q4_0_rows8(w, rb, b0, b1, tab, x, k, out, ldo, accumulate, pf);                        \
+        else if (type == DA_QT_Q4_K) q4_K_rows8(w, rb, b0, b1, tab, x, k, out, ldo, accumulate, pf);                   \
+        else q8_0_rows8(w, rb, b0, b1, tab, x, k, out, ldo, accumulate, pf);                                           \
+        break;
+    switch (nt) {
+        ROWS8_NT(1)
+        ROWS8_NT(2)
+        ROWS8_NT(3)
+        ROWS8_NT(4)
+    }
+#undef ROWS8_NT
+}
+
+/* Rows w .. w + 7 rb against n tokens, 4 at a time. With more than 4 tokens (always, for Q4_K) the group's
+ * scales go into a table once per span of blocks for all the tokens. */
+static void group8(int type, const unsigned char *w, size_t rb, int64_t cols, const da_qact *x, int n, float *out,
+                   long ldo, int accumulate) {
+    const int q4k = type == DA_QT_Q4_K;
+    const int64_t nb = cols / (q4k ? QK_K : 32), span = q4k ? Q4K_SPAN : SCALE_SPAN;
+    if (n <= 4 && !q4k) {
+        rows8(type, w, rb, 0, nb, NULL, x, n, out, ldo, accumulate, 1);
+        return;
+    }
+    _Static_assert(128 * Q4K_SPAN >= 8 * SCALE_SPAN, "one table serves both spans");
     float tab[128 * Q4K_SPAN];
-    for (int64_t b0 = 0; b0 < nsb; b0 += Q4K_SPAN) {
-        const int64_t b1 = nsb - b0 < Q4K_SPAN ? nsb : b0 + Q4K_SPAN;
-        q4_K_group_table(w, rb, b0, b1, tab);
-        for (int t = 0; t < n; t += 4) {
-            const int nt = n - t < 4 ? n - t : 4, acc = accumulate || b0 > 0, pf = t == 0;
-            float *o = out + (size_t)t * ldo;
-            switch (nt) { /* a constant token count in each call, so that the inner loops unroll */
-            case 1: q4_K_rows8(w, rb, b0, b1, tab, x + t, 1, o, ldo, acc, pf); break;
-            case 2: q4_K_rows8(w, rb, b0, b1, tab, x + t, 2, o, ldo, acc, pf); break;
-            case 3: q4_K_rows8(w, rb, b0, b1, tab, x + t, 3, o, ldo, acc, pf); break;
-            default: q4_K_rows8(w, rb, b0, b1, tab, x + t, 4, o, ldo, acc, pf); break;
-            }
-        }
+    for (int64_t b0 = 0; b0 < nb; b0 += span) {
+        const int64_t b1 = nb - b0 < span ? nb : b0 + span;
+        if (q4k) q4_K_group_table(w, rb, b0, b1, tab);
+        else group_scales(type, w, rb, b0, b1, tab);
+        for (int t = 0; t < n; t += 4)
+            rows8(type, w, rb, b0, b1, tab, x + t, n - t < 4 ? n - t : 4, out + (size_t)t * ldo, ldo,
+                  accumulate || b0 > 0, t == 0);
     }
 }
 #endif
@@ -329,12 +313,9 @@ static void qgemm(int type, const unsigned char *w, size_t row_bytes, int r0, in
                   const da_qact *x, int n, float *out, long ldo, int accumulate) {
     int r = r0;
 #if HAVE_AVX2
-    if (type == DA_QT_Q4_0 || type == DA_QT_Q8_0)
+    if (type == DA_QT_Q4_0 || type == DA_QT_Q8_0 || (type == DA_QT_Q4_K && n > 4)) /* Q4_K decoding: per row */
         for (; r + 8 <= r1; r += 8)
             group8(type, w + (size_t)r * row_bytes, row_bytes, cols, x, n, out + r, ldo, accumulate);
-    if (type == DA_QT_Q4_K && n > 4) /* a prompt; decoding keeps the per-row kernel */
-        for (; r + 8 <= r1; r += 8)
-            q4_K_group8(w + (size_t)r * row_bytes, row_bytes, cols, x, n, out + r, ldo, accumulate);
     if (type == DA_QT_Q6_K)
         for (; r + 4 <= r1; r += 4)
             for (int t = 0; t < n; t++)
