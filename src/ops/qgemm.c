@@ -302,6 +302,50 @@ static void q6_K_rows4(const unsigned char *w, size_t rb, int64_t nsb, const da_
     for (int r = 0; r < 4; r++) out[r] = accumulate ? out[r] + hsum256(acc[r]) : hsum256(acc[r]);
 }
 
+#if !HAVE_VNNI /* the VNNI level keeps its own whole-block vec_dot */
+/* Rows w .. w + 3 rb (Q4_K, nsb super-blocks each) against one token x: out[0..3] (=, or +=); decoding's
+ * Q4_K matmuls. Per row and super-block the 8 sub-blocks' integer dots are summed across lanes first (exact,
+ * as in the prompt kernel), so a super-block costs one conversion and two multiply-adds instead of a
+ * conversion, a lane broadcast and a multiply-add per sub-block; the token's 256 values are loaded once for
+ * the 4 rows. */
+static void q4_K_rows4(const unsigned char *w, size_t rb, int64_t nsb, const da_qact *x, float *out, int accumulate) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < nsb; b++) {
+        prefetch_ahead(w, 4, rb, b, sizeof(block_q4_K));
+        __m256i xv[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            xv[j] = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + 256 * b + 32 * j));
+        const __m256 xd = _mm256_loadu_ps(x->d + 8 * b); /* lane j: sub-block j's scale, and times its sum */
+        const __m256i xsum = _mm256_loadu_si256((const __m256i *)(const void *)(x->sum + 8 * b));
+        const __m256 xds = _mm256_mul_ps(xd, _mm256_cvtepi32_ps(xsum));
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const block_q4_K *B = (const block_q4_K *)(const void *)(w + (size_t)r * rb) + b;
+            __m256i v[8]; /* sub-block j: the low (even j) or high nibbles of bytes 32 (j / 2) .. + 31 */
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(B->qs + 32 * c));
+                v[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), xv[2 * c]), ones);
+                v[2 * c + 1] = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), xv[2 * c + 1]), ones);
+            }
+            const __m256i a = sum4_halves(v[0], v[1], v[2], v[3]), c = sum4_halves(v[4], v[5], v[6], v[7]);
+            const __m256i dots = /* lane j: sub-block j's dot */
+                _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
+            uint64_t sc, mn;
+            q4k_scales_mins(B->scales, &sc, &mn);
+            const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(H2F(B->d)), u8x8_to_ps(sc));
+            const __m256 mins = _mm256_mul_ps(_mm256_set1_ps(H2F(B->dmin)), u8x8_to_ps(mn));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), _mm256_mul_ps(scale, xd), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(mins, xds, acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) out[r] = accumulate ? out[r] + hsum256(acc[r]) : hsum256(acc[r]);
+}
+#endif
+
 #define QGEMM_TILED ((1u << DA_QT_Q4_0) | (1u << DA_QT_Q8_0) | (1u << DA_QT_Q4_K))
 #else
 #define QGEMM_TILED 0u
@@ -313,9 +357,16 @@ static void qgemm(int type, const unsigned char *w, size_t row_bytes, int r0, in
                   const da_qact *x, int n, float *out, long ldo, int accumulate) {
     int r = r0;
 #if HAVE_AVX2
-    if (type == DA_QT_Q4_0 || type == DA_QT_Q8_0 || (type == DA_QT_Q4_K && n > 4)) /* Q4_K decoding: per row */
+    if (type == DA_QT_Q4_0 || type == DA_QT_Q8_0 || (type == DA_QT_Q4_K && n > 4))
         for (; r + 8 <= r1; r += 8)
             group8(type, w + (size_t)r * row_bytes, row_bytes, cols, x, n, out + r, ldo, accumulate);
+#if !HAVE_VNNI
+    if (type == DA_QT_Q4_K && n <= 4)
+        for (; r + 4 <= r1; r += 4)
+            for (int t = 0; t < n; t++)
+                q4_K_rows4(w + (size_t)r * row_bytes, row_bytes, cols / QK_K, &x[t], out + (size_t)t * ldo + r,
+                           accumulate);
+#endif
     if (type == DA_QT_Q6_K)
         for (; r + 4 <= r1; r += 4)
             for (int t = 0; t < n; t++)
