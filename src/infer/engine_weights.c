@@ -103,12 +103,15 @@ da_status da_engine_alloc_blob(da_engine *e) {
         total += pad(t->row_bytes * (size_t)t->rows);
     }
     /* On 2 MB pages where the kernel lends them: a decoding step streams every weight once, and with 4 KB pages
-     * each 4 KB costs a TLB miss. */
-    const size_t huge = (size_t)2 << 20, bytes = (pad(total ? total : 1) + huge - 1) / huge * huge;
-    e->blob = aligned_alloc(huge, bytes);
+     * each 4 KB costs a TLB miss. A model under 8 MB keeps small pages (rounding it up would cost more than it
+     * reads). */
+    const size_t huge = (size_t)2 << 20, need = pad(total ? total : 1);
+    const int on_huge = need >= 4 * huge;
+    const size_t bytes = on_huge ? (need + huge - 1) / huge * huge : need;
+    e->blob = aligned_alloc(on_huge ? huge : ALIGN, bytes);
     if (!e->blob) return da_errorf("out of memory allocating %.1f MB of weights", (double)total / 1e6);
 #ifdef MADV_HUGEPAGE
-    (void)madvise(e->blob, bytes, MADV_HUGEPAGE); /* advice: without it the weights work as they are */
+    if (on_huge) (void)madvise(e->blob, bytes, MADV_HUGEPAGE); /* advice: without it the weights work as they are */
 #endif
     size_t off = 0;
     for (int i = 0; i < e->n_tensors; i++) {
