@@ -126,6 +126,36 @@ for t in Q8_0 Q4_0; do
   check "llama.cpp's $t: q8 activations" "$("$BIN" bench generate --model "$T/ll_$lt.gguf" --prompt 4 --gen 2 --json 2>&1)" '"act":"q8"'
 done
 
+# a pre-tokeniser llama.cpp has no name for (GPT-2's regex spelled as a Split): export and quantize warn, and
+# llama.cpp indeed gives other ids; the named one above writes no warning
+out=$("$BIN" export --format gguf --type f16 --model "$M" --out "$T/named.gguf" 2>&1)
+[[ $out != *warning* ]] && ok "a named pre-tokeniser: no warning" || bad "a named pre-tokeniser warned: $out"
+python3 - "$T/tok.json" "$T/split.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+gpt2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": gpt2}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+json.dump(j, open(sys.argv[2], "w"))
+PY
+"$BIN" prepare --tokenizer "$T/split.json" --in "$T/text.txt" --out "$T/sh-split" --val-fraction 0.1 >/dev/null 2>&1 &&
+  "$BIN" train --data "$T/sh-split" --out "$T/run-split" --arch softmax --dim 32 --layers 1 --heads 2 --seq 32 \
+    --steps 1 --batch 2 >/dev/null 2>&1 || bad "the unnamed pre-tokeniser: prepare or train"
+for c in export quantize; do
+  if [[ $c == export ]]; then
+    out=$("$BIN" export --format gguf --type f16 --model "$T/run-split/model.safetensors" --out "$T/split.gguf" 2>&1)
+  else
+    out=$("$BIN" quantize --type q8_0 --model "$T/run-split/model.safetensors" --out "$T/split_q8.gguf" 2>&1)
+  fi
+  check "$c: an unnamed pre-tokeniser warns" "$out" "warning:"
+  check "$c: the warning says what llama.cpp will do" "$out" "other ids than diffattn encode"
+done
+a=$("$BIN" encode --model "$T/split.gguf" --in "$T/held.txt")
+b=$("$DRV" tokenize "$T/split.gguf" "$T/held.txt")
+[[ -n $a && $a != "$b" ]] && ok "an unnamed pre-tokeniser: llama.cpp's ids differ, as warned" ||
+  bad "an unnamed pre-tokeniser: llama.cpp gives diffattn's ids (the warning would be wrong)"
+
 # ---- byte-level models: no tokenizer
 "$BIN" init --out "$T/b.safetensors" --arch softmax --dim 64 --layers 1 --heads 2 --seq 128 --seed 5 >/dev/null || exit 1
 "$BIN" export --format gguf --type f32 --model "$T/b.safetensors" --out "$T/b.gguf" >/dev/null || exit 1

@@ -43,6 +43,7 @@ typedef struct {
     float head_range;
     int few_calib_samples;  /* fewer than the sequences static ranges need to settle (16): they depend on the draw */
     int n_fallback;         /* layer matmuls that fell back to q8_0 or f32 */
+    int tokenizer_unnamed;  /* the model's tokenizer has no llama.cpp pre-tokeniser name (da_tokenizer_llama_pre) */
     long file_bytes;
     size_t n_params;
 } da_quantize_report;

@@ -51,6 +51,10 @@ da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, u
  * encoder.json + vocab.bpe, the equivalent tokenizer.json. *n gets its
  * length (n may be NULL). */
 const char *da_tokenizer_json(const da_tokenizer *t, size_t *n);
+/* llama.cpp's name (its tokenizer.ggml.pre) for the pre-tokeniser of tokenizer.json text: "gpt-2", "llama-bpe",
+ * "qwen2" or "gpt-4o", the four diffattn and llama.cpp split alike; NULL for another, which a GGUF then carries
+ * without a name, so that llama.cpp splits text with its default and gives other ids than diffattn. */
+const char *da_tokenizer_llama_pre(const char *json, size_t n);
 /* A tokenizer from tokenizer.json text; name is used in messages. */
 da_status da_tokenizer_from_json(da_tokenizer **out, const char *json, size_t n, const char *name);
 /* 1 when a and b give every id the same bytes and have the same special

@@ -229,6 +229,15 @@ void cli_name_flags(char *out, size_t size, const char *msg) {
     snprintf(out, size, "%s", msg);
 }
 
+void cli_warn_unnamed_pre(const char *cmd, const char *out) {
+    fprintf(stderr,
+            "diffattn %s: warning: %s: the tokenizer's pre-tokeniser has no name in llama.cpp (it names GPT-2's, "
+            "Llama 3's, Qwen2/3's and GPT-4o's), so the file carries no tokenizer.ggml.pre and llama.cpp will split "
+            "text with its default, giving other ids than diffattn encode; diffattn reads the embedded "
+            "tokenizer.json and stays exact (docs/formats.md)\n",
+            cmd, out);
+}
+
 int cli_fail_fields(const char *msg) {
     char named[1024];
     cli_name_flags(named, sizeof named, msg);

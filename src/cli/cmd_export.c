@@ -65,6 +65,8 @@ int cmd_export(int argc, char **argv) {
     if (!(st = folder_tokenizer(&m, model)).code) st = gguf ? da_model_export_gguf(&m, out, type) : da_model_export_hf(&m, out);
     char arch[64];
     da_gguf_arch_of(&m.cfg, arch, sizeof arch);
+    if (!st.code && gguf && m.tokenizer_json && !da_tokenizer_llama_pre(m.tokenizer_json, strlen(m.tokenizer_json)))
+        cli_warn_unnamed_pre("export", out);
     if (!st.code && gguf)
         printf("wrote %s: %s weights, architecture %s, %zu parameters, tokenizer %s\n", out, type, arch, m.n_params,
                m.tokenizer_json ? "in tokenizer.ggml.*" : "none (bytes: docs/formats.md)");

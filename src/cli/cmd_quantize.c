@@ -47,6 +47,7 @@ int cmd_quantize(int argc, char **argv) {
     da_quantize_report r;
     da_status st = da_quantize_file(model, out, &o, &r);
     if (st.code) return cli_fail(st.msg);
+    if (r.tokenizer_unnamed) cli_warn_unnamed_pre("quantize", out);
     if (r.few_calib_samples)
         fprintf(stderr, "diffattn quantize: warning: %d calibration sequences; static int8 ranges settle only by about "
                         "16 (measured), below that they depend on which sequences were drawn\n",

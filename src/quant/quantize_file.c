@@ -8,6 +8,7 @@
 #include "io/gguf.h"
 #include "quant/calib.h"
 #include "quant/quantize.h"
+#include "tok/tokenizer.h"
 
 void da_quantize_opts_default(da_quantize_opts *o) {
     memset(o, 0, sizeof *o);
@@ -131,6 +132,7 @@ da_status da_quantize_file(const char *model_path, const char *out_path, const d
     r->n_layers = m.cfg.n_layers;
     r->n_params = m.n_params;
     r->few_calib_samples = o->calib_data && o->calib_samples < DA_CALIB_MIN_SEQUENCES;
+    r->tokenizer_unnamed = m.tokenizer_json && !da_tokenizer_llama_pre(m.tokenizer_json, strlen(m.tokenizer_json));
     if ((st = da_quantize_check(&m.cfg, &types, &r->n_fallback)).code) { /* before any calibration */
         da_model_free(&m);
         return da_errorf("%s: %s", model_path, st.msg);

@@ -72,6 +72,13 @@ static const char *pre_name(const cJSON *root) {
     return pre_of_pattern(re->valuestring);
 }
 
+const char *da_tokenizer_llama_pre(const char *json, size_t n) {
+    cJSON *root = cJSON_ParseWithLength(json, n);
+    const char *pre = root ? pre_name(root) : NULL; /* a string literal: it outlives root */
+    cJSON_Delete(root);
+    return pre;
+}
+
 static char *dup_str(const char *s) {
     size_t n = strlen(s);
     char *d = malloc(n + 1);
