@@ -61,10 +61,11 @@ static void print_weight_types(const da_engine *e) {
         if (cols && strcmp(type, wt)) printf("               %s: %s [%d, %d]\n", name, type, rows, cols);
     }
     if (!da_engine_config(e)->tie_embeddings) return;
-    const char *last, *type;
+    const char *last, *type, *embed_type;
     da_engine_tensor(e, da_engine_n_tensors(e) - 1, &last, &type, NULL, NULL);
+    da_engine_tensor(e, 0, NULL, &embed_type, NULL, NULL);
     if (!strcmp(last, "output.weight")) printf("lm head        %s, a copy of the tied embedding\n", type);
-    else printf("lm head        f32, the tied embedding itself\n");
+    else printf("lm head        %s, the tied embedding itself\n", embed_type);
 }
 
 int cmd_info(int argc, char **argv) {

@@ -707,8 +707,7 @@ da_status da_session_feed(da_session *s, const int *tokens, int n, int all_logit
             return da_errorf("token %d at position %d is out of range (0..%d for vocab_size %d)", tokens[t], t,
                              c->vocab_size - 1, c->vocab_size);
     const int C = c->dim;
-    for (int t = 0; t < n; t++)
-        memcpy(s->x + (size_t)t * C, q->tok_embeddings + (size_t)tokens[t] * C, (size_t)C * sizeof(float));
+    for (int t = 0; t < n; t++) da_engine_embed_row(q, tokens[t], s->x + (size_t)t * C);
     if (s->stats) s->stats->rows += n;
     for (int l = 0; l < c->n_layers; l++) {
         attention_block(s, &q->layers[l], l, n);

@@ -41,12 +41,12 @@ struct da_engine {
     int n_tensors;
     da_qtensor *t;      /* in da_model's tensor order, then the head copy if any */
     int head_copy;      /* tied embeddings: 1 when t[n_tensors - 1] is "output.weight", a quantized copy of
-                         * the embedding that serves as the LM head, so that decoding does not read the
-                         * f32 embedding (the largest matrix of a large-vocabulary model) every token */
+                         * an f32 embedding (t[0]) that serves as the LM head, so that decoding does not read
+                         * the f32 embedding (the largest matrix of a large-vocabulary model) every token */
     da_qlayer *layers;
-    const float *tok_embeddings; /* (V, C) f32 */
-    int embed_type;     /* the embedding's type in a GGUF file (token_embd), which tok_embeddings holds
-                         * dequantized; a tied model's head copy is that tensor */
+    int embed_type;     /* the type token_embd is written in: t[0]'s own, or, when t[0] is f32 (a model being
+                         * quantized), the type it is rounded through; a tied model's head copy is that tensor.
+                         * t[0] is looked up row by row in its own type (da_engine_embed_row) */
     const float *norm;
     const da_qtensor *output;
     float *act_absmax;  /* (DA_N_SITES) calibrated |x| ranges, or NULL */
@@ -70,6 +70,8 @@ da_status da_engine_init_table(da_engine *e, const da_config *cfg);
 da_status da_engine_add_head_copy(da_engine *e);
 /* Sets every tensor's row_bytes from its type, allocates the blob and points the data into it. */
 da_status da_engine_alloc_blob(da_engine *e);
+/* out: (C) token's embedding row as floats, whatever type t[0] holds it in. */
+void da_engine_embed_row(const da_engine *e, int token, float *out);
 /* The layer views (and λ) from the tensors, once their data is in place. */
 void da_engine_bind(da_engine *e);
 /* Frees what e owns and zeroes it (e itself is the caller's). */

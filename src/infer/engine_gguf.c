@@ -205,8 +205,9 @@ da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json) {
     return st;
 }
 
-/* The bytes of token_embd: the f32 embedding in e->embed_type (a tied
- * model's quantized head copy is that already). *buf: a copy to free, or NULL. */
+/* The bytes of token_embd: t[0] when it has a type of its own, else the f32
+ * embedding in e->embed_type (a tied model's quantized head copy is that
+ * already). *buf: a copy to free, or NULL. */
 static da_status embedding_bytes(const da_engine *q, int *type, const void **data, size_t *nbytes, void **buf) {
     const da_qtensor *t = &q->t[0];
     *buf = NULL;
@@ -215,6 +216,12 @@ static da_status embedding_bytes(const da_engine *q, int *type, const void **dat
         *type = h->type;
         *data = h->data;
         *nbytes = h->row_bytes * (size_t)h->rows;
+        return da_ok();
+    }
+    if (t->type != DA_QT_F32) { /* a file's embedding, kept in its type */
+        *type = t->type;
+        *data = t->data;
+        *nbytes = t->row_bytes * (size_t)t->rows;
         return da_ok();
     }
     *type = q->embed_type;
@@ -378,8 +385,8 @@ static da_status check_tensors(da_engine *q, const da_gguf_file *f, int llama) {
             return da_errorf("%s: tensor \"%s\" has ne [%lld, %lld] (%d dims), expected [%lld, %d] (%d dims)", f->path,
                              name, (long long)g->ne[0], (long long)g->ne[1], g->n_dims, (long long)want0,
                              want_nd == 2 ? t->rows : 1, want_nd);
-        /* vectors are f32; the embedding is dequantized to f32 for lookups */
-        t->type = !t->cols || i == 0 ? DA_QT_F32 : g->type;
+        /* vectors are f32; the embedding keeps its type (rows are dequantized as they are looked up) */
+        t->type = !t->cols ? DA_QT_F32 : g->type;
         if (!t->cols && !is_float_type(g->type))
             return da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms and lambdas",
                              f->path, name, da_qtype_name(g->type));
@@ -421,11 +428,9 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
     da_config c;
     int llama = 0;
     if (!(st = config_from_gguf(&f, &c, &llama)).code) st = da_engine_init_table(q, &c);
-    /* tied: the head is a quantized copy of the embedding where the file has one (a float
-     * token_embd in llama.cpp's layout is read as f32 and serves as it is) */
-    const da_gguf_tensor *te = llama ? da_gguf_tensor_find(&f, "token_embd.weight") : NULL;
-    if (!st.code && c.tie_embeddings &&
-        (llama ? te && te->type != DA_QT_F32 : da_gguf_tensor_find(&f, "output.weight") != NULL))
+    /* tied: in llama.cpp's layout token_embd is the head, in its own type; diffattn's older layout
+     * stored the head's quantized copy as output.weight beside an f32 embedding */
+    if (!st.code && c.tie_embeddings && !llama && da_gguf_tensor_find(&f, "output.weight") != NULL)
         st = da_engine_add_head_copy(q);
     if (!st.code) st = check_tensors(q, &f, llama);
     if (!st.code) st = da_engine_alloc_blob(q);
@@ -451,7 +456,7 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
         /* the type asked for at quantization; a file without the key (llama.cpp's): its first
          * integer-quantized matrix's, so its matmuls take integer activations */
         q->weight_type = q->n_tensors > 2 ? q->t[2].type : DA_QT_F32;
-        for (int i = 0; i < q->n_tensors; i++)
+        for (int i = 1; i < q->n_tensors; i++) /* from 1: the embedding is no block matmul */
             if (q->t[i].cols && q->t[i].type != DA_QT_F32 && q->t[i].type != DA_QT_F16 && q->t[i].type != DA_QT_BF16) {
                 q->weight_type = q->t[i].type;
                 break;

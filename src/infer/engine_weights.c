@@ -70,7 +70,7 @@ static const float *f32_of(const da_qtensor *t) { return (const float *)(const v
 void da_engine_bind(da_engine *e) {
     const da_config *c = &e->cfg;
     int i = 0;
-    e->tok_embeddings = f32_of(&e->t[i++]);
+    i++; /* the embedding, looked up row by row (da_engine_embed_row) */
     const attn_variant *var = da_attn_variant_of(c->arch);
     attn_tensor spec[ATTN_MAX_TENSORS];
     const int n_attn = da_attn_tensors(c, spec);
@@ -91,6 +91,13 @@ void da_engine_bind(da_engine *e) {
     e->norm = f32_of(&e->t[i++]);
     /* tied: the head copy, else the f32 embedding */
     e->output = !c->tie_embeddings ? &e->t[i++] : e->head_copy ? &e->t[e->n_tensors - 1] : &e->t[0];
+}
+
+void da_engine_embed_row(const da_engine *e, int token, float *out) {
+    const da_qtensor *t = &e->t[0];
+    const unsigned char *row = t->data + (size_t)token * t->row_bytes;
+    if (t->type == DA_QT_F32) memcpy(out, row, (size_t)t->cols * sizeof(float));
+    else da_dequantize_row(t->type, row, out, t->cols);
 }
 
 static size_t pad(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
