@@ -21,12 +21,12 @@ typedef struct {
     char name[168];                 /* both */
 } task_cell;
 
-/* One run's results: everything but train_s is a function of the settings
- * alone, so the same run in any process gives the same bytes. */
 /* The attention-logit widths each trained model is re-evaluated at (quant_acc[i] is at TASK_QBITS[i] bits). */
 #define TASK_N_QBITS 3
 #define TASK_QBITS {8, 6, 4}
 
+/* One run's results: everything but train_s is a function of the settings
+ * alone, so the same run in any process gives the same bytes. */
 typedef struct {
     int n_evals;
     long step[TASK_MAX_EVALS];

@@ -50,6 +50,12 @@ static inline __m256i sum4_halves(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
 }
 
+/* Lane i: the sum of v[i]'s 8 lanes (sum4_halves of each half of v, then the two 128-bit halves added). */
+static inline __m256i sum8_lanes(const __m256i v[8]) {
+    const __m256i a = sum4_halves(v[0], v[1], v[2], v[3]), c = sum4_halves(v[4], v[5], v[6], v[7]);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
+}
+
 static const int ord_natural[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 /* the lanes of hadd(hadd(v01, v23), hadd(v45, v67)) when v_ab holds row a in
  * its low half and row b in its high half */
@@ -123,10 +129,7 @@ static inline __attribute__((always_inline)) void q8_0_rows8(const unsigned char
                 __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(w + (size_t)r * rb + off + 2));
                 v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv)), ones);
             }
-            /* [r0 r1 r2 r3 | r0 r1 r2 r3] partial halves, then the same for r4..r7 */
-            __m256i a = sum4_halves(v[0], v[1], v[2], v[3]);
-            __m256i c = sum4_halves(v[4], v[5], v[6], v[7]);
-            __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
+            const __m256i s = sum8_lanes(v); /* lane r: row r's dot */
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(x[t].d[b])), acc[t]);
         }
     }
@@ -331,9 +334,7 @@ static void q4_K_rows4(const unsigned char *w, size_t rb, int64_t nsb, const da_
                 v[2 * c + 1] = _mm256_madd_epi16(
                     _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), xv[2 * c + 1]), ones);
             }
-            const __m256i a = sum4_halves(v[0], v[1], v[2], v[3]), c = sum4_halves(v[4], v[5], v[6], v[7]);
-            const __m256i dots = /* lane j: sub-block j's dot */
-                _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
+            const __m256i dots = sum8_lanes(v); /* lane j: sub-block j's dot */
             uint64_t sc, mn;
             q4k_scales_mins(B->scales, &sc, &mn);
             const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(H2F(B->d)), u8x8_to_ps(sc));
