@@ -28,7 +28,8 @@ LAYERS = {
     "quant": 10,
     "eval": 11,
     "experiments": 12,
-    "cli": 13,
+    "serve": 13,
+    "cli": 14,
 }
 # public headers -> the layer that implements them
 PUBLIC = {
@@ -44,6 +45,7 @@ PUBLIC = {
     "diffattn/quant.h": "quant",
     "diffattn/eval.h": "eval",
     "diffattn/experiments.h": "experiments",
+    "diffattn/serve.h": "serve",
     "diffattn.h": "cli",
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -108,6 +108,16 @@ da_act_mode da_session_act(const da_session *s); /* the activation mode it runs 
  * all_logits, else the last position's (V); owned by s, valid until the next call. */
 da_status da_session_feed(da_session *s, const int *tokens, int n, int all_logits, const float **logits);
 
+/* One decoding step of n sessions at once, token i fed to ss[i] at its
+ * position: every weight matrix is read once for up to 15 of them, each
+ * session's keys and values go to its own cache. A session's logits are the
+ * ones da_session_feed(ss[i], &tokens[i], 1, ...) gives (for quantized
+ * weights with integer activations bit for bit; for float weights up to the
+ * order of float sums). w: a session of the same engine and options used for
+ * its scratch only (its cache is untouched); make it with max_batch >= min(n, 15).
+ * logits: (n, V), written. */
+da_status da_session_decode_batch(da_session *w, da_session *const *ss, int n, const int *tokens, float *logits);
+
 /* Picks a token from logits: (V), which must be finite.
  *   temperature <= 0: argmax (the lowest index among ties); rng is not used.
  *   otherwise: softmax(logits / temperature) restricted to the smallest set of

@@ -19,6 +19,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_eval_ppl(int argc, char **argv);       /* eval ppl */
 int cmd_bench_generate(int argc, char **argv); /* bench generate */
+int cmd_serve(int argc, char **argv);
 
 /* Prints "diffattn: <msg>" to stderr and returns 1. */
 int cli_fail(const char *msg);

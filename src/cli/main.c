@@ -37,6 +37,7 @@ static const struct {
     {"export", cmd_export, "write a model as a Hugging Face folder (DiffLlama or Llama) for transformers"},
     {"quantize", cmd_quantize, "quantize a model's weights to q8_0, q4_0 or q4_k in a GGUF file"},
     {"bench", cmd_bench, "time training steps, the attention kernel (tokens/s, MFU) or generation"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching (docs/serving.md)"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

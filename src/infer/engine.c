@@ -721,3 +721,99 @@ da_status da_session_feed(da_session *s, const int *tokens, int n, int all_logit
     if (logits) *logits = s->logits;
     return da_ok();
 }
+
+/* ---------------------------------------------------------------- batched decoding (several sessions) */
+
+/* Tokens per pass: below PREFILL_SGEMM_MIN every matmul keeps the per-row
+ * int8 dots (or, for float weights, the decoding products), so a session's
+ * numbers do not depend on how many others share its pass. */
+#define BATCH_MAX (PREFILL_SGEMM_MIN - 1)
+
+static da_status batch_check(da_session *w, da_session *const *ss, int n, const int *tokens) {
+    const da_config *c = &w->cfg;
+    if (w->max_n < (n < BATCH_MAX ? n : BATCH_MAX))
+        return da_errorf("decode_batch: the work session takes %d tokens a call; %d sessions need %d (make it with "
+                         "max_batch >= %d)",
+                         w->max_n, n, n < BATCH_MAX ? n : BATCH_MAX, n < BATCH_MAX ? n : BATCH_MAX);
+    for (int i = 0; i < n; i++) {
+        const da_session *s = ss[i];
+        if (s->q != w->q || s->o.act != w->o.act)
+            return da_errorf("decode_batch: session %d runs another engine or activation mode than the work session", i);
+        if (!s->ring && s->len + 1 > s->max_T)
+            return da_errorf("decode_batch: session %d is full (%d positions): reset it", i, s->max_T);
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return da_errorf("decode_batch: token %d of session %d is out of range (0..%d)", tokens[i], i,
+                             c->vocab_size - 1);
+        for (int k = 0; k < i; k++)
+            if (ss[k] == s) return da_errorf("decode_batch: session %d appears twice (as %d too)", i, k);
+    }
+    return da_ok();
+}
+
+/* The attention of one new token of each session in layer l: its rows of
+ * w->proj go to the session's own cache and attention, the result comes
+ * back to row i of w->ao. */
+static void batch_attend(da_session *w, da_session *const *ss, int n, const da_qlayer *L, int l) {
+    const int C = w->cfg.dim;
+    for (int i = 0; i < n; i++) {
+        da_session *s = ss[i];
+        for (int j = 0; j < w->n_attn; j++)
+            if (w->spec[j].role == ATTN_IN)
+                memcpy(s->proj[j], w->proj[j] + (size_t)i * w->spec[j].rows, (size_t)w->spec[j].rows * sizeof(float));
+        for (int j = 0; j < w->n_attn; j++)
+            if (w->spec[j].rope) rope_rows(s->proj[j], s, s->len, 1, w->spec[j].rows);
+        if (s->var->cache_step) {
+            attend_own_cache(s, L, l, 1);
+        } else {
+            kv_store(s, l, 1);
+            attend(s, L, l, 1);
+        }
+        memcpy(w->ao + (size_t)i * C, s->ao, (size_t)C * sizeof(float));
+    }
+}
+
+/* One layer for n tokens, one per session: the matmuls on w (each weight
+ * read once for all n), the attention on each session's cache. */
+static void batch_layer(da_session *w, da_session *const *ss, int n, const da_qlayer *L, int l) {
+    const da_config *c = &w->cfg;
+    const int C = c->dim, site = DA_SITES_PER_LAYER * l;
+    rmsnorm_rows(w, w->xn, w->x, L->attention_norm, n, C);
+    prep_site(w, w->xn, n, C, site + DA_SITE_ATTN_IN);
+    for (int j = 0; j < w->n_attn; j++)
+        if (w->spec[j].role == ATTN_IN) qmatmul(w, w->proj[j], L->attn[j], n, 0);
+    for (int j = 0; j < w->n_attn; j++)
+        if (w->spec[j].act == ATTN_ACT_SIGMOID) {
+            float *p = w->proj[j];
+            for (size_t i = 0; i < (size_t)n * w->spec[j].rows; i++) p[i] = 1.0f / (1.0f + expf(-p[i]));
+        }
+    batch_attend(w, ss, n, L, l);
+    const da_qtensor *Wo = L->attn[da_attn_out_tensor(c)];
+    prep_site(w, w->ao, n, Wo->cols, site + DA_SITE_ATTN_OUT);
+    qmatmul(w, w->x, Wo, n, 1);
+    ffn_block(w, L, l, n);
+}
+
+static void batch_pass(da_session *w, da_session *const *ss, int n, const int *tokens) {
+    const da_engine *q = w->q;
+    const da_config *c = &q->cfg;
+    const int C = c->dim;
+    for (int i = 0; i < n; i++) da_engine_embed_row(q, tokens[i], w->x + (size_t)i * C);
+    for (int l = 0; l < c->n_layers; l++) batch_layer(w, ss, n, &q->layers[l], l);
+    rmsnorm_rows(w, w->xn, w->x, q->norm, n, C);
+    prep_site(w, w->xn, n, C, DA_SITES_PER_LAYER * c->n_layers);
+    qmatmul(w, w->logits, q->output, n, 0);
+    for (int i = 0; i < n; i++) ss[i]->len++;
+}
+
+da_status da_session_decode_batch(da_session *w, da_session *const *ss, int n, const int *tokens, float *logits) {
+    if (n <= 0) return da_errorf("decode_batch: n = %d sessions; at least 1", n);
+    da_status st = batch_check(w, ss, n, tokens);
+    if (st.code) return st;
+    const size_t V = (size_t)w->cfg.vocab_size;
+    for (int i = 0; i < n; i += BATCH_MAX) {
+        const int m = n - i < BATCH_MAX ? n - i : BATCH_MAX;
+        batch_pass(w, ss + i, m, tokens + i);
+        memcpy(logits + (size_t)i * V, w->logits, (size_t)m * V * sizeof(float));
+    }
+    return da_ok();
+}

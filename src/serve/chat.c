@@ -1,0 +1,175 @@
+/* The chat templates of serve/chat.h: each a loop over the messages that
+ * writes what the model's Jinja writes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/chat.h"
+
+srv_template srv_template_detect(const char *jinja) {
+    if (!jinja || !jinja[0]) return SRV_TMPL_PLAIN;
+    if (strstr(jinja, "<|start_header_id|>") && strstr(jinja, "<|eot_id|>") && !strstr(jinja, "Cutting Knowledge"))
+        return SRV_TMPL_LLAMA3;
+    if (strstr(jinja, "<|im_start|>") && strstr(jinja, "<|im_end|>")) return SRV_TMPL_CHATML;
+    return SRV_TMPL_PLAIN;
+}
+
+const char *srv_template_name(srv_template t) {
+    return t == SRV_TMPL_LLAMA3 ? "llama3" : t == SRV_TMPL_CHATML ? "chatml" : "plain";
+}
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void put_n(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = (b->n + n + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+static void put(sbuf *b, const char *s) { put_n(b, s, strlen(s)); }
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* s[lo, hi) with chars of set taken off the left (l) and right (r) ends: Python's strip / lstrip / rstrip. */
+static void strip_range(const char *s, size_t *lo, size_t *hi, int l, int r, int only_newlines) {
+    while (l && *lo < *hi && (only_newlines ? s[*lo] == '\n' : is_space(s[*lo]))) (*lo)++;
+    while (r && *hi > *lo && (only_newlines ? s[*hi - 1] == '\n' : is_space(s[*hi - 1]))) (*hi)--;
+}
+
+/* Meta's Llama 3 template: a header per message, its content trimmed, BOS before the first. */
+static void render_llama3(sbuf *b, const srv_message *m, int n, const char *bos) {
+    for (int i = 0; i < n; i++) {
+        size_t lo = 0, hi = strlen(m[i].content);
+        strip_range(m[i].content, &lo, &hi, 1, 1, 0);
+        if (i == 0) put(b, bos);
+        put(b, "<|start_header_id|>");
+        put(b, m[i].role);
+        put(b, "<|end_header_id|>\n\n");
+        put_n(b, m[i].content + lo, hi - lo);
+        put(b, "<|eot_id|>");
+    }
+    put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static int starts_ends(const char *s, const char *pre, const char *suf) {
+    const size_t n = strlen(s), a = strlen(pre), z = strlen(suf);
+    return n >= a && n >= z && !strncmp(s, pre, a) && !strcmp(s + n - z, suf);
+}
+
+/* Finds the last occurrence of needle in s[0..n), or NULL. */
+static const char *last_of(const char *s, size_t n, const char *needle) {
+    const size_t k = strlen(needle);
+    for (size_t i = n >= k ? n - k + 1 : 0; i-- > 0;)
+        if (!strncmp(s + i, needle, k)) return s + i;
+    return NULL;
+}
+
+/* An assistant message of Qwen3's template: its reasoning (between <think>
+ * and </think>) dropped before the last user query, kept in a think block after it. */
+static void render_chatml_assistant(sbuf *b, const char *content, int after_query, int last) {
+    const size_t n = strlen(content);
+    const char *close = strstr(content, "</think>");
+    size_t c_lo = 0, c_hi = n, r_lo = 0, r_hi = 0;
+    const char *rs = content;
+    if (close) {
+        const char *tail = last_of(content, n, "</think>") + strlen("</think>"); /* split('</think>')[-1] */
+        c_lo = (size_t)(tail - content);
+        strip_range(content, &c_lo, &c_hi, 1, 0, 1);
+        r_hi = (size_t)(close - content); /* split('</think>')[0] */
+        strip_range(content, &r_lo, &r_hi, 0, 1, 1);
+        const char *open = last_of(content, r_hi, "<think>"); /* .split('<think>')[-1] */
+        if (open) r_lo = (size_t)(open - content) + strlen("<think>");
+        strip_range(content, &r_lo, &r_hi, 1, 0, 1);
+    }
+    put(b, "<|im_start|>assistant\n");
+    if (after_query && (last || r_hi > r_lo)) {
+        strip_range(rs, &r_lo, &r_hi, 1, 1, 1);
+        put(b, "<think>\n");
+        put_n(b, rs + r_lo, r_hi - r_lo);
+        put(b, "\n</think>\n\n");
+        strip_range(content, &c_lo, &c_hi, 1, 0, 1);
+    }
+    put_n(b, content + c_lo, c_hi - c_lo);
+    put(b, "<|im_end|>\n");
+}
+
+/* Qwen3's ChatML template (without tools): system first, tool results as a user turn. */
+static void render_chatml(sbuf *b, const srv_message *m, int n) {
+    int last_query = n - 1;
+    for (int i = n - 1; i >= 0; i--)
+        if (!strcmp(m[i].role, "user") && !starts_ends(m[i].content, "<tool_response>", "</tool_response>")) {
+            last_query = i;
+            break;
+        }
+    if (!strcmp(m[0].role, "system")) {
+        put(b, "<|im_start|>system\n");
+        put(b, m[0].content);
+        put(b, "<|im_end|>\n");
+    }
+    for (int i = 0; i < n; i++) {
+        const char *role = m[i].role;
+        if (!strcmp(role, "user") || (!strcmp(role, "system") && i > 0)) {
+            put(b, "<|im_start|>");
+            put(b, role);
+            put(b, "\n");
+            put(b, m[i].content);
+            put(b, "<|im_end|>\n");
+        } else if (!strcmp(role, "assistant")) {
+            render_chatml_assistant(b, m[i].content, i > last_query, i == n - 1);
+        } else if (!strcmp(role, "tool")) {
+            if (i == 0 || strcmp(m[i - 1].role, "tool")) put(b, "<|im_start|>user");
+            put(b, "\n<tool_response>\n");
+            put(b, m[i].content);
+            put(b, "\n</tool_response>");
+            if (i == n - 1 || strcmp(m[i + 1].role, "tool")) put(b, "<|im_end|>\n");
+        }
+    }
+    put(b, "<|im_start|>assistant\n");
+}
+
+/* The fallback: "role: content" lines, then "assistant:" (docs/serving.md). */
+static void render_plain(sbuf *b, const srv_message *m, int n) {
+    for (int i = 0; i < n; i++) {
+        put(b, m[i].role);
+        put(b, ": ");
+        put(b, m[i].content);
+        put(b, "\n");
+    }
+    put(b, "assistant:");
+}
+
+da_status srv_chat_render(srv_template t, const srv_message *m, int n, const char *bos, char **out) {
+    *out = NULL;
+    if (n < 1) return da_errorf("messages: the conversation is empty");
+    static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
+    for (int i = 0; i < n; i++) {
+        int known = 0;
+        for (size_t r = 0; r < sizeof roles / sizeof roles[0]; r++) known |= !strcmp(m[i].role, roles[r]);
+        if (!known)
+            return da_errorf("messages[%d].role: \"%.40s\" is not one of system, user, assistant, tool, developer", i,
+                             m[i].role);
+    }
+    sbuf b = {0};
+    put(&b, "");
+    if (t == SRV_TMPL_LLAMA3) render_llama3(&b, m, n, bos ? bos : "");
+    else if (t == SRV_TMPL_CHATML) render_chatml(&b, m, n);
+    else render_plain(&b, m, n);
+    if (b.oom) {
+        free(b.p);
+        return da_errorf("out of memory rendering the chat");
+    }
+    *out = b.p;
+    return da_ok();
+}

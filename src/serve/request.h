@@ -1,0 +1,54 @@
+/* The JSON bodies of diffattn serve's endpoints, parsed and checked before
+ * anything runs (the fuzz target fuzz_serve_request drives these). An error
+ * names the field and what was expected; it becomes a 400. */
+#ifndef DA_SERVE_REQUEST_H
+#define DA_SERVE_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diffattn/core.h"
+
+#define SRV_MAX_STOP 4      /* OpenAI's limit on stop strings */
+#define SRV_MAX_LOGPROBS 20 /* top alternatives per position */
+
+typedef enum { SRV_COMPLETION = 0, SRV_CHAT = 1, SRV_TOKENIZE = 2, SRV_DETOKENIZE = 3 } srv_kind;
+
+typedef struct {
+    char *role, *content;
+} srv_message;
+
+/* One prompt: a string, or token ids. */
+typedef struct {
+    char *text; /* NULL when ids */
+    int *ids;
+    int n_ids;
+} srv_prompt;
+
+typedef struct {
+    srv_kind kind;
+    char *model;            /* NULL: not given */
+    srv_prompt *prompts;    /* completions: one or more (a list is answered as that many choices); tokenize: one */
+    int n_prompts;
+    srv_message *messages;  /* chat, and tokenize with "messages" */
+    int n_messages;
+    int max_tokens;         /* -1: not given */
+    float temperature, top_p;
+    uint64_t seed;
+    int has_seed;
+    char *stop[SRV_MAX_STOP];
+    int n_stop;
+    int stream, echo;
+    int logprobs;           /* top alternatives per position; -1: none */
+    int ignore_eos;         /* 1: generate past the end-of-text token (vLLM's field) */
+    int add_special;        /* tokenize: add the tokenizer's special tokens (default 1) */
+    int *tokens;            /* detokenize */
+    int n_tokens;
+} srv_request;
+
+/* Parses body[0..n) for an endpoint of kind k into r (zeroed first; free it
+ * with srv_request_free even on error). */
+da_status srv_request_parse(srv_request *r, srv_kind k, const char *body, size_t n);
+void srv_request_free(srv_request *r);
+
+#endif

@@ -1,0 +1,274 @@
+/* The scheduler: jobs from the queue into free slots; then, round after
+ * round, one chunk of one slot's prompt and one batched decoding step of
+ * every slot that is generating. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "io/checkpoint.h"
+#include "serve/server.h"
+
+double srv_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+void srv_job_release(srv *S, srv_job *j) {
+    (void)S;
+    if (--j->refs > 0) return;
+    free(j->ids);
+    for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
+    free(j->out);
+    free(j->lp);
+    free(j->top_id);
+    free(j->top_lp);
+    free(j->text);
+    free(j);
+}
+
+void srv_log_softmax(const float *logits, int V, float *lsm) {
+    float mx = -INFINITY;
+    for (int i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < V; i++) sum += exp((double)logits[i] - mx);
+    const double lse = mx + log(sum);
+    for (int i = 0; i < V; i++) lsm[i] = (float)((double)logits[i] - lse);
+}
+
+void srv_top(const float *lsm, int V, int n, int *ids, float *lps) {
+    int k = 0;
+    for (int i = 0; i < V; i++) {
+        if (k == n && (n == 0 || lsm[i] <= lps[n - 1])) continue;
+        int at = k < n ? k++ : n - 1; /* insertion: the list stays sorted, lower ids first among ties */
+        while (at > 0 && lps[at - 1] < lsm[i]) {
+            ids[at] = ids[at - 1], lps[at] = lps[at - 1];
+            at--;
+        }
+        ids[at] = i, lps[at] = lsm[i];
+    }
+}
+
+/* Bytes at the end of t[0..n) that begin a UTF-8 character not yet complete. */
+static size_t utf8_partial(const char *t, size_t n) {
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        const unsigned char c = (unsigned char)t[n - back];
+        if ((c & 0xC0) == 0x80) continue; /* a continuation byte */
+        const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back ? back : 0;
+    }
+    return 0;
+}
+
+static int append_text(srv_job *j, const uint8_t *b, size_t n) {
+    if (j->n_text + n + 1 > j->cap_text) {
+        size_t cap = (j->n_text + n + 1) * 2;
+        char *p = realloc(j->text, cap);
+        if (!p) return -1;
+        j->text = p, j->cap_text = cap;
+    }
+    memcpy(j->text + j->n_text, b, n);
+    j->n_text += n;
+    j->text[j->n_text] = 0;
+    return 0;
+}
+
+/* Ends the job at a stop string that the new bytes (from `from`) complete; sets what may be streamed. */
+static void cut_at_stop(srv_job *j, size_t from) {
+    size_t longest = 0;
+    for (int s = 0; s < j->n_stop; s++) {
+        const size_t k = strlen(j->stop[s]);
+        longest = k > longest ? k : longest;
+        const size_t start = from >= k - 1 ? from - (k - 1) : 0;
+        for (size_t i = start; i + k <= j->n_text; i++)
+            if (!memcmp(j->text + i, j->stop[s], k)) {
+                j->n_text = i;
+                j->text[i] = 0;
+                j->done = 1;
+                j->finish_length = 0;
+                break;
+            }
+    }
+    size_t safe = j->n_text;
+    if (!j->done) {
+        safe = longest > 1 && safe >= longest - 1 ? safe - (longest - 1) : longest > 1 ? 0 : safe;
+        safe -= utf8_partial(j->text, safe);
+    }
+    if (safe > j->n_safe) j->n_safe = safe;
+}
+
+/* Ends the job: the slot is free for the next. Under mu. */
+static void finish_slot(srv *S, srv_slot *sl) {
+    srv_job *j = sl->job;
+    j->done = 1;
+    j->n_safe = j->n_text;
+    sl->job = NULL;
+    S->busy--;
+    srv_job_release(S, j);
+    pthread_cond_broadcast(&S->out_cv);
+}
+
+static int is_eos(const srv *S, int tok) {
+    for (int i = 0; i < S->n_eos; i++)
+        if (S->eos[i] == tok) return 1;
+    return 0;
+}
+
+/* The next token of sl's job from logits (V): its log-probabilities when
+ * asked, the sample, and the text it adds. */
+static void take_token(srv *S, srv_slot *sl, const float *logits) {
+    srv_job *j = sl->job;
+    const size_t bad = da_first_nonfinite(logits, (size_t)S->V);
+    const int pos = j->n_ids + j->n_out;
+    if (bad < (size_t)S->V) {
+        pthread_mutex_lock(&S->mu);
+        j->err = da_errorf("the model's logits hold %g at token %zu; nothing to sample from", (double)logits[bad], bad);
+        finish_slot(S, sl);
+        pthread_mutex_unlock(&S->mu);
+        return;
+    }
+    const int tok = da_sample_token(logits, S->V, j->temperature, j->top_p, &sl->rng, S->scratch);
+    if (j->top_n >= 0) {
+        srv_log_softmax(logits, S->V, S->lsm);
+        j->lp[pos] = S->lsm[tok];
+        srv_top(S->lsm, S->V, j->top_n, j->top_id + (size_t)pos * j->top_n, j->top_lp + (size_t)pos * j->top_n);
+    }
+    uint8_t *bytes = NULL;
+    size_t nb = 0, cap = 0;
+    if (S->tok) da_tokenizer_decode(S->tok, &tok, 1, &bytes, &nb, &cap);
+    else if (tok < 256) bytes = malloc(1), nb = bytes ? (bytes[0] = (uint8_t)tok, 1) : 0;
+    pthread_mutex_lock(&S->mu);
+    S->tokens_out++;
+    if (is_eos(S, tok) && !j->ignore_eos) {
+        finish_slot(S, sl);
+    } else {
+        const size_t from = j->n_text;
+        j->out[j->n_out++] = tok;
+        if (append_text(j, bytes, nb)) j->err = da_errorf("out of memory");
+        cut_at_stop(j, from);
+        j->finish_length = !j->done;
+        if (j->done || j->n_out >= j->max_new || j->err.code) finish_slot(S, sl);
+        else pthread_cond_broadcast(&S->out_cv);
+    }
+    pthread_mutex_unlock(&S->mu);
+    free(bytes);
+    sl->last = tok;
+}
+
+/* Prompt log-probabilities of positions 1.. from the rows of a chunk fed at fed0. */
+static void prompt_logprobs(srv *S, srv_job *j, int fed0, int n, const float *logits) {
+    for (int r = 0; r < n; r++) {
+        const int p = fed0 + r + 1; /* the token row r predicts */
+        if (p >= j->n_ids) break;
+        srv_log_softmax(logits + (size_t)r * S->V, S->V, S->lsm);
+        j->lp[p] = S->lsm[j->ids[p]];
+        srv_top(S->lsm, S->V, j->top_n, j->top_id + (size_t)p * j->top_n, j->top_lp + (size_t)p * j->top_n);
+    }
+}
+
+/* One chunk of sl's prompt; after the last, the first token. */
+static void prefill(srv *S, srv_slot *sl) {
+    srv_job *j = sl->job;
+    const int fed0 = sl->fed, n = j->n_ids - fed0 < S->o.prefill_chunk ? j->n_ids - fed0 : S->o.prefill_chunk;
+    const float *logits = NULL;
+    da_status st = da_session_feed(sl->s, j->ids + fed0, n, j->prompt_lp, &logits);
+    if (!st.code && j->prompt_lp) prompt_logprobs(S, j, fed0, n, logits);
+    sl->fed += n;
+    if (st.code || (sl->fed == j->n_ids && j->max_new == 0)) {
+        pthread_mutex_lock(&S->mu);
+        S->tokens_in += n;
+        if (st.code) j->err = st;
+        j->finish_length = 1;
+        finish_slot(S, sl);
+        pthread_mutex_unlock(&S->mu);
+        return;
+    }
+    pthread_mutex_lock(&S->mu);
+    S->tokens_in += n;
+    pthread_mutex_unlock(&S->mu);
+    if (sl->fed == j->n_ids) take_token(S, sl, j->prompt_lp ? logits + (size_t)(n - 1) * S->V : logits);
+}
+
+/* One decoding step of every slot past its prompt: one batched pass. */
+static void decode(srv *S) {
+    da_session *ss[64];
+    srv_slot *which[64];
+    int toks[64], n = 0;
+    for (int i = 0; i < S->o.parallel; i++) {
+        srv_slot *sl = &S->slots[i];
+        if (sl->job && sl->fed == sl->job->n_ids && sl->job->n_out > 0) {
+            ss[n] = sl->s, toks[n] = sl->last, which[n++] = sl;
+        }
+    }
+    if (!n) return;
+    const double t0 = srv_now();
+    da_status st = da_session_decode_batch(S->work, ss, n, toks, S->logits);
+    const double dt = srv_now() - t0;
+    pthread_mutex_lock(&S->mu);
+    S->decode_steps++;
+    S->decode_tokens_per_s = dt > 0 ? n / dt : 0;
+    if (st.code)
+        for (int i = 0; i < n; i++) {
+            which[i]->job->err = st;
+            finish_slot(S, which[i]);
+        }
+    pthread_mutex_unlock(&S->mu);
+    if (st.code) return;
+    for (int i = 0; i < n; i++) take_token(S, which[i], S->logits + (size_t)i * S->V);
+}
+
+/* Under mu: drops cancelled jobs, fills free slots from the queue. */
+static void assign(srv *S) {
+    for (int i = 0; i < S->o.parallel; i++) {
+        srv_slot *sl = &S->slots[i];
+        if (sl->job && sl->job->cancelled) finish_slot(S, sl);
+        while (!sl->job && S->queue_head) {
+            srv_job *j = S->queue_head;
+            S->queue_head = j->next;
+            if (!S->queue_head) S->queue_tail = NULL;
+            S->queued--;
+            if (j->cancelled) {
+                j->done = 1;
+                srv_job_release(S, j);
+                continue;
+            }
+            sl->job = j;
+            sl->fed = 0;
+            da_session_reset(sl->s);
+            da_rng_seed(&sl->rng, j->seed);
+            S->busy++;
+        }
+    }
+}
+
+void srv_schedule(srv *S) {
+    pthread_mutex_lock(&S->mu);
+    for (;;) {
+        if (S->o.stop && *S->o.stop && !S->draining) {
+            S->draining = 1;
+            fprintf(stderr, "serve: stopping: %d running, %d queued; new requests get 503\n", S->busy, S->queued);
+        }
+        assign(S);
+        if (!S->busy) {
+            if (S->draining) break;
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            t.tv_nsec += 100000000L;
+            if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&S->work_cv, &S->mu, &t);
+            continue;
+        }
+        pthread_mutex_unlock(&S->mu);
+        /* one prompt chunk (the slots take turns by index), then everyone's next token */
+        for (int i = 0; i < S->o.parallel; i++)
+            if (S->slots[i].job && S->slots[i].fed < S->slots[i].job->n_ids) {
+                prefill(S, &S->slots[i]);
+                break;
+            }
+        decode(S);
+        pthread_mutex_lock(&S->mu);
+    }
+    pthread_mutex_unlock(&S->mu);
+}

@@ -1,0 +1,193 @@
+/* da_serve: bind, load the model while /health says 503, schedule until told
+ * to stop, then let the last streams finish. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "io/gguf.h"
+#include "serve/server.h"
+
+da_serve_opts da_serve_opts_default(void) {
+    da_serve_opts o;
+    memset(&o, 0, sizeof o);
+    o.host = "127.0.0.1";
+    o.port = 8080;
+    o.parallel = 4;
+    o.max_body = 1 << 20;
+    o.timeout_s = 600;
+    o.prefill_chunk = 64;
+    return o;
+}
+
+static da_status check_opts(const da_serve_opts *o) {
+    if (!o->model_path) return da_errorf("serve: model_path is not set (--model)");
+    if (o->port < 0 || o->port > 65535) return da_errorf("serve: port %d is out of range (0..65535)", o->port);
+    if (o->parallel < 1 || o->parallel > 64) return da_errorf("serve: parallel %d is out of range (1..64)", o->parallel);
+    if (o->ctx < 0) return da_errorf("serve: ctx %d must be >= 0 (0: the model's max_seq_len)", o->ctx);
+    if (o->max_body < 64) return da_errorf("serve: max_body %ld is under 64 bytes", o->max_body);
+    if (o->timeout_s < 1) return da_errorf("serve: timeout %d must be >= 1 second", o->timeout_s);
+    if (o->prefill_chunk < 1) return da_errorf("serve: prefill_chunk %d must be >= 1", o->prefill_chunk);
+    return da_ok();
+}
+
+/* The Jinja chat template the model comes with (malloc'ed), or NULL: GGUF's
+ * tokenizer.chat_template, else tokenizer_config.json in a model folder or beside the file. */
+static char *find_chat_template(const char *path) {
+    char *out = NULL;
+    if (da_gguf_is_gguf(path)) {
+        da_gguf_file f;
+        memset(&f, 0, sizeof f);
+        const char *t = NULL;
+        if (!da_gguf_open(&f, path).code && !da_gguf_get_str(&f, "tokenizer.chat_template", &t).code && t &&
+            (out = malloc(strlen(t) + 1)))
+            strcpy(out, t);
+        da_gguf_close(&f);
+        return out;
+    }
+    char cfg[4096];
+    struct stat sb;
+    if (!stat(path, &sb) && S_ISDIR(sb.st_mode)) snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", path);
+    else {
+        const char *slash = strrchr(path, '/');
+        snprintf(cfg, sizeof cfg, "%.*s%stokenizer_config.json", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
+    }
+    FILE *fp = fopen(cfg, "rb");
+    if (!fp) return NULL;
+    char *text = NULL;
+    long n = fseek(fp, 0, SEEK_END) ? -1 : ftell(fp);
+    if (n > 0 && n < (64L << 20) && !fseek(fp, 0, SEEK_SET) && (text = malloc((size_t)n + 1)) &&
+        fread(text, 1, (size_t)n, fp) == (size_t)n) {
+        text[n] = 0;
+        cJSON *j = cJSON_Parse(text);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "chat_template");
+        if (cJSON_IsArray(t)) /* a list of named templates: the default one */
+            for (const cJSON *e = t->child; e; e = e->next)
+                if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "name")) &&
+                    !strcmp(cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring, "default"))
+                    t = cJSON_GetObjectItemCaseSensitive(e, "template");
+        if (cJSON_IsString(t) && (out = malloc(strlen(t->valuestring) + 1))) strcpy(out, t->valuestring);
+        cJSON_Delete(j);
+    }
+    free(text);
+    fclose(fp);
+    return out;
+}
+
+static void set_model_id(srv *S, const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    snprintf(S->model_id, sizeof S->model_id, "%.*s", (int)(n - b), path + b);
+}
+
+/* The chat template, the end-of-text ids and the BOS text of the model's tokenizer. */
+static void load_chat(srv *S) {
+    char *jinja = find_chat_template(S->o.model_path);
+    S->tmpl = srv_template_detect(jinja);
+    if (S->tmpl == SRV_TMPL_PLAIN)
+        fprintf(stderr, "serve: warning: %s; chats are rendered by the plain fallback (\"role: content\" lines, then "
+                        "\"assistant:\"; docs/serving.md)\n",
+                jinja ? "the model's chat template is neither Llama 3's nor ChatML's" : "the model has no chat template");
+    free(jinja);
+    static const char *const ends[] = {"<|eot_id|>", "<|end_of_text|>", "<|im_end|>", "<|endoftext|>"};
+    for (size_t i = 0; S->tok && i < sizeof ends / sizeof ends[0]; i++) {
+        const int id = da_tokenizer_special_id(S->tok, ends[i]);
+        if (id >= 0 && id < S->V) S->eos[S->n_eos++] = id;
+    }
+    if (S->tok && da_tokenizer_special_id(S->tok, "<|begin_of_text|>") >= 0) snprintf(S->bos, sizeof S->bos, "<|begin_of_text|>");
+}
+
+static da_status load(srv *S) {
+    da_status st = da_engine_load(&S->e, S->o.model_path);
+    if (!st.code) st = da_engine_choose_tokenizer(S->e, S->o.model_path, S->o.tokenizer_path, &S->tok_owned, &S->tok);
+    if (st.code) return st;
+    const da_config *c = da_engine_config(S->e);
+    S->V = c->vocab_size;
+    S->ctx = S->o.ctx ? S->o.ctx : c->max_seq_len;
+    if (S->ctx > c->max_seq_len)
+        return da_errorf("--ctx %d is over the model's context (max_seq_len %d)", S->ctx, c->max_seq_len);
+    load_chat(S);
+    const int P = S->o.parallel, chunk = S->o.prefill_chunk < S->ctx ? S->o.prefill_chunk : S->ctx;
+    S->o.prefill_chunk = chunk;
+    S->slots = calloc((size_t)P, sizeof *S->slots);
+    S->logits = malloc((size_t)P * S->V * sizeof(float));
+    S->scratch = malloc(2 * (size_t)S->V * sizeof(float));
+    S->lsm = malloc((size_t)S->V * sizeof(float));
+    if (!S->slots || !S->logits || !S->scratch || !S->lsm) return da_errorf("out of memory");
+    da_session_opts so = da_session_opts_default();
+    so.max_T = S->ctx;
+    so.max_batch = chunk;
+    for (int i = 0; i < P && !st.code; i++) st = da_session_create(&S->slots[i].s, S->e, &so);
+    const int wb = P < 15 ? P : 15;
+    so.max_T = wb < c->max_seq_len ? wb : c->max_seq_len;
+    so.max_batch = so.max_T;
+    if (!st.code) st = da_session_create(&S->work, S->e, &so);
+    return st;
+}
+
+static void release(srv *S) {
+    for (int i = 0; S->slots && i < S->o.parallel; i++) {
+        if (S->slots[i].job) srv_job_release(S, S->slots[i].job);
+        da_session_free(S->slots[i].s);
+    }
+    while (S->queue_head) {
+        srv_job *j = S->queue_head;
+        S->queue_head = j->next;
+        srv_job_release(S, j);
+    }
+    free(S->slots);
+    da_session_free(S->work);
+    free(S->logits);
+    free(S->scratch);
+    free(S->lsm);
+    da_tokenizer_free(S->tok_owned);
+    da_engine_free(S->e);
+    pthread_mutex_destroy(&S->mu);
+    pthread_cond_destroy(&S->work_cv);
+    pthread_cond_destroy(&S->out_cv);
+}
+
+da_status da_serve(const da_serve_opts *o) {
+    da_status st = check_opts(o);
+    if (st.code) return st;
+    srv *S = calloc(1, sizeof *S);
+    if (!S) return da_errorf("out of memory");
+    S->o = *o;
+    S->t_start = srv_now();
+    set_model_id(S, o->model_path);
+    pthread_mutex_init(&S->mu, NULL);
+    pthread_cond_init(&S->work_cv, NULL);
+    pthread_cond_init(&S->out_cv, NULL);
+    st = srv_http_start(S);
+    if (!st.code) {
+        fprintf(stderr, "serve: listening on http://%s:%d (loading %s)\n", o->host, o->port, o->model_path);
+        st = load(S);
+    }
+    if (!st.code) {
+        fprintf(stderr, "serve: ready: model \"%s\", %d slots of %d positions, chat template %s\n", S->model_id,
+                o->parallel, S->ctx, srv_template_name(S->tmpl));
+        pthread_mutex_lock(&S->mu);
+        S->ready = 1;
+        pthread_mutex_unlock(&S->mu);
+        srv_schedule(S);
+        /* every job is done; the streams send their last events */
+        pthread_mutex_lock(&S->mu);
+        for (int waited = 0; S->streams > 0 && waited < 600; waited++) {
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            t.tv_nsec += 100000000L;
+            if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&S->out_cv, &S->mu, &t);
+        }
+        pthread_mutex_unlock(&S->mu);
+        fprintf(stderr, "serve: stopped\n");
+    }
+    srv_http_stop(S);
+    release(S);
+    free(S);
+    return st;
+}

@@ -1,0 +1,90 @@
+/* diffattn serve's shared state: the HTTP threads (http.c) make jobs, the
+ * scheduler (sched.c) runs them on the slots, both under one mutex. */
+#ifndef DA_SERVE_SERVER_H
+#define DA_SERVE_SERVER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "diffattn/generate.h"
+#include "diffattn/serve.h"
+#include "diffattn/tokenizer.h"
+#include "serve/chat.h"
+#include "serve/request.h"
+
+/* One sequence to generate: a prompt's ids and what came of them. The HTTP
+ * thread that made it and the scheduler each hold a reference. */
+typedef struct srv_job {
+    /* set before queueing, read-only after */
+    int *ids, n_ids;
+    int max_new, ignore_eos;
+    float temperature, top_p;
+    uint64_t seed;
+    int top_n;        /* alternatives per position; -1: no log-probabilities */
+    int prompt_lp;    /* 1: the prompt's log-probabilities too (echo with logprobs) */
+    char *stop[SRV_MAX_STOP];
+    int n_stop;
+    /* written by the scheduler under the server's lock */
+    int *out, n_out, cap_out;     /* generated ids (the stopping token excluded) */
+    float *lp;                    /* (n_ids + max_new) log-probability of each token given those before it */
+    int *top_id;                  /* ((n_ids + max_new) * top_n) the best alternatives, most likely first */
+    float *top_lp;
+    char *text;                   /* the generated text, cut at a stop string */
+    size_t n_text, cap_text, n_safe; /* n_safe: bytes that may be streamed (no stop string or character cut) */
+    int done, finish_length;      /* finish_length: 1 "length", 0 "stop" */
+    da_status err;
+    int cancelled;                /* the client went away: the slot drops it */
+    int refs;
+    struct srv_job *next;         /* in the queue */
+    double t_queued;
+} srv_job;
+
+typedef struct {
+    da_session *s;
+    srv_job *job;
+    int fed;      /* prompt tokens in the cache */
+    int last;     /* the token to feed next (decoding) */
+    da_rng rng;
+} srv_slot;
+
+typedef struct {
+    da_serve_opts o;
+    char model_id[256];
+    /* loaded once, read-only after `ready` */
+    da_engine *e;
+    da_tokenizer *tok_owned;
+    const da_tokenizer *tok;
+    srv_template tmpl;
+    char bos[64];
+    int eos[4], n_eos;
+    int V, ctx;
+    srv_slot *slots;
+    da_session *work;
+    float *logits, *scratch, *lsm; /* (parallel, V), (2V), (V) */
+    /* shared, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, out_cv;
+    srv_job *queue_head, *queue_tail;
+    int queued, busy, draining, ready, streams;
+    /* metrics, under mu */
+    long requests[6]; /* 2xx, 400, 401, 404, 413, other */
+    long tokens_in, tokens_out, decode_steps;
+    double decode_tokens_per_s, t_start;
+    struct MHD_Daemon *mhd;
+} srv;
+
+double srv_now(void);
+void srv_job_release(srv *S, srv_job *j); /* under mu */
+/* Log-softmax of logits (V) into lsm; the top n ids (most likely first) into top. */
+void srv_log_softmax(const float *logits, int V, float *lsm);
+void srv_top(const float *lsm, int V, int n, int *ids, float *lps);
+
+/* sched.c: the loop of da_serve, until draining and idle. */
+void srv_schedule(srv *S);
+/* http.c */
+da_status srv_http_start(srv *S);
+void srv_http_stop(srv *S);
+/* page.c: the chat page */
+extern const char srv_chat_page[];
+
+#endif
