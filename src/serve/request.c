@@ -115,7 +115,8 @@ static da_status get_num(const cJSON *o, const char *key, double lo, double hi, 
     if (!e || cJSON_IsNull(e)) return da_ok();
     if (!cJSON_IsNumber(e) || !(e->valuedouble >= lo && e->valuedouble <= hi) ||
         (integer && e->valuedouble != floor(e->valuedouble)))
-        return da_errorf("%s: expected %s in [%g, %g]", key, integer ? "an integer" : "a number", lo, hi);
+        return integer ? da_errorf("%s: expected an integer in [%.0f, %.0f]", key, lo, hi)
+                       : da_errorf("%s: expected a number in [%g, %g]", key, lo, hi);
     *v = e->valuedouble;
     return da_ok();
 }
