@@ -274,7 +274,16 @@ typedef struct {
     char *buf;       /* the event being sent */
     size_t n, off;
     char *echo;      /* completions with echo: the prompt's text, sent first */
+    int counted;     /* 1 while it counts in S->streams: until its last byte is sent, or it is dropped */
 } stream;
+
+/* The stream has sent everything or is gone: the server need not wait for it to stop. */
+static void stream_uncount(stream *st) {
+    if (!st->counted) return;
+    st->counted = 0;
+    st->S->streams--;
+    pthread_cond_broadcast(&st->S->out_cv);
+}
 
 static char *event_of(const stream *st, const char *text, size_t n, const char *finish) {
     cJSON *o = cJSON_CreateObject(), *choices, *ch = cJSON_CreateObject();
@@ -351,7 +360,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         st->buf = next_event(st);
         st->n = st->buf ? strlen(st->buf) : 0;
         st->off = 0;
-        if (!st->buf) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (!st->buf) {
+            /* a kept-alive connection frees the response only later */
+            pthread_mutex_lock(&st->S->mu);
+            stream_uncount(st);
+            pthread_mutex_unlock(&st->S->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
     }
     const size_t k = st->n - st->off < max ? st->n - st->off : max;
     memcpy(buf, st->buf + st->off, k);
@@ -368,9 +383,8 @@ static void stream_free(void *cls) {
         st->j->cancelled = 1;
         pthread_cond_broadcast(&S->work_cv);
     }
-    S->streams--;
+    stream_uncount(st);
     srv_job_release(S, st->j);
-    pthread_cond_broadcast(&S->out_cv);
     pthread_mutex_unlock(&S->mu);
     free(st->buf);
     free(st->echo);
@@ -389,6 +403,7 @@ static enum MHD_Result send_stream(srv *S, struct MHD_Connection *c, const char 
     if (r->echo) decode(S, j->ids, j->n_ids, &st->echo, "prompt");
     pthread_mutex_lock(&S->mu);
     S->streams++;
+    st->counted = 1;
     pthread_mutex_unlock(&S->mu);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
     if (!resp) {
