@@ -2,7 +2,7 @@
 # diffattn serve's continuous batching, on a q8_0 model with 8 slots: 8
 # concurrent greedy streams each equal their answer when run alone (the
 # batched decoding pass gives every slot the numbers it gets by itself); and
-# OpenAI's own client (the pinned npm `openai`, tools/openaiclient) through
+# OpenAI's own client (the pinned npm `openai`, tools/serveref) through
 # models, a completion, a streamed chat and an unknown model's 404.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
@@ -52,8 +52,8 @@ check "8 concurrent greedy streams each equal their serial answer (${same_stream
 check "a list of 8 prompts decodes in shared steps ($((steps2 - steps)) steps for 8 x 47 tokens), each equal to its serial answer (${same_list:-?} of 8)" \
   [ "${same_list:-0}" = 8 -a $((steps2 - steps)) -lt 100 ]
 
-if [[ -d tools/openaiclient/node_modules/openai ]] && command -v node >/dev/null; then
-  node tools/openaiclient/client.mjs "$U/v1" none > "$TMP/client.json" 2>"$TMP/client.err"
+if [[ -d tools/serveref/node_modules/openai ]] && command -v node >/dev/null; then
+  node tools/serveref/client.mjs "$U/v1" none > "$TMP/client.json" 2>"$TMP/client.err"
   cp "$TMP/client.json" "$TMP/resp"
   read -r models tokens chunks chat_same notfound < <(py "' '.join(map(str, [r['models'] == ['m.gguf'],
       r['completion']['usage']['completion_tokens'], r['chat']['chunks'], r['chat']['text'] == r['chat_whole'],
@@ -63,7 +63,7 @@ if [[ -d tools/openaiclient/node_modules/openai ]] && command -v node >/dev/null
   check "openai client: a streamed chat ($chunks chunks) equals the whole answer" [ "$chat_same" = True -a "${chunks:-0}" -ge 3 ]
   check "openai client: an unknown model is its NotFoundError (404)" [ "$notfound" = True ]
 else
-  fail "openai client" "tools/openaiclient/node_modules is missing (tools/install-deps.sh installs it)"
+  fail "openai client" "tools/serveref/node_modules is missing (tools/install-deps.sh installs it)"
 fi
 stop_server
 check "the server exits 0 on SIGTERM" [ "$SRC" = 0 ]

