@@ -1,5 +1,5 @@
 /* GET /: one static chat page, no build step. It streams /v1/chat/completions
- * and shows the reply as it arrives. */
+ * and shows the reply as it arrives; /?q=TEXT sends TEXT on load. */
 #include "serve/server.h"
 
 const char srv_chat_page[] =
@@ -48,4 +48,7 @@ const char srv_chat_page[] =
     "  } catch (e) { out.className = 'error'; out.textContent = String(e); }\n"
     "  out.dataset.done = '1';\n"
     "};\n"
+    "/* /?q=TEXT sends TEXT at once: a link that opens a chat with its question */\n"
+    "const q = new URLSearchParams(location.search).get('q');\n"
+    "if (q) { document.getElementById('msg').value = q; document.getElementById('f').requestSubmit(); }\n"
     "</script>\n</body></html>\n";

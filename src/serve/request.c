@@ -98,10 +98,11 @@ static da_status parse_messages(srv_request *r, const cJSON *m) {
     r->messages = calloc((size_t)n, sizeof *r->messages);
     if (!r->messages) return da_errorf("out of memory");
     int i = 0;
-    for (const cJSON *e = m->child; e; e = e->next, i++, r->n_messages = i) {
+    for (const cJSON *e = m->child; e; e = e->next, i++) {
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
         if (!cJSON_IsObject(e) || !cJSON_IsString(role))
             return da_errorf("messages[%d].role: expected a string (system, user or assistant)", i);
+        r->n_messages = i + 1; /* from here srv_request_free frees message i, whatever fails next */
         if (!(r->messages[i].role = dup_str(role->valuestring))) return da_errorf("out of memory");
         da_status st = parse_content(cJSON_GetObjectItemCaseSensitive(e, "content"), i, &r->messages[i].content);
         if (st.code) return st;

@@ -1,0 +1,22 @@
+/* Fuzz target: diffattn serve's request parser (serve/request.c) and the
+ * chat templates it feeds (serve/chat.c). The first byte picks the endpoint
+ * (its low 2 bits) and the template (the next 2); the rest is the JSON body. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "serve/chat.h"
+#include "serve/request.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    const srv_kind kind = (srv_kind)(data[0] & 3);
+    const srv_template tmpl = (srv_template)((data[0] >> 2) % 3);
+    srv_request r;
+    if (!srv_request_parse(&r, kind, (const char *)data + 1, size - 1).code && r.n_messages) {
+        char *text = NULL;
+        if (!srv_chat_render(tmpl, r.messages, r.n_messages, "<|begin_of_text|>", &text).code && !text) abort();
+        free(text);
+    }
+    srv_request_free(&r);
+    return 0;
+}
