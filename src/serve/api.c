@@ -13,6 +13,9 @@ static da_status encode(const srv *S, const char *text, int add_special, int **i
     size_t nn = 0, cap = 0;
     *ids = NULL;
     *n = 0;
+    if (S->ids_only)
+        return da_errorf("prompt: this model carries no tokenizer and its tokens are not bytes; send token ids "
+                         "(or start the server with --tokenizer)");
     if (!S->tok) {
         nn = strlen(text);
         if (!(*ids = malloc((nn ? nn : 1) * sizeof **ids))) return da_errorf("out of memory");
@@ -128,10 +131,9 @@ oom:
     return NULL;
 }
 
-/* The prompts of r as ids, checked against the vocabulary and the context.
- * *status: the HTTP status of an error. */
+/* Prompt i of r (or the chat) as ids, checked against the vocabulary and the context. */
 static da_status prompt_ids(const srv *S, const srv_request *r, int i, int **ids, int *n) {
-    da_status st;
+    da_status st = da_ok();
     if (r->kind == SRV_CHAT) st = chat_ids(S, r, ids, n);
     else if (r->prompts[i].text) st = encode(S, r->prompts[i].text, 1, ids, n);
     else {

@@ -64,6 +64,7 @@ enum MHD_Result srv_send_error(srv *S, struct MHD_Connection *c, unsigned status
                        : status == 503 ? "unavailable_error"
                        : status >= 500 ? "server_error"
                                        : "invalid_request_error";
+    if (!S->o.quiet) fprintf(stderr, "serve: %s %s: %s\n", method, url, msg);
     cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", type);

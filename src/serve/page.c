@@ -6,7 +6,7 @@ const char srv_chat_page[] =
     "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>diffattn chat</title>\n"
     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
     "<style>body{font:15px/1.45 system-ui,sans-serif;max-width:46em;margin:2em auto;padding:0 1em;color:#222}"
-    "#log div{margin:.5em 0;padding:.5em .7em;border-radius:6px;white-space:pre-wrap}"
+    "#log div{margin:.5em 0;padding:.5em .7em;border-radius:6px;white-space:pre-wrap;overflow-wrap:anywhere}"
     ".user{background:#e8f0fe}.assistant{background:#f3f3f3}.error{background:#fde8e8}"
     "form{display:flex;gap:.5em;margin-top:1em}#msg{flex:1;padding:.5em}button{padding:.5em 1em}"
     "#key{width:12em}</style></head>\n<body>\n<h1>diffattn chat</h1>\n<p id=\"model\">model: …</p>\n"

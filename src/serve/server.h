@@ -58,6 +58,7 @@ typedef struct {
     char bos[64];
     int eos[4], n_eos;
     int V, ctx;
+    int ids_only; /* no tokenizer for a vocabulary that is not bytes: prompts must be token ids */
     srv_slot *slots;
     da_session *work;
     float *logits, *scratch, *lsm; /* (parallel, V), (2V), (V) */

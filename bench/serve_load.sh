@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# A load run of diffattn serve (issue 34): N requests (2,000), C at a time
+# (32), a tenth of them malformed, over --max-body, or dropped mid-stream
+# (bench/serve_load.py). Reports: no crash, every well-formed request
+# answered, RSS after the first 200 requests against its peak after them,
+# latency percentiles.
+#
+#   bench/serve_load.sh [BINARY]              (default build/diffattn)
+#
+# Environment: MODEL (default: a small q8_0 model made here, dim 256, 2 layers,
+# byte vocabulary, so that the run is about the server), N, C, PARALLEL (8).
+set -euo pipefail
+BIN=$(realpath "${1:-build/diffattn}")
+N=${N:-2000}
+C=${C:-32}
+PARALLEL=${PARALLEL:-8}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+unset OMP_WAIT_POLICY OMP_NUM_THREADS
+MODEL=${MODEL:-}
+if [[ -z $MODEL ]]; then
+  "$BIN" init --dim 256 --layers 2 --heads 4 --seq 256 --out "$T/m.safetensors" >/dev/null
+  "$BIN" quantize --model "$T/m.safetensors" --type q8_0 --out "$T/m.gguf" >/dev/null
+  MODEL=$T/m.gguf
+fi
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$BIN" serve --model "$MODEL" --port "$port" --parallel "$PARALLEL" --max-body 65536 2>"$T/serve.log" &
+spid=$!
+until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do sleep 0.2; kill -0 $spid || { cat "$T/serve.log"; exit 1; }; done
+echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc); model $MODEL; $PARALLEL slots"
+rc=0
+python3 "$(dirname "$0")/serve_load.py" "$port" "$spid" "$N" "$C" 65536 || rc=$?
+curl -s "http://127.0.0.1:$port/metrics" | grep -E '^diffattn_(requests_total|generated|prompt|decode_steps)'
+kill -TERM $spid
+wait $spid && echo "server exited 0 after SIGTERM" || { echo "server exit code $?"; rc=1; }
+exit $rc
