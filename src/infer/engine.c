@@ -772,6 +772,23 @@ static void batch_attend(da_session *w, da_session *const *ss, int n, const da_q
     }
 }
 
+/* out: (n, W->rows) (+)= the prepared site's n rows @ W^T, in one pass. A
+ * float matrix in a quantized model (DIFF2's lambda projection) goes row by
+ * row through decoding's own products instead, so that they stay decoding's
+ * bit for bit (an sgemm sums in another order than sgemv). */
+static void batch_matmul(da_session *w, float *out, const da_qtensor *W, int n, int accumulate) {
+    if (n == 1 || W->type != DA_QT_F32 || is_float_type(w->q->weight_type)) {
+        qmatmul(w, out, W, n, accumulate);
+        return;
+    }
+    const float *x = w->site_x;
+    for (int i = 0; i < n; i++) {
+        w->site_x = x + (size_t)i * W->cols;
+        qmatmul(w, out + (size_t)i * W->rows, W, 1, accumulate);
+    }
+    w->site_x = x;
+}
+
 /* One layer for n tokens, one per session: the matmuls on w (each weight
  * read once for all n), the attention on each session's cache. */
 static void batch_layer(da_session *w, da_session *const *ss, int n, const da_qlayer *L, int l) {
@@ -780,7 +797,7 @@ static void batch_layer(da_session *w, da_session *const *ss, int n, const da_ql
     rmsnorm_rows(w, w->xn, w->x, L->attention_norm, n, C);
     prep_site(w, w->xn, n, C, site + DA_SITE_ATTN_IN);
     for (int j = 0; j < w->n_attn; j++)
-        if (w->spec[j].role == ATTN_IN) qmatmul(w, w->proj[j], L->attn[j], n, 0);
+        if (w->spec[j].role == ATTN_IN) batch_matmul(w, w->proj[j], L->attn[j], n, 0);
     for (int j = 0; j < w->n_attn; j++)
         if (w->spec[j].act == ATTN_ACT_SIGMOID) {
             float *p = w->proj[j];
@@ -789,7 +806,7 @@ static void batch_layer(da_session *w, da_session *const *ss, int n, const da_ql
     batch_attend(w, ss, n, L, l);
     const da_qtensor *Wo = L->attn[da_attn_out_tensor(c)];
     prep_site(w, w->ao, n, Wo->cols, site + DA_SITE_ATTN_OUT);
-    qmatmul(w, w->x, Wo, n, 1);
+    batch_matmul(w, w->x, Wo, n, 1);
     ffn_block(w, L, l, n);
 }
 
