@@ -27,6 +27,29 @@ py "r['choices'][0]['text']" > "$TMP/served.txt"
 check "greedy /v1/completions gives the bytes of sample --temperature 0 ($(wc -c < "$TMP/served.txt") bytes)" \
   cmp -s "$TMP/served.txt" "$TMP/sampled.txt"
 
+# ---------------------------------------------------------------- stop strings and seeds
+# a stop string: a printable character of the greedy text; the answer ends before its first occurrence
+stop=$(python3 -c 'import re,sys
+m = re.search(rb"[A-Za-z0-9 .,:;!?()+*=_-]", open(sys.argv[1], "rb").read())
+print(m.group(0).decode() if m else "")' "$TMP/served.txt")
+if [[ -n $stop ]]; then
+  s=$(post /v1/completions "{\"prompt\":\"Hello there\",\"max_tokens\":40,\"temperature\":0,\"stop\":[\"zzzz\",\"$stop\"]}")
+  py "r['choices'][0]['text']" > "$TMP/stopped.txt"
+  want=$(python3 -c 'import sys; t = open(sys.argv[1], "rb").read(); sys.stdout.write(str(t.index(sys.argv[2].encode())))' "$TMP/served.txt" "$stop")
+  check "a stop string ends the text before it (\"$stop\": $(wc -c < "$TMP/stopped.txt") of 40 bytes), finish_reason stop" \
+    bash -c "cmp -s '$TMP/stopped.txt' <(head -c $want '$TMP/served.txt') && grep -q '\"finish_reason\":\"stop\"' '$TMP/resp'"
+else
+  fail "a stop string" "the greedy text has no printable character"
+fi
+# the answer without its id and time
+bare() { sed 's/"id":"[^"]*",//; s/"created":[0-9]*,//' "$1"; }
+for k in 1 2 3; do
+  post /v1/completions "{\"prompt\":\"Hi\",\"max_tokens\":24,\"temperature\":1.0,\"top_p\":0.9,\"seed\":$((40 + k / 3))}" >/dev/null
+  bare "$TMP/resp" > "$TMP/seed$k"
+done
+check "the same seed gives the same sampled text, another seed another" \
+  bash -c "cmp -s '$TMP/seed1' '$TMP/seed2' && ! cmp -s '$TMP/seed1' '$TMP/seed3'"
+
 # ---------------------------------------------------------------- prompt log-probabilities
 echo "72 101 108 108 111 32 119 111 114 108 100 33 10 84 104 101" > "$TMP/ids.txt"
 s=$(post /v1/completions '{"prompt":[72,101,108,108,111,32,119,111,114,108,100,33,10,84,104,101],"max_tokens":0,"echo":true,"logprobs":3}')
