@@ -35,6 +35,11 @@ typedef struct {
     int allow_nonfinite;
 } da_load_opts;
 
+/* ---------------------------------------------------------------- clock */
+
+/* Monotonic wall-clock seconds, for timing (any origin: only differences mean anything). */
+double da_now_s(void);
+
 /* ---------------------------------------------------------------- RNG */
 
 typedef struct {

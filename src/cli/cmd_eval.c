@@ -19,9 +19,10 @@ static da_status load_data_for(const char *model, const da_config *cfg, const da
                                float val_fraction, int seq, da_text_data *d) {
     da_tokenizer *shard_tok = NULL;
     da_status st = da_data_tokenizer(data, &shard_tok);
-    if (!st.code && shard_tok && tok && !da_tokenizer_same(shard_tok, tok))
-        st = da_errorf("%s: the shards' tokenizer (%d tokens) differs from the one %s carries (%d tokens)", data,
-                       da_tokenizer_vocab_size(shard_tok), model, da_tokenizer_vocab_size(tok));
+    char shards[4200], own[4200];
+    snprintf(shards, sizeof shards, "%s: the shards' tokenizer", data);
+    snprintf(own, sizeof own, "the one %s carries", model);
+    if (!st.code) st = da_tokenizer_match(shard_tok, shards, tok, own, NULL);
     da_tokenizer_free(shard_tok);
     if (!st.code) st = da_text_data_load_tok(d, data, val_fraction, seq, tok);
     if (!st.code && (st = da_text_data_check_vocab(d, data, cfg->vocab_size)).code) da_text_data_free(d);

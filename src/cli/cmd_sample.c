@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "args.h"
 #include "commands.h"
@@ -90,12 +89,10 @@ int cmd_sample(int argc, char **argv) {
     printer pr = {use, NULL, 0};
     da_generate_opts go = {max_new, temperature, top_p, seed, -1, print_token, &pr, 1};
     int generated = 0;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = da_now_s();
     if (!st.code && prompt[0]) fwrite(prompt, 1, strlen(prompt), stdout);
     if (!st.code) st = da_generate(s, pids, (int)n_prompt, &go, &generated);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    const double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    const double secs = da_now_s() - t0;
     printf("\n");
     if (!st.code)
         fprintf(stderr, "[%zu tokens in %.2fs, %.1f tok/s]\n", n_prompt + (size_t)generated, secs,
