@@ -4,12 +4,13 @@
 A function's length is its lines from the first line of its signature to its
 closing brace, both included (comments and blank lines inside count).
 
-Usage: tools/longest_functions.py [--top N] [--cli] [--min LINES] [PATH ...]
+Usage: tools/longest_functions.py [--top N] [--cli] [--min LINES] [--skip FILE]... [PATH ...]
   PATH    files or folders to scan (default: src/, without src/cli/ unless --cli)
   --top   how many to list (default 10)
   --cli   with the default paths, also scan src/cli/
   --min   list only functions of at least this many lines (exit 1 if any):
           a check that no function is over a limit
+  --skip  leave this file out (repeatable; a path as given or relative to the repository)
 Each line: LINES  FILE:LINE  NAME"""
 import os
 import re
@@ -114,7 +115,7 @@ def functions(path):
 
 
 def main(argv):
-    top, with_cli, minimum, paths = 10, False, None, []
+    top, with_cli, minimum, paths, skip = 10, False, None, [], set()
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -124,6 +125,8 @@ def main(argv):
             with_cli = True
         elif a == "--min":
             minimum = int(args.pop(0))
+        elif a == "--skip":
+            skip.add(os.path.realpath(args.pop(0)))
         elif a in ("-h", "--help"):
             print(__doc__)
             return 0
@@ -142,6 +145,7 @@ def main(argv):
             if skip_cli and os.path.relpath(d, root).split(os.sep)[:2] == ["src", "cli"]:
                 continue
             files += [os.path.join(d, f) for f in sorted(names) if f.endswith(".c")]
+    files = [f for f in files if os.path.realpath(f) not in skip]
     found = sorted((f for path in files for f in functions(path)), key=lambda f: (-f[0], f[1], f[2]))
     if minimum is not None:
         found = [f for f in found if f[0] >= minimum]
