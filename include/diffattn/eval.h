@@ -1,6 +1,8 @@
 /* diffattn evaluations: multi-needle retrieval, where attention goes on
  * needle prompts, and activation outliers. Validation loss (da_eval_loss) is
- * in diffattn/train.h, beside the training loop that reports it. */
+ * in diffattn/train.h, beside the training loop that reports it.
+ * Implemented in src/eval/needle.c, src/eval/needle_attention.c, src/eval/outliers.c, src/eval/quant_logits.c,
+ * src/eval/ppl.c, src/eval/reference_outputs.c, src/eval/eval_data.c, src/eval/results_json.c. */
 #ifndef DIFFATTN_EVAL_H
 #define DIFFATTN_EVAL_H
 

@@ -1,6 +1,9 @@
 /* diffattn experiments: `compare` (DIFF against the softmax baseline, trained
  * and evaluated alike, with a report), throughput benchmarks, and the PNG
- * figures of reports. */
+ * figures of reports.
+ * Implemented in src/experiments/compare.c, src/experiments/tasks.c, src/experiments/task_compare.c,
+ * src/experiments/task_counterfactual.c, src/experiments/icl_order.c, src/experiments/plot.c,
+ * src/experiments/bench.c, src/experiments/bench_generate.c, src/experiments/bench_json.c. */
 #ifndef DIFFATTN_EXPERIMENTS_H
 #define DIFFATTN_EXPERIMENTS_H
 

@@ -8,7 +8,6 @@
 #include "commands.h"
 #include "diffattn/quant.h"
 #include "diffattn/eval.h"
-#include "diffattn/experiments.h"
 
 int cmd_eval_ppl(int argc, char **argv) {
     const char *model = NULL, *base = NULL, *data = NULL, *act_s = NULL, *kv_s = NULL, *cache = NULL;
