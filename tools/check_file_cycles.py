@@ -5,9 +5,9 @@ a longer loop.
 Definitions, per .c file F under src/:
   - F defines a function when its body is in F at file scope and it is not
     `static` (a static function is F's own business and makes no edge);
-  - F uses a function g when g's name appears in a function body of F (a call,
-    or g's address taken for a table of function pointers) and F does not
-    define g itself;
+  - F uses a function g when g's name appears inside a brace block of F (a
+    call in a function body, or g's address in a file-scope table of function
+    pointers) and F does not define g itself;
   - F -> G (F depends on G) when F uses a function that G defines. A name
     defined in several files (one kernel compiled per instruction set) makes
     no edge, and neither does a variable (the table of attention variants
@@ -27,7 +27,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from longest_functions import blank_out, blank_preprocessor, function_name  # noqa: E402
+from longest_functions import blank_out, blank_preprocessor, definitions, function_name  # noqa: E402
 
 # cycles that remain, by their files (relative to src/), with the reason
 KNOWN = {
@@ -50,26 +50,11 @@ def scan(path):
     with open(path, encoding="utf-8", errors="replace") as fp:
         code = blank_preprocessor(blank_out(fp.read()))
     defined, used = set(), set()
-    depth, last_end, body_start, name = 0, 0, 0, None
-    for i, c in enumerate(code):
-        if c == "{":
-            if depth == 0:
-                header = code[last_end:i]
-                name = function_name(header)
-                if name and re.search(r"\bstatic\b", header):
-                    name = None
-                body_start = i
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                if name:
-                    defined.add(name)
-                used.update(IDENT.findall(code[body_start:i]))
-                last_end = i + 1
-                name = None
-        elif c == ";" and depth == 0:
-            last_end = i + 1
+    for header, _, start, end in definitions(code):
+        name = function_name(header)
+        if name and not re.search(r"\bstatic\b", header):
+            defined.add(name)
+        used.update(IDENT.findall(code[start:end]))
     return defined, used
 
 

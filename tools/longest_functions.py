@@ -84,33 +84,39 @@ def function_name(header):
     return m.group(1)
 
 
-def functions(path):
-    with open(path, encoding="utf-8", errors="replace") as fp:
-        text = fp.read()
-    code = blank_preprocessor(blank_out(text))
-    found, depth, last_end = [], 0, 0
-    i = 0
-    while i < len(code):
-        c = code[i]
+def definitions(code):
+    """Each file-scope brace block of code (comments, strings and preprocessor
+    lines blanked): (header, first, open, close), where header is the text
+    before the block since the previous statement or block, first the index
+    of its first non-blank character, open and close the braces' indices."""
+    depth, last_end, header, first, start = 0, 0, "", 0, 0
+    for i, c in enumerate(code):
         if c == "{":
             if depth == 0:
                 header = code[last_end:i]
-                name = function_name(header)
-                body_start = i
+                first = last_end + (len(header) - len(header.lstrip()))
+                start = i
             depth += 1
         elif c == "}":
             depth -= 1
             if depth == 0:
-                if name:
-                    first = last_end + (len(header) - len(header.lstrip()))
-                    l0 = code.count("\n", 0, first) + 1
-                    l1 = code.count("\n", 0, i) + 1
-                    found.append((l1 - l0 + 1, path, l0, name))
+                yield header, first, start, i
                 last_end = i + 1
-                name = None
         elif c == ";" and depth == 0:
             last_end = i + 1
-        i += 1
+
+
+def functions(path):
+    with open(path, encoding="utf-8", errors="replace") as fp:
+        text = fp.read()
+    code = blank_preprocessor(blank_out(text))
+    found = []
+    for header, first, _, close in definitions(code):
+        name = function_name(header)
+        if name:
+            l0 = code.count("\n", 0, first) + 1
+            l1 = code.count("\n", 0, close) + 1
+            found.append((l1 - l0 + 1, path, l0, name))
     return found
 
 
