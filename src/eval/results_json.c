@@ -61,6 +61,14 @@ char *da_quant_logits_json(const char *model, da_arch arch, const da_quant_logit
     return da_json_finish(o);
 }
 
+/* A new entry of arr for the prompts of (context i, depth j). */
+static cJSON *cell(cJSON *arr, const da_needle_config *c, int i, int j) {
+    cJSON *x = da_json_push(arr);
+    da_json_int(x, "context", c->contexts[i]);
+    da_json_int(x, "depth", c->depths[j]);
+    return x;
+}
+
 char *da_needle_json(const char *model, da_arch arch, const da_needle_config *c, const da_needle_result *r) {
     cJSON *o = head(model, arch);
     da_json_int(o, "needles", c->needles);
@@ -69,12 +77,7 @@ char *da_needle_json(const char *model, da_arch arch, const da_needle_config *c,
     da_json_int(o, "asked", r->asked);
     cJSON *res = cJSON_AddArrayToObject(o, "results");
     for (int i = 0; i < c->n_contexts; i++)
-        for (int j = 0; j < c->n_depths; j++) {
-            cJSON *x = da_json_push(res);
-            da_json_int(x, "context", c->contexts[i]);
-            da_json_int(x, "depth", c->depths[j]);
-            da_json_fixed(x, "accuracy", r->acc[i][j], 4);
-        }
+        for (int j = 0; j < c->n_depths; j++) da_json_fixed(cell(res, c, i, j), "accuracy", r->acc[i][j], 4);
     return da_json_finish(o);
 }
 
@@ -89,9 +92,7 @@ char *da_needle_attention_json(const char *model, const da_config *cfg, const da
     cJSON *res = cJSON_AddArrayToObject(o, "results");
     for (int i = 0; i < c->n_contexts; i++)
         for (int j = 0; j < c->n_depths; j++) {
-            cJSON *x = da_json_push(res);
-            da_json_int(x, "context", c->contexts[i]);
-            da_json_int(x, "depth", c->depths[j]);
+            cJSON *x = cell(res, c, i, j);
             da_json_fixed(x, "answer", r->answer[i][j], 4);
             da_json_fixed(x, "noise", r->noise[i][j], 4);
             da_json_fixed(x, "answer_digit_accuracy", r->digits[i][j], 4);
