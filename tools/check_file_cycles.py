@@ -31,9 +31,6 @@ from longest_functions import blank_out, blank_preprocessor, definitions, functi
 
 # cycles that remain, by their files (relative to src/), with the reason
 KNOWN = {
-    frozenset({"infer/engine_gguf.c", "infer/engine_weights.c"}):
-        "the engine's ways in: da_engine_load (engine_weights.c) hands a GGUF to its reader, which builds "
-        "the weight table with engine_weights.c's helpers (the engine's rework, issue 31 item 6)",
     frozenset({"train/train_state.c", "train/train_config.c"}):
         "the training state stores the training configuration, whose resume merge reads the state "
         "(part of the single training loop's rework, issue 31 item 1)",
