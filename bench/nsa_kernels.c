@@ -24,6 +24,7 @@
 #include "attn/nsa.h"
 #include "core/clock.h"
 #include "diffattn/core.h"
+#include "diffattn/exec.h"
 #include "ops/vexp.h"
 
 enum { H = 12, G = 4, D = 64 };

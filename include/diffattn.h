@@ -1,17 +1,22 @@
 /* diffattn: the Differential Transformer (DIFF V1) and its softmax baseline, in C11.
- * This umbrella header includes every public header of the library; each
- * subsystem's header can also be included alone. */
+ * This umbrella header offers the library: models and their files, training,
+ * the inference engine, tokenizers, data and evaluations. Each subsystem's
+ * header can also be included alone. Experiments, figures and benchmarks are
+ * not part of it: a program that needs them includes diffattn/experiments.h. */
 #ifndef DIFFATTN_H
 #define DIFFATTN_H
 
 #include "diffattn/core.h"
+#include "diffattn/rng.h"
+#include "diffattn/exec.h"
+#include "diffattn/fields.h"
 #include "diffattn/config.h"
 #include "diffattn/model.h"
+#include "diffattn/formats.h"
 #include "diffattn/train.h"
 #include "diffattn/generate.h"
 #include "diffattn/tokenizer.h"
 #include "diffattn/data.h"
 #include "diffattn/eval.h"
-#include "diffattn/experiments.h"
 
 #endif

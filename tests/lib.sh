@@ -4,7 +4,10 @@
 #   ok "the model loads" "$BIN" info --model "$TMP/m.gguf"         # exit 0
 #   bad "a crash is not an error" "$BIN" info --model "$TMP/x"      # exit non-zero, any code
 #   expect_error "a truncated GGUF" "truncated" "$BIN" info --model "$TMP/cut.gguf"   # exit 1, stderr has the text
+#   expect_errors "a changed flag" "dim" "64" -- "$BIN" train ...   # exit 1, stderr has each text, in order
+#   expect_one_line_error "a bad key" "config.json" "$BIN" info ...  # expect_error, and stderr is one line
 #   check "two ids files agree" cmp -s "$TMP/a" "$TMP/b"             # any test command, true = pass
+#   has "info names the format" "$out" "GGUF"                        # a text holds each text, in order
 #   pass "what"; fail "what" "why"                                   # record an outcome computed by hand
 #   finish                                                           # "N passed, M failed"; exit code 0/1
 #
@@ -42,6 +45,43 @@ expect_error() {
   local rc=$? err
   err=$(cat "$TMP/last.err")
   if [[ $rc == 1 && $err == *"$pattern"* ]]; then pass "$what"
+  else fail "$what" "rc=$rc, stderr: ${err:0:600}"; fi
+}
+
+# in_order TEXT PATTERN...: TEXT holds each PATTERN (literal text, not a glob), one after the other.
+in_order() {
+  local rest=$1 p; shift
+  for p in "$@"; do
+    [[ $rest == *"$p"* ]] || return 1
+    rest=${rest#*"$p"}
+  done
+}
+
+# has WHAT TEXT PATTERN...: TEXT holds each PATTERN, in that order; a failure shows TEXT.
+has() {
+  local what=$1 text=$2; shift 2
+  if in_order "$text" "$@"; then pass "$what"; else fail "$what" "expected $(printf "'%s' " "$@")in: $text"; fi
+}
+
+# expect_errors WHAT PATTERN... -- CMD...: CMD exits 1 and its stderr holds each PATTERN, in that order.
+expect_errors() {
+  local what=$1 pats=() rc err; shift
+  while (($#)) && [[ $1 != -- ]]; do pats+=("$1"); shift; done
+  shift
+  "$@" >"$TMP/last.out" 2>"$TMP/last.err"
+  rc=$?
+  err=$(cat "$TMP/last.err")
+  if [[ $rc == 1 ]] && in_order "$err" "${pats[@]}"; then pass "$what"
+  else fail "$what" "rc=$rc, expected $(printf "'%s' " "${pats[@]}")in stderr: ${err:0:600}"; fi
+}
+
+# expect_one_line_error WHAT PATTERN CMD...: expect_error, and the message is one line.
+expect_one_line_error() {
+  local what=$1 pattern=$2; shift 2
+  "$@" >"$TMP/last.out" 2>"$TMP/last.err"
+  local rc=$? err
+  err=$(cat "$TMP/last.err")
+  if [[ $rc == 1 && $err == *"$pattern"* && $err != *$'\n'* ]]; then pass "$what"
   else fail "$what" "rc=$rc, stderr: ${err:0:600}"; fi
 }
 

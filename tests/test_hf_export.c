@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "diffattn/model.h"
+#include "diffattn/formats.h"
 #include "harness.h"
 
 #define TOL 1e-5

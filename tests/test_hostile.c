@@ -1,5 +1,7 @@
-/* Hostile and faulty files: each case of issue 16's fuzzing findings (F1-F7)
- * and of its write faults, as a test that fails on the code before the fix.
+/* Hostile and faulty files, by behaviour: tokenizer and ids files; files
+ * whose counts, sizes and ranges claim more than they hold; wrong types and
+ * contradictory fields; non-finite values; writes that fail or are killed;
+ * run folders and their locks. Each test fails on the code before its fix.
  * Memory and time must be bounded by a file's real size, never by a count
  * the file claims; a failed write must leave the previous file whole. */
 #define _GNU_SOURCE
@@ -77,9 +79,138 @@ static int same_file(const char *a, const char *b) {
     return same;
 }
 
-/* ------------------------------------------------------------ F1, F2: tokenizer.json */
+static void put_u32(uint8_t **p, uint32_t v) { memcpy(*p, &v, 4), *p += 4; }
+static void put_u64(uint8_t **p, uint64_t v) { memcpy(*p, &v, 8), *p += 8; }
 
-/* F1: an added token's id raised the vocabulary size without bound: 1e10
+/* Rewrites the training state at src to dst with one metadata value replaced. */
+static int rewrite_meta(const char *src, const char *dst, const char *key, const char *value) {
+    da_st_file f;
+    if (da_st_open(&f, src).code) return -1;
+    const char *keys[64], *vals[64];
+    da_st_write_tensor ts[8];
+    float *data[8] = {0};
+    int nm = 0;
+    for (int i = 0; i < f.n_meta && nm < 64; i++, nm++) {
+        keys[nm] = f.meta[i].key;
+        vals[nm] = strcmp(f.meta[i].key, key) ? f.meta[i].value : value;
+    }
+    for (int i = 0; i < f.n_tensors && i < 8; i++) {
+        const da_st_tensor *t = &f.tensors[i];
+        data[i] = malloc(t->numel * sizeof(float));
+        if (!data[i] || da_st_read_f32(&f, t, data[i]).code) return -1;
+        ts[i].name = t->name;
+        ts[i].ndim = t->ndim;
+        for (int k = 0; k < t->ndim; k++) ts[i].shape[k] = t->shape[k];
+        ts[i].data = data[i];
+    }
+    da_status st = da_st_write(dst, ts, f.n_tensors, keys, vals, nm);
+    for (int i = 0; i < 8; i++) free(data[i]);
+    da_st_close(&f);
+    return st.code ? -1 : 0;
+}
+
+/* Files of dir named <name>.tmp.* */
+static int count_temporaries(const char *name) {
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", name);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) n++;
+    closedir(d);
+    return n;
+}
+
+/* A Llama of hidden size 8, one layer, vocabulary 16, tied head. */
+static const char tiny_llama_config[] =
+    "{\"model_type\":\"llama\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+    "\"num_key_value_heads\":2,\"intermediate_size\":16,\"vocab_size\":16,\"max_position_embeddings\":32,"
+    "\"tie_word_embeddings\":true}";
+
+static const struct {
+    const char *name;
+    int rows, cols;
+} tiny_tensors[] = {{"model.norm.weight", 8, 0},
+                    {"model.embed_tokens.weight", 16, 8},
+                    {"model.layers.0.input_layernorm.weight", 8, 0},
+                    {"model.layers.0.post_attention_layernorm.weight", 8, 0},
+                    {"model.layers.0.mlp.gate_proj.weight", 16, 8},
+                    {"model.layers.0.mlp.up_proj.weight", 16, 8},
+                    {"model.layers.0.mlp.down_proj.weight", 8, 16},
+                    {"model.layers.0.self_attn.q_proj.weight", 8, 8},
+                    {"model.layers.0.self_attn.k_proj.weight", 8, 8},
+                    {"model.layers.0.self_attn.v_proj.weight", 8, 8},
+                    {"model.layers.0.self_attn.o_proj.weight", 8, 8}};
+enum { TINY_N = sizeof tiny_tensors / sizeof tiny_tensors[0] };
+enum { TINY_DISJOINT, TINY_ALL_AT_ZERO, TINY_FRACTIONAL, TINY_ARRAY_METADATA };
+
+/* 8-byte length, header, data_bytes of small values. */
+static int write_safetensors_raw(const char *p, const char *header, size_t data_bytes) {
+    FILE *fp = fopen(p, "wb");
+    if (!fp) return -1;
+    uint64_t n = strlen(header);
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)(n >> (8 * i));
+    float *data = calloc(data_bytes / 4 + 1, 4);
+    for (size_t i = 0; data && i < data_bytes / 4; i++) data[i] = 0.01f * (float)(i % 7);
+    int ok = data && fwrite(len, 1, 8, fp) == 8 && fwrite(header, 1, n, fp) == n &&
+             fwrite(data, 1, data_bytes, fp) == data_bytes;
+    free(data);
+    return fclose(fp) || !ok ? -1 : 0;
+}
+
+/* An HF folder of the tiny Llama whose tensors are laid out as mode says. */
+static int write_tiny_folder(const char *folder, int mode) {
+    mkdir(folder, 0755);
+    char p[512], h[8192];
+    size_t at = 0, end = 0;
+    int w = snprintf(h, sizeof h, "{%s", mode == TINY_ARRAY_METADATA ? "\"__metadata__\":[1,2]," : "");
+    for (int i = 0; i < TINY_N; i++) {
+        size_t nb = (size_t)tiny_tensors[i].rows * (size_t)(tiny_tensors[i].cols ? tiny_tensors[i].cols : 1) * 4;
+        size_t b = mode == TINY_ALL_AT_ZERO ? 0 : at;
+        char shape[32], offs[64];
+        if (tiny_tensors[i].cols) snprintf(shape, sizeof shape, "[%d,%d]", tiny_tensors[i].rows, tiny_tensors[i].cols);
+        else snprintf(shape, sizeof shape, "[%d]", tiny_tensors[i].rows);
+        if (mode == TINY_FRACTIONAL && i == 0) snprintf(offs, sizeof offs, "[0.5,%zu.5]", nb);
+        else snprintf(offs, sizeof offs, "[%zu,%zu]", b, b + nb);
+        w += snprintf(h + w, sizeof h - (size_t)w, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":%s}",
+                      i ? "," : "", tiny_tensors[i].name, shape, offs);
+        at += nb;
+        if (b + nb > end) end = b + nb;
+    }
+    snprintf(h + w, sizeof h - (size_t)w, "}");
+    snprintf(p, sizeof p, "%s/config.json", folder);
+    if (write_text(p, tiny_llama_config, strlen(tiny_llama_config))) return -1;
+    snprintf(p, sizeof p, "%s/model.safetensors", folder);
+    return write_safetensors_raw(p, h, end + (mode == TINY_FRACTIONAL ? 4 : 0));
+}
+
+/* ------------------------------------------------------------ tokenizer and ids files */
+
+#define NL "\xc4\x8a"
+#define SP "\xc4\xa0"
+#define EA "\xc3\x83\xc2\xa9"
+/* Merges that cross every place a chunk boundary used to fall: "\n\n",
+ * "  ", " caf" + "é", " é"; a special token with a space inside. */
+static const char *CHUNK_EXTRA = "\"" NL NL "\":256,\"" SP "c\":257,\"aa\":258,\"aaaa\":259,\"" SP "ca\":260,\"" SP
+                              "caf\":261,\"" EA "\":262,\"" SP "caf" EA "\":263,\"" SP SP "\":264,\"" SP
+                              "\xc3\x83\":265,\"" SP EA "\":266";
+static const char *CHUNK_MERGES = "\"" NL " " NL "\",\"" SP " c\",\"a a\",\"aa aa\",\"" SP "c a\",\"" SP "ca f\",\"\xc3\x83 "
+                               "\xc2\xa9\",\"" SP "caf " EA "\",\"" SP " " SP "\",\"" SP " \xc3\x83\",\"" SP
+                               "\xc3\x83 \xc2\xa9\"";
+static const char *CHUNK_ADDED = "{\"id\":267,\"content\":\"<|endoftext|>\",\"special\":true},"
+                              "{\"id\":268,\"content\":\"<x y>\",\"special\":true}";
+
+static int encode_all(const da_tokenizer *t, const uint8_t *b, size_t n, int **ids, size_t *n_ids) {
+    size_t cap = 0;
+    *ids = NULL;
+    *n_ids = 0;
+    return da_tokenizer_encode(t, b, n, ids, n_ids, &cap).code ? -1 : 0;
+}
+
+/* An added token's id raised the vocabulary size without bound: 1e10
  * overflowed an int, 200000000 took 6.4 s and 1.57 GB from 87 bytes. */
 static int test_added_token_id_bounded(void) {
     const char *p = path_in("f1.json");
@@ -109,7 +240,7 @@ static int test_added_token_id_bounded(void) {
     return expect_error(da_tokenizer_load(&t, p), "far beyond");
 }
 
-/* F2: a merge whose first token converts and whose second does not leaked
+/* A merge whose first token converts and whose second does not leaked
  * the first (LeakSanitizer reports it in the ASan build). */
 static int test_add_merge_no_leak(void) {
     const char *p = path_in("f2.json");
@@ -132,146 +263,65 @@ static int test_add_merge_no_leak(void) {
     return expect_error(da_tokenizer_load(&t, enc), "outside GPT-2's byte alphabet");
 }
 
-/* ------------------------------------------------------------ F3: training state metadata */
-
-/* Rewrites the training state at src to dst with one metadata value replaced. */
-static int rewrite_meta(const char *src, const char *dst, const char *key, const char *value) {
-    da_st_file f;
-    if (da_st_open(&f, src).code) return -1;
-    const char *keys[64], *vals[64];
-    da_st_write_tensor ts[8];
-    float *data[8] = {0};
-    int nm = 0;
-    for (int i = 0; i < f.n_meta && nm < 64; i++, nm++) {
-        keys[nm] = f.meta[i].key;
-        vals[nm] = strcmp(f.meta[i].key, key) ? f.meta[i].value : value;
-    }
-    for (int i = 0; i < f.n_tensors && i < 8; i++) {
-        const da_st_tensor *t = &f.tensors[i];
-        data[i] = malloc(t->numel * sizeof(float));
-        if (!data[i] || da_st_read_f32(&f, t, data[i]).code) return -1;
-        ts[i].name = t->name;
-        ts[i].ndim = t->ndim;
-        for (int k = 0; k < t->ndim; k++) ts[i].shape[k] = t->shape[k];
-        ts[i].data = data[i];
-    }
-    da_status st = da_st_write(dst, ts, f.n_tensors, keys, vals, nm);
-    for (int i = 0; i < 8; i++) free(data[i]);
-    da_st_close(&f);
-    return st.code ? -1 : 0;
-}
-
-/* F3: "1e300" or "nan" converted to int: undefined behaviour, and the
- * message spoke of "--batch -2147483648". */
-static int test_train_state_numbers_checked(void) {
-    const char *seed = "tests/fuzz/corpus/train_state/softmax_tied.safetensors";
-    const struct { const char *key, *value, *want; } cases[] = {
-        {"train.batch", "1e300", "train.batch = \"1e300\" is not an integer"},
-        {"step", "nan", "step = \"nan\" is not an integer"},
-        {"train.lr", "1e300", "train.lr = \"1e300\" is not a number"},
-        {"train.steps", "2.5", "train.steps = \"2.5\" is not an integer"},
-        {"train.seed", "-3", "train.seed = \"-3\" is not an unsigned"},
+/* A tokenizer.json's decoder (Metaspace, Replace), truncation and
+ * padding were ignored, and so was a second added token with the same id.
+ * Each is refused, naming the field. */
+static int test_tokenizer_fields_not_ignored(void) {
+    const char *p = path_in("fields.json");
+    const struct {
+        const char *top, *added, *want;
+    } cases[] = {
+        {"null,\"decoder\":{\"type\":\"Metaspace\",\"replacement\":\"_\"}", "", "decoder.type \"Metaspace\""},
+        {"null,\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"ByteLevel\"},{\"type\":\"Replace\"}]}", "",
+         "decoder.decoders[1].type \"Replace\""},
+        {"null,\"truncation\":{\"max_length\":8,\"strategy\":\"LongestFirst\"}", "", "truncation is set"},
+        {"null,\"padding\":{\"length\":16}", "", "padding is set"},
+        {"null", "{\"id\":300,\"content\":\"<a>\",\"special\":true},{\"id\":300,\"content\":\"<b>\",\"special\":true}",
+         "added_tokens[1] \"<b>\" has id 300, which an earlier added token (\"<a>\") holds"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *p = path_in("state.safetensors");
-        CHECK(!rewrite_meta(seed, p, cases[i].key, cases[i].value));
-        da_model m;
-        da_adamw opt;
-        da_train_config tc;
-        da_rng rng;
-        da_status st = da_train_state_load(p, &m, &opt, &tc, &rng);
-        if (!st.code) da_model_free(&m), da_adamw_free(&opt);
+        CHECK(!write_tokenizer_json(p, NULL, cases[i].top, cases[i].added, "", ""));
+        da_tokenizer *t;
+        da_status st = da_tokenizer_load(&t, p);
+        if (!st.code) da_tokenizer_free(t);
         if (expect_error(st, cases[i].want)) return 1;
     }
+    /* ByteLevel, and no decoder at all, still load */
+    CHECK(!write_tokenizer_json(p, NULL, "null,\"decoder\":{\"type\":\"ByteLevel\"},\"truncation\":null", "", "", ""));
+    da_tokenizer *t;
+    CHECK(!da_tokenizer_load(&t, p).code);
+    da_tokenizer_free(t);
     return 0;
 }
 
-/* ------------------------------------------------------------ F4: GGUF duplicate keys */
-
-static void put_u32(uint8_t **p, uint32_t v) { memcpy(*p, &v, 4), *p += 4; }
-static void put_u64(uint8_t **p, uint64_t v) { memcpy(*p, &v, 8), *p += 8; }
-
-/* F4: duplicate keys were found by comparing every pair: 100,000 keys in
- * 2 MB took 34 s. */
-static int test_gguf_many_keys_fast(void) {
-    enum { N = 100000 };
-    size_t cap = 24 + (size_t)N * 32;
-    uint8_t *buf = malloc(cap), *p = buf;
-    CHECK(buf);
-    memcpy(p, "GGUF", 4), p += 4;
-    put_u32(&p, 3);
-    put_u64(&p, 0);
-    put_u64(&p, N);
-    for (int i = 0; i < N; i++) {
-        char key[16];
-        snprintf(key, sizeof key, "k.%07d", i == N - 1 ? 17 : i); /* the last repeats an early one */
-        put_u64(&p, strlen(key));
-        memcpy(p, key, strlen(key)), p += strlen(key);
-        put_u32(&p, DA_GGUF_U8);
-        *p++ = 1;
-    }
-    da_gguf_file f;
-    double t0 = da_now_s();
-    da_status st = da_gguf_parse(&f, "many.gguf", buf, (size_t)(p - buf)); /* takes buf */
-    double s = da_now_s() - t0;
-    if (expect_error(st, "key \"k.0000017\" appears twice")) return 1;
-    if (s > 5.0) { /* 0.05 s optimised; comparing every pair took 34 s */
-        fprintf(stderr, "  %.2f s to parse %d keys\n", s, N);
-        return 1;
-    }
+/* A Split regex like \w+(?=.*Z) scanned to the end of the text at
+ * every match: 2.3 s on 100 KB. An unbounded repeat inside a lookaround is
+ * refused; Llama 3's (?!\S) is not one. */
+static int test_quadratic_split_refused(void) {
+    const char *p = path_in("split.json");
+    char pre[4096];
+    CHECK(!write_tokenizer_json(p, split_pre_tokenizer(pre, sizeof pre, "\\w+(?=.*Z)", "Isolated", 0), NULL, "", "",
+                                ""));
+    da_tokenizer *t;
+    if (expect_error(da_tokenizer_load(&t, p), "repeats without bound inside a lookaround")) return 1;
+    CHECK(!write_tokenizer_json(p, split_pre_tokenizer(pre, sizeof pre, "[a-z]+(?<![a-c]{2,})|\\s+(?!\\S)", "Isolated", 0),
+                                NULL, "", "", ""));
+    if (expect_error(da_tokenizer_load(&t, p), "repeats without bound")) return 1;
+    CHECK(!write_tokenizer_json(p, split_pre_tokenizer(pre, sizeof pre, "[+*(?=]+|\\s+(?!\\S)|\\(?=x+", "Isolated", 0),
+                                NULL, "", "", ""));
+    da_status st = da_tokenizer_load(&t, p);
+    if (st.code) fprintf(stderr, "  a bounded lookahead: %s\n", st.msg);
+    CHECK(!st.code);
+    da_tokenizer_free(t);
     return 0;
 }
 
-/* ------------------------------------------------------------ F5: ids files */
-
-/* F5: words were cut to 63 characters, so 70 zeros and "105" read as 0;
- * and a NUL byte hid the rest of a word. */
-static int test_ids_long_word_refused(void) {
-    const char *p = path_in("ids.txt");
-    char text[128];
-    memset(text, '0', 70);
-    snprintf(text + 70, sizeof text - 70, "105 7");
-    CHECK(!write_text(p, text, strlen(text)));
-    int *ids = NULL, n = 0;
-    if (expect_error(da_ids_read(p, 1000, &ids, &n), "longer than 63 characters")) return free(ids), 1;
-    CHECK(!write_text(p, "1\0002 3", 5));
-    if (expect_error(da_ids_read(p, 1000, &ids, &n), "\"1?2\" is not an integer")) return free(ids), 1;
-    CHECK(!write_text(p, "  0072 3\n", 9)); /* leading zeros that fit are still a number */
-    CHECK(!da_ids_read(p, 1000, &ids, &n).code);
-    int ok = n == 2 && ids[0] == 72 && ids[1] == 3;
-    free(ids);
-    return ok ? 0 : 1;
-}
-
-/* ------------------------------------------------------------ F6: chunked encoding */
-
-#define NL "\xc4\x8a"
-#define SP "\xc4\xa0"
-#define EA "\xc3\x83\xc2\xa9"
-/* Merges that cross every place a chunk boundary used to fall: "\n\n",
- * "  ", " caf" + "é", " é"; a special token with a space inside. */
-static const char *F6_EXTRA = "\"" NL NL "\":256,\"" SP "c\":257,\"aa\":258,\"aaaa\":259,\"" SP "ca\":260,\"" SP
-                              "caf\":261,\"" EA "\":262,\"" SP "caf" EA "\":263,\"" SP SP "\":264,\"" SP
-                              "\xc3\x83\":265,\"" SP EA "\":266";
-static const char *F6_MERGES = "\"" NL " " NL "\",\"" SP " c\",\"a a\",\"aa aa\",\"" SP "c a\",\"" SP "ca f\",\"\xc3\x83 "
-                               "\xc2\xa9\",\"" SP "caf " EA "\",\"" SP " " SP "\",\"" SP " \xc3\x83\",\"" SP
-                               "\xc3\x83 \xc2\xa9\"";
-static const char *F6_ADDED = "{\"id\":267,\"content\":\"<|endoftext|>\",\"special\":true},"
-                              "{\"id\":268,\"content\":\"<x y>\",\"special\":true}";
-
-static int encode_all(const da_tokenizer *t, const uint8_t *b, size_t n, int **ids, size_t *n_ids) {
-    size_t cap = 0;
-    *ids = NULL;
-    *n_ids = 0;
-    return da_tokenizer_encode(t, b, n, ids, n_ids, &cap).code ? -1 : 0;
-}
-
-/* F6: da_safe_cut cut after "\n\n" (a tokenizer merging "Ċ Ċ" then saw a
+/* da_safe_cut cut after "\n\n" (a tokenizer merging "Ċ Ċ" then saw a
  * "\n\n" token that whole-text encoding never makes) and before "é" in
  * "café". Every cut it returns must leave the ids of the whole unchanged. */
 static int test_safe_cut_keeps_ids(void) {
     const char *p = path_in("f6.json");
-    CHECK(!write_byte_tokenizer(p, F6_ADDED, F6_EXTRA, F6_MERGES));
+    CHECK(!write_byte_tokenizer(p, CHUNK_ADDED, CHUNK_EXTRA, CHUNK_MERGES));
     da_tokenizer *t;
     da_status st = da_tokenizer_load(&t, p);
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
@@ -302,7 +352,7 @@ static int test_safe_cut_keeps_ids(void) {
         }
         free(whole);
     }
-    /* the two cases of the issue: no cut between the line ends, none before é */
+    /* the two cuts that went wrong: none between the line ends, none before é */
     size_t c1 = da_tokenizer_safe_cut(t, (const uint8_t *)"aaaa\n\nb", 7);
     size_t c2 = da_tokenizer_safe_cut(t, (const uint8_t *)"abcd caf\xc3\xa9", 10);
     if (c1 == 6 || c1 == 5 || c2 == 8) {
@@ -313,12 +363,12 @@ static int test_safe_cut_keeps_ids(void) {
     return bad;
 }
 
-/* F6 through prepare: shards of a text cut into small chunks equal the
+/* Through prepare: shards of a text cut into small chunks equal the
  * encoding of the whole text. On 10 MB of "aaaa\n\n" prepare used to put a
  * "\n\n" token at every chunk boundary. */
 static int test_prepare_equals_whole_encoding(void) {
     const char *tokp = path_in("f6p.json"), *text = path_in("f6p.txt"), *out = path_in("f6p_shards");
-    CHECK(!write_byte_tokenizer(tokp, F6_ADDED, F6_EXTRA, F6_MERGES));
+    CHECK(!write_byte_tokenizer(tokp, CHUNK_ADDED, CHUNK_EXTRA, CHUNK_MERGES));
     size_t n = 0, cap = 200000;
     uint8_t *b = malloc(cap);
     da_rng r;
@@ -412,9 +462,28 @@ static int test_long_pieces_heap_equals_scan(void) {
     return ok ? 0 : 1;
 }
 
-/* ------------------------------------------------------------ F7: declared configuration */
+/* Words were cut to 63 characters, so 70 zeros and "105" read as 0;
+ * and a NUL byte hid the rest of a word. */
+static int test_ids_long_word_refused(void) {
+    const char *p = path_in("ids.txt");
+    char text[128];
+    memset(text, '0', 70);
+    snprintf(text + 70, sizeof text - 70, "105 7");
+    CHECK(!write_text(p, text, strlen(text)));
+    int *ids = NULL, n = 0;
+    if (expect_error(da_ids_read(p, 1000, &ids, &n), "longer than 63 characters")) return free(ids), 1;
+    CHECK(!write_text(p, "1\0002 3", 5));
+    if (expect_error(da_ids_read(p, 1000, &ids, &n), "\"1?2\" is not an integer")) return free(ids), 1;
+    CHECK(!write_text(p, "  0072 3\n", 9)); /* leading zeros that fit are still a number */
+    CHECK(!da_ids_read(p, 1000, &ids, &n).code);
+    int ok = n == 2 && ids[0] == 72 && ids[1] == 3;
+    free(ids);
+    return ok ? 0 : 1;
+}
 
-/* F7: a 4 KB file declaring a huge configuration made the loader allocate
+/* ------------------------------------------------------------ truncated and oversized files */
+
+/* A 4 KB file declaring a huge configuration made the loader allocate
  * terabytes ("out of memory allocating 4947839041536 parameters", and
  * allocation-size-too-big under ASan) before looking at a single tensor. */
 static int test_model_declared_size_checked(void) {
@@ -464,101 +533,368 @@ static int test_param_count_matches_model(void) {
     return 0;
 }
 
-/* ------------------------------------------------------------ writes */
-
-/* Files of dir named <name>.tmp.* */
-static int count_temporaries(const char *name) {
-    char prefix[300];
-    snprintf(prefix, sizeof prefix, "%s.tmp.", name);
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (!strncmp(e->d_name, prefix, strlen(prefix))) n++;
-    closedir(d);
-    return n;
+/* Duplicate keys were found by comparing every pair: 100,000 keys in
+ * 2 MB took 34 s. */
+static int test_gguf_many_keys_fast(void) {
+    enum { N = 100000 };
+    size_t cap = 24 + (size_t)N * 32;
+    uint8_t *buf = malloc(cap), *p = buf;
+    CHECK(buf);
+    memcpy(p, "GGUF", 4), p += 4;
+    put_u32(&p, 3);
+    put_u64(&p, 0);
+    put_u64(&p, N);
+    for (int i = 0; i < N; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k.%07d", i == N - 1 ? 17 : i); /* the last repeats an early one */
+        put_u64(&p, strlen(key));
+        memcpy(p, key, strlen(key)), p += strlen(key);
+        put_u32(&p, DA_GGUF_U8);
+        *p++ = 1;
+    }
+    da_gguf_file f;
+    double t0 = da_now_s();
+    da_status st = da_gguf_parse(&f, "many.gguf", buf, (size_t)(p - buf)); /* takes buf */
+    double s = da_now_s() - t0;
+    if (expect_error(st, "key \"k.0000017\" appears twice")) return 1;
+    if (s > 5.0) { /* 0.05 s optimised; comparing every pair took 34 s */
+        fprintf(stderr, "  %.2f s to parse %d keys\n", s, N);
+        return 1;
+    }
+    return 0;
 }
 
-/* Issue 23, case 1: another user plants symlinks named path.tmp.<pid> for the
- * next pids (and one at path itself) in a shared output folder. The writer
- * used to open the planted name and write through it into the symlink's
- * target, then rename the symlink over path. Now the temporary is a new file
- * (O_EXCL|O_NOFOLLOW) under an unpredictable name, the victim is untouched,
- * and path ends up a regular file. */
-static int test_planted_symlinks_not_followed(void) {
-    const char *p = path_in("planted.npy"), *victim = path_in("victim.txt");
-    CHECK(!write_text(victim, "precious", 8));
-    char link[300];
-    for (long pid = (long)getpid() - 2; pid < (long)getpid() + 64; pid++) {
-        snprintf(link, sizeof link, "%s.tmp.%ld", p, pid);
-        CHECK(!symlink(victim, link));
+/* Every tensor of an HF folder pointing at the same bytes
+ * loaded (8.4 MB as a 403 M-parameter model, 11.8 s, 1.6 GB); fractional
+ * offsets and an array __metadata__ passed too. */
+static int test_hf_ranges_checked(void) {
+    const char *f = path_in("hf_ok");
+    da_model m;
+    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
+    da_status st = da_model_load(&m, f);
+    if (st.code) fprintf(stderr, "  the well-formed folder: %s\n", st.msg);
+    CHECK(!st.code);
+    da_model_free(&m);
+    const struct {
+        int mode;
+        const char *name, *want;
+    } cases[] = {{TINY_ALL_AT_ZERO, "hf_overlap", "overlaps tensor"},
+                 {TINY_FRACTIONAL, "hf_fraction", "not integers"},
+                 {TINY_ARRAY_METADATA, "hf_meta", "__metadata__ is not an object"}};
+    for (int i = 0; i < 3; i++) {
+        const char *g = path_in(cases[i].name);
+        CHECK(!write_tiny_folder(g, cases[i].mode));
+        st = da_model_load(&m, g);
+        if (!st.code) da_model_free(&m);
+        if (expect_error(st, cases[i].want)) return 1;
     }
-    CHECK(!symlink(victim, p)); /* at the destination too: the rename replaces it */
-    float v[3] = {1, 2, 3};
-    int64_t shape[1] = {3};
-    CHECK(!da_npy_write_f32(p, v, 1, shape).code);
-    struct stat sb;
-    CHECK(!lstat(p, &sb));
-    if (!S_ISREG(sb.st_mode)) {
-        fprintf(stderr, "  %s is not a regular file after the write (a symlink was moved over it)\n", p);
+    return 0;
+}
+
+/* In a GGUF: two tensors over the same bytes (a 4.5 MB file
+ * took 26 s and 5.3 GB). */
+static int test_gguf_overlap_refused(void) {
+    uint8_t *buf = calloc(1, 256), *p = buf;
+    CHECK(buf);
+    memcpy(p, "GGUF", 4), p += 4;
+    put_u32(&p, 3);
+    put_u64(&p, 2); /* tensors */
+    put_u64(&p, 0); /* key-values */
+    const uint64_t offsets[2] = {0, 32}; /* a: [0, 64), b: [32, 96) */
+    for (int i = 0; i < 2; i++) {
+        put_u64(&p, 1);
+        *p++ = (uint8_t)('a' + i);
+        put_u32(&p, 1);
+        put_u64(&p, 16);
+        put_u32(&p, 0); /* f32 */
+        put_u64(&p, offsets[i]);
+    }
+    size_t n = ((size_t)(p - buf) + 31) / 32 * 32 + 96;
+    da_gguf_file g;
+    return expect_error(da_gguf_parse(&g, "overlap.gguf", buf, n), "tensor \"b\" (data bytes [32, 96)) overlaps");
+}
+
+/* A sharded index was read in quadratic time (80 k entries,
+ * a 6 MB index: 43 s). Now one pass with a hash map: the folder is refused
+ * (its tensors are not a model) after reading every entry, in under half a
+ * second of CPU optimised. */
+static int test_index_linear(void) {
+    enum { N = 80000 };
+    const char *f = path_in("hf_index");
+    mkdir(f, 0755);
+    char p[512];
+    size_t cap = (size_t)N * 80 + 64;
+    char *h = malloc(cap), *ix = malloc(cap);
+    CHECK(h && ix);
+    size_t wh = (size_t)snprintf(h, cap, "{"), wi = (size_t)snprintf(ix, cap, "{\"weight_map\":{");
+    for (int i = 0; i < N; i++) {
+        wh += (size_t)snprintf(h + wh, cap - wh, "%s\"x.%06d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+                               i ? "," : "", i, 4 * i, 4 * i + 4);
+        wi += (size_t)snprintf(ix + wi, cap - wi, "%s\"x.%06d\":\"a.safetensors\"", i ? "," : "", i);
+    }
+    snprintf(h + wh, cap - wh, "}");
+    snprintf(ix + wi, cap - wi, "}}");
+    snprintf(p, sizeof p, "%s/a.safetensors", f);
+    int bad = write_safetensors_raw(p, h, (size_t)N * 4);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", f);
+    bad |= write_text(p, ix, strlen(ix));
+    snprintf(p, sizeof p, "%s/config.json", f);
+    bad |= write_text(p, tiny_llama_config, strlen(tiny_llama_config));
+    free(h);
+    free(ix);
+    CHECK(!bad);
+    da_model m;
+    /* CPU time, not wall time: the machine running the tests may be busy */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    da_status st = da_model_load(&m, f);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+    const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (expect_error(st, "missing tensor model.embed_tokens.weight")) return 1;
+    if (s > 10.0) { /* about 0.4 s optimised; quadratic, it took 43 s and more */
+        fprintf(stderr, "  %.2f s of CPU to read an index of %d entries\n", s, N);
         return 1;
     }
-    char buf[16] = {0};
-    FILE *fp = fopen(victim, "rb");
-    CHECK(fp);
-    size_t got = fread(buf, 1, sizeof buf - 1, fp);
-    fclose(fp);
-    if (got != 8 || strcmp(buf, "precious")) {
-        fprintf(stderr, "  the symlinks' target was written through (%zu bytes now)\n", got);
+    return 0;
+}
+
+/* A shard symlinked outside the folder was read, and the
+ * error echoed its first 8 bytes as a "header length". A Hugging Face cache
+ * snapshot (files symlinked to ../../blobs) still loads. */
+static int test_shard_outside_folder_refused(void) {
+    const char *f = path_in("hf_escape"), *secret = path_in("secret.txt");
+    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
+    CHECK(!write_text(secret, "SECRET!!and more", 16));
+    char p[1024];
+    snprintf(p, sizeof p, "%s/model.safetensors", f);
+    CHECK(!unlink(p) && !symlink(secret, p));
+    da_model m;
+    da_status st = da_model_load(&m, f);
+    if (!st.code) da_model_free(&m);
+    if (expect_error(st, "outside the model folder")) return 1;
+    /* the same file read directly: refused without echoing its bytes */
+    da_st_file sf;
+    st = da_st_open(&sf, secret);
+    uint64_t as_length = 0;
+    for (int i = 7; i >= 0; i--) as_length = as_length << 8 | (uint8_t)"SECRET!!"[i];
+    char digits[32];
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)as_length);
+    if (!st.code || strstr(st.msg, "SECRET") || strstr(st.msg, digits)) {
+        fprintf(stderr, "  echoes the file's bytes: %s\n", st.msg);
         return 1;
     }
-    /* the same for a whole model, and a copy */
+    /* models--x/snapshots/r1/model.safetensors -> ../../blobs/h1 */
+    const char *repo = path_in("models--x");
+    char blobs[512], snap[512], q[700];
+    snprintf(blobs, sizeof blobs, "%s/blobs", repo);
+    snprintf(snap, sizeof snap, "%s/snapshots", repo);
+    CHECK(!mkdir(repo, 0755) && !mkdir(blobs, 0755) && !mkdir(snap, 0755));
+    snprintf(snap, sizeof snap, "%s/snapshots/r1", repo);
+    CHECK(!write_tiny_folder(snap, TINY_DISJOINT));
+    snprintf(p, sizeof p, "%s/model.safetensors", snap);
+    snprintf(q, sizeof q, "%s/h1", blobs);
+    CHECK(!rename(p, q) && !symlink("../../blobs/h1", p));
+    st = da_model_load(&m, snap);
+    if (st.code) fprintf(stderr, "  the cache snapshot: %s\n", st.msg);
+    CHECK(!st.code);
+    da_model_free(&m);
+    return 0;
+}
+
+/* ------------------------------------------------------------ wrong types and contradictory fields */
+
+/* "1e300" or "nan" converted to int: undefined behaviour, and the
+ * message spoke of "--batch -2147483648". */
+static int test_train_state_numbers_checked(void) {
+    const char *seed = "tests/fuzz/corpus/train_state/softmax_tied.safetensors";
+    const struct { const char *key, *value, *want; } cases[] = {
+        {"train.batch", "1e300", "train.batch = \"1e300\" is not an integer"},
+        {"step", "nan", "step = \"nan\" is not an integer"},
+        {"train.lr", "1e300", "train.lr = \"1e300\" is not a number"},
+        {"train.steps", "2.5", "train.steps = \"2.5\" is not an integer"},
+        {"train.seed", "-3", "train.seed = \"-3\" is not an unsigned"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *p = path_in("state.safetensors");
+        CHECK(!rewrite_meta(seed, p, cases[i].key, cases[i].value));
+        da_model m;
+        da_adamw opt;
+        da_train_config tc;
+        da_rng rng;
+        da_status st = da_train_state_load(p, &m, &opt, &tc, &rng);
+        if (!st.code) da_model_free(&m), da_adamw_free(&opt);
+        if (expect_error(st, cases[i].want)) return 1;
+    }
+    return 0;
+}
+
+/* Duplicate keys in config.json took the first value where
+ * Python takes the last; rope_scaling and rope_parameters could disagree. */
+static int test_config_contradictions_refused(void) {
+    const char *f = path_in("hf_cfg");
+    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", f);
+    const char *tails[] = {
+        ",\"vocab_size\":32}",
+        ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2},\"rope_parameters\":{\"rope_type\":\"linear\",\"factor\":4}}",
+        ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2},\"rope_parameters\":{\"rope_type\":\"default\"}}",
+        ",\"rope_theta\":10000,\"rope_parameters\":{\"rope_theta\":500000}}",
+        ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2,\"factor\":3}}",
+    };
+    const char *want[] = {"key \"vocab_size\" appears twice", "rope_scaling.factor and rope_parameters.factor differ",
+                          "rope_scaling.rope_type and rope_parameters.rope_type differ",
+                          "rope_theta and rope_parameters.rope_theta differ", "key \"factor\" appears twice"};
+    for (int i = 0; i < 5; i++) {
+        char cfg[1024];
+        snprintf(cfg, sizeof cfg, "%.*s%s", (int)strlen(tiny_llama_config) - 1, tiny_llama_config, tails[i]);
+        CHECK(!write_text(p, cfg, strlen(cfg)));
+        da_model m;
+        da_status st = da_model_load(&m, f);
+        if (!st.code) da_model_free(&m);
+        if (expect_error(st, want[i])) return 1;
+    }
+    return 0;
+}
+
+/* GGUF token arrays that contradict the embedded tokenizer.json
+ * were ignored (llama.cpp reads the arrays, diffattn the JSON). */
+static int test_gguf_token_arrays_match_json(void) {
+    const char *tp = path_in("embed_tok.json"), *mp = path_in("embed.safetensors"), *q = path_in("embed.gguf");
+    CHECK(!write_byte_tokenizer(tp, "", "", ""));
     da_config c;
     da_config_default(&c);
-    c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 64, c.ffn_hidden = 64, c.max_seq_len = 16;
+    c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 256, c.ffn_hidden = 64;
+    c.max_seq_len = 16;
     da_model m;
     CHECK(!da_model_create(&m, &c).code);
-    const char *mp = path_in("planted.safetensors");
-    snprintf(link, sizeof link, "%s.tmp.%ld", mp, (long)getpid());
-    CHECK(!symlink(victim, link));
+    FILE *fp = fopen(tp, "rb");
+    CHECK(fp);
+    char *json = calloc(1, 1 << 16);
+    size_t n = fread(json, 1, (1 << 16) - 1, fp);
+    fclose(fp);
+    CHECK(n > 0);
+    m.tokenizer_json = json;
     da_status st = da_model_save(&m, mp);
     da_model_free(&m);
     CHECK(!st.code);
-    CHECK(!lstat(mp, &sb) && S_ISREG(sb.st_mode) && !lstat(victim, &sb) && sb.st_size == 8);
-    return 0;
-}
-
-/* Issue 23, case 7: quantize --model M --out M replaced the f32 model by a
- * GGUF (exit 0), logits and grads likewise. An output that is an input (the
- * same file, through a symlink too) is refused before anything is read. */
-static int test_output_that_is_input_refused(void) {
-    da_config c;
-    da_config_default(&c);
-    c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 64, c.ffn_hidden = 64, c.max_seq_len = 16;
-    da_model m;
-    CHECK(!da_model_create(&m, &c).code);
-    const char *mp = path_in("same.safetensors"), *copy = path_in("same_copy.safetensors");
-    const char *alias = path_in("same_alias.safetensors"), *ids = path_in("same_ids.txt");
-    da_status st = da_model_save(&m, mp);
-    da_model_free(&m);
-    CHECK(!st.code && !da_copy_file(mp, copy).code);
-    CHECK(!symlink(mp, alias));
-    CHECK(!write_text(ids, "1 2 3 4", 7));
     da_quantize_opts o;
     da_quantize_opts_default(&o);
     o.type = "q8_0";
-    float loss;
-    if (expect_error(da_quantize_file(mp, mp, &o, NULL), "is the input")) return 1;
-    if (expect_error(da_quantize_file(mp, alias, &o, NULL), "is the input")) return 1;
-    if (expect_error(da_eval_write_logits(mp, ids, mp, NULL), "is the input")) return 1;
-    if (expect_error(da_eval_write_logits(mp, ids, ids, NULL), "is the input")) return 1;
-    if (expect_error(da_eval_write_grads(mp, ids, alias, &loss, NULL), "is the input")) return 1;
-    CHECK(same_file(mp, copy)); /* the model is whole */
-    /* a distinct output still works */
-    CHECK(!da_quantize_file(mp, path_in("same.gguf"), &o, NULL).code);
+    CHECK(!da_quantize_file(mp, q, &o, NULL).code);
+    da_engine *e = NULL;
+    CHECK(!da_engine_load(&e, q).code); /* as written: they agree */
+    da_engine_free(e);
+    /* the first token of tokenizer.ggml.tokens (byte 0: "\xc4\x80", GPT-2's alphabet), after the key, u32 type,
+     * u32 element type, u64 count and u64 length, becomes byte 1's */
+    fp = fopen(q, "r+b");
+    CHECK(fp);
+    unsigned char *buf = malloc(1 << 20);
+    size_t size = fread(buf, 1, 1 << 20, fp);
+    const char key[] = "tokenizer.ggml.tokens";
+    unsigned char *k = memmem(buf, size, key, sizeof key - 1);
+    CHECK(k);
+    unsigned char *first = k + sizeof key - 1 + 4 + 4 + 8 + 8;
+    CHECK(first[0] == 0xc4 && first[1] == 0x80);
+    CHECK(!fseek(fp, (long)(first + 1 - buf), SEEK_SET) && fputc(0x81, fp) == 0x81);
+    free(buf);
+    CHECK(!fclose(fp));
+    return expect_error(da_engine_load(&e, q), "tokenizer.ggml.tokens contradicts tokenizer.huggingface.json");
+}
+
+/* ------------------------------------------------------------ non-finite values */
+
+/* One NaN in norm.weight loaded (sample printed garbage,
+ * eval loss "nan", exit 0); a q4_K block with a NaN scale made eval loss NaN
+ * while eval ppl reported 246.6. Both are refused at load, naming the
+ * tensor; da_load_opts.allow_nonfinite (--allow-nonfinite) lets them load,
+ * for that call only. */
+static int test_nonfinite_weights_refused(void) {
+    da_config c;
+    da_config_default(&c);
+    c.dim = 256, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 64, c.ffn_hidden = 256;
+    c.max_seq_len = 16;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    const char *clean = path_in("finite.safetensors"), *nan_p = path_in("nan.safetensors");
+    CHECK(!da_model_save(&m, clean).code);
+    m.w.norm[3] = NAN;
+    CHECK(!da_model_save(&m, nan_p).code);
+    da_model_free(&m);
+    da_model back;
+    if (expect_error(da_model_load(&back, nan_p), "tensor norm.weight holds nan at element 3")) return 1;
+    da_engine *e = NULL;
+    if (expect_error(da_engine_load(&e, nan_p), "norm.weight holds nan")) return 1;
+    const da_load_opts allow = {1};
+    CHECK(!da_model_load_with(&back, nan_p, &allow).code);
+    da_model_free(&back);
+    CHECK(!da_engine_load_with(&e, nan_p, &allow).code);
+    da_engine_free(e);
+    e = NULL;
+    /* the option is the call's, not the process's: the next default load refuses again */
+    if (expect_error(da_model_load(&back, nan_p), "norm.weight holds nan")) return 1;
+    /* q4_K: the first block of the first q4_K tensor gets a NaN d (its first two bytes, fp16) */
+    const char *q = path_in("nan_q4k.gguf");
+    da_quantize_opts o;
+    da_quantize_opts_default(&o);
+    o.type = "q4_k";
+    CHECK(!da_quantize_file(clean, q, &o, NULL).code);
+    da_gguf_file g;
+    CHECK(!da_gguf_open(&g, q).code);
+    size_t at = 0;
+    for (int i = 0; i < g.n_tensors && !at; i++)
+        /* a matmul weight's block: the quantized embedding is dequantized at load and
+         * refused by the f32 check instead, naming the element */
+        if (g.tensors[i].type == DA_QT_Q4_K && strncmp(g.tensors[i].name, "token_embd", 10))
+            at = g.data_offset + (size_t)g.tensors[i].offset;
+    da_gguf_close(&g);
+    CHECK(at > 0);
+    FILE *fp = fopen(q, "r+b");
+    CHECK(fp);
+    const unsigned char nan16[2] = {0x00, 0x7e};
+    CHECK(!fseek(fp, (long)at, SEEK_SET) && fwrite(nan16, 1, 2, fp) == 2);
+    CHECK(!fclose(fp));
+    if (expect_error(da_engine_load(&e, q), "(a block's scale is not finite)")) return 1;
+    if (expect_error(da_model_load_any(&back, q), "(a block's scale is not finite)")) return 1;
+    CHECK(!da_engine_load_with(&e, q, &allow).code);
+    da_engine_free(e);
+    CHECK(!da_model_load_any_with(&back, q, &allow).code);
+    da_model_free(&back);
     return 0;
 }
+
+/* Rms_norm_eps 1e-45 was accepted and every logit was NaN. */
+static int test_tiny_eps_refused(void) {
+    const char *f = path_in("hf_eps");
+    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", f);
+    char cfg[sizeof tiny_llama_config + 32];
+    snprintf(cfg, sizeof cfg, "%.*s,\"rms_norm_eps\":1e-45}", (int)strlen(tiny_llama_config) - 1, tiny_llama_config);
+    CHECK(!write_text(p, cfg, strlen(cfg)));
+    da_model m;
+    if (expect_error(da_model_load(&m, f), "rms_norm_eps 1e-45 must lie in [1e-10, 1)")) return 1;
+    da_config c;
+    da_config_default(&c);
+    c.norm_eps = 1e-45f;
+    return expect_error(da_config_validate(&c), "norm_eps");
+}
+
+/* Report.json of compare --task --lr 1e30 held bare nan. */
+static int test_json_nonfinite_written_as_null(void) {
+    const char *in = "{\"a\":nan,\"b\":-inf,\"c\":\"nan, inf \\\" nan\",\"d\":1.5e-3,\"e\":[inf,-nan],\"info\":1}";
+    const char *want = "{\"a\":null,\"b\":null,\"c\":\"nan, inf \\\" nan\",\"d\":1.5e-3,\"e\":[null,null],\"info\":1}";
+    char *out = NULL;
+    size_t n = 0;
+    FILE *ms = open_memstream(&out, &n);
+    CHECK(ms && !da_json_write_finite(ms, in) && !fclose(ms));
+    int ok = !strcmp(out, want);
+    if (!ok) fprintf(stderr, "  got  %s\n  want %s\n", out, want);
+    free(out);
+    return ok ? 0 : 1;
+}
+
+/* ------------------------------------------------------------ writes that fail or are killed */
 
 /* A full disk as the file size limit: SIGXFSZ used to kill the process with
  * no message (exit 153) and leave path.tmp.<pid> behind. Run in a child, so
@@ -639,210 +975,85 @@ static int test_ids_write_round_trip(void) {
     return ok ? 0 : 1;
 }
 
-/* ------------------------------------------------------------ issue 23: loaders bounded by the file */
-
-/* A Llama of hidden size 8, one layer, vocabulary 16, tied head. */
-static const char tiny_llama_config[] =
-    "{\"model_type\":\"llama\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
-    "\"num_key_value_heads\":2,\"intermediate_size\":16,\"vocab_size\":16,\"max_position_embeddings\":32,"
-    "\"tie_word_embeddings\":true}";
-
-static const struct {
-    const char *name;
-    int rows, cols;
-} tiny_tensors[] = {{"model.norm.weight", 8, 0},
-                    {"model.embed_tokens.weight", 16, 8},
-                    {"model.layers.0.input_layernorm.weight", 8, 0},
-                    {"model.layers.0.post_attention_layernorm.weight", 8, 0},
-                    {"model.layers.0.mlp.gate_proj.weight", 16, 8},
-                    {"model.layers.0.mlp.up_proj.weight", 16, 8},
-                    {"model.layers.0.mlp.down_proj.weight", 8, 16},
-                    {"model.layers.0.self_attn.q_proj.weight", 8, 8},
-                    {"model.layers.0.self_attn.k_proj.weight", 8, 8},
-                    {"model.layers.0.self_attn.v_proj.weight", 8, 8},
-                    {"model.layers.0.self_attn.o_proj.weight", 8, 8}};
-enum { TINY_N = sizeof tiny_tensors / sizeof tiny_tensors[0] };
-enum { TINY_DISJOINT, TINY_ALL_AT_ZERO, TINY_FRACTIONAL, TINY_ARRAY_METADATA };
-
-/* 8-byte length, header, data_bytes of small values. */
-static int write_safetensors_raw(const char *p, const char *header, size_t data_bytes) {
-    FILE *fp = fopen(p, "wb");
-    if (!fp) return -1;
-    uint64_t n = strlen(header);
-    unsigned char len[8];
-    for (int i = 0; i < 8; i++) len[i] = (unsigned char)(n >> (8 * i));
-    float *data = calloc(data_bytes / 4 + 1, 4);
-    for (size_t i = 0; data && i < data_bytes / 4; i++) data[i] = 0.01f * (float)(i % 7);
-    int ok = data && fwrite(len, 1, 8, fp) == 8 && fwrite(header, 1, n, fp) == n &&
-             fwrite(data, 1, data_bytes, fp) == data_bytes;
-    free(data);
-    return fclose(fp) || !ok ? -1 : 0;
-}
-
-/* An HF folder of the tiny Llama whose tensors are laid out as mode says. */
-static int write_tiny_folder(const char *folder, int mode) {
-    mkdir(folder, 0755);
-    char p[512], h[8192];
-    size_t at = 0, end = 0;
-    int w = snprintf(h, sizeof h, "{%s", mode == TINY_ARRAY_METADATA ? "\"__metadata__\":[1,2]," : "");
-    for (int i = 0; i < TINY_N; i++) {
-        size_t nb = (size_t)tiny_tensors[i].rows * (size_t)(tiny_tensors[i].cols ? tiny_tensors[i].cols : 1) * 4;
-        size_t b = mode == TINY_ALL_AT_ZERO ? 0 : at;
-        char shape[32], offs[64];
-        if (tiny_tensors[i].cols) snprintf(shape, sizeof shape, "[%d,%d]", tiny_tensors[i].rows, tiny_tensors[i].cols);
-        else snprintf(shape, sizeof shape, "[%d]", tiny_tensors[i].rows);
-        if (mode == TINY_FRACTIONAL && i == 0) snprintf(offs, sizeof offs, "[0.5,%zu.5]", nb);
-        else snprintf(offs, sizeof offs, "[%zu,%zu]", b, b + nb);
-        w += snprintf(h + w, sizeof h - (size_t)w, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":%s}",
-                      i ? "," : "", tiny_tensors[i].name, shape, offs);
-        at += nb;
-        if (b + nb > end) end = b + nb;
+/* Another user plants symlinks named path.tmp.<pid> for the
+ * next pids (and one at path itself) in a shared output folder. The writer
+ * used to open the planted name and write through it into the symlink's
+ * target, then rename the symlink over path. Now the temporary is a new file
+ * (O_EXCL|O_NOFOLLOW) under an unpredictable name, the victim is untouched,
+ * and path ends up a regular file. */
+static int test_planted_symlinks_not_followed(void) {
+    const char *p = path_in("planted.npy"), *victim = path_in("victim.txt");
+    CHECK(!write_text(victim, "precious", 8));
+    char link[300];
+    for (long pid = (long)getpid() - 2; pid < (long)getpid() + 64; pid++) {
+        snprintf(link, sizeof link, "%s.tmp.%ld", p, pid);
+        CHECK(!symlink(victim, link));
     }
-    snprintf(h + w, sizeof h - (size_t)w, "}");
-    snprintf(p, sizeof p, "%s/config.json", folder);
-    if (write_text(p, tiny_llama_config, strlen(tiny_llama_config))) return -1;
-    snprintf(p, sizeof p, "%s/model.safetensors", folder);
-    return write_safetensors_raw(p, h, end + (mode == TINY_FRACTIONAL ? 4 : 0));
-}
-
-/* Issue 23, case 2: every tensor of an HF folder pointing at the same bytes
- * loaded (8.4 MB as a 403 M-parameter model, 11.8 s, 1.6 GB); fractional
- * offsets and an array __metadata__ passed too. */
-static int test_hf_ranges_checked(void) {
-    const char *f = path_in("hf_ok");
-    da_model m;
-    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
-    da_status st = da_model_load(&m, f);
-    if (st.code) fprintf(stderr, "  the well-formed folder: %s\n", st.msg);
-    CHECK(!st.code);
-    da_model_free(&m);
-    const struct {
-        int mode;
-        const char *name, *want;
-    } cases[] = {{TINY_ALL_AT_ZERO, "hf_overlap", "overlaps tensor"},
-                 {TINY_FRACTIONAL, "hf_fraction", "not integers"},
-                 {TINY_ARRAY_METADATA, "hf_meta", "__metadata__ is not an object"}};
-    for (int i = 0; i < 3; i++) {
-        const char *g = path_in(cases[i].name);
-        CHECK(!write_tiny_folder(g, cases[i].mode));
-        st = da_model_load(&m, g);
-        if (!st.code) da_model_free(&m);
-        if (expect_error(st, cases[i].want)) return 1;
-    }
-    return 0;
-}
-
-/* Issue 23, case 2, GGUF: two tensors over the same bytes (a 4.5 MB file
- * took 26 s and 5.3 GB). */
-static int test_gguf_overlap_refused(void) {
-    uint8_t *buf = calloc(1, 256), *p = buf;
-    CHECK(buf);
-    memcpy(p, "GGUF", 4), p += 4;
-    put_u32(&p, 3);
-    put_u64(&p, 2); /* tensors */
-    put_u64(&p, 0); /* key-values */
-    const uint64_t offsets[2] = {0, 32}; /* a: [0, 64), b: [32, 96) */
-    for (int i = 0; i < 2; i++) {
-        put_u64(&p, 1);
-        *p++ = (uint8_t)('a' + i);
-        put_u32(&p, 1);
-        put_u64(&p, 16);
-        put_u32(&p, 0); /* f32 */
-        put_u64(&p, offsets[i]);
-    }
-    size_t n = ((size_t)(p - buf) + 31) / 32 * 32 + 96;
-    da_gguf_file g;
-    return expect_error(da_gguf_parse(&g, "overlap.gguf", buf, n), "tensor \"b\" (data bytes [32, 96)) overlaps");
-}
-
-/* Issue 23, case 3: a sharded index was read in quadratic time (80 k entries,
- * a 6 MB index: 43 s). Now one pass with a hash map: the folder is refused
- * (its tensors are not a model) after reading every entry, in under half a
- * second of CPU optimised. */
-static int test_index_linear(void) {
-    enum { N = 80000 };
-    const char *f = path_in("hf_index");
-    mkdir(f, 0755);
-    char p[512];
-    size_t cap = (size_t)N * 80 + 64;
-    char *h = malloc(cap), *ix = malloc(cap);
-    CHECK(h && ix);
-    size_t wh = (size_t)snprintf(h, cap, "{"), wi = (size_t)snprintf(ix, cap, "{\"weight_map\":{");
-    for (int i = 0; i < N; i++) {
-        wh += (size_t)snprintf(h + wh, cap - wh, "%s\"x.%06d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
-                               i ? "," : "", i, 4 * i, 4 * i + 4);
-        wi += (size_t)snprintf(ix + wi, cap - wi, "%s\"x.%06d\":\"a.safetensors\"", i ? "," : "", i);
-    }
-    snprintf(h + wh, cap - wh, "}");
-    snprintf(ix + wi, cap - wi, "}}");
-    snprintf(p, sizeof p, "%s/a.safetensors", f);
-    int bad = write_safetensors_raw(p, h, (size_t)N * 4);
-    snprintf(p, sizeof p, "%s/model.safetensors.index.json", f);
-    bad |= write_text(p, ix, strlen(ix));
-    snprintf(p, sizeof p, "%s/config.json", f);
-    bad |= write_text(p, tiny_llama_config, strlen(tiny_llama_config));
-    free(h);
-    free(ix);
-    CHECK(!bad);
-    da_model m;
-    /* CPU time, not wall time: the machine running the tests may be busy */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
-    da_status st = da_model_load(&m, f);
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
-    const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    if (expect_error(st, "missing tensor model.embed_tokens.weight")) return 1;
-    if (s > 10.0) { /* about 0.4 s optimised; quadratic, it took 43 s and more */
-        fprintf(stderr, "  %.2f s of CPU to read an index of %d entries\n", s, N);
+    CHECK(!symlink(victim, p)); /* at the destination too: the rename replaces it */
+    float v[3] = {1, 2, 3};
+    int64_t shape[1] = {3};
+    CHECK(!da_npy_write_f32(p, v, 1, shape).code);
+    struct stat sb;
+    CHECK(!lstat(p, &sb));
+    if (!S_ISREG(sb.st_mode)) {
+        fprintf(stderr, "  %s is not a regular file after the write (a symlink was moved over it)\n", p);
         return 1;
     }
-    return 0;
-}
-
-/* Also in issue 23: a shard symlinked outside the folder was read, and the
- * error echoed its first 8 bytes as a "header length". A Hugging Face cache
- * snapshot (files symlinked to ../../blobs) still loads. */
-static int test_shard_outside_folder_refused(void) {
-    const char *f = path_in("hf_escape"), *secret = path_in("secret.txt");
-    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
-    CHECK(!write_text(secret, "SECRET!!and more", 16));
-    char p[1024];
-    snprintf(p, sizeof p, "%s/model.safetensors", f);
-    CHECK(!unlink(p) && !symlink(secret, p));
-    da_model m;
-    da_status st = da_model_load(&m, f);
-    if (!st.code) da_model_free(&m);
-    if (expect_error(st, "outside the model folder")) return 1;
-    /* the same file read directly: refused without echoing its bytes */
-    da_st_file sf;
-    st = da_st_open(&sf, secret);
-    uint64_t as_length = 0;
-    for (int i = 7; i >= 0; i--) as_length = as_length << 8 | (uint8_t)"SECRET!!"[i];
-    char digits[32];
-    snprintf(digits, sizeof digits, "%llu", (unsigned long long)as_length);
-    if (!st.code || strstr(st.msg, "SECRET") || strstr(st.msg, digits)) {
-        fprintf(stderr, "  echoes the file's bytes: %s\n", st.msg);
+    char buf[16] = {0};
+    FILE *fp = fopen(victim, "rb");
+    CHECK(fp);
+    size_t got = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    if (got != 8 || strcmp(buf, "precious")) {
+        fprintf(stderr, "  the symlinks' target was written through (%zu bytes now)\n", got);
         return 1;
     }
-    /* models--x/snapshots/r1/model.safetensors -> ../../blobs/h1 */
-    const char *repo = path_in("models--x");
-    char blobs[512], snap[512], q[700];
-    snprintf(blobs, sizeof blobs, "%s/blobs", repo);
-    snprintf(snap, sizeof snap, "%s/snapshots", repo);
-    CHECK(!mkdir(repo, 0755) && !mkdir(blobs, 0755) && !mkdir(snap, 0755));
-    snprintf(snap, sizeof snap, "%s/snapshots/r1", repo);
-    CHECK(!write_tiny_folder(snap, TINY_DISJOINT));
-    snprintf(p, sizeof p, "%s/model.safetensors", snap);
-    snprintf(q, sizeof q, "%s/h1", blobs);
-    CHECK(!rename(p, q) && !symlink("../../blobs/h1", p));
-    st = da_model_load(&m, snap);
-    if (st.code) fprintf(stderr, "  the cache snapshot: %s\n", st.msg);
-    CHECK(!st.code);
+    /* the same for a whole model, and a copy */
+    da_config c;
+    da_config_default(&c);
+    c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 64, c.ffn_hidden = 64, c.max_seq_len = 16;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    const char *mp = path_in("planted.safetensors");
+    snprintf(link, sizeof link, "%s.tmp.%ld", mp, (long)getpid());
+    CHECK(!symlink(victim, link));
+    da_status st = da_model_save(&m, mp);
     da_model_free(&m);
+    CHECK(!st.code);
+    CHECK(!lstat(mp, &sb) && S_ISREG(sb.st_mode) && !lstat(victim, &sb) && sb.st_size == 8);
     return 0;
 }
 
-/* ------------------------------------------------------------ issue 23: export as a whole */
+/* Quantize --model M --out M replaced the f32 model by a
+ * GGUF (exit 0), logits and grads likewise. An output that is an input (the
+ * same file, through a symlink too) is refused before anything is read. */
+static int test_output_that_is_input_refused(void) {
+    da_config c;
+    da_config_default(&c);
+    c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 64, c.ffn_hidden = 64, c.max_seq_len = 16;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    const char *mp = path_in("same.safetensors"), *copy = path_in("same_copy.safetensors");
+    const char *alias = path_in("same_alias.safetensors"), *ids = path_in("same_ids.txt");
+    da_status st = da_model_save(&m, mp);
+    da_model_free(&m);
+    CHECK(!st.code && !da_copy_file(mp, copy).code);
+    CHECK(!symlink(mp, alias));
+    CHECK(!write_text(ids, "1 2 3 4", 7));
+    da_quantize_opts o;
+    da_quantize_opts_default(&o);
+    o.type = "q8_0";
+    float loss;
+    if (expect_error(da_quantize_file(mp, mp, &o, NULL), "is the input")) return 1;
+    if (expect_error(da_quantize_file(mp, alias, &o, NULL), "is the input")) return 1;
+    if (expect_error(da_eval_write_logits(mp, ids, mp, NULL), "is the input")) return 1;
+    if (expect_error(da_eval_write_logits(mp, ids, ids, NULL), "is the input")) return 1;
+    if (expect_error(da_eval_write_grads(mp, ids, alias, &loss, NULL), "is the input")) return 1;
+    CHECK(same_file(mp, copy)); /* the model is whole */
+    /* a distinct output still works */
+    CHECK(!da_quantize_file(mp, path_in("same.gguf"), &o, NULL).code);
+    return 0;
+}
 
 /* rename and renameat2, counted: the process kills itself before the
  * (renames_before_kill + 1)-th, as a kill -9 between two renames would. The
@@ -875,7 +1086,7 @@ static int same_export(const char *a, const char *b) {
     return 1;
 }
 
-/* Issue 23, case 4: export killed between its renames left B's
+/* Export killed between its renames left B's
  * model.safetensors with A's config.json, a folder that loaded (exit 0) with
  * logits wrong by 0.04. Killed before each rename in turn, the folder is now
  * wholly A's or wholly B's, and the next export removes the dead one's
@@ -926,101 +1137,9 @@ static int test_killed_export_leaves_one_folder(void) {
     return rc;
 }
 
-/* ------------------------------------------------------------ issue 23: numbers */
+/* ------------------------------------------------------------ run folders and locks */
 
-/* Issue 23, case 5: one NaN in norm.weight loaded (sample printed garbage,
- * eval loss "nan", exit 0); a q4_K block with a NaN scale made eval loss NaN
- * while eval ppl reported 246.6. Both are refused at load, naming the
- * tensor; da_load_opts.allow_nonfinite (--allow-nonfinite) lets them load,
- * for that call only. */
-static int test_nonfinite_weights_refused(void) {
-    da_config c;
-    da_config_default(&c);
-    c.dim = 256, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 64, c.ffn_hidden = 256;
-    c.max_seq_len = 16;
-    da_model m;
-    CHECK(!da_model_create(&m, &c).code);
-    const char *clean = path_in("finite.safetensors"), *nan_p = path_in("nan.safetensors");
-    CHECK(!da_model_save(&m, clean).code);
-    m.w.norm[3] = NAN;
-    CHECK(!da_model_save(&m, nan_p).code);
-    da_model_free(&m);
-    da_model back;
-    if (expect_error(da_model_load(&back, nan_p), "tensor norm.weight holds nan at element 3")) return 1;
-    da_engine *e = NULL;
-    if (expect_error(da_engine_load(&e, nan_p), "norm.weight holds nan")) return 1;
-    const da_load_opts allow = {1};
-    CHECK(!da_model_load_with(&back, nan_p, &allow).code);
-    da_model_free(&back);
-    CHECK(!da_engine_load_with(&e, nan_p, &allow).code);
-    da_engine_free(e);
-    e = NULL;
-    /* the option is the call's, not the process's: the next default load refuses again */
-    if (expect_error(da_model_load(&back, nan_p), "norm.weight holds nan")) return 1;
-    /* q4_K: the first block of the first q4_K tensor gets a NaN d (its first two bytes, fp16) */
-    const char *q = path_in("nan_q4k.gguf");
-    da_quantize_opts o;
-    da_quantize_opts_default(&o);
-    o.type = "q4_k";
-    CHECK(!da_quantize_file(clean, q, &o, NULL).code);
-    da_gguf_file g;
-    CHECK(!da_gguf_open(&g, q).code);
-    size_t at = 0;
-    for (int i = 0; i < g.n_tensors && !at; i++)
-        /* a matmul weight's block: the quantized embedding is dequantized at load and
-         * refused by the f32 check instead, naming the element */
-        if (g.tensors[i].type == DA_QT_Q4_K && strncmp(g.tensors[i].name, "token_embd", 10))
-            at = g.data_offset + (size_t)g.tensors[i].offset;
-    da_gguf_close(&g);
-    CHECK(at > 0);
-    FILE *fp = fopen(q, "r+b");
-    CHECK(fp);
-    const unsigned char nan16[2] = {0x00, 0x7e};
-    CHECK(!fseek(fp, (long)at, SEEK_SET) && fwrite(nan16, 1, 2, fp) == 2);
-    CHECK(!fclose(fp));
-    if (expect_error(da_engine_load(&e, q), "(a block's scale is not finite)")) return 1;
-    if (expect_error(da_model_load_any(&back, q), "(a block's scale is not finite)")) return 1;
-    CHECK(!da_engine_load_with(&e, q, &allow).code);
-    da_engine_free(e);
-    CHECK(!da_model_load_any_with(&back, q, &allow).code);
-    da_model_free(&back);
-    return 0;
-}
-
-/* Issue 23, case 5: rms_norm_eps 1e-45 was accepted and every logit was NaN. */
-static int test_tiny_eps_refused(void) {
-    const char *f = path_in("hf_eps");
-    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
-    char p[512];
-    snprintf(p, sizeof p, "%s/config.json", f);
-    char cfg[sizeof tiny_llama_config + 32];
-    snprintf(cfg, sizeof cfg, "%.*s,\"rms_norm_eps\":1e-45}", (int)strlen(tiny_llama_config) - 1, tiny_llama_config);
-    CHECK(!write_text(p, cfg, strlen(cfg)));
-    da_model m;
-    if (expect_error(da_model_load(&m, f), "rms_norm_eps 1e-45 must lie in [1e-10, 1)")) return 1;
-    da_config c;
-    da_config_default(&c);
-    c.norm_eps = 1e-45f;
-    return expect_error(da_config_validate(&c), "norm_eps");
-}
-
-/* ------------------------------------------------------------ issue 23: runs */
-
-/* Issue 23, case 6: report.json of compare --task --lr 1e30 held bare nan. */
-static int test_json_nonfinite_written_as_null(void) {
-    const char *in = "{\"a\":nan,\"b\":-inf,\"c\":\"nan, inf \\\" nan\",\"d\":1.5e-3,\"e\":[inf,-nan],\"info\":1}";
-    const char *want = "{\"a\":null,\"b\":null,\"c\":\"nan, inf \\\" nan\",\"d\":1.5e-3,\"e\":[null,null],\"info\":1}";
-    char *out = NULL;
-    size_t n = 0;
-    FILE *ms = open_memstream(&out, &n);
-    CHECK(ms && !da_json_write_finite(ms, in) && !fclose(ms));
-    int ok = !strcmp(out, want);
-    if (!ok) fprintf(stderr, "  got  %s\n  want %s\n", out, want);
-    free(out);
-    return ok ? 0 : 1;
-}
-
-/* Issue 23, case 8: two trains in one folder both ran and broke
+/* Two trains in one folder both ran and broke
  * metrics.jsonl. The folder's lock refuses a second writer by pid, and is
  * free again once released. */
 static int test_run_lock_refuses_second_writer(void) {
@@ -1038,166 +1157,43 @@ static int test_run_lock_refuses_second_writer(void) {
     return 0;
 }
 
-/* ------------------------------------------------------------ issue 23: fields read silently */
-
-/* Issue 23: a tokenizer.json's decoder (Metaspace, Replace), truncation and
- * padding were ignored, and so was a second added token with the same id.
- * Each is refused, naming the field. */
-static int test_tokenizer_fields_not_ignored(void) {
-    const char *p = path_in("fields.json");
-    const struct {
-        const char *top, *added, *want;
-    } cases[] = {
-        {"null,\"decoder\":{\"type\":\"Metaspace\",\"replacement\":\"_\"}", "", "decoder.type \"Metaspace\""},
-        {"null,\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"ByteLevel\"},{\"type\":\"Replace\"}]}", "",
-         "decoder.decoders[1].type \"Replace\""},
-        {"null,\"truncation\":{\"max_length\":8,\"strategy\":\"LongestFirst\"}", "", "truncation is set"},
-        {"null,\"padding\":{\"length\":16}", "", "padding is set"},
-        {"null", "{\"id\":300,\"content\":\"<a>\",\"special\":true},{\"id\":300,\"content\":\"<b>\",\"special\":true}",
-         "added_tokens[1] \"<b>\" has id 300, which an earlier added token (\"<a>\") holds"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        CHECK(!write_tokenizer_json(p, NULL, cases[i].top, cases[i].added, "", ""));
-        da_tokenizer *t;
-        da_status st = da_tokenizer_load(&t, p);
-        if (!st.code) da_tokenizer_free(t);
-        if (expect_error(st, cases[i].want)) return 1;
-    }
-    /* ByteLevel, and no decoder at all, still load */
-    CHECK(!write_tokenizer_json(p, NULL, "null,\"decoder\":{\"type\":\"ByteLevel\"},\"truncation\":null", "", "", ""));
-    da_tokenizer *t;
-    CHECK(!da_tokenizer_load(&t, p).code);
-    da_tokenizer_free(t);
-    return 0;
-}
-
-/* Issue 23: a Split regex like \w+(?=.*Z) scanned to the end of the text at
- * every match: 2.3 s on 100 KB. An unbounded repeat inside a lookaround is
- * refused; Llama 3's (?!\S) is not one. */
-static int test_quadratic_split_refused(void) {
-    const char *p = path_in("split.json");
-    char pre[4096];
-    CHECK(!write_tokenizer_json(p, split_pre_tokenizer(pre, sizeof pre, "\\w+(?=.*Z)", "Isolated", 0), NULL, "", "",
-                                ""));
-    da_tokenizer *t;
-    if (expect_error(da_tokenizer_load(&t, p), "repeats without bound inside a lookaround")) return 1;
-    CHECK(!write_tokenizer_json(p, split_pre_tokenizer(pre, sizeof pre, "[a-z]+(?<![a-c]{2,})|\\s+(?!\\S)", "Isolated", 0),
-                                NULL, "", "", ""));
-    if (expect_error(da_tokenizer_load(&t, p), "repeats without bound")) return 1;
-    CHECK(!write_tokenizer_json(p, split_pre_tokenizer(pre, sizeof pre, "[+*(?=]+|\\s+(?!\\S)|\\(?=x+", "Isolated", 0),
-                                NULL, "", "", ""));
-    da_status st = da_tokenizer_load(&t, p);
-    if (st.code) fprintf(stderr, "  a bounded lookahead: %s\n", st.msg);
-    CHECK(!st.code);
-    da_tokenizer_free(t);
-    return 0;
-}
-
-/* Issue 23: duplicate keys in config.json took the first value where
- * Python takes the last; rope_scaling and rope_parameters could disagree. */
-static int test_config_contradictions_refused(void) {
-    const char *f = path_in("hf_cfg");
-    CHECK(!write_tiny_folder(f, TINY_DISJOINT));
-    char p[512];
-    snprintf(p, sizeof p, "%s/config.json", f);
-    const char *tails[] = {
-        ",\"vocab_size\":32}",
-        ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2},\"rope_parameters\":{\"rope_type\":\"linear\",\"factor\":4}}",
-        ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2},\"rope_parameters\":{\"rope_type\":\"default\"}}",
-        ",\"rope_theta\":10000,\"rope_parameters\":{\"rope_theta\":500000}}",
-        ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2,\"factor\":3}}",
-    };
-    const char *want[] = {"key \"vocab_size\" appears twice", "rope_scaling.factor and rope_parameters.factor differ",
-                          "rope_scaling.rope_type and rope_parameters.rope_type differ",
-                          "rope_theta and rope_parameters.rope_theta differ", "key \"factor\" appears twice"};
-    for (int i = 0; i < 5; i++) {
-        char cfg[1024];
-        snprintf(cfg, sizeof cfg, "%.*s%s", (int)strlen(tiny_llama_config) - 1, tiny_llama_config, tails[i]);
-        CHECK(!write_text(p, cfg, strlen(cfg)));
-        da_model m;
-        da_status st = da_model_load(&m, f);
-        if (!st.code) da_model_free(&m);
-        if (expect_error(st, want[i])) return 1;
-    }
-    return 0;
-}
-
-/* Issue 23: GGUF token arrays that contradict the embedded tokenizer.json
- * were ignored (llama.cpp reads the arrays, diffattn the JSON). */
-static int test_gguf_token_arrays_match_json(void) {
-    const char *tp = path_in("embed_tok.json"), *mp = path_in("embed.safetensors"), *q = path_in("embed.gguf");
-    CHECK(!write_byte_tokenizer(tp, "", "", ""));
-    da_config c;
-    da_config_default(&c);
-    c.dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 2, c.vocab_size = 256, c.ffn_hidden = 64;
-    c.max_seq_len = 16;
-    da_model m;
-    CHECK(!da_model_create(&m, &c).code);
-    FILE *fp = fopen(tp, "rb");
-    CHECK(fp);
-    char *json = calloc(1, 1 << 16);
-    size_t n = fread(json, 1, (1 << 16) - 1, fp);
-    fclose(fp);
-    CHECK(n > 0);
-    m.tokenizer_json = json;
-    da_status st = da_model_save(&m, mp);
-    da_model_free(&m);
-    CHECK(!st.code);
-    da_quantize_opts o;
-    da_quantize_opts_default(&o);
-    o.type = "q8_0";
-    CHECK(!da_quantize_file(mp, q, &o, NULL).code);
-    da_engine *e = NULL;
-    CHECK(!da_engine_load(&e, q).code); /* as written: they agree */
-    da_engine_free(e);
-    /* the first token of tokenizer.ggml.tokens (byte 0: "\xc4\x80", GPT-2's alphabet), after the key, u32 type,
-     * u32 element type, u64 count and u64 length, becomes byte 1's */
-    fp = fopen(q, "r+b");
-    CHECK(fp);
-    unsigned char *buf = malloc(1 << 20);
-    size_t size = fread(buf, 1, 1 << 20, fp);
-    const char key[] = "tokenizer.ggml.tokens";
-    unsigned char *k = memmem(buf, size, key, sizeof key - 1);
-    CHECK(k);
-    unsigned char *first = k + sizeof key - 1 + 4 + 4 + 8 + 8;
-    CHECK(first[0] == 0xc4 && first[1] == 0x80);
-    CHECK(!fseek(fp, (long)(first + 1 - buf), SEEK_SET) && fputc(0x81, fp) == 0x81);
-    free(buf);
-    CHECK(!fclose(fp));
-    return expect_error(da_engine_load(&e, q), "tokenizer.ggml.tokens contradicts tokenizer.huggingface.json");
-}
-
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/da_hostile_XXXXXX");
     if (!mkdtemp(dir)) return 1;
+    /* tokenizer and ids files */
     RUN(test_added_token_id_bounded);
     RUN(test_add_merge_no_leak);
-    RUN(test_train_state_numbers_checked);
-    RUN(test_gguf_many_keys_fast);
-    RUN(test_ids_long_word_refused);
+    RUN(test_tokenizer_fields_not_ignored);
+    RUN(test_quadratic_split_refused);
     RUN(test_safe_cut_keeps_ids);
     RUN(test_prepare_equals_whole_encoding);
     RUN(test_long_pieces_heap_equals_scan);
+    RUN(test_ids_long_word_refused);
+    /* truncated and oversized files */
     RUN(test_model_declared_size_checked);
     RUN(test_param_count_matches_model);
+    RUN(test_gguf_many_keys_fast);
+    RUN(test_hf_ranges_checked);
+    RUN(test_gguf_overlap_refused);
+    RUN(test_index_linear);
+    RUN(test_shard_outside_folder_refused);
+    /* wrong types and contradictory fields */
+    RUN(test_train_state_numbers_checked);
+    RUN(test_config_contradictions_refused);
+    RUN(test_gguf_token_arrays_match_json);
+    /* non-finite values */
+    RUN(test_nonfinite_weights_refused);
+    RUN(test_tiny_eps_refused);
+    RUN(test_json_nonfinite_written_as_null);
+    /* writes */
     RUN(test_file_size_limit_is_an_error);
     RUN(test_stale_temporaries_removed);
     RUN(test_ids_write_round_trip);
     RUN(test_planted_symlinks_not_followed);
     RUN(test_output_that_is_input_refused);
-    RUN(test_hf_ranges_checked);
-    RUN(test_gguf_overlap_refused);
-    RUN(test_index_linear);
-    RUN(test_shard_outside_folder_refused);
     RUN(test_killed_export_leaves_one_folder);
-    RUN(test_nonfinite_weights_refused);
-    RUN(test_tiny_eps_refused);
-    RUN(test_json_nonfinite_written_as_null);
+    /* run folders and locks */
     RUN(test_run_lock_refuses_second_writer);
-    RUN(test_tokenizer_fields_not_ignored);
-    RUN(test_quadratic_split_refused);
-    RUN(test_config_contradictions_refused);
-    RUN(test_gguf_token_arrays_match_json);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);

@@ -9,6 +9,7 @@
 
 #include "attn/nsa.h"
 #include "diffattn/core.h"
+#include "diffattn/exec.h"
 #include "harness.h"
 #include "io/safetensors.h"
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "diffattn/rng.h"
 #include "ops/qblock.h"
 
 #define BINS "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "diffattn/rng.h"
 #include "ops/ops.h"
 
 static const int read_types[] = {DA_QT_Q4_1, DA_QT_Q5_0, DA_QT_Q5_1, DA_QT_Q5_K, DA_QT_Q6_K};

@@ -34,10 +34,14 @@ LAYERS = {
 # public headers -> the layer that implements them
 PUBLIC = {
     "diffattn/core.h": "core",
+    "diffattn/rng.h": "core",
+    "diffattn/exec.h": "core",
+    "diffattn/fields.h": "core",
     "diffattn/config.h": "core",
     "diffattn/parallel.h": "parallel",
     "diffattn/attention.h": "attn",
     "diffattn/model.h": "model",
+    "diffattn/formats.h": "io",
     "diffattn/tokenizer.h": "tok",
     "diffattn/data.h": "data",
     "diffattn/train.h": "train",

@@ -4,12 +4,13 @@
 A function's length is its lines from the first line of its signature to its
 closing brace, both included (comments and blank lines inside count).
 
-Usage: tools/longest_functions.py [--top N] [--cli] [--min LINES] [PATH ...]
+Usage: tools/longest_functions.py [--top N] [--cli] [--min LINES] [--skip FILE]... [PATH ...]
   PATH    files or folders to scan (default: src/, without src/cli/ unless --cli)
   --top   how many to list (default 10)
   --cli   with the default paths, also scan src/cli/
   --min   list only functions of at least this many lines (exit 1 if any):
           a check that no function is over a limit
+  --skip  leave this file out (repeatable; a path as given or relative to the repository)
 Each line: LINES  FILE:LINE  NAME"""
 import os
 import re
@@ -83,38 +84,44 @@ def function_name(header):
     return m.group(1)
 
 
-def functions(path):
-    with open(path, encoding="utf-8", errors="replace") as fp:
-        text = fp.read()
-    code = blank_preprocessor(blank_out(text))
-    found, depth, last_end = [], 0, 0
-    i = 0
-    while i < len(code):
-        c = code[i]
+def definitions(code):
+    """Each file-scope brace block of code (comments, strings and preprocessor
+    lines blanked): (header, first, open, close), where header is the text
+    before the block since the previous statement or block, first the index
+    of its first non-blank character, open and close the braces' indices."""
+    depth, last_end, header, first, start = 0, 0, "", 0, 0
+    for i, c in enumerate(code):
         if c == "{":
             if depth == 0:
                 header = code[last_end:i]
-                name = function_name(header)
-                body_start = i
+                first = last_end + (len(header) - len(header.lstrip()))
+                start = i
             depth += 1
         elif c == "}":
             depth -= 1
             if depth == 0:
-                if name:
-                    first = last_end + (len(header) - len(header.lstrip()))
-                    l0 = code.count("\n", 0, first) + 1
-                    l1 = code.count("\n", 0, i) + 1
-                    found.append((l1 - l0 + 1, path, l0, name))
+                yield header, first, start, i
                 last_end = i + 1
-                name = None
         elif c == ";" and depth == 0:
             last_end = i + 1
-        i += 1
+
+
+def functions(path):
+    with open(path, encoding="utf-8", errors="replace") as fp:
+        text = fp.read()
+    code = blank_preprocessor(blank_out(text))
+    found = []
+    for header, first, _, close in definitions(code):
+        name = function_name(header)
+        if name:
+            l0 = code.count("\n", 0, first) + 1
+            l1 = code.count("\n", 0, close) + 1
+            found.append((l1 - l0 + 1, path, l0, name))
     return found
 
 
 def main(argv):
-    top, with_cli, minimum, paths = 10, False, None, []
+    top, with_cli, minimum, paths, skip = 10, False, None, [], set()
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -124,6 +131,8 @@ def main(argv):
             with_cli = True
         elif a == "--min":
             minimum = int(args.pop(0))
+        elif a == "--skip":
+            skip.add(os.path.realpath(args.pop(0)))
         elif a in ("-h", "--help"):
             print(__doc__)
             return 0
@@ -142,6 +151,7 @@ def main(argv):
             if skip_cli and os.path.relpath(d, root).split(os.sep)[:2] == ["src", "cli"]:
                 continue
             files += [os.path.join(d, f) for f in sorted(names) if f.endswith(".c")]
+    files = [f for f in files if os.path.realpath(f) not in skip]
     found = sorted((f for path in files for f in functions(path)), key=lambda f: (-f[0], f[1], f[2]))
     if minimum is not None:
         found = [f for f in found if f[0] >= minimum]

@@ -11,7 +11,8 @@
  *            (B, T, Hkv*2d): group g's value is columns [2d*g, 2d*(g+1)), 2d wide.
  *            out (B, T, H*2d) = (softmax(Q1 K1^T/sqrt(d)) - lambda softmax(Q2 K2^T/sqrt(d))) V
  *            per head, before DIFF's per-head norm (da_attention_head_norm).
- * H = n_heads must be a multiple of Hkv = n_kv_heads. */
+ * H = n_heads must be a multiple of Hkv = n_kv_heads.
+ * Implemented in src/attn/attention_api.c. */
 #ifndef DIFFATTN_ATTENTION_H
 #define DIFFATTN_ATTENTION_H
 

@@ -1,5 +1,6 @@
 /* diffattn data: training text and token shards, `prepare` (text -> token
- * shards), and token-id files. */
+ * shards), and token-id files.
+ * Implemented in src/data/text_data.c, src/data/prepare.c, src/data/ids_file.c. */
 #ifndef DIFFATTN_DATA_H
 #define DIFFATTN_DATA_H
 

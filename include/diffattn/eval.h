@@ -1,6 +1,8 @@
 /* diffattn evaluations: multi-needle retrieval, where attention goes on
  * needle prompts, and activation outliers. Validation loss (da_eval_loss) is
- * in diffattn/train.h, beside the training loop that reports it. */
+ * in diffattn/train.h, beside the training loop that reports it.
+ * Implemented in src/eval/needle.c, src/eval/needle_attention.c, src/eval/outliers.c, src/eval/quant_logits.c,
+ * src/eval/ppl.c, src/eval/reference_outputs.c, src/eval/eval_data.c, src/eval/results_json.c. */
 #ifndef DIFFATTN_EVAL_H
 #define DIFFATTN_EVAL_H
 
@@ -187,6 +189,32 @@ typedef struct {
 
 da_status da_eval_ppl(const da_engine *q, const da_engine *base, const da_text_data *data, const da_ppl_config *c,
                       da_ppl_result *r);
+
+/* ---------------------------------------------------------------- validation data */
+
+/* The validation split of data for a model: text through the tokenizer tok
+ * the model carries (bytes when NULL); token shards must hold the same
+ * tokenizer's ids (da_tokenizer_match); a vocabulary other than vocab_size is
+ * an error naming both sizes. model names the model in messages. Free d with
+ * da_text_data_free. */
+da_status da_eval_data_load(da_text_data *d, const char *data, float val_fraction, int seq, const char *model,
+                            const da_tokenizer *tok, int vocab_size);
+
+/* ---------------------------------------------------------------- results as JSON */
+
+/* Each evaluation's result as one line of JSON (diffattn eval --json): the
+ * model's path and arch, then the result's fields, numbers at fixed
+ * decimals. malloc'd text the caller frees; NULL when out of memory. */
+char *da_eval_loss_json(const char *model, da_arch arch, int seq, const da_eval_loss_result *r);
+char *da_outliers_json(const char *model, da_arch arch, const da_outliers_result *r);
+char *da_quant_logits_json(const char *model, da_arch arch, const da_quant_logits_config *c,
+                           const da_quant_logits_result *r);
+char *da_needle_json(const char *model, da_arch arch, const da_needle_config *c, const da_needle_result *r);
+char *da_needle_attention_json(const char *model, const da_config *cfg, const da_needle_config *c,
+                               const da_needle_attention_result *r);
+/* q: the quantized model's engine (its arch and weight type). */
+char *da_ppl_json(const char *model, const char *base, const da_engine *q, const da_ppl_config *c,
+                  const da_ppl_result *r);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,9 @@
 /* diffattn experiments: `compare` (DIFF against the softmax baseline, trained
  * and evaluated alike, with a report), throughput benchmarks, and the PNG
- * figures of reports. */
+ * figures of reports.
+ * Implemented in src/experiments/compare.c, src/experiments/tasks.c, src/experiments/task_compare.c,
+ * src/experiments/task_counterfactual.c, src/experiments/icl_order.c, src/experiments/plot.c,
+ * src/experiments/bench.c, src/experiments/bench_generate.c, src/experiments/bench_json.c. */
 #ifndef DIFFATTN_EXPERIMENTS_H
 #define DIFFATTN_EXPERIMENTS_H
 
@@ -352,6 +355,10 @@ da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps
 /* Times the attention forward + backward of one layer on random q, k, v. */
 da_status da_bench_attn(const da_config *c, int B, int T, int warmup, int steps, da_attn_kernel kernel,
                         const da_exec *x, da_bench_result *r);
+/* A bench train or attn result as a JSON line: the model's shape, the context x (with its
+ * profile per step when x->prof_s is set) and the timings. malloc'd; NULL when out of memory. */
+char *da_bench_json(const char *bench, const char *kernel, const da_config *c, int batch, int seq, const da_exec *x,
+                    const da_bench_result *r);
 
 /* ---------------------------------------------------------------- figures */
 
@@ -429,6 +436,10 @@ double da_copy_bandwidth_gbs(size_t bytes);
 /* Times the n model files in paths; res: (n). */
 da_status da_bench_generate(const char *const *paths, int n, const da_bench_generate_opts *o,
                             da_bench_generate_result *res);
+/* One model's result as a JSON line (bench generate --json): speeds against the first model's, the
+ * machine's load and copy bandwidth (0: not measured). malloc'd; NULL when out of memory. */
+char *da_bench_generate_json(const char *path, const da_bench_generate_opts *o, const da_bench_generate_result *r,
+                             const da_bench_generate_result *first, double loadavg, double bandwidth_gbs);
 
 #ifdef __cplusplus
 }

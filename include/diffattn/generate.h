@@ -10,10 +10,14 @@
  *     da_session_feed(s, prompt, n, 0, &logits);               // logits: (V) of the last token
  *     ... da_sample_token(logits, ...) ... da_session_feed(s, &tok, 1, 0, &logits);
  *
- * or let da_generate run that loop. */
+ * or let da_generate run that loop.
+ * Implemented in src/infer/engine.c, src/infer/engine_load.c, src/infer/engine_weights.c,
+ * src/infer/generate.c, src/infer/sample.c,
+ * src/infer/tokenizer_choice.c, src/infer/tokenizer_open.c. */
 #ifndef DIFFATTN_GENERATE_H
 #define DIFFATTN_GENERATE_H
 
+#include "diffattn/formats.h"
 #include "diffattn/model.h"
 #include "diffattn/tokenizer.h"
 
@@ -64,6 +68,10 @@ const da_tokenizer *da_engine_tokenizer(const da_engine *e);
  * vocabulary. *owned: what the caller frees (NULL when *use is e's own). */
 da_status da_engine_choose_tokenizer(const da_engine *e, const char *model_path, const char *given_path,
                                      da_tokenizer **owned, const da_tokenizer **use);
+/* The tokenizer of tok_path, or the one the model at model carries, or, with
+ * both, tok_path's once it matches the model's (da_tokenizer_match). A model
+ * that carries none needs tok_path. *out: the caller frees. */
+da_status da_tokenizer_open(const char *tok_path, const char *model, const da_load_opts *lo, da_tokenizer **out);
 /* The type of the layer matmuls ("f32", "q8_0", ...), the activation mode
  * the file asks for, and the bytes of all tensor data. */
 const char *da_engine_weight_type(const da_engine *e);

@@ -1,9 +1,13 @@
-/* diffattn models: configuration, parameters, the training forward and backward. */
+/* diffattn models: configuration, parameters, the training forward and backward.
+ * Implemented in src/model/config.c, src/model/model.c, src/model/transformer.c. */
 #ifndef DIFFATTN_MODEL_H
 #define DIFFATTN_MODEL_H
 
 #include "diffattn/config.h"
 #include "diffattn/core.h"
+#include "diffattn/exec.h"
+#include "diffattn/fields.h"
+#include "diffattn/rng.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,10 +76,6 @@ void da_rope_inv_freq_of(const da_config *cfg, double *inv_freq);
  * cos_row, sin_row: (d/2), the same values da_rope_tables gives. */
 void da_rope_at(const da_config *cfg, long pos, float *cos_row, float *sin_row);
 int da_arch_parse(const char *s, da_arch *out); /* 0 ok, -1 unknown */
-/* The general.architecture a GGUF of c is written with: "llama" (what
- * llama.cpp runs: softmax, no window, no head norm), else "diffattn-" and
- * da_arch_name. */
-void da_gguf_arch_of(const da_config *c, char *out, size_t n);
 
 /* What reports say of an architecture: its attention variant's table entry
  * (src/attn/variant.h), seen through the public API. */
@@ -180,48 +180,10 @@ const da_tensor *da_model_find(const da_model *m, const char *name);
 /* lambda_full of a DIFF layer: exp(q1.k1) - exp(q2.k2) + lambda_init. */
 float da_model_lambda(const da_model *m, int layer);
 
-/* safetensors checkpoint (format described in docs/formats.md); a GGUF from
- * `diffattn quantize` also loads, its weights dequantized to f32. Loading
- * checks every name, shape and dtype (F32 or BF16) against the metadata. */
-da_status da_model_load(da_model *m, const char *path);
-/* da_model_load with load options o (NULL: the defaults). */
-da_status da_model_load_with(da_model *m, const char *path, const da_load_opts *o);
 /* The parameters a model of configuration c has (da_model_create's table,
  * summed; SIZE_MAX when beyond size_t): what loaders check a file's bytes
  * against before allocating the model it declares. */
 size_t da_config_param_count(const da_config *c);
-/* A Hugging Face model folder (config.json with model_type "diffllama" or
- * "llama", model.safetensors or its sharded index; F32, F16 or BF16) loads
- * through da_model_load too, mapped onto the native layout exactly
- * (docs/formats.md). When model_path is a folder holding tokenizer.json,
- * writes that file's path to out and returns 1; else returns 0. */
-int da_model_tokenizer_path(const char *model_path, char *out, size_t n);
-/* What da_model_load would read at path: "Hugging Face folder (config.json
- * + safetensors)", "GGUF (quantized)" or "diffattn safetensors". */
-const char *da_model_format(const char *path);
-/* The bytes a model takes on disk: a file's size; a folder's .safetensors
- * files together. 0 when unreadable. */
-size_t da_model_file_bytes(const char *path);
-da_status da_model_save(const da_model *m, const char *path); /* atomic */
-/* Writes m as a Hugging Face folder dir (created if missing): config.json
- * (model_type "diffllama", DiffLlamaForCausalLM, for DIFF; "llama",
- * LlamaForCausalLM, for softmax), model.safetensors (F32) and, when m carries
- * one, tokenizer.json (a tokenizer.json already in dir is removed when it
- * does not). Exact: subln folds into o_proj's columns, the head norm's eps
- * into v_proj, the DIFF RoPE rule into rope_theta (docs/formats.md). The
- * folder is replaced as a whole, in one step (a new sibling folder swapped
- * in; other files of dir are kept, a subfolder in it is refused): a kill or
- * a full disk at any moment leaves the previous folder or the new one, never
- * a mix of the two. Architectures without hf (da_arch_info) and a sliding
- * window have no Hugging Face equivalent: an error naming them. */
-da_status da_model_export_hf(const da_model *m, const char *dir);
-
-/* Refuses, before anything is read or written, an output that is one of the
- * inputs: an existing outputs[o] with the same device and inode as inputs[i],
- * or as a file directly inside an input folder (symlinks resolved). NULL
- * entries are skipped; outputs that do not exist yet pass. */
-da_status da_check_outputs_not_inputs(const char *const *outputs, int n_outputs, const char *const *inputs,
-                                      int n_inputs);
 
 /* ---------------------------------------------------------------- forward / backward */
 

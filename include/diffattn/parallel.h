@@ -1,5 +1,6 @@
 /* diffattn process groups: data-parallel training over MPI. In a build
- * without MPI, or a process not started by mpirun, the process is rank 0 of 1. */
+ * without MPI, or a process not started by mpirun, the process is rank 0 of 1.
+ * Implemented in src/parallel/dist.c. */
 #ifndef DIFFATTN_PARALLEL_H
 #define DIFFATTN_PARALLEL_H
 

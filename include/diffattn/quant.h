@@ -2,7 +2,8 @@
  * ggml's block types (q8_0, q4_0, q4_k; or f16, bf16, f32) and written as a
  * GGUF v3 file that da_engine_load runs. With calibration data, AWQ scales
  * each weight's input channels by their activation size first, and static
- * int8 activation ranges are stored (docs/quantization.md). */
+ * int8 activation ranges are stored (docs/quantization.md).
+ * Implemented in src/quant/quantize_file.c. */
 #ifndef DIFFATTN_QUANT_H
 #define DIFFATTN_QUANT_H
 

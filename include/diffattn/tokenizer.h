@@ -1,5 +1,7 @@
 /* diffattn tokenizers: byte-level BPE (GPT-2 style) loading, encoding,
- * decoding, and training a new one on text files. */
+ * decoding, and training a new one on text files.
+ * Implemented in src/tok/tokenizer.c, src/tok/tokenizer_embed.c, src/tok/tokenizer_match.c,
+ * src/tok/encode_file.c, src/tok/bpe_train.c. */
 #ifndef DIFFATTN_TOKENIZER_H
 #define DIFFATTN_TOKENIZER_H
 
@@ -38,6 +40,16 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
  * files add none). da_tokenizer_encode never adds them (prepare, training). */
 da_status da_tokenizer_encode_add_special(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids,
                                           size_t *n_ids, size_t *cap);
+/* What encoding a file took: its bytes and the seconds the encoding itself took (reading aside). */
+typedef struct {
+    size_t bytes;
+    double seconds;
+} da_encode_stats;
+/* The ids of a whole file (*ids allocated, the caller frees): with the
+ * post_processor's tokens when add_special (da_tokenizer_encode_add_special),
+ * else without (da_tokenizer_encode). An empty file is an error. stats may be NULL. */
+da_status da_tokenizer_encode_file(const da_tokenizer *t, const char *path, int add_special, int **ids,
+                                   size_t *n_ids, da_encode_stats *stats);
 /* Appends the bytes of ids to *out (grown with realloc). An id outside the
  * vocabulary is an error naming its position. */
 da_status da_tokenizer_decode(const da_tokenizer *t, const int *ids, size_t n, uint8_t **out, size_t *n_out,
@@ -60,6 +72,13 @@ da_status da_tokenizer_from_json(da_tokenizer **out, const char *json, size_t n,
 /* 1 when a and b give every id the same bytes and have the same special
  * tokens and merges (so the same ids for any text under one pre-tokeniser). */
 int da_tokenizer_same(const da_tokenizer *a, const da_tokenizer *b);
+/* The rule that a model and the ids given to it share one tokenizer: ok when
+ * either is NULL (bytes, or a file from before tokenizers were embedded) or
+ * when da_tokenizer_same holds; otherwise an error
+ * "<given_name> (N tokens) differs from <own_name> (M tokens)[: <hint>]". Every
+ * place where a model meets data, a tokenizer file or shards checks this. */
+da_status da_tokenizer_match(const da_tokenizer *given, const char *given_name, const da_tokenizer *own,
+                             const char *own_name, const char *hint);
 /* The tokenizer a model carries (m->tokenizer_json), or *out = NULL when it
  * carries none (a byte-level model, or a file from before tokenizers were
  * embedded). An embedded tokenizer whose vocabulary differs from the model's

@@ -1,8 +1,11 @@
-/* diffattn training: AdamW, the training loop, checkpoints and resume, data parallel. */
+/* diffattn training: AdamW, the training loop, checkpoints and resume, data parallel.
+ * Implemented in src/train/train.c, src/train/train_config.c, src/train/train_state.c, src/train/optim.c,
+ * src/train/eval_loss.c. */
 #ifndef DIFFATTN_TRAIN_H
 #define DIFFATTN_TRAIN_H
 
 #include "diffattn/data.h"
+#include "diffattn/formats.h"
 #include "diffattn/model.h"
 #include "diffattn/parallel.h"
 

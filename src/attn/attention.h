@@ -27,6 +27,7 @@
 
 #include "diffattn/config.h"
 #include "diffattn/core.h"
+#include "diffattn/exec.h"
 
 /* Where a variant's heads sit in q, k and v rows: what the kernels shared by
  * every variant (flash attention) need to know of it. Head h of KV group g

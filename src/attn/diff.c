@@ -15,8 +15,6 @@
 enum { Q, K, V, OUT, LQ1, LK1, LQ2, LK2, SUBLN, N_TENSORS };
 enum { C_LAMBDA, C_POST, C_INIT }; /* layer consts: lambda_full, the head norm's scale (1 - lambda_init), lambda_init */
 
-float da_attn_lambda_init(int depth) { return 0.8f - 0.6f * expf(-0.3f * (float)depth); }
-
 static int diff_tensors(const da_config *c, attn_tensor *t) {
     const int C = c->dim, Ckv = attn_kv_cols(c), d = c->dim / c->n_heads / 2;
     t[Q] = attn_in("q_proj.weight", C, C, 1, ATTN_VIEW_Q);

@@ -37,6 +37,7 @@
 #include <stddef.h>
 
 #include "diffattn/core.h"
+#include "diffattn/exec.h"
 
 #define NSA_MAX_TOPN 1024 /* n's upper bound (the config's range) */
 

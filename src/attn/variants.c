@@ -66,6 +66,8 @@ int da_attn_head_norm_on(const da_config *c) {
     return v->head_norm_option && c->head_norm == DA_HEAD_NORM_ON;
 }
 
+float da_attn_lambda_init(int depth) { return 0.8f - 0.6f * expf(-0.3f * (float)depth); }
+
 float da_attn_layer_lambda_init(const da_config *c, int layer) {
     return c->lambda_init > 0.0f ? c->lambda_init : da_attn_lambda_init(layer);
 }

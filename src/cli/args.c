@@ -214,36 +214,6 @@ void cli_fields_given(const da_field *fields, int n, const cli_opt *opts, int n_
     for (int i = 0; i < n; i++) given[i] = fields[i].flag && cli_was_set(opts, n_opts, fields[i].flag);
 }
 
-void cli_name_flags(char *out, size_t size, const char *msg) {
-    const da_field *tables[2] = {da_config_fields, da_train_config_fields};
-    const int counts[2] = {DA_CONFIG_N_FIELDS, DA_TRAIN_CONFIG_N_FIELDS};
-    for (int t = 0; t < 2; t++)
-        for (int i = 0; i < counts[t]; i++) {
-            const da_field *f = &tables[t][i];
-            size_t len = strlen(f->key);
-            if (f->flag && !strncmp(msg, f->key, len) && msg[len] == ':') {
-                snprintf(out, size, "%s (--%s)%s", f->key, f->flag, msg + len);
-                return;
-            }
-        }
-    snprintf(out, size, "%s", msg);
-}
-
-void cli_warn_unnamed_pre(const char *cmd, const char *out) {
-    fprintf(stderr,
-            "diffattn %s: warning: %s: the tokenizer's pre-tokeniser has no name in llama.cpp (it names GPT-2's, "
-            "Llama 3's, Qwen2/3's and GPT-4o's), so the file carries no tokenizer.ggml.pre and llama.cpp will split "
-            "text with its default, giving other ids than diffattn encode; diffattn reads the embedded "
-            "tokenizer.json and stays exact (docs/formats.md)\n",
-            cmd, out);
-}
-
-int cli_fail_fields(const char *msg) {
-    char named[1024];
-    cli_name_flags(named, sizeof named, msg);
-    return cli_fail(named);
-}
-
 void cli_model_flags_default(cli_model_flags *f) {
     memset(f, 0, sizeof *f);
     da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &f->cfg);

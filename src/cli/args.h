@@ -77,6 +77,12 @@ void cli_model_opts(cli_model_flags *f, cli_opt *opts);
  * DIFF heads); the message names the flag. */
 da_status cli_model_config(cli_model_flags *f, const cli_opt *opts, int n_opts, da_config *cfg);
 
+/* The --tokenizer and --model flags of encode and decode (da_tokenizer_open). */
+#define CLI_TOKENIZER_HELP                                                                                             \
+    "tokenizer.json (Hugging Face byte-level BPE), GPT-2's encoder.json (vocab.bpe beside it), or a folder holding "   \
+    "either"
+#define CLI_TOKENIZER_MODEL_HELP "a model file: use the tokenizer it carries (default when --tokenizer is not given)"
+
 /* "1024,2048" -> up to max ints in [lo, hi]; "0,0.2" -> doubles. 0 ok, -1 on a bad list. */
 int cli_parse_ints(const char *s, int *out, int max, int *n, int lo, int hi);
 int cli_parse_doubles(const char *s, double *out, int max, int *n, double lo, double hi);

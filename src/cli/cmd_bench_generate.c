@@ -10,6 +10,44 @@
 #include "diffattn/eval.h"
 #include "diffattn/experiments.h"
 
+/* The 1-minute load average, for the record of a timing (-1 when unknown). */
+static double load_average(void) {
+    double load = -1;
+    FILE *fp = fopen("/proc/loadavg", "r");
+    if (fp) {
+        if (fscanf(fp, "%lf", &load) != 1) load = -1;
+        fclose(fp);
+    }
+    return load;
+}
+
+static void print_result(const char *path, const da_bench_generate_result *r, const da_bench_generate_result *first,
+                         double bw) {
+    printf("%-40s %-5s prompt %8.1f tok/s  decode %7.1f tok/s (%.2fx)  %8.2f MB\n", path, r->weight_type,
+           r->best_prompt, r->best_decode, r->best_decode / first->best_decode, (double)r->file_bytes / 1e6);
+    if (bw > 0)
+        printf("%-40s reads %.1f MB per decoded token: %.1f GB/s, %.2f of the copy bandwidth (%.1f GB/s)\n", "",
+               r->decode_bytes / 1e6, r->best_decode * r->decode_bytes / 1e9,
+               r->best_decode * r->decode_bytes / 1e9 / bw, bw);
+}
+
+/* Times paths[0..n) and prints one line (or JSON object) per model. */
+static int run(const char *const *paths, int nm, const da_bench_generate_opts *o, int json, int bandwidth) {
+    da_bench_generate_result res[8];
+    da_status st = da_bench_generate(paths, nm, o, res);
+    const double load = load_average();
+    const double bw = !st.code && bandwidth ? da_copy_bandwidth_gbs((size_t)1 << 30) : 0; /* GB/s */
+    if (bandwidth && !st.code && bw <= 0) st = da_errorf("bench generate: cannot allocate 2 GiB to measure the bandwidth");
+    if (st.code) return cli_fail(st.msg);
+    for (int i = 0; i < nm; i++) {
+        if (!json) print_result(paths[i], &res[i], &res[0], bw);
+        else if (cli_print_json(da_bench_generate_json(paths[i], o, &res[i], &res[0], load, bw))) return 1;
+    }
+    if (!json)
+        printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), res[0].dots, o->reps, load);
+    return 0;
+}
+
 int cmd_bench_generate(int argc, char **argv) {
     const char *model = NULL, *also = NULL, *kv_s = NULL;
     int json = 0, bandwidth = 0;
@@ -43,40 +81,7 @@ int cmd_bench_generate(int argc, char **argv) {
     int nm = 1;
     char *list = also ? strdup(also) : NULL;
     for (char *tok = list ? strtok(list, ",") : NULL; tok && nm < MAXM; tok = strtok(NULL, ",")) paths[nm++] = tok;
-    da_bench_generate_result res[MAXM];
-    da_status st = da_bench_generate(paths, nm, &o, res);
-    double load[3] = {0};
-    FILE *fp = fopen("/proc/loadavg", "r");
-    if (fp) {
-        if (fscanf(fp, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
-        fclose(fp);
-    }
-    const char *wait = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default";
-    const double bw = !st.code && bandwidth ? da_copy_bandwidth_gbs((size_t)1 << 30) : 0; /* GB/s */
-    if (bandwidth && !st.code && bw <= 0) st = da_errorf("bench generate: cannot allocate 2 GiB to measure the bandwidth");
-    for (int i = 0; i < nm && !st.code; i++) {
-        const double sp = res[i].best_decode / res[0].best_decode, spp = res[i].best_prompt / res[0].best_prompt;
-        if (json)
-            printf("{\"model\":\"%s\",\"weights\":\"%s\",\"path\":\"engine\",\"act\":\"%s\",\"kv\":\"%s\",\"prompt_tokens\":%d,"
-                   "\"decode_tokens\":%d,\"prompt_tok_per_s\":%.2f,\"decode_tok_per_s\":%.2f,\"file_bytes\":%ld,"
-                   "\"decode_speedup_vs_first\":%.3f,\"prompt_speedup_vs_first\":%.3f,\"threads\":%d,\"isa\":\"%s\","
-                   "\"wait_policy\":\"%s\",\"loadavg\":%.2f,\"decode_bytes_per_token\":%.0f,"
-                   "\"copy_bandwidth_gbs\":%.2f,\"bandwidth_fraction\":%.3f}\n",
-                   paths[i], res[i].weight_type, res[i].act, res[i].kv_int8 ? "int8" : res[i].kv_f16 ? "f16" : "f32", o.prompt, o.gen,
-                   res[i].best_prompt, res[i].best_decode, res[i].file_bytes, sp, spp, omp_get_max_threads(),
-                   res[i].dots, wait, load[0], res[i].decode_bytes, bw,
-                   bw > 0 ? res[i].best_decode * res[i].decode_bytes / 1e9 / bw : 0.0);
-        else
-            printf("%-40s %-5s prompt %8.1f tok/s  decode %7.1f tok/s (%.2fx)  %8.2f MB\n", paths[i],
-                   res[i].weight_type, res[i].best_prompt, res[i].best_decode, sp, (double)res[i].file_bytes / 1e6);
-        if (!json && bw > 0)
-            printf("%-40s reads %.1f MB per decoded token: %.1f GB/s, %.2f of the copy bandwidth (%.1f GB/s)\n", "",
-                   res[i].decode_bytes / 1e6, res[i].best_decode * res[i].decode_bytes / 1e9,
-                   res[i].best_decode * res[i].decode_bytes / 1e9 / bw, bw);
-    }
-    if (!json && !st.code)
-        printf("(%d threads, %s dots, best of %d, loadavg %.2f)\n", omp_get_max_threads(), res[0].dots,
-               o.reps, load[0]);
+    rc = run(paths, nm, &o, json, bandwidth);
     free(list);
-    return st.code ? cli_fail(st.msg) : 0;
+    return rc;
 }

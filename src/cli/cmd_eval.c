@@ -1,32 +1,16 @@
 /* diffattn eval: evaluations of a model file. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
 #include "diffattn/eval.h"
 #include "diffattn/experiments.h"
-#include <stdlib.h>
-#include <unistd.h>
 
 static const char *const DATA_HELP =
     "text file or folder (through the model's tokenizer; bytes when it has none), or a folder of token shards";
-
-/* Validation data for a model: text goes through the tokenizer the model
- * carries (bytes when it carries none); shards must hold the same
- * tokenizer's ids. Any other vocabulary is an error naming both sizes. */
-static da_status load_data_for(const char *model, const da_config *cfg, const da_tokenizer *tok, const char *data,
-                               float val_fraction, int seq, da_text_data *d) {
-    da_tokenizer *shard_tok = NULL;
-    da_status st = da_data_tokenizer(data, &shard_tok);
-    if (!st.code && shard_tok && tok && !da_tokenizer_same(shard_tok, tok))
-        st = da_errorf("%s: the shards' tokenizer (%d tokens) differs from the one %s carries (%d tokens)", data,
-                       da_tokenizer_vocab_size(shard_tok), model, da_tokenizer_vocab_size(tok));
-    da_tokenizer_free(shard_tok);
-    if (!st.code) st = da_text_data_load_tok(d, data, val_fraction, seq, tok);
-    if (!st.code && (st = da_text_data_check_vocab(d, data, cfg->vocab_size)).code) da_text_data_free(d);
-    return st;
-}
 
 /* The model and its validation data, with --seq 0 meaning the model's
  * context. On failure nothing is left allocated. */
@@ -38,7 +22,7 @@ static da_status load_model_data(const char *model, const char *data, float val_
     if (*seq == 0) *seq = m->cfg.max_seq_len;
     if (*seq <= 0) st = da_errorf("--seq must be positive");
     if (!st.code && (st = da_model_tokenizer(m, &tok)).code) st = da_errorf("%s: %s", model, st.msg);
-    if (!st.code) st = load_data_for(model, &m->cfg, tok, data, val_fraction, *seq, d);
+    if (!st.code) st = da_eval_data_load(d, data, val_fraction, *seq, model, tok, m->cfg.vocab_size);
     da_tokenizer_free(tok);
     if (st.code) da_model_free(m);
     return st;
@@ -71,27 +55,20 @@ static int eval_loss(int argc, char **argv) {
     if (st.code) return cli_fail(st.msg);
     st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_FLASH, &r);
     da_text_data_free(&d);
+    int code = st.code ? cli_fail(st.msg) : 0;
     if (!st.code) {
-        if (json)
-            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"loss\":%.6f,\"ppl\":%.4f,\"windows\":%ld,\"seq\":%d,"
-                   "\"tokens\":%ld}\n",
-                   model, da_arch_name(m.cfg.arch), r.loss, r.ppl, r.windows, seq, r.tokens);
+        if (json) code = cli_print_json(da_eval_loss_json(model, m.cfg.arch, seq, &r));
         else
             printf("%s (%s): validation loss %.4f nats/token, perplexity %.3f (%ld windows of %d tokens)\n", model,
                    da_arch_name(m.cfg.arch), r.loss, r.ppl, r.windows, seq);
     }
     da_model_free(&m);
-    return st.code ? cli_fail(st.msg) : 0;
+    return code;
 }
 
-static void print_stats(const char *what, const da_outlier_stats *s, int json, int last) {
-    if (json)
-        printf("\"%s\":{\"top1\":%.4f,\"top2\":%.4f,\"top3\":%.4f,\"top10\":%.4f,\"top100\":%.4f,\"median\":%.4f,"
-               "\"count\":%zu}%s",
-               what, s->top[0], s->top[1], s->top[2], s->top[3], s->top[4], s->median, s->count, last ? "" : ",");
-    else
-        printf("  %-16s top-1 %9.3f  top-2 %9.3f  top-3 %9.3f  top-10 %9.3f  top-100 %9.3f  median %8.4f  (%zu values)\n",
-               what, s->top[0], s->top[1], s->top[2], s->top[3], s->top[4], s->median, s->count);
+static void print_stats(const char *what, const da_outlier_stats *s) {
+    printf("  %-16s top-1 %9.3f  top-2 %9.3f  top-3 %9.3f  top-10 %9.3f  top-100 %9.3f  median %8.4f  (%zu values)\n",
+           what, s->top[0], s->top[1], s->top[2], s->top[3], s->top[4], s->median, s->count);
 }
 
 static int eval_outliers(int argc, char **argv) {
@@ -121,23 +98,13 @@ static int eval_outliers(int argc, char **argv) {
     if (st.code) return cli_fail(st.msg);
     st = da_eval_outliers(&m, &d, seq, windows, &r);
     da_text_data_free(&d);
+    int code = st.code ? cli_fail(st.msg) : 0;
     if (!st.code) {
-        if (json) {
-            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"tokens\":%ld,", model, da_arch_name(m.cfg.arch), r.tokens);
-            print_stats("attention_logits", &r.logits, 1, 0);
-            print_stats("hidden_states", &r.hidden, 1, r.n_lambda == 0);
-            if (r.n_lambda) {
-                printf("\"lambda\":[");
-                for (int l = 0; l < r.n_lambda; l++)
-                    printf("%s{\"mean\":%.6f,\"std\":%.6f,\"min\":%.6f,\"max\":%.6f}", l ? "," : "",
-                           r.lambda_mean[l], r.lambda_std[l], r.lambda_min[l], r.lambda_max[l]);
-                printf("]");
-            }
-            printf("}\n");
-        } else {
+        if (json) code = cli_print_json(da_outliers_json(model, m.cfg.arch, &r));
+        else {
             printf("%s (%s), %ld tokens:\n", model, da_arch_name(m.cfg.arch), r.tokens);
-            print_stats("attention logits", &r.logits, 0, 0);
-            print_stats("hidden states", &r.hidden, 0, 1);
+            print_stats("attention logits", &r.logits);
+            print_stats("hidden states", &r.hidden);
             for (int l = 0; l < r.n_lambda; l++)
                 printf("  lambda, layer %d: mean %.4f, std %.4f, min %.4f, max %.4f%s\n", l, r.lambda_mean[l],
                        r.lambda_std[l], r.lambda_min[l], r.lambda_max[l],
@@ -145,7 +112,7 @@ static int eval_outliers(int argc, char **argv) {
         }
     }
     da_model_free(&m);
-    return st.code ? cli_fail(st.msg) : 0;
+    return code;
 }
 
 /* The needle-prompt flags shared by eval needle, eval attention and
@@ -193,6 +160,20 @@ static void progress_line(void *ctx, const char *step, int done, int total) {
     fflush(stderr);
 }
 
+static void print_quant_logits(const char *model, const char *arch, const da_quant_logits_config *qc,
+                               const da_quant_logits_result *r) {
+    printf("%s (%s): exact validation loss %.4f", model, arch, r->exact_loss);
+    if (qc->needle)
+        printf(", needle accuracy %.3f (N=%d, R=%d, %d bytes, %d samples x %d depths)", r->needle_exact,
+               r->needles.needles, r->needles.queries, r->needles.contexts[0], r->needles.samples, r->needles.n_depths);
+    printf("\n");
+    for (int i = 0; i < qc->n_bits; i++) {
+        printf("  %2d-bit logits: loss %.4f (%+.4f)", qc->bits[i], r->loss[i], r->loss[i] - r->exact_loss);
+        if (qc->needle) printf("  needle %.3f", r->needle[i]);
+        printf("\n");
+    }
+}
+
 static int eval_quant_logits(int argc, char **argv) {
     const char *model = NULL, *data = NULL, *bits_list = "16,8,6,4";
     int seq = 0, json = 0, no_needle = 0;
@@ -238,38 +219,31 @@ static int eval_quant_logits(int argc, char **argv) {
     da_text_data d;
     da_quant_logits_result r;
     da_status st = da_engine_load_with(&e, model, cli_load_opts());
-    if (!st.code && !(st = load_data_for(model, da_engine_config(e), da_engine_tokenizer(e), data, val_fraction,
-                                         seq ? seq : da_engine_config(e)->max_seq_len, &d))
+    if (!st.code && !(st = da_eval_data_load(&d, data, val_fraction, seq ? seq : da_engine_config(e)->max_seq_len,
+                                             model, da_engine_tokenizer(e), da_engine_config(e)->vocab_size))
                          .code) {
         st = da_eval_quant_logits(e, &d, &qc, &r);
         da_text_data_free(&d);
     }
-    const char *arch = e ? da_arch_name(da_engine_config(e)->arch) : "";
-    if (!st.code && json) {
-        printf("{\"model\":\"%s\",\"arch\":\"%s\",\"exact_loss\":%.6f,", model, arch, r.exact_loss);
-        if (!no_needle) printf("\"needle_exact\":%.4f,", r.needle_exact);
-        printf("\"bits\":[");
-        for (int i = 0; i < qc.n_bits; i++) {
-            printf("%s{\"bits\":%d,\"loss\":%.6f,\"delta\":%.6f", i ? "," : "", qc.bits[i], r.loss[i],
-                   r.loss[i] - r.exact_loss);
-            if (!no_needle) printf(",\"needle\":%.4f", r.needle[i]);
-            printf("}");
-        }
-        printf("]}\n");
-    } else if (!st.code) {
-        printf("%s (%s): exact validation loss %.4f", model, arch, r.exact_loss);
-        if (!no_needle)
-            printf(", needle accuracy %.3f (N=%d, R=%d, %d bytes, %d samples x %d depths)", r.needle_exact,
-                   r.needles.needles, r.needles.queries, r.needles.contexts[0], r.needles.samples, r.needles.n_depths);
-        printf("\n");
-        for (int i = 0; i < qc.n_bits; i++) {
-            printf("  %2d-bit logits: loss %.4f (%+.4f)", qc.bits[i], r.loss[i], r.loss[i] - r.exact_loss);
-            if (!no_needle) printf("  needle %.3f", r.needle[i]);
-            printf("\n");
-        }
-    }
+    int code = st.code ? cli_fail(st.msg) : 0;
+    if (!st.code && json) code = cli_print_json(da_quant_logits_json(model, da_engine_config(e)->arch, &qc, &r));
+    else if (!st.code) print_quant_logits(model, da_arch_name(da_engine_config(e)->arch), &qc, &r);
     da_engine_free(e);
-    return st.code ? cli_fail(st.msg) : 0;
+    return code;
+}
+
+static void print_needle(const char *model, const char *arch, const da_needle_config *c, const da_needle_result *r) {
+    printf("%s (%s): N=%d needles, R=%d asked, %d samples each; accuracy by context (rows) and depth %%\n", model, arch,
+           c->needles, c->queries, c->samples);
+    printf("%8s", "");
+    for (int j = 0; j < c->n_depths; j++) printf(" %6d", c->depths[j]);
+    printf("\n");
+    for (int i = 0; i < c->n_contexts; i++) {
+        printf("%8d", c->contexts[i]);
+        for (int j = 0; j < c->n_depths; j++) printf(" %6.2f", r->acc[i][j]);
+        printf("\n");
+    }
+    printf("overall %.3f (%ld answers)\n", r->overall, r->asked);
 }
 
 static int eval_needle(int argc, char **argv) {
@@ -292,32 +266,11 @@ static int eval_needle(int argc, char **argv) {
     if (st.code) return cli_fail(st.msg);
     da_needle_result r;
     st = da_needle_eval_model(&m, &c, 0, &r);
-    if (!st.code) {
-        if (json) {
-            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"needles\":%d,\"queries\":%d,\"overall\":%.4f,\"asked\":%ld,"
-                   "\"results\":[",
-                   model, da_arch_name(m.cfg.arch), c.needles, c.queries, r.overall, r.asked);
-            for (int i = 0; i < c.n_contexts; i++)
-                for (int j = 0; j < c.n_depths; j++)
-                    printf("%s{\"context\":%d,\"depth\":%d,\"accuracy\":%.4f}", i || j ? "," : "", c.contexts[i],
-                           c.depths[j], r.acc[i][j]);
-            printf("]}\n");
-        } else {
-            printf("%s (%s): N=%d needles, R=%d asked, %d samples each; accuracy by context (rows) and depth %%\n",
-                   model, da_arch_name(m.cfg.arch), c.needles, c.queries, c.samples);
-            printf("%8s", "");
-            for (int j = 0; j < c.n_depths; j++) printf(" %6d", c.depths[j]);
-            printf("\n");
-            for (int i = 0; i < c.n_contexts; i++) {
-                printf("%8d", c.contexts[i]);
-                for (int j = 0; j < c.n_depths; j++) printf(" %6.2f", r.acc[i][j]);
-                printf("\n");
-            }
-            printf("overall %.3f (%ld answers)\n", r.overall, r.asked);
-        }
-    }
+    int code = st.code ? cli_fail(st.msg) : 0;
+    if (!st.code && json) code = cli_print_json(da_needle_json(model, m.cfg.arch, &c, &r));
+    else if (!st.code) print_needle(model, da_arch_name(m.cfg.arch), &c, &r);
     da_model_free(&m);
-    return st.code ? cli_fail(st.msg) : 0;
+    return code;
 }
 
 /* The answer-row band of one prompt for the figure: context 0, the middle
@@ -329,6 +282,46 @@ static da_status attention_band(da_model *m, const da_needle_config *c, const ch
     *band = (da_attention_band){name, mp->map, mp->rows, mp->cols, mp->span_begin, mp->span_end, mp->needle_begin,
                                 mp->needle_end};
     return da_ok();
+}
+
+/* The heatmap of --png: model m's band, and beside it the band of the model at other (NULL: none). */
+static da_status attention_png(da_model *m, const char *model, const char *other, const da_needle_config *c,
+                               const char *png) {
+    da_model m2;
+    int have2 = 0;
+    da_needle_attention_map maps[2] = {{0}};
+    da_attention_band bands[2];
+    char names[2][256];
+    snprintf(names[0], sizeof names[0], "%s (%s)", model, da_arch_name(m->cfg.arch));
+    da_status st = attention_band(m, c, names[0], &maps[0], &bands[0]);
+    if (!st.code && other) {
+        st = da_model_load_any_with(&m2, other, cli_load_opts());
+        have2 = !st.code;
+        if (!st.code) {
+            snprintf(names[1], sizeof names[1], "%s (%s)", other, da_arch_name(m2.cfg.arch));
+            st = attention_band(&m2, c, names[1], &maps[1], &bands[1]);
+        }
+    }
+    if (!st.code)
+        st = da_plot_attention_bands(png, "Attention of the answer positions over one needle prompt", bands,
+                                     other ? 2 : 1);
+    free(maps[0].map), free(maps[1].map);
+    if (have2) da_model_free(&m2);
+    return st;
+}
+
+static void print_attention(const char *model, const char *arch, const da_needle_config *c,
+                            const da_needle_attention_result *r) {
+    printf("%s (%s): attention from the answer positions, %ld prompts (N=%d needles)\n", model, arch, r->prompts,
+           c->needles);
+    printf("%8s %6s %8s %8s %8s\n", "context", "depth", "answer", "noise", "digits");
+    for (int i = 0; i < c->n_contexts; i++)
+        for (int j = 0; j < c->n_depths; j++)
+            printf("%8d %5d%% %8.4f %8.4f %8.3f\n", c->contexts[i], c->depths[j], r->answer[i][j], r->noise[i][j],
+                   r->digits[i][j]);
+    printf("%15s %8.4f %8.4f %8.3f\n", "overall", r->answer_all, r->noise_all, r->digits_all);
+    printf("answer: attention share on the answer span; noise: on the context outside the needle; digits: "
+           "answer digits\nthe model's top prediction gets right, teacher-forced (chance 0.1)\n");
 }
 
 static int eval_attention(int argc, char **argv) {
@@ -360,60 +353,12 @@ static int eval_attention(int argc, char **argv) {
     if (st.code) return cli_fail(st.msg);
     da_needle_attention_result r;
     st = da_eval_needle_attention(&m, &c, &r);
-    if (!st.code) {
-        if (json) {
-            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"needles\":%d,\"prompts\":%ld,\"answer\":%.4f,"
-                   "\"noise\":%.4f,\"answer_digit_accuracy\":%.4f,\"results\":[",
-                   model, da_arch_name(m.cfg.arch), c.needles, r.prompts, r.answer_all, r.noise_all, r.digits_all);
-            for (int i = 0; i < c.n_contexts; i++)
-                for (int j = 0; j < c.n_depths; j++)
-                    printf("%s{\"context\":%d,\"depth\":%d,\"answer\":%.4f,\"noise\":%.4f,"
-                           "\"answer_digit_accuracy\":%.4f}",
-                           i || j ? "," : "", c.contexts[i], c.depths[j], r.answer[i][j], r.noise[i][j],
-                           r.digits[i][j]);
-            printf("],\"by_layer\":[");
-            for (int l = 0; l < m.cfg.n_layers; l++)
-                printf("%s{\"layer\":%d,\"answer\":%.4f,\"noise\":%.4f}", l ? "," : "", l, r.answer_by_layer[l],
-                       r.noise_by_layer[l]);
-            printf("]}\n");
-        } else {
-            printf("%s (%s): attention from the answer positions, %ld prompts (N=%d needles)\n", model,
-                   da_arch_name(m.cfg.arch), r.prompts, c.needles);
-            printf("%8s %6s %8s %8s %8s\n", "context", "depth", "answer", "noise", "digits");
-            for (int i = 0; i < c.n_contexts; i++)
-                for (int j = 0; j < c.n_depths; j++)
-                    printf("%8d %5d%% %8.4f %8.4f %8.3f\n", c.contexts[i], c.depths[j], r.answer[i][j], r.noise[i][j],
-                           r.digits[i][j]);
-            printf("%15s %8.4f %8.4f %8.3f\n", "overall", r.answer_all, r.noise_all, r.digits_all);
-            printf("answer: attention share on the answer span; noise: on the context outside the needle; digits: "
-                   "answer digits\nthe model's top prediction gets right, teacher-forced (chance 0.1)\n");
-        }
-    }
-    if (!st.code && png) {
-        da_model m2;
-        int have2 = 0;
-        da_needle_attention_map maps[2] = {{0}};
-        da_attention_band bands[2];
-        char names[2][256];
-        snprintf(names[0], sizeof names[0], "%s (%s)", model, da_arch_name(m.cfg.arch));
-        st = attention_band(&m, &c, names[0], &maps[0], &bands[0]);
-        if (!st.code && other) {
-            st = da_model_load_any_with(&m2, other, cli_load_opts());
-            have2 = !st.code;
-            if (!st.code) {
-                snprintf(names[1], sizeof names[1], "%s (%s)", other, da_arch_name(m2.cfg.arch));
-                st = attention_band(&m2, &c, names[1], &maps[1], &bands[1]);
-            }
-        }
-        if (!st.code)
-            st = da_plot_attention_bands(png, "Attention of the answer positions over one needle prompt", bands,
-                                         other ? 2 : 1);
-        free(maps[0].map), free(maps[1].map);
-        if (have2) da_model_free(&m2);
-        if (!st.code && !json) printf("wrote %s\n", png);
-    }
+    int code = 0;
+    if (!st.code && json) code = cli_print_json(da_needle_attention_json(model, &m.cfg, &c, &r));
+    else if (!st.code) print_attention(model, da_arch_name(m.cfg.arch), &c, &r);
+    if (!st.code && png && !(st = attention_png(&m, model, other, &c, png)).code && !json) printf("wrote %s\n", png);
     da_model_free(&m);
-    return st.code ? cli_fail(st.msg) : 0;
+    return st.code ? cli_fail(st.msg) : code;
 }
 
 int cmd_eval(int argc, char **argv) {

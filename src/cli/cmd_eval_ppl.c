@@ -8,7 +8,6 @@
 #include "commands.h"
 #include "diffattn/quant.h"
 #include "diffattn/eval.h"
-#include "diffattn/experiments.h"
 
 int cmd_eval_ppl(int argc, char **argv) {
     const char *model = NULL, *base = NULL, *data = NULL, *act_s = NULL, *kv_s = NULL, *cache = NULL;
@@ -45,28 +44,21 @@ int cmd_eval_ppl(int argc, char **argv) {
     da_status st = da_engine_load_with(&qe, model, cli_load_opts());
     if (!st.code && !(st = da_engine_load_with(&be, base, cli_load_opts())).code) pc.base_file_bytes = (long)da_engine_file_bytes(be);
     const da_config *c = qe ? da_engine_config(qe) : NULL;
-    /* text through the model's tokenizer; any other vocabulary is an error */
-    if (!st.code && !(st = da_text_data_load_tok(&d, data, val_fraction, ctx ? ctx : c->max_seq_len,
-                                                 da_engine_tokenizer(qe)))
+    if (!st.code && !(st = da_eval_data_load(&d, data, val_fraction, ctx ? ctx : c->max_seq_len, model,
+                                             da_engine_tokenizer(qe), c->vocab_size))
                          .code) {
-        if (!(st = da_text_data_check_vocab(&d, data, c->vocab_size)).code) st = da_eval_ppl(qe, be, &d, &pc, &r);
+        st = da_eval_ppl(qe, be, &d, &pc, &r);
         da_text_data_free(&d);
     }
-    if (!st.code) {
-        const char *wt = da_engine_weight_type(qe), *act = da_act_mode_name(r.act);
-        if (json)
-            printf("{\"model\":\"%s\",\"base\":\"%s\",\"arch\":\"%s\",\"weights\":\"%s\",\"act\":\"%s\",\"kv\":\"%s\","
-                   "\"ppl\":%.6f,\"base_ppl\":%.6f,\"delta_ppl_pct\":%.4f,\"kld\":%.6f,\"same_top1\":%.6f,"
-                   "\"chunks\":%ld,\"n_ctx\":%d,\"scored\":%ld}\n",
-                   model, base, da_arch_name(c->arch), wt, act, pc.run.kv_int8 ? "int8" : pc.run.kv_f16 ? "f16" : "f32", r.ppl, r.base_ppl,
-                   r.delta_ppl_pct, r.kld, r.same_top1, r.chunks, ctx ? ctx : c->max_seq_len, r.scored);
-        else
-            printf("%s (%s, %s weights, %s activations, %s KV): ppl %.4f vs base %.4f (%+.3f%%), KLD %.6f, same top-1 "
-                   "%.2f%% (%ld chunks, %ld tokens scored)\n",
-                   model, da_arch_name(c->arch), wt, act, pc.run.kv_int8 ? "int8" : pc.run.kv_f16 ? "f16" : "f32", r.ppl, r.base_ppl,
-                   r.delta_ppl_pct, r.kld, 100 * r.same_top1, r.chunks, r.scored);
-    }
+    int code = st.code ? cli_fail(st.msg) : 0;
+    if (!st.code && json) code = cli_print_json(da_ppl_json(model, base, qe, &pc, &r));
+    else if (!st.code)
+        printf("%s (%s, %s weights, %s activations, %s KV): ppl %.4f vs base %.4f (%+.3f%%), KLD %.6f, same top-1 "
+               "%.2f%% (%ld chunks, %ld tokens scored)\n",
+               model, da_arch_name(c->arch), da_engine_weight_type(qe), da_act_mode_name(r.act),
+               pc.run.kv_int8 ? "int8" : pc.run.kv_f16 ? "f16" : "f32", r.ppl, r.base_ppl, r.delta_ppl_pct, r.kld,
+               100 * r.same_top1, r.chunks, r.scored);
     da_engine_free(be);
     da_engine_free(qe);
-    return st.code ? cli_fail(st.msg) : 0;
+    return code;
 }

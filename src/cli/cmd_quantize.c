@@ -7,8 +7,27 @@
 #include "args.h"
 #include "commands.h"
 #include "diffattn/quant.h"
-#include "diffattn/eval.h"
-#include "diffattn/experiments.h"
+
+/* What calibration found, on standard error: AWQ's scales and the static int8 ranges. */
+static void print_calibration(const da_quantize_opts *o, const da_quantize_report *r) {
+    if (r->few_calib_samples)
+        fprintf(stderr, "diffattn quantize: warning: %d calibration sequences; static int8 ranges settle only by about "
+                        "16 (measured), below that they depend on which sequences were drawn\n",
+                o->calib_samples);
+    if (r->awq) {
+        fprintf(stderr, "AWQ (%d sequences, %.1fs): alpha per layer [attn-in ffn-in ffn-gate]:", o->calib_samples,
+                r->awq_seconds);
+        for (int l = 0; l < r->n_layers; l++)
+            fprintf(stderr, " [%.1f %.1f %.1f]", r->alpha[4 * l], r->alpha[4 * l + 2], r->alpha[4 * l + 3]);
+        fprintf(stderr, ", head %.1f\n", r->alpha[4 * r->n_layers]);
+    }
+    if (r->has_ranges) {
+        static const char *site_names[4] = {"attn-in", "attn-out", "ffn-in", "ffn-gate"};
+        fprintf(stderr, "static int8 ranges (max |x| over layers; max / mean |x|):");
+        for (int k = 0; k < 4; k++) fprintf(stderr, " %s %.2f (%.0fx)", site_names[k], r->range_max[k], r->range_ratio[k]);
+        fprintf(stderr, ", head %.2f\n", r->head_range);
+    }
+}
 
 int cmd_quantize(int argc, char **argv) {
     da_quantize_opts o;
@@ -48,23 +67,7 @@ int cmd_quantize(int argc, char **argv) {
     da_status st = da_quantize_file(model, out, &o, &r);
     if (st.code) return cli_fail(st.msg);
     if (r.tokenizer_unnamed) cli_warn_unnamed_pre("quantize", out);
-    if (r.few_calib_samples)
-        fprintf(stderr, "diffattn quantize: warning: %d calibration sequences; static int8 ranges settle only by about "
-                        "16 (measured), below that they depend on which sequences were drawn\n",
-                o.calib_samples);
-    if (r.awq) {
-        fprintf(stderr, "AWQ (%d sequences, %.1fs): alpha per layer [attn-in ffn-in ffn-gate]:", o.calib_samples,
-                r.awq_seconds);
-        for (int l = 0; l < r.n_layers; l++)
-            fprintf(stderr, " [%.1f %.1f %.1f]", r.alpha[4 * l], r.alpha[4 * l + 2], r.alpha[4 * l + 3]);
-        fprintf(stderr, ", head %.1f\n", r.alpha[4 * r.n_layers]);
-    }
-    if (r.has_ranges) {
-        static const char *site_names[4] = {"attn-in", "attn-out", "ffn-in", "ffn-gate"};
-        fprintf(stderr, "static int8 ranges (max |x| over layers; max / mean |x|):");
-        for (int k = 0; k < 4; k++) fprintf(stderr, " %s %.2f (%.0fx)", site_names[k], r.range_max[k], r.range_ratio[k]);
-        fprintf(stderr, ", head %.2f\n", r.head_range);
-    }
+    print_calibration(&o, &r);
     char fell[64] = "";
     if (r.n_fallback)
         snprintf(fell, sizeof fell, ", %d matmul%s q8_0 by --fallback", r.n_fallback, r.n_fallback > 1 ? "s" : "");

@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "args.h"
 #include "commands.h"
@@ -26,6 +25,34 @@ static int print_token(void *ctx, int tk) {
     }
     fflush(stdout);
     return 0;
+}
+
+/* The prompt's ids: as Hugging Face encodes a prompt, with the tokens its
+ * post_processor adds (a Llama 3 BOS); bytes when there is no tokenizer. */
+static da_status prompt_ids(const da_tokenizer *use, const char *text, int **pids, size_t *n_prompt) {
+    size_t pcap = 0;
+    if (use) return da_tokenizer_encode_add_special(use, (const uint8_t *)text, strlen(text), pids, n_prompt, &pcap);
+    *n_prompt = strlen(text);
+    if (!(*pids = malloc(*n_prompt * sizeof(int)))) return da_errorf("out of memory");
+    for (size_t i = 0; i < *n_prompt; i++) (*pids)[i] = (unsigned char)text[i];
+    return da_ok();
+}
+
+/* Past the context, generation slides: the last half is fed again and it
+ * goes on (a sliding-window model's ring cache holds any length, so neither
+ * its prompt nor its output is bounded). */
+static da_status open_session(const da_engine *e, size_t n_prompt, int max_new, const char *kv_s, da_session **s) {
+    const int max_seq = da_engine_config(e)->max_seq_len;
+    const long total = (long)n_prompt + max_new;
+    da_session_opts so = da_session_opts_default();
+    so.kv_int8 = !strcmp(kv_s, "int8");
+    so.kv_f16 = !strcmp(kv_s, "f16");
+    so.max_T = total < max_seq ? (int)total : max_seq;
+    da_status st = da_session_create(s, e, &so);
+    if (!st.code && (long)n_prompt > da_session_capacity(*s))
+        st = da_errorf("the prompt is %zu tokens; the model's context is %d (max_seq_len): shorten it", n_prompt,
+                       max_seq);
+    return st;
 }
 
 int cmd_sample(int argc, char **argv) {
@@ -57,45 +84,24 @@ int cmd_sample(int argc, char **argv) {
     da_engine *e = NULL;
     da_status st = da_engine_load_with(&e, model, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
-    const da_config cfg = *da_engine_config(e);
     da_tokenizer *tok = NULL;
     const da_tokenizer *use = NULL;
     if ((st = da_engine_choose_tokenizer(e, model, tok_path, &tok, &use)).code) {
         da_engine_free(e);
         return cli_fail(st.msg);
     }
-    const char *text = prompt[0] ? prompt : "\n";
     int *pids = NULL;
-    size_t n_prompt = 0, pcap = 0;
-    /* as Hugging Face encodes a prompt: with the tokens its post_processor adds (a Llama 3 BOS) */
-    if (use) st = da_tokenizer_encode_add_special(use, (const uint8_t *)text, strlen(text), &pids, &n_prompt, &pcap);
-    else {
-        n_prompt = strlen(text);
-        pids = malloc(n_prompt * sizeof(int));
-        if (!pids) st = da_errorf("out of memory");
-        for (size_t i = 0; pids && i < n_prompt; i++) pids[i] = (unsigned char)text[i];
-    }
-    /* past the context, generation slides: the last half is fed again and it goes on (a sliding-window
-     * model's ring cache holds any length, so neither its prompt nor its output is bounded) */
-    const long total = (long)n_prompt + max_new;
+    size_t n_prompt = 0;
+    st = prompt_ids(use, prompt[0] ? prompt : "\n", &pids, &n_prompt);
     da_session *s = NULL;
-    da_session_opts so = da_session_opts_default();
-    so.kv_int8 = !strcmp(kv_s, "int8");
-    so.kv_f16 = !strcmp(kv_s, "f16");
-    so.max_T = total < cfg.max_seq_len ? (int)total : cfg.max_seq_len;
-    if (!st.code) st = da_session_create(&s, e, &so);
-    if (!st.code && (long)n_prompt > da_session_capacity(s))
-        st = da_errorf("the prompt is %zu tokens; the model's context is %d (max_seq_len): shorten it", n_prompt,
-                       cfg.max_seq_len);
+    if (!st.code) st = open_session(e, n_prompt, max_new, kv_s, &s);
     printer pr = {use, NULL, 0};
     da_generate_opts go = {max_new, temperature, top_p, seed, -1, print_token, &pr, 1};
     int generated = 0;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = da_now_s();
     if (!st.code && prompt[0]) fwrite(prompt, 1, strlen(prompt), stdout);
     if (!st.code) st = da_generate(s, pids, (int)n_prompt, &go, &generated);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    const double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    const double secs = da_now_s() - t0;
     printf("\n");
     if (!st.code)
         fprintf(stderr, "[%zu tokens in %.2fs, %.1f tok/s]\n", n_prompt + (size_t)generated, secs,

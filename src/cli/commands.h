@@ -23,6 +23,9 @@ int cmd_serve(int argc, char **argv);
 
 /* Prints "diffattn: <msg>" to stderr and returns 1. */
 int cli_fail(const char *msg);
+/* Prints a result's JSON text (from the library's writer) as one line and frees it; NULL: out of memory.
+ * Returns the exit code. */
+int cli_print_json(char *json);
 /* The warning of a GGUF written with a tokenizer llama.cpp would split otherwise (da_tokenizer_llama_pre). */
 void cli_warn_unnamed_pre(const char *cmd, const char *out);
 

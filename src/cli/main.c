@@ -12,11 +12,6 @@
 #include "commands.h"
 #include "diffattn.h"
 
-int cli_fail(const char *msg) {
-    fprintf(stderr, "diffattn: %s\n", msg);
-    return 1;
-}
-
 static const struct {
     const char *name;
     int (*fn)(int, char **);

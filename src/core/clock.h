@@ -1,7 +1,12 @@
-/* Monotonic wall-clock seconds, for progress displays and benchmarks. */
+/* The one clock: monotonic seconds (da_now_s, public in diffattn/core.h) and
+ * nanoseconds, for progress displays, benchmarks and the thread pool's spins. */
 #ifndef DA_CLOCK_H
 #define DA_CLOCK_H
 
-double da_now_s(void);
+#include <stdint.h>
+
+#include "diffattn/core.h"
+
+uint64_t da_now_ns(void);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "diffattn/core.h"
+#include "diffattn/fields.h"
 
 #define FIELD_PTR(obj, f) ((char *)(obj) + (f)->offset)
 #define FIELD_CPTR(obj, f) ((const char *)(obj) + (f)->offset)

@@ -8,6 +8,7 @@
 #endif
 
 #include "diffattn/core.h"
+#include "diffattn/exec.h"
 
 static const char *const isa_names[DA_ISA_N] = {"scalar", "avx2", "avx512", "avx512-vnni", "avx512-bf16"};
 

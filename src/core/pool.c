@@ -12,11 +12,11 @@
  * way (sleepers, caller_asleep) and signalled under the lock the sleeper
  * holds until it waits, so no wake-up is lost. */
 #include "core/pool.h"
+#include "core/clock.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 
 struct da_pool {
     int n_threads;
@@ -38,12 +38,6 @@ typedef struct {
     int ith;
 } worker_arg;
 
-static long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -57,7 +51,7 @@ static int spin_until(const da_pool *p, int (*done)(const da_pool *, unsigned), 
         if (done(p, v)) return 1;
         cpu_relax();
         if ((i & 63) == 63) {
-            long t = now_ns();
+            long t = (long)da_now_ns();
             if (!t0) t0 = t;
             else if (t - t0 > p->spin_ns) return 0;
         }

@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "diffattn/core.h"
+#include "diffattn/exec.h"
 
 /* DA_PROF(prof_s, phase, statement;): runs the statement, adding its wall
  * time to prof_s[phase] when prof_s is not NULL. */

@@ -7,6 +7,7 @@
 #define DA_TEXT_DATA_H
 
 #include "diffattn/data.h"
+#include "diffattn/rng.h"
 
 /* tokens, targets: (B, T), windows of the train split at offsets drawn from
  * rng; targets are the tokens shifted by one. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "diffattn/core.h"
+#include "diffattn/rng.h"
 #include "experiments/stats.h"
 
 void da_mean_sd(const double *x, int n, double *mean, double *sd) {

@@ -61,7 +61,10 @@ struct da_session {
     const attn_variant *var;   /* the model's attention variant */
     int n_attn;
     attn_tensor spec[ATTN_MAX_TENSORS];
+    /* Resolved once here: the variant's table is rebuilt on each lookup, too slow for every (token, head). */
+    int view_q;                   /* the tensor whose product is the query */
     int view_k, view_v, view_lam; /* the tensors whose products are the cached keys, values, and lam (or -1) */
+    int attn_out;                 /* the output projection */
     int max_T, max_n, len;
     /* Cache rows per layer: max_T; or, with a sliding window shorter than max_seq_len, a ring of
      * window + max_n - 1 rows (the last window keys of every query of one call), position p in row
@@ -241,9 +244,11 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->exec = da_exec_default();
     s->var = da_attn_variant_of(c->arch);
     s->n_attn = da_attn_tensors(c, s->spec);
+    s->view_q = da_attn_tensor_with_view(c, ATTN_VIEW_Q);
     s->view_k = da_attn_tensor_with_view(c, ATTN_VIEW_K);
     s->view_v = da_attn_tensor_with_view(c, ATTN_VIEW_V);
     s->view_lam = da_attn_tensor_with_view(c, ATTN_VIEW_LAM);
+    s->attn_out = da_attn_out_tensor(c);
     s->kb = da_kv_scale_block(s->d);
     s->nkb = s->Ckv / s->kb;
     s->n_threads = omp_get_max_threads();
@@ -559,7 +564,7 @@ static void kv_mix(const void *self, float *o, const float *p, int col, int p0, 
 static void attend_job(da_session *s, const da_qlayer *L, int l, int job, int ith) {
     const da_config *c = &s->cfg;
     const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->slots;
-    const int q = da_attn_tensor_with_view(c, ATTN_VIEW_Q), Cq = s->spec[q].rows;
+    const int q = s->view_q, Cq = s->spec[q].rows;
     const attn_kv kv = {s, kv_scores, kv_mix};
     /* query position pos sees keys p0 .. pos: len of them */
     const int t = job / H, h = job % H, pos = s->len + t;
@@ -670,7 +675,7 @@ static void attention_block(da_session *s, const da_qlayer *L, int l, int n) {
         if (use_flash(s, n)) attend_flash(s, L, l, n);
         else attend(s, L, l, n);
     }
-    const da_qtensor *Wo = L->attn[da_attn_out_tensor(c)];
+    const da_qtensor *Wo = L->attn[s->attn_out];
     prep_site(s, s->ao, n, Wo->cols, site + DA_SITE_ATTN_OUT);
     qmatmul(s, s->x, Wo, n, 1);
 }

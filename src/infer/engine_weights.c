@@ -1,5 +1,5 @@
-/* An engine's weights: the tensor table, its storage, and the public ways to
- * make an engine (from a file or from a da_model in memory). */
+/* An engine's weights: the tensor table, its storage, and an engine made from
+ * a da_model in memory. Loading from a file is engine_load.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,6 @@
 #include "attn/variant.h"
 #include "infer/engine.h"
 #include "io/checkpoint.h"
-#include "io/gguf.h"
 
 #define ALIGN 64
 
@@ -202,38 +201,6 @@ da_status da_engine_from_model(da_engine **out, const da_model *m) {
     return st;
 }
 
-/* A safetensors checkpoint is read into a da_model whose parameter buffer
- * becomes the engine's blob (one copy of the weights in memory). */
-static da_status load_safetensors(da_engine *e, const char *path, const da_load_opts *o) {
-    da_model m;
-    da_status st = da_model_load_with(&m, path, o);
-    if (st.code) return st;
-    if ((st = da_engine_init_from_model(e, &m)).code) {
-        da_model_free(&m);
-        return da_errorf("%s: %s", path, st.msg);
-    }
-    e->blob = (unsigned char *)m.params; /* the engine owns the parameters now */
-    m.params = NULL;
-    da_model_free(&m);
-    return da_ok();
-}
-
-da_status da_engine_load_with(da_engine **out, const char *path, const da_load_opts *o) {
-    *out = calloc(1, sizeof **out);
-    if (!*out) return da_errorf("out of memory");
-    const int gguf = da_gguf_is_gguf(path), check = !(o && o->allow_nonfinite);
-    da_status st = gguf ? da_engine_load_gguf(*out, path) : load_safetensors(*out, path, o);
-    if (!st.code && gguf && check && (st = da_engine_check_finite(*out, path)).code) da_engine_release(*out);
-    if (!st.code) (*out)->file_bytes = da_model_file_bytes(path); /* a Hugging Face folder's files together */
-    if (st.code) {
-        free(*out);
-        *out = NULL;
-    }
-    return st;
-}
-
-da_status da_engine_load(da_engine **out, const char *path) { return da_engine_load_with(out, path, NULL); }
-
 void da_engine_free(da_engine *e) {
     if (!e) return;
     da_engine_release(e);
@@ -275,19 +242,6 @@ size_t da_engine_weight_bytes(const da_engine *e) {
     size_t n = 0;
     for (int i = 0; i < e->n_tensors; i++) n += e->t[i].row_bytes * (size_t)e->t[i].rows;
     return n;
-}
-
-da_status da_model_load_any(da_model *m, const char *path) { return da_model_load_any_with(m, path, NULL); }
-
-da_status da_model_load_any_with(da_model *m, const char *path, const da_load_opts *o) {
-    if (!da_gguf_is_gguf(path)) return da_model_load_with(m, path, o);
-    memset(m, 0, sizeof *m);
-    da_engine e;
-    da_status st = da_engine_load_gguf(&e, path);
-    if (st.code) return st;
-    if ((o && o->allow_nonfinite) || !(st = da_engine_check_finite(&e, path)).code) st = da_engine_to_model(&e, m);
-    da_engine_release(&e);
-    return st;
 }
 
 /* Every weight dequantized row by row (f16 and bf16 values, block scales)

@@ -29,11 +29,12 @@ static da_status load_given(const da_engine *e, const char *model_path, const ch
     if (st.code) return st;
     const da_tokenizer *embedded = da_engine_tokenizer(e);
     const int V = da_engine_config(e)->vocab_size, n = da_tokenizer_vocab_size(*owned);
-    if (embedded && !da_tokenizer_same(*owned, embedded))
-        st = da_errorf("tokenizer %s (%d tokens) differs from the tokenizer %s carries (%d tokens): its ids would decode to "
-                       "other text; use the model's own",
-                       path, n, model_path, da_tokenizer_vocab_size(embedded));
-    else if (n != V) /* a smaller one would drop the ids it cannot decode, a larger one feed ids the model lacks */
+    char given_name[4300], own_name[4300];
+    snprintf(given_name, sizeof given_name, "tokenizer %s", path);
+    snprintf(own_name, sizeof own_name, "the tokenizer %s carries", model_path);
+    st = da_tokenizer_match(*owned, given_name, embedded, own_name,
+                            "its ids would decode to other text; use the model's own");
+    if (!st.code && n != V) /* a smaller one would drop the ids it cannot decode, a larger one feed ids the model lacks */
         st = da_errorf("tokenizer %s has %d tokens but the model's vocabulary %d (the wrong tokenizer?)", path, n, V);
     if (st.code) {
         da_tokenizer_free(*owned);

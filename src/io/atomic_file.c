@@ -1,6 +1,7 @@
 /* Atomic file replacement (see atomic_file.h). */
 #define _GNU_SOURCE
 #include "io/atomic_file.h"
+#include "core/clock.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,7 +14,6 @@
 #include <strings.h>
 #include <stdint.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 void da_write_faults_as_errors(void) {
@@ -96,9 +96,7 @@ da_status da_atomic_fail(da_atomic_file *af, int e) {
 static void random_letters(char out[7]) {
     static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     static unsigned long counter; /* only makes successive names differ; a race between threads is harmless */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^
+    uint64_t x = da_now_ns() ^ ((uint64_t)getpid() << 40) ^
                  (uint64_t)(uintptr_t)out ^ (uint64_t)++counter * 0x9E3779B97F4A7C15ull;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;

@@ -67,17 +67,6 @@ const char *da_model_format(const char *path) {
     return "diffattn safetensors";
 }
 
-size_t da_config_param_count(const da_config *c) {
-    /* model.c's tensor table, summed; test_hostile checks the two agree for every arch */
-    const uint64_t C = (uint64_t)c->dim, F = (uint64_t)c->ffn_hidden, V = (uint64_t)c->vocab_size;
-    attn_tensor t[ATTN_MAX_TENSORS];
-    const int n_attn = da_attn_tensors(c, t);
-    uint64_t layer = C + C + 3 * F * C; /* norms, ffn */
-    for (int j = 0; j < n_attn; j++) layer += (uint64_t)t[j].rows * (uint64_t)(t[j].cols ? t[j].cols : 1);
-    uint64_t n = V * C + (uint64_t)c->n_layers * layer + C + (c->tie_embeddings ? 0 : V * C);
-    return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
-}
-
 da_status da_config_check_file_size(const da_st_file *f, const da_config *c, size_t values) {
     size_t need = da_config_param_count(c);
     /* Some slack, so that a tensor of a wrong shape still gets its own

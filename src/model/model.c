@@ -186,3 +186,14 @@ float da_model_lambda(const da_model *m, int layer) {
     v->layer_consts(&m->cfg, layer, (const float *const *)m->w.layers[layer].attn, consts);
     return consts[0];
 }
+
+size_t da_config_param_count(const da_config *c) {
+    /* the tensor table's sizes, summed without building it; test_hostile checks the two agree for every arch */
+    const uint64_t C = (uint64_t)c->dim, F = (uint64_t)c->ffn_hidden, V = (uint64_t)c->vocab_size;
+    attn_tensor t[ATTN_MAX_TENSORS];
+    const int n_attn = da_attn_tensors(c, t);
+    uint64_t layer = C + C + 3 * F * C; /* norms, ffn */
+    for (int j = 0; j < n_attn; j++) layer += (uint64_t)t[j].rows * (uint64_t)(t[j].cols ? t[j].cols : 1);
+    uint64_t n = V * C + (uint64_t)c->n_layers * layer + C + (c->tie_embeddings ? 0 : V * C);
+    return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "diffattn/core.h"
+#include "diffattn/exec.h"
 #include "ops/qblock.h"
 
 typedef struct {

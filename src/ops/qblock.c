@@ -22,6 +22,17 @@ const char *da_qtype_name(int t) {
     }
 }
 
+const char *da_ggml_type_name(int t) {
+    static const char *const names[] = {
+        "f32",     "f16",    "q4_0",    "q4_1",  "q4_2",  "q4_3",    "q5_0",    "q5_1",    "q8_0",
+        "q8_1",    "q2_K",   "q3_K",    "q4_K",  "q5_K",  "q6_K",    "q8_K",    "iq2_xxs", "iq2_xs",
+        "iq3_xxs", "iq1_s",  "iq4_nl",  "iq3_s", "iq2_s", "iq4_xs",  "i8",      "i16",     "i32",
+        "i64",     "f64",    "iq1_m",   "bf16",  "q4_0_4_4", "q4_0_4_8", "q4_0_8_8", "tq1_0", "tq2_0",
+        "iq4_nl_4_4", "iq4_nl_4_8", "iq4_nl_8_8", "mxfp4", "nvfp4", "q1_0", "q2_0",
+    };
+    return t >= 0 && t < (int)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
+}
+
 int da_qtype_parse(const char *s, da_qtype *out) {
     static const da_qtype all[] = {DA_QT_F32, DA_QT_F16, DA_QT_BF16, DA_QT_Q8_0, DA_QT_Q4_0, DA_QT_Q4_K};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -351,69 +362,6 @@ void da_quantize_row_q6_K(block_q6_K *dst, const float *x, int64_t n) {
 }
 
 /* ---------------------------------------------------------------- any type */
-
-void da_dequantize_row(int type, const void *src, float *y, int64_t n) {
-    switch (type) {
-    case DA_QT_F32: memcpy(y, src, (size_t)n * 4); break;
-    case DA_QT_F16: {
-        const unsigned char *p = src;
-        for (int64_t i = 0; i < n; i++) {
-            da_fp16 h;
-            memcpy(&h, p + 2 * i, 2);
-            y[i] = da_fp16_to_f32(h);
-        }
-        break;
-    }
-    case DA_QT_BF16: {
-        const unsigned char *p = src;
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            y[i] = bits_f32((uint32_t)h << 16);
-        }
-        break;
-    }
-    case DA_QT_Q8_0: {
-        const block_q8_0 *B = src;
-        for (int64_t b = 0; b < n / QK8_0; b++) {
-            const float d = da_fp16_to_f32(B[b].d);
-            for (int i = 0; i < QK8_0; i++) y[b * QK8_0 + i] = d * B[b].qs[i];
-        }
-        break;
-    }
-    case DA_QT_Q4_0: {
-        const block_q4_0 *B = src;
-        for (int64_t b = 0; b < n / QK4_0; b++) {
-            const float d = da_fp16_to_f32(B[b].d);
-            for (int j = 0; j < QK4_0 / 2; j++) {
-                y[b * QK4_0 + j] = d * ((B[b].qs[j] & 0xF) - 8);
-                y[b * QK4_0 + j + QK4_0 / 2] = d * ((B[b].qs[j] >> 4) - 8);
-            }
-        }
-        break;
-    }
-    case DA_QT_Q4_K: {
-        const block_q4_K *B = src;
-        for (int64_t b = 0; b < n / QK_K; b++) {
-            const float d = da_fp16_to_f32(B[b].d), dmin = da_fp16_to_f32(B[b].dmin);
-            float *yb = y + b * QK_K;
-            for (int c = 0; c < 4; c++) {
-                uint8_t sc0, m0, sc1, m1;
-                da_q4k_scale_min(2 * c, B[b].scales, &sc0, &m0);
-                da_q4k_scale_min(2 * c + 1, B[b].scales, &sc1, &m1);
-                const uint8_t *q = B[b].qs + 32 * c;
-                for (int l = 0; l < 32; l++) {
-                    yb[64 * c + l] = d * sc0 * (q[l] & 0xF) - dmin * m0;
-                    yb[64 * c + 32 + l] = d * sc1 * (q[l] >> 4) - dmin * m1;
-                }
-            }
-        }
-        break;
-    }
-    default:
-        if (da_dequantize_row_read_only(type, src, y, n)) memset(y, 0, (size_t)n * sizeof *y);
-    }
-}
 
 void da_quantize_row(int type, void *dst, const float *x, int64_t n) {
     switch (type) {

@@ -110,8 +110,6 @@ typedef enum {
 /* ggml's name of any ggml type number ("q2_K", "iq4_xs", ...), for messages
  * about types this project does not read; "unknown" past ggml's list. */
 const char *da_ggml_type_name(int t);
-/* The read-only types (Q4_1, Q5_0, Q5_1, Q5_K, Q6_K): y: (n) from src; 0, or -1 for another type. */
-int da_dequantize_row_read_only(int type, const void *src, float *y, int64_t n);
 
 /* "f32", "q8_0", ...; NULL for a type this project does not handle.
  * da_qtype_parse takes only the types diffattn writes. */

@@ -78,10 +78,11 @@ static da_status embed_tokenizer(da_model *m, const char *data_path, const char 
     da_model prev;
     struct stat sb;
     if (!st.code && resume && !stat(path, &sb) && !da_model_load(&prev, path).code) {
-        if (!(st = da_model_tokenizer(&prev, &prev_tok)).code && prev_tok && !da_tokenizer_same(prev_tok, tok))
-            st = da_errorf("%s: the shards' tokenizer differs from the one %s was trained with (same size %d, other "
-                           "tokens or merges): resume with the run's shards",
-                           data_path, path, m->cfg.vocab_size);
+        char shards[4300], own[4300];
+        snprintf(shards, sizeof shards, "%s: the shards' tokenizer", data_path);
+        snprintf(own, sizeof own, "the one %s was trained with", path);
+        if (!(st = da_model_tokenizer(&prev, &prev_tok)).code)
+            st = da_tokenizer_match(tok, shards, prev_tok, own, "resume with the run's shards");
         da_tokenizer_free(prev_tok);
         da_model_free(&prev);
     }

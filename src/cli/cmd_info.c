@@ -1,36 +1,9 @@
-/* diffattn init and diffattn info. */
+/* diffattn info: a model's configuration, size and weight types, or the CPU's kernels. */
 #include <stdio.h>
 #include <string.h>
 
 #include "args.h"
 #include "commands.h"
-
-int cmd_init(int argc, char **argv) {
-    cli_model_flags mf;
-    cli_model_flags_default(&mf);
-    const char *out = NULL;
-    uint64_t seed = 1337;
-    cli_opt opts[CLI_N_MODEL_OPTS + 2];
-    cli_model_opts(&mf, opts);
-    opts[CLI_N_MODEL_OPTS] = (cli_opt){"out", OPT_STR, &out, "model file to write (.safetensors)", 0};
-    opts[CLI_N_MODEL_OPTS + 1] = (cli_opt){"seed", OPT_U64, &seed, "initialisation seed", 0};
-    const int n = CLI_N_MODEL_OPTS + 2;
-    const char *req[] = {"out", NULL};
-    int rc = cli_parse("init", "Writes a freshly initialised model (initialisation described in docs/model.md).", argc,
-                       argv, opts, n, req);
-    if (rc) return rc == CLI_HELP ? 0 : 1;
-    da_config cfg;
-    da_status st = cli_model_config(&mf, opts, n, &cfg);
-    if (st.code) return cli_fail(st.msg);
-    da_model m;
-    if ((st = da_model_create(&m, &cfg)).code) return cli_fail(st.msg);
-    da_model_init(&m, seed);
-    st = da_model_save(&m, out);
-    if (!st.code)
-        printf("wrote %s: %s, %zu parameters\n", out, da_arch_name(cfg.arch), m.n_params);
-    da_model_free(&m);
-    return st.code ? cli_fail(st.msg) : 0;
-}
 
 /* The CPU's features and the code each kernel family runs on it. */
 static int print_system(void) {
@@ -68,6 +41,47 @@ static void print_weight_types(const da_engine *e) {
     else printf("lm head        %s, the tied embedding itself\n", embed_type);
 }
 
+/* Every field of the configuration table (those that are off unless set,
+ * only when set). */
+static void print_config(const da_config *c, const da_arch_info *info) {
+    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
+        const da_field *f = &da_config_fields[i];
+        char v[64], note[96] = "";
+        if (!strcmp(f->key, "head_norm")) { /* always, resolved against the variant's default */
+            printf("%-14s %s%s\n", f->key, da_config_head_norm(c) ? "on" : "off",
+                   c->head_norm == DA_HEAD_NORM_DEFAULT ? " (the variant's default)" : "");
+            continue;
+        }
+        if (!strcmp(f->key, "lambda_init") && info->per_layer_lambda) {
+            da_field_format(f, c, v, sizeof v);
+            printf("%-14s %s%s\n", f->key, v, c->lambda_init > 0.0f ? " (every layer)" : " (0.8 - 0.6 exp(-0.3 layer))");
+            continue;
+        }
+        if (!da_config_field_written(c, i)) continue;
+        da_field_format(f, c, v, sizeof v);
+        if (!strcmp(f->key, "n_heads")) snprintf(note, sizeof note, "%s", info->heads_note);
+        if (!strcmp(f->key, "window")) snprintf(note, sizeof note, " (each token sees the last %d keys)", c->window);
+        printf("%-14s %s%s\n", f->key, v, note);
+    }
+}
+
+/* The parameters a variant adds against the baseline with the same heads. */
+static void print_extra_params(const da_model *m, const da_arch_info *info) {
+    da_config base = m->cfg;
+    base.head_norm = DA_HEAD_NORM_DEFAULT;
+    base.lambda_init = 0.0f;
+    for (int a = 0; a < DA_ARCH_N; a++)
+        if (da_arch_describe((da_arch)a).baseline) base.arch = (da_arch)a;
+    da_model b;
+    if (!da_model_create_table(&b, &base).code) {
+        const size_t extra = m->n_params - b.n_params;
+        printf("               %zu (%.1f%%) more than %s with the same heads: %s\n", extra,
+               100.0 * (double)extra / (double)(m->n_params - extra), da_arch_describe(base.arch).name,
+               info->extra_params_note);
+        da_model_free(&b);
+    }
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     int system = 0;
@@ -85,45 +99,10 @@ int cmd_info(int argc, char **argv) {
     const da_arch_info info = da_arch_describe(c->arch);
     printf("%-14s %s\n", "model", path);
     printf("%-14s %s\n", "format", da_model_format(path));
-    /* every field of the configuration table (those that are off unless set,
-     * only when set), then what follows from them */
-    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
-        const da_field *f = &da_config_fields[i];
-        char v[64], note[96] = "";
-        if (!strcmp(f->key, "head_norm")) { /* always, resolved against the variant's default */
-            printf("%-14s %s%s\n", f->key, da_config_head_norm(c) ? "on" : "off",
-                   c->head_norm == DA_HEAD_NORM_DEFAULT ? " (the variant's default)" : "");
-            continue;
-        }
-        if (!strcmp(f->key, "lambda_init") && info.per_layer_lambda) {
-            da_field_format(f, c, v, sizeof v);
-            printf("%-14s %s%s\n", f->key, v, c->lambda_init > 0.0f ? " (every layer)" : " (0.8 - 0.6 exp(-0.3 layer))");
-            continue;
-        }
-        if (!da_config_field_written(c, i)) continue;
-        da_field_format(f, c, v, sizeof v);
-        if (!strcmp(f->key, "n_heads")) snprintf(note, sizeof note, "%s", info.heads_note);
-        if (!strcmp(f->key, "window")) snprintf(note, sizeof note, " (each token sees the last %d keys)", c->window);
-        printf("%-14s %s%s\n", f->key, v, note);
-    }
+    print_config(c, &info);
     printf("%-14s %d%s\n", "head_dim", da_head_dim(c), info.head_dim_note);
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
-    if (info.extra_params_note[0]) {
-        /* against the baseline with the same heads */
-        da_config base = *c;
-        base.head_norm = DA_HEAD_NORM_DEFAULT;
-        base.lambda_init = 0.0f;
-        for (int a = 0; a < DA_ARCH_N; a++)
-            if (da_arch_describe((da_arch)a).baseline) base.arch = (da_arch)a;
-        da_model b;
-        if (!da_model_create_table(&b, &base).code) {
-            const size_t extra = m.n_params - b.n_params;
-            printf("               %zu (%.1f%%) more than %s with the same heads: %s\n", extra,
-                   100.0 * (double)extra / (double)(m.n_params - extra), da_arch_describe(base.arch).name,
-                   info.extra_params_note);
-            da_model_free(&b);
-        }
-    }
+    if (info.extra_params_note[0]) print_extra_params(&m, &info);
     const double kv = da_kv_cache_bytes(c, c->max_seq_len);
     printf("kv cache       %.0f bytes per token per layer at max_seq_len (f32), %.2f MB in all\n",
            kv / c->max_seq_len, kv * c->n_layers / 1e6);

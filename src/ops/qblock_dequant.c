@@ -1,20 +1,16 @@
-/* Dequantizers of the block types diffattn reads from llama.cpp's files but
- * never writes (Q4_1, Q5_0, Q5_1, Q5_K, Q6_K; layouts in qblock.h), and
- * ggml's type names for messages. Checked against ggml's own dequantize_row_*
- * (tests/test_qblock_ggml.c). */
+/* Dequantizers of every block type (layouts in qblock.h): the float types,
+ * the ones diffattn writes (Q8_0, Q4_0, Q4_K) and the ones it only reads from
+ * llama.cpp's files (Q4_1, Q5_0, Q5_1, Q5_K, Q6_K). Checked against ggml's
+ * own dequantize_row_* (tests/test_qblock_ggml.c). */
 #include <string.h>
 
 #include "ops/qblock.h"
 
-const char *da_ggml_type_name(int t) {
-    static const char *const names[] = {
-        "f32",     "f16",    "q4_0",    "q4_1",  "q4_2",  "q4_3",    "q5_0",    "q5_1",    "q8_0",
-        "q8_1",    "q2_K",   "q3_K",    "q4_K",  "q5_K",  "q6_K",    "q8_K",    "iq2_xxs", "iq2_xs",
-        "iq3_xxs", "iq1_s",  "iq4_nl",  "iq3_s", "iq2_s", "iq4_xs",  "i8",      "i16",     "i32",
-        "i64",     "f64",    "iq1_m",   "bf16",  "q4_0_4_4", "q4_0_4_8", "q4_0_8_8", "tq1_0", "tq2_0",
-        "iq4_nl_4_4", "iq4_nl_4_8", "iq4_nl_8_8", "mxfp4", "nvfp4", "q1_0", "q2_0",
-    };
-    return t >= 0 && t < (int)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
+static float bf16_to_f32(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 static uint32_t qh32(const uint8_t qh[4]) {
@@ -68,7 +64,8 @@ static void dequant_q6_K(const block_q6_K *B, float *y, int64_t nsb) {
     }
 }
 
-int da_dequantize_row_read_only(int type, const void *src, float *y, int64_t n) {
+/* The types read but never written; -1 for an unknown type. */
+static int read_only(int type, const void *src, float *y, int64_t n) {
     int q[32];
     switch (type) {
     case DA_QT_Q4_1: {
@@ -103,5 +100,68 @@ int da_dequantize_row_read_only(int type, const void *src, float *y, int64_t n) 
     case DA_QT_Q5_K: dequant_q5_K(src, y, n / QK_K); return 0;
     case DA_QT_Q6_K: dequant_q6_K(src, y, n / QK_K); return 0;
     default: return -1;
+    }
+}
+
+void da_dequantize_row(int type, const void *src, float *y, int64_t n) {
+    switch (type) {
+    case DA_QT_F32: memcpy(y, src, (size_t)n * 4); break;
+    case DA_QT_F16: {
+        const unsigned char *p = src;
+        for (int64_t i = 0; i < n; i++) {
+            da_fp16 h;
+            memcpy(&h, p + 2 * i, 2);
+            y[i] = da_fp16_to_f32(h);
+        }
+        break;
+    }
+    case DA_QT_BF16: {
+        const unsigned char *p = src;
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            y[i] = bf16_to_f32(h);
+        }
+        break;
+    }
+    case DA_QT_Q8_0: {
+        const block_q8_0 *B = src;
+        for (int64_t b = 0; b < n / QK8_0; b++) {
+            const float d = da_fp16_to_f32(B[b].d);
+            for (int i = 0; i < QK8_0; i++) y[b * QK8_0 + i] = d * B[b].qs[i];
+        }
+        break;
+    }
+    case DA_QT_Q4_0: {
+        const block_q4_0 *B = src;
+        for (int64_t b = 0; b < n / QK4_0; b++) {
+            const float d = da_fp16_to_f32(B[b].d);
+            for (int j = 0; j < QK4_0 / 2; j++) {
+                y[b * QK4_0 + j] = d * ((B[b].qs[j] & 0xF) - 8);
+                y[b * QK4_0 + j + QK4_0 / 2] = d * ((B[b].qs[j] >> 4) - 8);
+            }
+        }
+        break;
+    }
+    case DA_QT_Q4_K: {
+        const block_q4_K *B = src;
+        for (int64_t b = 0; b < n / QK_K; b++) {
+            const float d = da_fp16_to_f32(B[b].d), dmin = da_fp16_to_f32(B[b].dmin);
+            float *yb = y + b * QK_K;
+            for (int c = 0; c < 4; c++) {
+                uint8_t sc0, m0, sc1, m1;
+                da_q4k_scale_min(2 * c, B[b].scales, &sc0, &m0);
+                da_q4k_scale_min(2 * c + 1, B[b].scales, &sc1, &m1);
+                const uint8_t *q = B[b].qs + 32 * c;
+                for (int l = 0; l < 32; l++) {
+                    yb[64 * c + l] = d * sc0 * (q[l] & 0xF) - dmin * m0;
+                    yb[64 * c + 32 + l] = d * sc1 * (q[l] >> 4) - dmin * m1;
+                }
+            }
+        }
+        break;
+    }
+    default:
+        if (read_only(type, src, y, n)) memset(y, 0, (size_t)n * sizeof *y);
     }
 }
