@@ -329,7 +329,7 @@ static void prep_site(da_session *s, const float *X, int n, int w, int site) {
                                                                           : DA_ACT_STATIC;
         const float amax = s->q->act_absmax ? s->q->act_absmax[site] : 0.0f;
         const int prompt = n >= PREFILL_SGEMM_MIN && s->wdeq;
-#pragma omp parallel for schedule(static) if (n > 1)
+#pragma omp parallel for schedule(static) if ((long)n * w > s->small_work / 64)
         for (int t = 0; t < n; t++) {
             da_qact a = {w, s->aq + (size_t)t * w, s->ad + (size_t)t * w / 32, s->asum + (size_t)t * w / 32};
             s->ops->quantize_act(&a, X + (size_t)t * w, w, mode, amax);
@@ -688,7 +688,7 @@ static void ffn_block(da_session *s, const da_qlayer *L, int l, int n) {
     prep_site(s, s->xn, n, C, site + DA_SITE_FFN_IN);
     qmatmul(s, s->h1, L->w1, n, 0);
     qmatmul(s, s->h3, L->w3, n, 0);
-#pragma omp parallel for schedule(static) if (n > 1)
+#pragma omp parallel for schedule(static) if ((long)n * F > s->small_work / 64)
     for (size_t i = 0; i < (size_t)n * F; i++) {
         const float h = s->h1[i];
         s->h1[i] = h / (1.0f + expf(-h)) * s->h3[i]; /* the gate, in h1 */
@@ -755,11 +755,27 @@ static da_status batch_check(da_session *w, da_session *const *ss, int n, const 
     return da_ok();
 }
 
+typedef struct {
+    da_session *const *ss;
+    const da_qlayer *L;
+    int l, H, jobs;
+    _Atomic int next;
+} batch_attend_job;
+
+/* Job i * H + h: head h of session i's one new token. */
+static void batch_attend_on_team(void *arg, int ith, int nth) {
+    (void)nth;
+    batch_attend_job *j = arg;
+    int lo, hi;
+    while (da_pool_chunk(&j->next, j->jobs, 1, &lo, &hi)) attend_job(j->ss[lo / j->H], j->L, j->l, lo % j->H, ith);
+}
+
 /* The attention of one new token of each session in layer l: its rows of
- * w->proj go to the session's own cache and attention, the result comes
- * back to row i of w->ao. */
+ * w->proj go to the session's own cache, every (session, head) runs on w's
+ * team (the sessions' own teams stay asleep), the results come back to the
+ * rows of w->ao. */
 static void batch_attend(da_session *w, da_session *const *ss, int n, const da_qlayer *L, int l) {
-    const int C = w->cfg.dim;
+    const int C = w->cfg.dim, H = w->cfg.n_heads;
     for (int i = 0; i < n; i++) {
         da_session *s = ss[i];
         for (int j = 0; j < w->n_attn; j++)
@@ -771,10 +787,15 @@ static void batch_attend(da_session *w, da_session *const *ss, int n, const da_q
             attend_own_cache(s, L, l, 1);
         } else {
             kv_store(s, l, 1);
-            attend(s, L, l, 1);
+            s->kv_layer = l;
         }
-        memcpy(w->ao + (size_t)i * C, s->ao, (size_t)C * sizeof(float));
     }
+    if (!w->var->cache_step) {
+        batch_attend_job j = {ss, L, l, H, n * H, 0};
+        if (w->pool) da_pool_run(w->pool, batch_attend_on_team, &j);
+        else batch_attend_on_team(&j, 0, 1);
+    }
+    for (int i = 0; i < n; i++) memcpy(w->ao + (size_t)i * C, ss[i]->ao, (size_t)C * sizeof(float));
 }
 
 /* out: (n, W->rows) (+)= the prepared site's n rows @ W^T, in one pass. A

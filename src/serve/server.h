@@ -4,6 +4,7 @@
 #define DA_SERVE_SERVER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "diffattn/generate.h"
@@ -66,7 +67,8 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t work_cv, out_cv;
     srv_job *queue_head, *queue_tail;
-    int queued, busy, draining, ready, streams;
+    int queued, busy, draining, streams;
+    _Atomic int ready; /* the model is loaded (read by the HTTP threads without mu) */
     /* metrics, under mu */
     long requests[6]; /* 2xx, 400, 401, 404, 413, other */
     long tokens_in, tokens_out, decode_steps;
