@@ -5,7 +5,9 @@
  *
  *     da_serve_opts o = da_serve_opts_default();
  *     o.model_path = "m.gguf"; o.stop = flag_a_signal_handler_sets;
- *     da_status st = da_serve(&o);   // returns once *o.stop is set and running requests are done */
+ *     da_status st = da_serve(&o);   // returns once *o.stop is set and running requests are done
+ *
+ * Implemented in src/serve/serve.c. */
 #ifndef DIFFATTN_SERVE_H
 #define DIFFATTN_SERVE_H
 

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "serve/http.h"
+#include "serve/reply.h"
 
 /* ---------------------------------------------------------------- tokens and text */
 

@@ -1,6 +1,7 @@
 /* The HTTP side of diffattn serve, on libmicrohttpd with a thread per
- * connection: a handler may block until its job is done, and a stream's
- * reader blocks until the scheduler has new text. */
+ * connection: routing, API keys, bodies (and their limit), GET endpoints. A
+ * handler may block until its job is done (api.c), and a stream's reader
+ * until the scheduler has new text. */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "serve/http.h"
+#include "serve/reply.h"
 
 /* What one request gathers across the calls of the access handler. */
 typedef struct {
@@ -20,59 +22,6 @@ typedef struct {
     int too_big, started;
     double t0;
 } conn_ctx;
-
-static int status_index(unsigned s) {
-    return s < 300 ? 0 : s == 400 ? 1 : s == 401 ? 2 : s == 404 ? 3 : s == 413 ? 4 : 5;
-}
-
-static void log_request(srv *S, struct MHD_Connection *c, const char *method, const char *url, unsigned status) {
-    (void)c;
-    pthread_mutex_lock(&S->mu);
-    S->requests[status_index(status)]++;
-    pthread_mutex_unlock(&S->mu);
-    if (!S->o.quiet) fprintf(stderr, "serve: %s %s %u\n", method, url, status);
-}
-
-static enum MHD_Result send_text(srv *S, struct MHD_Connection *c, unsigned status, const char *type, char *text,
-                                 const char *method, const char *url) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    log_request(S, c, method, url, status);
-    return ret;
-}
-
-enum MHD_Result srv_send_json(srv *S, struct MHD_Connection *c, unsigned status, cJSON *j, const char *method,
-                              const char *url) {
-    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
-    cJSON_Delete(j);
-    if (!text) return MHD_NO;
-    return send_text(S, c, status, "application/json", text, method, url);
-}
-
-/* OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
-enum MHD_Result srv_send_error(srv *S, struct MHD_Connection *c, unsigned status, const char *msg, const char *method,
-                               const char *url) {
-    const char *type = status == 401   ? "authentication_error"
-                       : status == 404 ? "not_found_error"
-                       : status == 503 ? "unavailable_error"
-                       : status >= 500 ? "server_error"
-                                       : "invalid_request_error";
-    if (!S->o.quiet) fprintf(stderr, "serve: %s %s: %s\n", method, url, msg);
-    cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
-    cJSON_AddStringToObject(e, "message", msg);
-    cJSON_AddStringToObject(e, "type", type);
-    cJSON_AddNullToObject(e, "param");
-    if (status == 404 && strstr(msg, "model")) cJSON_AddStringToObject(e, "code", "model_not_found");
-    else cJSON_AddNullToObject(e, "code");
-    return srv_send_json(S, c, status, j, method, url);
-}
 
 static int authorized(const srv *S, struct MHD_Connection *c) {
     if (!S->o.api_key || !S->o.api_key[0]) return 1;
@@ -133,13 +82,13 @@ static enum MHD_Result get_metrics(srv *S, struct MHD_Connection *c, const char 
         S->tokens_in, S->tokens_out, S->decode_steps, S->decode_tokens_per_s, S->busy, S->o.parallel, S->queued,
         srv_now() - S->t_start);
     pthread_mutex_unlock(&S->mu);
-    return send_text(S, c, 200, "text/plain; version=0.0.4", t, "GET", url);
+    return srv_send_text(S, c, 200, "text/plain; version=0.0.4", t, "GET", url);
 }
 
 static enum MHD_Result route_get(srv *S, struct MHD_Connection *c, const char *url) {
     if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
         char *page = dup_cstr(srv_chat_page);
-        return page ? send_text(S, c, 200, "text/html; charset=utf-8", page, "GET", url) : MHD_NO;
+        return page ? srv_send_text(S, c, 200, "text/html; charset=utf-8", page, "GET", url) : MHD_NO;
     }
     if (!strcmp(url, "/health")) {
         cJSON *j = cJSON_CreateObject();
@@ -192,7 +141,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) return route_get(S, c, url);
         if (!strcmp(method, "OPTIONS")) {
             char *empty = dup_cstr("");
-            return empty ? send_text(S, c, 204, "text/plain", empty, method, url) : MHD_NO;
+            return empty ? srv_send_text(S, c, 204, "text/plain", empty, method, url) : MHD_NO;
         }
         if (strcmp(method, "POST")) return srv_send_error(S, c, 405, "method not allowed (GET or POST)", method, url);
         int answered;

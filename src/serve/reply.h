@@ -1,0 +1,21 @@
+/* Responses (reply.c), for the HTTP plumbing (http.c) and the endpoints (api.c). */
+#ifndef DA_SERVE_REPLY_H
+#define DA_SERVE_REPLY_H
+
+#include <microhttpd.h>
+
+#include <cjson/cJSON.h>
+
+#include "serve/server.h"
+
+/* Queues text (malloc'ed, freed here) with its content type; counts and logs it. */
+enum MHD_Result srv_send_text(srv *S, struct MHD_Connection *c, unsigned status, const char *type, char *text,
+                              const char *method, const char *url);
+/* Queues j (freed here) as the response. */
+enum MHD_Result srv_send_json(srv *S, struct MHD_Connection *c, unsigned status, cJSON *j, const char *method,
+                              const char *url);
+/* An OpenAI-shaped error: {"error": {"message", "type", "param", "code"}}. */
+enum MHD_Result srv_send_error(srv *S, struct MHD_Connection *c, unsigned status, const char *msg, const char *method,
+                               const char *url);
+
+#endif
