@@ -420,6 +420,50 @@ static da_status read_act_absmax(da_engine *q, const da_gguf_file *f) {
     return da_ok();
 }
 
+/* The first matmul weight (a 2-D tensor other than the embedding) stored in an integer-quantized type
+ * and the first in a float one (-1: none). */
+static void matmul_types(const da_engine *q, int *first_int, int *first_float) {
+    *first_int = *first_float = -1;
+    for (int i = 1; i < q->n_tensors; i++) {
+        if (!q->t[i].cols) continue;
+        int *slot = is_float_type(q->t[i].type) ? first_float : first_int;
+        if (*slot < 0) *slot = i;
+    }
+}
+
+/* diffattn.weight_type, the type diffattn quantized the matmuls to. A key whose kind (float or
+ * integer-quantized) no matmul weight has contradicts the tensors, and is refused; except a float type
+ * in a file whose general.file_type is a quantized one: llama.cpp requantized a diffattn export (its
+ * quantizer copies the keys it does not know). *own_keys = 1 (and q->weight_type the key's) when the
+ * key is the file's own: general.file_type absent or agreeing. */
+static da_status weight_type_key(da_engine *q, const da_gguf_file *f, int llama, int first_int, int first_float,
+                                 int *own_keys) {
+    *own_keys = 0;
+    const char *s;
+    da_qtype wt;
+    da_status st = da_gguf_get_str(f, "diffattn.weight_type", &s);
+    if (st.code) return st;
+    if (da_qtype_parse(s, &wt))
+        return da_errorf("%s: diffattn.weight_type = \"%s\" is not a type (f32, f16, bf16, q8_0, q4_0, q4_K, ...)",
+                         f->path, s);
+    int64_t ft = -1;
+    if (da_gguf_kv_find(f, "general.file_type") && (st = da_gguf_get_int(f, "general.file_type", &ft)).code) return st;
+    const int ft_float = ft == 0 || ft == 1 || ft == 32;
+    if (ft >= 0 && is_float_type(wt) && !ft_float) return da_ok(); /* requantized by llama.cpp */
+    const int want_int = !is_float_type(wt), other = want_int ? first_float : first_int;
+    char name[160];
+    if (other >= 0) file_name(q, other, llama, name, sizeof name);
+    if ((want_int ? first_int : first_float) < 0 && other >= 0)
+        return da_errorf("%s: diffattn.weight_type = %s contradicts the tensors: no matmul weight is %s (%s is %s); "
+                         "the key was edited or the tensors replaced: remove the key or correct it",
+                         f->path, s, want_int ? "integer-quantized" : "f32, f16 or bf16", name,
+                         da_qtype_name(q->t[other].type));
+    if (ft >= 0 && ft != (int64_t)file_type_of(wt)) return da_ok(); /* the tensors' own types */
+    q->weight_type = wt;
+    *own_keys = 1;
+    return da_ok();
+}
+
 da_status da_engine_load_gguf(da_engine *q, const char *path) {
     memset(q, 0, sizeof *q);
     da_gguf_file f;
@@ -454,22 +498,17 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
         if (!da_gguf_get_int(&f, "diffattn.calibration_sequences", &v).code && v >= 0 && v < (1 << 30))
             q->calib_samples = (int)v;
         /* the type asked for at quantization; a file without the key (llama.cpp's): its first
-         * integer-quantized matrix's, so its matmuls take integer activations */
-        q->weight_type = q->n_tensors > 2 ? q->t[2].type : DA_QT_F32;
-        for (int i = 1; i < q->n_tensors; i++) /* from 1: the embedding is no block matmul */
-            if (q->t[i].cols && q->t[i].type != DA_QT_F32 && q->t[i].type != DA_QT_F16 && q->t[i].type != DA_QT_BF16) {
-                q->weight_type = q->t[i].type;
-                break;
-            }
-        da_qtype wt;
-        int64_t ft = -1; /* a file llama.cpp requantized keeps diffattn's keys: trust them while file_type agrees */
-        (void)da_gguf_get_int(&f, "general.file_type", &ft);
-        int own_keys = !da_gguf_get_str(&f, "diffattn.weight_type", &s).code && !da_qtype_parse(s, &wt) &&
-                       (ft < 0 || ft == (int64_t)file_type_of(wt));
-        if (own_keys) q->weight_type = wt;
+         * integer-quantized matmul weight's (else the first one's), so its matmuls take integer
+         * activations. Each matrix is multiplied in its own type whatever this says (engine.c qmatmul). */
+        int first_int = -1, first_float = -1;
+        matmul_types(q, &first_int, &first_float);
+        q->weight_type = first_int >= 0 ? q->t[first_int].type : first_float >= 0 ? q->t[first_float].type : DA_QT_F32;
+        int own_keys = 0;
+        if (da_gguf_kv_find(&f, "diffattn.weight_type")) st = weight_type_key(q, &f, llama, first_int, first_float, &own_keys);
         /* the activations diffattn chose for its own weights; a requantized file (llama.cpp's
          * quantizer copies an f16 export's "f32") takes the default for its new type */
-        if (own_keys && !da_gguf_get_str(&f, "diffattn.activations", &s).code && da_act_mode_parse(s, &q->act))
+        if (!st.code && own_keys && !da_gguf_get_str(&f, "diffattn.activations", &s).code &&
+            da_act_mode_parse(s, &q->act))
             st = da_errorf("%s: diffattn.activations = \"%s\" (expected q8, int8-dynamic, int8-static, bf16 or f32)",
                            path, s);
         if (!st.code && q->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
