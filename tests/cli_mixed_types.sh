@@ -83,4 +83,23 @@ done
 R "$TMP/q4k.gguf" "$TMP/stale.gguf" --key diffattn.weight_type=f16 --u32-key general.file_type=15 || exit 1
 ok "a stale f16 key in a Q4_K file (llama.cpp requantized an export)" "$BIN" bench generate --model "$TMP/stale.gguf" \
   --prompt 2 --gen 2
+
+# NSA's 2-D attention parameters (read by its kernels as f32) stored as F16 or Q8_0: converted at load, so
+# the logits are those of the same values stored as f32 (read raw, they were other numbers, or past the tensor)
+"$BIN" init --arch nsa --dim 64 --layers 1 --heads 2 --vocab 256 --seq 128 --nsa-block 16 --nsa-stride 8 \
+  --nsa-select 32 --nsa-topn 3 --nsa-window 32 --out "$TMP/nsa.safetensors" >/dev/null &&
+  "$BIN" quantize --model "$TMP/nsa.safetensors" --type f16 --out "$TMP/nsa.gguf" >/dev/null || exit 1
+P=blk.0.attn
+printf '%s ' $(seq 5 5 200) >"$TMP/nsa_ids"
+for t in F16 Q8_0; do
+  if [[ $t == F16 ]]; then set -- $P.cmp_k.weight $P.cmp_v.weight $P.cmp_pe_k $P.cmp_pe_v $P.gate.weight
+  else set -- $P.cmp_k.weight $P.cmp_v.weight $P.gate.weight; fi # cmp_pe_* are 16 wide: no Q8_0 block
+  R "$TMP/nsa.gguf" "$TMP/nsa_$t.gguf" $(printf "%s=$t " "$@") &&
+    R "$TMP/nsa_$t.gguf" "$TMP/nsa_${t}_f32.gguf" $(printf '%s=F32 ' "$@") || exit 1
+  for f in nsa_$t nsa_${t}_f32; do
+    "$BIN" logits --model "$TMP/$f.gguf" --ids "$TMP/nsa_ids" --out "$TMP/$f.npy" >/dev/null 2>"$TMP/$f.err" ||
+      fail "$f: logits" "$(cat "$TMP/$f.err")"
+  done
+  check "NSA parameters stored $t: the logits of their f32 values" cmp -s "$TMP/nsa_$t.npy" "$TMP/nsa_${t}_f32.npy"
+done
 finish

@@ -11,7 +11,7 @@ TYPE is F32, F16, BF16, Q8_0 or Q4_0 (gguf-py's quantizers); the tensor is
 dequantized from its own type first (any type gguf-py reads, Q4_K too).
 --add-tensor NAME=N appends an f32 vector of N small values (an unused tensor:
 blk.0.attn_q.bias); --add-tensor-like NAME=SRC a copy of tensor SRC (a block
-beyond block_count)."""
+beyond block_count). An empty array key is dropped (gguf-py cannot write one)."""
 import argparse
 import sys
 
@@ -46,7 +46,10 @@ def main():
             continue
         vt = field.types[0]
         sub = field.types[-1] if vt == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(field.name, field.contents(), vt, sub_type=sub)
+        v = field.contents()
+        if vt == gguf.GGUFValueType.ARRAY and not v:
+            continue  # gguf-py writes no empty array (a byte-level model's merges)
+        w.add_key_value(field.name, v, vt, sub_type=sub)
     for k, v in keys.items():
         w.add_string(k, v)
     for k, v in u32.items():

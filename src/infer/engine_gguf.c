@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/variant.h"
 #include "infer/engine.h"
 #include "io/config_gguf.h"
 #include "io/gguf.h"
@@ -368,6 +369,17 @@ static void file_name(const da_engine *q, int i, int llama, char *out, size_t n)
     else if (!llama || da_gguf_name_to_llama(q->t[i].name, out, n)) snprintf(out, n, "%s", q->t[i].name);
 }
 
+/* 1 for engine tensor i when it is one of its variant's ATTN_PARAM tensors (NSA's cmp_k, cmp_pe_k, gate, ...),
+ * which the kernels read as f32 (da_engine_bind's layout: the embedding, then per layer the attention norm,
+ * the variant's tensors, the FFN norm and three matrices). */
+static int is_attn_param(const da_engine *q, int i) {
+    attn_tensor spec[ATTN_MAX_TENSORS];
+    const int n_attn = da_attn_tensors(&q->cfg, spec), per_layer = n_attn + 5;
+    if (i < 1 || i >= 1 + q->cfg.n_layers * per_layer) return 0;
+    const int j = (i - 1) % per_layer - 1; /* the index among the layer's attention tensors */
+    return j >= 0 && j < n_attn && spec[j].role == ATTN_PARAM;
+}
+
 /* Every tensor's file entry found and its shape and type checked, before anything is allocated. */
 static da_status check_tensors(da_engine *q, const da_gguf_file *f, int llama) {
     const da_config *c = &q->cfg;
@@ -385,8 +397,9 @@ static da_status check_tensors(da_engine *q, const da_gguf_file *f, int llama) {
             return da_errorf("%s: tensor \"%s\" has ne [%lld, %lld] (%d dims), expected [%lld, %d] (%d dims)", f->path,
                              name, (long long)g->ne[0], (long long)g->ne[1], g->n_dims, (long long)want0,
                              want_nd == 2 ? t->rows : 1, want_nd);
-        /* vectors are f32; the embedding keeps its type (rows are dequantized as they are looked up) */
-        t->type = !t->cols ? DA_QT_F32 : g->type;
+        /* vectors and the variant's own parameters are f32 (converted as they are read); the matrices keep their
+         * type (the embedding's rows are dequantized as they are looked up) */
+        t->type = !t->cols || is_attn_param(q, i) ? DA_QT_F32 : g->type;
         if (!t->cols && !is_float_type(g->type))
             return da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms and lambdas",
                              f->path, name, da_qtype_name(g->type));
