@@ -408,6 +408,42 @@ static da_status check_tensors(da_engine *q, const da_gguf_file *f, int llama) {
     return da_ok();
 }
 
+/* Every tensor of the file is one the model reads: the engine's, rope_freqs (the RoPE scaling), the
+ * act_absmax of older files. Anything else (an attention bias, a block past block_count, junk) is refused
+ * by name rather than dropped: the answer would differ from that of a reader that uses it (llama.cpp's
+ * llama loads blk.N.attn_q.bias). */
+static da_status check_unused_tensors(const da_engine *q, const da_gguf_file *f, int llama) {
+    unsigned char *used = calloc((size_t)f->n_tensors + 1, 1);
+    if (!used) return da_errorf("%s: out of memory", f->path);
+    for (int i = 0; i < q->n_tensors; i++) {
+        char name[160];
+        file_name(q, i, llama, name, sizeof name);
+        const da_gguf_tensor *g = da_gguf_tensor_find(f, name);
+        if (g) used[g - f->tensors] = 1;
+    }
+    static const char *const extra[] = {"rope_freqs.weight", "act_absmax"};
+    for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) {
+        const da_gguf_tensor *g = da_gguf_tensor_find(f, extra[k]);
+        if (g) used[g - f->tensors] = 1;
+    }
+    int n_unused = 0, first = -1;
+    for (int i = 0; i < f->n_tensors; i++)
+        if (!used[i] && n_unused++ == 0) first = i;
+    free(used);
+    if (!n_unused) return da_ok();
+    const char *name = f->tensors[first].name;
+    int blk = -1;
+    char hint[200] = "";
+    if (sscanf(name, "blk.%d.", &blk) == 1 && blk >= q->cfg.n_layers)
+        snprintf(hint, sizeof hint, "; block_count says %d layers", q->cfg.n_layers);
+    else if (strstr(name, ".bias"))
+        snprintf(hint, sizeof hint, "; diffattn's %s layers have no biases", da_arch_name(q->cfg.arch));
+    return da_errorf("%s: tensor \"%s\" is not one a %s model of %d layers reads (%d such tensor%s)%s; refused "
+                     "rather than ignored, since a reader that uses it computes something else",
+                     f->path, name, da_arch_name(q->cfg.arch), q->cfg.n_layers, n_unused, n_unused == 1 ? "" : "s",
+                     hint);
+}
+
 /* The static int8 ranges: diffattn.act_absmax, or the act_absmax tensor of older files. */
 static da_status read_act_absmax(da_engine *q, const da_gguf_file *f) {
     const int n = DA_N_SITES(&q->cfg);
@@ -490,6 +526,7 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
     if (!st.code && c.tie_embeddings && !llama && da_gguf_tensor_find(&f, "output.weight") != NULL)
         st = da_engine_add_head_copy(q);
     if (!st.code) st = check_tensors(q, &f, llama);
+    if (!st.code) st = check_unused_tensors(q, &f, llama);
     if (!st.code) st = da_engine_alloc_blob(q);
     for (int i = 0; !st.code && i < q->n_tensors; i++) {
         da_qtensor *t = &q->t[i];
