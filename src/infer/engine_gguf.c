@@ -115,6 +115,17 @@ static da_status add_byte_tokenizer(da_gguf_writer *w, int vocab) {
     return st;
 }
 
+/* The element count of array key (0 when absent or not an array: the getters then say what is wrong), read
+ * from the key's header before anything is allocated for its elements. */
+static uint64_t array_count(const da_gguf_file *f, const char *key) {
+    const da_gguf_kv *kv = da_gguf_kv_find(f, key);
+    return kv && kv->type == DA_GGUF_ARRAY ? kv->arr_n : 0;
+}
+
+/* Merges per vocabulary entry allowed: two pairs may make the same token (Llama 3 has 280,147 merges for
+ * 128,256 ids, 2.2 a token), so more merges than tokens is legitimate; many more is a hostile file. */
+#define MAX_MERGES_PER_TOKEN 8
+
 /* tokenizer.ggml.tokens and .merges, when the file has them beside
  * tokenizer.huggingface.json, say what that JSON says: llama.cpp reads the
  * arrays, diffattn the JSON, so a contradiction would give two tokenizers. */
@@ -129,7 +140,14 @@ static da_status check_arrays_match_json(const da_gguf_file *f, const char *json
         uint64_t n = 0;
         const int want_n = k ? g.n_merges : g.n_tokens;
         char **want = k ? g.merges : g.tokens;
-        if (!da_gguf_kv_find(f, keys[k]) || (st = da_gguf_get_str_array(f, keys[k], &v, &n)).code) continue;
+        if (!da_gguf_kv_find(f, keys[k])) continue;
+        if (array_count(f, keys[k]) != (uint64_t)want_n) { /* before the array is read */
+            st = da_errorf("%s: %s has %llu entries, tokenizer.huggingface.json %d (llama.cpp would read one "
+                           "tokenizer, diffattn the other)",
+                           f->path, keys[k], (unsigned long long)array_count(f, keys[k]), want_n);
+            break;
+        }
+        if ((st = da_gguf_get_str_array(f, keys[k], &v, &n)).code) continue;
         uint64_t i = 0;
         while (i < n && i < (uint64_t)want_n && !strcmp(v[i], want[i])) i++;
         if (n != (uint64_t)want_n || i < n)
@@ -143,7 +161,7 @@ static da_status check_arrays_match_json(const da_gguf_file *f, const char *json
     return st;
 }
 
-da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json) {
+da_status da_gguf_tokenizer_json(const da_gguf_file *f, int vocab, char **json) {
     *json = NULL;
     const char *s;
     const da_gguf_kv *bytes = da_gguf_kv_find(f, "diffattn.byte_level");
@@ -185,16 +203,27 @@ da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json) {
         (st = da_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &g.add_bos)).code)
         return st;
     g.bos = bos >= 0 && bos < (1 << 24) ? (int)bos : -1;
+    /* the counts against the vocabulary and each other, from the arrays' headers: nothing is allocated for a
+     * file that would be refused (19 MB of tokens took 239 MB before their count was compared) */
+    const uint64_t c_tok = array_count(f, "tokenizer.ggml.tokens"), c_types = array_count(f, "tokenizer.ggml.token_type"),
+                   c_merges = array_count(f, "tokenizer.ggml.merges");
+    if (vocab > 0 && c_tok != (uint64_t)vocab && da_gguf_kv_find(f, "tokenizer.ggml.tokens"))
+        return da_errorf("%s: tokenizer.ggml.tokens has %llu entries but the model's vocabulary is %d (vocab_size, "
+                         "token_embd's rows)",
+                         f->path, (unsigned long long)c_tok, vocab);
+    if (c_types != c_tok && da_gguf_kv_find(f, "tokenizer.ggml.token_type"))
+        return da_errorf("%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %llu", f->path,
+                         (unsigned long long)c_types, (unsigned long long)c_tok);
+    if (c_tok > (1u << 24) || c_merges > (1u << 24) || c_merges > MAX_MERGES_PER_TOKEN * c_tok + 256)
+        return da_errorf("%s: tokenizer.ggml.tokens (%llu) or .merges (%llu) holds too many entries (at most 2^24, "
+                         "and %d merges a token)",
+                         f->path, (unsigned long long)c_tok, (unsigned long long)c_merges, MAX_MERGES_PER_TOKEN);
     int32_t *types = NULL;
     if (!(st = da_gguf_get_str_array(f, "tokenizer.ggml.tokens", &g.tokens, &n_tok)).code &&
         !(st = da_gguf_get_i32_array(f, "tokenizer.ggml.token_type", &types, &n_types)).code &&
-        !(st = da_gguf_get_str_array(f, "tokenizer.ggml.merges", &g.merges, &n_merges)).code) {
-        if (n_types != n_tok)
-            st = da_errorf("%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %llu", f->path,
-                           (unsigned long long)n_types, (unsigned long long)n_tok);
-        else if (n_tok > (1u << 24) || n_merges > (1u << 24))
-            st = da_errorf("%s: tokenizer.ggml.tokens or .merges holds more than 2^24 entries", f->path);
-    }
+        !(st = da_gguf_get_str_array(f, "tokenizer.ggml.merges", &g.merges, &n_merges)).code && n_types != n_tok)
+        st = da_errorf("%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %llu", f->path,
+                       (unsigned long long)n_types, (unsigned long long)n_tok);
     g.types = types;
     g.n_tokens = (int)n_tok;
     g.n_merges = (int)n_merges;
@@ -565,7 +594,7 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
             st = da_errorf("%s: activations are int8-static but the file has no act_absmax ranges", path);
     }
     char *tok_json = NULL;
-    if (!st.code) st = da_gguf_tokenizer_json(&f, &tok_json);
+    if (!st.code) st = da_gguf_tokenizer_json(&f, q->cfg.vocab_size, &tok_json);
     if (!st.code) st = da_engine_set_tokenizer(q, tok_json, path);
     free(tok_json);
     q->file_bytes = f.size;
