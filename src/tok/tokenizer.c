@@ -1235,13 +1235,61 @@ static int nfc_normalize(const uint8_t *text, size_t n, uint8_t **out, size_t *o
     return rc;
 }
 
+/* NFC of text[0..n) run by run: each maximal run of valid UTF-8 is normalised on its own and the invalid
+ * bytes between runs are kept as they are, so an invalid byte anywhere (a trailing \xff) leaves the rest
+ * normalised, and the result of a text is that of its pieces (prepare's shards give whole-text encode's
+ * ids). Returns 1 when the text is used as it is (every run already NFC), 0 when *out (malloc'd) holds the
+ * normalised text, -1 when out of memory. */
+static int nfc_normalize_runs(const uint8_t *text, size_t n, uint8_t **out, size_t *out_n) {
+    size_t i = 0;
+    while (i < n && text[i] < 0x80) i++;
+    if (i == n) return 1;
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0, done = 0; /* text[0..done) is in buf (once buf exists) */
+    for (size_t r = 0; r < n;) {
+        size_t e = r, w;
+        while (e < n && (w = utf8_char_len(text + e, n - e))) e += w; /* the valid run [r, e) */
+        uint8_t *norm = NULL;
+        size_t nn = 0;
+        const int rc = e > r ? nfc_normalize(text + r, e - r, &norm, &nn) : 1;
+        if (rc < 0) {
+            free(buf);
+            return -1;
+        }
+        if (rc == 0) { /* the run changes: buf takes the text up to it, then its NFC */
+            const size_t need = len + (r - done) + nn + (n - e);
+            if (need > cap) {
+                uint8_t *b2 = realloc(buf, need + 1);
+                if (!b2) {
+                    free(norm);
+                    free(buf);
+                    return -1;
+                }
+                buf = b2, cap = need;
+            }
+            memcpy(buf + len, text + done, r - done);
+            len += r - done;
+            memcpy(buf + len, norm, nn);
+            len += nn;
+            done = e;
+            free(norm);
+        }
+        r = e < n ? e + 1 : n; /* past one invalid byte */
+    }
+    if (!buf) return 1;
+    memcpy(buf + len, text + done, n - done);
+    *out = buf;
+    *out_n = len + (n - done);
+    return 0;
+}
+
 /* Ordinary text, NFC-normalised first when the tokenizer says so. */
 static da_status encode_normalized(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
                                    size_t *cap, pcre2_match_data *md, pcre2_match_context *mc, int *scratch,
                                    size_t scratch_n) {
     uint8_t *norm = NULL;
     size_t nn = 0;
-    int rc = t->nfc ? nfc_normalize(text, n, &norm, &nn) : 1;
+    int rc = t->nfc ? nfc_normalize_runs(text, n, &norm, &nn) : 1;
     if (rc < 0) return da_errorf("out of memory");
     if (rc == 1) return encode_ordinary(t, text, n, ids, n_ids, cap, md, mc, scratch, scratch_n);
     da_status st = encode_ordinary(t, norm, nn, ids, n_ids, cap, md, mc, scratch, scratch_n);
