@@ -202,6 +202,11 @@ da_status da_gguf_tokenizer_json(const da_gguf_file *f, int vocab, char **json) 
     if (da_gguf_kv_find(f, "tokenizer.ggml.add_bos_token") &&
         (st = da_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &g.add_bos)).code)
         return st;
+    const uint64_t n_ids = array_count(f, "tokenizer.ggml.tokens");
+    if (g.add_bos == 1 && da_gguf_kv_find(f, "tokenizer.ggml.bos_token_id") && (bos < 0 || (uint64_t)bos >= n_ids))
+        return da_errorf("%s: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id %lld is not a token "
+                         "(the vocabulary has %llu)",
+                         f->path, (long long)bos, (unsigned long long)n_ids);
     g.bos = bos >= 0 && bos < (1 << 24) ? (int)bos : -1;
     /* the counts against the vocabulary and each other, from the arrays' headers: nothing is allocated for a
      * file that would be refused (19 MB of tokens took 239 MB before their count was compared) */

@@ -548,9 +548,10 @@ static int json_true(const cJSON *o, const char *k, int def) {
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
 }
 
+/* o's "type" string; "(none)" when absent, "(not a string)" when another JSON value. */
 static const char *json_type(const cJSON *o) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "type");
-    return cJSON_IsString(v) ? v->valuestring : "(none)";
+    return cJSON_IsString(v) ? v->valuestring : v ? "(not a string)" : "(none)";
 }
 
 /* A ByteLevel pre-tokeniser step: it maps bytes to GPT-2's alphabet (which
@@ -701,7 +702,9 @@ static da_status add_non_special(da_tokenizer *t, const char *path, const cJSON 
         const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "special");
         if (!sp || cJSON_IsTrue(sp) || !cJSON_IsNumber(id) || !cJSON_IsString(c)) continue;
         int i = id->valueint;
-        if (i < 0 || i >= t->vocab_size || !c->valuestring[0]) return da_errorf("%s: added_tokens id %d is invalid", path, i);
+        if (i < 0 || i >= t->vocab_size)
+            return da_errorf("%s: added_tokens id %d is outside the vocabulary (0..%d)", path, i, t->vocab_size - 1);
+        if (!c->valuestring[0]) return da_errorf("%s: added_tokens id %d has an empty content", path, i);
         if (!t->tok[i]) {
             t->tok[i] = (uint8_t *)strdup(c->valuestring);
             if (!t->tok[i]) return da_errorf("%s: out of memory", path);
