@@ -7,7 +7,7 @@
 
 /* extra_vocab: `"token":id,` entries (may be ""); merges: JSON array body;
  * pre_tokenizer, post_processor: JSON values, or NULL to leave the key out. */
-static int write_tokenizer_json(const char *path, const char *pre_tokenizer, const char *post_processor,
+static inline int write_tokenizer_json(const char *path, const char *pre_tokenizer, const char *post_processor,
                                 const char *added_tokens, const char *extra_vocab, const char *merges) {
     FILE *fp = fopen(path, "w");
     if (!fp) return -1;
@@ -29,7 +29,7 @@ static int write_tokenizer_json(const char *path, const char *pre_tokenizer, con
 }
 
 /* The same without pre_tokenizer (GPT-2's pattern) and post_processor. */
-static int write_byte_tokenizer(const char *path, const char *added_tokens, const char *extra_vocab,
+static inline int write_byte_tokenizer(const char *path, const char *added_tokens, const char *extra_vocab,
                                 const char *merges) {
     return write_tokenizer_json(path, NULL, NULL, added_tokens, extra_vocab, merges);
 }

@@ -406,9 +406,11 @@ da_status da_task_grid_parse(da_task_compare_config *c, const char *spec) {
             char *end;
             const double x = strtod(v, &end);
             const int integral = key != DA_GRID_LR;
-            if (end == v || *end || !(x > 0) || (integral && (x != floor(x) || x > 1 << 20)))
+            if (end == v || *end || !(x > 0) || (integral && x != floor(x)))
                 return da_errorf("--grid: %s=%s: expected %s", GRID_KEYS[key], v,
                                  integral ? "positive integers" : "positive numbers");
+            if (integral && x > 1 << 20)
+                return da_errorf("--grid: %s=%s is out of range (1..%d)", GRID_KEYS[key], v, 1 << 20);
             if (g->n == DA_GRID_MAX_VALUES) return da_errorf("--grid: at most %d values per axis", DA_GRID_MAX_VALUES);
             g->values[g->n++] = x;
         }

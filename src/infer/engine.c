@@ -206,12 +206,18 @@ static int alloc_buffers(da_session *s) {
     ALLOC(s->logits, N * V);
     if (!s->var->cache_step) ALLOC(s->att, (size_t)s->n_threads * 2 * T);
     ALLOC(s->deq, (size_t)s->n_threads * W);
-    /* one dequantized matrix, for batches through block-typed weights */
+    /* one dequantized matrix, for the batches (N > 1) of the matrices qmatmul multiplies through it: an F16 or
+     * BF16 one always (float activations, whatever the session's mode), an integer-quantized one with float
+     * activations, or with int8 ones from PREFILL_SGEMM_MIN tokens. Each matrix in its own type: a file may mix
+     * them (llama.cpp's --output-tensor-type, --tensor-type). */
     size_t big = 0;
-    for (int i = 0; i < q->n_tensors; i++)
-        if (q->t[i].cols && q->t[i].type != DA_QT_F32 && (size_t)q->t[i].rows * q->t[i].cols > big)
-            big = (size_t)q->t[i].rows * q->t[i].cols;
-    if (big && (s->o.act >= DA_ACTQ_BF16 || N >= PREFILL_SGEMM_MIN)) ALLOC(s->wdeq, big);
+    for (int i = 0; i < q->n_tensors; i++) {
+        const da_qtensor *t = &q->t[i];
+        const int via_wdeq = N > 1 && (is_float_type(t->type) || s->o.act >= DA_ACTQ_BF16 || N >= PREFILL_SGEMM_MIN);
+        if (t->cols && t->type != DA_QT_F32 && via_wdeq && (size_t)t->rows * t->cols > big)
+            big = (size_t)t->rows * t->cols;
+    }
+    if (big) ALLOC(s->wdeq, big);
     ALLOC(s->xr, N * W);
     ALLOC(s->aq, N * W);
     ALLOC(s->ad, N * W / 32 + 1);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/variant.h"
 #include "infer/engine.h"
 #include "io/config_gguf.h"
 #include "io/gguf.h"
@@ -114,6 +115,17 @@ static da_status add_byte_tokenizer(da_gguf_writer *w, int vocab) {
     return st;
 }
 
+/* The element count of array key (0 when absent or not an array: the getters then say what is wrong), read
+ * from the key's header before anything is allocated for its elements. */
+static uint64_t array_count(const da_gguf_file *f, const char *key) {
+    const da_gguf_kv *kv = da_gguf_kv_find(f, key);
+    return kv && kv->type == DA_GGUF_ARRAY ? kv->arr_n : 0;
+}
+
+/* Merges per vocabulary entry allowed: two pairs may make the same token (Llama 3 has 280,147 merges for
+ * 128,256 ids, 2.2 a token), so more merges than tokens is legitimate; many more is a hostile file. */
+#define MAX_MERGES_PER_TOKEN 8
+
 /* tokenizer.ggml.tokens and .merges, when the file has them beside
  * tokenizer.huggingface.json, say what that JSON says: llama.cpp reads the
  * arrays, diffattn the JSON, so a contradiction would give two tokenizers. */
@@ -128,7 +140,14 @@ static da_status check_arrays_match_json(const da_gguf_file *f, const char *json
         uint64_t n = 0;
         const int want_n = k ? g.n_merges : g.n_tokens;
         char **want = k ? g.merges : g.tokens;
-        if (!da_gguf_kv_find(f, keys[k]) || (st = da_gguf_get_str_array(f, keys[k], &v, &n)).code) continue;
+        if (!da_gguf_kv_find(f, keys[k])) continue;
+        if (array_count(f, keys[k]) != (uint64_t)want_n) { /* before the array is read */
+            st = da_errorf("%s: %s has %llu entries, tokenizer.huggingface.json %d (llama.cpp would read one "
+                           "tokenizer, diffattn the other)",
+                           f->path, keys[k], (unsigned long long)array_count(f, keys[k]), want_n);
+            break;
+        }
+        if ((st = da_gguf_get_str_array(f, keys[k], &v, &n)).code) continue;
         uint64_t i = 0;
         while (i < n && i < (uint64_t)want_n && !strcmp(v[i], want[i])) i++;
         if (n != (uint64_t)want_n || i < n)
@@ -142,7 +161,7 @@ static da_status check_arrays_match_json(const da_gguf_file *f, const char *json
     return st;
 }
 
-da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json) {
+da_status da_gguf_tokenizer_json(const da_gguf_file *f, int vocab, char **json) {
     *json = NULL;
     const char *s;
     const da_gguf_kv *bytes = da_gguf_kv_find(f, "diffattn.byte_level");
@@ -183,17 +202,33 @@ da_status da_gguf_tokenizer_json(const da_gguf_file *f, char **json) {
     if (da_gguf_kv_find(f, "tokenizer.ggml.add_bos_token") &&
         (st = da_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &g.add_bos)).code)
         return st;
+    const uint64_t n_ids = array_count(f, "tokenizer.ggml.tokens");
+    if (g.add_bos == 1 && da_gguf_kv_find(f, "tokenizer.ggml.bos_token_id") && (bos < 0 || (uint64_t)bos >= n_ids))
+        return da_errorf("%s: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id %lld is not a token "
+                         "(the vocabulary has %llu)",
+                         f->path, (long long)bos, (unsigned long long)n_ids);
     g.bos = bos >= 0 && bos < (1 << 24) ? (int)bos : -1;
+    /* the counts against the vocabulary and each other, from the arrays' headers: nothing is allocated for a
+     * file that would be refused (19 MB of tokens took 239 MB before their count was compared) */
+    const uint64_t c_tok = array_count(f, "tokenizer.ggml.tokens"), c_types = array_count(f, "tokenizer.ggml.token_type"),
+                   c_merges = array_count(f, "tokenizer.ggml.merges");
+    if (vocab > 0 && c_tok != (uint64_t)vocab && da_gguf_kv_find(f, "tokenizer.ggml.tokens"))
+        return da_errorf("%s: tokenizer.ggml.tokens has %llu entries but the model's vocabulary is %d (vocab_size, "
+                         "token_embd's rows)",
+                         f->path, (unsigned long long)c_tok, vocab);
+    if (c_types != c_tok && da_gguf_kv_find(f, "tokenizer.ggml.token_type"))
+        return da_errorf("%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %llu", f->path,
+                         (unsigned long long)c_types, (unsigned long long)c_tok);
+    if (c_tok > (1u << 24) || c_merges > (1u << 24) || c_merges > MAX_MERGES_PER_TOKEN * c_tok + 256)
+        return da_errorf("%s: tokenizer.ggml.tokens (%llu) or .merges (%llu) holds too many entries (at most 2^24, "
+                         "and %d merges a token)",
+                         f->path, (unsigned long long)c_tok, (unsigned long long)c_merges, MAX_MERGES_PER_TOKEN);
     int32_t *types = NULL;
     if (!(st = da_gguf_get_str_array(f, "tokenizer.ggml.tokens", &g.tokens, &n_tok)).code &&
         !(st = da_gguf_get_i32_array(f, "tokenizer.ggml.token_type", &types, &n_types)).code &&
-        !(st = da_gguf_get_str_array(f, "tokenizer.ggml.merges", &g.merges, &n_merges)).code) {
-        if (n_types != n_tok)
-            st = da_errorf("%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %llu", f->path,
-                           (unsigned long long)n_types, (unsigned long long)n_tok);
-        else if (n_tok > (1u << 24) || n_merges > (1u << 24))
-            st = da_errorf("%s: tokenizer.ggml.tokens or .merges holds more than 2^24 entries", f->path);
-    }
+        !(st = da_gguf_get_str_array(f, "tokenizer.ggml.merges", &g.merges, &n_merges)).code && n_types != n_tok)
+        st = da_errorf("%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %llu", f->path,
+                       (unsigned long long)n_types, (unsigned long long)n_tok);
     g.types = types;
     g.n_tokens = (int)n_tok;
     g.n_merges = (int)n_merges;
@@ -368,6 +403,17 @@ static void file_name(const da_engine *q, int i, int llama, char *out, size_t n)
     else if (!llama || da_gguf_name_to_llama(q->t[i].name, out, n)) snprintf(out, n, "%s", q->t[i].name);
 }
 
+/* 1 for engine tensor i when it is one of its variant's ATTN_PARAM tensors (NSA's cmp_k, cmp_pe_k, gate, ...),
+ * which the kernels read as f32 (da_engine_bind's layout: the embedding, then per layer the attention norm,
+ * the variant's tensors, the FFN norm and three matrices). */
+static int is_attn_param(const da_engine *q, int i) {
+    attn_tensor spec[ATTN_MAX_TENSORS];
+    const int n_attn = da_attn_tensors(&q->cfg, spec), per_layer = n_attn + 5;
+    if (i < 1 || i >= 1 + q->cfg.n_layers * per_layer) return 0;
+    const int j = (i - 1) % per_layer - 1; /* the index among the layer's attention tensors */
+    return j >= 0 && j < n_attn && spec[j].role == ATTN_PARAM;
+}
+
 /* Every tensor's file entry found and its shape and type checked, before anything is allocated. */
 static da_status check_tensors(da_engine *q, const da_gguf_file *f, int llama) {
     const da_config *c = &q->cfg;
@@ -385,14 +431,51 @@ static da_status check_tensors(da_engine *q, const da_gguf_file *f, int llama) {
             return da_errorf("%s: tensor \"%s\" has ne [%lld, %lld] (%d dims), expected [%lld, %d] (%d dims)", f->path,
                              name, (long long)g->ne[0], (long long)g->ne[1], g->n_dims, (long long)want0,
                              want_nd == 2 ? t->rows : 1, want_nd);
-        /* vectors are f32; the embedding keeps its type (rows are dequantized as they are looked up) */
-        t->type = !t->cols ? DA_QT_F32 : g->type;
+        /* vectors and the variant's own parameters are f32 (converted as they are read); the matrices keep their
+         * type (the embedding's rows are dequantized as they are looked up) */
+        t->type = !t->cols || is_attn_param(q, i) ? DA_QT_F32 : g->type;
         if (!t->cols && !is_float_type(g->type))
             return da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms and lambdas",
                              f->path, name, da_qtype_name(g->type));
         if (i == 0) q->embed_type = g->type;
     }
     return da_ok();
+}
+
+/* Every tensor of the file is one the model reads: the engine's, rope_freqs (the RoPE scaling), the
+ * act_absmax of older files. Anything else (an attention bias, a block past block_count, junk) is refused
+ * by name rather than dropped: the answer would differ from that of a reader that uses it (llama.cpp's
+ * llama loads blk.N.attn_q.bias). */
+static da_status check_unused_tensors(const da_engine *q, const da_gguf_file *f, int llama) {
+    unsigned char *used = calloc((size_t)f->n_tensors + 1, 1);
+    if (!used) return da_errorf("%s: out of memory", f->path);
+    for (int i = 0; i < q->n_tensors; i++) {
+        char name[160];
+        file_name(q, i, llama, name, sizeof name);
+        const da_gguf_tensor *g = da_gguf_tensor_find(f, name);
+        if (g) used[g - f->tensors] = 1;
+    }
+    static const char *const extra[] = {"rope_freqs.weight", "act_absmax"};
+    for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) {
+        const da_gguf_tensor *g = da_gguf_tensor_find(f, extra[k]);
+        if (g) used[g - f->tensors] = 1;
+    }
+    int n_unused = 0, first = -1;
+    for (int i = 0; i < f->n_tensors; i++)
+        if (!used[i] && n_unused++ == 0) first = i;
+    free(used);
+    if (!n_unused) return da_ok();
+    const char *name = f->tensors[first].name;
+    int blk = -1;
+    char hint[200] = "";
+    if (sscanf(name, "blk.%d.", &blk) == 1 && blk >= q->cfg.n_layers)
+        snprintf(hint, sizeof hint, "; block_count says %d layers", q->cfg.n_layers);
+    else if (strstr(name, ".bias"))
+        snprintf(hint, sizeof hint, "; diffattn's %s layers have no biases", da_arch_name(q->cfg.arch));
+    return da_errorf("%s: tensor \"%s\" is not one a %s model of %d layers reads (%d such tensor%s)%s; refused "
+                     "rather than ignored, since a reader that uses it computes something else",
+                     f->path, name, da_arch_name(q->cfg.arch), q->cfg.n_layers, n_unused, n_unused == 1 ? "" : "s",
+                     hint);
 }
 
 /* The static int8 ranges: diffattn.act_absmax, or the act_absmax tensor of older files. */
@@ -420,6 +503,50 @@ static da_status read_act_absmax(da_engine *q, const da_gguf_file *f) {
     return da_ok();
 }
 
+/* The first matmul weight (a 2-D tensor other than the embedding) stored in an integer-quantized type
+ * and the first in a float one (-1: none). */
+static void matmul_types(const da_engine *q, int *first_int, int *first_float) {
+    *first_int = *first_float = -1;
+    for (int i = 1; i < q->n_tensors; i++) {
+        if (!q->t[i].cols) continue;
+        int *slot = is_float_type(q->t[i].type) ? first_float : first_int;
+        if (*slot < 0) *slot = i;
+    }
+}
+
+/* diffattn.weight_type, the type diffattn quantized the matmuls to. A key whose kind (float or
+ * integer-quantized) no matmul weight has contradicts the tensors, and is refused; except a float type
+ * in a file whose general.file_type is a quantized one: llama.cpp requantized a diffattn export (its
+ * quantizer copies the keys it does not know). *own_keys = 1 (and q->weight_type the key's) when the
+ * key is the file's own: general.file_type absent or agreeing. */
+static da_status weight_type_key(da_engine *q, const da_gguf_file *f, int llama, int first_int, int first_float,
+                                 int *own_keys) {
+    *own_keys = 0;
+    const char *s;
+    da_qtype wt;
+    da_status st = da_gguf_get_str(f, "diffattn.weight_type", &s);
+    if (st.code) return st;
+    if (da_qtype_parse(s, &wt))
+        return da_errorf("%s: diffattn.weight_type = \"%s\" is not a type (f32, f16, bf16, q8_0, q4_0, q4_K, ...)",
+                         f->path, s);
+    int64_t ft = -1;
+    if (da_gguf_kv_find(f, "general.file_type") && (st = da_gguf_get_int(f, "general.file_type", &ft)).code) return st;
+    const int ft_float = ft == 0 || ft == 1 || ft == 32;
+    if (ft >= 0 && is_float_type(wt) && !ft_float) return da_ok(); /* requantized by llama.cpp */
+    const int want_int = !is_float_type(wt), other = want_int ? first_float : first_int;
+    char name[160];
+    if (other >= 0) file_name(q, other, llama, name, sizeof name);
+    if ((want_int ? first_int : first_float) < 0 && other >= 0)
+        return da_errorf("%s: diffattn.weight_type = %s contradicts the tensors: no matmul weight is %s (%s is %s); "
+                         "the key was edited or the tensors replaced: remove the key or correct it",
+                         f->path, s, want_int ? "integer-quantized" : "f32, f16 or bf16", name,
+                         da_qtype_name(q->t[other].type));
+    if (ft >= 0 && ft != (int64_t)file_type_of(wt)) return da_ok(); /* the tensors' own types */
+    q->weight_type = wt;
+    *own_keys = 1;
+    return da_ok();
+}
+
 da_status da_engine_load_gguf(da_engine *q, const char *path) {
     memset(q, 0, sizeof *q);
     da_gguf_file f;
@@ -433,6 +560,7 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
     if (!st.code && c.tie_embeddings && !llama && da_gguf_tensor_find(&f, "output.weight") != NULL)
         st = da_engine_add_head_copy(q);
     if (!st.code) st = check_tensors(q, &f, llama);
+    if (!st.code) st = check_unused_tensors(q, &f, llama);
     if (!st.code) st = da_engine_alloc_blob(q);
     for (int i = 0; !st.code && i < q->n_tensors; i++) {
         da_qtensor *t = &q->t[i];
@@ -454,29 +582,24 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
         if (!da_gguf_get_int(&f, "diffattn.calibration_sequences", &v).code && v >= 0 && v < (1 << 30))
             q->calib_samples = (int)v;
         /* the type asked for at quantization; a file without the key (llama.cpp's): its first
-         * integer-quantized matrix's, so its matmuls take integer activations */
-        q->weight_type = q->n_tensors > 2 ? q->t[2].type : DA_QT_F32;
-        for (int i = 1; i < q->n_tensors; i++) /* from 1: the embedding is no block matmul */
-            if (q->t[i].cols && q->t[i].type != DA_QT_F32 && q->t[i].type != DA_QT_F16 && q->t[i].type != DA_QT_BF16) {
-                q->weight_type = q->t[i].type;
-                break;
-            }
-        da_qtype wt;
-        int64_t ft = -1; /* a file llama.cpp requantized keeps diffattn's keys: trust them while file_type agrees */
-        (void)da_gguf_get_int(&f, "general.file_type", &ft);
-        int own_keys = !da_gguf_get_str(&f, "diffattn.weight_type", &s).code && !da_qtype_parse(s, &wt) &&
-                       (ft < 0 || ft == (int64_t)file_type_of(wt));
-        if (own_keys) q->weight_type = wt;
+         * integer-quantized matmul weight's (else the first one's), so its matmuls take integer
+         * activations. Each matrix is multiplied in its own type whatever this says (engine.c qmatmul). */
+        int first_int = -1, first_float = -1;
+        matmul_types(q, &first_int, &first_float);
+        q->weight_type = first_int >= 0 ? q->t[first_int].type : first_float >= 0 ? q->t[first_float].type : DA_QT_F32;
+        int own_keys = 0;
+        if (da_gguf_kv_find(&f, "diffattn.weight_type")) st = weight_type_key(q, &f, llama, first_int, first_float, &own_keys);
         /* the activations diffattn chose for its own weights; a requantized file (llama.cpp's
          * quantizer copies an f16 export's "f32") takes the default for its new type */
-        if (own_keys && !da_gguf_get_str(&f, "diffattn.activations", &s).code && da_act_mode_parse(s, &q->act))
+        if (!st.code && own_keys && !da_gguf_get_str(&f, "diffattn.activations", &s).code &&
+            da_act_mode_parse(s, &q->act))
             st = da_errorf("%s: diffattn.activations = \"%s\" (expected q8, int8-dynamic, int8-static, bf16 or f32)",
                            path, s);
         if (!st.code && q->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
             st = da_errorf("%s: activations are int8-static but the file has no act_absmax ranges", path);
     }
     char *tok_json = NULL;
-    if (!st.code) st = da_gguf_tokenizer_json(&f, &tok_json);
+    if (!st.code) st = da_gguf_tokenizer_json(&f, q->cfg.vocab_size, &tok_json);
     if (!st.code) st = da_engine_set_tokenizer(q, tok_json, path);
     free(tok_json);
     q->file_bytes = f.size;

@@ -162,6 +162,7 @@ da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c) {
                              f->path, rope_dims, d);
     }
     if ((st = da_config_validate(c)).code || (st = llama_rope_freqs(f, c)).code || (st = da_config_validate(c)).code)
-        return st.msg[0] == '/' ? st : da_errorf("%s: impossible configuration: %s", f->path, st.msg);
+        return !strncmp(st.msg, f->path, strlen(f->path)) ? st /* already names the file (rope_freqs) */
+                                                            : da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();
 }

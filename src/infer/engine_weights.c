@@ -267,7 +267,9 @@ da_status da_engine_check_finite(const da_engine *e, const char *path) {
                 st = da_errorf("%s: tensor %s (%s) holds %g at row %d, column %zu%s; a model with non-finite "
                                "weights is refused (--allow-nonfinite loads it anyway, for debugging)",
                                path, t->name, da_qtype_name(t->type), (double)x[at], r, at,
-                               t->type == DA_QT_F32 ? "" : " (a block's scale is not finite)");
+                               t->type == DA_QT_F32 || t->type == DA_QT_F16 || t->type == DA_QT_BF16
+                                   ? ""
+                                   : " (a block's scale is not finite)");
         }
     }
     free(row);

@@ -72,7 +72,12 @@ da_status da_config_gguf_get_variant(const da_gguf_file *f, da_config *c) {
         da_field_copy(fd, c, &def);
         char key[96];
         snprintf(key, sizeof key, "diffattn.%s", fd->key);
-        if (!da_gguf_kv_find(f, key)) continue;
+        if (!da_gguf_kv_find(f, key)) {
+            if (!da_config_field_written(c, i)) continue; /* another variant's field */
+            return da_errorf("%s: %s is missing (a %s file stores its variant's fields at every value: was the file "
+                             "edited?)",
+                             f->path, key, da_arch_name(c->arch));
+        }
         int64_t v;
         da_status st = da_gguf_get_int(f, key, &v);
         if (st.code) return st;

@@ -61,6 +61,7 @@ struct da_tokenizer {
     int special_id[MAX_SPECIAL];
     int cp_to_byte[512]; /* GPT-2's byte alphabet, inverted */
     pcre2_code *re;
+    char pattern[80];  /* the start of the regex, for messages */
     /* From a tokenizer.json (Hugging Face's semantics): */
     int ignore_merges; /* model.ignore_merges: a pre-token found whole in the vocabulary is one id */
     int nfc;           /* normalizer NFC: ordinary text is NFC-normalised before pre-tokenisation */
@@ -409,6 +410,7 @@ static da_status compile_regex(da_tokenizer *t, const char *pattern) {
                          "%ld): splitting would take time quadratic in the text; not supported",
                          pattern, at);
     t->cut = cut_rule_of(pattern);
+    snprintf(t->pattern, sizeof t->pattern, "%s", pattern);
     int err;
     PCRE2_SIZE off;
     t->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
@@ -419,7 +421,8 @@ static da_status compile_regex(da_tokenizer *t, const char *pattern) {
         return da_errorf("PCRE2 cannot compile the pre-tokeniser pattern \"%.60s\" (%s at offset %zu)", pattern,
                          (const char *)why, (size_t)off);
     }
-    pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
+    /* optional: falls back to the interpreter; partial matching for match_bounded's windows */
+    pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD);
     return da_ok();
 }
 
@@ -545,9 +548,10 @@ static int json_true(const cJSON *o, const char *k, int def) {
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
 }
 
+/* o's "type" string; "(none)" when absent, "(not a string)" when another JSON value. */
 static const char *json_type(const cJSON *o) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "type");
-    return cJSON_IsString(v) ? v->valuestring : "(none)";
+    return cJSON_IsString(v) ? v->valuestring : v ? "(not a string)" : "(none)";
 }
 
 /* A ByteLevel pre-tokeniser step: it maps bytes to GPT-2's alphabet (which
@@ -698,7 +702,9 @@ static da_status add_non_special(da_tokenizer *t, const char *path, const cJSON 
         const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "special");
         if (!sp || cJSON_IsTrue(sp) || !cJSON_IsNumber(id) || !cJSON_IsString(c)) continue;
         int i = id->valueint;
-        if (i < 0 || i >= t->vocab_size || !c->valuestring[0]) return da_errorf("%s: added_tokens id %d is invalid", path, i);
+        if (i < 0 || i >= t->vocab_size)
+            return da_errorf("%s: added_tokens id %d is outside the vocabulary (0..%d)", path, i, t->vocab_size - 1);
+        if (!c->valuestring[0]) return da_errorf("%s: added_tokens id %d has an empty content", path, i);
         if (!t->tok[i]) {
             t->tok[i] = (uint8_t *)strdup(c->valuestring);
             if (!t->tok[i]) return da_errorf("%s: out of memory", path);
@@ -1085,23 +1091,95 @@ static da_status encode_gap(const da_tokenizer *t, const uint8_t *g, size_t n, i
     return da_ok();
 }
 
+/* The work of one search, bounded by the bytes it settles. A search from `from` settles the bytes up to the end
+ * of its match, or, finding none, those it searched. It runs on a window of the text, [0, from + W), as a hard
+ * partial match (a search that reaches the window's end asks for more text), and under a PCRE2 match limit
+ * of L steps (backtracking). Each starts small (MATCH_WINDOW, MATCH_STEPS) and doubles when the search needs
+ * it; a result stands when the bytes it settles pay for the window and the limit it took: at least W / 8
+ * bytes for a window past the first, L / (2 * MATCH_STEPS_PER_BYTE) for a limit past the first. The work of
+ * one search, its retries included, is then at most a constant a settled byte: a pattern that scans far for a
+ * short match (a*b|. on a run of a: each position scans to the end, quadratic in the text) or backtracks
+ * without bound ((?:(a|aa)+c)|., ^(\w+\s?)*$) is refused, not run. The patterns of GPT-2, Llama 3, Qwen
+ * and GPT-4o settle what they scan, in a few steps a byte. */
+#define MATCH_WINDOW 4096u
+#define MATCH_STEPS 20000u
+#define MATCH_STEPS_PER_BYTE 1000u
+#define MATCH_DEPTH_LIMIT 10000u
+
+/* rc >= 0: a match, in md's ovector; PCRE2_ERROR_NOMATCH: none starts before *searched (n: none at all);
+ * PCRE2_ERROR_MATCHLIMIT with *limit the steps it passed, or *window (> 0) the bytes it scanned for a short
+ * result; another PCRE2 error. */
+static int match_bounded(const da_tokenizer *t, const uint8_t *text, size_t n, size_t from, pcre2_match_data *md,
+                         pcre2_match_context *mc, size_t *searched, uint32_t *limit, size_t *window) {
+    size_t W = MATCH_WINDOW;
+    uint32_t L = MATCH_STEPS;
+    *window = 0;
+    pcre2_set_depth_limit(mc, MATCH_DEPTH_LIMIT);
+    for (;;) {
+        size_t end = n - from > W ? from + W : n;
+        while (end < n && end > from + 1 && (text[end] & 0xC0) == 0x80) end--; /* a window ends between characters */
+        const uint32_t opt = end < n ? PCRE2_PARTIAL_HARD : 0;
+        pcre2_set_match_limit(mc, L);
+        *limit = L;
+        int rc = pcre2_match(t->re, text, end, from, opt, md, mc);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT) /* a very long piece: the interpreter has no such limit */
+            rc = pcre2_match(t->re, text, end, from, opt | PCRE2_NO_JIT, md, mc);
+        if (rc == PCRE2_ERROR_PARTIAL) { /* the search reached the window's end: more text */
+            W *= 2;
+            continue;
+        }
+        if (rc == PCRE2_ERROR_MATCHLIMIT && (double)L < (double)MATCH_STEPS_PER_BYTE * (double)(end - from + 1) * 2) {
+            L = L > UINT32_MAX / 2 ? UINT32_MAX : 2 * L;
+            continue;
+        }
+        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) return rc;
+        const size_t settled = (rc >= 0 ? pcre2_get_ovector_pointer(md)[1] : end) - from;
+        if (L > MATCH_STEPS && (double)settled * MATCH_STEPS_PER_BYTE * 2 < (double)L) return PCRE2_ERROR_MATCHLIMIT;
+        if (W > MATCH_WINDOW && settled * 8 < W) {
+            *window = W / 2;
+            return PCRE2_ERROR_MATCHLIMIT;
+        }
+        *searched = end;
+        return rc;
+    }
+}
+
 /* Ordinary text (no special tokens): regex pieces, BPE each, and the gaps
  * between them (encode_gap). An empty match is no pre-token but ends a gap,
  * as in Hugging Face's Split. */
 static da_status encode_ordinary(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
-                                 size_t *cap, pcre2_match_data *md, int *scratch, size_t scratch_n) {
+                                 size_t *cap, pcre2_match_data *md, pcre2_match_context *mc, int *scratch,
+                                 size_t scratch_n) {
     size_t pos = 0, from = 0; /* where the gap starts; where the search starts */
     while (pos < n) {
-        int rc = pcre2_match(t->re, text, n, from, 0, md, NULL);
-        if (rc == PCRE2_ERROR_JIT_STACKLIMIT) /* a very long piece: the interpreter has no such limit */
-            rc = pcre2_match(t->re, text, n, from, PCRE2_NO_JIT, md, NULL);
+        uint32_t limit;
+        size_t searched = n, window;
+        int rc = match_bounded(t, text, n, from, md, mc, &searched, &limit, &window);
         size_t s = n, e = n;
         if (rc >= 0) {
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
             s = ov[0];
             e = ov[1];
+        } else if (rc == PCRE2_ERROR_NOMATCH && searched < n) { /* no match starts before searched: still a gap */
+            from = searched;
+            continue;
+        } else if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT) {
+            char what[160];
+            if (window)
+                snprintf(what, sizeof what, "it scanned %zu bytes ahead for a shorter match (at most 8 bytes "
+                         "scanned a byte matched)", window);
+            else
+                snprintf(what, sizeof what, "it passed PCRE2's %s limit of %u (%u steps a byte matched)",
+                         rc == PCRE2_ERROR_MATCHLIMIT ? "match" : "depth",
+                         rc == PCRE2_ERROR_MATCHLIMIT ? limit : MATCH_DEPTH_LIMIT, MATCH_STEPS_PER_BYTE);
+            return da_errorf("the pre-tokeniser pattern \"%s\" does too much work at byte %zu: %s, so splitting "
+                             "would take time growing faster than the text; not supported",
+                             t->pattern, from, what);
         } else if (rc != PCRE2_ERROR_NOMATCH) {
-            return da_errorf("pre-tokeniser failed at byte %zu (PCRE2 error %d)", from, rc);
+            PCRE2_UCHAR why[120];
+            pcre2_get_error_message(rc, why, sizeof why);
+            return da_errorf("the pre-tokeniser pattern \"%s\" failed at byte %zu (PCRE2 error %d: %s)", t->pattern,
+                             from, rc, (const char *)why);
         }
         da_status st = encode_gap(t, text + pos, s - pos, ids, n_ids, cap, scratch, scratch_n);
         if (!st.code && e > s) st = encode_piece(t, text + s, e - s, ids, n_ids, cap, scratch, scratch_n);
@@ -1160,15 +1238,64 @@ static int nfc_normalize(const uint8_t *text, size_t n, uint8_t **out, size_t *o
     return rc;
 }
 
+/* NFC of text[0..n) run by run: each maximal run of valid UTF-8 is normalised on its own and the invalid
+ * bytes between runs are kept as they are, so an invalid byte anywhere (a trailing \xff) leaves the rest
+ * normalised, and the result of a text is that of its pieces (prepare's shards give whole-text encode's
+ * ids). Returns 1 when the text is used as it is (every run already NFC), 0 when *out (malloc'd) holds the
+ * normalised text, -1 when out of memory. */
+static int nfc_normalize_runs(const uint8_t *text, size_t n, uint8_t **out, size_t *out_n) {
+    size_t i = 0;
+    while (i < n && text[i] < 0x80) i++;
+    if (i == n) return 1;
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0, done = 0; /* text[0..done) is in buf (once buf exists) */
+    for (size_t r = 0; r < n;) {
+        size_t e = r, w;
+        while (e < n && (w = utf8_char_len(text + e, n - e))) e += w; /* the valid run [r, e) */
+        uint8_t *norm = NULL;
+        size_t nn = 0;
+        const int rc = e > r ? nfc_normalize(text + r, e - r, &norm, &nn) : 1;
+        if (rc < 0) {
+            free(buf);
+            return -1;
+        }
+        if (rc == 0) { /* the run changes: buf takes the text up to it, then its NFC */
+            const size_t need = len + (r - done) + nn + (n - e);
+            if (need > cap) {
+                uint8_t *b2 = realloc(buf, need + 1);
+                if (!b2) {
+                    free(norm);
+                    free(buf);
+                    return -1;
+                }
+                buf = b2, cap = need;
+            }
+            memcpy(buf + len, text + done, r - done);
+            len += r - done;
+            memcpy(buf + len, norm, nn);
+            len += nn;
+            done = e;
+            free(norm);
+        }
+        r = e < n ? e + 1 : n; /* past one invalid byte */
+    }
+    if (!buf) return 1;
+    memcpy(buf + len, text + done, n - done);
+    *out = buf;
+    *out_n = len + (n - done);
+    return 0;
+}
+
 /* Ordinary text, NFC-normalised first when the tokenizer says so. */
 static da_status encode_normalized(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
-                                   size_t *cap, pcre2_match_data *md, int *scratch, size_t scratch_n) {
+                                   size_t *cap, pcre2_match_data *md, pcre2_match_context *mc, int *scratch,
+                                   size_t scratch_n) {
     uint8_t *norm = NULL;
     size_t nn = 0;
-    int rc = t->nfc ? nfc_normalize(text, n, &norm, &nn) : 1;
+    int rc = t->nfc ? nfc_normalize_runs(text, n, &norm, &nn) : 1;
     if (rc < 0) return da_errorf("out of memory");
-    if (rc == 1) return encode_ordinary(t, text, n, ids, n_ids, cap, md, scratch, scratch_n);
-    da_status st = encode_ordinary(t, norm, nn, ids, n_ids, cap, md, scratch, scratch_n);
+    if (rc == 1) return encode_ordinary(t, text, n, ids, n_ids, cap, md, mc, scratch, scratch_n);
+    da_status st = encode_ordinary(t, norm, nn, ids, n_ids, cap, md, mc, scratch, scratch_n);
     free(norm);
     return st;
 }
@@ -1176,15 +1303,21 @@ static da_status encode_normalized(const da_tokenizer *t, const uint8_t *text, s
 da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t n, int **ids, size_t *n_ids,
                               size_t *cap) {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(t->re, NULL);
+    pcre2_match_context *mc = pcre2_match_context_create(NULL); /* the call's own limits (match_bounded) */
     enum { SCRATCH = 256 };
     int scratch[3 * SCRATCH];
-    if (!md) return da_errorf("out of memory");
+    if (!md || !mc) {
+        pcre2_match_data_free(md);
+        pcre2_match_context_free(mc);
+        return da_errorf("out of memory");
+    }
     /* each added token's next occurrence at or after pos (n: none), searched
      * again only once pos passes it: one scan of the text per token, however
      * many there are (Llama 3 declares 256) */
     size_t *hit_at = malloc((size_t)(t->n_special ? t->n_special : 1) * sizeof *hit_at);
     if (!hit_at) {
         pcre2_match_data_free(md);
+        pcre2_match_context_free(mc);
         return da_errorf("out of memory");
     }
     for (int i = 0; i < t->n_special; i++) hit_at[i] = SIZE_MAX;
@@ -1204,7 +1337,7 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
             if (hit_at[i] < next || (hit_at[i] == next && next < n && t->tok_len[id] > t->tok_len[sid]))
                 next = hit_at[i], sid = id;
         }
-        st = encode_normalized(t, text + pos, next - pos, ids, n_ids, cap, md, scratch, SCRATCH);
+        st = encode_normalized(t, text + pos, next - pos, ids, n_ids, cap, md, mc, scratch, SCRATCH);
         if (!st.code && sid >= 0) {
             if (push(ids, n_ids, cap, sid)) st = da_errorf("out of memory");
             next += t->tok_len[sid];
@@ -1213,6 +1346,7 @@ da_status da_tokenizer_encode(const da_tokenizer *t, const uint8_t *text, size_t
     }
     free(hit_at);
     pcre2_match_data_free(md);
+    pcre2_match_context_free(mc);
     return st;
 }
 

@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     da_gguf_file f;
     if (da_gguf_parse(&f, "fuzz.gguf", copy, size).code) return 0; /* takes copy */
     char *json = NULL;
-    da_status st = da_gguf_tokenizer_json(&f, &json);
+    da_status st = da_gguf_tokenizer_json(&f, 0, &json);
     da_gguf_close(&f);
     if (st.code || !json) return 0;
     da_tokenizer *t;

@@ -318,6 +318,57 @@ def main():
                 with open(out, "rb") as f:
                     put("gguf", typ + ".gguf", f.read())
 
+    if len(sys.argv) > 1:
+        gguf_engine_seeds(sys.argv[1])
+
+
+def gguf_engine_seeds(binary):
+    """gguf and gguf_engine: small GGUFs that mix float and integer-quantized matrices (llama.cpp's
+    --output-tensor-type and --tensor-type), NSA files whose 2-D attention parameters are F16 or Q8_0, and
+    near-misses (an attention bias, a weight_type key that contradicts the tensors), written with gguf-py
+    through tools/gguf_retype.py. Skipped without python3-numpy or gguf-py (the build's llamacpp-include)."""
+    gp = os.path.join(os.path.dirname(os.path.abspath(binary)), "llamacpp-include", "gguf-py")
+    py = next((p for p in ("/usr/bin/python3", "python3")
+               if subprocess.run([p, "-c", "import numpy"], stderr=subprocess.DEVNULL).returncode == 0), None)
+    if not py or not os.path.isdir(gp):
+        print("gguf_engine seeds skipped: no python3 with numpy, or no", gp)
+        return
+    root = os.path.join(HERE, "..", "..")
+    run = lambda *a: subprocess.run(list(a), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    retype = lambda *a: run(py, os.path.join(root, "tools", "gguf_retype.py"), "--gguf-py", gp, *a)
+    with tempfile.TemporaryDirectory() as tmp:
+        f16 = os.path.join(tmp, "f16.gguf")
+        run(py, os.path.join(root, "tools", "llama_gguf_write.py"), "--gguf-py", gp, "--out", f16, "--dim", "32",
+            "--layers", "1", "--heads", "2", "--vocab", "64", "--ctx", "16", "--type", "f16", "--untied")
+        nsa_src, nsa = os.path.join(tmp, "nsa.safetensors"), os.path.join(tmp, "nsa.gguf")
+        run(binary, "init", "--arch", "nsa", "--dim", "32", "--layers", "1", "--heads", "1", "--vocab", "64",
+            "--ffn", "32", "--seq", "32", "--nsa-block", "8", "--nsa-stride", "4", "--nsa-select", "8", "--nsa-topn",
+            "3", "--nsa-window", "8", "--out", nsa_src)
+        run(binary, "quantize", "--model", nsa_src, "--type", "f16", "--out", nsa)
+        p = "blk.0.attn."
+        made = {
+            "mixed_f16_out_q8_0.gguf": (f16, ["output.weight=Q8_0"]),
+            "mixed_f16_attn_q_q4_0.gguf": (f16, ["blk.0.attn_q.weight=Q4_0"]),
+            "mixed_q8_0_bf16.gguf": (f16, ["blk.0.attn_q.weight=Q8_0", "blk.0.attn_k.weight=Q8_0",
+                                           "blk.0.ffn_down.weight=BF16", "token_embd.weight=Q8_0"]),
+            "mixed_weight_type_key.gguf": (f16, ["--key", "diffattn.weight_type=q8_0"]),
+            "attn_q_bias.gguf": (f16, ["--add-tensor", "blk.0.attn_q.bias=32"]),
+            "nsa_f16.gguf": (nsa, []),
+            "nsa_params_f16.gguf": (nsa, [p + "cmp_k.weight=F16", p + "cmp_v.weight=F16", p + "cmp_pe_k=F16",
+                                          p + "cmp_pe_v=F16", p + "gate.weight=F16"]),
+            "nsa_params_q8_0.gguf": (nsa, [p + "cmp_k.weight=Q8_0", p + "cmp_v.weight=Q8_0"]),
+        }
+        for name, (src, args) in made.items():
+            out = os.path.join(tmp, name)
+            if args:
+                retype(src, out, *args)
+            else:
+                out = src
+            with open(out, "rb") as f:
+                data = f.read()
+            put("gguf", name, data)
+            put("gguf_engine", name, data)
+
 
 if __name__ == "__main__":
     main()
