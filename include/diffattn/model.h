@@ -15,7 +15,7 @@ extern "C" {
 /* The schema of da_config: one row per field, in checkpoint-metadata order
  * (src/model/config.c). n_kv_heads and ffn_hidden default to 0 there, meaning
  * "derived" (see da_config_from_diff_heads). */
-#define DA_CONFIG_N_FIELDS 25
+#define DA_CONFIG_N_FIELDS 27
 extern const da_field da_config_fields[DA_CONFIG_N_FIELDS];
 
 /* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads),
@@ -40,9 +40,12 @@ int da_arch_heads(da_arch a, int diff_heads);
  * take their derived values (n_kv_heads = n_heads, ffn_hidden =
  * da_default_ffn_hidden(dim)); then validates. */
 da_status da_config_from_diff_heads(da_config *c);
-/* d: the size of one RoPE'd sub-head. DIFF: dim/H/2; the others: dim/H. */
+/* d: the size of one RoPE'd sub-head: c->head_dim when set, else DIFF: dim/H/2; the others: dim/H. */
 int da_head_dim(const da_config *c);
-/* Width of a token's queries: dim, or 2*dim with two query heads per output head (DIFF V2). */
+/* The --lambda-ramp factor of the step numbered step (0-based) of a ramp of
+ * `ramp` steps: step / ramp, 1 from step ramp on and when ramp <= 0. */
+float da_lambda_ramp_factor(long step, long ramp);
+/* Width of a token's queries: n_heads * maps * d (dim by default, or 2*dim with DIFF V2's two query heads per output head). */
 int da_q_dim(const da_config *c);
 /* Attention maps per head: 2 for DIFF's two softmax maps, 1 for softmax (the variant's `maps`). */
 int da_arch_maps(da_arch a);
