@@ -145,6 +145,12 @@ da_status da_generate(da_session *s, const int *prompt, int n_prompt, const da_g
 da_status da_model_load_any(da_model *m, const char *path);
 da_status da_model_load_any_with(da_model *m, const char *path, const da_load_opts *o);
 
+/* diffattn convert: the softmax model at src_path (diffattn safetensors, a
+ * Hugging Face Llama folder, or a GGUF in f32, f16 or bf16: a quantized one is
+ * refused) converted by da_model_convert and saved at out_path. */
+da_status da_model_convert_file(const char *src_path, da_arch to, da_convert_recipe r, uint64_t seed,
+                                const char *out_path, const da_load_opts *o);
+
 #ifdef __cplusplus
 }
 #endif

@@ -183,6 +183,18 @@ const da_tensor *da_model_find(const da_model *m, const char *name);
 /* lambda_full of a DIFF layer: exp(q1.k1) - exp(q2.k2) + lambda_init. */
 float da_model_lambda(const da_model *m, int layer);
 
+/* How da_model_convert turns a softmax model's heads into DIFF heads (docs/model.md,
+ * "Converting a softmax model"). PRESERVE: each source head becomes one head of
+ * the source's size whose second map is zero and held back (lambda_hold 1; DIFF V1
+ * without the head norm): the converted model computes the source's logits.
+ * SPLIT: source heads j and j + H/2 become DIFF head j, as Hugging Face's DiffLlama
+ * pairs them, value heads concatenated, the head norm on (DIFF V1 only). */
+typedef enum { DA_CONVERT_PRESERVE = 0, DA_CONVERT_SPLIT = 1 } da_convert_recipe;
+/* out (created here; free with da_model_free): src, a softmax model without the
+ * head norm, as arch `to` (diff or diff2) by recipe r; the new attention parameters
+ * (lambda vectors, lambda_proj) are initialised from seed, the tokenizer copied. */
+da_status da_model_convert(const da_model *src, da_arch to, da_convert_recipe r, uint64_t seed, da_model *out);
+
 /* safetensors checkpoint (format described in docs/formats.md); a GGUF from
  * `diffattn quantize` also loads, its weights dequantized to f32. Loading
  * checks every name, shape and dtype (F32 or BF16) against the metadata. */

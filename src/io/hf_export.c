@@ -224,15 +224,15 @@ static da_status check_exportable(const da_config *c, const char *dir) {
         return da_errorf("%s: window %d (sliding-window attention) has no field in DiffLlama's or Llama's "
                          "config.json; export takes models that attend to every earlier token",
                          dir, c->window);
-    if (c->lambda_hold > 0.0f)
-        return da_errorf("%s: lambda_hold %g (a --lambda-ramp not finished, or a converted model not yet trained): "
-                         "%s has no weight on its second map; train past the ramp first",
-                         dir, (double)c->lambda_hold, v->hf_class);
     if (v->head_norm_option == 2 && !da_attn_head_norm_on(c))
         return da_errorf("%s: head_norm off (a `convert --recipe preserve` model, or --head-norm off): %s always "
                          "applies the per-head norm and its (1 - lambda_init) scale, which would change this model's "
                          "output; only a model with the head norm (e.g. --recipe split) exports as %s",
                          dir, v->hf_class, v->hf_class);
+    if (c->lambda_hold > 0.0f)
+        return da_errorf("%s: lambda_hold %g (a --lambda-ramp not finished, or a converted model not yet trained): "
+                         "%s has no weight on its second map; train past the ramp first",
+                         dir, (double)c->lambda_hold, v->hf_class);
     if (da_attn_head_norm_on(c) != (v->head_norm_option == 2))
         return da_errorf("%s: head_norm %s: %s always %s the per-head norm; export takes the default head_norm",
                          dir, da_attn_head_norm_on(c) ? "on" : "off", v->hf_class,
