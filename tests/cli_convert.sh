@@ -82,6 +82,20 @@ expect_error "split to diff2 is refused" "use --recipe preserve" \
 expect_error "a diff source is refused" "convert takes softmax models" \
   "$BIN" convert --model "$TMP/diff.safetensors" --to diff --recipe preserve --out "$TMP/x.safetensors"
 
+# split of a trained model, trained on, exported: DiffLlama's forward (the float64 PyTorch port of
+# tools/make_hf_fixtures.py, where python3 has torch) gives its logits
+ok "split the trained softmax model" "$BIN" convert --model "$S" --to diff --recipe split --out "$TMP/s.safetensors"
+ok "train the split model 3 steps" "$BIN" train --init-from "$TMP/s.safetensors" --seq 512 --batch 2 --steps 3 \
+  --warmup 1 --lr 0.02 --eval-every 0 --log-every 100 --data "$TMP/text.txt" --out "$TMP/st"
+ok "export it as a DiffLlama folder" "$BIN" export --model "$TMP/st/model.safetensors" --format hf --out "$TMP/st_hf"
+ok "logits of the trained split model" "$BIN" logits --model "$TMP/st/model.safetensors" --ids "$TMP/ids.txt" \
+  --out "$TMP/st.npy"
+if /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
+  if r=$(/usr/bin/python3 tools/make_hf_fixtures.py --check "$TMP/st_hf" "$TMP/ids.txt" "$TMP/st.npy" 1e-4); then
+    pass "DiffLlama's forward on the exported split model: $r"
+  else fail "DiffLlama's forward on the exported split model: $r"; fi
+fi
+
 # a quantized source: one line, exit 1
 ok "quantize the source" "$BIN" quantize --model "$S" --type q8_0 --out "$TMP/q8.gguf"
 expect_one_line_error "a quantized source is refused" "is quantized" \
