@@ -145,6 +145,11 @@ da_status da_generate(da_session *s, const int *prompt, int n_prompt, const da_g
 da_status da_model_load_any(da_model *m, const char *path);
 da_status da_model_load_any_with(da_model *m, const char *path, const da_load_opts *o);
 
+/* A model to train or convert from: diffattn safetensors, a Hugging Face
+ * folder (its tokenizer.json carried into m) or a GGUF whose weights are f32,
+ * f16 or bf16; a quantized GGUF is refused in one line naming a quantized
+ * tensor (its rounding would be trained on as if it were weights). */
+da_status da_model_load_float(da_model *m, const char *path, const da_load_opts *o);
 /* diffattn convert: the softmax model at src_path (diffattn safetensors, a
  * Hugging Face Llama folder, or a GGUF in f32, f16 or bf16: a quantized one is
  * refused) converted by da_model_convert and saved at out_path. */

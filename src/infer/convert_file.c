@@ -1,6 +1,7 @@
-/* diffattn convert: a model file of any format diffattn reads, converted to
- * DIFF V1 or V2 (da_model_convert) and saved as a diffattn model. Here, above
- * model/, because a GGUF source is read through the engine's loader. */
+/* A model file of any format diffattn reads, in full precision, with its
+ * tokenizer (da_model_load_float: what convert and a training start take),
+ * and diffattn convert. Here, above model/, because a GGUF is read through
+ * the engine's loader. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,18 +49,20 @@ static da_status folder_tokenizer(da_model *m, const char *src_path) {
     return m->tokenizer_json ? da_ok() : da_errorf("%s: read error", path);
 }
 
+da_status da_model_load_float(da_model *m, const char *path, const da_load_opts *o) {
+    da_status st = da_gguf_is_gguf(path) ? load_gguf_float(m, path, o) : da_model_load_with(m, path, o);
+    if (st.code) return st;
+    if ((st = folder_tokenizer(m, path)).code) da_model_free(m);
+    return st;
+}
+
 da_status da_model_convert_file(const char *src_path, da_arch to, da_convert_recipe r, uint64_t seed,
                                 const char *out_path, const da_load_opts *o) {
     const char *outs[1] = {out_path}, *ins[1] = {src_path};
     da_status st = da_check_outputs_not_inputs(outs, 1, ins, 1);
     if (st.code) return st;
     da_model src, dst;
-    st = da_gguf_is_gguf(src_path) ? load_gguf_float(&src, src_path, o) : da_model_load_with(&src, src_path, o);
-    if (st.code) return st;
-    if ((st = folder_tokenizer(&src, src_path)).code) {
-        da_model_free(&src);
-        return st;
-    }
+    if ((st = da_model_load_float(&src, src_path, o)).code) return st;
     st = da_model_convert(&src, to, r, seed, &dst);
     da_model_free(&src);
     if (st.code) return da_errorf("%s: %s", src_path, st.msg);
