@@ -987,6 +987,42 @@ static int test_model_grad_diff2_tied_rep4(void) {
     return check_model("model diff2 tied gqa h4kv1", model_config(DA_ARCH_DIFF2, 4, 1, 1), 908);
 }
 
+/* An explicit head size (convert's preserve recipe): the attention is n_heads * d
+ * wide, not dim; q, k, v and out_proj take that width, the head norm its 2d. */
+static int test_model_grad_diff_head_dim(void) {
+    da_config c = model_config(DA_ARCH_DIFF, 2, 1, 0);
+    c.head_dim = 6; /* 2 heads x 2 x 6 = 24 != dim 16 */
+    return check_model("model diff head_dim 6 gqa h2kv1", c, 913);
+}
+static int test_model_grad_softmax_head_dim(void) {
+    da_config c = model_config(DA_ARCH_SOFTMAX, 4, 2, 0);
+    c.head_dim = 6, c.head_norm = DA_HEAD_NORM_ON;
+    return check_model("model softmax head_dim 6 gqa h4kv2 head_norm", c, 914);
+}
+static int test_model_grad_diff2_head_dim(void) {
+    da_config c = model_config(DA_ARCH_DIFF2, 2, 1, 0);
+    c.head_dim = 10;
+    return check_model("model diff2 head_dim 10 gqa h2kv1", c, 915);
+}
+
+/* Mid-ramp (--lambda-ramp): the second map weighs (1 - lambda_hold) lambda;
+ * the lambda parameters' gradients carry the factor. */
+static int test_model_grad_diff_mid_ramp(void) {
+    da_config c = model_config(DA_ARCH_DIFF, 2, 2, 0);
+    c.lambda_hold = 0.6f;
+    return check_model("model diff lambda_hold 0.6", c, 916);
+}
+static int test_model_grad_diff2_mid_ramp(void) {
+    da_config c = model_config(DA_ARCH_DIFF2, 4, 2, 0);
+    c.lambda_hold = 0.3f;
+    return check_model("model diff2 lambda_hold 0.3", c, 917);
+}
+static int test_model_grad_diff_head_dim_off_ramp(void) {
+    da_config c = model_config(DA_ARCH_DIFF, 2, 2, 0);
+    c.head_dim = 4, c.head_norm = DA_HEAD_NORM_OFF, c.lambda_hold = 0.5f;
+    return check_model("model diff head_dim 4 head_norm off lambda_hold 0.5", c, 918);
+}
+
 /* NSA: small blocks on the 8-token batch (l 4, s 2, l' 4, n 3, w 3), so that
  * every branch has keys: 3 compressed blocks, both selection blocks chosen
  * (a choice FD cannot flip), a window shorter than T. The flash kernel is the
@@ -1061,6 +1097,12 @@ int main(void) {
     RUN(test_model_grad_diff2_mha);
     RUN(test_model_grad_diff2_gqa);
     RUN(test_model_grad_diff2_tied_rep4);
+    RUN(test_model_grad_diff_head_dim);
+    RUN(test_model_grad_softmax_head_dim);
+    RUN(test_model_grad_diff2_head_dim);
+    RUN(test_model_grad_diff_mid_ramp);
+    RUN(test_model_grad_diff2_mid_ramp);
+    RUN(test_model_grad_diff_head_dim_off_ramp);
     RUN(test_model_grad_nsa_mha);
     RUN(test_model_grad_nsa_gqa);
     RUN(test_model_grad_nsa_tied_rep4);

@@ -56,6 +56,13 @@ typedef struct {
     int rope_original_max_pos;    /* llama3: original_max_position_embeddings */
     da_head_norm head_norm; /* DIFF off: no subln and no (1 - lambda_init) factor; softmax on: an RMSNorm per
                              * head with one d-wide gain (attn.subln.weight) shared by the heads, no scale */
+    int head_dim;           /* d, the width of a query/key (sub-)head, as Hugging Face's head_dim; 0 = the
+                             * default dim / (n_heads * sub-heads per head). Set, q, k, v and the output
+                             * projection's input are n_heads * d (and so on) wide rather than dim */
+    float lambda_hold;      /* DIFF, DIFF2: the share of the second map's weight held back, in [0, 1]: the
+                             * weight is (1 - lambda_hold) * lambda; 0 = the variant's own (and what a
+                             * zeroed config means). A ramp's state (--lambda-ramp), stored so a converted
+                             * model computes its source's logits until trained */
     float lambda_init;      /* DIFF: lambda_init of every layer, in (0, 1); 0 = the depth schedule
                              * 0.8 - 0.6 exp(-0.3 l) (da_config_lambda_init) */
     /* NSA's hyper-parameters (docs/model.md), stored for NSA only: l, the length of a

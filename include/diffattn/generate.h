@@ -12,7 +12,7 @@
  *
  * or let da_generate run that loop.
  * Implemented in src/infer/engine.c, src/infer/engine_load.c, src/infer/engine_weights.c,
- * src/infer/generate.c, src/infer/sample.c,
+ * src/infer/convert_file.c, src/infer/generate.c, src/infer/sample.c,
  * src/infer/tokenizer_choice.c, src/infer/tokenizer_open.c. */
 #ifndef DIFFATTN_GENERATE_H
 #define DIFFATTN_GENERATE_H
@@ -162,6 +162,17 @@ da_status da_generate(da_session *s, const int *prompt, int n_prompt, const da_g
  * dequantized to f32. */
 da_status da_model_load_any(da_model *m, const char *path);
 da_status da_model_load_any_with(da_model *m, const char *path, const da_load_opts *o);
+
+/* A model to train or convert from: diffattn safetensors, a Hugging Face
+ * folder (its tokenizer.json carried into m) or a GGUF whose weights are f32,
+ * f16 or bf16; a quantized GGUF is refused in one line naming a quantized
+ * tensor (its rounding would be trained on as if it were weights). */
+da_status da_model_load_float(da_model *m, const char *path, const da_load_opts *o);
+/* diffattn convert: the softmax model at src_path (diffattn safetensors, a
+ * Hugging Face Llama folder, or a GGUF in f32, f16 or bf16: a quantized one is
+ * refused) converted by da_model_convert and saved at out_path. */
+da_status da_model_convert_file(const char *src_path, da_arch to, da_convert_recipe r, uint64_t seed,
+                                const char *out_path, const da_load_opts *o);
 
 #ifdef __cplusplus
 }

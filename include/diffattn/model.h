@@ -1,5 +1,6 @@
 /* diffattn models: configuration, parameters, the training forward and backward.
- * Implemented in src/model/config.c, src/model/model.c, src/model/transformer.c. */
+ * Implemented in src/model/config.c, src/model/model.c, src/model/transformer.c,
+ * src/model/convert.c. */
 #ifndef DIFFATTN_MODEL_H
 #define DIFFATTN_MODEL_H
 
@@ -19,7 +20,7 @@ extern "C" {
 /* The schema of da_config: one row per field, in checkpoint-metadata order
  * (src/model/config.c). n_kv_heads and ffn_hidden default to 0 there, meaning
  * "derived" (see da_config_from_diff_heads). */
-#define DA_CONFIG_N_FIELDS 25
+#define DA_CONFIG_N_FIELDS 27
 extern const da_field da_config_fields[DA_CONFIG_N_FIELDS];
 
 /* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads),
@@ -44,9 +45,12 @@ int da_arch_heads(da_arch a, int diff_heads);
  * take their derived values (n_kv_heads = n_heads, ffn_hidden =
  * da_default_ffn_hidden(dim)); then validates. */
 da_status da_config_from_diff_heads(da_config *c);
-/* d: the size of one RoPE'd sub-head. DIFF: dim/H/2; the others: dim/H. */
+/* d: the size of one RoPE'd sub-head: c->head_dim when set, else DIFF: dim/H/2; the others: dim/H. */
 int da_head_dim(const da_config *c);
-/* Width of a token's queries: dim, or 2*dim with two query heads per output head (DIFF V2). */
+/* The --lambda-ramp factor of the step numbered step (0-based) of a ramp of
+ * `ramp` steps: step / ramp, 1 from step ramp on and when ramp <= 0. */
+float da_lambda_ramp_factor(long step, long ramp);
+/* Width of a token's queries: n_heads * maps * d (dim by default, or 2*dim with DIFF V2's two query heads per output head). */
 int da_q_dim(const da_config *c);
 /* Attention maps per head: 2 for DIFF's two softmax maps, 1 for softmax (the variant's `maps`). */
 int da_arch_maps(da_arch a);
@@ -179,6 +183,18 @@ void da_model_free(da_model *m);
 const da_tensor *da_model_find(const da_model *m, const char *name);
 /* lambda_full of a DIFF layer: exp(q1.k1) - exp(q2.k2) + lambda_init. */
 float da_model_lambda(const da_model *m, int layer);
+
+/* How da_model_convert turns a softmax model's heads into DIFF heads (docs/model.md,
+ * "Converting a softmax model"). PRESERVE: each source head becomes one head of
+ * the source's size whose second map is zero and held back (lambda_hold 1; DIFF V1
+ * without the head norm): the converted model computes the source's logits.
+ * SPLIT: source heads j and j + H/2 become DIFF head j, as Hugging Face's DiffLlama
+ * pairs them, value heads concatenated, the head norm on (DIFF V1 only). */
+typedef enum { DA_CONVERT_PRESERVE = 0, DA_CONVERT_SPLIT = 1 } da_convert_recipe;
+/* out (created here; free with da_model_free): src, a softmax model without the
+ * head norm, as arch `to` (diff or diff2) by recipe r; the new attention parameters
+ * (lambda vectors, lambda_proj) are initialised from seed, the tokenizer copied. */
+da_status da_model_convert(const da_model *src, da_arch to, da_convert_recipe r, uint64_t seed, da_model *out);
 
 /* The parameters a model of configuration c has (da_model_create's table,
  * summed; SIZE_MAX when beyond size_t): what loaders check a file's bytes

@@ -73,12 +73,13 @@ typedef struct {
      * neither is stored in the training state. */
     int deterministic; /* 1: per-window gradients summed exactly: bit-identical for any number of ranks */
     int zero;          /* 1: ZeRO-1, the AdamW moments sharded over the ranks */
+    long lambda_ramp;  /* DIFF, DIFF2: the second map's weight goes from 0 to full over this many steps (0: full) */
 } da_train_config;
 
 /* The schema of da_train_config: one row per field, in checkpoint-metadata
  * order (keys "train." + key), with its flag, range and resume rule
  * (src/train/train_config.c). */
-#define DA_TRAIN_CONFIG_N_FIELDS 21
+#define DA_TRAIN_CONFIG_N_FIELDS 22
 extern const da_field da_train_config_fields[DA_TRAIN_CONFIG_N_FIELDS];
 
 void da_train_config_default(da_train_config *tc);

@@ -16,11 +16,12 @@ enum { Q, K, V, OUT, LQ1, LK1, LQ2, LK2, SUBLN, N_TENSORS };
 enum { C_LAMBDA, C_POST, C_INIT }; /* layer consts: lambda_full, the head norm's scale (1 - lambda_init), lambda_init */
 
 static int diff_tensors(const da_config *c, attn_tensor *t) {
-    const int C = c->dim, Ckv = attn_kv_cols(c), d = c->dim / c->n_heads / 2;
-    t[Q] = attn_in("q_proj.weight", C, C, 1, ATTN_VIEW_Q);
+    /* A = n_heads * 2d: dim unless head_dim is set */
+    const int C = c->dim, Ckv = attn_kv_cols(c), d = da_attn_head_dim(c), A = da_attn_out_cols(c);
+    t[Q] = attn_in("q_proj.weight", A, C, 1, ATTN_VIEW_Q);
     t[K] = attn_in("k_proj.weight", Ckv, C, 1, ATTN_VIEW_K);
     t[V] = attn_in("v_proj.weight", Ckv, C, 0, ATTN_VIEW_V);
-    t[OUT] = attn_out_proj(C, C);
+    t[OUT] = attn_out_proj(C, A);
     t[LQ1] = attn_param_vector("lambda_q1", d, ATTN_INIT_NORMAL, 0.1f); /* the paper's init */
     t[LK1] = attn_param_vector("lambda_k1", d, ATTN_INIT_NORMAL, 0.1f);
     t[LQ2] = attn_param_vector("lambda_q2", d, ATTN_INIT_NORMAL, 0.1f);
@@ -30,21 +31,22 @@ static int diff_tensors(const da_config *c, attn_tensor *t) {
 }
 
 static da_status diff_validate(const da_config *c) {
-    if (c->dim % (2 * c->n_heads))
+    if (!c->head_dim && c->dim % (2 * c->n_heads))
         return da_errorf("dim: %d is not divisible by 2*n_heads=%d (each DIFF head holds two sub-heads)", c->dim,
                          2 * c->n_heads);
     return da_ok();
 }
 
 static void diff_layer_consts(const da_config *c, int layer, const float *const *w, float *consts) {
-    const int d = c->dim / c->n_heads / 2;
+    const int d = da_attn_head_dim(c);
     float a = 0, b = 0;
     for (int i = 0; i < d; i++) {
         a += w[LQ1][i] * w[LK1][i];
         b += w[LQ2][i] * w[LK2][i];
     }
     const float init = da_attn_layer_lambda_init(c, layer);
-    consts[C_LAMBDA] = expf(a) - expf(b) + init;
+    /* a ramp (lambda_hold) scales the weight the maps see, and so the lambda vectors' gradient */
+    consts[C_LAMBDA] = da_attn_lambda_scale(c) * (expf(a) - expf(b) + init);
     consts[C_POST] = da_attn_head_norm_on(c) ? 1.0f - init : 1.0f;
     consts[C_INIT] = init;
 }
@@ -82,6 +84,7 @@ static void lambda_backward(const attn_train_ctx *x, float dlambda) {
         a += w[LQ1][i] * w[LK1][i];
         b += w[LQ2][i] * w[LK2][i];
     }
+    dlambda *= da_attn_lambda_scale(x->cfg);
     float e1 = expf(a) * dlambda, e2 = expf(b) * dlambda;
     for (int i = 0; i < d; i++) {
         g[LQ1][i] += e1 * w[LK1][i];
@@ -146,7 +149,7 @@ static void diff_decode_head(const attn_decode_head *x) {
 
 /* QK^T: 2 flops per key per query column (dim); PV: 2 maps x 2 per key per value column (dim). */
 static double diff_flops(const da_config *c, int T) {
-    const double keys = attn_mean_keys(c, T), C = c->dim;
+    const double keys = attn_mean_keys(c, T), C = da_attn_out_cols(c);
     return 3.0 * (2.0 * keys * C + 2.0 * keys * 2.0 * C);
 }
 
@@ -162,6 +165,7 @@ const attn_variant attn_diff = {
     .per_layer_lambda = 1,
     .head_norm_option = 2,
     .lambda_init_option = 1,
+    .head_dim_option = 1,
     .compared = 1,
     .baseline = 0,
     .hf_class = "DiffLlamaForCausalLM",

@@ -13,12 +13,12 @@
 enum { Q, K, V, OUT, SUBLN, N_TENSORS };
 
 static int softmax_tensors(const da_config *c, attn_tensor *t) {
-    const int C = c->dim, Ckv = attn_kv_cols(c);
-    t[Q] = attn_in("q_proj.weight", C, C, 1, ATTN_VIEW_Q);
+    const int C = c->dim, Ckv = attn_kv_cols(c), A = da_attn_out_cols(c); /* A = n_heads * d: dim by default */
+    t[Q] = attn_in("q_proj.weight", A, C, 1, ATTN_VIEW_Q);
     t[K] = attn_in("k_proj.weight", Ckv, C, 1, ATTN_VIEW_K);
     t[V] = attn_in("v_proj.weight", Ckv, C, 0, ATTN_VIEW_V);
-    t[OUT] = attn_out_proj(C, C);
-    t[SUBLN] = attn_param_vector("subln.weight", c->dim / c->n_heads, ATTN_INIT_ONES, 0.0f);
+    t[OUT] = attn_out_proj(C, A);
+    t[SUBLN] = attn_param_vector("subln.weight", da_attn_head_dim(c), ATTN_INIT_ONES, 0.0f);
     return da_attn_head_norm_on(c) ? N_TENSORS : SUBLN;
 }
 
@@ -85,7 +85,7 @@ static void softmax_decode_head(const attn_decode_head *x) {
 
 /* QK^T: 2 flops per key per query column (dim); PV: 2 per key per value column (dim). */
 static double softmax_flops(const da_config *c, int T) {
-    const double keys = attn_mean_keys(c, T), C = c->dim;
+    const double keys = attn_mean_keys(c, T), C = da_attn_out_cols(c);
     return 3.0 * (2.0 * keys * C + 2.0 * keys * C);
 }
 
@@ -99,6 +99,7 @@ const attn_variant attn_softmax = {
     .sub_heads_per_head = 1,
     .layout = {1, 1, 1},
     .head_norm_option = 1,
+    .head_dim_option = 1,
     .compared = 1,
     .baseline = 1,
     .hf_class = "LlamaForCausalLM",

@@ -135,6 +135,7 @@ typedef struct attn_variant {
     int head_norm_option;   /* the per-head norm (da_config.head_norm): 0 none, an explicit value refused;
                              * 1 off unless on; 2 on unless off */
     int lambda_init_option; /* 1: da_config.lambda_init applies */
+    int head_dim_option;    /* 1: da_config.head_dim may be set (the kernels read widths from attn_shape) */
     int baseline;       /* 1: the baseline of compare's verdicts */
     int compared;       /* 1: compare runs it without --archs */
     const char *hf_class; /* Hugging Face: the transformers class of the export, or NULL */
@@ -229,6 +230,14 @@ float da_attn_lambda_init(int depth);
 float da_attn_layer_lambda_init(const da_config *c, int layer);
 /* 1 when c's variant applies its per-head norm (c->head_norm against the variant's default). */
 int da_attn_head_norm_on(const da_config *c);
+/* d: c->head_dim, or dim / (n_heads * sub_heads_per_head). */
+int da_attn_head_dim(const da_config *c);
+/* A token's key and value width, n_kv_heads * v_subheads * d (dim / n_rep by default), and
+ * the attention output's (the output projection's input), n_heads * v_subheads * d (dim). */
+int da_attn_kv_cols(const da_config *c);
+int da_attn_out_cols(const da_config *c);
+/* The second map's weight factor, 1 - c->lambda_hold (a ramp's state; 1 when none). */
+static inline float da_attn_lambda_scale(const da_config *c) { return 1.0f - c->lambda_hold; }
 
 /* The analysis hooks of the variants whose heads are maps laid out as
  * attention.h says (attn_layout): softmax, DIFF, DIFF2. */

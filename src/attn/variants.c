@@ -53,9 +53,22 @@ void da_attn_init_tensor(const da_config *c, const attn_tensor *t, float *w) {
         if (!strcmp(all[j].name, t->name)) da_attn_variant_of(c->arch)->init_tensor(c, j, w);
 }
 
+int da_attn_head_dim(const da_config *c) {
+    if (c->head_dim > 0) return c->head_dim;
+    if (c->n_heads <= 0) return 0;
+    return c->dim / (c->n_heads * da_attn_variant_of(c->arch)->sub_heads_per_head);
+}
+
+int da_attn_kv_cols(const da_config *c) {
+    return c->n_kv_heads * da_attn_variant_of(c->arch)->layout.v_subheads * da_attn_head_dim(c);
+}
+
+int da_attn_out_cols(const da_config *c) {
+    return c->n_heads * da_attn_variant_of(c->arch)->layout.v_subheads * da_attn_head_dim(c);
+}
+
 attn_shape da_attn_shape_of(const da_config *c, int B, int T, int n_threads) {
-    const attn_variant *v = da_attn_variant_of(c->arch);
-    attn_shape s = {B, T, c->n_heads, c->n_kv_heads, c->dim / (c->n_heads * v->sub_heads_per_head), c->dim,
+    attn_shape s = {B,         T, c->n_heads, c->n_kv_heads, da_attn_head_dim(c), da_attn_out_cols(c),
                     attn_kv_cols(c), n_threads, 0, c->window, da_attn_head_norm_on(c), c};
     return s;
 }
@@ -89,7 +102,7 @@ int da_attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out) {
     const da_config *c = p->cfg;
     const attn_layout *lay = &da_attn_variant_of(c->arch)->layout;
     const int n_rep = c->n_heads / c->n_kv_heads, Ckv = attn_kv_cols(c);
-    const int d = c->dim / (c->n_heads * da_attn_variant_of(c->arch)->sub_heads_per_head);
+    const int d = da_attn_head_dim(c);
     const int Cq = c->n_heads * lay->maps * d, ks = key_sub_head(lay, s, n_rep);
     const float scale = 1.0f / sqrtf((float)d);
     const float *qv = p->q + (size_t)t * Cq + (size_t)s * d;
@@ -116,7 +129,7 @@ void da_attn_maps_row(const attn_probe *p, int h, int t, float *row, float *tmp)
         for (int j = lo; j <= t; j++) a[j] = (float)(a[j] / sum);
     }
     /* the second map's weight: the layer's lambda, or this token's and head's */
-    const float lambda = p->lam ? p->lam[(size_t)t * c->n_heads + h] : p->lambda;
+    const float lambda = p->lam ? da_attn_lambda_scale(c) * p->lam[(size_t)t * c->n_heads + h] : p->lambda;
     if (maps == 2)
         for (int j = 0; j <= t; j++) row[j] -= lambda * tmp[j];
     double mass = 0;

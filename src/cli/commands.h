@@ -17,6 +17,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 int cmd_eval_ppl(int argc, char **argv);       /* eval ppl */
 int cmd_bench_generate(int argc, char **argv); /* bench generate */
 int cmd_serve(int argc, char **argv);

@@ -29,6 +29,7 @@ static const struct {
     {"decode", cmd_decode, "write the text of token ids"},
     {"tokenizer", cmd_tokenizer, "train a byte-level BPE tokenizer (tokenizer train)"},
     {"prepare", cmd_prepare, "tokenize text files into token shards for train --data DIR"},
+    {"convert", cmd_convert, "turn a softmax or Llama model into DIFF V1 or V2 (preserve: the same logits; split)"},
     {"export", cmd_export, "write a model as a Hugging Face folder (DiffLlama or Llama) for transformers"},
     {"quantize", cmd_quantize, "quantize a model's weights to q8_0, q4_0 or q4_k in a GGUF file"},
     {"bench", cmd_bench, "time training steps, the attention kernel (tokens/s, MFU) or generation"},

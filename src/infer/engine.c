@@ -73,6 +73,7 @@ struct da_session {
     int slots, ring;
     int kv_layer;     /* the layer attend reads the cache of */
     int d, Ckv, kb, nkb, n_threads, maxw;
+    int Cao; /* the attention output's width (the output projection's input): dim unless head_dim is set */
     long small_work;  /* multiply-adds below which a step stays on one thread (small_work_for_policy) */
     float *kf, *vf;   /* f32 cache: (L, slots, Ckv) each */
     uint16_t *kh, *vh; /* f16 cache: (L, slots, Ckv) each */
@@ -152,7 +153,7 @@ static da_status resolve_opts(const da_engine *q, const da_session_opts *in, da_
         return da_errorf("session: --arch %s keeps a decoding cache of its own, f32 with exact logits; "
                          "kv_int8, kv_f16 and logit_bits do not apply to it",
                          da_arch_name(c->arch));
-    if (o->act <= DA_ACTQ_INT8_STATIC && (c->dim % 32 || c->ffn_hidden % 32))
+    if (o->act <= DA_ACTQ_INT8_STATIC && (c->dim % 32 || c->ffn_hidden % 32 || da_attn_out_cols(c) % 32))
         return da_errorf("session: int8 activations need dim and ffn_hidden multiples of 32 (dim %d, ffn_hidden %d); "
                          "use act f32",
                          c->dim, c->ffn_hidden);
@@ -200,7 +201,7 @@ static int alloc_buffers(da_session *s) {
     ALLOC(s->xn, N * C);
     for (int j = 0; j < s->n_attn; j++)
         if (s->spec[j].role == ATTN_IN) ALLOC(s->proj[j], N * s->spec[j].rows);
-    ALLOC(s->ao, N * C);
+    ALLOC(s->ao, N * s->Cao);
     ALLOC(s->h1, N * F);
     ALLOC(s->h3, N * F);
     ALLOC(s->logits, N * V);
@@ -246,7 +247,8 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
      * rows, which may be more than max_T when max_batch is close to it */
     s->slots = s->ring ? c->window - 1 + s->max_n : s->max_T;
     s->d = da_head_dim(c);
-    s->Ckv = c->dim / (c->n_heads / c->n_kv_heads);
+    s->Ckv = da_attn_kv_cols(c);
+    s->Cao = da_attn_out_cols(c);
     s->exec = da_exec_default();
     s->var = da_attn_variant_of(c->arch);
     s->n_attn = da_attn_tensors(c, s->spec);
@@ -260,6 +262,7 @@ da_status da_session_create(da_session **out, const da_engine *q, const da_sessi
     s->n_threads = omp_get_max_threads();
     s->small_work = small_work_for_policy();
     s->maxw = c->dim > c->ffn_hidden ? c->dim : c->ffn_hidden;
+    if (s->Cao > s->maxw) s->maxw = s->Cao;
     if (alloc_buffers(s)) {
         da_session_free(s);
         return da_errorf("out of memory allocating the inference state for %d positions", o.max_T);
@@ -569,7 +572,7 @@ static void kv_mix(const void *self, float *o, const float *p, int col, int p0, 
 /* One (token t, head h) job of attend, job = t * H + h, through the variant; ith picks the thread's scratch. */
 static void attend_job(da_session *s, const da_qlayer *L, int l, int job, int ith) {
     const da_config *c = &s->cfg;
-    const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = c->dim, T = s->slots;
+    const int H = c->n_heads, d = s->d, n_rep = H / c->n_kv_heads, C = s->Cao, T = s->slots;
     const int q = s->view_q, Cq = s->spec[q].rows;
     const attn_kv kv = {s, kv_scores, kv_mix};
     /* query position pos sees keys p0 .. pos: len of them */
@@ -643,7 +646,7 @@ static void attend_flash(da_session *s, const da_qlayer *L, int l, int n) {
 
 /* The n new tokens of layer l through the variant's own cache, one at a time. */
 static void attend_own_cache(da_session *s, const da_qlayer *L, int l, int n) {
-    const int C = s->cfg.dim;
+    const int C = s->Cao;
     for (int t = 0; t < n; t++) {
         const float *rows[ATTN_MAX_TENSORS] = {0};
         for (int j = 0; j < s->n_attn; j++)

@@ -231,7 +231,7 @@ double da_engine_decode_bytes(const da_engine *e, long context, int kv_int8, int
     const attn_variant *var = da_attn_variant_of(c->arch);
     if (var->cache_read_bytes) return bytes + (double)c->n_layers * var->cache_read_bytes(c, context);
     const int kb = da_kv_scale_block(da_head_dim(c));
-    const double Ckv = (double)c->dim / (c->n_heads / c->n_kv_heads);
+    const double Ckv = (double)da_attn_kv_cols(c);
     const long keys = c->window > 0 && context > c->window ? c->window : context;
     /* one position's keys, or its values */
     const double per_row = kv_int8 ? Ckv + 4.0 * Ckv / kb : kv_f16 ? 2.0 * Ckv : 4.0 * Ckv;

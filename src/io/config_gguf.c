@@ -93,6 +93,9 @@ void da_config_gguf_add_options(da_gguf_writer *w, const da_config *c) {
     if (c->head_norm != DA_HEAD_NORM_DEFAULT)
         da_gguf_add_str(w, "diffattn.attention.head_norm", c->head_norm == DA_HEAD_NORM_ON ? "on" : "off");
     if (c->lambda_init > 0.0f) da_gguf_add_f32(w, "diffattn.attention.lambda_init", c->lambda_init);
+    /* llama.cpp's attention.key_length says it too, but only for archs whose heads it knows */
+    if (c->head_dim > 0) da_gguf_add_u32(w, "diffattn.attention.head_dim", (uint32_t)c->head_dim);
+    if (c->lambda_hold > 0.0f) da_gguf_add_f32(w, "diffattn.attention.lambda_hold", c->lambda_hold);
 }
 
 da_status da_config_gguf_get_options(const da_gguf_file *f, da_config *c) {
@@ -100,6 +103,18 @@ da_status da_config_gguf_get_options(const da_gguf_file *f, da_config *c) {
     da_status st;
     c->head_norm = DA_HEAD_NORM_DEFAULT;
     c->lambda_init = 0.0f;
+    c->head_dim = 0;
+    c->lambda_hold = 0.0f;
+    if (da_gguf_kv_find(f, "diffattn.attention.head_dim")) {
+        int64_t v;
+        if ((st = da_gguf_get_int(f, "diffattn.attention.head_dim", &v)).code) return st;
+        if (v < 2 || v > 65536)
+            return da_errorf("%s: diffattn.attention.head_dim = %lld is out of range (2..65536)", f->path, (long long)v);
+        c->head_dim = (int)v;
+    }
+    if (da_gguf_kv_find(f, "diffattn.attention.lambda_hold") &&
+        (st = da_gguf_get_f32(f, "diffattn.attention.lambda_hold", &c->lambda_hold)).code)
+        return st;
     if (da_gguf_kv_find(f, "diffattn.attention.head_norm")) {
         if ((st = da_gguf_get_str(f, "diffattn.attention.head_norm", &s)).code) return st;
         if (!strcmp(s, "on")) c->head_norm = DA_HEAD_NORM_ON;

@@ -101,9 +101,10 @@ void da_config_gguf_add_llama(da_gguf_writer *w, const da_config *c) {
     da_gguf_add_u32(w, KEY("attention.head_count"), (uint32_t)c->n_heads);
     da_gguf_add_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_kv_heads);
     da_gguf_add_u32(w, KEY("rope.dimension_count"), (uint32_t)da_head_dim(c));
-    if (c->arch == DA_ARCH_DIFF) { /* each DIFF head: two d-wide query/key sub-heads, a 2d-wide value */
+    /* each DIFF head: two d-wide query/key sub-heads, a 2d-wide value; an explicit head_dim, as llama.cpp reads it */
+    if (c->arch == DA_ARCH_DIFF || c->head_dim > 0) {
         da_gguf_add_u32(w, KEY("attention.key_length"), (uint32_t)da_head_dim(c));
-        da_gguf_add_u32(w, KEY("attention.value_length"), (uint32_t)(2 * da_head_dim(c)));
+        da_gguf_add_u32(w, KEY("attention.value_length"), (uint32_t)((c->arch == DA_ARCH_DIFF ? 2 : 1) * da_head_dim(c)));
     }
     da_gguf_add_f32(w, KEY("rope.freq_base"), (float)llama_freq_base(c));
     if (c->rope_scaling == DA_ROPE_SCALE_LINEAR) {

@@ -130,17 +130,18 @@ static void rope_head_to_hf(float *dst, const float *src, int d, int C) {
 
 /* Floats of copies one layer needs (layer_tensors' use of buf). */
 static size_t layer_copy_floats(const da_config *c) {
-    const size_t C = (size_t)c->dim, Ckv = C / (size_t)(c->n_heads / c->n_kv_heads);
-    return c->arch == DA_ARCH_DIFF ? 2 * C * C + 2 * Ckv * C : C * C + Ckv * C;
+    const size_t C = (size_t)c->dim, Ckv = (size_t)da_attn_kv_cols(c), A = (size_t)da_attn_out_cols(c);
+    return c->arch == DA_ARCH_DIFF ? 2 * A * C + 2 * Ckv * C : A * C + Ckv * C;
 }
 
 static void layer_tensors(hf_out *o, const da_model *m, int l, float *buf) {
     const da_config *c = &m->cfg;
     const da_layer_weights *L = &m->w.layers[l];
-    const int C = c->dim, d = da_head_dim(c), n_kv = c->n_kv_heads;
-    const size_t Ckv = (size_t)C / (size_t)(c->n_heads / n_kv), hd = (size_t)d * C;
+    /* A: the attention's width, dim unless head_dim is set */
+    const int C = c->dim, d = da_head_dim(c), n_kv = c->n_kv_heads, A = da_attn_out_cols(c);
+    const size_t Ckv = (size_t)da_attn_kv_cols(c), hd = (size_t)d * C;
     /* DIFF: q, k, v, o copies; softmax: q and k (v and o go as they are) */
-    float *q = buf, *k = q + (size_t)C * C, *v = k + Ckv * C, *wo = v + Ckv * C;
+    float *q = buf, *k = q + (size_t)A * C, *v = k + Ckv * C, *wo = v + Ckv * C;
     char n[128];
 #define NAME(s) (snprintf(n, sizeof n, "model.layers.%d.%s", l, s), n)
     add(o, NAME("input_layernorm.weight"), C, 0, L->attention_norm);
@@ -159,18 +160,18 @@ static void layer_tensors(hf_out *o, const da_model *m, int l, float *buf) {
                 for (size_t i = 0; i < hd; i++) v[dst + i] = L->wv[src + i] * s;
             }
         for (int r = 0; r < C; r++)
-            for (int col = 0; col < C; col++)
-                wo[(size_t)r * C + col] = L->wo[(size_t)r * C + col] * L->subln[col % (2 * d)];
+            for (int col = 0; col < A; col++)
+                wo[(size_t)r * A + col] = L->wo[(size_t)r * A + col] * L->subln[col % (2 * d)];
     } else {
         for (int h = 0; h < c->n_heads; h++) rope_head_to_hf(q + (size_t)h * hd, L->wq + (size_t)h * hd, d, C);
         for (int g = 0; g < n_kv; g++) rope_head_to_hf(k + (size_t)g * hd, L->wk + (size_t)g * hd, d, C);
         v = L->wv;
         wo = L->wo;
     }
-    add(o, NAME("self_attn.q_proj.weight"), C, C, q);
+    add(o, NAME("self_attn.q_proj.weight"), A, C, q);
     add(o, NAME("self_attn.k_proj.weight"), (int)Ckv, C, k);
     add(o, NAME("self_attn.v_proj.weight"), (int)Ckv, C, v);
-    add(o, NAME("self_attn.o_proj.weight"), C, C, wo);
+    add(o, NAME("self_attn.o_proj.weight"), C, A, wo);
     if (c->arch == DA_ARCH_DIFF) {
         add(o, NAME("self_attn.lambda_q1"), d, 0, L->lambda_q1);
         add(o, NAME("self_attn.lambda_k1"), d, 0, L->lambda_k1);
@@ -223,6 +224,15 @@ static da_status check_exportable(const da_config *c, const char *dir) {
         return da_errorf("%s: window %d (sliding-window attention) has no field in DiffLlama's or Llama's "
                          "config.json; export takes models that attend to every earlier token",
                          dir, c->window);
+    if (v->head_norm_option == 2 && !da_attn_head_norm_on(c))
+        return da_errorf("%s: head_norm off (a `convert --recipe preserve` model, or --head-norm off): %s always "
+                         "applies the per-head norm and its (1 - lambda_init) scale, which would change this model's "
+                         "output; only a model with the head norm (e.g. --recipe split) exports as %s",
+                         dir, v->hf_class, v->hf_class);
+    if (c->lambda_hold > 0.0f)
+        return da_errorf("%s: lambda_hold %g (a --lambda-ramp not finished, or a converted model not yet trained): "
+                         "%s has no weight on its second map; train past the ramp first",
+                         dir, (double)c->lambda_hold, v->hf_class);
     if (da_attn_head_norm_on(c) != (v->head_norm_option == 2))
         return da_errorf("%s: head_norm %s: %s always %s the per-head norm; export takes the default head_norm",
                          dir, da_attn_head_norm_on(c) ? "on" : "off", v->hf_class,

@@ -79,6 +79,16 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
       "drops the (1 - lambda_init) factor), off for softmax (on: one d-wide gain shared by the heads); auto: the "
       "arch's; diff2 has none",
       HEAD_NORM_NAMES),
+    R("head_dim", "head-dim", head_dim, DA_FIELD_INT, 0, 0, DA_MAX_HEAD_DIM, "[]",
+      "d, the query/key (sub-)head size, as Hugging Face's head_dim (0 = dim / heads, or dim / (2 heads) for "
+      "diff); set, the attention is n_heads * d wide rather than dim (diffattn convert's preserve recipe)",
+      NULL),
+    /* a ramp's state: convert sets it, and training sets it every step (--lambda-ramp), so on train it is
+     * a new model's start only */
+    {"lambda_hold", "lambda-hold", offsetof(da_config, lambda_hold), DA_FIELD_FLOAT, 0, 0, 1, "[]",
+     DA_RESUME_IGNORED, DA_STORED_UNLESS_DEFAULT,
+     "diff, diff2: the share of the second map's weight held back, (1 - this) * lambda; training sets it each step "
+     "from --lambda-ramp", NULL},
     R("lambda_init", "lambda-init", lambda_init, DA_FIELD_FLOAT, 0, 0, 1, "[)",
       "diff: lambda_init (and the (1 - lambda_init) factor): depth (0.8 - 0.6 exp(-0.3 layer)) or a number in "
       "(0, 1) for every layer",
@@ -113,7 +123,7 @@ double da_kv_cache_bytes(const da_config *c, int n) {
     const attn_variant *v = da_attn_variant_of(c->arch);
     if (v->cache_bytes) return v->cache_bytes(c, n);
     const int kept = c->window > 0 && c->window < n ? c->window : n;
-    return 2.0 * sizeof(float) * (double)kept * (c->dim / (c->n_heads / c->n_kv_heads));
+    return 2.0 * sizeof(float) * (double)kept * da_attn_kv_cols(c);
 }
 
 int da_config_field_of_variant(int i) {
@@ -145,9 +155,11 @@ float da_config_lambda_init(const da_config *c, int layer) { return da_attn_laye
 
 int da_config_head_norm(const da_config *c) { return da_attn_head_norm_on(c); }
 
-int da_head_dim(const da_config *c) {
-    if (c->n_heads <= 0) return 0;
-    return c->dim / c->n_heads / da_attn_variant_of(c->arch)->sub_heads_per_head;
+int da_head_dim(const da_config *c) { return da_attn_head_dim(c); }
+
+float da_lambda_ramp_factor(long step, long ramp) {
+    if (ramp <= 0 || step >= ramp) return 1.0f;
+    return step <= 0 ? 0.0f : (float)((double)step / (double)ramp);
 }
 
 int da_q_dim(const da_config *c) {
@@ -285,6 +297,12 @@ static da_status validate_options(const da_config *c, const attn_variant *v) {
     if (c->head_norm != DA_HEAD_NORM_DEFAULT && !v->head_norm_option)
         return da_errorf("head_norm: --arch %s has no per-head norm option (diff and softmax have; DIFF V2 dropped "
                          "the norm)", v->name);
+    if (c->head_dim > 0 && !v->head_dim_option)
+        return da_errorf("head_dim: %d is not an option of --arch %s (its heads split dim: leave head_dim 0)",
+                         c->head_dim, v->name);
+    if (c->lambda_hold != 0.0f && v->maps != 2)
+        return da_errorf("lambda_hold: %g applies to the second map of diff and diff2; --arch %s has one map",
+                         (double)c->lambda_hold, v->name);
     if (c->lambda_init != 0.0f && !v->lambda_init_option)
         return da_errorf("lambda_init: %g is a diff option; --arch %s has no lambda_init", (double)c->lambda_init,
                          v->name);
@@ -301,16 +319,16 @@ da_status da_config_validate(const da_config *c) {
     const attn_variant *v = da_attn_variant_of(c->arch);
     if ((st = validate_options(c, v)).code) return st;
     if (v->validate && (st = v->validate(c)).code) return st;
-    if (c->dim % (c->n_heads * v->sub_heads_per_head))
+    if (!c->head_dim && c->dim % (c->n_heads * v->sub_heads_per_head))
         return da_errorf("dim: %d is not divisible by n_heads=%d (heads split dim evenly)", c->dim, c->n_heads);
     int d = da_head_dim(c);
     if (d > DA_MAX_HEAD_DIM)
         return da_errorf("head size %d (dim=%d, n_heads=%d, arch=%s) exceeds %d; use more heads", d, c->dim,
                          c->n_heads, da_arch_name(c->arch), DA_MAX_HEAD_DIM);
     if (d < 4 || d % 2)
-        return da_errorf("head size %d (dim=%d, n_heads=%d, arch=%s) must be even and >= 4 for RoPE; "
+        return da_errorf("head size %d (dim=%d, n_heads=%d, head_dim=%d, arch=%s) must be even and >= 4 for RoPE; "
                          "use fewer heads",
-                         d, c->dim, c->n_heads, da_arch_name(c->arch));
+                         d, c->dim, c->n_heads, c->head_dim, da_arch_name(c->arch));
     if (c->ffn_hidden <= 0) return da_errorf("ffn_hidden: %d must be positive", c->ffn_hidden);
     if (c->rope_scaling == DA_ROPE_SCALE_LLAMA3 && !(c->rope_high_freq_factor > c->rope_low_freq_factor))
         return da_errorf("rope_high_freq_factor: %g must exceed rope_low_freq_factor %g (llama3 scaling)",

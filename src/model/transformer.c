@@ -89,7 +89,7 @@ static size_t layout(da_acts *a, float *base) {
     const da_config *cfg = &a->cfg;
     const size_t B = a->cap_B, T = a->cap_T, C = cfg->dim, F = cfg->ffn_hidden, V = cfg->vocab_size;
     const size_t L = cfg->n_layers, d = da_head_dim(cfg);
-    const size_t BT = B * T;
+    const size_t BT = B * T, A = da_attn_out_cols(cfg); /* the attention's width: dim unless head_dim is set */
     const int flash = a->kernel == DA_ATTN_FLASH;
     const attn_variant *var = a->var;
     const attn_shape as = da_attn_shape_of(cfg, (int)B, (int)T, a->n_threads);
@@ -103,7 +103,7 @@ static size_t layout(da_acts *a, float *base) {
         la->rstd1 = TAKE(BT);
         for (int j = 0; j < a->n_attn; j++) la->proj[j] = a->spec[j].role == ATTN_IN ? TAKE(BT * a->spec[j].rows) : NULL;
         la->saved = TAKE(var->train_floats(&as, flash));
-        la->attn_out = TAKE(BT * C);
+        la->attn_out = TAKE(BT * A);
         la->resid_mid = TAKE(BT * C);
         la->xn2 = TAKE(BT * C);
         la->rstd2 = TAKE(BT);
@@ -120,7 +120,7 @@ static size_t layout(da_acts *a, float *base) {
     a->rope_sin = TAKE(T * d / 2);
     a->dresid = TAKE(BT * C);
     a->dxn = TAKE(BT * C);
-    a->dattn = TAKE(BT * C);
+    a->dattn = TAKE(BT * A);
     for (int j = 0; j < a->n_attn; j++) a->dproj[j] = a->spec[j].role == ATTN_IN ? TAKE(BT * a->spec[j].rows) : NULL;
     a->dh1 = TAKE(BT * F);
     a->dh3 = TAKE(BT * F);
@@ -241,6 +241,8 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
     if (B <= 0 || T <= 0 || B > a->cap_B || T > a->cap_T) return NAN;
     a->B = B;
     a->T = T;
+    /* the one field training changes between steps (the --lambda-ramp state) reaches the acts' copy */
+    a->cfg.lambda_hold = c->lambda_hold;
     const int C = c->dim, F = c->ffn_hidden, V = c->vocab_size, N = B * T;
     const int out = da_attn_out_tensor(c);
     const da_exec *ex = &a->exec;

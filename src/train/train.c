@@ -322,6 +322,8 @@ static da_status train_step(run *r, int *stop) {
     float norm;
     int stop_any = 0;
     int stop_local = hooks && hooks->stop && *hooks->stop;
+    /* --lambda-ramp: this step's weight of the second map, saved with the model */
+    if (da_arch_maps(r->m.cfg.arch) == 2) r->m.cfg.lambda_hold = 1.0f - da_lambda_ramp_factor(r->opt.step, tc->lambda_ramp);
     da_status st = da_dp_gradients(&r->dp, &r->m, r->acts, &r->data, &r->rng, stop_local, &loss, &norm, &stop_any);
     if (st.code == 1) {
         char msg[sizeof st.msg];

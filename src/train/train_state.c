@@ -24,9 +24,11 @@ da_status da_train_state_save(const char *path, const da_model *m, const da_adam
     const char *keys[MAX_META], *vals[MAX_META];
     int n = 0;
     for (int i = 0; i < cm.n; i++, n++) keys[n] = cm.keys[i], vals[n] = cm.vals[i];
+    da_train_config def;
+    da_train_config_default(&def);
     for (int i = 0; i < DA_TRAIN_CONFIG_N_FIELDS; i++) {
         const da_field *f = &da_train_config_fields[i];
-        if (!f->stored) continue;
+        if (!f->stored || (f->stored == DA_STORED_UNLESS_DEFAULT && da_field_equal(f, tc, &def))) continue;
         snprintf(tk[i], sizeof tk[i], TRAIN_PREFIX "%s", f->key);
         da_field_format(f, tc, tv[i], sizeof tv[i]);
         keys[n] = tk[i], vals[n++] = tv[i];
@@ -72,6 +74,8 @@ static da_status train_from_meta(const da_st_file *f, da_train_config *tc, long 
         if (!fd->stored) continue;
         char key[48];
         snprintf(key, sizeof key, TRAIN_PREFIX "%s", fd->key);
+        /* a run from before such a field was added holds its default */
+        if (fd->stored == DA_STORED_UNLESS_DEFAULT && !da_st_meta_get(f, key)) continue;
         const char *s = meta_get(f, key, &st);
         if (!s) return st;
         if ((st = da_field_parse(fd, tc, s)).code) return da_errorf("%s: __metadata__.%s = %s", f->path, key, st.msg);
