@@ -132,19 +132,14 @@ static void moba_cache_step(const attn_cache_step *x) {
         const float *q = x->proj[Q] + (size_t)h * d;
         for (int j = 0; j < cb; j++) {
             for (int e = 0; e < d; e++) mean[e] = ks[(size_t)j * Gd + (size_t)g * d + e] / (float)Bk;
-            float acc = 0.0f;
-            for (int e = 0; e < d; e++) acc += q[e] * mean[e];
-            score[j] = acc;
+            score[j] = moba_dot(q, mean, d);
         }
         moba_choose(sel, score, cb, K_);
         int n = 0;
         float mx = -INFINITY;
         for (int a = 0; a < K_ && sel[a] >= 0; a++)
             for (int j = sel[a] * Bk; j < (sel[a] + 1) * Bk && j <= t; j++, n++) {
-                const float *kj = kc + (size_t)j * Gd + (size_t)g * d;
-                float acc = 0.0f;
-                for (int e = 0; e < d; e++) acc += q[e] * kj[e];
-                p[n] = scale * acc;
+                p[n] = scale * moba_dot(q, kc + (size_t)j * Gd + (size_t)g * d, d);
                 mx = p[n] > mx ? p[n] : mx;
             }
         float tot = 0.0f;
@@ -181,9 +176,7 @@ static int probe_choice(const attn_probe *p, int h, int t, int *sel, float *scor
     const float *q = p->q + (size_t)t * c->dim + (size_t)h * d;
     for (int j = 0; j < cb; j++) {
         moba_block_mean(mean, p->k + (size_t)j * Bk * Gd + (size_t)g * d, (size_t)Gd, Bk, d);
-        float acc = 0.0f;
-        for (int e = 0; e < d; e++) acc += q[e] * mean[e];
-        score[j] = acc;
+        score[j] = moba_dot(q, mean, d);
     }
     return moba_choose(sel, score, cb, c->moba_topk);
 }
@@ -207,11 +200,9 @@ static int chosen_logits(const attn_probe *p, int s, int t, int j0, float *out, 
     for (int a = 0; a < nb; a++)
         for (int j = sel[a] * Bk; j < (sel[a] + 1) * Bk && j <= t; j++) {
             if (j < j0) continue;
-            const float *kj = p->k + (size_t)j * Gd + (size_t)g * d;
-            float acc = 0.0f;
-            for (int e = 0; e < d; e++) acc += q[e] * kj[e];
-            out[n++] = scale * acc;
-            if (row) row[j] = scale * acc;
+            const float lg = scale * moba_dot(q, p->k + (size_t)j * Gd + (size_t)g * d, d);
+            out[n++] = lg;
+            if (row) row[j] = lg;
         }
     free(buf);
     return n;

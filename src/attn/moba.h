@@ -39,6 +39,10 @@ int moba_choose(int *sel, const float *score, int c, int k);
  * the same order in every caller, so that training, decoding and analysis choose alike. */
 void moba_block_mean(float *mean, const float *k, size_t ld, int n, int d);
 
+/* a . b over d floats: every dot product of MoBA's, so that a block's score
+ * rounds alike wherever it is computed (training, decoding, analysis). */
+float moba_dot(const float *a, const float *b, int d);
+
 /* km, then sel for every (b, t, h). scratch: moba_select_scratch_floats. */
 void moba_select(int *sel, float *km, const float *q, const float *k, const moba_shape *s, float *scratch);
 size_t moba_select_scratch_floats(const moba_shape *s);

@@ -8,8 +8,9 @@
 
 #include "attn/moba.h"
 
-static float dotf(const float *a, const float *b, int d) {
+float moba_dot(const float *a, const float *b, int d) {
     float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
     for (int e = 0; e < d; e++) acc += a[e] * b[e];
     return acc;
 }
@@ -65,7 +66,7 @@ void moba_select(int *sel, float *km, const float *q, const float *k, const moba
         float *score = scratch + (size_t)omp_get_thread_num() * (size_t)(nb + 1);
         for (int h = 0; h < H; h++) {
             const float *qh = q + (size_t)r * Hd + (size_t)h * d;
-            for (int j = 0; j < c; j++) score[j] = dotf(qh, km + ((size_t)b * nb + j) * Gd + (size_t)(h / rep) * d, d);
+            for (int j = 0; j < c; j++) score[j] = moba_dot(qh, km + ((size_t)b * nb + j) * Gd + (size_t)(h / rep) * d, d);
             moba_choose(sel + ((size_t)r * H + h) * K, score, c, K);
         }
     }
@@ -79,7 +80,7 @@ static int row_logits(float *p, const float *qh, const float *k, size_t Gd, int 
     int n = 0;
     for (int r = 0; r < s->topk && sel[r] >= 0; r++) {
         const int lo = sel[r] * s->block, hi = lo + s->block - 1 < t ? lo + s->block - 1 : t;
-        for (int j = lo; j <= hi; j++) p[n++] = scale * dotf(qh, k + (size_t)j * Gd + (size_t)g * d, d);
+        for (int j = lo; j <= hi; j++) p[n++] = scale * moba_dot(qh, k + (size_t)j * Gd + (size_t)g * d, d);
     }
     return n;
 }
@@ -138,13 +139,13 @@ void moba_flash_backward(float *dq, float *dk, float *dv, const float *dout, con
                 const float *qh = q + qo, *doh = dout + qo, L = lse[r * H + h];
                 float *dqh = dq + qo;
                 memset(dqh, 0, (size_t)d * sizeof(float));
-                const float D = dotf(doh, out + qo, d);
+                const float D = moba_dot(doh, out + qo, d);
                 for (int a = 0; a < s->topk && sl[a] >= 0; a++) {
                     const int lo = sl[a] * s->block, hi = lo + s->block - 1 < t ? lo + s->block - 1 : t;
                     for (int j = lo; j <= hi; j++) {
                         const size_t ko = (base + j) * Gd + (size_t)g * d;
-                        const float p = expf(scale * dotf(qh, k + ko, d) - L);
-                        const float ds = p * (dotf(doh, v + ko, d) - D) * scale;
+                        const float p = expf(scale * moba_dot(qh, k + ko, d) - L);
+                        const float ds = p * (moba_dot(doh, v + ko, d) - D) * scale;
                         for (int e = 0; e < d; e++) {
                             dqh[e] += ds * k[ko + e];
                             dk[ko + e] += ds * qh[e];
@@ -174,7 +175,7 @@ void moba_reference_forward(float *out, float *att, const float *q, const float 
             float mx = -INFINITY;
             for (int x = 0; x < s->topk && sl[x] >= 0; x++)
                 for (int j = sl[x] * s->block; j < (sl[x] + 1) * s->block && j <= t; j++) {
-                    a[j] = scale * dotf(q + r * Hd + (size_t)h * d, k + ((size_t)b * T + j) * Gd + (size_t)g * d, d);
+                    a[j] = scale * moba_dot(q + r * Hd + (size_t)h * d, k + ((size_t)b * T + j) * Gd + (size_t)g * d, d);
                     mx = a[j] > mx ? a[j] : mx;
                 }
             double sum = 0.0;
@@ -214,7 +215,7 @@ void moba_reference_backward(float *dq, float *dk, float *dv, const float *dout,
                 /* D from the map itself (the flash kernel takes dout . out): two routes to one value */
                 double D = 0.0;
                 for (int j = 0; j <= t; j++) {
-                    dp[j] = a[j] != 0.0f ? dotf(doh, v + (base + j) * Gd + (size_t)g * d, d) : 0.0f;
+                    dp[j] = a[j] != 0.0f ? moba_dot(doh, v + (base + j) * Gd + (size_t)g * d, d) : 0.0f;
                     D += (double)a[j] * dp[j];
                 }
                 memset(dqh, 0, (size_t)d * sizeof(float));
