@@ -84,19 +84,21 @@ static moba_saved saved_of(const attn_train_ctx *x) {
 static void moba_forward(const attn_train_ctx *x) {
     moba_saved v = saved_of(x);
     float *km = x->scratch, *rest = km + km_floats(&v.s);
-    moba_select(v.sel, km, x->proj[Q], x->proj[K], &v.s, rest);
-    if (x->flash) moba_flash_forward(x->out, v.lse, x->proj[Q], x->proj[K], x->proj[V], v.sel, &v.s, rest);
-    else moba_reference_forward(x->out, v.att, x->proj[Q], x->proj[K], x->proj[V], v.sel, &v.s, rest);
+    const moba_kernels *ker = moba_kernels_of(x->exec->isa);
+    ker->select(v.sel, km, x->proj[Q], x->proj[K], &v.s, rest);
+    if (x->flash) ker->flash_forward(x->out, v.lse, x->proj[Q], x->proj[K], x->proj[V], v.sel, &v.s, rest);
+    else ker->reference_forward(x->out, v.att, x->proj[Q], x->proj[K], x->proj[V], v.sel, &v.s, rest);
 }
 
 static void moba_backward(const attn_train_ctx *x) {
     moba_saved v = saved_of(x);
     float *rest = x->scratch + km_floats(&v.s);
+    const moba_kernels *ker = moba_kernels_of(x->exec->isa);
     if (x->flash)
-        moba_flash_backward(x->dproj[Q], x->dproj[K], x->dproj[V], x->dout, x->out, v.lse, x->proj[Q], x->proj[K],
+        ker->flash_backward(x->dproj[Q], x->dproj[K], x->dproj[V], x->dout, x->out, v.lse, x->proj[Q], x->proj[K],
                             x->proj[V], v.sel, &v.s, rest);
     else
-        moba_reference_backward(x->dproj[Q], x->dproj[K], x->dproj[V], x->dout, v.att, x->proj[Q], x->proj[K],
+        ker->reference_backward(x->dproj[Q], x->dproj[K], x->dproj[V], x->dout, v.att, x->proj[Q], x->proj[K],
                                 x->proj[V], &v.s, rest);
 }
 
@@ -127,19 +129,21 @@ static void moba_cache_step(const attn_cache_step *x) {
     float *p = x->scratch, *score = p + x->max_T, *mean = score + n_sum_rows(c, x->max_T) + K_;
     int *sel = (int *)(void *)(score + n_sum_rows(c, x->max_T));
     const float scale = 1.0f / sqrtf((float)d);
+    /* the level training runs at by default: the same rounding of the block scores */
+    float (*dot)(const float *, const float *, int) = moba_kernels_of(da_exec_default().isa)->dot;
     for (int h = 0; h < H; h++) {
         const int g = h / rep;
         const float *q = x->proj[Q] + (size_t)h * d;
         for (int j = 0; j < cb; j++) {
             for (int e = 0; e < d; e++) mean[e] = ks[(size_t)j * Gd + (size_t)g * d + e] / (float)Bk;
-            score[j] = moba_dot(q, mean, d);
+            score[j] = dot(q, mean, d);
         }
         moba_choose(sel, score, cb, K_);
         int n = 0;
         float mx = -INFINITY;
         for (int a = 0; a < K_ && sel[a] >= 0; a++)
             for (int j = sel[a] * Bk; j < (sel[a] + 1) * Bk && j <= t; j++, n++) {
-                p[n] = scale * moba_dot(q, kc + (size_t)j * Gd + (size_t)g * d, d);
+                p[n] = scale * dot(q, kc + (size_t)j * Gd + (size_t)g * d, d);
                 mx = p[n] > mx ? p[n] : mx;
             }
         float tot = 0.0f;
@@ -174,9 +178,10 @@ static int probe_choice(const attn_probe *p, int h, int t, int *sel, float *scor
     const int Gd = attn_kv_cols(c), d = c->dim / c->n_heads, g = h / (c->n_heads / c->n_kv_heads);
     const int Bk = c->moba_block, cb = t / Bk;
     const float *q = p->q + (size_t)t * c->dim + (size_t)h * d;
+    float (*dot)(const float *, const float *, int) = moba_kernels_of(da_exec_default().isa)->dot;
     for (int j = 0; j < cb; j++) {
         moba_block_mean(mean, p->k + (size_t)j * Bk * Gd + (size_t)g * d, (size_t)Gd, Bk, d);
-        score[j] = moba_dot(q, mean, d);
+        score[j] = dot(q, mean, d);
     }
     return moba_choose(sel, score, cb, c->moba_topk);
 }
@@ -196,11 +201,12 @@ static int chosen_logits(const attn_probe *p, int s, int t, int j0, float *out, 
     int *sel = (int *)(void *)(mean + d);
     const int nb = probe_choice(p, s, t, sel, score, mean);
     const float *q = p->q + (size_t)t * c->dim + (size_t)s * d, scale = 1.0f / sqrtf((float)d);
+    float (*dot)(const float *, const float *, int) = moba_kernels_of(da_exec_default().isa)->dot;
     int n = 0;
     for (int a = 0; a < nb; a++)
         for (int j = sel[a] * Bk; j < (sel[a] + 1) * Bk && j <= t; j++) {
             if (j < j0) continue;
-            const float lg = scale * moba_dot(q, p->k + (size_t)j * Gd + (size_t)g * d, d);
+            const float lg = scale * dot(q, p->k + (size_t)j * Gd + (size_t)g * d, d);
             out[n++] = lg;
             if (row) row[j] = lg;
         }

@@ -23,6 +23,8 @@
 
 #include <stddef.h>
 
+#include "diffattn/exec.h"
+
 typedef struct {
     int B, T, H, G, d;
     int block, topk; /* Bk, k */
@@ -39,26 +41,32 @@ int moba_choose(int *sel, const float *score, int c, int k);
  * the same order in every caller, so that training, decoding and analysis choose alike. */
 void moba_block_mean(float *mean, const float *k, size_t ld, int n, int d);
 
-/* a . b over d floats: every dot product of MoBA's, so that a block's score
- * rounds alike wherever it is computed (training, decoding, analysis). */
-float moba_dot(const float *a, const float *b, int d);
-
-/* km, then sel for every (b, t, h). scratch: moba_select_scratch_floats. */
-void moba_select(int *sel, float *km, const float *q, const float *k, const moba_shape *s, float *scratch);
 size_t moba_select_scratch_floats(const moba_shape *s);
-
-/* The efficient kernels: each query reads only its chosen keys; the
- * backward recomputes the probabilities from lse. scratch: moba_kernel_scratch_floats. */
-void moba_flash_forward(float *out, float *lse, const float *q, const float *k, const float *v, const int *sel,
-                        const moba_shape *s, float *scratch);
-void moba_flash_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
-                         const float *q, const float *k, const float *v, const int *sel, const moba_shape *s,
-                         float *scratch);
-/* The reference kernels: the dense maps (att), zero outside the chosen keys, kept for the backward. */
-void moba_reference_forward(float *out, float *att, const float *q, const float *k, const float *v, const int *sel,
-                            const moba_shape *s, float *scratch);
-void moba_reference_backward(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
-                             const float *k, const float *v, const moba_shape *s, float *scratch);
 size_t moba_kernel_scratch_floats(const moba_shape *s);
+
+/* The hot kernels, compiled once per instruction-set level (moba_variant.c). */
+typedef struct {
+    da_isa isa; /* the level this table's code was compiled for */
+    /* a . b over d floats: every dot product of MoBA's, so that a block's
+     * score rounds alike wherever it is computed (training, decoding, analysis). */
+    float (*dot)(const float *a, const float *b, int d);
+    /* km, then sel for every (b, t, h). scratch: moba_select_scratch_floats. */
+    void (*select)(int *sel, float *km, const float *q, const float *k, const moba_shape *s, float *scratch);
+    /* The efficient kernels: each query reads only its chosen keys; the
+     * backward recomputes the probabilities from lse. scratch: moba_kernel_scratch_floats. */
+    void (*flash_forward)(float *out, float *lse, const float *q, const float *k, const float *v, const int *sel,
+                          const moba_shape *s, float *scratch);
+    void (*flash_backward)(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                           const float *q, const float *k, const float *v, const int *sel, const moba_shape *s,
+                           float *scratch);
+    /* The reference kernels: the dense maps (att), zero outside the chosen keys, kept for the backward. */
+    void (*reference_forward)(float *out, float *att, const float *q, const float *k, const float *v,
+                              const int *sel, const moba_shape *s, float *scratch);
+    void (*reference_backward)(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
+                               const float *k, const float *v, const moba_shape *s, float *scratch);
+} moba_kernels;
+
+/* The table of level isa, or of the best level below it that this CPU runs. */
+const moba_kernels *moba_kernels_of(da_isa isa);
 
 #endif

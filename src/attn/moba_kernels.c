@@ -1,58 +1,23 @@
-/* MoBA's kernels (moba.h): the block choice, and the attention over the
+/* MoBA's kernels (moba.h): the block scores, and the attention over the
  * chosen keys, flash (probabilities recomputed from the log-sum-exp) and
- * reference (dense maps kept). Parallel over (sequence, KV group) in the
- * backward, so that the group's dk, dv rows have one writer. */
+ * reference (dense maps kept). Compiled once per instruction-set level
+ * through moba_variant.c, so everything here is static. Parallel over
+ * (sequence, KV group) in the backward, so that the group's dk, dv rows have
+ * one writer. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
 #include "attn/moba.h"
 
-float moba_dot(const float *a, const float *b, int d) {
+static float moba_dot(const float *a, const float *b, int d) {
     float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
     for (int e = 0; e < d; e++) acc += a[e] * b[e];
     return acc;
 }
 
-int moba_choose(int *sel, const float *score, int c, int k) {
-    /* best: the k - 1 best earlier blocks so far, by score descending; a later
-     * block enters only when strictly better, so ties keep the lower index */
-    int n = 0;
-    int *best = sel; /* built in place, then sorted ascending with c */
-    const int want = k - 1;
-    for (int j = 0; j < c && want > 0; j++) {
-        if (n == want && !(score[j] > score[best[n - 1]])) continue;
-        int p = n < want ? n++ : n - 1;
-        while (p > 0 && score[j] > score[best[p - 1]]) {
-            best[p] = best[p - 1];
-            p--;
-        }
-        best[p] = j;
-    }
-    best[n++] = c;
-    for (int a = 1; a < n; a++) /* insertion sort ascending: n <= k */
-        for (int b = a; b > 0 && sel[b] < sel[b - 1]; b--) {
-            const int t = sel[b];
-            sel[b] = sel[b - 1];
-            sel[b - 1] = t;
-        }
-    for (int r = n; r < k; r++) sel[r] = -1;
-    return n;
-}
-
-void moba_block_mean(float *mean, const float *k, size_t ld, int n, int d) {
-    for (int e = 0; e < d; e++) mean[e] = 0.0f;
-    for (int p = 0; p < n; p++)
-        for (int e = 0; e < d; e++) mean[e] += k[(size_t)p * ld + e];
-    for (int e = 0; e < d; e++) mean[e] /= (float)n;
-}
-
-size_t moba_select_scratch_floats(const moba_shape *s) {
-    return (size_t)s->n_threads * (size_t)(s->T / s->block + 1);
-}
-
-void moba_select(int *sel, float *km, const float *q, const float *k, const moba_shape *s, float *scratch) {
+static void moba_select(int *sel, float *km, const float *q, const float *k, const moba_shape *s, float *scratch) {
     const int T = s->T, H = s->H, G = s->G, d = s->d, Bk = s->block, K = s->topk, nb = T / Bk, rep = H / G;
     const size_t Gd = (size_t)G * d, Hd = (size_t)H * d;
     for (int b = 0; b < s->B; b++)
@@ -72,8 +37,6 @@ void moba_select(int *sel, float *km, const float *q, const float *k, const moba
     }
 }
 
-size_t moba_kernel_scratch_floats(const moba_shape *s) { return (size_t)s->n_threads * (size_t)s->T; }
-
 /* The row's chosen keys: their scaled logits to p (in run order), returned count. */
 static int row_logits(float *p, const float *qh, const float *k, size_t Gd, int g, int d, const int *sel, int t,
                       const moba_shape *s, float scale) {
@@ -85,7 +48,7 @@ static int row_logits(float *p, const float *qh, const float *k, size_t Gd, int 
     return n;
 }
 
-void moba_flash_forward(float *out, float *lse, const float *q, const float *k, const float *v, const int *sel,
+static void moba_flash_forward(float *out, float *lse, const float *q, const float *k, const float *v, const int *sel,
                         const moba_shape *s, float *scratch) {
     const int T = s->T, H = s->H, G = s->G, d = s->d, rep = H / G;
     const size_t Gd = (size_t)G * d, Hd = (size_t)H * d;
@@ -117,7 +80,7 @@ void moba_flash_forward(float *out, float *lse, const float *q, const float *k, 
     }
 }
 
-void moba_flash_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+static void moba_flash_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                          const float *q, const float *k, const float *v, const int *sel, const moba_shape *s,
                          float *scratch) {
     (void)scratch;
@@ -157,7 +120,7 @@ void moba_flash_backward(float *dq, float *dk, float *dv, const float *dout, con
     }
 }
 
-void moba_reference_forward(float *out, float *att, const float *q, const float *k, const float *v, const int *sel,
+static void moba_reference_forward(float *out, float *att, const float *q, const float *k, const float *v, const int *sel,
                             const moba_shape *s, float *scratch) {
     (void)scratch;
     const int T = s->T, H = s->H, G = s->G, d = s->d, rep = H / G;
@@ -193,7 +156,7 @@ void moba_reference_forward(float *out, float *att, const float *q, const float 
     }
 }
 
-void moba_reference_backward(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
+static void moba_reference_backward(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
                              const float *k, const float *v, const moba_shape *s, float *scratch) {
     const int T = s->T, H = s->H, G = s->G, d = s->d, rep = H / G;
     const size_t Gd = (size_t)G * d, Hd = (size_t)H * d;
