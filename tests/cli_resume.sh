@@ -10,10 +10,14 @@ MODEL=(--dim 64 --layers 2 --heads 2 --seq 64 --batch 4)
 RUN=(--data "$TMP/corpus.txt" --steps 40 --warmup 2 --lr 3e-3 --log-every 1 --eval-every 4 --eval-batches 1 --save-every 4)
 losses() { grep -o '"step":[0-9]*,"train_loss":[^,]*' "$1" | sort -t: -k2 -n; }
 
-for arch in diff softmax nsa; do
-  # NSA with blocks small enough for 64 tokens: compressed blocks, a choice among 4, a window under T
-  [[ $arch == nsa ]] && ARCH=(--arch nsa --nsa-block 8 --nsa-stride 4 --nsa-select 16 --nsa-topn 3 --nsa-window 16) ||
-    ARCH=(--arch $arch)
+for arch in diff softmax nsa moba; do
+  # NSA with blocks small enough for 64 tokens: compressed blocks, a choice among 4, a window under T;
+  # MoBA choosing 3 of up to 8 blocks (its fields come back from the checkpoint)
+  case $arch in
+    nsa) ARCH=(--arch nsa --nsa-block 8 --nsa-stride 4 --nsa-select 16 --nsa-topn 3 --nsa-window 16) ;;
+    moba) ARCH=(--arch moba --moba-block 8 --moba-topk 3) ;;
+    *) ARCH=(--arch $arch) ;;
+  esac
   "$BIN" train "${ARCH[@]}" "${MODEL[@]}" "${RUN[@]}" --out "$TMP/full_$arch" 2>/dev/null || { fail "full run $arch"; continue; }
 
   # 1. --stop-at then --resume

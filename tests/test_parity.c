@@ -99,6 +99,10 @@ static int test_diff_lambda_init_08(void) { return check_config("diff_lambda_ini
 static int test_diff_lambda_init_05(void) { return check_config("diff_lambda_init_05"); }
 static int test_diff_off_lambda_05(void) { return check_config("diff_off_lambda_05"); }
 static int test_softmax_head_norm_on(void) { return check_config("softmax_head_norm_on"); }
+/* MoBA: n_rep 1 and 2 with T not a multiple of B, and T < B k */
+static int test_moba_mha(void) { return check_config("moba_mha"); }
+static int test_moba_gqa_rep2(void) { return check_config("moba_gqa_rep2"); }
+static int test_moba_short(void) { return check_config("moba_short"); }
 
 int main(void) {
     RUN(test_diff_mha);
@@ -119,5 +123,8 @@ int main(void) {
     RUN(test_diff_lambda_init_05);
     RUN(test_diff_off_lambda_05);
     RUN(test_softmax_head_norm_on);
+    RUN(test_moba_mha);
+    RUN(test_moba_gqa_rep2);
+    RUN(test_moba_short);
     TH_SUMMARY();
 }

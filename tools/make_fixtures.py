@@ -66,16 +66,23 @@ CONFIGS = {
                          nsa_topn=5, nsa_window=9),
     "nsa_short": dict(_BASE, arch="nsa", n_heads=4, n_kv_heads=2, nsa_block=8, nsa_stride=4, nsa_select=16,
                       nsa_topn=3, nsa_window=4),
+    # MoBA (reference.moba_mask): n_rep 1 and 2 with T not a multiple of B and a choice among more blocks
+    # than k; and T < B k (every block chosen: softmax's logits).
+    "moba_mha": dict(_BASE, arch="moba", n_heads=4, n_kv_heads=4, moba_block=8, moba_topk=3),
+    "moba_gqa_rep2": dict(_BASE, arch="moba", n_heads=4, n_kv_heads=2, moba_block=7, moba_topk=4),
+    "moba_short": dict(_BASE, arch="moba", n_heads=4, n_kv_heads=2, moba_block=16, moba_topk=3),
 }
 SEQ_LEN = {"diff_window": 200, "diff2_window": 200, "softmax_window": 200,
-           "nsa_mha": 75, "nsa_gqa_rep2": 83, "nsa_gqa_rep4": 70, "nsa_short": 6}  # others: T
+           "nsa_mha": 75, "nsa_gqa_rep2": 83, "nsa_gqa_rep4": 70, "nsa_short": 6,
+           "moba_mha": 75, "moba_gqa_rep2": 83, "moba_short": 40}  # others: T
 SEEDS = {"diff_mha": 1001, "diff_gqa": 1002, "softmax_untied": 1003, "softmax_tied": 1004,
          "diff_gqa_h4kv2": 1008, "softmax_gqa_h4kv2": 1006,
          "diff2_mha": 1011, "diff2_gqa_rep2": 1012, "diff2_gqa_rep4": 1013, "diff2_tied": 1014,
          "diff_window": 1021, "diff2_window": 1022, "softmax_window": 1023,
          "diff_head_norm_off": 1041, "diff_lambda_init_08": 1042, "diff_lambda_init_05": 1043,
          "diff_off_lambda_05": 1046, "softmax_head_norm_on": 1045,
-         "nsa_mha": 2731, "nsa_gqa_rep2": 1032, "nsa_gqa_rep4": 1033, "nsa_short": 1034}
+         "nsa_mha": 2731, "nsa_gqa_rep2": 1032, "nsa_gqa_rep4": 1033, "nsa_short": 1034,
+         "moba_mha": 1051, "moba_gqa_rep2": 1052, "moba_short": 1053}
 
 
 def random_params(cfg, seed):
@@ -218,8 +225,14 @@ def naive_forward(cfg, params, ids):
                 Kh = [rope(k[t, g * d:(g + 1) * d], t) for t in range(Tn)]
                 Vh = [v[t, g * d:(g + 1) * d] for t in range(Tn)]
                 for t in range(Tn):
-                    a = softmax_row([float(np.dot(Qh[t], Kh[s])) / math.sqrt(d) for s in keys(t)])
-                    o = sum(a[n_] * Vh[s] for n_, s in enumerate(keys(t)))
+                    ks = keys(t)
+                    if cfg["arch"] == "moba":  # own block c, and the k - 1 best earlier by the mean key
+                        Bk, c = cfg["moba_block"], t // cfg["moba_block"]
+                        sc = [(-float(np.dot(Qh[t], sum(Kh[j * Bk:(j + 1) * Bk]) / Bk)), j) for j in range(c)]
+                        blocks = [j for _, j in sorted(sc)[:cfg["moba_topk"] - 1]] + [c]
+                        ks = [s for s in ks if s // Bk in blocks]
+                    a = softmax_row([float(np.dot(Qh[t], Kh[s])) / math.sqrt(d) for s in ks])
+                    o = sum(a[n_] * Vh[s] for n_, s in enumerate(ks))
                     if cfg.get("head_norm", "off") == "on":
                         o = rms(o, P[p + "attn.subln.weight"], 1e-5)
                     heads_out[t, d * i:d * (i + 1)] = o
@@ -361,6 +374,14 @@ def check_config(name, cfg, params, ids, R, fd_entries=3):
             R.ok(beyond < 1e-12 and edge > 1e-6,
                  "window %d: a change at t=%d reaches position %d (change %.1e) and none after (%.1e)"
                  % (W, t, reach, edge, beyond))
+
+    if cfg["arch"] == "moba":  # softmax's logits exactly when every block is chosen (T <= B k), else not
+        scfg = {k: v for k, v in cfg.items() if k not in ref.MOBA_KEYS}
+        scfg["arch"] = "softmax"
+        e = float((ref.forward(scfg, params, ids) - logits).abs().max())
+        every = len(ids) <= cfg["moba_block"] * cfg["moba_topk"]
+        R.ok(e < 1e-12 if every else e > 1e-3, "MoBA vs softmax on the same weights (%s): max abs diff %.1e"
+             % ("every block chosen" if every else "a choice among more than k blocks", e))
 
     # GQA grouping (i // n_rep for K1, K2 and V) via the equivalent MHA model
     n_rep = cfg["n_heads"] // cfg["n_kv_heads"]

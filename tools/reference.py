@@ -40,6 +40,8 @@ CONFIG_KEYS = ("arch",) + CONFIG_INT_KEYS + ("norm_eps", "rope_theta", "tie_embe
 # "head_norm" ("on" or "off"; absent = the arch's default: on for diff, off for softmax; diff2 and nsa
 # have none); "lambda_init" (diff: a float used in every layer; absent = the depth schedule).
 # arch "nsa" also has nsa.NSA_KEYS (nsa_block, nsa_stride, nsa_select, nsa_topn, nsa_window).
+# arch "moba" has softmax's parameters and MOBA_KEYS (moba_block, moba_topk): moba_mask below.
+MOBA_KEYS = ("moba_block", "moba_topk")
 SUBLN_EPS = 1e-5  # fixed eps of the DIFF per-head RMSNorm (subln)
 
 
@@ -70,8 +72,10 @@ def validate_config(cfg):
     missing = [k for k in CONFIG_KEYS if k not in cfg]
     if missing:
         raise ValueError("config lacks %s" % ", ".join(missing))
-    if cfg["arch"] not in ("diff", "diff2", "softmax", "nsa"):
-        raise ValueError("arch must be 'diff', 'diff2', 'softmax' or 'nsa', got %r" % (cfg["arch"],))
+    if cfg["arch"] not in ("diff", "diff2", "softmax", "nsa", "moba"):
+        raise ValueError("arch must be 'diff', 'diff2', 'softmax', 'nsa' or 'moba', got %r" % (cfg["arch"],))
+    if cfg["arch"] == "moba" and not all(isinstance(cfg.get(k), int) and cfg[k] >= 1 for k in MOBA_KEYS):
+        raise ValueError("moba needs moba_block and moba_topk, ints >= 1")
     if cfg["arch"] == "nsa":
         missing = [k for k in nsa.NSA_KEYS if k not in cfg]
         if missing:
@@ -192,6 +196,9 @@ def config_to_metadata(cfg):
     if cfg["arch"] == "nsa":
         for k in nsa.NSA_KEYS:
             md[k] = str(cfg[k])
+    if cfg["arch"] == "moba":
+        for k in MOBA_KEYS:
+            md[k] = str(cfg[k])
     return md
 
 
@@ -221,6 +228,11 @@ def metadata_to_config(md):
         cfg["lambda_init"] = float(md["lambda_init"])
     if cfg["arch"] == "nsa":
         for k in nsa.NSA_KEYS:
+            if k not in md:
+                raise ValueError("metadata lacks %s" % k)
+            cfg[k] = int(md[k])
+    if cfg["arch"] == "moba":
+        for k in MOBA_KEYS:
             if k not in md:
                 raise ValueError("metadata lacks %s" % k)
             cfg[k] = int(md[k])
@@ -384,6 +396,27 @@ def _nsa_attention(cfg, P, i, x, trace):
     return o.reshape(T, H * d) @ P[p + "out_proj.weight"].T
 
 
+def moba_mask(q, k, B, topk):
+    """MoBA's choice, [H, T, T] bool (no gradient): query t of head h (q [T, H, d],
+    its group's keys k [T, H, d], after RoPE) sees key s <= t when s's block is
+    t's own, c = t // B, or one of the topk - 1 earlier blocks j < c with the
+    highest q_t . mean(k[jB .. jB+B-1]) (ties to the lower j; all when fewer)."""
+    T, H, _ = q.shape
+    q, k = q.detach(), k.detach()
+    nb = T // B  # the complete blocks: every earlier block of any query is complete
+    km = k[:nb * B].reshape(nb, B, H, -1).mean(dim=1)  # [nb, H, d]
+    mask = torch.zeros(H, T, T, dtype=torch.bool)
+    for h in range(H):
+        for t in range(T):
+            c = t // B
+            score = [float(q[t, h] @ km[j, h]) for j in range(c)]
+            # sorted() is stable: among equal scores the lower j comes first
+            chosen = sorted(range(c), key=lambda j: -score[j])[:topk - 1] + [c]
+            for j in chosen:
+                mask[h, t, j * B:min(j * B + B, t + 1)] = True
+    return mask
+
+
 def _attention(cfg, P, i, x, trace):
     if cfg["arch"] == "nsa":
         return _nsa_attention(cfg, P, i, x, trace)
@@ -439,6 +472,8 @@ def _attention(cfg, P, i, x, trace):
         v = v.view(T, Hkv, d)
         kk, vv = k[:, group], v[:, group]
         s = torch.einsum("thd,shd->hts", q, kk) / math.sqrt(d)
+        if cfg["arch"] == "moba":  # softmax's heads over the chosen blocks' keys
+            causal = causal & moba_mask(q, kk, cfg["moba_block"], cfg["moba_topk"])
         a = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)  # [H, T, T]
         o = torch.einsum("hts,shd->thd", a, vv)
         if head_norm(cfg):  # "Transformer + GroupNorm": RMSNorm per head, one gain shared by the heads, no scale

@@ -9,14 +9,23 @@ extern "C" {
 
 /* The attention variant: the one enum of attention kinds. Each is a module
  * of src/attn/ (its entry of the variant table, attn/variant.h); the CLI and
- * the checkpoint metadata spell them diff, softmax, diff2, nsa.
+ * the checkpoint metadata spell them diff, softmax, diff2, nsa, moba.
  * DIFF: the Differential Transformer (V1); SOFTMAX: the baseline; DIFF2: DIFF V2
  * (microsoft/unilm Diff-Transformer-V2/multihead_flashdiffv2.py): 2H query
  * heads of size d = dim/H, K and V shared by the two maps of a head, lambda
  * per token and head = sigmoid(x . lambda_proj), no head norm. NSA: Native
  * Sparse Attention (DeepSeek 2025, arXiv 2502.11089), softmax's heads over
- * three gated branches (compressed blocks, selected blocks, a window). */
-typedef enum { DA_ARCH_DIFF = 0, DA_ARCH_SOFTMAX = 1, DA_ARCH_DIFF2 = 2, DA_ARCH_NSA = 3, DA_ARCH_N } da_arch;
+ * three gated branches (compressed blocks, selected blocks, a window). MOBA:
+ * Mixture of Block Attention (Kimi 2025, arXiv 2502.13189), softmax's heads and
+ * tensors, each query attending to its own block and its top-scoring earlier ones. */
+typedef enum {
+    DA_ARCH_DIFF = 0,
+    DA_ARCH_SOFTMAX = 1,
+    DA_ARCH_DIFF2 = 2,
+    DA_ARCH_NSA = 3,
+    DA_ARCH_MOBA = 4,
+    DA_ARCH_N
+} da_arch;
 
 /* RoPE frequencies of pair j of a d-wide sub-head. DIFF: the official DIFF
  * framework's theta^(-j/(d/2-1)); LLAMA: theta^(-2j/d) (Llama, Hugging Face). */
@@ -69,6 +78,9 @@ typedef struct {
      * compression block; s, their stride; l', the length of a selection block; n, the
      * selection blocks per query (the three forced ones included); w, the window branch */
     int nsa_block, nsa_stride, nsa_select, nsa_topn, nsa_window;
+    /* MoBA's (docs/model.md), stored for MoBA only: B, the block length; k, the blocks
+     * a query attends to, its own included */
+    int moba_block, moba_topk;
 } da_config;
 
 #ifdef __cplusplus

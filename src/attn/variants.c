@@ -7,9 +7,10 @@
 #include "attn/variant.h"
 #include "attn/variant_common.h"
 
-extern const attn_variant attn_diff, attn_softmax, attn_diff2, attn_nsa;
+extern const attn_variant attn_diff, attn_softmax, attn_diff2, attn_nsa, attn_moba;
 
-static const attn_variant *const VARIANTS[DA_ARCH_N] = {&attn_diff, &attn_softmax, &attn_diff2, &attn_nsa};
+static const attn_variant *const VARIANTS[DA_ARCH_N] = {&attn_diff, &attn_softmax, &attn_diff2, &attn_nsa,
+                                                            &attn_moba};
 
 const attn_variant *da_attn_variant_of(da_arch a) { return (unsigned)a < DA_ARCH_N ? VARIANTS[a] : VARIANTS[0]; }
 

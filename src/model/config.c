@@ -16,7 +16,7 @@
 #define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
 
 /* da_arch order, the variant table's names (da_arch_parse checks the two agree) */
-static const char *const ARCH_NAMES[] = {"diff", "softmax", "diff2", "nsa", NULL};
+static const char *const ARCH_NAMES[] = {"diff", "softmax", "diff2", "nsa", "moba", NULL};
 _Static_assert(sizeof ARCH_NAMES / sizeof ARCH_NAMES[0] == DA_ARCH_N + 1, "ARCH_NAMES out of step with da_arch");
 _Static_assert(sizeof(da_arch) == sizeof(int), "DA_FIELD_ENUM stores an int");
 static const char *const ROPE_FREQ_NAMES[] = {"diff", "llama", NULL};
@@ -35,15 +35,16 @@ static const char *const LAMBDA_INIT_NAMES[] = {"depth", NULL}; /* the spelling 
  * depend on it). */
 const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
     {"arch", "arch", offsetof(da_config, arch), DA_FIELD_ENUM, DA_ARCH_DIFF, 0, DA_ARCH_N - 1, "[]", DA_RESUME_FIXED, 1,
-     "diff (Differential Transformer), diff2 (DIFF V2), softmax (the baseline) or nsa (Native Sparse Attention)",
+     "diff (Differential Transformer), diff2 (DIFF V2), softmax (the baseline), nsa (Native Sparse Attention) or "
+     "moba (Mixture of Block Attention)",
      ARCH_NAMES},
     F("dim", "dim", dim, DA_FIELD_INT, 256, 1, DA_MAX_DIM, "[]", "model width"),
     F("n_layers", "layers", n_layers, DA_FIELD_INT, 4, 1, DA_MAX_LAYERS, "[]", "number of blocks"),
     F("n_heads", "heads", n_heads, DA_FIELD_INT, 4, 1, DA_MAX_DIM, "[]",
       "DIFF heads; --arch softmax gets twice as many plain heads, for equal parameters, and --arch diff2 as "
-      "many output heads as softmax (each with two query heads); --arch nsa as softmax"),
+      "many output heads as softmax (each with two query heads); --arch nsa and moba as softmax"),
     F("n_kv_heads", "kv-heads", n_kv_heads, DA_FIELD_INT, 0, 0, DA_MAX_DIM, "[]",
-      "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax, diff2 and nsa"),
+      "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax, diff2, nsa and moba"),
     F("vocab_size", "vocab", vocab_size, DA_FIELD_INT, 256, 1, DA_MAX_VOCAB, "[]", "vocabulary size (256 = bytes)"),
     F("ffn_hidden", "ffn", ffn_hidden, DA_FIELD_INT, 0, 0, 8 * DA_MAX_DIM, "[]",
       "SwiGLU hidden size (0 = 8*dim/3 rounded up to a multiple of 64)"),
@@ -106,6 +107,9 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
     N("nsa_topn", "nsa-topn", nsa_topn, 16, 0, 1024, "NSA: n, the selection blocks per query, the three forced ones "
       "(the first, the current and the one before) included (n >= 3)"),
     N("nsa_window", "nsa-window", nsa_window, 512, 0, DA_MAX_SEQ, "NSA: w, the keys of the sliding-window branch"),
+    /* MoBA's own, as NSA's (its variant checks B >= 1, k >= 1) */
+    N("moba_block", "moba-block", moba_block, 64, 0, DA_MAX_SEQ, "MoBA: B, the length of a key block"),
+    N("moba_topk", "moba-topk", moba_topk, 4, 0, 65536, "MoBA: k, the blocks a query attends to, its own included"),
 #undef N
 };
 _Static_assert(sizeof da_config_fields / sizeof da_config_fields[0] == DA_CONFIG_N_FIELDS,
