@@ -89,6 +89,7 @@ typedef struct {
     float lr, grad_norm, tok_per_s;
     double elapsed_s, eta_s;
     const char *note; /* NULL, or on the run's first line a note to show once (the data-parallel plan) */
+    double accuracy;  /* the source's score of the held-out set at an evaluation; NAN otherwise */
 } da_train_log;
 
 typedef struct {
@@ -98,6 +99,12 @@ typedef struct {
     long stop_at_step;  /* > 0: after this step, checkpoint and return DA_INTERRUPTED, as if stopped */
     const char *init_from; /* NULL, or a model (any path da_model_load takes, read by every rank)
                             * whose weights and configuration start a new run instead of model_cfg */
+    /* NULL, or called on a new run's model after its initialisation (not on resume), on every rank:
+     * e.g. weights shared with another run's initialisation */
+    da_status (*on_init)(void *ctx, da_model *m);
+    /* NULL, or called on rank 0 after each evaluation (step 0, every eval_every steps, the last) with the
+     * model as it is then */
+    void (*on_eval)(void *ctx, const da_model *m, const da_train_log *log);
 } da_train_hooks;
 
 #define DA_INTERRUPTED 2
@@ -124,6 +131,11 @@ typedef enum {
  * config tc. */
 da_status da_train(const da_config *model_cfg, const da_train_config *tc, const char *data_path,
                    const char *out_dir, int mode, const da_train_hooks *hooks);
+/* The same loop on any data source (data.h): a synthetic task's stream, or
+ * da_text_source. The source's seq, when set, must equal tc->seq. With a
+ * score, metrics.jsonl and the log carry its accuracy at each evaluation. */
+da_status da_train_source(const da_config *model_cfg, const da_train_config *tc, const da_data_source *src,
+                          const char *out_dir, int mode, const da_train_hooks *hooks);
 /* Reads the model and training configs stored in out_dir's state file. */
 da_status da_train_state_peek(const char *out_dir, da_config *model_cfg, da_train_config *tc, long *step);
 /* The configuration a resumed run continues with: the model and training

@@ -3,9 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
@@ -31,83 +28,21 @@ static int compare_finish(da_status st, const char *out_dir, const char *exists_
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* --jobs N: the study's pending runs, each in its own single-thread process
- * (this program again with --run-index k), N at a time; progress and an
- * ETA weighted by each run's training FLOPs. The processes' results are the
- * same bits as in-process runs (one thread each). */
-static da_status run_jobs(const da_task_compare_config *c, int n_runs, int jobs, int argc, char **argv) {
-    int *pending = malloc((size_t)n_runs * sizeof(int)), n_pending = 0, running = 0, next = 0, finished = 0;
-    pid_t *pid_of = calloc((size_t)n_runs, sizeof(pid_t));
-    char **child = calloc((size_t)argc + 8, sizeof(char *));
-    if (!pending || !pid_of || !child) {
-        free(pending), free(pid_of), free(child);
-        return da_errorf("out of memory for %d runs", n_runs);
+/* train's fields that compare --task takes as train does: the others are the
+ * study's own flags (--batch, --steps, --lr, --eval-every, --seed), or do not
+ * apply to a task (the held-out set is --eval-seqs; no mpirun). */
+static int task_train_opts(da_train_config *tc, cli_opt *opts) {
+    static const char *const skip[] = {"batch", "steps", "lr", "eval-every", "seed", "eval-batches", "val-fraction",
+                                       "deterministic", "zero"};
+    cli_opt all[DA_TRAIN_CONFIG_N_FIELDS];
+    const int n = cli_field_opts(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, tc, all, NULL);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int keep = 1;
+        for (size_t j = 0; j < sizeof skip / sizeof skip[0]; j++) keep &= strcmp(all[i].name, skip[j]) != 0;
+        if (keep) opts[k++] = all[i];
     }
-    double total = 0, done = 0;
-    for (int i = 0; i < n_runs; i++) {
-        const int k = da_task_compare_schedule(c, i, n_runs);
-        if (!da_task_compare_run_done(c, k)) pending[n_pending++] = k, total += da_task_compare_run_cost(c, k);
-    }
-    char idx[32];
-    child[0] = "diffattn";
-    for (int i = 0; i < argc; i++) child[1 + i] = argv[i];
-    child[argc + 1] = "--run-index", child[argc + 2] = idx, child[argc + 3] = "--quiet";
-    child[argc + 4] = "--threads", child[argc + 5] = "1", child[argc + 6] = NULL;
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    if (!c->quiet)
-        fprintf(stderr, "compare: %d runs, %d to do, %d processes of one thread\n", n_runs, n_pending, jobs);
-    const double t0 = now_s();
-    da_status st = da_ok();
-    while (finished < n_pending) {
-        while (!st.code && running < jobs && next < n_pending && !(c->stop && *c->stop)) {
-            snprintf(idx, sizeof idx, "%d", pending[next]);
-            const pid_t p = fork();
-            if (p == 0) {
-                execv("/proc/self/exe", child);
-                _exit(127);
-            }
-            if (p < 0) {
-                st = da_errorf("fork: cannot start a run process");
-                break;
-            }
-            pid_of[next++] = p, running++;
-        }
-        if (!running) break;
-        int status;
-        const pid_t p = wait(&status);
-        if (p < 0) break;
-        int j = 0;
-        while (j < next && pid_of[j] != p) j++;
-        if (j == next) continue;
-        running--, finished++;
-        const int k = pending[j];
-        char name[320];
-        da_task_compare_run_name(c, k, name, sizeof name);
-        if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-            if (!st.code) st = da_errorf("run %d (%s) failed (exit status %d); the finished runs are kept: --resume "
-                                         "continues", k, name, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-            if (c->stop && *c->stop) st.code = DA_INTERRUPTED;
-            continue;
-        }
-        done += da_task_compare_run_cost(c, k);
-        if (!c->quiet) {
-            const double el = now_s() - t0;
-            fprintf(stderr, "compare: [%d/%d] %s  done at %.0f s, ETA %.0f s\n", finished, n_pending, name, el,
-                    el / done * (total - done));
-        }
-    }
-    if (!st.code && c->stop && *c->stop) {
-        st = da_errorf("interrupted: the finished runs are kept; the same command with --resume continues");
-        st.code = DA_INTERRUPTED;
-    }
-    free(pending), free(pid_of), free(child);
-    return st;
+    return k;
 }
 
 /* compare --task mqar|noisy-recall|icl|counterfactual: the retrieval comparison, its sweeps and grids. */
@@ -115,7 +50,7 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
     da_task_compare_config c;
     da_task_compare_config_default(&c);
     da_task_config_default(&c.task, kind);
-    c.out_dir = kind == DA_TASK_MQAR ? "runs/compare-mqar" : kind == DA_TASK_NOISY_RECALL ? "runs/compare-noisy-recall"
+    c.study.out_dir = kind == DA_TASK_MQAR ? "runs/compare-mqar" : kind == DA_TASK_NOISY_RECALL ? "runs/compare-noisy-recall"
                 : kind == DA_TASK_ICL                                                    ? "runs/compare-icl"
                                                                                          : "runs/compare-counterfactual";
     char def_archs[128], all[128], archs_help[256];
@@ -125,10 +60,11 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
     const char *task = NULL, *pairs = NULL, *seqs = NULL, *noises = NULL, *demos = NULL, *archs = def_archs;
     const char *grid = NULL;
     float alpha = (float)c.task.alpha, memory_share = (float)c.task.memory_share;
-    int jobs = 1, run_index = -1;
-    cli_opt opts[] = {
+    int run_index = -1;
+    cli_opt opts[64] = {
         {"task", OPT_STR, &task, "mqar | noisy-recall | icl | counterfactual | needle | text (see docs/tasks.md)", 0},
-        {"out", OPT_STR, &c.out_dir, "folder for report.md, report.json, the figures and runs/ (one result file per run)", 0},
+        {"out", OPT_STR, &c.study.out_dir, "folder for report.md, report.json, the figures and runs/ (one run folder "
+                                            "per run)", 0},
         {"archs", OPT_STR, &archs, archs_help, 0},
         {"swa-window", OPT_INT, &c.swa_window, "swa: softmax attention over the last W keys only", 0},
         {"grid", OPT_STR, &grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
@@ -158,14 +94,17 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
         {"layers", OPT_INT, &c.layers, "blocks", 0},
         {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
         {"batch", OPT_INT, &c.batch, "sequences per step", 0},
-        {"lr", OPT_FLOAT, &c.lr, "peak learning rate (warmup 10%, cosine to a tenth)", 0},
-        {"jobs", OPT_INT, &jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
+        {"lr", OPT_FLOAT, &c.lr, "peak learning rate (warmup 10% and cosine to a tenth unless --warmup, --min-lr)", 0},
+        {"jobs", OPT_INT, &c.study.jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
         {"run-index", OPT_INT, &run_index, "run only run K of the study and write its result file (what --jobs starts)", 0},
-        {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
-        {"resume", OPT_FLAG, &c.resume, "continue the study in --out (same flags): runs with a result file are kept", 0},
-        {"force", OPT_FLAG, &c.force, "replace a comparison already in --out", 0},
+        {"quiet", OPT_FLAG, &c.study.quiet, "no progress display", 0},
+        {"resume", OPT_FLAG, &c.study.resume, "continue the study in --out (same flags): runs with a valid result "
+                                              "file are kept, the others are done again", 0},
+        {"force", OPT_FLAG, &c.study.force, "replace a comparison already in --out", 0},
     };
-    const int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    int n_opts = 0;
+    while (opts[n_opts].name) n_opts++;
+    n_opts += task_train_opts(&c.train, opts + n_opts);
     int rc = cli_parse("compare",
                        "Trains every architecture on a synthetic task from the same initialisation and data stream, "
                        "scores\nheld-out answer accuracy during training, then the attention, outlier and "
@@ -176,6 +115,7 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
                        argc, argv, opts, n_opts, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     c.task.alpha = alpha, c.task.memory_share = memory_share;
+    c.warmup_given = cli_was_set(opts, n_opts, "warmup"), c.min_lr_given = cli_was_set(opts, n_opts, "min-lr");
     if (kind == DA_TASK_COUNTERFACTUAL) { /* the vocabulary and length follow the table and the pairs unless given */
         if (!cli_was_set(opts, n_opts, "vocab")) c.task.vocab = 2 + c.task.entities + c.task.attributes;
         if (!seqs) c.task.seq = 5 * c.task.context_pairs;
@@ -191,23 +131,14 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
     da_status ast = da_task_parse_archs(&c, archs);
     if (!ast.code && grid) ast = da_task_grid_parse(&c, grid);
     if (ast.code) return cli_fail(ast.msg);
-    if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the study, or replace it)");
-    if (jobs < 1 || jobs > 1024) return cli_fail("--jobs: expected 1..1024 processes");
-    c.stop = cli_catch_stop_signals();
+    c.study.stop = cli_catch_stop_signals();
+    c.study.argc = argc, c.study.argv = argv;
     if (run_index >= 0) { /* one run, as --jobs starts it */
         da_status st = da_task_compare_run(&c, run_index);
         if (st.code == DA_INTERRUPTED) return 130;
         return st.code ? cli_fail(st.msg) : 0;
     }
-    if (jobs == 1) return compare_finish(da_task_compare(&c), c.out_dir, "--resume continues it, --force replaces it");
-    int n_runs, lock_fd;
-    const double t0 = now_s();
-    da_status st = da_task_compare_lock(&c, &lock_fd);
-    if (!st.code) st = da_task_compare_prepare(&c, &n_runs);
-    if (!st.code) st = run_jobs(&c, n_runs, jobs, argc, argv);
-    if (!st.code) st = da_task_compare_report(&c, now_s() - t0);
-    da_task_compare_unlock(lock_fd);
-    return compare_finish(st, c.out_dir, "--resume continues it, --force replaces it");
+    return compare_finish(da_task_compare(&c), c.study.out_dir, "--resume continues it, --force replaces it");
 }
 
 /* "--grid heads=1,2 dim=64,128" -> "--grid" "heads=1,2 dim=64,128": the axes

@@ -6,6 +6,7 @@
 #include "args.h"
 #include "commands.h"
 #include "diffattn/data.h"
+#include "diffattn/experiments.h"
 
 static void format_duration(char *buf, size_t n, double s) {
     if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
@@ -23,6 +24,7 @@ static void on_log(void *ctx, const da_train_log *g) {
     int n = snprintf(line, sizeof line, "step %ld/%ld", g->step, g->steps);
     if (g->train_loss == g->train_loss) n += snprintf(line + n, sizeof line - n, " | loss %.4f", (double)g->train_loss);
     if (g->val_loss == g->val_loss) n += snprintf(line + n, sizeof line - n, " | val %.4f", (double)g->val_loss);
+    if (g->accuracy == g->accuracy) n += snprintf(line + n, sizeof line - n, " | accuracy %.3f", g->accuracy);
     if (g->step > 0)
         snprintf(line + n, sizeof line - n, " | lr %.2e | %.0f tok/s | ETA %s", (double)g->lr, (double)g->tok_per_s,
                  eta);
@@ -50,6 +52,15 @@ static int finish(int rc, da_status st) {
 }
 
 static int train_main(int argc, char **argv);
+
+/* The vocabulary the data needs: a task's, its shards', or 256 for text. */
+static int data_vocab_size(const char *data) {
+    da_task_source *task;
+    if (!da_task_file_is(data) || da_task_source_load(&task, data).code) return da_data_vocab_size(data);
+    const int v = da_task_source_of(task).vocab_size;
+    da_task_source_free(task);
+    return v;
+}
 
 int cmd_train(int argc, char **argv) {
     da_status st = da_dist_init();
@@ -91,8 +102,9 @@ static int train_main(int argc, char **argv) {
     int n = 0;
     cli_model_opts(&mf, opts);
     n += CLI_N_MODEL_OPTS;
-    opts[n++] = (cli_opt){"data", OPT_STR, &data, "text file or folder of text files (bytes are tokens), or a folder "
-                                                  "of token shards from diffattn prepare", 0};
+    opts[n++] = (cli_opt){"data", OPT_STR, &data, "text file or folder of text files (bytes are tokens), a folder "
+                                                  "of token shards from diffattn prepare, or a synthetic task's "
+                                                  "task.txt (a compare --task run folder holds one)", 0};
     opts[n++] = (cli_opt){"out", OPT_STR, &out, "run folder: model.safetensors, train_state.safetensors, metrics.jsonl", 0};
     n += cli_field_opts(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, &tc, opts + n, NULL);
     opts[n++] = (cli_opt){"init-from", OPT_STR, &init_from, "start from this model's weights and configuration "
@@ -137,7 +149,7 @@ static int train_main(int argc, char **argv) {
         tc.seq = mf.cfg.max_seq_len;
     } else {
         /* token shards bring their tokenizer's vocabulary */
-        if (!cli_was_set(opts, n, "vocab")) mf.cfg.vocab_size = da_data_vocab_size(data);
+        if (!cli_was_set(opts, n, "vocab")) mf.cfg.vocab_size = data_vocab_size(data);
         if ((st = cli_model_config(&mf, opts, n, &cfg)).code) return cli_fail(st.msg);
         tc.seq = cfg.max_seq_len;
     }
@@ -146,9 +158,19 @@ static int train_main(int argc, char **argv) {
     int tty = isatty(2);
     /* under mpirun only rank 0 reports progress */
     volatile int *stop = cli_catch_stop_signals();
-    da_train_hooks hooks = {rank0 ? on_log : NULL, &tty, stop, stop_at, resume ? NULL : init_from};
+    da_train_hooks hooks = {.on_log = rank0 ? on_log : NULL, .ctx = &tty, .stop = stop, .stop_at_step = stop_at,
+                            .init_from = resume ? NULL : init_from};
     if (resume && force) return cli_fail("--resume and --force: choose one (continue the run, or replace it)");
-    st = da_train(&cfg, &tc, data, out, resume ? DA_RUN_RESUME : force ? DA_RUN_OVERWRITE : DA_RUN_NEW, &hooks);
+    const int mode = resume ? DA_RUN_RESUME : force ? DA_RUN_OVERWRITE : DA_RUN_NEW;
+    da_task_source *task = NULL;
+    if (da_task_file_is(data) && (st = da_task_source_load(&task, data)).code) return finish(1, st);
+    if (task) {
+        const da_data_source src = da_task_source_of(task);
+        st = da_train_source(&cfg, &tc, &src, out, mode, &hooks);
+        da_task_source_free(task);
+    } else {
+        st = da_train(&cfg, &tc, data, out, mode, &hooks);
+    }
     if (st.code == DA_RUN_EXISTS) {
         if (rank0) fprintf(stderr, "diffattn: %s (--resume, or --force)\n", st.msg);
         return finish(1, da_ok());
