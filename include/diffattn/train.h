@@ -136,6 +136,16 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc, const 
  * score, metrics.jsonl and the log carry its accuracy at each evaluation. */
 da_status da_train_source(const da_config *model_cfg, const da_train_config *tc, const da_data_source *src,
                           const char *out_dir, int mode, const da_train_hooks *hooks);
+/* Training steps on a model outside a run (no data source, folder or
+ * checkpoint), with tc's optimizer, clipping and schedule: for benchmarks,
+ * which time a step. x: the step's settings (its prof_s, when set, gets the
+ * zeroing and AdamW phases), NULL for da_exec_default. m must outlive it. */
+typedef struct da_train_stepper da_train_stepper;
+da_status da_train_stepper_create(da_train_stepper **out, da_model *m, const da_train_config *tc, const da_exec *x);
+/* Zeroes the gradients, runs forward and backward of a (B, T) on tokens and
+ * targets, clips, takes one AdamW step; returns the loss. */
+float da_train_step(da_train_stepper *s, da_acts *a, const int *tokens, const int *targets, int B, int T);
+void da_train_stepper_free(da_train_stepper *s);
 /* Reads the model and training configs stored in out_dir's state file. */
 da_status da_train_state_peek(const char *out_dir, da_config *model_cfg, da_train_config *tc, long *step);
 /* The configuration a resumed run continues with: the model and training
