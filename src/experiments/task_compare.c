@@ -20,28 +20,6 @@
 
 static const int QBITS[TASK_N_QBITS] = TASK_QBITS;
 
-int task_baseline_slot(const da_task_compare_config *c) {
-    for (int i = 0; i < c->n_archs; i++)
-        if (c->archs[i] == da_arch_baseline() && !c->windows[i] && !c->columns[i][0]) return i;
-    return -1;
-}
-
-int task_has_lambda(const da_task_compare_config *c, int a) { return da_arch_describe(c->archs[a]).per_layer_lambda; }
-
-int task_lambda_slot(const da_task_compare_config *c) {
-    for (int i = 0; i < c->n_archs; i++)
-        if (task_has_lambda(c, i) && !c->windows[i] && !c->columns[i][0]) return i;
-    return -1;
-}
-
-const char *task_arch_name(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "swa" : c->columns[a][0] ? c->columns[a] : da_arch_name(c->archs[a]);
-}
-
-const char *task_arch_label(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "SWA" : c->columns[a][0] ? c->columns[a] : da_compare_arch_label(c->archs[a]);
-}
-
 da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
     char buf[512];
     snprintf(buf, sizeof buf, "%s", list);
@@ -101,12 +79,6 @@ void da_task_compare_config_default(da_task_compare_config *c) {
     c->perms = 10;
     c->perm_episodes = 128;
     c->cf_episodes = 1024;
-}
-
-long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold) {
-    for (int i = 0; i < n; i++)
-        if (acc[i] >= threshold) return steps[i];
-    return -1;
 }
 
 /* The share of the answer positions of s whose largest logit is the answer,

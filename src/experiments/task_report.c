@@ -12,6 +12,34 @@
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
 
+int task_baseline_slot(const da_task_compare_config *c) {
+    for (int i = 0; i < c->n_archs; i++)
+        if (c->archs[i] == da_arch_baseline() && !c->windows[i] && !c->columns[i][0]) return i;
+    return -1;
+}
+
+int task_has_lambda(const da_task_compare_config *c, int a) { return da_arch_describe(c->archs[a]).per_layer_lambda; }
+
+int task_lambda_slot(const da_task_compare_config *c) {
+    for (int i = 0; i < c->n_archs; i++)
+        if (task_has_lambda(c, i) && !c->windows[i] && !c->columns[i][0]) return i;
+    return -1;
+}
+
+const char *task_arch_name(const da_task_compare_config *c, int a) {
+    return c->windows[a] ? "swa" : c->columns[a][0] ? c->columns[a] : da_arch_name(c->archs[a]);
+}
+
+const char *task_arch_label(const da_task_compare_config *c, int a) {
+    return c->windows[a] ? "SWA" : c->columns[a][0] ? c->columns[a] : da_compare_arch_label(c->archs[a]);
+}
+
+long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold) {
+    for (int i = 0; i < n; i++)
+        if (acc[i] >= threshold) return steps[i];
+    return -1;
+}
+
 static const double THRESH[3] = {0.5, 0.9, 0.99};
 
 /* One cell and architecture over its seeds: successes (reaching 90%), their
