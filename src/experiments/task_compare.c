@@ -9,8 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attn/variant.h"
-#include "model/probe.h"
 #include "core/clock.h"
 #include "experiments/arch_column.h"
 #include "experiments/compare.h"
@@ -133,72 +131,56 @@ da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, u
     return st;
 }
 
-/* Attention shares at the answer positions of the first `n` evaluation
- * sequences, and the outliers (attention logits, hidden states) over them. */
-static da_status analyse(da_model *m, const da_task_config *t, const da_task_source *e, int n, task_run *r) {
-    const da_config *c = &m->cfg;
-    const attn_variant *var = da_attn_variant_of(c->arch);
-    const int T = e->T, C = c->dim, n_q = var->logit_maps(c);
-    const size_t n_logits = (size_t)n * c->n_layers * n_q * T * (T + 1) / 2, n_hidden = (size_t)n * c->n_layers * T * C;
-    float *logits = malloc(n_logits * sizeof(float)), *hidden = malloc(n_hidden * sizeof(float));
-    float *scratch = malloc((n_logits > n_hidden ? n_logits : n_hidden) * sizeof(float));
-    float *row = malloc((size_t)T * sizeof(float)), *tmp = malloc((size_t)T * sizeof(float));
-    da_acts *a = NULL;
-    da_status st = da_ok();
-    if (!logits || !hidden || !scratch || !row || !tmp) st = da_errorf("out of memory for the attention analysis");
-    if (!st.code) st = da_acts_create(&a, c, 1, T);
-    size_t nl = 0, nh = 0;
-    double ans = 0, noise = 0, noise_tok = 0, look[3] = {0};
-    long rows = 0, look_rows[3] = {0};
-    const int cf = t->kind == DA_TASK_COUNTERFACTUAL, ctx_end = 2 * t->context_pairs;
+/* Sums over one held-out sequence's attention rows (da_eval_attention_rows). */
+typedef struct {
+    const da_task_config *t;
+    const int *tok, *tgt, *src; /* (T) the sequence */
+    double ans, noise, noise_tok, look[3];
+    long rows, look_rows[3];
+} share_sums;
+
+static void add_shares(void *ctx, int layer, int head, int p, const float *row) {
+    share_sums *s = ctx;
+    const da_task_config *t = s->t;
+    (void)layer, (void)head;
+    if (t->kind == DA_TASK_COUNTERFACTUAL && s->tgt[p] >= 0) { /* the lookback ratio at every answer, per condition */
+        const int cond = s->src[p] < 0 ? DA_CF_ABSENT
+                      : s->tgt[p] == da_cf_attribute_token(t, da_cf_fact(t, s->tok[p] - 2)) ? DA_CF_AGREE
+                                                                                          : DA_CF_COUNTER;
+        double on_ctx = 0, on_query = 0;
+        for (int j = 0; j <= p; j++) j < 2 * t->context_pairs ? (on_ctx += row[j]) : (on_query += row[j]);
+        s->look[cond] += on_ctx + on_query != 0 ? on_ctx / (on_ctx + on_query) : 0, s->look_rows[cond]++;
+    }
+    if (s->src[p] < 0) return;
+    for (int j = 0; j < p; j++) {
+        if (j == s->src[p] || j == s->src[p] + 1) s->ans += row[j];
+        else s->noise += row[j];
+        if (da_task_is_noise(t, s->tok[j])) s->noise_tok += row[j];
+    }
+    s->rows++;
+}
+
+/* Through eval/: the attention shares at the answer positions of the first
+ * n held-out sequences (and counterfactual's lookback ratios), and the
+ * outliers (attention logits, hidden states) over them. */
+static da_status analyse(da_model *m, const da_task_source *e, int n, task_run *r) {
+    const int T = e->T, cf = e->task.kind == DA_TASK_COUNTERFACTUAL;
+    share_sums s;
+    memset(&s, 0, sizeof s);
+    s.t = &e->task;
+    unsigned char *want = malloc((size_t)T);
+    da_status st = want ? da_ok() : da_errorf("out of memory for the attention analysis");
     for (int i = 0; i < n && !st.code; i++) {
-        const int *tok = e->tokens + (size_t)i * T, *src = e->src + (size_t)i * T;
-        da_forward(m, a, tok, NULL, 1, T);
-        for (int l = 0; l < c->n_layers; l++) {
-            attn_probe pr;
-            da_acts_probe(a, m, l, &pr);
-            for (int p = 0; p < T; p++) {
-                const int *tgt = e->targets + (size_t)i * T;
-                if (cf && tgt[p] >= 0) { /* the lookback ratio at every answer, per condition */
-                    const int cond = src[p] < 0 ? DA_CF_ABSENT
-                                  : tgt[p] == da_cf_attribute_token(t, da_cf_fact(t, tok[p] - 2)) ? DA_CF_AGREE
-                                                                                                 : DA_CF_COUNTER;
-                    for (int h = 0; h < c->n_heads; h++) {
-                        var->attention_row(&pr, h, p, row, tmp);
-                        double on_ctx = 0, on_query = 0;
-                        for (int j = 0; j <= p; j++) j < ctx_end ? (on_ctx += row[j]) : (on_query += row[j]);
-                        look[cond] += on_ctx + on_query != 0 ? on_ctx / (on_ctx + on_query) : 0, look_rows[cond]++;
-                    }
-                }
-                if (src[p] < 0) continue;
-                for (int h = 0; h < c->n_heads; h++) {
-                    var->attention_row(&pr, h, p, row, tmp);
-                    for (int j = 0; j < p; j++) {
-                        if (j == src[p] || j == src[p] + 1) ans += row[j];
-                        else noise += row[j];
-                        if (da_task_is_noise(t, tok[j])) noise_tok += row[j];
-                    }
-                    rows++;
-                }
-            }
-            for (int s = 0; s < n_q; s++)
-                for (int p = 0; p < T; p++) {
-                    nl += (size_t)var->logits(&pr, s, p, 0, logits + nl);
-                }
-            memcpy(hidden + nh, da_acts_hidden(a, l), (size_t)T * C * sizeof(float));
-            nh += (size_t)T * C;
-        }
+        s.tok = e->tokens + (size_t)i * T, s.tgt = e->targets + (size_t)i * T, s.src = e->src + (size_t)i * T;
+        for (int p = 0; p < T; p++) want[p] = s.src[p] >= 0 || (cf && s.tgt[p] >= 0);
+        st = da_eval_attention_rows(m, s.tok, T, want, add_shares, &s);
     }
-    if (!st.code) {
-        r->attn_answer = rows ? ans / rows : 0, r->attn_noise = rows ? noise / rows : 0;
-        r->attn_noise_tokens = rows ? noise_tok / rows : 0;
-        da_outlier_stats_of(logits, nl, scratch, &r->out.logits);
-        da_outlier_stats_of(hidden, nh, scratch, &r->out.hidden);
-        r->out.tokens = (long)n * T;
-        for (int k = 0; k < 3; k++) r->cf.lookback[k] = look_rows[k] ? look[k] / look_rows[k] : 0;
-    }
-    da_acts_free(a);
-    free(logits), free(hidden), free(scratch), free(row), free(tmp);
+    free(want);
+    if (!st.code) st = da_eval_outliers_of(m, e->tokens, n, T, &r->out);
+    if (st.code) return st;
+    r->attn_answer = s.rows ? s.ans / s.rows : 0, r->attn_noise = s.rows ? s.noise / s.rows : 0;
+    r->attn_noise_tokens = s.rows ? s.noise_tok / s.rows : 0;
+    for (int k = 0; k < 3; k++) r->cf.lookback[k] = s.look_rows[k] ? s.look[k] / s.look_rows[k] : 0;
     return st;
 }
 
@@ -289,7 +271,7 @@ static da_status evaluate(const da_task_compare_config *c, da_model *m, const da
     for (int i = 0; i < TASK_N_QBITS && !st.code; i++) /* NaN where the engine has no quantized logits for the arch */
         if (da_arch_describe(m->cfg.arch).exact_logits_only) r->quant_acc[i] = NAN;
         else st = task_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
-    if (!st.code) st = analyse(m, t, e, e->n < 16 ? e->n : 16, r);
+    if (!st.code) st = analyse(m, e, e->n < 16 ? e->n : 16, r);
     if (!st.code && t->kind == DA_TASK_ICL)
         st = da_icl_order_robustness(m, t, c->perm_episodes, c->perms, order_seed, &r->order);
     if (!st.code && t->kind == DA_TASK_COUNTERFACTUAL) { /* the counts, then the lookback ratios analyse measured */
