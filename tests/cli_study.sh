@@ -38,6 +38,9 @@ ok "eval loss on a run's held-out sequences (held_out/ token shards)" \
 check "  and prints a finite loss" grep -q "validation loss [0-9]" "$TMP/last.out" "$TMP/last.err"
 ok "train --resume continues a run on its task.txt" "$BIN" train --resume --out "$R" --data "$R/task.txt" --steps 80
 check "  to step 80, scored at the end" grep -q '"step":80,.*"accuracy":' "$R/metrics.jsonl"
+ok "a new train run on a run's task.txt (its vocabulary and length)" \
+  "$BIN" train --data "$R/task.txt" --out "$TMP/new" --steps 4 --eval-every 2 --dim 16 --layers 1 --heads 1
+check "  scored at every evaluation" [ "$(grep -c '"accuracy":' "$TMP/new/metrics.jsonl")" = 3 ]
 same=1
 for f in "$TMP"/jobs/runs/*/result.bin; do # every byte but the last field (train_s, a time)
   g=$TMP/serial/runs/$(basename "$(dirname "$f")")/result.bin

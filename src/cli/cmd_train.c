@@ -53,13 +53,15 @@ static int finish(int rc, da_status st) {
 
 static int train_main(int argc, char **argv);
 
-/* The vocabulary the data needs: a task's, its shards', or 256 for text. */
-static int data_vocab_size(const char *data) {
+/* The vocabulary the data needs: a task's, its shards', or 256 for text;
+ * *seq: a task's sequence length, else unchanged. */
+static int data_vocab_size(const char *data, int *seq) {
     da_task_source *task;
     if (!da_task_file_is(data) || da_task_source_load(&task, data).code) return da_data_vocab_size(data);
-    const int v = da_task_source_of(task).vocab_size;
+    const da_data_source src = da_task_source_of(task);
+    *seq = src.seq;
     da_task_source_free(task);
-    return v;
+    return src.vocab_size;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -148,8 +150,11 @@ static int train_main(int argc, char **argv) {
         memset(&cfg, 0, sizeof cfg); /* unused: the model comes from init_from */
         tc.seq = mf.cfg.max_seq_len;
     } else {
-        /* token shards bring their tokenizer's vocabulary */
-        if (!cli_was_set(opts, n, "vocab")) mf.cfg.vocab_size = data_vocab_size(data);
+        /* token shards bring their tokenizer's vocabulary, a task its vocabulary and length */
+        int seq = mf.cfg.max_seq_len;
+        const int vocab = data_vocab_size(data, &seq);
+        if (!cli_was_set(opts, n, "vocab")) mf.cfg.vocab_size = vocab;
+        if (!cli_was_set(opts, n, "seq")) mf.cfg.max_seq_len = seq;
         if ((st = cli_model_config(&mf, opts, n, &cfg)).code) return cli_fail(st.msg);
         tc.seq = cfg.max_seq_len;
     }
