@@ -45,66 +45,101 @@ static int task_train_opts(da_train_config *tc, cli_opt *opts) {
     return k;
 }
 
+/* The flags of compare --task that are not fields of its configuration. */
+typedef struct {
+    const char *task, *pairs, *seqs, *noises, *demos, *archs, *grid;
+    float alpha, memory_share;
+    int run_index;
+    char def_archs[128], archs_help[256];
+} task_flags;
+
+/* The options of compare --task, bound to c and f; returns how many. */
+static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
+    char all[128];
+    memset(f, 0, sizeof *f);
+    da_arch_names_default(f->def_archs, sizeof f->def_archs, ",");
+    snprintf(f->archs_help, sizeof f->archs_help, "comma-separated architectures trained side by side: %s, swa",
+             da_arch_names_all(all, sizeof all, ", "));
+    f->archs = f->def_archs, f->run_index = -1;
+    f->alpha = (float)c->task.alpha, f->memory_share = (float)c->task.memory_share;
+    const cli_opt table[] = {
+        {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl | counterfactual | needle | text (see docs/tasks.md)", 0},
+        {"out", OPT_STR, &c->study.out_dir, "folder for report.md, report.json, the figures and runs/ (one run folder "
+                                            "per run)", 0},
+        {"archs", OPT_STR, &f->archs, f->archs_help, 0},
+        {"swa-window", OPT_INT, &c->swa_window, "swa: softmax attention over the last W keys only", 0},
+        {"grid", OPT_STR, &f->grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
+                                 "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
+        {"pairs", OPT_STR, &f->pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
+        {"seq", OPT_STR, &f->seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2", 0},
+        {"noise", OPT_STR, &f->noises, "noisy-recall: share of noise slots, or a list to sweep (0,0.2,0.6)", 0},
+        {"demos", OPT_STR, &f->demos, "icl: labelled demonstrations per sequence, or a list to sweep (4,8,16)", 0},
+        {"classes", OPT_INT, &c->task.classes, "icl: class labels", 0},
+        {"symbols", OPT_INT, &c->task.symbols, "icl: input symbols, each mapped to a random class per sequence", 0},
+        {"perms", OPT_INT, &c->perms, "icl: random orders of each held-out episode's demos", 0},
+        {"perm-episodes", OPT_INT, &c->perm_episodes, "icl: held-out episodes of the order evaluation", 0},
+        {"entities", OPT_INT, &c->task.entities, "counterfactual: entities in the fact table", 0},
+        {"attributes", OPT_INT, &c->task.attributes, "counterfactual: attributes an entity can have", 0},
+        {"context-pairs", OPT_INT, &c->task.context_pairs, "counterfactual: (entity, attribute) pairs before the queries", 0},
+        {"memory-share", OPT_FLOAT, &f->memory_share, "counterfactual: share of training sequences stating facts, no context", 0},
+        {"cf-episodes", OPT_INT, &c->cf_episodes, "counterfactual: held-out episodes of the faithfulness evaluation", 0},
+        {"vocab", OPT_INT, &c->task.vocab, "task and model vocabulary (counterfactual: 2 + entities + attributes)", 0},
+        {"alpha", OPT_FLOAT, &f->alpha, "mqar: power-law exponent of the query gaps (Zoology's power_a)", 0},
+        {"noise-vocab", OPT_INT, &c->task.noise_vocab, "noisy-recall: tokens in the noise vocabulary", 0},
+        {"steps", OPT_LONG, &c->steps, "training steps per model", 0},
+        {"eval-every", OPT_INT, &c->eval_every, "steps between held-out accuracy evaluations", 0},
+        {"eval-seqs", OPT_INT, &c->eval_seqs, "held-out evaluation sequences (the same for every model)", 0},
+        {"seeds", OPT_INT, &c->seeds, "seeds per architecture and cell (1..64)", 0},
+        {"seed", OPT_INT, &c->seed0, "first seed", 0},
+        {"dim", OPT_INT, &c->dim, "model width", 0},
+        {"layers", OPT_INT, &c->layers, "blocks", 0},
+        {"heads", OPT_INT, &c->heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
+        {"batch", OPT_INT, &c->batch, "sequences per step", 0},
+        {"lr", OPT_FLOAT, &c->lr, "peak learning rate (warmup 10% and cosine to a tenth unless --warmup, --min-lr)", 0},
+        {"jobs", OPT_INT, &c->study.jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
+        {"run-index", OPT_INT, &f->run_index, "run only run K of the study and write its result file (what --jobs starts)", 0},
+        {"quiet", OPT_FLAG, &c->study.quiet, "no progress display", 0},
+        {"resume", OPT_FLAG, &c->study.resume, "continue the study in --out (same flags): runs with a valid result "
+                                              "file are kept, the others are done again", 0},
+        {"force", OPT_FLAG, &c->study.force, "replace a comparison already in --out", 0},
+    };
+    const int n = (int)(sizeof table / sizeof table[0]);
+    memcpy(opts, table, sizeof table);
+    return n + task_train_opts(&c->train, opts + n);
+}
+
+/* The parsed flags into c; 0, or 1 after an error line. */
+static int task_apply(da_task_compare_config *c, const task_flags *f, const cli_opt *opts, int n_opts) {
+    c->task.alpha = f->alpha, c->task.memory_share = f->memory_share;
+    c->warmup_given = cli_was_set(opts, n_opts, "warmup"), c->min_lr_given = cli_was_set(opts, n_opts, "min-lr");
+    if (c->task.kind == DA_TASK_COUNTERFACTUAL) { /* the vocabulary and length follow the table and the pairs unless given */
+        if (!cli_was_set(opts, n_opts, "vocab")) c->task.vocab = 2 + c->task.entities + c->task.attributes;
+        if (!f->seqs) c->task.seq = 5 * c->task.context_pairs;
+    }
+    if (f->pairs && cli_parse_ints(f->pairs, c->pairs, 8, &c->n_pairs, 1, 512))
+        return cli_fail("--pairs: expected up to 8 counts, like 4,8,16");
+    if (f->seqs && cli_parse_ints(f->seqs, c->seqs, 8, &c->n_seqs, 5, 1 << 16))
+        return cli_fail("--seq: expected up to 8 lengths >= 5, like 64,128,256");
+    if (f->noises && cli_parse_doubles(f->noises, c->noises, 8, &c->n_noises, 0, 0.99))
+        return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
+    if (f->demos && cli_parse_ints(f->demos, c->demos, 8, &c->n_demos, 1, DA_ICL_MAX_DEMOS))
+        return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
+    da_status st = da_task_parse_archs(c, f->archs);
+    if (!st.code && f->grid) st = da_task_grid_parse(c, f->grid);
+    return st.code ? cli_fail(st.msg) : 0;
+}
+
 /* compare --task mqar|noisy-recall|icl|counterfactual: the retrieval comparison, its sweeps and grids. */
 static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
+    static const char *const out[] = {"runs/compare-mqar", "runs/compare-noisy-recall", "runs/compare-icl",
+                                      "runs/compare-counterfactual"};
     da_task_compare_config c;
     da_task_compare_config_default(&c);
     da_task_config_default(&c.task, kind);
-    c.study.out_dir = kind == DA_TASK_MQAR ? "runs/compare-mqar" : kind == DA_TASK_NOISY_RECALL ? "runs/compare-noisy-recall"
-                : kind == DA_TASK_ICL                                                    ? "runs/compare-icl"
-                                                                                         : "runs/compare-counterfactual";
-    char def_archs[128], all[128], archs_help[256];
-    da_arch_names_default(def_archs, sizeof def_archs, ",");
-    snprintf(archs_help, sizeof archs_help, "comma-separated architectures trained side by side: %s, swa",
-             da_arch_names_all(all, sizeof all, ", "));
-    const char *task = NULL, *pairs = NULL, *seqs = NULL, *noises = NULL, *demos = NULL, *archs = def_archs;
-    const char *grid = NULL;
-    float alpha = (float)c.task.alpha, memory_share = (float)c.task.memory_share;
-    int run_index = -1;
-    cli_opt opts[64] = {
-        {"task", OPT_STR, &task, "mqar | noisy-recall | icl | counterfactual | needle | text (see docs/tasks.md)", 0},
-        {"out", OPT_STR, &c.study.out_dir, "folder for report.md, report.json, the figures and runs/ (one run folder "
-                                            "per run)", 0},
-        {"archs", OPT_STR, &archs, archs_help, 0},
-        {"swa-window", OPT_INT, &c.swa_window, "swa: softmax attention over the last W keys only", 0},
-        {"grid", OPT_STR, &grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
-                                 "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
-        {"pairs", OPT_STR, &pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
-        {"seq", OPT_STR, &seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2", 0},
-        {"noise", OPT_STR, &noises, "noisy-recall: share of noise slots, or a list to sweep (0,0.2,0.6)", 0},
-        {"demos", OPT_STR, &demos, "icl: labelled demonstrations per sequence, or a list to sweep (4,8,16)", 0},
-        {"classes", OPT_INT, &c.task.classes, "icl: class labels", 0},
-        {"symbols", OPT_INT, &c.task.symbols, "icl: input symbols, each mapped to a random class per sequence", 0},
-        {"perms", OPT_INT, &c.perms, "icl: random orders of each held-out episode's demos", 0},
-        {"perm-episodes", OPT_INT, &c.perm_episodes, "icl: held-out episodes of the order evaluation", 0},
-        {"entities", OPT_INT, &c.task.entities, "counterfactual: entities in the fact table", 0},
-        {"attributes", OPT_INT, &c.task.attributes, "counterfactual: attributes an entity can have", 0},
-        {"context-pairs", OPT_INT, &c.task.context_pairs, "counterfactual: (entity, attribute) pairs before the queries", 0},
-        {"memory-share", OPT_FLOAT, &memory_share, "counterfactual: share of training sequences stating facts, no context", 0},
-        {"cf-episodes", OPT_INT, &c.cf_episodes, "counterfactual: held-out episodes of the faithfulness evaluation", 0},
-        {"vocab", OPT_INT, &c.task.vocab, "task and model vocabulary (counterfactual: 2 + entities + attributes)", 0},
-        {"alpha", OPT_FLOAT, &alpha, "mqar: power-law exponent of the query gaps (Zoology's power_a)", 0},
-        {"noise-vocab", OPT_INT, &c.task.noise_vocab, "noisy-recall: tokens in the noise vocabulary", 0},
-        {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
-        {"eval-every", OPT_INT, &c.eval_every, "steps between held-out accuracy evaluations", 0},
-        {"eval-seqs", OPT_INT, &c.eval_seqs, "held-out evaluation sequences (the same for every model)", 0},
-        {"seeds", OPT_INT, &c.seeds, "seeds per architecture and cell (1..64)", 0},
-        {"seed", OPT_INT, &c.seed0, "first seed", 0},
-        {"dim", OPT_INT, &c.dim, "model width", 0},
-        {"layers", OPT_INT, &c.layers, "blocks", 0},
-        {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
-        {"batch", OPT_INT, &c.batch, "sequences per step", 0},
-        {"lr", OPT_FLOAT, &c.lr, "peak learning rate (warmup 10% and cosine to a tenth unless --warmup, --min-lr)", 0},
-        {"jobs", OPT_INT, &c.study.jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
-        {"run-index", OPT_INT, &run_index, "run only run K of the study and write its result file (what --jobs starts)", 0},
-        {"quiet", OPT_FLAG, &c.study.quiet, "no progress display", 0},
-        {"resume", OPT_FLAG, &c.study.resume, "continue the study in --out (same flags): runs with a valid result "
-                                              "file are kept, the others are done again", 0},
-        {"force", OPT_FLAG, &c.study.force, "replace a comparison already in --out", 0},
-    };
-    int n_opts = 0;
-    while (opts[n_opts].name) n_opts++;
-    n_opts += task_train_opts(&c.train, opts + n_opts);
+    c.study.out_dir = out[kind];
+    task_flags f;
+    cli_opt opts[64];
+    const int n_opts = task_opts(&c, &f, opts);
     int rc = cli_parse("compare",
                        "Trains every architecture on a synthetic task from the same initialisation and data stream, "
                        "scores\nheld-out answer accuracy during training, then the attention, outlier and "
@@ -114,27 +149,11 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
                        "report.json and PNG figures.",
                        argc, argv, opts, n_opts, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    c.task.alpha = alpha, c.task.memory_share = memory_share;
-    c.warmup_given = cli_was_set(opts, n_opts, "warmup"), c.min_lr_given = cli_was_set(opts, n_opts, "min-lr");
-    if (kind == DA_TASK_COUNTERFACTUAL) { /* the vocabulary and length follow the table and the pairs unless given */
-        if (!cli_was_set(opts, n_opts, "vocab")) c.task.vocab = 2 + c.task.entities + c.task.attributes;
-        if (!seqs) c.task.seq = 5 * c.task.context_pairs;
-    }
-    if (pairs && cli_parse_ints(pairs, c.pairs, 8, &c.n_pairs, 1, 512))
-        return cli_fail("--pairs: expected up to 8 counts, like 4,8,16");
-    if (seqs && cli_parse_ints(seqs, c.seqs, 8, &c.n_seqs, 5, 1 << 16))
-        return cli_fail("--seq: expected up to 8 lengths >= 5, like 64,128,256");
-    if (noises && cli_parse_doubles(noises, c.noises, 8, &c.n_noises, 0, 0.99))
-        return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
-    if (demos && cli_parse_ints(demos, c.demos, 8, &c.n_demos, 1, DA_ICL_MAX_DEMOS))
-        return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
-    da_status ast = da_task_parse_archs(&c, archs);
-    if (!ast.code && grid) ast = da_task_grid_parse(&c, grid);
-    if (ast.code) return cli_fail(ast.msg);
+    if (task_apply(&c, &f, opts, n_opts)) return 1;
     c.study.stop = cli_catch_stop_signals();
     c.study.argc = argc, c.study.argv = argv;
-    if (run_index >= 0) { /* one run, as --jobs starts it */
-        da_status st = da_task_compare_run(&c, run_index);
+    if (f.run_index >= 0) { /* one run, as --jobs starts it */
+        da_status st = da_task_compare_run(&c, f.run_index);
         if (st.code == DA_INTERRUPTED) return 130;
         return st.code ? cli_fail(st.msg) : 0;
     }
@@ -161,16 +180,8 @@ static int join_grid_axes(int argc, char **argv, char *joined, size_t n) {
     return out;
 }
 
-int cmd_compare(int argc, char **argv) {
-    static char grid_axes[1024];
-    argc = join_grid_axes(argc, argv, grid_axes, sizeof grid_axes);
-    const char *task = NULL;
-    for (int i = 1; i < argc; i++) /* the task decides the flag table */
-        if (!strncmp(argv[i], "--task", 6)) task = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[i + 1] : "";
-    da_task_kind kind;
-    if (task && !da_task_parse(task, &kind)) return cmd_compare_task(argc, argv, kind);
-    if (task && strcmp(task, "needle") && strcmp(task, "text"))
-        return cli_fail("--task: expected mqar, noisy-recall, icl, counterfactual, needle or text");
+/* compare (--task needle or text): the byte-level comparison. */
+static int cmd_compare_text(int argc, char **argv, const char *task) {
     da_compare_config c;
     da_compare_config_default(&c);
     float budget = 0;
@@ -227,4 +238,17 @@ int cmd_compare(int argc, char **argv) {
     c.steps_given = cli_was_set(opts, n_opts, "steps");
     if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the compare, or replace it)");
     return compare_finish(da_compare(&c), c.out_dir, "--resume, or --force");
+}
+
+int cmd_compare(int argc, char **argv) {
+    static char grid_axes[1024];
+    argc = join_grid_axes(argc, argv, grid_axes, sizeof grid_axes);
+    const char *task = NULL;
+    for (int i = 1; i < argc; i++) /* the task decides the flag table */
+        if (!strncmp(argv[i], "--task", 6)) task = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[i + 1] : "";
+    da_task_kind kind;
+    if (task && !da_task_parse(task, &kind)) return cmd_compare_task(argc, argv, kind);
+    if (task && strcmp(task, "needle") && strcmp(task, "text"))
+        return cli_fail("--task: expected mqar, noisy-recall, icl, counterfactual, needle or text");
+    return cmd_compare_text(argc, argv, task);
 }
