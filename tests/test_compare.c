@@ -244,8 +244,8 @@ static int test_compare_task_sweep(void) {
     CHECK(mkdtemp(dir));
     da_task_compare_config c;
     da_task_compare_config_default(&c);
-    c.out_dir = dir, c.steps = 6, c.eval_every = 3, c.eval_seqs = 8, c.dim = 16, c.layers = 2, c.heads = 1;
-    c.batch = 4, c.seeds = 2, c.quiet = 1;
+    c.study.out_dir = dir, c.steps = 6, c.eval_every = 3, c.eval_seqs = 8, c.dim = 16, c.layers = 2, c.heads = 1;
+    c.batch = 4, c.seeds = 2, c.study.quiet = 1;
     c.task.vocab = 32, c.task.pairs = 4;
     c.n_seqs = 2, c.seqs[0] = 16, c.seqs[1] = 32;
     da_status st = da_task_compare(&c);
@@ -317,8 +317,8 @@ static int test_compare_task_icl(void) {
     da_task_compare_config c;
     da_task_compare_config_default(&c);
     da_task_config_default(&c.task, DA_TASK_ICL);
-    c.out_dir = dir, c.steps = 4, c.eval_every = 2, c.eval_seqs = 8, c.dim = 16, c.layers = 1, c.heads = 1;
-    c.batch = 4, c.seeds = 2, c.quiet = 1, c.perms = 3, c.perm_episodes = 5;
+    c.study.out_dir = dir, c.steps = 4, c.eval_every = 2, c.eval_seqs = 8, c.dim = 16, c.layers = 1, c.heads = 1;
+    c.batch = 4, c.seeds = 2, c.study.quiet = 1, c.perms = 3, c.perm_episodes = 5;
     c.task.demos = 4, c.task.symbols = 6, c.task.classes = 3, c.task.vocab = 12;
     CHECK(!da_arch_list_parse("softmax,diff", c.archs, &c.n_archs).code);
     da_status st = da_task_compare(&c);
@@ -369,7 +369,7 @@ static int test_compare_task_icl(void) {
 static int test_compare_task_refuses_wrong_flags(void) {
     da_task_compare_config c;
     da_task_compare_config_default(&c);
-    c.out_dir = "/tmp/da_compare_task_refused", c.quiet = 1;
+    c.study.out_dir = "/tmp/da_compare_task_refused", c.study.quiet = 1;
     c.n_noises = 1, c.noises[0] = 0.2;
     da_status st = da_task_compare(&c);
     CHECK(st.code && strstr(st.msg, "--noise"));

@@ -31,12 +31,6 @@ from longest_functions import blank_out, blank_preprocessor, definitions, functi
 
 # cycles that remain, by their files (relative to src/), with the reason
 KNOWN = {
-    frozenset({"train/train_state.c", "train/train_config.c"}):
-        "the training state stores the training configuration, whose resume merge reads the state "
-        "(part of the single training loop's rework, issue 31 item 1)",
-    frozenset({"experiments/task_compare.c", "experiments/task_report.c"}):
-        "the task study and its report writer call each other (part of the single experiment pipeline, "
-        "issue 31 item 3)",
 }
 
 IDENT = re.compile(r"[A-Za-z_]\w*")

@@ -1,6 +1,6 @@
 /* diffattn data: training text and token shards, `prepare` (text -> token
  * shards), and token-id files.
- * Implemented in src/data/text_data.c, src/data/prepare.c, src/data/ids_file.c. */
+ * Implemented in src/data/text_data.c, src/data/source.c, src/data/prepare.c, src/data/ids_file.c. */
 #ifndef DIFFATTN_DATA_H
 #define DIFFATTN_DATA_H
 
@@ -60,6 +60,40 @@ int da_data_is_shards(const char *path);
 /* The vocabulary the data needs: its shards' vocab_size, or 256 for text
  * (also when the shard header cannot be read: loading reports that). */
 int da_data_vocab_size(const char *path);
+
+/* ---------------------------------------------------------------- data sources */
+
+/* What the one training loop (da_train_source) asks of any source of
+ * training data: text and token shards (da_text_source), or a synthetic task
+ * (experiments.h: da_task_source). Windows are (tokens, targets) of T
+ * positions; a target of -1 adds no loss there. */
+typedef struct da_data_source {
+    void *self;
+    int vocab_size;  /* every token is below it */
+    int seq;         /* > 0: the window length the source makes, which the run's seq must equal; 0: any */
+    long n_held_out; /* > 0: the held-out set's size in windows; 0: the run's eval_batches x batch */
+    /* NULL, or the sampler's seed for a new run of seed `seed` (NULL: a fixed mix of seed). */
+    uint64_t (*stream_seed)(void *self, uint64_t seed);
+    /* Draws a step's B windows from rng and keeps windows j = phase, phase + stride, ... in order: every
+     * rank draws the same B, so the stream does not depend on the number of ranks.
+     * tokens, targets: (ceil((B - phase) / stride), T). */
+    void (*next)(void *self, da_rng *rng, int B, int phase, int stride, int T, int *tokens, int *targets);
+    /* Window i of the n held-out windows: the same at every evaluation of a run. */
+    void (*held_out)(void *self, long i, long n, int T, int *tokens, int *targets);
+    /* NULL, or the task's score of b held-out windows from their logits (b, T, V): adds the positions
+     * scored to *total and the right ones to *right. */
+    void (*score)(void *self, const int *targets, const float *logits, int b, int T, int V, long *right,
+                  long *total);
+} da_data_source;
+
+/* Text or token shards as a source: windows at random offsets of the train
+ * split, held out evenly spaced over the validation split, no score. d must
+ * outlive the source. */
+da_data_source da_text_source(const da_text_data *d);
+/* A score for answers that are one token: a position with a target >= 0 is
+ * right when its largest logit is the target (the first one on ties). */
+void da_score_argmax(void *self, const int *targets, const float *logits, int b, int T, int V, long *right,
+                     long *total);
 
 /* ---------------------------------------------------------------- prepare */
 

@@ -76,6 +76,13 @@ typedef struct {
 
 /* The byte-level model m on nc's prompts (every context, depth and sample). */
 da_status da_eval_needle_attention(da_model *m, const da_needle_config *nc, da_needle_attention_result *r);
+/* Runs m on one sequence of T tokens and calls visit(ctx, layer, head, t,
+ * row) with the attention row P over positions 0..t (as defined above:
+ * DIFF's combined map) for every layer and head at each position t with
+ * want[t] != 0. */
+typedef void (*da_attention_row_fn)(void *ctx, int layer, int head, int t, const float *row);
+da_status da_eval_attention_rows(da_model *m, const int *tokens, int T, const unsigned char *want,
+                                 da_attention_row_fn visit, void *ctx);
 /* One prompt's map (context ci, depth di, sample s). Free map->map. */
 da_status da_needle_attention_map_of(da_model *m, const da_needle_config *nc, int ci, int di, int s,
                                      da_needle_attention_map *map);
@@ -116,6 +123,8 @@ typedef struct {
 
 /* Runs `windows` validation windows of T tokens through the model. */
 da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long windows, da_outliers_result *r);
+/* The same over n given sequences of T tokens (tokens: (n, T)). */
+da_status da_eval_outliers_of(da_model *m, const int *tokens, long n, int T, da_outliers_result *r);
 
 
 /* ---------------------------------------------------------------- quantized attention logits */

@@ -2,6 +2,7 @@
  * and evaluated alike, with a report), throughput benchmarks, and the PNG
  * figures of reports.
  * Implemented in src/experiments/compare.c, src/experiments/tasks.c, src/experiments/task_compare.c,
+ * src/experiments/task_source.c, src/experiments/task_report.c,
  * src/experiments/task_counterfactual.c, src/experiments/icl_order.c, src/experiments/plot.c,
  * src/experiments/bench.c, src/experiments/bench_generate.c, src/experiments/bench_json.c. */
 #ifndef DIFFATTN_EXPERIMENTS_H
@@ -112,6 +113,26 @@ int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets
 
 /* noisy-recall: whether token is a noise token (0 for the other tasks). */
 int da_task_is_noise(const da_task_config *c, int token);
+
+/* A task as a data source of the training loop (da_train_source): the
+ * stream of da_task_sample, a held-out set of n_held_out sequences fixed by
+ * the sweep point (counterfactual: episodes only), and the answer accuracy
+ * as its score. A run of seed s trains on the stream of
+ * s * 0x9E3779B97F4A7C15 + point, the same for every architecture. */
+typedef struct da_task_source da_task_source;
+da_status da_task_source_create(da_task_source **out, const da_task_config *t, int point, int n_held_out);
+void da_task_source_free(da_task_source *s);
+/* The source's interface; s must outlive it. */
+da_data_source da_task_source_of(da_task_source *s);
+/* Writes dir/task.txt ("key value" lines: what `train --data RUN/task.txt`,
+ * new or --resume, rebuilds the source from) and dir/held_out/, the held-out
+ * sequences as token shards (train_000000.bin = val_000000.bin) for
+ * `eval loss --data RUN/held_out`: the next-token loss at every position. */
+da_status da_task_source_save(const da_task_source *s, const char *dir);
+/* The source of a task file. */
+da_status da_task_source_load(da_task_source **out, const char *path);
+/* 1 when path is a task file. */
+int da_task_file_is(const char *path);
 
 /* ---------------------------------------------------------------- counterfactual (contextual faithfulness) */
 
@@ -231,10 +252,13 @@ da_status da_icl_order_robustness(da_model *m, const da_task_config *t, int epis
  * A study is a grid of cells: the product of the task sweeps (--pairs, --seq,
  * --noise, --demos) and the grid axes (--grid heads=1,2,4 dim=64,128 ...).
  * Each (cell, seed, architecture) is one run, independent of every other:
- * its model is initialised from its seed, its result is a file of its own
- * (out_dir/runs/), written atomically when the run ends. So runs can go to
- * separate processes in any order (the results are the same bits), and a
- * killed study continues with the runs that have no file (--resume). */
+ * an ordinary training run (da_train_source on da_task_source) in its own
+ * folder out_dir/runs/cell<i>_<arch>_seed<s> (model.safetensors,
+ * train_state.safetensors, metrics.jsonl with the accuracy per evaluation,
+ * task.txt), plus its result file, written atomically when the run ends. So
+ * runs can go to separate processes in any order (the results are the same
+ * bits), and a killed study continues with the runs that have no valid
+ * result file (--resume). */
 typedef enum { DA_GRID_HEADS = 0, DA_GRID_DIM, DA_GRID_LAYERS, DA_GRID_LR, DA_GRID_BATCH, DA_GRID_N_KEYS } da_grid_key;
 #define DA_GRID_MAX_VALUES 8
 
@@ -244,8 +268,20 @@ typedef struct {
     double values[DA_GRID_MAX_VALUES];
 } da_grid_axis;
 
+/* How a study runs (experiments/study.c). */
 typedef struct {
     const char *out_dir;
+    int jobs;    /* 1: the runs one after another in this process; N: N single-thread processes at a time */
+    int argc;    /* jobs > 1: the command line (without the program) that names this study; each process */
+    char **argv; /* runs it with --run-index K --quiet --threads 1 and dies with the study */
+    int quiet;
+    int force;  /* replace a study already in out_dir (its runs/ is removed) */
+    int resume; /* continue the study in out_dir: runs with a valid result file are kept */
+    volatile int *stop; /* non-zero: return DA_INTERRUPTED (the run in training is lost; finished ones are kept) */
+} da_study_opts;
+
+typedef struct {
+    da_study_opts study;
     da_task_config task; /* the kind and the values of every parameter not swept */
     /* trained side by side in this order (default: da_arch_compare_defaults); the first one's
      * initialisation is copied into the others; verdicts are against softmax when it is listed */
@@ -269,11 +305,11 @@ typedef struct {
     int eval_every, eval_seqs;
     int dim, layers, heads, batch;
     float lr;
+    /* every other training setting (optimizer, clipping, bf16, checkpoints); batch, seq, steps, lr, seed and
+     * eval_every come from the fields above and the cell; warmup is steps / 10 and min_lr lr / 10 unless given */
+    da_train_config train;
+    int warmup_given, min_lr_given;
     int seeds, seed0; /* seeds seed0, seed0 + 1, ... */
-    int quiet;
-    int force;  /* replace a study already in out_dir (its run files are removed) */
-    int resume; /* continue the study in out_dir: runs with a result file are kept */
-    volatile int *stop; /* non-zero: return DA_INTERRUPTED (the run in training is lost; finished ones are kept) */
 } da_task_compare_config;
 
 void da_task_compare_config_default(da_task_compare_config *c);
@@ -286,40 +322,17 @@ da_status da_task_parse_archs(da_task_compare_config *c, const char *list);
 /* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
  * semicolons; keys heads, dim, layers, lr, batch) into c->grid. */
 da_status da_task_grid_parse(da_task_compare_config *c, const char *spec);
-/* The whole study in this process, one run after another, with progress
- * and an ETA on stderr; then the report: out_dir/report.md, report.json,
+/* The whole study (c->study: in this process or in c->study.jobs
+ * processes), with progress and an ETA on stderr; then the report: out_dir/report.md, report.json,
  * accuracy_<cell>.png, steps_to_90.png, lambda.png (when DIFF is listed),
  * for icl permutation_margin.png, and for a grid of several cells
  * success_<arch>.png and, per architecture against softmax,
  * success_<arch>_vs_softmax.png. */
 da_status da_task_compare(const da_task_compare_config *c);
 
-/* The pieces of da_task_compare, for a driver that runs the runs elsewhere
- * (the CLI's --jobs: one single-thread process per run). prepare validates,
- * refuses or (force) clears an existing study, makes the folders, and gives
- * the number of runs. */
-da_status da_task_compare_prepare(const da_task_compare_config *c, int *n_runs);
-/* The study folder's lock, which such a driver holds from prepare to report
- * (the run processes it starts do not take it): one writer at a time; a
- * second is refused, naming the holder's pid. Makes the folder; *fd is -1
- * on error. da_task_compare takes it itself. */
-da_status da_task_compare_lock(const da_task_compare_config *c, int *fd);
-void da_task_compare_unlock(int fd);
-/* Whether run k has a result file made with these settings. */
-int da_task_compare_run_done(const da_task_compare_config *c, int k);
-/* The run to start i-th (0 <= i < n_runs): seed by seed, every cell and
- * architecture of a seed before the next seed, so a study stopped early
- * covers the whole grid with fewer seeds. */
-int da_task_compare_schedule(const da_task_compare_config *c, int i, int n_runs);
-/* Run k's relative cost (its training FLOPs), for an ETA. */
-double da_task_compare_run_cost(const da_task_compare_config *c, int k);
-/* "cell 3 (heads 2, dim 64) DIFF seed 1339" */
-void da_task_compare_run_name(const da_task_compare_config *c, int k, char *buf, size_t n);
-/* Trains and evaluates run k and writes its result file. */
+/* Trains and evaluates run k of the study (what a --jobs process does) and
+ * writes its result file. */
 da_status da_task_compare_run(const da_task_compare_config *c, int k);
-/* The report from the result files (every run must be done); wall_s is the
- * study's wall time, printed in the report. */
-da_status da_task_compare_report(const da_task_compare_config *c, double wall_s);
 
 /* Teacher-forced answer accuracy of m on n sequences of task t drawn from
  * seed; logit_bits > 0: the reference kernel with quantized attention logits. */

@@ -1,6 +1,6 @@
 /* diffattn training: AdamW, the training loop, checkpoints and resume, data parallel.
  * Implemented in src/train/train.c, src/train/train_config.c, src/train/train_state.c, src/train/optim.c,
- * src/train/eval_loss.c. */
+ * src/train/train_step.c, src/train/eval_loss.c. */
 #ifndef DIFFATTN_TRAIN_H
 #define DIFFATTN_TRAIN_H
 
@@ -93,6 +93,7 @@ typedef struct {
     float lr, grad_norm, tok_per_s;
     double elapsed_s, eta_s;
     const char *note; /* NULL, or on the run's first line a note to show once (the data-parallel plan) */
+    double accuracy;  /* the source's score of the held-out set at an evaluation; NAN otherwise */
 } da_train_log;
 
 typedef struct {
@@ -102,6 +103,12 @@ typedef struct {
     long stop_at_step;  /* > 0: after this step, checkpoint and return DA_INTERRUPTED, as if stopped */
     const char *init_from; /* NULL, or a model (any path da_model_load takes, read by every rank)
                             * whose weights and configuration start a new run instead of model_cfg */
+    /* NULL, or called on a new run's model after its initialisation (not on resume), on every rank:
+     * e.g. weights shared with another run's initialisation */
+    da_status (*on_init)(void *ctx, da_model *m);
+    /* NULL, or called on rank 0 after each evaluation (step 0, every eval_every steps, the last) with the
+     * model as it is then */
+    void (*on_eval)(void *ctx, const da_model *m, const da_train_log *log);
 } da_train_hooks;
 
 #define DA_INTERRUPTED 2
@@ -128,6 +135,21 @@ typedef enum {
  * config tc. */
 da_status da_train(const da_config *model_cfg, const da_train_config *tc, const char *data_path,
                    const char *out_dir, int mode, const da_train_hooks *hooks);
+/* The same loop on any data source (data.h): a synthetic task's stream, or
+ * da_text_source. The source's seq, when set, must equal tc->seq. With a
+ * score, metrics.jsonl and the log carry its accuracy at each evaluation. */
+da_status da_train_source(const da_config *model_cfg, const da_train_config *tc, const da_data_source *src,
+                          const char *out_dir, int mode, const da_train_hooks *hooks);
+/* Training steps on a model outside a run (no data source, folder or
+ * checkpoint), with tc's optimizer, clipping and schedule: for benchmarks,
+ * which time a step. x: the step's settings (its prof_s, when set, gets the
+ * zeroing and AdamW phases), NULL for da_exec_default. m must outlive it. */
+typedef struct da_train_stepper da_train_stepper;
+da_status da_train_stepper_create(da_train_stepper **out, da_model *m, const da_train_config *tc, const da_exec *x);
+/* Zeroes the gradients, runs forward and backward of a (B, T) on tokens and
+ * targets, clips, takes one AdamW step; returns the loss. */
+float da_train_step(da_train_stepper *s, da_acts *a, const int *tokens, const int *targets, int B, int T);
+void da_train_stepper_free(da_train_stepper *s);
 /* Reads the model and training configs stored in out_dir's state file. */
 da_status da_train_state_peek(const char *out_dir, da_config *model_cfg, da_train_config *tc, long *step);
 /* The configuration a resumed run continues with: the model and training

@@ -3,9 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
@@ -31,141 +28,118 @@ static int compare_finish(da_status st, const char *out_dir, const char *exists_
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+/* train's fields that compare --task takes as train does: the others are the
+ * study's own flags (--batch, --steps, --lr, --eval-every, --seed), or do not
+ * apply to a task (the held-out set is --eval-seqs; no mpirun). */
+static int task_train_opts(da_train_config *tc, cli_opt *opts) {
+    static const char *const skip[] = {"batch", "steps", "lr", "eval-every", "seed", "eval-batches", "val-fraction",
+                                       "deterministic", "zero"};
+    cli_opt all[DA_TRAIN_CONFIG_N_FIELDS];
+    const int n = cli_field_opts(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, tc, all, NULL);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int keep = 1;
+        for (size_t j = 0; j < sizeof skip / sizeof skip[0]; j++) keep &= strcmp(all[i].name, skip[j]) != 0;
+        if (keep) opts[k++] = all[i];
+    }
+    return k;
 }
 
-/* --jobs N: the study's pending runs, each in its own single-thread process
- * (this program again with --run-index k), N at a time; progress and an
- * ETA weighted by each run's training FLOPs. The processes' results are the
- * same bits as in-process runs (one thread each). */
-static da_status run_jobs(const da_task_compare_config *c, int n_runs, int jobs, int argc, char **argv) {
-    int *pending = malloc((size_t)n_runs * sizeof(int)), n_pending = 0, running = 0, next = 0, finished = 0;
-    pid_t *pid_of = calloc((size_t)n_runs, sizeof(pid_t));
-    char **child = calloc((size_t)argc + 8, sizeof(char *));
-    if (!pending || !pid_of || !child) {
-        free(pending), free(pid_of), free(child);
-        return da_errorf("out of memory for %d runs", n_runs);
+/* The flags of compare --task that are not fields of its configuration. */
+typedef struct {
+    const char *task, *pairs, *seqs, *noises, *demos, *archs, *grid;
+    float alpha, memory_share;
+    int run_index;
+    char def_archs[128], archs_help[256];
+} task_flags;
+
+/* The options of compare --task, bound to c and f; returns how many. */
+static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
+    char all[128];
+    memset(f, 0, sizeof *f);
+    da_arch_names_default(f->def_archs, sizeof f->def_archs, ",");
+    snprintf(f->archs_help, sizeof f->archs_help, "comma-separated architectures trained side by side: %s, swa",
+             da_arch_names_all(all, sizeof all, ", "));
+    f->archs = f->def_archs, f->run_index = -1;
+    f->alpha = (float)c->task.alpha, f->memory_share = (float)c->task.memory_share;
+    const cli_opt table[] = {
+        {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl | counterfactual | needle | text (see docs/tasks.md)", 0},
+        {"out", OPT_STR, &c->study.out_dir, "folder for report.md, report.json, the figures and runs/ (one run folder "
+                                            "per run)", 0},
+        {"archs", OPT_STR, &f->archs, f->archs_help, 0},
+        {"swa-window", OPT_INT, &c->swa_window, "swa: softmax attention over the last W keys only", 0},
+        {"grid", OPT_STR, &f->grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
+                                 "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
+        {"pairs", OPT_STR, &f->pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
+        {"seq", OPT_STR, &f->seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2", 0},
+        {"noise", OPT_STR, &f->noises, "noisy-recall: share of noise slots, or a list to sweep (0,0.2,0.6)", 0},
+        {"demos", OPT_STR, &f->demos, "icl: labelled demonstrations per sequence, or a list to sweep (4,8,16)", 0},
+        {"classes", OPT_INT, &c->task.classes, "icl: class labels", 0},
+        {"symbols", OPT_INT, &c->task.symbols, "icl: input symbols, each mapped to a random class per sequence", 0},
+        {"perms", OPT_INT, &c->perms, "icl: random orders of each held-out episode's demos", 0},
+        {"perm-episodes", OPT_INT, &c->perm_episodes, "icl: held-out episodes of the order evaluation", 0},
+        {"entities", OPT_INT, &c->task.entities, "counterfactual: entities in the fact table", 0},
+        {"attributes", OPT_INT, &c->task.attributes, "counterfactual: attributes an entity can have", 0},
+        {"context-pairs", OPT_INT, &c->task.context_pairs, "counterfactual: (entity, attribute) pairs before the queries", 0},
+        {"memory-share", OPT_FLOAT, &f->memory_share, "counterfactual: share of training sequences stating facts, no context", 0},
+        {"cf-episodes", OPT_INT, &c->cf_episodes, "counterfactual: held-out episodes of the faithfulness evaluation", 0},
+        {"vocab", OPT_INT, &c->task.vocab, "task and model vocabulary (counterfactual: 2 + entities + attributes)", 0},
+        {"alpha", OPT_FLOAT, &f->alpha, "mqar: power-law exponent of the query gaps (Zoology's power_a)", 0},
+        {"noise-vocab", OPT_INT, &c->task.noise_vocab, "noisy-recall: tokens in the noise vocabulary", 0},
+        {"steps", OPT_LONG, &c->steps, "training steps per model", 0},
+        {"eval-every", OPT_INT, &c->eval_every, "steps between held-out accuracy evaluations", 0},
+        {"eval-seqs", OPT_INT, &c->eval_seqs, "held-out evaluation sequences (the same for every model)", 0},
+        {"seeds", OPT_INT, &c->seeds, "seeds per architecture and cell (1..64)", 0},
+        {"seed", OPT_INT, &c->seed0, "first seed", 0},
+        {"dim", OPT_INT, &c->dim, "model width", 0},
+        {"layers", OPT_INT, &c->layers, "blocks", 0},
+        {"heads", OPT_INT, &c->heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
+        {"batch", OPT_INT, &c->batch, "sequences per step", 0},
+        {"lr", OPT_FLOAT, &c->lr, "peak learning rate (warmup 10% and cosine to a tenth unless --warmup, --min-lr)", 0},
+        {"jobs", OPT_INT, &c->study.jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
+        {"run-index", OPT_INT, &f->run_index, "run only run K of the study and write its result file (what --jobs starts)", 0},
+        {"quiet", OPT_FLAG, &c->study.quiet, "no progress display", 0},
+        {"resume", OPT_FLAG, &c->study.resume, "continue the study in --out (same flags): runs with a valid result "
+                                              "file are kept, the others are done again", 0},
+        {"force", OPT_FLAG, &c->study.force, "replace a comparison already in --out", 0},
+    };
+    const int n = (int)(sizeof table / sizeof table[0]);
+    memcpy(opts, table, sizeof table);
+    return n + task_train_opts(&c->train, opts + n);
+}
+
+/* The parsed flags into c; 0, or 1 after an error line. */
+static int task_apply(da_task_compare_config *c, const task_flags *f, const cli_opt *opts, int n_opts) {
+    c->task.alpha = f->alpha, c->task.memory_share = f->memory_share;
+    c->warmup_given = cli_was_set(opts, n_opts, "warmup"), c->min_lr_given = cli_was_set(opts, n_opts, "min-lr");
+    if (c->task.kind == DA_TASK_COUNTERFACTUAL) { /* the vocabulary and length follow the table and the pairs unless given */
+        if (!cli_was_set(opts, n_opts, "vocab")) c->task.vocab = 2 + c->task.entities + c->task.attributes;
+        if (!f->seqs) c->task.seq = 5 * c->task.context_pairs;
     }
-    double total = 0, done = 0;
-    for (int i = 0; i < n_runs; i++) {
-        const int k = da_task_compare_schedule(c, i, n_runs);
-        if (!da_task_compare_run_done(c, k)) pending[n_pending++] = k, total += da_task_compare_run_cost(c, k);
-    }
-    char idx[32];
-    child[0] = "diffattn";
-    for (int i = 0; i < argc; i++) child[1 + i] = argv[i];
-    child[argc + 1] = "--run-index", child[argc + 2] = idx, child[argc + 3] = "--quiet";
-    child[argc + 4] = "--threads", child[argc + 5] = "1", child[argc + 6] = NULL;
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    if (!c->quiet)
-        fprintf(stderr, "compare: %d runs, %d to do, %d processes of one thread\n", n_runs, n_pending, jobs);
-    const double t0 = now_s();
-    da_status st = da_ok();
-    while (finished < n_pending) {
-        while (!st.code && running < jobs && next < n_pending && !(c->stop && *c->stop)) {
-            snprintf(idx, sizeof idx, "%d", pending[next]);
-            const pid_t p = fork();
-            if (p == 0) {
-                execv("/proc/self/exe", child);
-                _exit(127);
-            }
-            if (p < 0) {
-                st = da_errorf("fork: cannot start a run process");
-                break;
-            }
-            pid_of[next++] = p, running++;
-        }
-        if (!running) break;
-        int status;
-        const pid_t p = wait(&status);
-        if (p < 0) break;
-        int j = 0;
-        while (j < next && pid_of[j] != p) j++;
-        if (j == next) continue;
-        running--, finished++;
-        const int k = pending[j];
-        char name[320];
-        da_task_compare_run_name(c, k, name, sizeof name);
-        if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-            if (!st.code) st = da_errorf("run %d (%s) failed (exit status %d); the finished runs are kept: --resume "
-                                         "continues", k, name, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-            if (c->stop && *c->stop) st.code = DA_INTERRUPTED;
-            continue;
-        }
-        done += da_task_compare_run_cost(c, k);
-        if (!c->quiet) {
-            const double el = now_s() - t0;
-            fprintf(stderr, "compare: [%d/%d] %s  done at %.0f s, ETA %.0f s\n", finished, n_pending, name, el,
-                    el / done * (total - done));
-        }
-    }
-    if (!st.code && c->stop && *c->stop) {
-        st = da_errorf("interrupted: the finished runs are kept; the same command with --resume continues");
-        st.code = DA_INTERRUPTED;
-    }
-    free(pending), free(pid_of), free(child);
-    return st;
+    if (f->pairs && cli_parse_ints(f->pairs, c->pairs, 8, &c->n_pairs, 1, 512))
+        return cli_fail("--pairs: expected up to 8 counts, like 4,8,16");
+    if (f->seqs && cli_parse_ints(f->seqs, c->seqs, 8, &c->n_seqs, 5, 1 << 16))
+        return cli_fail("--seq: expected up to 8 lengths >= 5, like 64,128,256");
+    if (f->noises && cli_parse_doubles(f->noises, c->noises, 8, &c->n_noises, 0, 0.99))
+        return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
+    if (f->demos && cli_parse_ints(f->demos, c->demos, 8, &c->n_demos, 1, DA_ICL_MAX_DEMOS))
+        return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
+    da_status st = da_task_parse_archs(c, f->archs);
+    if (!st.code && f->grid) st = da_task_grid_parse(c, f->grid);
+    return st.code ? cli_fail(st.msg) : 0;
 }
 
 /* compare --task mqar|noisy-recall|icl|counterfactual: the retrieval comparison, its sweeps and grids. */
 static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
+    static const char *const out[] = {"runs/compare-mqar", "runs/compare-noisy-recall", "runs/compare-icl",
+                                      "runs/compare-counterfactual"};
     da_task_compare_config c;
     da_task_compare_config_default(&c);
     da_task_config_default(&c.task, kind);
-    c.out_dir = kind == DA_TASK_MQAR ? "runs/compare-mqar" : kind == DA_TASK_NOISY_RECALL ? "runs/compare-noisy-recall"
-                : kind == DA_TASK_ICL                                                    ? "runs/compare-icl"
-                                                                                         : "runs/compare-counterfactual";
-    char def_archs[128], all[128], archs_help[256];
-    da_arch_names_default(def_archs, sizeof def_archs, ",");
-    snprintf(archs_help, sizeof archs_help, "comma-separated architectures trained side by side: %s, swa",
-             da_arch_names_all(all, sizeof all, ", "));
-    const char *task = NULL, *pairs = NULL, *seqs = NULL, *noises = NULL, *demos = NULL, *archs = def_archs;
-    const char *grid = NULL;
-    float alpha = (float)c.task.alpha, memory_share = (float)c.task.memory_share;
-    int jobs = 1, run_index = -1;
-    cli_opt opts[] = {
-        {"task", OPT_STR, &task, "mqar | noisy-recall | icl | counterfactual | needle | text (see docs/tasks.md)", 0},
-        {"out", OPT_STR, &c.out_dir, "folder for report.md, report.json, the figures and runs/ (one result file per run)", 0},
-        {"archs", OPT_STR, &archs, archs_help, 0},
-        {"swa-window", OPT_INT, &c.swa_window, "swa: softmax attention over the last W keys only", 0},
-        {"grid", OPT_STR, &grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
-                                 "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
-        {"pairs", OPT_STR, &pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
-        {"seq", OPT_STR, &seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2", 0},
-        {"noise", OPT_STR, &noises, "noisy-recall: share of noise slots, or a list to sweep (0,0.2,0.6)", 0},
-        {"demos", OPT_STR, &demos, "icl: labelled demonstrations per sequence, or a list to sweep (4,8,16)", 0},
-        {"classes", OPT_INT, &c.task.classes, "icl: class labels", 0},
-        {"symbols", OPT_INT, &c.task.symbols, "icl: input symbols, each mapped to a random class per sequence", 0},
-        {"perms", OPT_INT, &c.perms, "icl: random orders of each held-out episode's demos", 0},
-        {"perm-episodes", OPT_INT, &c.perm_episodes, "icl: held-out episodes of the order evaluation", 0},
-        {"entities", OPT_INT, &c.task.entities, "counterfactual: entities in the fact table", 0},
-        {"attributes", OPT_INT, &c.task.attributes, "counterfactual: attributes an entity can have", 0},
-        {"context-pairs", OPT_INT, &c.task.context_pairs, "counterfactual: (entity, attribute) pairs before the queries", 0},
-        {"memory-share", OPT_FLOAT, &memory_share, "counterfactual: share of training sequences stating facts, no context", 0},
-        {"cf-episodes", OPT_INT, &c.cf_episodes, "counterfactual: held-out episodes of the faithfulness evaluation", 0},
-        {"vocab", OPT_INT, &c.task.vocab, "task and model vocabulary (counterfactual: 2 + entities + attributes)", 0},
-        {"alpha", OPT_FLOAT, &alpha, "mqar: power-law exponent of the query gaps (Zoology's power_a)", 0},
-        {"noise-vocab", OPT_INT, &c.task.noise_vocab, "noisy-recall: tokens in the noise vocabulary", 0},
-        {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
-        {"eval-every", OPT_INT, &c.eval_every, "steps between held-out accuracy evaluations", 0},
-        {"eval-seqs", OPT_INT, &c.eval_seqs, "held-out evaluation sequences (the same for every model)", 0},
-        {"seeds", OPT_INT, &c.seeds, "seeds per architecture and cell (1..64)", 0},
-        {"seed", OPT_INT, &c.seed0, "first seed", 0},
-        {"dim", OPT_INT, &c.dim, "model width", 0},
-        {"layers", OPT_INT, &c.layers, "blocks", 0},
-        {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
-        {"batch", OPT_INT, &c.batch, "sequences per step", 0},
-        {"lr", OPT_FLOAT, &c.lr, "peak learning rate (warmup 10%, cosine to a tenth)", 0},
-        {"jobs", OPT_INT, &jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
-        {"run-index", OPT_INT, &run_index, "run only run K of the study and write its result file (what --jobs starts)", 0},
-        {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
-        {"resume", OPT_FLAG, &c.resume, "continue the study in --out (same flags): runs with a result file are kept", 0},
-        {"force", OPT_FLAG, &c.force, "replace a comparison already in --out", 0},
-    };
-    const int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    c.study.out_dir = out[kind];
+    task_flags f;
+    cli_opt opts[64];
+    const int n_opts = task_opts(&c, &f, opts);
     int rc = cli_parse("compare",
                        "Trains every architecture on a synthetic task from the same initialisation and data stream, "
                        "scores\nheld-out answer accuracy during training, then the attention, outlier and "
@@ -175,39 +149,15 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
                        "report.json and PNG figures.",
                        argc, argv, opts, n_opts, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    c.task.alpha = alpha, c.task.memory_share = memory_share;
-    if (kind == DA_TASK_COUNTERFACTUAL) { /* the vocabulary and length follow the table and the pairs unless given */
-        if (!cli_was_set(opts, n_opts, "vocab")) c.task.vocab = 2 + c.task.entities + c.task.attributes;
-        if (!seqs) c.task.seq = 5 * c.task.context_pairs;
-    }
-    if (pairs && cli_parse_ints(pairs, c.pairs, 8, &c.n_pairs, 1, 512))
-        return cli_fail("--pairs: expected up to 8 counts, like 4,8,16");
-    if (seqs && cli_parse_ints(seqs, c.seqs, 8, &c.n_seqs, 5, 1 << 16))
-        return cli_fail("--seq: expected up to 8 lengths >= 5, like 64,128,256");
-    if (noises && cli_parse_doubles(noises, c.noises, 8, &c.n_noises, 0, 0.99))
-        return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
-    if (demos && cli_parse_ints(demos, c.demos, 8, &c.n_demos, 1, DA_ICL_MAX_DEMOS))
-        return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
-    da_status ast = da_task_parse_archs(&c, archs);
-    if (!ast.code && grid) ast = da_task_grid_parse(&c, grid);
-    if (ast.code) return cli_fail(ast.msg);
-    if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the study, or replace it)");
-    if (jobs < 1 || jobs > 1024) return cli_fail("--jobs: expected 1..1024 processes");
-    c.stop = cli_catch_stop_signals();
-    if (run_index >= 0) { /* one run, as --jobs starts it */
-        da_status st = da_task_compare_run(&c, run_index);
+    if (task_apply(&c, &f, opts, n_opts)) return 1;
+    c.study.stop = cli_catch_stop_signals();
+    c.study.argc = argc, c.study.argv = argv;
+    if (f.run_index >= 0) { /* one run, as --jobs starts it */
+        da_status st = da_task_compare_run(&c, f.run_index);
         if (st.code == DA_INTERRUPTED) return 130;
         return st.code ? cli_fail(st.msg) : 0;
     }
-    if (jobs == 1) return compare_finish(da_task_compare(&c), c.out_dir, "--resume continues it, --force replaces it");
-    int n_runs, lock_fd;
-    const double t0 = now_s();
-    da_status st = da_task_compare_lock(&c, &lock_fd);
-    if (!st.code) st = da_task_compare_prepare(&c, &n_runs);
-    if (!st.code) st = run_jobs(&c, n_runs, jobs, argc, argv);
-    if (!st.code) st = da_task_compare_report(&c, now_s() - t0);
-    da_task_compare_unlock(lock_fd);
-    return compare_finish(st, c.out_dir, "--resume continues it, --force replaces it");
+    return compare_finish(da_task_compare(&c), c.study.out_dir, "--resume continues it, --force replaces it");
 }
 
 /* "--grid heads=1,2 dim=64,128" -> "--grid" "heads=1,2 dim=64,128": the axes
@@ -230,16 +180,8 @@ static int join_grid_axes(int argc, char **argv, char *joined, size_t n) {
     return out;
 }
 
-int cmd_compare(int argc, char **argv) {
-    static char grid_axes[1024];
-    argc = join_grid_axes(argc, argv, grid_axes, sizeof grid_axes);
-    const char *task = NULL;
-    for (int i = 1; i < argc; i++) /* the task decides the flag table */
-        if (!strncmp(argv[i], "--task", 6)) task = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[i + 1] : "";
-    da_task_kind kind;
-    if (task && !da_task_parse(task, &kind)) return cmd_compare_task(argc, argv, kind);
-    if (task && strcmp(task, "needle") && strcmp(task, "text"))
-        return cli_fail("--task: expected mqar, noisy-recall, icl, counterfactual, needle or text");
+/* compare (--task needle or text): the byte-level comparison. */
+static int cmd_compare_text(int argc, char **argv, const char *task) {
     da_compare_config c;
     da_compare_config_default(&c);
     float budget = 0;
@@ -296,4 +238,17 @@ int cmd_compare(int argc, char **argv) {
     c.steps_given = cli_was_set(opts, n_opts, "steps");
     if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the compare, or replace it)");
     return compare_finish(da_compare(&c), c.out_dir, "--resume, or --force");
+}
+
+int cmd_compare(int argc, char **argv) {
+    static char grid_axes[1024];
+    argc = join_grid_axes(argc, argv, grid_axes, sizeof grid_axes);
+    const char *task = NULL;
+    for (int i = 1; i < argc; i++) /* the task decides the flag table */
+        if (!strncmp(argv[i], "--task", 6)) task = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[i + 1] : "";
+    da_task_kind kind;
+    if (task && !da_task_parse(task, &kind)) return cmd_compare_task(argc, argv, kind);
+    if (task && strcmp(task, "needle") && strcmp(task, "text"))
+        return cli_fail("--task: expected mqar, noisy-recall, icl, counterfactual, needle or text");
+    return cmd_compare_text(argc, argv, task);
 }

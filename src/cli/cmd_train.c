@@ -6,6 +6,7 @@
 #include "args.h"
 #include "commands.h"
 #include "diffattn/data.h"
+#include "diffattn/experiments.h"
 
 static void format_duration(char *buf, size_t n, double s) {
     if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
@@ -23,6 +24,7 @@ static void on_log(void *ctx, const da_train_log *g) {
     int n = snprintf(line, sizeof line, "step %ld/%ld", g->step, g->steps);
     if (g->train_loss == g->train_loss) n += snprintf(line + n, sizeof line - n, " | loss %.4f", (double)g->train_loss);
     if (g->val_loss == g->val_loss) n += snprintf(line + n, sizeof line - n, " | val %.4f", (double)g->val_loss);
+    if (g->accuracy == g->accuracy) n += snprintf(line + n, sizeof line - n, " | accuracy %.3f", g->accuracy);
     if (g->step > 0)
         snprintf(line + n, sizeof line - n, " | lr %.2e | %.0f tok/s | ETA %s", (double)g->lr, (double)g->tok_per_s,
                  eta);
@@ -51,6 +53,17 @@ static int finish(int rc, da_status st) {
 
 static int train_main(int argc, char **argv);
 
+/* The vocabulary the data needs: a task's, its shards', or 256 for text;
+ * *seq: a task's sequence length, else unchanged. */
+static int data_vocab_size(const char *data, int *seq) {
+    da_task_source *task;
+    if (!da_task_file_is(data) || da_task_source_load(&task, data).code) return da_data_vocab_size(data);
+    const da_data_source src = da_task_source_of(task);
+    *seq = src.seq;
+    da_task_source_free(task);
+    return src.vocab_size;
+}
+
 int cmd_train(int argc, char **argv) {
     da_status st = da_dist_init();
     if (st.code) return cli_fail(st.msg);
@@ -76,79 +89,97 @@ static void resume_given(const cli_opt *opts, int n, da_train_config *tc, int se
     }
 }
 
-static int train_main(int argc, char **argv) {
-    cli_model_flags mf;
-    cli_model_flags_default(&mf);
-    da_train_config tc;
-    da_train_config_default(&tc);
-    const char *data = NULL, *out = NULL;
-    int resume = 0, force = 0;
-    long stop_at = 0;
-    float dist_timeout = 60;
-    const char *init_from = NULL;
-    enum { N_MAX = CLI_N_MODEL_OPTS + DA_TRAIN_CONFIG_N_FIELDS + 7 };
-    cli_opt opts[N_MAX];
+/* train's flags that are not fields of the model or training configuration. */
+typedef struct {
+    const char *data, *out, *init_from;
+    int resume, force;
+    long stop_at;
+    float dist_timeout;
+} train_flags;
+
+enum { TRAIN_N_OPTS = CLI_N_MODEL_OPTS + DA_TRAIN_CONFIG_N_FIELDS + 7 };
+
+/* The options of train, bound to mf, tc and f; returns how many. */
+static int train_opts(cli_model_flags *mf, da_train_config *tc, train_flags *f, cli_opt *opts) {
     int n = 0;
-    cli_model_opts(&mf, opts);
+    *f = (train_flags){NULL, NULL, NULL, 0, 0, 0, 60};
+    cli_model_opts(mf, opts);
     n += CLI_N_MODEL_OPTS;
-    opts[n++] = (cli_opt){"data", OPT_STR, &data, "text file or folder of text files (bytes are tokens), or a folder "
-                                                  "of token shards from diffattn prepare", 0};
-    opts[n++] = (cli_opt){"out", OPT_STR, &out, "run folder: model.safetensors, train_state.safetensors, metrics.jsonl", 0};
-    n += cli_field_opts(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, &tc, opts + n, NULL);
-    opts[n++] = (cli_opt){"init-from", OPT_STR, &init_from, "start from this model's weights and configuration "
+    opts[n++] = (cli_opt){"data", OPT_STR, &f->data, "text file or folder of text files (bytes are tokens), a folder "
+                                                     "of token shards from diffattn prepare, or a synthetic task's "
+                                                     "task.txt (a compare --task run folder holds one)", 0};
+    opts[n++] = (cli_opt){"out", OPT_STR, &f->out, "run folder: model.safetensors, train_state.safetensors, "
+                                                   "metrics.jsonl", 0};
+    n += cli_field_opts(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, tc, opts + n, NULL);
+    opts[n++] = (cli_opt){"init-from", OPT_STR, &f->init_from, "start from this model's weights and configuration "
                           "(a .safetensors or a Hugging Face folder): fine-tuning; model flags other than --seq do not "
                           "apply", 0};
-    opts[n++] = (cli_opt){"resume", OPT_FLAG, &resume, "continue the run in --out exactly where its last checkpoint "
-                                                       "left it", 0};
-    opts[n++] = (cli_opt){"force", OPT_FLAG, &force, "start a new run in an --out that holds one, replacing it", 0};
-    opts[n++] = (cli_opt){"stop-at", OPT_LONG, &stop_at, "end this invocation after this step with a checkpoint, as "
-                                                         "Ctrl-C would (0 = run to --steps)", 0};
-    opts[n++] = (cli_opt){"dist-timeout", OPT_FLOAT, &dist_timeout,
+    opts[n++] = (cli_opt){"resume", OPT_FLAG, &f->resume, "continue the run in --out exactly where its last checkpoint "
+                                                          "left it", 0};
+    opts[n++] = (cli_opt){"force", OPT_FLAG, &f->force, "start a new run in an --out that holds one, replacing it", 0};
+    opts[n++] = (cli_opt){"stop-at", OPT_LONG, &f->stop_at, "end this invocation after this step with a checkpoint, as "
+                                                            "Ctrl-C would (0 = run to --steps)", 0};
+    opts[n++] = (cli_opt){"dist-timeout", OPT_FLOAT, &f->dist_timeout,
                           "under mpirun: seconds a rank waits for the others in a collective before the job ends "
                           "with an error (a dead or hung rank); 0: Open MPI's blocking collectives, no deadline", 0};
-    const char *req[] = {"data", "out", NULL};
-    int rc = cli_parse("train",
-                       "Trains a DIFF Transformer (or the softmax baseline) on byte-level text with AdamW, warmup and "
-                       "cosine decay.\nCtrl-C saves a checkpoint and exits; --resume continues it. Threads: "
-                       "OMP_NUM_THREADS.\nData parallel: mpirun -np P diffattn train ... trains one model on P "
-                       "processes;\n--batch stays the global batch, so the same command is the same run on any P.",
-                       argc, argv, opts, n, req);
-    if (rc) return rc == CLI_HELP ? 0 : 1;
-    da_config cfg;
+    return n;
+}
+
+/* The model and training configurations of this invocation: a resumed run's
+ * own, an --init-from model's, or the flags'. -1 to go on, else the exit
+ * code (the error is printed). */
+static int train_configs(cli_model_flags *mf, da_train_config *tc, const train_flags *f, const cli_opt *opts, int n,
+                         da_config *cfg) {
     da_status st;
-    if (!(dist_timeout >= 0)) return cli_fail("--dist-timeout must be 0 or a positive number of seconds");
-    da_dist_set_timeout(dist_timeout);
-    const int rank0 = da_dist_rank() == 0;
-    if (resume) {
+    if (f->resume) {
         unsigned char model_given[DA_CONFIG_N_FIELDS], train_given[DA_TRAIN_CONFIG_N_FIELDS];
-        resume_given(opts, n, &tc, mf.cfg.max_seq_len, model_given, train_given);
+        resume_given(opts, n, tc, mf->cfg.max_seq_len, model_given, train_given);
         long step;
-        if ((st = da_train_resume_config(out, &mf.cfg, model_given, train_given, &cfg, &tc, &step)).code)
+        if ((st = da_train_resume_config(f->out, &mf->cfg, model_given, train_given, cfg, tc, &step)).code)
             return finish(1, st);
-        if (rank0) fprintf(stderr, "resuming %s at step %ld of %ld\n", out, step, tc.steps);
-    } else if (init_from) {
+        if (da_dist_rank() == 0) fprintf(stderr, "resuming %s at step %ld of %ld\n", f->out, step, tc->steps);
+    } else if (f->init_from) {
         for (int i = 0; i < CLI_N_MODEL_OPTS; i++)
             if (opts[i].set && strcmp(opts[i].name, "seq")) {
                 fprintf(stderr, "diffattn train: --%s cannot be set with --init-from (the model comes from %s)\n",
-                        opts[i].name, init_from);
+                        opts[i].name, f->init_from);
                 return 1;
             }
-        memset(&cfg, 0, sizeof cfg); /* unused: the model comes from init_from */
-        tc.seq = mf.cfg.max_seq_len;
+        memset(cfg, 0, sizeof *cfg); /* unused: the model comes from init_from */
+        tc->seq = mf->cfg.max_seq_len;
     } else {
-        /* token shards bring their tokenizer's vocabulary */
-        if (!cli_was_set(opts, n, "vocab")) mf.cfg.vocab_size = da_data_vocab_size(data);
-        if ((st = cli_model_config(&mf, opts, n, &cfg)).code) return cli_fail(st.msg);
-        tc.seq = cfg.max_seq_len;
+        /* token shards bring their tokenizer's vocabulary, a task its vocabulary and length */
+        int seq = mf->cfg.max_seq_len;
+        const int vocab = data_vocab_size(f->data, &seq);
+        if (!cli_was_set(opts, n, "vocab")) mf->cfg.vocab_size = vocab;
+        if (!cli_was_set(opts, n, "seq")) mf->cfg.max_seq_len = seq;
+        if ((st = cli_model_config(mf, opts, n, cfg)).code) return cli_fail(st.msg);
+        tc->seq = cfg->max_seq_len;
     }
-    if ((st = da_train_config_validate(&tc)).code) return cli_fail_fields(st.msg);
+    if ((st = da_train_config_validate(tc)).code) return cli_fail_fields(st.msg);
+    if (f->resume && f->force) return cli_fail("--resume and --force: choose one (continue the run, or replace it)");
+    return -1;
+}
 
+/* The run on its data (text, shards or a task file) and its outcome. */
+static int train_run(const da_config *cfg, const da_train_config *tc, const train_flags *f) {
+    const int rank0 = da_dist_rank() == 0;
     int tty = isatty(2);
     /* under mpirun only rank 0 reports progress */
     volatile int *stop = cli_catch_stop_signals();
-    da_train_hooks hooks = {rank0 ? on_log : NULL, &tty, stop, stop_at, resume ? NULL : init_from};
-    if (resume && force) return cli_fail("--resume and --force: choose one (continue the run, or replace it)");
-    st = da_train(&cfg, &tc, data, out, resume ? DA_RUN_RESUME : force ? DA_RUN_OVERWRITE : DA_RUN_NEW, &hooks);
+    da_train_hooks hooks = {.on_log = rank0 ? on_log : NULL, .ctx = &tty, .stop = stop, .stop_at_step = f->stop_at,
+                            .init_from = f->resume ? NULL : f->init_from};
+    const int mode = f->resume ? DA_RUN_RESUME : f->force ? DA_RUN_OVERWRITE : DA_RUN_NEW;
+    da_task_source *task = NULL;
+    da_status st;
+    if (da_task_file_is(f->data) && (st = da_task_source_load(&task, f->data)).code) return finish(1, st);
+    if (task) {
+        const da_data_source src = da_task_source_of(task);
+        st = da_train_source(cfg, tc, &src, f->out, mode, &hooks);
+        da_task_source_free(task);
+    } else {
+        st = da_train(cfg, tc, f->data, f->out, mode, &hooks);
+    }
     if (st.code == DA_RUN_EXISTS) {
         if (rank0) fprintf(stderr, "diffattn: %s (--resume, or --force)\n", st.msg);
         return finish(1, da_ok());
@@ -158,6 +189,30 @@ static int train_main(int argc, char **argv) {
         return finish(*stop ? 130 : 0, st); /* --stop-at is a normal end */
     }
     if (st.code) return finish(1, st);
-    if (rank0) fprintf(stderr, "done: %s/model.safetensors\n", out);
+    if (rank0) fprintf(stderr, "done: %s/model.safetensors\n", f->out);
     return finish(0, st);
+}
+
+static int train_main(int argc, char **argv) {
+    cli_model_flags mf;
+    cli_model_flags_default(&mf);
+    da_train_config tc;
+    da_train_config_default(&tc);
+    train_flags f;
+    cli_opt opts[TRAIN_N_OPTS];
+    const int n = train_opts(&mf, &tc, &f, opts);
+    const char *req[] = {"data", "out", NULL};
+    int rc = cli_parse("train",
+                       "Trains a DIFF Transformer (or the softmax baseline) on byte-level text, token shards or a "
+                       "synthetic task with AdamW,\nwarmup and cosine decay. Ctrl-C saves a checkpoint and exits; "
+                       "--resume continues it. Threads: OMP_NUM_THREADS.\nData parallel: mpirun -np P diffattn train "
+                       "... trains one model on P processes;\n--batch stays the global batch, so the same command is "
+                       "the same run on any P.",
+                       argc, argv, opts, n, req);
+    if (rc) return rc == CLI_HELP ? 0 : 1;
+    if (!(f.dist_timeout >= 0)) return cli_fail("--dist-timeout must be 0 or a positive number of seconds");
+    da_dist_set_timeout(f.dist_timeout);
+    da_config cfg;
+    if ((rc = train_configs(&mf, &tc, &f, opts, n, &cfg)) >= 0) return rc;
+    return train_run(&cfg, &tc, &f);
 }

@@ -65,17 +65,48 @@ static da_status build_sequence(const da_model *m, const da_needle_config *nc, i
     return da_ok();
 }
 
-/* Runs the model on one sequence and calls visit(ctx, layer, row t, P row)
- * for every layer, head and answer row. */
-typedef void (*row_visitor)(void *ctx, int layer, int t, const float *row);
-
-static da_status visit_rows(da_model *m, const needle_sequence *q, row_visitor visit, void *ctx, double *digits_right) {
+/* The attention rows at the positions t with want[t] of the sequence a
+ * holds after a forward pass. */
+static da_status probe_rows(da_model *m, da_acts *a, int T, const unsigned char *want, da_attention_row_fn visit,
+                            void *ctx) {
     const da_config *c = &m->cfg;
     const attn_variant *var = da_attn_variant_of(c->arch);
+    float *row = malloc((size_t)T * sizeof(float)), *tmp = malloc((size_t)T * sizeof(float));
+    if (row && tmp)
+        for (int l = 0; l < c->n_layers; l++) {
+            attn_probe p;
+            da_acts_probe(a, m, l, &p);
+            for (int h = 0; h < c->n_heads; h++)
+                for (int t = 0; t < T; t++)
+                    if (want[t]) {
+                        var->attention_row(&p, h, t, row, tmp);
+                        visit(ctx, l, h, t, row);
+                    }
+        }
+    const da_status st = row && tmp ? da_ok() : da_errorf("out of memory");
+    free(row), free(tmp);
+    return st;
+}
+
+da_status da_eval_attention_rows(da_model *m, const int *tokens, int T, const unsigned char *want,
+                                 da_attention_row_fn visit, void *ctx) {
+    da_acts *a = NULL;
+    da_status st = da_acts_create(&a, &m->cfg, 1, T);
+    if (!st.code) da_forward(m, a, tokens, NULL, 1, T);
+    if (!st.code) st = probe_rows(m, a, T, want, visit, ctx);
+    da_acts_free(a);
+    return st;
+}
+
+/* Runs the model on one needle sequence: the attention rows of its answer
+ * rows, and how many of its digits the model predicts. */
+static da_status visit_rows(da_model *m, const needle_sequence *q, da_attention_row_fn visit, void *ctx,
+                            double *digits_right) {
+    const da_config *c = &m->cfg;
     da_acts *a = NULL;
     da_status st = da_acts_create(&a, c, 1, q->T);
-    float *row = malloc((size_t)q->T * sizeof(float)), *tmp = malloc((size_t)q->T * sizeof(float));
-    if (!st.code && (!row || !tmp)) st = da_errorf("out of memory");
+    unsigned char *want = calloc((size_t)q->T, 1);
+    if (!st.code && !want) st = da_errorf("out of memory");
     if (!st.code) {
         da_forward(m, a, q->tokens, NULL, 1, q->T);
         if (digits_right) { /* teacher-forced: does each answer row's argmax give the next digit? */
@@ -89,19 +120,11 @@ static da_status visit_rows(da_model *m, const needle_sequence *q, row_visitor v
                 *digits_right += best == q->tokens[t + 1];
             }
         }
-        for (int l = 0; l < c->n_layers; l++) {
-            attn_probe p;
-            da_acts_probe(a, m, l, &p);
-            for (int h = 0; h < c->n_heads; h++)
-                for (int r = 0; r < ANSWER_ROWS; r++) {
-                    const int t = q->first_row + r;
-                    var->attention_row(&p, h, t, row, tmp);
-                    visit(ctx, l, t, row);
-                }
-        }
+        for (int r = 0; r < ANSWER_ROWS; r++) want[q->first_row + r] = 1;
+        st = probe_rows(m, a, q->T, want, visit, ctx);
     }
     da_acts_free(a);
-    free(row), free(tmp);
+    free(want);
     return st;
 }
 
@@ -110,8 +133,8 @@ typedef struct {
     double answer[DA_ATTN_MAX_LAYERS], noise[DA_ATTN_MAX_LAYERS]; /* sums over heads and rows */
 } share_sums;
 
-static void add_shares(void *ctx, int layer, int t, const float *row) {
-    (void)t;
+static void add_shares(void *ctx, int layer, int head, int t, const float *row) {
+    (void)head, (void)t;
     share_sums *s = ctx;
     const needle_sequence *q = s->q;
     double ans = 0, noise = 0;
@@ -161,8 +184,8 @@ typedef struct {
     float weight; /* 1 / (layers * heads) */
 } map_sums;
 
-static void add_map(void *ctx, int layer, int t, const float *row) {
-    (void)layer;
+static void add_map(void *ctx, int layer, int head, int t, const float *row) {
+    (void)layer, (void)head;
     map_sums *s = ctx;
     float *out = s->map + (size_t)(t - s->q->first_row) * s->q->n_ctx;
     for (int j = 0; j < s->q->n_ctx; j++) out[j] += s->weight * row[j];

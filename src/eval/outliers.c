@@ -87,12 +87,14 @@ static void lambda_summary(const da_config *c, double acc[][5], da_outliers_resu
     }
 }
 
-da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long windows, da_outliers_result *r) {
+/* Window w of `windows` into tok (T). */
+typedef void (*window_fn)(const void *ctx, long w, long windows, int T, int *tok);
+
+static da_status outliers(da_model *m, window_fn window, const void *ctx, int T, long windows, da_outliers_result *r) {
     memset(r, 0, sizeof *r);
     const da_config *c = &m->cfg;
     if (T > c->max_seq_len) return da_errorf("--seq %d exceeds the model's max_seq_len %d", T, c->max_seq_len);
     if (windows < 1) return da_errorf("--windows must be positive");
-    if (data->n_val < (size_t)T + 1) return da_errorf("the validation split is shorter than one window of %d", T);
     const attn_variant *var = da_attn_variant_of(c->arch);
     const int C = c->dim, n_q = var->logit_maps(c); /* the score maps whose logits count */
     size_t pairs = 0; /* (query, key) pairs a map scores: causal, within the window */
@@ -100,17 +102,17 @@ da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long wi
     const size_t n_logits = (size_t)windows * c->n_layers * n_q * pairs, n_hidden = (size_t)windows * c->n_layers * T * C;
     float *logits = malloc(n_logits * sizeof(float)), *hidden = malloc(n_hidden * sizeof(float));
     float *scratch = malloc((n_logits > n_hidden ? n_logits : n_hidden) * sizeof(float));
-    int *tok = malloc((size_t)T * sizeof(int)), *tgt = malloc((size_t)T * sizeof(int));
+    int *tok = malloc((size_t)T * sizeof(int));
     da_acts *a = NULL;
     da_status st = da_ok();
-    if (!logits || !hidden || !scratch || !tok || !tgt)
+    if (!logits || !hidden || !scratch || !tok)
         st = da_errorf("out of memory for %zu attention logits (lower --windows or --seq)", n_logits);
     if (!st.code) st = da_acts_create(&a, c, 1, T);
     size_t nl = 0, nh = 0;
     double lam_acc[DA_ATTN_MAX_LAYERS][5]; /* count, sum, sum of squares, min, max */
     memset(lam_acc, 0, sizeof lam_acc);
     for (long w = 0; w < windows && !st.code; w++) {
-        da_text_data_val_window(data, w, windows, T, tok, tgt);
+        window(ctx, w, windows, T, tok);
         da_forward(m, a, tok, NULL, 1, T);
         for (int l = 0; l < c->n_layers; l++) {
             attn_probe p;
@@ -132,6 +134,25 @@ da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long wi
         lambda_summary(c, lam_acc, r);
     }
     da_acts_free(a);
-    free(logits), free(hidden), free(scratch), free(tok), free(tgt);
+    free(logits), free(hidden), free(scratch), free(tok);
     return st;
+}
+
+static void text_window(const void *ctx, long w, long windows, int T, int *tok) {
+    int tgt[T];
+    da_text_data_val_window(ctx, w, windows, T, tok, tgt);
+}
+
+da_status da_eval_outliers(da_model *m, const da_text_data *data, int T, long windows, da_outliers_result *r) {
+    if (data->n_val < (size_t)T + 1) return da_errorf("the validation split is shorter than one window of %d", T);
+    return outliers(m, text_window, data, T, windows, r);
+}
+
+static void seq_window(const void *ctx, long w, long windows, int T, int *tok) {
+    (void)windows;
+    memcpy(tok, (const int *)ctx + (size_t)w * T, (size_t)T * sizeof(int));
+}
+
+da_status da_eval_outliers_of(da_model *m, const int *tokens, long n, int T, da_outliers_result *r) {
+    return outliers(m, seq_window, tokens, T, n, r);
 }

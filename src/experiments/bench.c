@@ -110,18 +110,20 @@ da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps
     da_status st = da_model_create(&m, c);
     if (st.code) return st;
     da_model_init(&m, 1);
-    da_adamw opt = {0};
+    da_train_stepper *step = NULL;
     da_acts *a = NULL;
     int *tok = malloc((size_t)B * T * sizeof(int)), *tgt = malloc((size_t)B * T * sizeof(int));
     double *times = malloc((size_t)steps * sizeof(double));
     if (!tok || !tgt || !times) st = da_errorf("out of memory");
-    if (!st.code) st = da_model_alloc_grads(&m);
-    if (!st.code) st = da_adamw_create(&opt, m.n_params);
     /* the steps are profiled into prof, cleared when the timed ones begin */
     double prof[DA_PROF_N] = {0};
     da_exec ex = *x;
     ex.prof_s = x->prof_s ? prof : NULL;
-    opt.isa = ex.isa;
+    /* a constant lr and no clipping: the step is forward, backward and AdamW only */
+    da_train_config tc;
+    da_train_config_default(&tc);
+    tc.lr = tc.min_lr = 1e-4f, tc.warmup = 0, tc.clip = 0;
+    if (!st.code) st = da_train_stepper_create(&step, &m, &tc, &ex);
     if (!st.code) st = da_acts_create_ex(&a, c, B, T, kernel, &ex);
     if (!st.code) {
         da_rng rng;
@@ -130,14 +132,10 @@ da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps
             tok[i] = (int)(da_rng_next(&rng) % (uint64_t)c->vocab_size);
             tgt[i] = (int)(da_rng_next(&rng) % (uint64_t)c->vocab_size);
         }
-        da_adamw_config ac = {0.9f, 0.95f, 1e-8f, 0.1f};
         for (int s = 0; s < warmup + steps; s++) {
             if (s == warmup) memset(prof, 0, sizeof prof);
             double t = da_now_s();
-            DA_PROF(ex.prof_s, DA_PROF_ZERO_GRADS, da_model_zero_grads(&m));
-            da_forward(&m, a, tok, tgt, B, T);
-            da_backward(&m, a);
-            DA_PROF(ex.prof_s, DA_PROF_ADAMW, da_adamw_step(&opt, &m, &ac, 1e-4f));
+            da_train_step(step, a, tok, tgt, B, T);
             if (s >= warmup) times[s - warmup] = da_now_s() - t;
         }
         if (x->prof_s)
@@ -148,7 +146,7 @@ da_status da_bench_train(const da_config *c, int B, int T, int warmup, int steps
     }
     free(tok), free(tgt), free(times);
     da_acts_free(a);
-    da_adamw_free(&opt);
+    da_train_stepper_free(step);
     da_model_free(&m);
     return st;
 }

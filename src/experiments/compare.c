@@ -300,7 +300,7 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
         if (!c->quiet)
             fprintf(stderr, "compare: training %s (seed %llu) for %ld steps%s\n", da_arch_name(arch),
                     (unsigned long long)seed, c->steps, done >= 0 ? ", resumed from its checkpoint" : "");
-        da_train_hooks hooks = {c->quiet ? NULL : on_log, NULL, c->stop, 0, NULL};
+        da_train_hooks hooks = {.on_log = c->quiet ? NULL : on_log, .stop = c->stop};
         st = da_train(&cfg, &tc, data, dir, done >= 0 ? DA_RUN_RESUME : c->force ? DA_RUN_OVERWRITE : DA_RUN_NEW,
                       &hooks);
         if (st.code == DA_INTERRUPTED) {

@@ -2,7 +2,6 @@
  * and each run: train on the generated stream from the shared
  * initialisation, score the held-out sequences, analyse the trained model,
  * write the result file (see diffattn/experiments.h and docs/tasks.md). */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,38 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attn/variant.h"
-#include "model/probe.h"
 #include "core/clock.h"
 #include "experiments/arch_column.h"
 #include "experiments/compare.h"
-#include "experiments/task_study.h"
 #include "io/atomic_file.h"
-#include "io/run_lock.h"
+#include "experiments/study.h"
+#include "experiments/task_study.h"
 
 static const int QBITS[TASK_N_QBITS] = TASK_QBITS;
-
-int task_baseline_slot(const da_task_compare_config *c) {
-    for (int i = 0; i < c->n_archs; i++)
-        if (c->archs[i] == da_arch_baseline() && !c->windows[i] && !c->columns[i][0]) return i;
-    return -1;
-}
-
-int task_has_lambda(const da_task_compare_config *c, int a) { return da_arch_describe(c->archs[a]).per_layer_lambda; }
-
-int task_lambda_slot(const da_task_compare_config *c) {
-    for (int i = 0; i < c->n_archs; i++)
-        if (task_has_lambda(c, i) && !c->windows[i] && !c->columns[i][0]) return i;
-    return -1;
-}
-
-const char *task_arch_name(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "swa" : c->columns[a][0] ? c->columns[a] : da_arch_name(c->archs[a]);
-}
-
-const char *task_arch_label(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "SWA" : c->columns[a][0] ? c->columns[a] : da_compare_arch_label(c->archs[a]);
-}
 
 da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
     char buf[512];
@@ -82,7 +57,11 @@ da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
 
 void da_task_compare_config_default(da_task_compare_config *c) {
     memset(c, 0, sizeof *c);
-    c->out_dir = "runs/compare-task";
+    c->study.out_dir = "runs/compare-task";
+    c->study.jobs = 1;
+    /* train's defaults, with a checkpoint at the end only: a run that stops is done again */
+    da_train_config_default(&c->train);
+    c->train.save_every = 0;
     da_task_config_default(&c->task, DA_TASK_MQAR);
     c->steps = 1000;
     c->eval_every = 50;
@@ -100,87 +79,40 @@ void da_task_compare_config_default(da_task_compare_config *c) {
     c->cf_episodes = 1024;
 }
 
-long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold) {
-    for (int i = 0; i < n; i++)
-        if (acc[i] >= threshold) return steps[i];
-    return -1;
-}
-
-typedef struct {
-    int n, T, answers;
-    int *tokens, *targets, *src; /* (n, T) */
-} eval_set;
-
-
-static da_status eval_set_make(eval_set *e, const da_task_config *t, int n, uint64_t seed) {
-    memset(e, 0, sizeof *e);
-    e->n = n, e->T = t->seq;
-    const size_t sz = (size_t)n * t->seq * sizeof(int);
-    e->tokens = malloc(sz), e->targets = malloc(sz), e->src = malloc(sz);
-    if (!e->tokens || !e->targets || !e->src) return da_errorf("out of memory for %d evaluation sequences", n);
-    da_rng r;
-    da_rng_seed(&r, seed);
-    for (int i = 0; i < n; i++) {
-        const size_t o = (size_t)i * t->seq;
-        e->answers += t->kind == DA_TASK_COUNTERFACTUAL /* held out: episodes only, no memory sequences */
-                          ? da_cf_episode(t, &r, e->tokens + o, e->targets + o, e->src + o, NULL)
-                          : da_task_sample(t, &r, e->tokens + o, e->targets + o, e->src + o);
-    }
-    return da_ok();
-}
-
-static void eval_set_free(eval_set *e) { free(e->tokens), free(e->targets), free(e->src); }
-
-/* Teacher-forced answer accuracy: the share of answer positions whose argmax
- * logit is the answer, over the whole set, in batches of a's size B. */
-static double answer_accuracy(da_model *m, da_acts *a, int B, const eval_set *e) {
-    const int V = m->cfg.vocab_size, T = e->T;
+/* The share of the answer positions of s whose largest logit is the answer,
+ * through the inference engine with attention logits fake-quantized to
+ * logit_bits per query row before each softmax (0: the training forward, in
+ * batches of 16). */
+static da_status task_accuracy(const da_model *m, const da_task_source *s, int logit_bits, double *acc) {
+    const int V = m->cfg.vocab_size, T = s->T, B = s->n < 16 ? s->n : 16;
     long right = 0, total = 0;
-    for (int i = 0; i < e->n; i += B) {
-        const int b = e->n - i < B ? e->n - i : B;
-        da_forward(m, a, e->tokens + (size_t)i * T, NULL, b, T);
-        const float *lg = da_acts_logits(a);
-        for (int p = 0; p < b * T; p++) {
-            const int want = e->targets[(size_t)i * T + p];
-            if (want < 0) continue;
-            const float *z = lg + (size_t)p * V;
-            int best = 0;
-            for (int v = 1; v < V; v++) best = z[v] > z[best] ? v : best;
-            right += best == want, total++;
+    if (!logit_bits) {
+        da_acts *a = NULL;
+        da_status st = da_acts_create(&a, &m->cfg, B, T);
+        for (int i = 0; i < s->n && !st.code; i += B) {
+            const int b = s->n - i < B ? s->n - i : B;
+            da_forward((da_model *)m, a, s->tokens + (size_t)i * T, NULL, b, T);
+            da_score_argmax(NULL, s->targets + (size_t)i * T, da_acts_logits(a), b, T, V, &right, &total);
         }
+        da_acts_free(a);
+        *acc = total ? (double)right / total : 0;
+        return st;
     }
-    return total ? (double)right / total : 0;
-}
-
-/* The one place that runs a model with quantized attention logits: the
- * inference engine's session option (the reference attention math, logits
- * fake-quantized per query row before each softmax), over the same
- * sequences and answer positions as answer_accuracy. */
-static da_status quantized_answer_accuracy(const da_model *m, const eval_set *e, int logit_bits, double *acc) {
     da_engine *en = NULL;
-    da_session *s = NULL;
+    da_session *ses = NULL;
     da_status st = da_engine_from_model(&en, m);
     da_session_opts o = da_session_opts_default();
     o.logit_bits = logit_bits;
-    o.max_T = e->T;
-    if (!st.code) st = da_session_create(&s, en, &o);
-    const int V = m->cfg.vocab_size, T = e->T;
-    long right = 0, total = 0;
-    for (int i = 0; i < e->n && !st.code; i++) {
+    o.max_T = T;
+    if (!st.code) st = da_session_create(&ses, en, &o);
+    for (int i = 0; i < s->n && !st.code; i++) {
         const float *lg;
-        da_session_reset(s);
-        if ((st = da_session_feed(s, e->tokens + (size_t)i * T, T, 1, &lg)).code) break;
-        for (int p = 0; p < T; p++) {
-            const int want = e->targets[(size_t)i * T + p];
-            if (want < 0) continue;
-            const float *z = lg + (size_t)p * V;
-            int best = 0;
-            for (int v = 1; v < V; v++) best = z[v] > z[best] ? v : best;
-            right += best == want, total++;
-        }
+        da_session_reset(ses);
+        if (!(st = da_session_feed(ses, s->tokens + (size_t)i * T, T, 1, &lg)).code)
+            da_score_argmax(NULL, s->targets + (size_t)i * T, lg, 1, T, V, &right, &total);
     }
     *acc = total ? (double)right / total : 0;
-    da_session_free(s);
+    da_session_free(ses);
     da_engine_free(en);
     return st;
 }
@@ -192,83 +124,63 @@ da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, u
     if (t->vocab > m->cfg.vocab_size || t->seq > m->cfg.max_seq_len)
         return da_errorf("the task (vocab %d, seq %d) exceeds the model (vocab_size %d, max_seq_len %d)", t->vocab,
                          t->seq, m->cfg.vocab_size, m->cfg.max_seq_len);
-    eval_set e;
-    da_acts *a = NULL;
-    const int B = n < 16 ? n : 16;
-    st = eval_set_make(&e, t, n, seed);
-    if (!st.code && logit_bits) st = quantized_answer_accuracy(m, &e, logit_bits, acc);
-    else if (!st.code && !(st = da_acts_create(&a, &m->cfg, B, t->seq)).code) *acc = answer_accuracy(m, a, B, &e);
-    da_acts_free(a);
-    eval_set_free(&e);
+    da_task_source *s;
+    if ((st = task_source_new(&s, t, 0, n, seed)).code) return st;
+    st = task_accuracy(m, s, logit_bits, acc);
+    da_task_source_free(s);
     return st;
 }
 
-/* Attention shares at the answer positions of the first `n` evaluation
- * sequences, and the outliers (attention logits, hidden states) over them. */
-static da_status analyse(da_model *m, const da_task_config *t, const eval_set *e, int n, task_run *r) {
-    const da_config *c = &m->cfg;
-    const attn_variant *var = da_attn_variant_of(c->arch);
-    const int T = e->T, C = c->dim, n_q = var->logit_maps(c);
-    const size_t n_logits = (size_t)n * c->n_layers * n_q * T * (T + 1) / 2, n_hidden = (size_t)n * c->n_layers * T * C;
-    float *logits = malloc(n_logits * sizeof(float)), *hidden = malloc(n_hidden * sizeof(float));
-    float *scratch = malloc((n_logits > n_hidden ? n_logits : n_hidden) * sizeof(float));
-    float *row = malloc((size_t)T * sizeof(float)), *tmp = malloc((size_t)T * sizeof(float));
-    da_acts *a = NULL;
-    da_status st = da_ok();
-    if (!logits || !hidden || !scratch || !row || !tmp) st = da_errorf("out of memory for the attention analysis");
-    if (!st.code) st = da_acts_create(&a, c, 1, T);
-    size_t nl = 0, nh = 0;
-    double ans = 0, noise = 0, noise_tok = 0, look[3] = {0};
-    long rows = 0, look_rows[3] = {0};
-    const int cf = t->kind == DA_TASK_COUNTERFACTUAL, ctx_end = 2 * t->context_pairs;
+/* Sums over one held-out sequence's attention rows (da_eval_attention_rows). */
+typedef struct {
+    const da_task_config *t;
+    const int *tok, *tgt, *src; /* (T) the sequence */
+    double ans, noise, noise_tok, look[3];
+    long rows, look_rows[3];
+} share_sums;
+
+static void add_shares(void *ctx, int layer, int head, int p, const float *row) {
+    share_sums *s = ctx;
+    const da_task_config *t = s->t;
+    (void)layer, (void)head;
+    if (t->kind == DA_TASK_COUNTERFACTUAL && s->tgt[p] >= 0) { /* the lookback ratio at every answer, per condition */
+        const int cond = s->src[p] < 0 ? DA_CF_ABSENT
+                      : s->tgt[p] == da_cf_attribute_token(t, da_cf_fact(t, s->tok[p] - 2)) ? DA_CF_AGREE
+                                                                                          : DA_CF_COUNTER;
+        double on_ctx = 0, on_query = 0;
+        for (int j = 0; j <= p; j++) j < 2 * t->context_pairs ? (on_ctx += row[j]) : (on_query += row[j]);
+        s->look[cond] += on_ctx + on_query != 0 ? on_ctx / (on_ctx + on_query) : 0, s->look_rows[cond]++;
+    }
+    if (s->src[p] < 0) return;
+    for (int j = 0; j < p; j++) {
+        if (j == s->src[p] || j == s->src[p] + 1) s->ans += row[j];
+        else s->noise += row[j];
+        if (da_task_is_noise(t, s->tok[j])) s->noise_tok += row[j];
+    }
+    s->rows++;
+}
+
+/* Through eval/: the attention shares at the answer positions of the first
+ * n held-out sequences (and counterfactual's lookback ratios), and the
+ * outliers (attention logits, hidden states) over them. */
+static da_status analyse(da_model *m, const da_task_source *e, int n, task_run *r) {
+    const int T = e->T, cf = e->task.kind == DA_TASK_COUNTERFACTUAL;
+    share_sums s;
+    memset(&s, 0, sizeof s);
+    s.t = &e->task;
+    unsigned char *want = malloc((size_t)T);
+    da_status st = want ? da_ok() : da_errorf("out of memory for the attention analysis");
     for (int i = 0; i < n && !st.code; i++) {
-        const int *tok = e->tokens + (size_t)i * T, *src = e->src + (size_t)i * T;
-        da_forward(m, a, tok, NULL, 1, T);
-        for (int l = 0; l < c->n_layers; l++) {
-            attn_probe pr;
-            da_acts_probe(a, m, l, &pr);
-            for (int p = 0; p < T; p++) {
-                const int *tgt = e->targets + (size_t)i * T;
-                if (cf && tgt[p] >= 0) { /* the lookback ratio at every answer, per condition */
-                    const int cond = src[p] < 0 ? DA_CF_ABSENT
-                                  : tgt[p] == da_cf_attribute_token(t, da_cf_fact(t, tok[p] - 2)) ? DA_CF_AGREE
-                                                                                                 : DA_CF_COUNTER;
-                    for (int h = 0; h < c->n_heads; h++) {
-                        var->attention_row(&pr, h, p, row, tmp);
-                        double on_ctx = 0, on_query = 0;
-                        for (int j = 0; j <= p; j++) j < ctx_end ? (on_ctx += row[j]) : (on_query += row[j]);
-                        look[cond] += on_ctx + on_query != 0 ? on_ctx / (on_ctx + on_query) : 0, look_rows[cond]++;
-                    }
-                }
-                if (src[p] < 0) continue;
-                for (int h = 0; h < c->n_heads; h++) {
-                    var->attention_row(&pr, h, p, row, tmp);
-                    for (int j = 0; j < p; j++) {
-                        if (j == src[p] || j == src[p] + 1) ans += row[j];
-                        else noise += row[j];
-                        if (da_task_is_noise(t, tok[j])) noise_tok += row[j];
-                    }
-                    rows++;
-                }
-            }
-            for (int s = 0; s < n_q; s++)
-                for (int p = 0; p < T; p++) {
-                    nl += (size_t)var->logits(&pr, s, p, 0, logits + nl);
-                }
-            memcpy(hidden + nh, da_acts_hidden(a, l), (size_t)T * C * sizeof(float));
-            nh += (size_t)T * C;
-        }
+        s.tok = e->tokens + (size_t)i * T, s.tgt = e->targets + (size_t)i * T, s.src = e->src + (size_t)i * T;
+        for (int p = 0; p < T; p++) want[p] = s.src[p] >= 0 || (cf && s.tgt[p] >= 0);
+        st = da_eval_attention_rows(m, s.tok, T, want, add_shares, &s);
     }
-    if (!st.code) {
-        r->attn_answer = rows ? ans / rows : 0, r->attn_noise = rows ? noise / rows : 0;
-        r->attn_noise_tokens = rows ? noise_tok / rows : 0;
-        da_outlier_stats_of(logits, nl, scratch, &r->out.logits);
-        da_outlier_stats_of(hidden, nh, scratch, &r->out.hidden);
-        r->out.tokens = (long)n * T;
-        for (int k = 0; k < 3; k++) r->cf.lookback[k] = look_rows[k] ? look[k] / look_rows[k] : 0;
-    }
-    da_acts_free(a);
-    free(logits), free(hidden), free(scratch), free(row), free(tmp);
+    free(want);
+    if (!st.code) st = da_eval_outliers_of(m, e->tokens, n, T, &r->out);
+    if (st.code) return st;
+    r->attn_answer = s.rows ? s.ans / s.rows : 0, r->attn_noise = s.rows ? s.noise / s.rows : 0;
+    r->attn_noise_tokens = s.rows ? s.noise_tok / s.rows : 0;
+    for (int k = 0; k < 3; k++) r->cf.lookback[k] = s.look_rows[k] ? s.look[k] / s.look_rows[k] : 0;
     return st;
 }
 
@@ -302,7 +214,7 @@ int da_copy_shared_init(da_model *dst, const da_model *src) {
 }
 
 static void progress(const da_task_compare_config *c, const char *what, long step, double acc, double loss) {
-    if (c->quiet) return;
+    if (c->study.quiet) return;
     if (step == 0) /* no training step yet, so no loss */
         fprintf(stderr, "\r  %s step 0/%ld  answer accuracy %.3f   ", what, c->steps, acc);
     else fprintf(stderr, "\r  %s step %ld/%ld  loss %.4f  answer accuracy %.3f   ", what, step, c->steps, loss, acc);
@@ -310,64 +222,56 @@ static void progress(const da_task_compare_config *c, const char *what, long ste
     fflush(stderr);
 }
 
-/* Trains model m on the stream of seed `data_seed` and evaluates it; icl:
- * order robustness on the episodes of order_seed. */
-static da_status train_one(const da_task_compare_config *c, const task_cell *cell, da_model *m, uint64_t data_seed,
-                           const eval_set *e, uint64_t order_seed, const char *what, task_run *r) {
-    const da_task_config *t = &cell->task;
-    const int B = cell->batch, T = t->seq;
-    da_acts *a = NULL;
-    da_adamw opt = {0};
-    int *tok = malloc((size_t)B * T * sizeof(int)), *tgt = malloc((size_t)B * T * sizeof(int));
-    da_status st = !tok || !tgt ? da_errorf("out of memory for a batch") : da_ok();
-    if (!st.code) st = da_acts_create(&a, &m->cfg, B, T);
-    if (!st.code) st = da_model_alloc_grads(m);
-    if (!st.code) st = da_adamw_create(&opt, m->n_params);
-    da_rng data;
-    da_rng_seed(&data, data_seed);
-    const da_adamw_config ac = {0.9f, 0.95f, 1e-8f, 0.1f};
-    const long warmup = c->steps / 10;
-    const double t0 = da_now_s();
-    float loss = NAN;
+/* One run as the hooks of the training loop see it. */
+typedef struct {
+    const da_task_compare_config *c;
+    const task_cell *x;
+    int arch;
+    uint64_t seed;
+    task_run *r;
+    char what[256];
+} run_ctx;
+
+/* Every architecture of a seed starts from the first one's initialisation,
+ * copied where shapes agree. */
+static da_status shared_init(void *ctx, da_model *m) {
+    const run_ctx *k = ctx;
+    if (!k->arch) return da_ok();
+    da_config mc;
+    da_model first;
+    model_config(k->c, k->x, 0, &mc);
+    da_status st = da_model_create(&first, &mc);
+    if (st.code) return st;
+    da_model_init(&first, k->seed);
+    da_copy_shared_init(m, &first);
+    da_model_free(&first);
+    return st;
+}
+
+static void record_eval(void *ctx, const da_model *m, const da_train_log *g) {
+    run_ctx *k = ctx;
+    task_run *r = k->r;
+    if (r->n_evals >= TASK_MAX_EVALS) return; /* check_config bounds steps / eval_every */
+    const int i = r->n_evals++;
+    r->step[i] = g->step, r->acc[i] = g->accuracy;
+    for (int l = 0; l < m->cfg.n_layers && l < TASK_MAX_LAYERS; l++)
+        r->lambda[i][l] = da_arch_describe(m->cfg.arch).per_layer_lambda ? da_model_lambda(m, l) : NAN;
+    progress(k->c, k->what, g->step, g->accuracy, g->train_loss);
+}
+
+/* The trained model's scores beyond the training curve: quantized logits,
+ * attention and outliers, icl's orders (episodes of order_seed),
+ * counterfactual's counts. */
+static da_status evaluate(const da_task_compare_config *c, da_model *m, const da_task_source *e, uint64_t order_seed,
+                          task_run *r) {
+    const da_task_config *t = &e->task;
+    da_status st = da_ok();
     r->n_params = m->n_params;
-    for (long step = 0; !st.code; step++) {
-        if (step % c->eval_every == 0 || step == c->steps) {
-            if (r->n_evals >= TASK_MAX_EVALS) { /* da_task_compare checks steps / eval_every first */
-                st = da_errorf("more than %d evaluations: raise --eval-every", TASK_MAX_EVALS);
-                break;
-            }
-            const int i = r->n_evals++;
-            r->step[i] = step;
-            r->acc[i] = answer_accuracy(m, a, B, e);
-            for (int l = 0; l < m->cfg.n_layers && l < TASK_MAX_LAYERS; l++)
-                r->lambda[i][l] = da_arch_describe(m->cfg.arch).per_layer_lambda ? da_model_lambda(m, l) : NAN;
-            progress(c, what, step, r->acc[i], loss);
-        }
-        if (step == c->steps) break;
-        if (c->stop && *c->stop) {
-            st = da_errorf("interrupted while training %s", what);
-            st.code = DA_INTERRUPTED;
-            break;
-        }
-        for (int b = 0; b < B; b++) da_task_sample(t, &data, tok + (size_t)b * T, tgt + (size_t)b * T, NULL);
-        da_model_zero_grads(m);
-        loss = da_forward(m, a, tok, tgt, B, T);
-        if (!isfinite(loss)) {
-            st = da_errorf("%s: step %ld: the loss is %g; the model's numbers are not finite (lower --lr)", what,
-                           step + 1, (double)loss);
-            break;
-        }
-        da_backward(m, a);
-        const float norm = da_grad_norm(m);
-        if (norm > 1.0f) da_grad_scale(m, 1.0f / norm);
-        da_adamw_step(&opt, m, &ac, da_lr_schedule(step, warmup, c->steps, cell->lr, cell->lr / 10));
-    }
-    r->train_s = da_now_s() - t0;
-    if (!st.code) r->final_acc = r->acc[r->n_evals - 1];
+    r->final_acc = r->n_evals ? r->acc[r->n_evals - 1] : 0;
     for (int i = 0; i < TASK_N_QBITS && !st.code; i++) /* NaN where the engine has no quantized logits for the arch */
         if (da_arch_describe(m->cfg.arch).exact_logits_only) r->quant_acc[i] = NAN;
-        else st = quantized_answer_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
-    if (!st.code) st = analyse(m, t, e, e->n < 16 ? e->n : 16, r);
+        else st = task_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
+    if (!st.code) st = analyse(m, e, e->n < 16 ? e->n : 16, r);
     if (!st.code && t->kind == DA_TASK_ICL)
         st = da_icl_order_robustness(m, t, c->perm_episodes, c->perms, order_seed, &r->order);
     if (!st.code && t->kind == DA_TASK_COUNTERFACTUAL) { /* the counts, then the lookback ratios analyse measured */
@@ -376,9 +280,6 @@ static da_status train_one(const da_task_compare_config *c, const task_cell *cel
         st = da_cf_evaluate(m, t, c->cf_episodes, order_seed ^ 0xC0FFEEULL, &r->cf);
         memcpy(r->cf.lookback, look, sizeof look);
     }
-    da_acts_free(a);
-    da_adamw_free(&opt);
-    free(tok), free(tgt);
     return st;
 }
 
@@ -484,80 +385,90 @@ da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_ce
     return da_ok();
 }
 
-/* ---------------------------------------------------------------- run files */
-
-/* out_dir/runs/cell<i>_<arch>_seed<s>.run: "DASTUDY1", the size of task_run,
- * the settings the run was made with (a file made with others is not reused),
- * then the task_run itself. */
-typedef struct {
-    char magic[8];
-    uint32_t run_size, reserved;
-    char key[512];
-} run_header;
-_Static_assert(sizeof(run_header) == 528, "run_header layout changed");
+/* ---------------------------------------------------------------- one run */
 
 static void run_index(const da_task_compare_config *c, int k, int *cell, int *seed, int *arch) {
     *arch = k % c->n_archs, *seed = (k / c->n_archs) % c->seeds, *cell = k / c->n_archs / c->seeds;
 }
 
-static void run_path(const da_task_compare_config *c, int cell, int arch, int seed, char *buf, size_t n) {
-    snprintf(buf, n, "%s/runs/cell%d_%s_seed%d.run", c->out_dir, cell, task_arch_name(c, arch), c->seed0 + seed);
+/* out_dir/runs/cell<i>_<arch>_seed<s>: an ordinary training run folder, with
+ * task.txt (the data source) and result.bin (task_run_file.c). */
+static void run_dir(const da_task_compare_config *c, int cell, int arch, int seed, char *buf, size_t n) {
+    snprintf(buf, n, "%s/runs/cell%d_%s_seed%d", c->study.out_dir, cell, task_arch_name(c, arch), c->seed0 + seed);
 }
 
+/* A cell's training settings: train's fields as given, warmup a tenth of the
+ * steps and the final lr a tenth of the peak unless given. */
+static void train_config(const da_task_compare_config *c, const task_cell *x, uint64_t seed, da_train_config *tc) {
+    *tc = c->train;
+    tc->batch = x->batch, tc->seq = x->task.seq, tc->steps = c->steps, tc->lr = x->lr, tc->seed = seed;
+    tc->eval_every = c->eval_every;
+    if (!c->warmup_given) tc->warmup = c->steps / 10;
+    if (!c->min_lr_given) tc->min_lr = x->lr / 10;
+}
+
+/* The settings run k was made with: a result file made with others is not reused. */
 static void run_key(const da_task_compare_config *c, const task_cell *x, int arch, int seed, char *key, size_t n) {
     const da_task_config *t = &x->task;
+    da_train_config tc;
+    train_config(c, x, (uint64_t)(c->seed0 + seed), &tc);
     memset(key, 0, n);
     snprintf(key, n,
              "task %s seq %d vocab %d pairs %d alpha %g noise %g noise_vocab %d demos %d classes %d symbols %d "
              "entities %d attributes %d context_pairs %d memory_share %g facts_seed %llu | arch %s first_arch %s "
-             "window %d seed %d point %d | dim %d layers %d heads %d batch %d lr %g steps %ld | eval_every %d eval_seqs %d "
-             "perms %d perm_episodes %d cf_episodes %d",
+             "window %d seed %d point %d | dim %d layers %d heads %d | batch %d accum %d lr %g min_lr %g warmup %ld "
+             "steps %ld wd %g clip %g betas %g %g eps %g bf16 %d | eval_every %d eval_seqs %d perms %d "
+             "perm_episodes %d cf_episodes %d",
              da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
              t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share,
-             (unsigned long long)t->facts_seed, task_arch_name(c, arch), task_arch_name(c, 0),
-             c->windows[arch], c->seed0 + seed, x->point, x->dim, x->layers, x->heads, x->batch, (double)x->lr, c->steps, c->eval_every,
-             c->eval_seqs, c->perms, c->perm_episodes, c->cf_episodes);
+             (unsigned long long)t->facts_seed, task_arch_name(c, arch), task_arch_name(c, 0), c->windows[arch],
+             c->seed0 + seed, x->point, x->dim, x->layers, x->heads, tc.batch, tc.grad_accum, (double)tc.lr,
+             (double)tc.min_lr, tc.warmup, tc.steps, (double)tc.weight_decay, (double)tc.clip, (double)tc.beta1,
+             (double)tc.beta2, (double)tc.adam_eps, tc.bf16, c->eval_every, c->eval_seqs, c->perms, c->perm_episodes,
+             c->cf_episodes);
 }
 
-/* Reads run (cell, arch, seed) into r when its file holds these settings; 0 on success. */
-static int run_load(const da_task_compare_config *c, const task_cell *cells, int cell, int arch, int seed,
-                    task_run *r) {
-    char path[4300];
-    run_header h, want;
-    run_path(c, cell, arch, seed, path, sizeof path);
-    run_key(c, &cells[cell], arch, seed, want.key, sizeof want.key);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1;
-    const int ok = fread(&h, sizeof h, 1, fp) == 1 && !memcmp(h.magic, "DASTUDY1", 8) &&
-                   h.run_size == sizeof *r && !memcmp(h.key, want.key, sizeof h.key) && fread(r, sizeof *r, 1, fp) == 1;
-    fclose(fp);
-    return ok ? 0 : -1;
+/* Trains run k in its run folder through the training loop, then scores the
+ * trained model as the folder holds it. */
+static da_status run_train(const da_task_compare_config *c, const task_cell *cells, int k, task_run *r) {
+    int ci, s, a;
+    run_index(c, k, &ci, &s, &a);
+    const task_cell *x = &cells[ci];
+    run_ctx ctx = {c, x, a, (uint64_t)(c->seed0 + s), r, ""};
+    snprintf(ctx.what, sizeof ctx.what, "%s %s seed %llu", x->name, task_arch_label(c, a), (unsigned long long)ctx.seed);
+    char dir[4200], path[4300];
+    run_dir(c, ci, a, s, dir, sizeof dir);
+    da_config mc;
+    da_train_config tc;
+    model_config(c, x, a, &mc);
+    train_config(c, x, ctx.seed, &tc);
+    da_task_source *src = NULL;
+    da_model m;
+    memset(&m, 0, sizeof m);
+    da_status st = da_task_source_create(&src, &x->task, x->point, c->eval_seqs);
+    if (!st.code) st = da_task_source_save(src, dir);
+    const double t0 = da_now_s();
+    if (!st.code) {
+        const da_data_source ds = da_task_source_of(src);
+        const da_train_hooks hooks = {.ctx = &ctx, .stop = c->study.stop, .on_init = shared_init, .on_eval = record_eval};
+        st = da_train_source(&mc, &tc, &ds, dir, DA_RUN_OVERWRITE, &hooks);
+    }
+    r->train_s = da_now_s() - t0;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (!st.code) st = da_model_load(&m, path);
+    if (!st.code) st = evaluate(c, &m, src, 0x0DE450DEULL + (uint64_t)x->point, r);
+    if (st.code && st.code != DA_INTERRUPTED) st = da_errorf("%s: %s", ctx.what, st.msg);
+    da_model_free(&m);
+    da_task_source_free(src);
+    return st;
 }
-
-static da_status run_save(const da_task_compare_config *c, const task_cell *cells, int cell, int arch, int seed,
-                          const task_run *r) {
-    char path[4300];
-    run_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, "DASTUDY1", 8);
-    h.run_size = sizeof *r;
-    run_key(c, &cells[cell], arch, seed, h.key, sizeof h.key);
-    run_path(c, cell, arch, seed, path, sizeof path);
-    da_atomic_file af;
-    da_status st = da_atomic_open(&af, path);
-    if (st.code) return st;
-    if (fwrite(&h, sizeof h, 1, af.fp) != 1 || fwrite(r, sizeof *r, 1, af.fp) != 1) return da_atomic_fail(&af, errno);
-    return da_atomic_commit(&af);
-}
-
-/* ---------------------------------------------------------------- one run */
 
 static da_status check_config(const da_task_compare_config *c) {
     if (c->seeds < 1 || c->seeds > TASK_MAX_SEEDS) return da_errorf("--seeds must be 1..%d", TASK_MAX_SEEDS);
     if (c->steps < 1 || c->eval_every < 1 || c->steps / c->eval_every + 2 > TASK_MAX_EVALS)
         return da_errorf("--steps %ld and --eval-every %d: need steps >= 1 and at most %d evaluations", c->steps,
                          c->eval_every, TASK_MAX_EVALS - 2);
-    if (c->eval_seqs < 1) return da_errorf("--eval-seqs must be positive");
+    if (c->eval_seqs < 1 || c->eval_seqs > 1 << 20) return da_errorf("--eval-seqs must be 1..%d", 1 << 20);
     const da_task_kind k = c->task.kind;
     if (k != DA_TASK_NOISY_RECALL && c->n_noises) return da_errorf("--noise applies to noisy-recall only");
     if (k != DA_TASK_MQAR && c->n_pairs)
@@ -574,27 +485,21 @@ static da_status check_config(const da_task_compare_config *c) {
     return da_ok();
 }
 
-/* A cell's training settings through train's field table, as train checks
- * them: --lr -1, 0 and 1e30 ran here (1e30's report held bare nan). */
-static da_status train_fields_check(const da_task_compare_config *c, const task_cell *x) {
-    da_train_config tc;
-    da_train_config_default(&tc);
-    tc.lr = x->lr, tc.min_lr = x->lr / 10, tc.batch = x->batch, tc.steps = c->steps, tc.warmup = c->steps / 10;
-    return da_train_config_validate(&tc);
-}
-
-/* The settings and cells of a study, checked: every cell's task and every model. */
+/* The settings and cells of a study, checked: every cell's task, training
+ * settings (as train checks them) and model. */
 static da_status study_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points) {
     da_status st = check_config(c);
     if (!st.code) st = task_cells(c, cells, n_cells, n_points);
     if (st.code) return st;
     for (int i = 0; i < *n_cells && !st.code; i++) {
         const task_cell *x = &(*cells)[i];
+        da_train_config tc;
+        train_config(c, x, 0, &tc);
         if (x->layers > TASK_MAX_LAYERS)
             st = da_errorf("--layers %d: at most %d for the task comparison", x->layers, TASK_MAX_LAYERS);
         else if ((st = da_task_validate(&x->task)).code)
             st = da_errorf("%s: %s", x->point_name, st.msg);
-        else if ((st = train_fields_check(c, x)).code)
+        else if ((st = da_train_config_validate(&tc)).code)
             st = da_errorf("%s: %s", x->name, st.msg);
         for (int a = 0; a < c->n_archs && !st.code; a++) {
             da_config mc;
@@ -606,209 +511,114 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
     return st;
 }
 
-static da_status run_train(const da_task_compare_config *c, const task_cell *cells, int k, task_run *r) {
+static void result_path(const da_task_compare_config *c, int k, char *buf, size_t n) {
     int ci, s, a;
+    char dir[4200];
     run_index(c, k, &ci, &s, &a);
-    const task_cell *x = &cells[ci];
-    const uint64_t seed = (uint64_t)(c->seed0 + s);
-    da_model first, m;
-    memset(&first, 0, sizeof first), memset(&m, 0, sizeof m);
-    da_config mc;
-    /* the first architecture's initialisation, copied where shapes agree: every arch of a seed starts alike */
-    model_config(c, x, 0, &mc);
-    da_status st = da_model_create(&first, &mc);
-    if (!st.code) da_model_init(&first, seed);
-    if (!st.code && a) {
-        model_config(c, x, a, &mc);
-        if (!(st = da_model_create(&m, &mc)).code) {
-            da_model_init(&m, seed);
-            da_copy_shared_init(&m, &first);
-        }
-    }
-    eval_set e;
-    memset(&e, 0, sizeof e);
-    /* held out: a seed no training stream uses (those are seed0 + s, mixed below) */
-    if (!st.code) st = eval_set_make(&e, &x->task, c->eval_seqs, 0xE7A15E7ULL + (uint64_t)x->point);
-    char what[256];
-    snprintf(what, sizeof what, "%s %s seed %llu", x->name, task_arch_label(c, a), (unsigned long long)seed);
-    memset(r, 0, sizeof *r);
-    /* the same stream for every architecture; the order episodes, like the evaluation set, for every seed */
-    if (!st.code)
-        st = train_one(c, x, a ? &m : &first, seed * 0x9E3779B97F4A7C15ULL + (uint64_t)x->point, &e,
-                       0x0DE450DEULL + (uint64_t)x->point, what, r);
-    eval_set_free(&e);
-    da_model_free(&first);
-    if (a) da_model_free(&m);
-    return st;
+    run_dir(c, ci, a, s, dir, sizeof dir);
+    snprintf(buf, n, "%s/result.bin", dir);
 }
 
 da_status da_task_compare_run(const da_task_compare_config *c, int k) {
     task_cell *cells;
-    int n_cells, n_points;
+    int n_cells, n_points, ci, s, a;
     da_status st = study_cells(c, &cells, &n_cells, &n_points);
     if (st.code) return st;
     if (k < 0 || k >= n_cells * c->n_archs * c->seeds) {
         free(cells);
         return da_errorf("run %d: the study has %d runs", k, n_cells * c->n_archs * c->seeds);
     }
+    run_index(c, k, &ci, &s, &a);
     task_run *r = calloc(1, sizeof *r); /* calloc: the padding bytes of the file are zero too */
+    char key[TASK_KEY_BYTES], path[4300];
     if (!r) st = da_errorf("out of memory for a run's results");
     if (!st.code) st = run_train(c, cells, k, r);
-    int ci, s, a;
-    run_index(c, k, &ci, &s, &a);
-    if (!st.code) st = run_save(c, cells, ci, a, s, r);
+    run_key(c, &cells[ci], a, s, key, sizeof key);
+    result_path(c, k, path, sizeof path);
+    if (!st.code) st = task_run_save(path, key, r);
     free(r), free(cells);
     return st;
-}
-
-int da_task_compare_run_done(const da_task_compare_config *c, int k) {
-    task_cell *cells;
-    int n_cells, n_points, ci, s, a;
-    if (study_cells(c, &cells, &n_cells, &n_points).code) return 0;
-    task_run *r = malloc(sizeof *r);
-    run_index(c, k, &ci, &s, &a);
-    const int done = r && ci < n_cells && !run_load(c, cells, ci, a, s, r);
-    free(r), free(cells);
-    return done;
-}
-
-double da_task_compare_run_cost(const da_task_compare_config *c, int k) {
-    task_cell *cells;
-    int n_cells, n_points, ci, s, a;
-    if (study_cells(c, &cells, &n_cells, &n_points).code) return 1;
-    run_index(c, k, &ci, &s, &a);
-    const task_cell *x = &cells[ci < n_cells ? ci : 0];
-    const double T = x->task.seq, d = x->dim, V = x->task.vocab;
-    /* training FLOPs per step: per token and layer the matmuls (about 12 d^2 with the FFN) and the attention
-     * maps, and the output head (2 V d) */
-    const double cost = (double)c->steps * x->batch * T * (x->layers * (12 * d * d + 2 * T * d) + 2 * V * d);
-    free(cells);
-    return cost;
-}
-
-int da_task_compare_schedule(const da_task_compare_config *c, int i, int n_runs) {
-    const int per_seed = n_runs / c->seeds, s = i / per_seed, rest = i % per_seed;
-    const int cell = rest / c->n_archs, a = rest % c->n_archs;
-    return (cell * c->seeds + s) * c->n_archs + a;
-}
-
-void da_task_compare_run_name(const da_task_compare_config *c, int k, char *buf, size_t n) {
-    task_cell *cells;
-    int n_cells, n_points, ci, s, a;
-    run_index(c, k, &ci, &s, &a);
-    if (study_cells(c, &cells, &n_cells, &n_points).code) {
-        snprintf(buf, n, "run %d", k);
-        return;
-    }
-    snprintf(buf, n, "%s, %s, seed %d", cells[ci].name, task_arch_label(c, a), c->seed0 + s);
-    free(cells);
 }
 
 /* ---------------------------------------------------------------- the study */
 
-/* Removes the run files in out_dir/runs (and their temporaries): --force starts afresh. */
-static void remove_run_files(const char *out_dir) {
-    char dir[4200], path[4600];
-    snprintf(dir, sizeof dir, "%s/runs", out_dir);
-    DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d));)
-        if (strstr(e->d_name, ".run")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-}
-
-da_status da_task_compare_prepare(const da_task_compare_config *c, int *n_runs) {
+typedef struct {
+    const da_task_compare_config *c;
     task_cell *cells;
-    int n_cells, n_points;
-    da_status st = study_cells(c, &cells, &n_cells, &n_points);
-    if (st.code) return st;
-    free(cells);
-    static const char *const existing[] = {"report.json", "runs"};
-    if (!c->force && !c->resume && (st = da_refuse_existing(c->out_dir, "compare", existing, 2)).code) return st;
-    char runs[4200];
-    snprintf(runs, sizeof runs, "%s/runs", c->out_dir);
-    if ((st = da_make_dirs(runs)).code) return st;
-    if (c->force) remove_run_files(c->out_dir);
-    *n_runs = n_cells * c->n_archs * c->seeds;
-    return da_ok();
+    int n_cells;
+} study_ctx;
+
+static int study_done(void *ctx, int k) {
+    const study_ctx *x = ctx;
+    int ci, s, a;
+    char key[TASK_KEY_BYTES], path[4300];
+    run_index(x->c, k, &ci, &s, &a);
+    run_key(x->c, &x->cells[ci], a, s, key, sizeof key);
+    result_path(x->c, k, path, sizeof path);
+    task_run *r = malloc(sizeof *r);
+    const int done = r && !task_run_load(path, key, r, 1);
+    free(r);
+    return done;
 }
 
-da_status da_task_compare_report(const da_task_compare_config *c, double wall_s) {
-    task_study s = {c, 0, 0, NULL, NULL};
-    da_status st = study_cells(c, &s.cells, &s.n_cells, &s.n_points);
-    if (st.code) return st;
-    const size_t n = (size_t)s.n_cells * c->n_archs * c->seeds;
-    s.runs = calloc(n, sizeof *s.runs);
-    if (!s.runs) st = da_errorf("out of memory for %zu runs' results", n);
-    for (int i = 0; i < s.n_cells && !st.code; i++)
-        for (int a = 0; a < c->n_archs && !st.code; a++)
-            for (int k = 0; k < c->seeds && !st.code; k++)
-                if (run_load(c, s.cells, i, a, k, study_run(&s, i, a, k))) {
-                    char path[4300];
-                    run_path(c, i, a, k, path, sizeof path);
-                    st = da_errorf("%s: missing or made with other settings (run the study with --resume)", path);
-                }
+/* Training FLOPs per step: per token and layer the matmuls (about 12 d^2
+ * with the FFN) and the attention maps, and the output head (2 V d). */
+static double study_cost(void *ctx, int k) {
+    const study_ctx *x = ctx;
+    int ci, s, a;
+    run_index(x->c, k, &ci, &s, &a);
+    const task_cell *cell = &x->cells[ci];
+    const double T = cell->task.seq, d = cell->dim, V = cell->task.vocab;
+    return (double)x->c->steps * cell->batch * T * (cell->layers * (12 * d * d + 2 * T * d) + 2 * V * d);
+}
+
+/* Seed by seed: every cell and architecture of a seed before the next seed,
+ * so a study stopped early covers the whole grid with fewer seeds. */
+static int study_order(void *ctx, int i) {
+    const da_task_compare_config *c = ((const study_ctx *)ctx)->c;
+    const int per_seed = ((const study_ctx *)ctx)->n_cells * c->n_archs, s = i / per_seed, rest = i % per_seed;
+    return (rest / c->n_archs * c->seeds + s) * c->n_archs + rest % c->n_archs;
+}
+
+static void study_name(void *ctx, int k, char *buf, size_t n) {
+    const study_ctx *x = ctx;
+    int ci, s, a;
+    run_index(x->c, k, &ci, &s, &a);
+    snprintf(buf, n, "%s, %s, seed %d", x->cells[ci].name, task_arch_label(x->c, a), x->c->seed0 + s);
+}
+
+static da_status run_one(void *ctx, int k) { return da_task_compare_run(((const study_ctx *)ctx)->c, k); }
+
+/* The report from the result files, every one of which must be there. */
+static da_status study_report(const da_task_compare_config *c, const study_ctx *x, int n_points, double wall_s) {
+    task_study s = {c, x->n_cells, n_points, x->cells, NULL};
+    const size_t n = (size_t)x->n_cells * c->n_archs * c->seeds;
+    da_status st = da_ok();
+    if (!(s.runs = calloc(n, sizeof *s.runs))) st = da_errorf("out of memory for %zu runs' results", n);
+    for (size_t k = 0; k < n && !st.code; k++) {
+        int ci, sd, a;
+        char key[TASK_KEY_BYTES], path[4300];
+        run_index(c, (int)k, &ci, &sd, &a);
+        run_key(c, &x->cells[ci], a, sd, key, sizeof key);
+        result_path(c, (int)k, path, sizeof path);
+        if (task_run_load(path, key, study_run(&s, ci, a, sd), 0))
+            st = da_errorf("%s: missing or made with other settings (run the study with --resume)", path);
+    }
     if (!st.code) st = task_write_report(&s, wall_s);
-    free(s.runs), free(s.cells);
+    free(s.runs);
     return st;
 }
-
-static da_status task_compare_locked(const da_task_compare_config *c);
-
-/* The whole study in one process holds out_dir's lock (io/run_lock.h). */
-da_status da_task_compare_lock(const da_task_compare_config *c, int *fd) {
-    *fd = -1;
-    da_status st = da_make_dirs(c->out_dir);
-    return st.code ? st : da_run_lock(c->out_dir, fd);
-}
-
-void da_task_compare_unlock(int fd) { da_run_unlock(fd); }
 
 da_status da_task_compare(const da_task_compare_config *c) {
-    int lock_fd;
-    da_status st = da_task_compare_lock(c, &lock_fd);
-    if (!st.code) st = task_compare_locked(c);
-    da_run_unlock(lock_fd);
+    study_ctx x = {c, NULL, 0};
+    int n_points;
+    da_status st = study_cells(c, &x.cells, &x.n_cells, &n_points);
+    if (st.code) return st;
+    const da_study plan = {x.n_cells * c->n_archs * c->seeds, &x, study_done, study_cost, study_order, study_name,
+                           run_one};
+    const double t0 = da_now_s();
+    st = da_study_run(&plan, &c->study);
+    if (!st.code) st = study_report(c, &x, n_points, da_now_s() - t0);
+    free(x.cells);
     return st;
-}
-
-static da_status task_compare_locked(const da_task_compare_config *c) {
-    int n_runs;
-    da_status st = da_task_compare_prepare(c, &n_runs);
-    if (st.code) return st;
-    const double t_start = da_now_s();
-    double total = 0, todo_cost = 0;
-    for (int k = 0; k < n_runs; k++) total += da_task_compare_run_cost(c, k);
-    for (int i = 0; i < n_runs && !st.code; i++) {
-        const int k = da_task_compare_schedule(c, i, n_runs);
-        const double cost = da_task_compare_run_cost(c, k);
-        if (da_task_compare_run_done(c, k)) { /* --resume: kept */
-            total -= cost;
-            continue;
-        }
-        if (c->stop && *c->stop) {
-            st = da_errorf("interrupted: the finished runs are kept; the same command with --resume continues");
-            st.code = DA_INTERRUPTED;
-            break;
-        }
-        if (!c->quiet) {
-            char name[320];
-            da_task_compare_run_name(c, k, name, sizeof name);
-            const double el = da_now_s() - t_start;
-            if (todo_cost > 0) fprintf(stderr, "compare: [%d/%d] %s (ETA %.0f s)\n", i + 1, n_runs, name,
-                                       el / todo_cost * (total - todo_cost));
-            else fprintf(stderr, "compare: [%d/%d] %s\n", i + 1, n_runs, name);
-        }
-        st = da_task_compare_run(c, k);
-        if (st.code == DA_INTERRUPTED) {
-            st = da_errorf("%s; the finished runs are kept: the same command with --resume continues", st.msg);
-            st.code = DA_INTERRUPTED;
-        }
-        todo_cost += cost;
-    }
-    if (st.code) return st;
-    return da_task_compare_report(c, da_now_s() - t_start);
 }

@@ -12,6 +12,34 @@
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
 
+int task_baseline_slot(const da_task_compare_config *c) {
+    for (int i = 0; i < c->n_archs; i++)
+        if (c->archs[i] == da_arch_baseline() && !c->windows[i] && !c->columns[i][0]) return i;
+    return -1;
+}
+
+int task_has_lambda(const da_task_compare_config *c, int a) { return da_arch_describe(c->archs[a]).per_layer_lambda; }
+
+int task_lambda_slot(const da_task_compare_config *c) {
+    for (int i = 0; i < c->n_archs; i++)
+        if (task_has_lambda(c, i) && !c->windows[i] && !c->columns[i][0]) return i;
+    return -1;
+}
+
+const char *task_arch_name(const da_task_compare_config *c, int a) {
+    return c->windows[a] ? "swa" : c->columns[a][0] ? c->columns[a] : da_arch_name(c->archs[a]);
+}
+
+const char *task_arch_label(const da_task_compare_config *c, int a) {
+    return c->windows[a] ? "SWA" : c->columns[a][0] ? c->columns[a] : da_compare_arch_label(c->archs[a]);
+}
+
+long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold) {
+    for (int i = 0; i < n; i++)
+        if (acc[i] >= threshold) return steps[i];
+    return -1;
+}
+
 static const double THRESH[3] = {0.5, 0.9, 0.99};
 
 /* One cell and architecture over its seeds: successes (reaching 90%), their
@@ -282,7 +310,7 @@ static da_status heatmaps(const task_study *S) {
             if (pass == 0) continue;
             char path[4300], title[200];
             const char *label = task_arch_label(c, a);
-            snprintf(path, sizeof path, "%s/success_%s.png", c->out_dir, task_arch_name(c, a));
+            snprintf(path, sizeof path, "%s/success_%s.png", c->study.out_dir, task_arch_name(c, a));
             snprintf(title, sizeof title, "%s: seeds reaching 90%% answer accuracy (rate; k/n, mean final accuracy)", label);
             st = da_plot_heatmap(path, title, xlabel, ylabel, rows, n_rows, cols, n_cols, v, np, 0, 1, 0);
             if (st.code || base < 0 || a == base) continue;
@@ -294,7 +322,7 @@ static da_status heatmaps(const task_study *S) {
                 v[at[i]] -= base_v[at[i]];
                 snprintf(notes[at[i]], 48, "%s (p %.2g)", vd.verdict, vd.p_fisher);
             }
-            snprintf(path, sizeof path, "%s/success_%s_vs_softmax.png", c->out_dir, task_arch_name(c, a));
+            snprintf(path, sizeof path, "%s/success_%s_vs_softmax.png", c->study.out_dir, task_arch_name(c, a));
             snprintf(title, sizeof title, "%s minus softmax: learned rate (verdict, Fisher p)", label);
             st = da_plot_heatmap(path, title, xlabel, ylabel, rows, n_rows, cols, n_cols, v, np, -1, 1, 1);
         }
@@ -550,7 +578,7 @@ static da_status margin_figures(const task_study *S) {
             vp[a] = v[a], groups[a] = task_arch_label(c, a);
         }
         margin_figure_name(name, sizeof name, n_pts, p);
-        snprintf(path, sizeof path, "%s/%s", c->out_dir, name);
+        snprintf(path, sizeof path, "%s/%s", c->study.out_dir, name);
         snprintf(title, sizeof title, "Accuracy by demo order, %s (mean over episodes%s)", pts[p].name,
                  c->seeds > 1 ? " and seeds" : "");
         st = da_plot_bars(path, title, "accuracy", cats, 5, groups, vp, c->n_archs);
@@ -583,7 +611,7 @@ static da_status figures(const task_study *S) {
             s[a] = (da_series){task_arch_label(c, a), x, y[a][0], n};
             lo[a] = c->seeds > 1 ? y[a][1] : NULL, hi[a] = c->seeds > 1 ? y[a][2] : NULL;
         }
-        snprintf(path, sizeof path, "%s/accuracy_%d.png", c->out_dir, p);
+        snprintf(path, sizeof path, "%s/accuracy_%d.png", c->study.out_dir, p);
         snprintf(title, sizeof title, "%s (%s): held-out answer accuracy%s", da_task_name(c->task.kind), pts[p].name,
                  c->seeds > 1 ? ", mean ± sd over seeds" : "");
         st = da_plot_lines_band(path, title, "step", "answer accuracy", s, lo, hi, c->n_archs);
@@ -601,7 +629,7 @@ static da_status figures(const task_study *S) {
         }
         s90[a] = (da_series){task_arch_label(c, a), px, py[a], n_pts};
     }
-    snprintf(path, sizeof path, "%s/steps_to_90.png", c->out_dir);
+    snprintf(path, sizeof path, "%s/steps_to_90.png", c->study.out_dir);
     if ((st = da_plot_lines(path, "Steps to 90% answer accuracy by sweep point (report.md lists them)",
                             "sweep point", "steps", s90, c->n_archs)).code)
         return st;
@@ -619,7 +647,7 @@ static da_status figures(const task_study *S) {
         snprintf(lnames[l], sizeof lnames[l], "layer %d", l);
         ls[l] = (da_series){lnames[l], lx, ly[l], r->n_evals};
     }
-    snprintf(path, sizeof path, "%s/lambda.png", c->out_dir);
+    snprintf(path, sizeof path, "%s/lambda.png", c->study.out_dir);
     snprintf(title, sizeof title, "DIFF lambda per layer during training (%s, first seed)", pts[0].name);
     return da_plot_lines(path, title, "step", "lambda", ls, L);
 }
@@ -629,7 +657,7 @@ da_status task_write_report(const task_study *S, double wall_s) {
     const da_task_compare_config *c = S->c;
     char path[4200];
     da_atomic_file af;
-    snprintf(path, sizeof path, "%s/report.json", c->out_dir);
+    snprintf(path, sizeof path, "%s/report.json", c->study.out_dir);
     char *json = NULL; /* written whole, then without bare nan or inf (da_json_write_finite) */
     size_t json_n = 0;
     FILE *ms = open_memstream(&json, &json_n);
@@ -640,7 +668,7 @@ da_status task_write_report(const task_study *S, double wall_s) {
     free(json);
     if (st.code) return st;
     if ((st = figures(S)).code || (st = heatmaps(S)).code) return st;
-    snprintf(path, sizeof path, "%s/report.md", c->out_dir);
+    snprintf(path, sizeof path, "%s/report.md", c->study.out_dir);
     if ((st = da_atomic_open(&af, path)).code) return st;
     write_md(af.fp, S, wall_s);
     return da_atomic_commit(&af);

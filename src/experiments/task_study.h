@@ -41,12 +41,31 @@ typedef struct {
     double train_s; /* last: the one field that depends on the machine */
 } task_run;
 
+/* A run's result file (task_run_file.c) holds the settings the run was made
+ * with, key (TASK_KEY_BYTES at most), and r. load: 0 when path holds key and
+ * a valid r (counts in range, values finite, rates in [0, 1]); say: a line
+ * on stderr when a file with key is invalid. */
+#define TASK_KEY_BYTES 1024
+da_status task_run_save(const char *path, const char *key, const task_run *r);
+int task_run_load(const char *path, const char *key, task_run *r, int say);
+
 typedef struct {
     const da_task_compare_config *c;
     int n_cells, n_points;
     task_cell *cells;
     task_run *runs; /* (n_cells, n_archs, seeds) */
 } task_study;
+
+/* A task as a data source (task_source.c): its settings and held-out set. */
+struct da_task_source {
+    da_task_config task;
+    int point;                   /* the sweep point: the stream and the held-out set follow it */
+    int n, T, answers;           /* held-out sequences, their length, the answer positions in them */
+    int *tokens, *targets, *src; /* (n, T) the held-out set; src as da_task_sample gives it */
+    int *scratch;                /* (2, T) a window of the stream that another rank keeps */
+};
+/* da_task_source_create with the held-out set drawn from seed. */
+da_status task_source_new(da_task_source **out, const da_task_config *t, int point, int n_held_out, uint64_t seed);
 
 /* The cells of c (validated settings); *n_points: the task sweep points. */
 da_status task_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points);

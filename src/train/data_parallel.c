@@ -180,11 +180,11 @@ static da_status grad_norm(da_dp *dp, const da_model *m, float *norm) {
     return da_ok();
 }
 
-da_status da_dp_gradients(da_dp *dp, da_model *m, da_acts *a, const da_text_data *data, da_rng *rng, int stop_local,
+da_status da_dp_gradients(da_dp *dp, da_model *m, da_acts *a, const da_data_source *src, da_rng *rng, int stop_local,
                           double *loss, float *norm, int *stop_any) {
     const int T = dp->T, P = dp->size, B = dp->local * P;
     da_status st;
-    da_text_data_sample_strided(data, rng, B, dp->rank, P, T, dp->tokens, dp->targets);
+    src->next(src->self, rng, B, dp->rank, P, T, dp->tokens, dp->targets);
     /* flags[0]: a stop was requested; flags[1]: a gradient left the exact range */
     int64_t flags[2] = {stop_local != 0, 0};
     if (dp->deterministic) {
@@ -253,25 +253,30 @@ da_status da_dp_update(da_dp *dp, da_model *m, da_adamw *opt, const da_adamw_con
     return da_ok();
 }
 
-da_status da_dp_val_loss(da_dp *dp, da_model *m, da_acts *a, const da_text_data *data, long n_windows, float *out) {
-    const int c = dp->micro, T = dp->T;
+da_status da_dp_val_loss(da_dp *dp, da_model *m, da_acts *a, const da_data_source *src, long n_windows, float *out,
+                         double *accuracy) {
+    const int c = dp->micro, T = dp->T, V = m->cfg.vocab_size;
     const long n_chunks = (n_windows + c - 1) / c;
-    double *vals = calloc((size_t)n_chunks, sizeof(double));
+    /* (n_chunks) loss x windows per chunk, then the positions scored and the right ones */
+    double *vals = calloc((size_t)n_chunks + 2, sizeof(double));
     if (!vals) return da_errorf("out of memory (%ld validation chunks)", n_chunks);
     /* chunk q is rank q % P's; its value is loss x windows, as in the
      * single-process evaluation, and zero on every other rank */
+    long right = 0, total = 0;
     for (long q = dp->rank; q < n_chunks; q += dp->size) {
         int b = (int)(n_windows - q * c < c ? n_windows - q * c : c);
         for (int i = 0; i < b; i++)
-            da_text_data_val_window(data, q * c + i, n_windows, T, dp->tokens + (size_t)i * T,
-                                    dp->targets + (size_t)i * T);
+            src->held_out(src->self, q * c + i, n_windows, T, dp->tokens + (size_t)i * T, dp->targets + (size_t)i * T);
         vals[q] = (double)da_forward(m, a, dp->tokens, dp->targets, b, T) * b;
+        if (src->score) src->score(src->self, dp->targets, da_acts_logits(a), b, T, V, &right, &total);
     }
-    da_status st = da_dist_allreduce_sum_f64(vals, (size_t)n_chunks, "validation losses");
-    double total = 0.0;
-    for (long q = 0; q < n_chunks; q++) total += vals[q];
+    vals[n_chunks] = (double)total, vals[n_chunks + 1] = (double)right; /* integers: their sum is exact */
+    da_status st = da_dist_allreduce_sum_f64(vals, (size_t)n_chunks + 2, "validation losses");
+    double sum = 0.0;
+    for (long q = 0; q < n_chunks; q++) sum += vals[q];
+    *out = (float)(sum / n_windows);
+    *accuracy = !src->score ? NAN : vals[n_chunks] > 0 ? vals[n_chunks + 1] / vals[n_chunks] : 0;
     free(vals);
-    *out = (float)(total / n_windows);
     return st;
 }
 

@@ -29,7 +29,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/text_data.h"
 #include "diffattn/train.h"
 
 /* Gradient-norm partial sums are taken over chunks of this many parameters,
@@ -69,15 +68,17 @@ size_t da_dp_optimizer_bytes(const da_dp *dp);
  * the global batch (the whole buffer without ZeRO), *loss the mean loss,
  * *norm the global gradient norm, and *stop_any is 1 when any rank's stop
  * flag was set (all ranks see the same values). */
-da_status da_dp_gradients(da_dp *dp, da_model *m, da_acts *a, const da_text_data *data, da_rng *rng, int stop_local,
+da_status da_dp_gradients(da_dp *dp, da_model *m, da_acts *a, const da_data_source *src, da_rng *rng, int stop_local,
                           double *loss, float *norm, int *stop_any);
 /* Clip (when clip > 0 and norm > clip), AdamW on the own shard, all-gather
  * the parameters (ZeRO). */
 da_status da_dp_update(da_dp *dp, da_model *m, da_adamw *opt, const da_adamw_config *ac, float lr, float clip,
                        float norm);
-/* Mean validation loss over n_windows fixed windows, split over the ranks in
- * chunks of dp->micro windows and summed in chunk order. */
-da_status da_dp_val_loss(da_dp *dp, da_model *m, da_acts *a, const da_text_data *data, long n_windows, float *out);
+/* Mean loss over the source's n_windows held-out windows, split over the
+ * ranks in chunks of dp->micro windows and summed in chunk order, and the
+ * source's score of them (NAN when it has none). */
+da_status da_dp_val_loss(da_dp *dp, da_model *m, da_acts *a, const da_data_source *src, long n_windows, float *out,
+                         double *accuracy);
 /* For a checkpoint: the whole moments on rank 0 in *full. Under ZeRO they
  * are gathered: the first moments into scratch (n_params floats that rank 0
  * may overwrite, e.g. the spent gradients), the second into *owned, which

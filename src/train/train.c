@@ -1,5 +1,5 @@
-/* The training loop: AdamW over windows of the training data (byte-level text or token shards), with evaluation,
- * metrics, atomic checkpoints and exact resume. */
+/* The training loop: AdamW over windows of a data source (byte-level text, token shards, a synthetic task), with
+ * evaluation, metrics, atomic checkpoints and exact resume. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -153,7 +153,8 @@ typedef struct {
     da_adamw opt;
     da_rng rng;
     da_acts *acts;
-    da_text_data data;
+    da_text_data text; /* a text or shard run's data; src reads it */
+    da_data_source src;
     da_dp dp;
     FILE *metrics;   /* rank 0 only */
     int lock_fd;     /* rank 0: the run folder's lock (io/run_lock.h); -1 when not held */
@@ -175,6 +176,7 @@ static da_status load_or_init(run *r, const da_config *model_cfg, int resume) {
             if ((st = da_model_create(&r->m, model_cfg)).code) return st;
             da_model_init(&r->m, tc->seed);
         }
+        if (r->hooks && r->hooks->on_init && (st = r->hooks->on_init(r->hooks->ctx, &r->m)).code) return st;
         if ((st = da_model_alloc_grads(&r->m)).code) return st;
         if ((st = da_adamw_create(&r->opt, r->m.n_params)).code) return st;
         da_rng_seed(&r->rng, tc->seed ^ 0x5eed0fda7aULL);
@@ -237,30 +239,53 @@ static FILE *open_metrics(const char *path, int resume) {
     return fp;
 }
 
-/* Everything before the first step; every rank agrees on the outcome. */
-static da_status setup(run *r, const da_config *model_cfg, const char *data_path, int mode) {
-    const da_train_config *tc = &r->tc;
-    const int rank0 = da_dist_rank() == 0, resume = mode == DA_RUN_RESUME;
-    char path[4096];
+/* The run folder, its lock, and the model, optimizer and sampler. */
+static da_status start(run *r, const da_config *model_cfg, int mode) {
+    const int rank0 = da_dist_rank() == 0;
     da_status st;
     if (rank0 && (st = da_make_dirs(r->out_dir)).code) return st;
     /* one writer: two runs started together in one folder both passed the check below */
     if (rank0 && (st = da_run_lock(r->out_dir, &r->lock_fd)).code) return st;
     if (rank0 && mode == DA_RUN_NEW && (st = refuse_existing_run(r->out_dir)).code) return st;
-    if ((st = load_or_init(r, model_cfg, resume)).code) return st;
-    if (tc->seq > r->m.cfg.max_seq_len)
-        return da_errorf("seq: %d exceeds the model's max_seq_len %d", tc->seq, r->m.cfg.max_seq_len);
-    if ((st = da_text_data_load(&r->data, data_path, tc->val_fraction, tc->seq)).code) return st;
+    if ((st = load_or_init(r, model_cfg, mode == DA_RUN_RESUME)).code) return st;
+    if (r->tc.seq > r->m.cfg.max_seq_len)
+        return da_errorf("seq: %d exceeds the model's max_seq_len %d", r->tc.seq, r->m.cfg.max_seq_len);
+    return st;
+}
+
+/* Text or token shards as the run's source, checked against the model; a
+ * shard run's model carries the shards' tokenizer. */
+static da_status open_text(run *r, const char *data_path, int resume) {
+    const int rank0 = da_dist_rank() == 0;
+    da_status st;
+    if ((st = da_text_data_load(&r->text, data_path, r->tc.val_fraction, r->tc.seq)).code) return st;
     /* a resumed shard run given text would train its BPE ids on bytes */
-    if (!r->data.from_shards && r->data.vocab_size != r->m.cfg.vocab_size)
+    if (!r->text.from_shards && r->text.vocab_size != r->m.cfg.vocab_size)
         return da_errorf("%s: text is read as bytes (vocabulary 256) but the model's vocabulary has %d tokens%s",
                          data_path, r->m.cfg.vocab_size,
                          resume ? " (the run was trained on token shards: resume it with them, or prepare this text "
                                   "with its tokenizer)"
                                 : " (prepare the text into token shards with a tokenizer of that size)");
-    if ((st = da_text_data_check_vocab(&r->data, data_path, r->m.cfg.vocab_size)).code) return st;
-    if (r->data.from_shards && (st = embed_tokenizer(&r->m, data_path, r->out_dir, resume)).code) return st;
-    if (rank0 && r->data.from_shards && (st = copy_tokenizer(data_path, r->out_dir)).code) return st;
+    if ((st = da_text_data_check_vocab(&r->text, data_path, r->m.cfg.vocab_size)).code) return st;
+    if (r->text.from_shards && (st = embed_tokenizer(&r->m, data_path, r->out_dir, resume)).code) return st;
+    if (rank0 && r->text.from_shards && (st = copy_tokenizer(data_path, r->out_dir)).code) return st;
+    r->src = da_text_source(&r->text);
+    return st;
+}
+
+/* Everything else before the first step: the source against the model, the
+ * data-parallel plan, activations, metrics. */
+static da_status setup(run *r, int mode) {
+    const da_train_config *tc = &r->tc;
+    const int rank0 = da_dist_rank() == 0, resume = mode == DA_RUN_RESUME;
+    char path[4096];
+    da_status st;
+    if (r->src.seq > 0 && r->src.seq != tc->seq)
+        return da_errorf("seq: %d, but the data source makes windows of %d tokens", tc->seq, r->src.seq);
+    if (r->src.vocab_size > r->m.cfg.vocab_size)
+        return da_errorf("vocab_size: the data's tokens go up to %d but the model's vocabulary has %d",
+                         r->src.vocab_size - 1, r->m.cfg.vocab_size);
+    if (!resume && r->src.stream_seed) da_rng_seed(&r->rng, r->src.stream_seed(r->src.self, tc->seed));
     if ((st = da_dp_create(&r->dp, &r->m, tc)).code) return st;
     if ((st = da_dp_shard_optimizer(&r->dp, &r->opt)).code) return st;
     describe_plan(r);
@@ -275,8 +300,9 @@ static da_status setup(run *r, const da_config *model_cfg, const char *data_path
     return st;
 }
 
-/* A metrics line and the log hook (rank 0). vl: NAN without an evaluation. */
-static void log_step(run *r, long step, double loss, float vl, float lr, float norm) {
+/* A metrics line and the log hooks (rank 0). vl: NAN without an
+ * evaluation; acc: NAN without a score. */
+static void log_step(run *r, long step, double loss, float vl, double acc, float lr, float norm) {
     double t = da_now_s();
     float tps = (float)(r->tokens_since / (t - r->t_last + 1e-9));
     double elapsed = t - r->t_start;
@@ -286,6 +312,7 @@ static void log_step(run *r, long step, double loss, float vl, float lr, float n
     if (step > 0) {
         json_float(fp, "train_loss", (float)loss);
         json_float(fp, "val_loss", vl);
+        if (isfinite(acc)) fprintf(fp, ",\"accuracy\":%.6g", acc);
         json_float(fp, "lr", lr);
         json_float(fp, "grad_norm", norm);
         json_float(fp, "tok_per_s", tps);
@@ -298,19 +325,23 @@ static void log_step(run *r, long step, double loss, float vl, float lr, float n
         fprintf(fp, ",\"elapsed_s\":%.3f", elapsed);
     } else {
         json_float(fp, "val_loss", vl);
+        if (isfinite(acc)) fprintf(fp, ",\"accuracy\":%.6g", acc);
     }
     fprintf(fp, "}\n");
     fflush(fp);
     da_train_log log = {step, r->tc.steps, step > 0 ? (float)loss : NAN, vl, step > 0 ? lr : 0, step > 0 ? norm : 0,
-                        step > 0 ? tps : 0, step > 0 ? elapsed : 0, step > 0 ? eta : 0, r->plan[0] ? r->plan : NULL};
+                        step > 0 ? tps : 0, step > 0 ? elapsed : 0, step > 0 ? eta : 0, r->plan[0] ? r->plan : NULL,
+                        acc};
     if (r->hooks && r->hooks->on_log) r->hooks->on_log(r->hooks->ctx, &log);
+    if (r->hooks && r->hooks->on_eval && isfinite(vl)) r->hooks->on_eval(r->hooks->ctx, &r->m, &log);
     r->plan[0] = 0;
     r->t_last = t;
     r->tokens_since = 0;
 }
 
-static da_status val_loss(run *r, float *vl) {
-    return da_dp_val_loss(&r->dp, &r->m, r->acts, &r->data, (long)r->tc.eval_batches * r->tc.batch, vl);
+static da_status val_loss(run *r, float *vl, double *acc) {
+    const long n = r->src.n_held_out > 0 ? r->src.n_held_out : (long)r->tc.eval_batches * r->tc.batch;
+    return da_dp_val_loss(&r->dp, &r->m, r->acts, &r->src, n, vl, acc);
 }
 
 /* One optimizer step, its evaluation, log line and checkpoint. *stop: the
@@ -324,7 +355,7 @@ static da_status train_step(run *r, int *stop) {
     int stop_local = hooks && hooks->stop && *hooks->stop;
     /* --lambda-ramp: this step's weight of the second map, saved with the model */
     if (da_arch_maps(r->m.cfg.arch) == 2) r->m.cfg.lambda_hold = 1.0f - da_lambda_ramp_factor(r->opt.step, tc->lambda_ramp);
-    da_status st = da_dp_gradients(&r->dp, &r->m, r->acts, &r->data, &r->rng, stop_local, &loss, &norm, &stop_any);
+    da_status st = da_dp_gradients(&r->dp, &r->m, r->acts, &r->src, &r->rng, stop_local, &loss, &norm, &stop_any);
     if (st.code == 1) {
         char msg[sizeof st.msg];
         snprintf(msg, sizeof msg, "%s", st.msg);
@@ -348,8 +379,11 @@ static da_status train_step(run *r, int *stop) {
     *stop = stop_any || (hooks && hooks->stop_at_step > 0 && step >= hooks->stop_at_step);
     const int is_last = step == tc->steps;
     float vl = NAN;
-    if ((is_last || (tc->eval_every > 0 && step % tc->eval_every == 0)) && (st = val_loss(r, &vl)).code) return st;
-    if (r->dp.rank == 0 && (is_last || step % tc->log_every == 0 || isfinite(vl))) log_step(r, step, loss, vl, lr, norm);
+    double acc = NAN;
+    if ((is_last || (tc->eval_every > 0 && step % tc->eval_every == 0)) && (st = val_loss(r, &vl, &acc)).code)
+        return st;
+    if (r->dp.rank == 0 && (is_last || step % tc->log_every == 0 || isfinite(vl)))
+        log_step(r, step, loss, vl, acc, lr, norm);
     if (is_last || *stop || (tc->save_every > 0 && step % tc->save_every == 0))
         st = checkpoint(r->out_dir, &r->dp, &r->m, &r->opt, tc, &r->rng);
     return st;
@@ -362,8 +396,9 @@ static da_status train_loop(run *r) {
     r->first_step = r->opt.step;
     if (r->opt.step == 0) {
         float vl;
-        if ((st = val_loss(r, &vl)).code) return st;
-        if (r->dp.rank == 0) log_step(r, 0, NAN, vl, 0, 0);
+        double acc;
+        if ((st = val_loss(r, &vl, &acc)).code) return st;
+        if (r->dp.rank == 0) log_step(r, 0, NAN, vl, acc, 0, 0);
     }
     r->t_last = da_now_s();
     r->tokens_since = 0;
@@ -387,8 +422,9 @@ static da_status train_loop(run *r) {
     return da_ok();
 }
 
-da_status da_train(const da_config *model_cfg, const da_train_config *tc, const char *data_path, const char *out_dir,
-                   int mode, const da_train_hooks *hooks) {
+/* data_path: text or shards; else src. */
+static da_status train_run(const da_config *model_cfg, const da_train_config *tc, const char *data_path,
+                           const da_data_source *src, const char *out_dir, int mode, const da_train_hooks *hooks) {
     da_status st = da_train_config_validate(tc);
     if (st.code) return st;
     run r;
@@ -397,9 +433,12 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc, const 
     r.out_dir = out_dir;
     r.lock_fd = -1;
     r.hooks = hooks;
+    if (src) r.src = *src;
     /* only rank 0 writes; a rank that cannot reach the others must not wait
      * for them at the first collective, hence the agreement after setup */
-    st = setup(&r, model_cfg, data_path, mode);
+    st = start(&r, model_cfg, mode);
+    if (!st.code && data_path) st = open_text(&r, data_path, mode == DA_RUN_RESUME);
+    if (!st.code) st = setup(&r, mode);
     if (!r.agreed) {
         r.agreed = 1;
         if (st.code != DA_DIST_FAILED && st.code != DA_DIST_PEER_FAILED) st = da_dist_agree(st);
@@ -409,8 +448,18 @@ da_status da_train(const da_config *model_cfg, const da_train_config *tc, const 
     da_run_unlock(r.lock_fd);
     da_dp_free(&r.dp);
     da_acts_free(r.acts);
-    da_text_data_free(&r.data);
+    da_text_data_free(&r.text);
     da_adamw_free(&r.opt);
     da_model_free(&r.m);
     return st;
+}
+
+da_status da_train(const da_config *model_cfg, const da_train_config *tc, const char *data_path, const char *out_dir,
+                   int mode, const da_train_hooks *hooks) {
+    return train_run(model_cfg, tc, data_path, NULL, out_dir, mode, hooks);
+}
+
+da_status da_train_source(const da_config *model_cfg, const da_train_config *tc, const da_data_source *src,
+                          const char *out_dir, int mode, const da_train_hooks *hooks) {
+    return train_run(model_cfg, tc, NULL, src, out_dir, mode, hooks);
 }

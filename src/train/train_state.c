@@ -1,4 +1,6 @@
-/* Saving and loading the training state (see train_state.h). */
+/* Saving and loading the training state (see train_state.h), and the
+ * configuration a resumed run continues with: the stored settings merged
+ * with the ones given now. */
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
@@ -10,6 +12,7 @@
 
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "parallel/dist.h"
 #include "train/train_state.h"
 
 /* The stored rows of da_train_config_fields, as "train." + key. */
@@ -148,4 +151,73 @@ da_status da_train_state_peek(const char *out_dir, da_config *model_cfg, da_trai
     if (!st.code) st = train_from_meta(&f, tc, step, NULL);
     da_st_close(&f);
     return st;
+}
+
+/* Rank 0's peek at the run folder, sent to every rank. */
+static da_status peek_run(const char *out_dir, da_config *cfg, da_train_config *saved, long *step) {
+    struct {
+        da_status st;
+        da_config cfg;
+        da_train_config saved;
+        long step;
+    } peek;
+    memset(&peek, 0, sizeof peek);
+    if (da_dist_rank() == 0) peek.st = da_train_state_peek(out_dir, &peek.cfg, &peek.saved, &peek.step);
+    da_status st = da_dist_bcast(&peek, sizeof peek, "the run's configuration");
+    if (st.code) return st;
+    if (peek.st.code) {
+        /* the other ranks stay quiet: rank 0 reports */
+        if (da_dist_rank() != 0) peek.st.code = DA_DIST_PEER_FAILED;
+        return peek.st;
+    }
+    *cfg = peek.cfg, *saved = peek.saved, *step = peek.step;
+    return da_ok();
+}
+
+/* The model fields given again on resume must be the run's own: the run's
+ * config with the given ones put in (heads counted as DIFF heads, as given)
+ * must come out equal to it. Repeating the command that started the run is
+ * then accepted, and a changed value is an error naming the field. */
+static da_status check_model_given(const char *out_dir, const da_config *run, const da_config *given,
+                                   const unsigned char *model_given) {
+    da_config want = *run;
+    int any = 0;
+    for (int i = 0; i < DA_CONFIG_N_FIELDS; i++)
+        if (model_given[i]) da_field_copy(&da_config_fields[i], &want, given), any = 1;
+    if (!any) return da_ok();
+    /* back to DIFF heads for the fields the run supplies, then forward again */
+    const int per = da_arch_heads(want.arch, 1);
+    const da_field *h = da_fields_find(da_config_fields, DA_CONFIG_N_FIELDS, "n_heads");
+    const da_field *kv = da_fields_find(da_config_fields, DA_CONFIG_N_FIELDS, "n_kv_heads");
+    if (!model_given[h - da_config_fields]) want.n_heads = run->n_heads / per;
+    if (!model_given[kv - da_config_fields]) want.n_kv_heads = run->n_kv_heads / per;
+    da_status st = da_config_from_diff_heads(&want);
+    for (int i = 0; i < DA_CONFIG_N_FIELDS && !st.code; i++) {
+        const da_field *f = &da_config_fields[i];
+        if (f->on_resume != DA_RESUME_FIXED || da_field_equal(f, &want, run)) continue;
+        char was[64], now[64];
+        da_field_format(f, run, was, sizeof was);
+        da_field_format(f, &want, now, sizeof now);
+        return da_errorf("%s: %s, but the run in %s has %s; a model field cannot change when resuming", f->key, now,
+                         out_dir, was);
+    }
+    if (st.code) return da_errorf("%s: the model flags given do not make the run's model: %s", out_dir, st.msg);
+    return da_ok();
+}
+
+da_status da_train_resume_config(const char *out_dir, const da_config *given, const unsigned char *model_given,
+                                 const unsigned char *train_given, da_config *cfg, da_train_config *tc, long *step) {
+    da_train_config saved;
+    da_status st = peek_run(out_dir, cfg, &saved, step);
+    if (st.code) {
+        if (st.code == DA_DIST_PEER_FAILED) return st;
+        return da_errorf("%s (is %s a run folder? to start a new run, do not resume)", st.msg, out_dir);
+    }
+    if (model_given && (st = check_model_given(out_dir, cfg, given, model_given)).code) return st;
+    for (int i = 0; i < DA_TRAIN_CONFIG_N_FIELDS; i++) {
+        const da_field *f = &da_train_config_fields[i];
+        const int take = !f->stored || (train_given && train_given[i] && f->on_resume == DA_RESUME_MAY_CHANGE);
+        if (!take) da_field_copy(f, tc, &saved);
+    }
+    return da_ok();
 }
