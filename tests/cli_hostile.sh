@@ -2,37 +2,24 @@
 # Issue 23, as a hostile neighbour and a careless user would try it through
 # the CLI: symlinks planted in a shared output folder, an output that is an
 # input. Each case failed on the code before the fix.
-set -u
-BIN=${1:-build/diffattn}
+source "$(dirname "$0")/lib.sh"
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-passed=0; failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-expect_ok() { local what=$1; shift; if "$@" >"$T/out" 2>"$T/err"; then ok "$what"; else bad "$what: rc=$? $(head -c 300 "$T/err")"; fi; }
-expect_error() {
-  local what=$1 pattern=$2; shift 2
-  local err rc
-  err=$("$@" 2>&1 >/dev/null); rc=$?
-  if [[ $rc == 1 && $err == *"$pattern"* ]]; then ok "$what"; else bad "$what: rc=$rc, stderr: $err"; fi
-}
 # regular FILE, not a symlink
 regular() { [[ -f $1 && ! -L $1 ]]; }
 
-M="$T/m.safetensors"
-expect_ok "init" "$BIN" init --out "$M" --dim 32 --layers 1 --heads 2 --ffn 64 --seq 16
-cp "$M" "$T/m_copy.safetensors"
-echo "1 2 3 4 5" >"$T/ids.txt"
+M="$TMP/m.safetensors"
+ok "init" "$BIN" init --out "$M" --dim 32 --layers 1 --heads 2 --ffn 64 --seq 16
+cp "$M" "$TMP/m_copy.safetensors"
+echo "1 2 3 4 5" >"$TMP/ids.txt"
 
 # --- case 1: symlinks planted for the next pids and at the destination
-echo precious >"$T/victim"
+echo precious >"$TMP/victim"
 # symlinks FILE.tmp.<pid> for the next pids the kernel hands out, and FILE
 # itself, to the victim; one process plants them all, so that planting uses
 # no pid of the range
 plant() {
-  python3 - "$1" "$2" "$T/victim" <<'EOF'
+  python3 - "$1" "$2" "$TMP/victim" <<'EOF'
 import os, sys
 d, f, victim = sys.argv[1:4]
 try:
@@ -44,39 +31,41 @@ for p in range(last + 1, last + 400):
 os.symlink(victim, os.path.join(d, f))
 EOF
 }
-mkdir -p "$T/hf" "$T/q"
-plant "$T/hf" model.safetensors
-ln -s "$T/victim" "$T/hf/config.json"
-expect_ok "export into a folder with planted symlinks" "$BIN" export --format hf --model "$M" --out "$T/hf"
-plant "$T/q" m.gguf
-expect_ok "quantize into a folder with planted symlinks" "$BIN" quantize --model "$M" --type q8_0 --out "$T/q/m.gguf"
-[[ $(cat "$T/victim") == precious ]] && ok "the symlinks' target is untouched" || bad "the victim was written through"
-regular "$T/hf/model.safetensors" && regular "$T/hf/config.json" && regular "$T/q/m.gguf" &&
-  ok "the outputs are regular files" || bad "an output is still a symlink: $(ls -l "$T/hf" "$T/q" | grep -v tmp)"
-expect_ok "the exported folder loads" "$BIN" info --model "$T/hf"
+mkdir -p "$TMP/hf" "$TMP/q"
+plant "$TMP/hf" model.safetensors
+ln -s "$TMP/victim" "$TMP/hf/config.json"
+ok "export into a folder with planted symlinks" "$BIN" export --format hf --model "$M" --out "$TMP/hf"
+plant "$TMP/q" m.gguf
+ok "quantize into a folder with planted symlinks" "$BIN" quantize --model "$M" --type q8_0 --out "$TMP/q/m.gguf"
+[[ $(cat "$TMP/victim") == precious ]] && pass "the symlinks' target is untouched" ||
+  fail "the symlinks' target is untouched" "the victim was written through"
+regular "$TMP/hf/model.safetensors" && regular "$TMP/hf/config.json" && regular "$TMP/q/m.gguf" &&
+  pass "the outputs are regular files" ||
+  fail "the outputs are regular files" "an output is still a symlink: $(ls -l "$TMP/hf" "$TMP/q" | grep -v tmp)"
+ok "the exported folder loads" "$BIN" info --model "$TMP/hf"
 
 # --- case 7: the same file as input and output, directly or through a symlink
-ln -s "$M" "$T/alias.safetensors"
+ln -s "$M" "$TMP/alias.safetensors"
 expect_error "quantize --out is --model" "is the input" "$BIN" quantize --model "$M" --type q8_0 --out "$M"
 expect_error "quantize --out links to --model" "is the input" "$BIN" quantize --model "$M" --type q8_0 \
-  --out "$T/alias.safetensors"
-expect_error "logits --out is --model" "is the input" "$BIN" logits --model "$M" --ids "$T/ids.txt" --out "$M"
-expect_error "logits --out is --ids" "is the input" "$BIN" logits --model "$M" --ids "$T/ids.txt" --out "$T/ids.txt"
-expect_error "grads --out is --model" "is the input" "$BIN" grads --model "$M" --ids "$T/ids.txt" --out "$M"
-expect_ok "export to a folder" "$BIN" export --format hf --model "$M" --out "$T/hf2"
-cp -r "$T/hf2" "$T/hf2_copy"
-expect_error "export --out is the --model folder" "is the input" "$BIN" export --format hf --model "$T/hf2" \
-  --out "$T/hf2"
+  --out "$TMP/alias.safetensors"
+expect_error "logits --out is --model" "is the input" "$BIN" logits --model "$M" --ids "$TMP/ids.txt" --out "$M"
+expect_error "logits --out is --ids" "is the input" "$BIN" logits --model "$M" --ids "$TMP/ids.txt" --out "$TMP/ids.txt"
+expect_error "grads --out is --model" "is the input" "$BIN" grads --model "$M" --ids "$TMP/ids.txt" --out "$M"
+ok "export to a folder" "$BIN" export --format hf --model "$M" --out "$TMP/hf2"
+cp -r "$TMP/hf2" "$TMP/hf2_copy"
+expect_error "export --out is the --model folder" "is the input" "$BIN" export --format hf --model "$TMP/hf2" \
+  --out "$TMP/hf2"
 expect_error "export --out holds --model" "is the input" "$BIN" export --format hf \
-  --model "$T/hf2/model.safetensors" --out "$T/hf2"
-expect_error "encode --out is --in" "is the input" "$BIN" encode --model "$M" --in "$T/ids.txt" --out "$T/ids.txt"
-cmp -s "$M" "$T/m_copy.safetensors" && diff -r "$T/hf2" "$T/hf2_copy" >/dev/null && [[ $(cat "$T/ids.txt") == "1 2 3 4 5" ]] &&
-  ok "every input is unchanged" || bad "an input was changed"
+  --model "$TMP/hf2/model.safetensors" --out "$TMP/hf2"
+expect_error "encode --out is --in" "is the input" "$BIN" encode --model "$M" --in "$TMP/ids.txt" --out "$TMP/ids.txt"
+cmp -s "$M" "$TMP/m_copy.safetensors" && diff -r "$TMP/hf2" "$TMP/hf2_copy" >/dev/null && [[ $(cat "$TMP/ids.txt") == "1 2 3 4 5" ]] &&
+  pass "every input is unchanged" || fail "every input is unchanged" "an input was changed"
 
 # --- case 5: a NaN weight; a q4_K block with a NaN scale (sample, eval loss and eval ppl refuse)
-cat include/diffattn/*.h >"$T/text.txt"
-"$BIN" init --out "$T/m256.safetensors" --dim 256 --layers 1 --heads 2 --ffn 256 --seq 32 >/dev/null
-python3 - "$T/m256.safetensors" "$T/nan.safetensors" <<'EOF'
+cat include/diffattn/*.h >"$TMP/text.txt"
+"$BIN" init --out "$TMP/m256.safetensors" --dim 256 --layers 1 --heads 2 --ffn 256 --seq 32 >/dev/null
+python3 - "$TMP/m256.safetensors" "$TMP/nan.safetensors" <<'EOF'
 import json, struct, sys
 b = bytearray(open(sys.argv[1], "rb").read())
 n = struct.unpack("<Q", b[:8])[0]
@@ -85,15 +74,15 @@ start = 8 + n + h["norm.weight"]["data_offsets"][0]
 b[start + 12:start + 16] = struct.pack("<f", float("nan"))  # element 3
 open(sys.argv[2], "wb").write(b)
 EOF
-expect_error "sample refuses a NaN weight" "tensor norm.weight holds nan" "$BIN" sample --model "$T/nan.safetensors" \
+expect_error "sample refuses a NaN weight" "tensor norm.weight holds nan" "$BIN" sample --model "$TMP/nan.safetensors" \
   --prompt "a" --max-new 4
 expect_error "eval loss refuses a NaN weight" "tensor norm.weight holds nan" "$BIN" eval loss \
-  --model "$T/nan.safetensors" --data "$T/text.txt"
-out=$("$BIN" sample --model "$T/nan.safetensors" --prompt "a" --max-new 4 --allow-nonfinite 2>&1); rc=$?
-[[ $rc == 1 && $out == *"step 0: the logits hold"* ]] && ok "--allow-nonfinite loads it; sampling stops at step 0" ||
-  bad "--allow-nonfinite: rc=$rc $out"
-expect_ok "quantize q4_k" "$BIN" quantize --model "$T/m256.safetensors" --type q4_k --out "$T/q4k.gguf"
-python3 - "$T/q4k.gguf" <<'EOF'
+  --model "$TMP/nan.safetensors" --data "$TMP/text.txt"
+out=$("$BIN" sample --model "$TMP/nan.safetensors" --prompt "a" --max-new 4 --allow-nonfinite 2>&1); rc=$?
+[[ $rc == 1 && $out == *"step 0: the logits hold"* ]] && pass "--allow-nonfinite loads it; sampling stops at step 0" ||
+  fail "--allow-nonfinite loads it; sampling stops at step 0" "rc=$rc $out"
+ok "quantize q4_k" "$BIN" quantize --model "$TMP/m256.safetensors" --type q4_k --out "$TMP/q4k.gguf"
+python3 - "$TMP/q4k.gguf" <<'EOF'
 import struct, sys
 p = sys.argv[1]
 b = bytearray(open(p, "rb").read())
@@ -132,47 +121,47 @@ b[data + off:data + off + 2] = struct.pack("<H", 0x7e00)  # the first block's d:
 open(p, "wb").write(b)
 EOF
 expect_error "eval loss refuses the NaN q4_K scale" "a block's scale is not finite" "$BIN" eval loss \
-  --model "$T/q4k.gguf" --data "$T/text.txt"
+  --model "$TMP/q4k.gguf" --data "$TMP/text.txt"
 expect_error "eval ppl refuses the NaN q4_K scale" "a block's scale is not finite" "$BIN" eval ppl \
-  --model "$T/q4k.gguf" --base "$T/m256.safetensors" --data "$T/text.txt"
+  --model "$TMP/q4k.gguf" --base "$TMP/m256.safetensors" --data "$TMP/text.txt"
 
 # --- case 5: an epsilon below the floor
-expect_error "init --norm-eps 1e-30 refused" "norm_eps" "$BIN" init --out "$T/eps.safetensors" --norm-eps 1e-30
+expect_error "init --norm-eps 1e-30 refused" "norm_eps" "$BIN" init --out "$TMP/eps.safetensors" --norm-eps 1e-30
 
 # --- case 6: compare --task takes train's field table; report.json is JSON
 for lr in -1 0 1e30; do
-  expect_error "compare --task --lr $lr refused" "lr" "$BIN" compare --task mqar --out "$T/cmp_$lr" --lr $lr \
+  expect_error "compare --task --lr $lr refused" "lr" "$BIN" compare --task mqar --out "$TMP/cmp_$lr" --lr $lr \
     --steps 2 --eval-every 1 --eval-seqs 4 --dim 16 --layers 1 --batch 2 --quiet
 done
 
 # --- case 8: two trains on one --out: the second is refused naming the first's pid
 "$BIN" train --arch softmax --dim 32 --layers 1 --heads 2 --seq 16 --batch 2 --steps 100000 --eval-every 0 \
-  --log-every 1000 --data "$T/text.txt" --out "$T/run" >/dev/null 2>&1 &
+  --log-every 1000 --data "$TMP/text.txt" --out "$TMP/run" >/dev/null 2>&1 &
 first=$!
-for _ in $(seq 100); do [[ -s $T/run/.lock ]] && break; sleep 0.1; done
+for _ in $(seq 100); do [[ -s $TMP/run/.lock ]] && break; sleep 0.1; done
 err=$("$BIN" train --arch softmax --dim 32 --layers 1 --heads 2 --seq 16 --batch 2 --steps 4 --eval-every 0 \
-  --data "$T/text.txt" --out "$T/run" --force 2>&1 >/dev/null); rc=$?
+  --data "$TMP/text.txt" --out "$TMP/run" --force 2>&1 >/dev/null); rc=$?
 [[ $rc == 1 && $err == *"being written by another process (pid $first"* ]] &&
-  ok "a second train in the same --out is refused naming pid $first" || bad "second train: rc=$rc $err"
+  pass "a second train in the same --out is refused naming pid $first" ||
+  fail "a second train in the same --out is refused naming pid $first" "rc=$rc $err"
 kill $first 2>/dev/null; wait $first 2>/dev/null
 
 # --- case 8: a study run with --jobs holds its folder's lock too, from start to report
-"$BIN" compare --task mqar --out "$T/study" --archs softmax --seeds 4 --steps 100000 --eval-every 1000 \
+"$BIN" compare --task mqar --out "$TMP/study" --archs softmax --seeds 4 --steps 100000 --eval-every 1000 \
   --eval-seqs 4 --dim 16 --layers 1 --batch 2 --jobs 2 --quiet >/dev/null 2>&1 &
 first=$!
-for _ in $(seq 100); do [[ -s $T/study/.lock ]] && break; sleep 0.1; done
-err=$("$BIN" compare --task mqar --out "$T/study" --archs softmax --seeds 1 --steps 2 --eval-every 1 \
+for _ in $(seq 100); do [[ -s $TMP/study/.lock ]] && break; sleep 0.1; done
+err=$("$BIN" compare --task mqar --out "$TMP/study" --archs softmax --seeds 1 --steps 2 --eval-every 1 \
   --eval-seqs 4 --dim 16 --layers 1 --batch 2 --force --quiet 2>&1 >/dev/null); rc=$?
 [[ $rc == 1 && $err == *"being written by another process (pid $first"* ]] &&
-  ok "compare --jobs holds its --out: a second compare is refused naming pid $first" ||
-  bad "second compare beside --jobs: rc=$rc $err"
+  pass "compare --jobs holds its --out: a second compare is refused naming pid $first" ||
+  fail "compare --jobs holds its --out: a second compare is refused naming pid $first" "rc=$rc $err"
 pkill -P $first 2>/dev/null; kill $first 2>/dev/null; wait $first 2>/dev/null
 
 # --- quantize --help named a default (q8_0) for the required --type
 help=$("$BIN" quantize --help)
 line=$(grep -- "--type S" <<<"$help")
-[[ $line == *"(required)"* && $line != *default* ]] && ok "quantize --help: --type is required, with no default" ||
-  bad "quantize --help: $line"
+[[ $line == *"(required)"* && $line != *default* ]] && pass "quantize --help: --type is required, with no default" ||
+  fail "quantize --help: --type is required, with no default" "$line"
 
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+finish

