@@ -808,7 +808,7 @@ static void batch_attend(da_session *w, da_session *const *ss, int n, const da_q
 }
 
 /* out: (n, W->rows) (+)= the prepared site's n rows @ W^T, in one pass. A
- * float matrix in a quantized model (DIFF2's lambda projection) goes row by
+ * float matrix in a quantized model (DIFF V2's lambda projection) goes row by
  * row through decoding's own products instead, so that they stay decoding's
  * bit for bit (an sgemm sums in another order than sgemv). */
 static void batch_matmul(da_session *w, float *out, const da_qtensor *W, int n, int accumulate) {

@@ -53,7 +53,7 @@ const da_field da_train_config_fields[DA_TRAIN_CONFIG_N_FIELDS] = {
       "1: shard the AdamW moments over the mpirun ranks (ZeRO-1; optimizer memory / P); 0: every rank holds them"),
     /* a function of the step: a resumed run continues the ramp from its stored length */
     F("lambda_ramp", "lambda-ramp", lambda_ramp, DA_FIELD_LONG, 0, 0, BIG, "[]", MAY, DA_STORED_UNLESS_DEFAULT,
-      "diff, diff2: the second map's weight goes from 0 to its full value linearly over N steps (the model's "
+      "two-map attentions (DIFF V1, V2): the second map's weight goes from 0 to its full value linearly over N steps (the model's "
       "lambda_hold; 0 = full from the start)"),
 };
 _Static_assert(sizeof da_train_config_fields / sizeof da_train_config_fields[0] == DA_TRAIN_CONFIG_N_FIELDS,
