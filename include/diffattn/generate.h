@@ -163,6 +163,10 @@ da_status da_generate(da_session *s, const int *prompt, int n_prompt, const da_g
 da_status da_model_load_any(da_model *m, const char *path);
 da_status da_model_load_any_with(da_model *m, const char *path, const da_load_opts *o);
 
+/* A Hugging Face folder's tokenizer.json, which its da_model does not carry,
+ * read into m->tokenizer_json, so a file made from m (converted, exported)
+ * keeps it; nothing when m has a tokenizer or path is not such a folder. */
+da_status da_model_take_folder_tokenizer(da_model *m, const char *path);
 /* A model to train or convert from: diffattn safetensors, a Hugging Face
  * folder (its tokenizer.json carried into m) or a GGUF whose weights are f32,
  * f16 or bf16; a quantized GGUF is refused in one line naming a quantized

@@ -7,26 +7,6 @@
 #include "commands.h"
 #include "diffattn/quant.h"
 
-/* A Hugging Face folder's tokenizer.json, which the model itself does not
- * carry, so that the exported folder keeps it. */
-static da_status folder_tokenizer(da_model *m, const char *model_path) {
-    char path[4200];
-    if (m->tokenizer_json || !da_model_tokenizer_path(model_path, path, sizeof path)) return da_ok();
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return da_errorf("%s: cannot open", path);
-    char *s = NULL;
-    long n = -1;
-    if (!fseek(fp, 0, SEEK_END) && (n = ftell(fp)) >= 0 && !fseek(fp, 0, SEEK_SET) && (s = malloc((size_t)n + 1)) &&
-        fread(s, 1, (size_t)n, fp) == (size_t)n) {
-        s[n] = 0;
-        m->tokenizer_json = s;
-        s = NULL;
-    }
-    fclose(fp);
-    free(s);
-    return m->tokenizer_json ? da_ok() : da_errorf("%s: read error", path);
-}
-
 int cmd_export(int argc, char **argv) {
     const char *model = NULL, *format = NULL, *out = NULL, *type = "f16";
     cli_opt opts[] = {
@@ -62,7 +42,7 @@ int cmd_export(int argc, char **argv) {
     da_model m;
     st = da_model_load_any_with(&m, model, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
-    if (!(st = folder_tokenizer(&m, model)).code) st = gguf ? da_model_export_gguf(&m, out, type) : da_model_export_hf(&m, out);
+    if (!(st = da_model_take_folder_tokenizer(&m, model)).code) st = gguf ? da_model_export_gguf(&m, out, type) : da_model_export_hf(&m, out);
     char arch[64];
     da_gguf_arch_of(&m.cfg, arch, sizeof arch);
     if (!st.code && gguf && m.tokenizer_json && !da_tokenizer_llama_pre(m.tokenizer_json, strlen(m.tokenizer_json)))

@@ -30,8 +30,7 @@ static da_status load_gguf_float(da_model *m, const char *path, const da_load_op
     return st;
 }
 
-/* A Hugging Face folder's tokenizer.json, which its da_model does not carry: the converted model keeps it. */
-static da_status folder_tokenizer(da_model *m, const char *src_path) {
+da_status da_model_take_folder_tokenizer(da_model *m, const char *src_path) {
     char path[4200];
     if (m->tokenizer_json || !da_model_tokenizer_path(src_path, path, sizeof path)) return da_ok();
     FILE *fp = fopen(path, "rb");
@@ -52,7 +51,7 @@ static da_status folder_tokenizer(da_model *m, const char *src_path) {
 da_status da_model_load_float(da_model *m, const char *path, const da_load_opts *o) {
     da_status st = da_gguf_is_gguf(path) ? load_gguf_float(m, path, o) : da_model_load_with(m, path, o);
     if (st.code) return st;
-    if ((st = folder_tokenizer(m, path)).code) da_model_free(m);
+    if ((st = da_model_take_folder_tokenizer(m, path)).code) da_model_free(m);
     return st;
 }
 
