@@ -7,17 +7,8 @@
 # peaked at 239 MB, then the file was refused for something else).
 # Exits 77 without python3-numpy or node-llama-cpp's gguf-py.
 source "$(dirname "$0")/lib.sh"
-BUNDLE=tools/llamacpp/node_modules/node-llama-cpp/llama/gitRelease.bundle
-PY=
-for p in python3 /usr/bin/python3; do "$p" -c 'import numpy' 2>/dev/null && { PY=$p; break; }; done
-[[ -n $PY ]] || skip "no python3 with numpy (apt-get install python3-numpy)"
-GP=$(dirname "$BIN")/llamacpp-include/gguf-py
-if [[ ! -d $GP/gguf ]]; then
-  [[ -f $BUNDLE ]] || skip "$BUNDLE missing (tools/install-deps.sh installs node-llama-cpp)"
-  git -C "$TMP" init -q && git -C "$TMP" fetch -q "$(realpath $BUNDLE)" HEAD &&
-    git -C "$TMP" archive FETCH_HEAD gguf-py | tar -x -C "$TMP" || { echo "cannot extract gguf-py from $BUNDLE"; exit 1; }
-  GP=$TMP/gguf-py
-fi
+source "$(dirname "$0")/gguf_py_lib.sh"
+find_gguf_py || skip "$GGUF_PY_MISSING"
 "$PY" tools/llama_gguf_write.py --gguf-py "$GP" --out "$TMP/m.gguf" --dim 64 --layers 1 --heads 2 --vocab 512 \
   --type f16 --untied >/dev/null || exit 1
 # the same model with a tokenizer of n tokens (t0000000 ...), n token types and one merge

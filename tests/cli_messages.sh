@@ -61,16 +61,9 @@ expect_error "a numeric normalizer type is named as such" 'normalizer.type "(not
 expect_error "an empty added token is empty" "added_tokens id 100 has an empty content" \
   "$BIN" encode --tokenizer "$TMP/empty.json" --in "$TMP/t.txt"
 
-BUNDLE=tools/llamacpp/node_modules/node-llama-cpp/llama/gitRelease.bundle
-PY=
-for p in python3 /usr/bin/python3; do "$p" -c 'import numpy' 2>/dev/null && { PY=$p; break; }; done
-GP=$(dirname "$BIN")/llamacpp-include/gguf-py
-if [[ -n $PY && ! -d $GP/gguf && -f $BUNDLE ]]; then
-  git -C "$TMP" init -q && git -C "$TMP" fetch -q "$(realpath $BUNDLE)" HEAD &&
-    git -C "$TMP" archive FETCH_HEAD gguf-py | tar -x -C "$TMP" && GP=$TMP/gguf-py
-fi
-if [[ -z $PY || ! -d $GP/gguf ]]; then
-  echo "NOTE: no python3 with numpy or no gguf-py: the GGUF cases are skipped"
+source "$(dirname "$0")/gguf_py_lib.sh"
+if ! find_gguf_py; then
+  echo "NOTE: $GGUF_PY_MISSING: the GGUF cases are skipped"
   finish
 fi
 R() { "$PY" tools/gguf_retype.py --gguf-py "$GP" "$@"; }
