@@ -35,7 +35,7 @@ size_t da_flash_scratch_size(const attn_shape *s, const attn_layout *lay) {
     const size_t ld = da_flash_row_floats(s->T);
     const size_t cols = (size_t)s->n_heads * lay->maps * s->d + 2 * (size_t)s->Ckv + (size_t)s->C;
     return (size_t)s->n_threads * da_flash_scratch_per_thread(s, lay) + (size_t)s->B * s->n_heads
-           + (size_t)s->B * cols * ld;
+           + (size_t)s->B * cols * ld + 16; /* + 16: they start on a cache line */
 }
 
 void da_quantize_logit_row(float *a, int n, int bits) {

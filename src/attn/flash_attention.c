@@ -26,6 +26,7 @@
  * ragged last tile reads zeros. */
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "attn/flash_attention.h"
@@ -66,9 +67,12 @@ typedef struct {
     const attn_shape *s;
 } flash_in;
 
-/* The transposes' floats, past the per-thread scratch and the per-head d lambda parts. */
+/* The transposes' floats, past the per-thread scratch and the per-head d
+ * lambda parts, from a 64-byte boundary: whole cache lines per row. */
 static float *transposes_of(float *scratch, const attn_shape *s, const attn_layout *lay) {
-    return scratch + (size_t)s->n_threads * da_flash_scratch_per_thread(s, lay) + (size_t)s->B * s->n_heads;
+    const uintptr_t p = (uintptr_t)(scratch + (size_t)s->n_threads * da_flash_scratch_per_thread(s, lay) +
+                                    (size_t)s->B * s->n_heads);
+    return (float *)((p + 63) & ~(uintptr_t)63);
 }
 
 /* The keys of tile k0 .. k0+nc-1 that query row r sees, as tile columns
