@@ -23,19 +23,15 @@ size_t da_attn_scratch_size(const attn_shape *s) {
 size_t da_flash_scratch_per_thread(const attn_shape *s, const attn_layout *lay) {
     const size_t maps = (size_t)lay->maps, d = (size_t)s->d, dv = (size_t)lay->v_subheads * s->d;
     const size_t dpad = (d + 15) / 16 * 16; /* K rows padded to whole vectors of the widest level */
-    const size_t fwd = (size_t)FLASH_BC * FLASH_BR + maps * dv * FLASH_BR /* S^T, O^T per map */
-                       + 2 * maps * FLASH_BR;                                /* running max and sum */
-    const size_t bwd = (size_t)4 * FLASH_BR * FLASH_BC                      /* dP, P, dS, sum_m c_m P_m */
-                       + 2 * FLASH_BC * dpad + 2 * d * FLASH_BC + dv * FLASH_BC; /* K, dK^T, dV^T of a key tile */
+    const size_t fwd = maps * d * FLASH_BR + (size_t)FLASH_BC * FLASH_BR + maps * dv * FLASH_BR /* Q^T, S^T, O^T */
+                       + 2 * maps * FLASH_BR;                                                   /* running max, sum */
+    const size_t bwd = (size_t)4 * FLASH_BR * FLASH_BC                       /* dP, P, dS, sum_m c_m P_m */
+                       + 2 * FLASH_BC * dpad + 4 * d * FLASH_BC + 2 * dv * FLASH_BC; /* K, K^T, dK^T, V^T, dV^T */
     return (fwd > bwd ? fwd : bwd) + maps * (size_t)s->T; /* D_m for every row of a head */
 }
 
 size_t da_flash_scratch_size(const attn_shape *s, const attn_layout *lay) {
-    /* the transposes of q, k, v and dO the kernels read rows of tokens from (flash_attention.c) */
-    const size_t ld = da_flash_row_floats(s->T);
-    const size_t cols = (size_t)s->n_heads * lay->maps * s->d + 2 * (size_t)s->Ckv + (size_t)s->C;
-    return (size_t)s->n_threads * da_flash_scratch_per_thread(s, lay) + (size_t)s->B * s->n_heads
-           + (size_t)s->B * cols * ld + 16; /* + 16: they start on a cache line */
+    return (size_t)s->n_threads * da_flash_scratch_per_thread(s, lay) + (size_t)s->B * s->n_heads;
 }
 
 void da_quantize_logit_row(float *a, int n, int bits) {

@@ -20,13 +20,11 @@
  * D_m) with D_m = rowsum(dO O_m), and accumulate dQ, and dK^T, dV^T for the
  * key tile.
  *
- * Each call first transposes the inputs whose rows the products read as
- * vectors of tokens: q (scaled by 1/sqrt(d)), k, and for the backward v and
- * dO, into rows of da_flash_row_floats(T), zero padded past T so that a
- * ragged last tile reads zeros. */
+ * The tile products read one operand as rows of tokens (flash_tile.c), so
+ * the forward transposes each query tile once (Q^T, scaled by 1/sqrt(d)),
+ * and the backward each key tile (K^T, scaled, and V^T). */
 #include <math.h>
 #include <omp.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "attn/flash_attention.h"
@@ -60,20 +58,10 @@ static head_cols cols_of(int h, int g, int d, int H, const attn_layout *lay) {
 /* Everything one call of the kernels reads. */
 typedef struct {
     const float *q, *k, *v, *dopre, *lse, *lam;
-    const float *qt, *kt, *vt, *dot; /* q, k, v, dO transposed: (B, cols, ld) */
     float lambda;
-    long ld;
     const attn_layout *lay;
     const attn_shape *s;
 } flash_in;
-
-/* The transposes' floats, past the per-thread scratch and the per-head d
- * lambda parts, from a 64-byte boundary: whole cache lines per row. */
-static float *transposes_of(float *scratch, const attn_shape *s, const attn_layout *lay) {
-    const uintptr_t p = (uintptr_t)(scratch + (size_t)s->n_threads * da_flash_scratch_per_thread(s, lay) +
-                                    (size_t)s->B * s->n_heads);
-    return (float *)((p + 63) & ~(uintptr_t)63);
-}
 
 /* The keys of tile k0 .. k0+nc-1 that query row r sees, as tile columns
  * [*js, *je): from its first key (attn_first_key) to r, causal. */
@@ -161,9 +149,12 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
     const head_cols hc = cols_of(h, g, s->d, H, in->lay);
     const int maps = hc.maps, d = hc.d, dv = hc.dv, Cq = hc.Cq;
     const int nr = T - r0 < BR ? T - r0 : BR;
-    const long ld = in->ld;
-    float *St = ws, *OT = St + BC * BR, *mx = OT + (size_t)maps * dv * BR, *sum = mx + maps * BR;
+    float *Qt = ws, *St = Qt + (size_t)maps * d * BR, *OT = St + BC * BR, *mx = OT + (size_t)maps * dv * BR;
+    float *sum = mx + maps * BR;
     memset(OT, 0, (size_t)maps * dv * BR * sizeof(float));
+    for (int m = 0; m < maps; m++) /* Q_m^T (d, BR), scaled; the lanes past nr zero */
+        tile_transpose(Qt + (size_t)m * d * BR, BR, in->q + ((size_t)b * T + r0) * Cq + hc.qcol[m], Cq, nr, d, BR,
+                       1.0f / sqrtf((float)d));
     for (int i = 0; i < maps * BR; i++) mx[i] = -INFINITY, sum[i] = 0.0f;
     const int r_end = r0 + nr; /* keys < r_end are visible to some row */
     /* with a window, the key tiles wholly before the first row's window are never formed */
@@ -174,8 +165,8 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
         for (int m = 0; m < maps; m++) {
             float *ot = OT + (size_t)m * dv * BR;
             /* St (nc, BR) = K_m (scale Q_m)^T */
-            tile_gemm(St, BR, in->kt + ((size_t)b * Ckv + hc.kcol[m]) * ld + k0, 1, ld,
-                      in->qt + ((size_t)b * Cq + hc.qcol[m]) * ld + r0, ld, nc, BR, d, 0);
+            tile_gemm(St, BR, in->k + ((size_t)b * T + k0) * Ckv + hc.kcol[m], Ckv, 1, Qt + (size_t)m * d * BR, BR, nc,
+                      BR, d, 0);
             softmax_update(St, nc, k0, r0, W, masked, mx + m * BR, sum + m * BR, ot, dv);
             /* O_m^T (dv, BR) += V^T P_m^T */
             tile_gemm(ot, BR, in->v + ((size_t)b * T + k0) * Ckv + hc.vcol, 1, Ckv, St, BR, dv, BR, nc, 1);
@@ -187,14 +178,10 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
 static void flash_attention_forward(float *opre, float *o1, float *o2, float *lse, const float *q, const float *k,
                                     const float *v, float lambda, const float *lam, const attn_layout *lay,
                                     const attn_shape *s, float *scratch) {
-    const int n_tiles = (s->T + BR - 1) / BR, H = s->n_heads, Cq = H * lay->maps * s->d;
+    const int n_tiles = (s->T + BR - 1) / BR, H = s->n_heads;
     const int items = s->B * H * n_tiles;
     const size_t pt = da_flash_scratch_per_thread(s, lay);
-    const long ld = (long)da_flash_row_floats(s->T);
-    float *qt = transposes_of(scratch, s, lay), *kt = qt + (size_t)s->B * Cq * ld;
-    tile_transpose(qt, q, s->B, s->T, Cq, ld, 1.0f / sqrtf((float)s->d), s->n_threads);
-    tile_transpose(kt, k, s->B, s->T, s->Ckv, ld, 1.0f, s->n_threads);
-    const flash_in in = {q, k, v, NULL, NULL, lam, qt, kt, NULL, NULL, lambda, ld, lay, s};
+    const flash_in in = {q, k, v, NULL, NULL, lam, lambda, lay, s};
     /* Longest tiles (nearest the end of the sequence) first, for balance. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (int it = 0; it < items; it++) {
@@ -226,12 +213,13 @@ static inline void backward_row(float *p, float *ds, float *pc, const float *dp,
 typedef struct {
     float *dP, *P, *dS, *Pc; /* (BR, BC) each */
     float *Kp;               /* (2, BC, dpad): a key tile's K sub-heads, scaled, rows padded to whole vectors */
+    float *Kt;               /* (2, d, BC): the same transposed */
     float *dKt;              /* (2, d, BC): their gradients, transposed */
-    float *dVt;              /* (dv, BC) */
+    float *Vt, *dVt;         /* (dv, BC) each: the key tile's V transposed, its gradient */
     int dpad;
 } bwd_bufs;
 
-static bwd_bufs bwd_bufs_of(float *ws, int d) {
+static bwd_bufs bwd_bufs_of(float *ws, int d, int dv) {
     bwd_bufs w;
     w.dpad = (d + TV - 1) / TV * TV;
     w.dP = ws;
@@ -239,8 +227,10 @@ static bwd_bufs bwd_bufs_of(float *ws, int d) {
     w.dS = w.P + BR * BC;
     w.Pc = w.dS + BR * BC;
     w.Kp = w.Pc + BR * BC;
-    w.dKt = w.Kp + (size_t)2 * BC * w.dpad;
-    w.dVt = w.dKt + (size_t)2 * d * BC;
+    w.Kt = w.Kp + (size_t)2 * BC * w.dpad;
+    w.dKt = w.Kt + (size_t)2 * d * BC;
+    w.Vt = w.dKt + (size_t)2 * d * BC;
+    w.dVt = w.Vt + (size_t)dv * BC;
     return w;
 }
 
@@ -248,20 +238,18 @@ static bwd_bufs bwd_bufs_of(float *ws, int d) {
 static void backward_pair(float *dq, const flash_in *in, const head_cols *hc, const float *D, const bwd_bufs *w,
                           int b, int h, int k0, int nc, int r0) {
     const attn_shape *s = in->s;
-    const int T = s->T, C = s->C, Ckv = s->Ckv, H = s->n_heads, W = s->window;
+    const int T = s->T, C = s->C, H = s->n_heads, W = s->window;
     const int maps = hc->maps, d = hc->d, dv = hc->dv, Cq = hc->Cq;
-    const long ld = in->ld;
     const int nr = T - r0 < BR ? T - r0 : BR;
     const int masked = k0 + nc - 1 > r0 || (W > 0 && k0 < r0 + nr - W) || nc < BC;
     const float *lse_h = in->lse + ((size_t)b * H + h) * maps * T, *lam = in->lam;
     /* dP (nr, BC) = dO V^T, shared by both maps */
-    tile_gemm(w->dP, BC, in->dot + ((size_t)b * C + (size_t)h * dv) * ld + r0, 1, ld,
-              in->vt + ((size_t)b * Ckv + hc->vcol) * ld + k0, ld, nr, BC, dv, 0);
+    tile_gemm(w->dP, BC, in->dopre + ((size_t)b * T + r0) * C + (size_t)h * dv, C, 1, w->Vt, BC, nr, BC, dv, 0);
     for (int m = 0; m < maps; m++) {
         const int km = hc->kmap[m];
-        /* P (nr, BC) = (scale Q_m) K_m^T */
-        tile_gemm(w->P, BC, in->qt + ((size_t)b * Cq + hc->qcol[m]) * ld + r0, 1, ld,
-                  in->kt + ((size_t)b * Ckv + hc->kcol[m]) * ld + k0, ld, nr, BC, d, 0);
+        /* P (nr, BC) = Q_m (scale K_m)^T */
+        tile_gemm(w->P, BC, in->q + ((size_t)b * T + r0) * Cq + hc->qcol[m], Cq, 1, w->Kt + (size_t)km * d * BC, BC,
+                  nr, BC, d, 0);
         for (int i = 0; i < nr; i++) {
             int js = 0, je = nc;
             if (masked) row_span(r0 + i, k0, nc, W, &js, &je);
@@ -289,11 +277,15 @@ static void backward_head(float *dq, float *dk, float *dv, const flash_in *in, c
     const head_cols hc = cols_of(h, g, s->d, H, in->lay);
     const int d = hc.d, dv_w = hc.dv, n_k = in->lay->k_per_map ? hc.maps : 1;
     const float scale = 1.0f / sqrtf((float)d);
-    const bwd_bufs w = bwd_bufs_of(ws, d);
+    const bwd_bufs w = bwd_bufs_of(ws, d, dv_w);
     for (int k0 = 0; k0 < T; k0 += BC) {
         const int nc = T - k0 < BC ? T - k0 : BC;
         memset(w.dKt, 0, (size_t)n_k * d * BC * sizeof(float));
         memset(w.dVt, 0, (size_t)dv_w * BC * sizeof(float));
+        const float *kb = in->k + ((size_t)b * T + k0) * Ckv;
+        for (int km = 0; km < n_k; km++)
+            tile_transpose(w.Kt + (size_t)km * d * BC, BC, kb + hc.kcol[km], Ckv, nc, d, BC, scale);
+        tile_transpose(w.Vt, BC, in->v + ((size_t)b * T + k0) * Ckv + hc.vcol, Ckv, nc, dv_w, BC, 1.0f);
         for (int km = 0; km < n_k; km++)
             for (int j = 0; j < nc; j++) {
                 float *kp = w.Kp + ((size_t)km * BC + j) * w.dpad;
@@ -322,15 +314,8 @@ static void flash_attention_backward(float *dq, float *dk, float *dv, float *dla
     const int maps = lay->maps, dv_w = lay->v_subheads * s->d;
     const int Cq = H * maps * s->d;
     const size_t pt = da_flash_scratch_per_thread(s, lay);
-    const long ld = (long)da_flash_row_floats(T);
     float *dlam_part = scratch + (size_t)s->n_threads * pt; /* (B, H) */
-    float *qt = transposes_of(scratch, s, lay), *kt = qt + (size_t)B * Cq * ld, *vt = kt + (size_t)B * s->Ckv * ld;
-    float *dot = vt + (size_t)B * s->Ckv * ld;
-    tile_transpose(qt, q, B, T, Cq, ld, 1.0f / sqrtf((float)s->d), s->n_threads);
-    tile_transpose(kt, k, B, T, s->Ckv, ld, 1.0f, s->n_threads);
-    tile_transpose(vt, v, B, T, s->Ckv, ld, 1.0f, s->n_threads);
-    tile_transpose(dot, dopre, B, T, C, ld, 1.0f, s->n_threads);
-    const flash_in in = {q, k, v, dopre, lse, lam, qt, kt, vt, dot, lambda, ld, lay, s};
+    const flash_in in = {q, k, v, dopre, lse, lam, lambda, lay, s};
     memset(dq, 0, (size_t)B * T * Cq * sizeof(float));
     memset(dk, 0, (size_t)B * T * s->Ckv * sizeof(float));
     memset(dv, 0, (size_t)B * T * s->Ckv * sizeof(float));

@@ -18,11 +18,6 @@
 #define FLASH_BR 64 /* query rows per tile */
 #define FLASH_BC 64 /* keys per tile */
 
-/* Floats between rows of the kernels' transposed inputs (one row per
- * column of q, k, v or dO, one float per token): T rounded up to a key tile,
- * plus a few so that successive rows do not fall into the same cache sets. */
-static inline size_t da_flash_row_floats(int T) { return (size_t)(T + FLASH_BC - 1) / FLASH_BC * FLASH_BC + 16; }
-
 /* Scratch floats of the kernels for a variant of layout lay. */
 size_t da_flash_scratch_size(const attn_shape *s, const attn_layout *lay);
 

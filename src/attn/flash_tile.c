@@ -112,42 +112,51 @@ static inline __attribute__((always_inline)) void tile_block(float *C, long ldc,
 }
 
 /* Rows of a register block for NV vectors: as many as keep the block within
- * the level's registers, and dividing the tile (64) and the usual head sizes. */
+ * the level's registers, and dividing the tile (64) and the usual head sizes.
+ * A block whose A rows are a run-time stride apart takes at most 4 (8 for
+ * one vector), one address register each. */
 #if TV == 16
 #define TILE_MR(nv) ((nv) == 1 ? 16 : (nv) == 2 ? 8 : 4)
 #else
 #define TILE_MR(nv) ((nv) == 1 ? 8 : 4)
 #endif
+#define TILE_MR_STRIDED(nv) ((nv) == 1 ? 8 : 4)
 
-/* The register blocks, one function each: A's rows 1 (contiguous columns of
- * a row-major matrix) or FLASH_BC apart, and the single row of a remainder. */
-#define TILE_FN(NV, SM)                                                                                            \
-    static void tile_##NV##_##SM(float *C, long ldc, const float *A, long sk, const float *B, long ldb, int K,      \
-                                 int acc) {                                                                          \
-        tile_block(C, ldc, A, SM, sk, B, ldb, K, acc, TILE_MR(NV), NV);                                              \
+typedef void (*tile_block_fn)(float *C, long ldc, const float *A, long sm, long sk, const float *B, long ldb, int K,
+                              int acc);
+
+/* The register blocks of NV vectors, one function per way of reading A:
+ * rows 1 apart (the columns of a row-major matrix), FLASH_BC apart (a tile),
+ * sm apart with sk = 1 (the rows of a row-major matrix), and the one row of a
+ * remainder. */
+#define TILE_FNS(NV)                                                                                               \
+    static void tile_##NV##_cols(float *C, long ldc, const float *A, long sm, long sk, const float *B, long ldb,   \
+                                 int K, int acc) {                                                                   \
+        (void)sm;                                                                                                    \
+        tile_block(C, ldc, A, 1, sk, B, ldb, K, acc, TILE_MR(NV), NV);                                               \
     }                                                                                                                \
-    static void tile_##NV##_row(float *C, const float *A, long sk, const float *B, long ldb, int K, int acc) {       \
-        tile_block(C, 0, A, 0, sk, B, ldb, K, acc, 1, NV);                                                           \
-    }
-#define TILE_FN_BC(NV)                                                                                             \
-    static void tile_##NV##_bc(float *C, long ldc, const float *A, long sk, const float *B, long ldb, int K,        \
-                               int acc) {                                                                            \
+    static void tile_##NV##_tile(float *C, long ldc, const float *A, long sm, long sk, const float *B, long ldb,   \
+                                 int K, int acc) {                                                                   \
+        (void)sm;                                                                                                    \
         tile_block(C, ldc, A, FLASH_BC, sk, B, ldb, K, acc, TILE_MR(NV), NV);                                        \
+    }                                                                                                                \
+    static void tile_##NV##_rows(float *C, long ldc, const float *A, long sm, long sk, const float *B, long ldb,   \
+                                 int K, int acc) {                                                                   \
+        (void)sk;                                                                                                    \
+        tile_block(C, ldc, A, sm, 1, B, ldb, K, acc, TILE_MR_STRIDED(NV), NV);                                       \
+    }                                                                                                                \
+    static void tile_##NV##_one(float *C, long ldc, const float *A, long sm, long sk, const float *B, long ldb,    \
+                                int K, int acc) {                                                                    \
+        (void)sm;                                                                                                    \
+        tile_block(C, ldc, A, 0, sk, B, ldb, K, acc, 1, NV);                                                         \
     }
 
-TILE_FN(1, 1)
-TILE_FN_BC(1)
-TILE_FN(2, 1)
-TILE_FN_BC(2)
+TILE_FNS(1)
+TILE_FNS(2)
 #if TILE_NVMAX == 4
-TILE_FN(3, 1)
-TILE_FN_BC(3)
-TILE_FN(4, 1)
-TILE_FN_BC(4)
+TILE_FNS(3)
+TILE_FNS(4)
 #endif
-
-typedef void (*tile_block_fn)(float *C, long ldc, const float *A, long sk, const float *B, long ldb, int K, int acc);
-typedef void (*tile_row_fn)(float *C, const float *A, long sk, const float *B, long ldb, int K, int acc);
 
 /* Adds (or copies) the first n columns of part (rows, ldp) into C. */
 static void tile_put(float *C, long ldc, const float *part, int ldp, int rows, int n, int accumulate) {
@@ -156,41 +165,43 @@ static void tile_put(float *C, long ldc, const float *part, int ldp, int rows, i
 }
 
 /* C (M, N) = A B, or += with accumulate; C's rows are ldc apart. A (M, K) is
- * read at A[m*sm + k*sk], sm 1 or FLASH_BC for the register blocks (any
- * other sm takes the one-row path). B (K, N) has rows ldb apart, each
- * readable to N rounded up to whole vectors (the flash kernels pad them);
- * only C's N columns are written. */
+ * read at A[m*sm + k*sk], with sm = 1, sm = FLASH_BC or sk = 1 (else one row
+ * at a time). B (K, N) has rows ldb apart, each readable to N rounded up to
+ * whole vectors (the flash kernels pad them); only C's N columns are written. */
 static void tile_gemm(float *C, long ldc, const float *A, long sm, long sk, const float *B, long ldb, int M, int N,
                       int K, int accumulate) {
 #if TILE_NVMAX == 4
-    static const tile_block_fn unit[4] = {tile_1_1, tile_2_1, tile_3_1, tile_4_1};
-    static const tile_block_fn wide[4] = {tile_1_bc, tile_2_bc, tile_3_bc, tile_4_bc};
-    static const tile_row_fn row[4] = {tile_1_row, tile_2_row, tile_3_row, tile_4_row};
+    static const tile_block_fn cols[4] = {tile_1_cols, tile_2_cols, tile_3_cols, tile_4_cols};
+    static const tile_block_fn tile[4] = {tile_1_tile, tile_2_tile, tile_3_tile, tile_4_tile};
+    static const tile_block_fn rows[4] = {tile_1_rows, tile_2_rows, tile_3_rows, tile_4_rows};
+    static const tile_block_fn one[4] = {tile_1_one, tile_2_one, tile_3_one, tile_4_one};
 #else
-    static const tile_block_fn unit[2] = {tile_1_1, tile_2_1};
-    static const tile_block_fn wide[2] = {tile_1_bc, tile_2_bc};
-    static const tile_row_fn row[2] = {tile_1_row, tile_2_row};
+    static const tile_block_fn cols[2] = {tile_1_cols, tile_2_cols};
+    static const tile_block_fn tile[2] = {tile_1_tile, tile_2_tile};
+    static const tile_block_fn rows[2] = {tile_1_rows, tile_2_rows};
+    static const tile_block_fn one[2] = {tile_1_one, tile_2_one};
 #endif
     float part[16 * TILE_NVMAX * TV]; /* a block whose last vector is ragged, before its valid columns go to C */
     for (int n0 = 0; n0 < N; n0 += TILE_NVMAX * TV) {
         const int left = N - n0, nv = left >= TILE_NVMAX * TV ? TILE_NVMAX : (left + TV - 1) / TV;
-        const int ragged = left < nv * TV, mr = TILE_MR(nv), w = nv * TV;
-        const tile_block_fn blk = sm == 1 ? unit[nv - 1] : sm == FLASH_BC ? wide[nv - 1] : NULL;
+        const int ragged = left < nv * TV, w = nv * TV;
+        const tile_block_fn blk = sm == 1 ? cols[nv - 1] : sm == FLASH_BC ? tile[nv - 1] : sk == 1 ? rows[nv - 1] : NULL;
+        const int mr = sm == 1 || sm == FLASH_BC ? TILE_MR(nv) : TILE_MR_STRIDED(nv);
         int m = 0;
         if (blk)
             for (; m + mr <= M; m += mr) {
                 if (!ragged) {
-                    blk(C + m * ldc + n0, ldc, A + m * sm, sk, B + n0, ldb, K, accumulate);
+                    blk(C + m * ldc + n0, ldc, A + m * sm, sm, sk, B + n0, ldb, K, accumulate);
                 } else {
-                    blk(part, w, A + m * sm, sk, B + n0, ldb, K, 0);
+                    blk(part, w, A + m * sm, sm, sk, B + n0, ldb, K, 0);
                     tile_put(C + m * ldc + n0, ldc, part, w, mr, left, accumulate);
                 }
             }
         for (; m < M; m++) {
             if (!ragged) {
-                row[nv - 1](C + m * ldc + n0, A + m * sm, sk, B + n0, ldb, K, accumulate);
+                one[nv - 1](C + m * ldc + n0, ldc, A + m * sm, sm, sk, B + n0, ldb, K, accumulate);
             } else {
-                row[nv - 1](part, A + m * sm, sk, B + n0, ldb, K, 0);
+                one[nv - 1](part, w, A + m * sm, sm, sk, B + n0, ldb, K, 0);
                 tile_put(C + m * ldc + n0, ldc, part, w, 1, left, accumulate);
             }
         }
@@ -224,22 +235,20 @@ static void transpose_16x16(float *o, long ld, const float *s, long cols, float 
 }
 #endif
 
-/* dst (B, cols, ld) = scale * src^T per batch, src (B, T, cols); columns T .. ld-1 of dst are zeroed. */
-static void tile_transpose(float *dst, const float *src, int B, int T, int cols, long ld, float scale, int n_threads) {
-    const int n_blocks = (T + 15) / 16;
-#pragma omp parallel for schedule(static) num_threads(n_threads)
-    for (int bt = 0; bt < B * n_blocks; bt++) {
-        const int b = bt / n_blocks, t0 = bt % n_blocks * 16, t1 = t0 + 16 < T ? t0 + 16 : T;
-        const float *s = src + (size_t)b * T * cols;
-        float *o = dst + (size_t)b * cols * ld;
-        int c0 = 0;
+/* dst (cols, ldd) = scale * src^T for src (rows, lds); dst's columns rows .. width-1 are zeroed. */
+static void tile_transpose(float *dst, long ldd, const float *src, long lds, int rows, int cols, int width,
+                           float scale) {
+    int t0 = 0;
 #if TV == 16
-        if (t1 - t0 == 16)
-            for (; c0 + 16 <= cols; c0 += 16) transpose_16x16(o + (size_t)c0 * ld + t0, ld, s + (size_t)t0 * cols + c0, cols, scale);
-#endif
+    for (; t0 + 16 <= rows; t0 += 16) {
+        int c0 = 0;
+        for (; c0 + 16 <= cols; c0 += 16) transpose_16x16(dst + c0 * ldd + t0, ldd, src + t0 * lds + c0, lds, scale);
         for (int c = c0; c < cols; c++)
-            for (int t = t0; t < t1; t++) o[(size_t)c * ld + t] = scale * s[(size_t)t * cols + c];
-        if (t1 == T)
-            for (int c = 0; c < cols; c++) memset(o + (size_t)c * ld + T, 0, (size_t)(ld - T) * sizeof(float));
+            for (int t = t0; t < t0 + 16; t++) dst[c * ldd + t] = scale * src[t * lds + c];
+    }
+#endif
+    for (int c = 0; c < cols; c++) {
+        for (int t = t0; t < rows; t++) dst[c * ldd + t] = scale * src[t * lds + c];
+        for (int t = rows; t < width; t++) dst[c * ldd + t] = 0.0f;
     }
 }
