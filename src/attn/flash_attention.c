@@ -127,12 +127,13 @@ static void forward_finish(float *opre, float *o1, float *o2, float *lse, const 
     const int T = s->T, C = s->C, H = s->n_heads, dv = hc->dv, maps = hc->maps;
     for (int m = 0; m < maps; m++) {
         float *o = maps == 2 ? (m ? o2 : o1) : opre, *ot = OT + (size_t)m * dv * BR;
-        for (int i = 0; i < nr; i++) {
-            const float inv = 1.0f / sum[m * BR + i];
-            float *orow = o + ((size_t)b * T + r0 + i) * C + (size_t)h * dv;
-            for (int c = 0; c < dv; c++) orow[c] = ot[(size_t)c * BR + i] * inv;
-            lse[(((size_t)b * H + h) * maps + m) * T + r0 + i] = mx[m * BR + i] + logf(sum[m * BR + i]);
+        for (int v = 0; v < NL; v++) {
+            const tvec inv = tv_set1(1.0f) / tv_load(sum + m * BR + v * TV);
+            for (int c = 0; c < dv; c++) tv_store(ot + (size_t)c * BR + v * TV, tv_load(ot + (size_t)c * BR + v * TV) * inv);
         }
+        tile_transpose(o + ((size_t)b * T + r0) * C + (size_t)h * dv, C, ot, BR, dv, nr, dv, 1.0f);
+        for (int i = 0; i < nr; i++)
+            lse[(((size_t)b * H + h) * maps + m) * T + r0 + i] = mx[m * BR + i] + logf(sum[m * BR + i]);
     }
     if (maps == 2)
         for (int i = 0; i < nr; i++) {
@@ -297,11 +298,17 @@ static void backward_head(float *dq, float *dk, float *dv, const flash_in *in, c
         const int r_last = W > 0 ? k0 + nc - 1 + W - 1 : T - 1;
         for (int r0 = k0 / BR * BR; r0 < T && r0 <= r_last; r0 += BR)
             backward_pair(dq, in, &hc, D, &w, b, h, k0, nc, r0);
+        /* the group's first head writes its rows of dK, dV; the others add */
+        const int first = h % (H / s->n_kv_heads) == 0;
         for (int j = 0; j < nc; j++) {
             const size_t row = ((size_t)b * T + k0 + j) * Ckv;
-            for (int km = 0; km < n_k; km++)
-                for (int p = 0; p < d; p++) dk[row + hc.kcol[km] + p] += scale * w.dKt[((size_t)km * d + p) * BC + j];
-            for (int c = 0; c < dv_w; c++) dv[row + hc.vcol + c] += w.dVt[(size_t)c * BC + j];
+            for (int km = 0; km < n_k; km++) {
+                float *o = dk + row + hc.kcol[km];
+                const float *g_t = w.dKt + (size_t)km * d * BC + j;
+                for (int p = 0; p < d; p++) o[p] = (first ? 0.0f : o[p]) + scale * g_t[(size_t)p * BC];
+            }
+            float *o = dv + row + hc.vcol;
+            for (int c = 0; c < dv_w; c++) o[c] = (first ? 0.0f : o[c]) + w.dVt[(size_t)c * BC + j];
         }
     }
 }
@@ -316,9 +323,7 @@ static void flash_attention_backward(float *dq, float *dk, float *dv, float *dla
     const size_t pt = da_flash_scratch_per_thread(s, lay);
     float *dlam_part = scratch + (size_t)s->n_threads * pt; /* (B, H) */
     const flash_in in = {q, k, v, dopre, lse, lam, lambda, lay, s};
-    memset(dq, 0, (size_t)B * T * Cq * sizeof(float));
-    memset(dk, 0, (size_t)B * T * s->Ckv * sizeof(float));
-    memset(dv, 0, (size_t)B * T * s->Ckv * sizeof(float));
+    memset(dq, 0, (size_t)B * T * Cq * sizeof(float)); /* dK, dV: each group's first head writes them */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (int bg = 0; bg < B * n_kv; bg++) {
         const int b = bg / n_kv, g = bg % n_kv;
