@@ -29,6 +29,8 @@
 
 #include "attn/flash_attention.h"
 
+#define LOG2E 1.44269504088896341f /* the logits in log2 units: exp(x) = 2^(x log2(e)) */
+#define LN2 0.69314718055994531f
 #define BR FLASH_BR
 #define BC FLASH_BC
 
@@ -105,14 +107,14 @@ static void softmax_update(float *St, int nc, int k0, int r0, int W, int masked,
         float *row = St + (size_t)j * BR;
         for (int v = 0; v < NL; v++) {
             const tvec x = tv_load(row + v * TV);
-            tvec p = tv_exp(x - shift[v]);
+            tvec p = tv_exp2(x - shift[v]);
             if (masked) p = tv_select(x == ninf, tv_set1(0.0f), p);
             tv_store(row + v * TV, p);
             rs[v] += p;
         }
     }
     for (int v = 0; v < NL; v++) {
-        const tvec corr = tv_exp(tv_load(mx + v * TV) - shift[v]); /* ~0 on the first tile, where sum and OT are 0 */
+        const tvec corr = tv_exp2(tv_load(mx + v * TV) - shift[v]); /* ~0 on the first tile, where sum and OT are 0 */
         tv_store(sum + v * TV, tv_fma(tv_load(sum + v * TV), corr, rs[v]));
         tv_store(mx + v * TV, mnew[v]);
         for (int c = 0; c < dv; c++) tv_store(OT + (size_t)c * BR + v * TV, tv_load(OT + (size_t)c * BR + v * TV) * corr);
@@ -133,7 +135,7 @@ static void forward_finish(float *opre, float *o1, float *o2, float *lse, const 
         }
         tile_transpose(o + ((size_t)b * T + r0) * C + (size_t)h * dv, C, ot, BR, dv, nr, dv, 1.0f);
         for (int i = 0; i < nr; i++)
-            lse[(((size_t)b * H + h) * maps + m) * T + r0 + i] = mx[m * BR + i] + logf(sum[m * BR + i]);
+            lse[(((size_t)b * H + h) * maps + m) * T + r0 + i] = LN2 * mx[m * BR + i] + logf(sum[m * BR + i]);
     }
     if (maps == 2)
         for (int i = 0; i < nr; i++) {
@@ -155,7 +157,7 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
     memset(OT, 0, (size_t)maps * dv * BR * sizeof(float));
     for (int m = 0; m < maps; m++) /* Q_m^T (d, BR), scaled; the lanes past nr zero */
         tile_transpose(Qt + (size_t)m * d * BR, BR, in->q + ((size_t)b * T + r0) * Cq + hc.qcol[m], Cq, nr, d, BR,
-                       1.0f / sqrtf((float)d));
+                       LOG2E / sqrtf((float)d));
     for (int i = 0; i < maps * BR; i++) mx[i] = -INFINITY, sum[i] = 0.0f;
     const int r_end = r0 + nr; /* keys < r_end are visible to some row */
     /* with a window, the key tiles wholly before the first row's window are never formed */
@@ -165,7 +167,7 @@ static void forward_tile(float *opre, float *o1, float *o2, float *lse, const fl
         const int masked = k0 + nc - 1 > r0 || (W > 0 && k0 < r_end - W);
         for (int m = 0; m < maps; m++) {
             float *ot = OT + (size_t)m * dv * BR;
-            /* St (nc, BR) = K_m (scale Q_m)^T */
+            /* St (nc, BR) = K_m (scale Q_m)^T, in log2 units */
             tile_gemm(St, BR, in->k + ((size_t)b * T + k0) * Ckv + hc.kcol[m], Ckv, 1, Qt + (size_t)m * d * BR, BR, nc,
                       BR, d, 0);
             softmax_update(St, nc, k0, r0, W, masked, mx + m * BR, sum + m * BR, ot, dv);
@@ -196,9 +198,9 @@ static void flash_attention_forward(float *opre, float *o1, float *o2, float *ls
  * pc = c p (first map) or pc + c p. */
 static inline void backward_row(float *p, float *ds, float *pc, const float *dp, float lse, float c, float D,
                                 int js, int je, int masked, int first) {
-    const tvec vl = tv_set1(lse), vc = tv_set1(c), vD = tv_set1(D), zero = tv_set1(0.0f);
+    const tvec vl = tv_set1(LOG2E * lse), vc = tv_set1(c), vD = tv_set1(D), zero = tv_set1(0.0f);
     for (int v = 0; v < BC / TV; v++) {
-        tvec x = tv_exp(tv_load(p + v * TV) - vl);
+        tvec x = tv_exp2(tv_load(p + v * TV) - vl);
         if (masked) {
             const tvi j = tv_iota(v * TV);
             x = tv_select((j >= js) & (j < je), x, zero);
@@ -248,7 +250,7 @@ static void backward_pair(float *dq, const flash_in *in, const head_cols *hc, co
     tile_gemm(w->dP, BC, in->dopre + ((size_t)b * T + r0) * C + (size_t)h * dv, C, 1, w->Vt, BC, nr, BC, dv, 0);
     for (int m = 0; m < maps; m++) {
         const int km = hc->kmap[m];
-        /* P (nr, BC) = Q_m (scale K_m)^T */
+        /* P (nr, BC) = Q_m (scale K_m)^T, in log2 units */
         tile_gemm(w->P, BC, in->q + ((size_t)b * T + r0) * Cq + hc->qcol[m], Cq, 1, w->Kt + (size_t)km * d * BC, BC,
                   nr, BC, d, 0);
         for (int i = 0; i < nr; i++) {
@@ -285,7 +287,7 @@ static void backward_head(float *dq, float *dk, float *dv, const flash_in *in, c
         memset(w.dVt, 0, (size_t)dv_w * BC * sizeof(float));
         const float *kb = in->k + ((size_t)b * T + k0) * Ckv;
         for (int km = 0; km < n_k; km++)
-            tile_transpose(w.Kt + (size_t)km * d * BC, BC, kb + hc.kcol[km], Ckv, nc, d, BC, scale);
+            tile_transpose(w.Kt + (size_t)km * d * BC, BC, kb + hc.kcol[km], Ckv, nc, d, BC, LOG2E * scale);
         tile_transpose(w.Vt, BC, in->v + ((size_t)b * T + k0) * Ckv + hc.vcol, Ckv, nc, dv_w, BC, 1.0f);
         for (int km = 0; km < n_k; km++)
             for (int j = 0; j < nc; j++) {
