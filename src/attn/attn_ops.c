@@ -21,11 +21,13 @@ size_t da_attn_scratch_size(const attn_shape *s) {
 }
 
 size_t da_flash_scratch_per_thread(const attn_shape *s, const attn_layout *lay) {
-    const int maps = lay->maps, dv = lay->v_subheads * s->d;
-    return (size_t)FLASH_BR * FLASH_BC * (maps + 3) /* S/P per map, dPv, Pc, dS */
-           + (size_t)FLASH_BR * dv * maps            /* output accumulators */
-           + (size_t)4 * FLASH_BR                    /* running max and sum per map */
-           + (size_t)maps * s->T;                    /* D_m for every row of a head */
+    const size_t maps = (size_t)lay->maps, d = (size_t)s->d, dv = (size_t)lay->v_subheads * s->d;
+    const size_t dpad = (d + 15) / 16 * 16; /* K rows padded to whole vectors of the widest level */
+    const size_t fwd = maps * d * FLASH_BR + (size_t)FLASH_BC * FLASH_BR + maps * dv * FLASH_BR /* Q^T, S^T, O^T */
+                       + 2 * maps * FLASH_BR;                                                   /* running max, sum */
+    const size_t bwd = (size_t)4 * FLASH_BR * FLASH_BC                       /* dP, P, dS, sum_m c_m P_m */
+                       + 2 * FLASH_BC * dpad + 4 * d * FLASH_BC + 2 * dv * FLASH_BC; /* K, K^T, dK^T, V^T, dV^T */
+    return (fwd > bwd ? fwd : bwd) + maps * (size_t)s->T; /* D_m for every row of a head */
 }
 
 size_t da_flash_scratch_size(const attn_shape *s, const attn_layout *lay) {

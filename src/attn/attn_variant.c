@@ -7,6 +7,7 @@
 
 #include "attn/head_norm.c" /* before attention.c, which uses it */
 #include "attn/attention.c"
+#include "attn/flash_tile.c" /* before flash_attention.c, which uses it */
 #include "attn/flash_attention.c"
 
 #define DA_CAT_(a, b) a##b
