@@ -12,6 +12,8 @@
 size_t nsa_flash_scratch_per_thread(const nsa_shape *s);
 /* The widest score row of the efficient kernels' dense branches: max(Nc, w + NSA_BR - 1). */
 int nsa_flash_max_cols(const nsa_shape *s);
+/* A row of the efficient kernels' selection logits: a slot of l' per chosen block, min(n, T/l' + 1) slots. */
+int nsa_slot_cols(const nsa_shape *s);
 /* Keys one branch of a decoding step may read: max(max_T/s + 1, n*l', w). */
 int nsa_decode_cols(const nsa_shape *s, int max_T);
 
