@@ -11,7 +11,8 @@
  * k slots of Bk (its chosen blocks ascending, c last), so its keys <= t are
  * a prefix of the row and the softmax is exact, not online. The backward
  * runs per (sequence, KV group), so that the group's dk, dv rows have one
- * writer, and accumulates them with the same products. */
+ * writer; it needs no whole row, so it takes each block's logits, dP and
+ * gradients in turn. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -64,11 +65,11 @@ static void moba_select(int *sel, float *km, const float *q, const float *k, con
 
 /* One thread's tile buffers (sizes: moba_tile_floats). */
 typedef struct {
-    float *S, *dP;           /* (R, W): a row's logits (then P) and dP (then dS), k slots of Bk */
+    float *S;                /* (R, W), forward: a row's logits (then P), k slots of Bk */
     float *Qg, *dOg, *Og;    /* (R, d): the rows gathered for one block, and a product's output */
     float *Ot;               /* (R, d): the tile's output (forward) or dq (backward) */
     float *Pg, *dSg;         /* (R, Bk): one block's columns of the rows, gathered */
-    float *row;              /* (R): 1 / the softmax's sum */
+    float *row;              /* (R): 1 / the softmax's sum (forward), D = rowsum(dout . out) (backward) */
     int *off, *ent_row, *ent_slot; /* the tile's (row, slot) entries of block j: off[j] .. off[j+1] */
 } tile_ws;
 
@@ -77,7 +78,6 @@ static tile_ws tile_ws_of(float *scratch, const moba_shape *s, int thread) {
     tile_ws w;
     float *p = scratch + (size_t)thread * moba_tile_floats(s);
     w.S = p, p += R * W;
-    w.dP = p, p += R * W;
     w.Qg = p, p += R * s->d;
     w.dOg = p, p += R * s->d;
     w.Og = p, p += R * s->d;
@@ -140,9 +140,8 @@ static int block_keys(int j, const moba_shape *s) {
     return s->T - j * s->block < s->block ? s->T - j * s->block : s->block;
 }
 
-/* X's slots (R, W) = a (rows gathered from x, stride ld) . y_j^T for every
- * block j the tile chose, times alpha: the logits (x = q, y = k, alpha =
- * 1/sqrt(d)) or dP (x = dout, y = v, alpha = 1). */
+/* X's slots (R, W) = alpha x_rows . y_j^T for every block j the tile chose:
+ * the logits (x = q, y = k, alpha = 1/sqrt(d)); x's rows gathered (stride ld). */
 static void tile_products(float *X, const float *x, size_t ld, const float *y, float alpha, const moba_tile *tl,
                           const moba_shape *s, tile_ws *w) {
     const int d = s->d, Bk = s->block, W = s->topk * Bk;
@@ -233,39 +232,42 @@ static void moba_flash_forward(float *out, float *lse, const float *q, const flo
     }
 }
 
-/* The backward of one tile: dq rows overwritten, the group's dk, dv rows +=. */
+/* The backward of one tile, block by block: the rows that chose block j
+ * recompute their logits and dP against it (P = exp(S - lse), dS = P (dP -
+ * D)); then dq rows += dS K_j, and the group's dk_j += dS^T Q, dv_j += P^T dO.
+ * dq rows overwritten. */
 static void tile_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                           const float *q, const float *k, const float *v, const int *sel, const moba_tile *tl,
                           const moba_shape *s, tile_ws *w) {
-    const int T = s->T, H = s->H, d = s->d, Bk = s->block, W = s->topk * Bk;
+    const int T = s->T, H = s->H, d = s->d, Bk = s->block;
     const size_t Gd = (size_t)s->G * d, Hd = (size_t)H * d, r0 = (size_t)tl->b * T + tl->t0;
     const size_t kv0 = (size_t)tl->b * T * Gd + (size_t)tl->g * d, q0 = r0 * Hd + (size_t)tl->h * d;
     const float scale = 1.0f / sqrtf((float)d);
     tile_lists(w, sel, tl, s);
-    tile_products(w->S, q + q0, Hd, k + kv0, scale, tl, s, w);
-    tile_products(w->dP, dout + q0, Hd, v + kv0, 1.0f, tl, s, w);
-    const int Nc = block_keys(tl->c, s);
-    for (int r = 0; r < tl->nr; r++) {
-        float *Sr = w->S + (size_t)r * W, *dPr = w->dP + (size_t)r * W;
-        const int nk = row_keys(tl, r, s);
+    for (int r = 0; r < tl->nr; r++) { /* D = rowsum(dout . out) */
         const float *o = out + q0 + (size_t)r * Hd, *dO = dout + q0 + (size_t)r * Hd;
         float D = 0.0f;
         for (int e = 0; e < d; e++) D += dO[e] * o[e];
-        exp_shift_sum(Sr, nk, lse[(r0 + r) * H + tl->h]); /* P */
-        for (int i = 0; i < nk; i++) dPr[i] = Sr[i] * (dPr[i] - D) * scale; /* dS */
-        for (int i = nk; i < (tl->n - 1) * Bk + Nc; i++) Sr[i] = dPr[i] = 0.0f;
+        w->row[r] = D;
     }
     memset(w->Ot, 0, (size_t)tl->nr * d * sizeof(float));
     for (int j = 0; j <= tl->c; j++) {
         const int m = w->off[j + 1] - w->off[j], N = block_keys(j, s);
         if (m == 0) continue;
-        const int *rows = w->ent_row + w->off[j], *slots = w->ent_slot + w->off[j];
+        const int *rows = w->ent_row + w->off[j];
         const size_t kj = kv0 + (size_t)j * Bk * Gd;
-        gather_slots(w->Pg, w->S, W, Bk, rows, slots, m, N);
-        gather_slots(w->dSg, w->dP, W, Bk, rows, slots, m, N);
         gather_rows(w->Qg, q + q0, Hd, rows, m, d);
         gather_rows(w->dOg, dout + q0, Hd, rows, m, d);
-        /* dq rows += dS K_j; dk_j += dS^T Q; dv_j += P^T dO */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, N, d, scale, w->Qg, d, k + kj, (int)Gd, 0.0f, w->Pg, N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, N, d, 1.0f, w->dOg, d, v + kj, (int)Gd, 0.0f, w->dSg, N);
+        for (int i = 0; i < m; i++) {
+            const int t = tl->t0 + rows[i], nv = t + 1 - j * Bk < N ? t + 1 - j * Bk : N; /* keys <= t */
+            const float D = w->row[rows[i]];
+            float *P = w->Pg + (size_t)i * N, *dS = w->dSg + (size_t)i * N;
+            exp_shift_sum(P, nv, lse[(r0 + rows[i]) * H + tl->h]);
+            for (int u = 0; u < nv; u++) dS[u] = P[u] * (dS[u] - D) * scale;
+            for (int u = nv; u < N; u++) P[u] = dS[u] = 0.0f;
+        }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, N, 1.0f, w->dSg, N, k + kj, (int)Gd, 0.0f, w->Og,
                     d);
         for (int i = 0; i < m; i++) {

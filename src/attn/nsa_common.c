@@ -28,14 +28,14 @@ int nsa_slot_cols(const nsa_shape *s) {
 }
 
 /* Q, O, dQ, dO (M x d each), D (M), S and dP (M x max_cols each), the
- * importance (T/l' + 1), the selection's slots and their dP (M x
- * nsa_slot_cols each), its gathered rows Qg, dOg, Og (M x d each) and
+ * importance (T/l' + 1), the selection's logits in slots (M x
+ * nsa_slot_cols, the forward's), its gathered rows Qg, dOg, Og (M x d each) and
  * columns Pg, dSg (M x l' each), 1/sum (M), and the tile's queries per block
  * (ints: T/l' + 2 offsets, NSA_BR * n rows and as many slots); M = NSA_BR * rep. */
 size_t nsa_flash_scratch_per_thread(const nsa_shape *s) {
     const int rep = s->H / s->G, M = NSA_BR * rep;
     return (size_t)M * s->d * 4 + M + (size_t)M * nsa_flash_max_cols(s) * 2 + (size_t)s->T / s->select + 1 +
-           2 * (size_t)M * nsa_slot_cols(s) + 3 * (size_t)M * s->d + 2 * (size_t)M * s->select + M +
+           (size_t)M * nsa_slot_cols(s) + 3 * (size_t)M * s->d + 2 * (size_t)M * s->select + M +
            (size_t)s->T / s->select + 2 + 2 * (size_t)NSA_BR * s->topn;
 }
 

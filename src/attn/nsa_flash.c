@@ -20,7 +20,7 @@
  * dKc, dVc) that a group owns are written by one thread: no races, a fixed
  * order. Each branch recomputes P = exp(S - lse); dS = P (dO V^T - D) with
  * D = rowsum(dO O) and dO = gate * dout; the selection again block by block,
- * dQ, dK_j and dV_j each one GEMM over the queries that chose the block. */
+ * S, dP, dQ, dK_j and dV_j each one GEMM over the queries that chose the block. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -33,7 +33,7 @@
 /* Per-thread scratch layout (floats). */
 typedef struct {
     float *Q, *S, *O, *dQ, *dO, *D, *imp;
-    float *Ssl, *dPsl;         /* the selection's logits (then P) and dP (then dS): M rows of nsa_slot_cols */
+    float *Ssl;                /* the selection's logits (then P), forward: M rows of nsa_slot_cols */
     float *Qg, *dOg, *Og;      /* (M, d): one block's rows gathered, and a product's output */
     float *Pg, *dSg;           /* (M, l'): one block's columns of those rows */
     float *inv;                /* (M): 1 / the selection's softmax sum */
@@ -54,7 +54,6 @@ static flash_ws ws_layout(const nsa_shape *s, float *base, int thread) {
     w.S = p; p += (size_t)M * nsa_flash_max_cols(s) * 2; /* S and, in the backward, dP */
     w.imp = p; p += (size_t)s->T / s->select + 1;
     w.Ssl = p; p += (size_t)M * nsa_slot_cols(s);
-    w.dPsl = p; p += (size_t)M * nsa_slot_cols(s);
     w.Qg = p; p += (size_t)M * d;
     w.dOg = p; p += (size_t)M * d;
     w.Og = p; p += (size_t)M * d;
@@ -331,35 +330,35 @@ static void dense_backward(float *dK, float *dV, const float *K, const float *V,
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, M, 1.0f, S, N, w->dO, d, 1.0f, dV + koff, ld);
 }
 
-/* The selection branch's backward over one tile (w->Q, w->dO = gate dout, D ready): w->dQ +=; the
- * chosen blocks' dk_slc, dv_slc rows +=. */
+/* The selection branch's backward over one tile (w->Q, w->dO = gate dout, D ready), block by block: the
+ * rows that chose block j recompute their logits and dP against it (P = exp(S - lse), dS = P (dP - D)),
+ * then w->dQ +=, and block j's dk_slc, dv_slc rows +=, one GEMM each. */
 static void slc_backward(const nsa_grads *gr, const nsa_inputs *in, const nsa_saved *sv, const float *D, int b, int g,
                          int r0, int nr, const nsa_shape *s, flash_ws *w) {
-    const int T = s->T, rep = s->H / s->G, d = s->d, Gd = s->G * d, W = nsa_slot_cols(s);
+    const int T = s->T, rep = s->H / s->G, d = s->d, Gd = s->G * d;
     const float scale = 1.0f / sqrtf((float)d);
     const size_t kv0 = (size_t)b * T * Gd + (size_t)g * d;
     const int nbt = tile_block_lists(w, sv->sel, b, g, r0, nr, s);
-    slc_products(w->Ssl, w->Q, in->k_slc + kv0, scale, nbt, s, w);
-    slc_products(w->dPsl, w->dO, in->v_slc + kv0, 1.0f, nbt, s, w);
-    for (int m = 0; m < nr * rep; m++) {
-        const int t = r0 + m / rep;
-        int end;
-        const int nk = slc_row_keys(&end, row_sel(sv, b, g, t, s), t, s);
-        float *P = w->Ssl + (size_t)m * W, *dS = w->dPsl + (size_t)m * W;
-        exp_shift_sum(P, nk, sv->lse[(((size_t)b * T + t) * s->H + g * rep + m % rep) * 3 + 1]);
-        for (int i = 0; i < nk; i++) dS[i] = P[i] * (dS[i] - D[m]) * scale;
-        for (int i = nk; i < end; i++) P[i] = dS[i] = 0.0f;
-    }
     for (int j = 0; j < nbt; j++) {
         const int m = w->blk_off[j + 1] - w->blk_off[j], N = slc_block_keys(j, s), M = m * rep;
         if (m == 0) continue;
         const int *rows = w->blk_rows + w->blk_off[j];
         const size_t kj = kv0 + (size_t)j * s->select * Gd;
-        slc_gather(w->Pg, w->Ssl, j, s, w);
-        slc_gather(w->dSg, w->dPsl, j, s, w);
         for (int i = 0; i < m; i++) {
             memcpy(w->Qg + (size_t)i * rep * d, w->Q + (size_t)rows[i] * rep * d, (size_t)rep * d * sizeof(float));
             memcpy(w->dOg + (size_t)i * rep * d, w->dO + (size_t)rows[i] * rep * d, (size_t)rep * d * sizeof(float));
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, d, scale, w->Qg, d, in->k_slc + kj, Gd, 0.0f, w->Pg,
+                    N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, d, 1.0f, w->dOg, d, in->v_slc + kj, Gd, 0.0f, w->dSg,
+                    N);
+        for (int i = 0; i < M; i++) {
+            const int r = rows[i / rep], t = r0 + r, m_row = r * rep + i % rep;
+            const int nv = t + 1 - j * s->select < N ? t + 1 - j * s->select : N; /* keys <= t */
+            float *P = w->Pg + (size_t)i * N, *dS = w->dSg + (size_t)i * N;
+            exp_shift_sum(P, nv, sv->lse[(((size_t)b * T + t) * s->H + g * rep + i % rep) * 3 + 1]);
+            for (int u = 0; u < nv; u++) dS[u] = P[u] * (dS[u] - D[m_row]) * scale;
+            for (int u = nv; u < N; u++) P[u] = dS[u] = 0.0f;
         }
         /* dQ += dS K_j; dK_j += dS^T Q; dV_j += P^T dO */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, d, N, 1.0f, w->dSg, N, in->k_slc + kj, Gd, 0.0f,
