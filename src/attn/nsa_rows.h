@@ -6,7 +6,7 @@
 
 #include "attn/nsa.h"
 
-#define NSA_BR 64 /* queries per tile of the efficient kernels */
+#define NSA_BR 128 /* queries per tile of the efficient kernels: more of them share each chosen block's GEMMs */
 
 /* Floats of one thread's part of the efficient kernels' scratch. */
 size_t nsa_flash_scratch_per_thread(const nsa_shape *s);
