@@ -63,9 +63,11 @@ size_t moba_select_scratch_floats(const moba_shape *s) {
     return (size_t)s->B * s->G * s->d * nb + (size_t)s->n_threads * (nb + 1);
 }
 
-/* R = min(MOBA_BR, Bk) rows, W = k Bk slots a row: the logits S (R W), the gathered rows Qg, dOg, Og and the tile's output Ot (R d each),
- * the gathered probabilities Pg and dSg (R Bk each), a float per row, then
- * ints: the per-block offsets (T/Bk + 3) and the (row, slot) entries (2 R k). */
+/* R = min(MOBA_BR, Bk) rows, W = k Bk slots a row: the logits S (R W, the
+ * forward's), the gathered rows Qg, dOg, Og and the tile's output Ot (R d
+ * each), the gathered probabilities Pg and dSg (R Bk each), a float per row,
+ * then ints: the per-block offsets (T/Bk + 3) and the (row, slot) entries
+ * (2 R k). */
 size_t moba_tile_floats(const moba_shape *s) {
     const size_t R = (size_t)(s->block < MOBA_BR ? s->block : MOBA_BR), W = (size_t)s->topk * s->block;
     return R * W + 4 * R * s->d + 2 * R * s->block + R + (size_t)(s->T / s->block + 3) + 2 * R * s->topk;

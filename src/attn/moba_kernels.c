@@ -167,7 +167,8 @@ static void tile_forward(float *out, float *lse, const float *q, const float *k,
     const int T = s->T, H = s->H, d = s->d, Bk = s->block, W = s->topk * Bk;
     const size_t Gd = (size_t)s->G * d, Hd = (size_t)H * d, r0 = (size_t)tl->b * T + tl->t0;
     const float *qt = q + r0 * Hd + (size_t)tl->h * d;
-    const float *kb = k + (size_t)tl->b * T * Gd + (size_t)tl->g * d, *vb = v + (size_t)tl->b * T * Gd + (size_t)tl->g * d;
+    const size_t kv0 = (size_t)tl->b * T * Gd + (size_t)tl->g * d;
+    const float *kb = k + kv0, *vb = v + kv0;
     tile_lists(w, sel, tl, s);
     tile_products(w->S, qt, Hd, kb, 1.0f / sqrtf((float)d), tl, s, w);
     const int Nc = block_keys(tl->c, s);
@@ -259,7 +260,8 @@ static void tile_backward(float *dq, float *dk, float *dv, const float *dout, co
         gather_rows(w->Qg, q + q0, Hd, rows, m, d);
         gather_rows(w->dOg, dout + q0, Hd, rows, m, d);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, N, d, scale, w->Qg, d, k + kj, (int)Gd, 0.0f, w->Pg, N);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, N, d, 1.0f, w->dOg, d, v + kj, (int)Gd, 0.0f, w->dSg, N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, N, d, 1.0f, w->dOg, d, v + kj, (int)Gd, 0.0f, w->dSg,
+                    N);
         for (int i = 0; i < m; i++) {
             const int t = tl->t0 + rows[i], nv = t + 1 - j * Bk < N ? t + 1 - j * Bk : N; /* keys <= t */
             const float D = w->row[rows[i]];
@@ -275,8 +277,10 @@ static void tile_backward(float *dq, float *dk, float *dv, const float *dout, co
             const float *og = w->Og + (size_t)i * d;
             for (int e = 0; e < d; e++) a[e] += og[e];
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, m, 1.0f, w->dSg, N, w->Qg, d, 1.0f, dk + kj, (int)Gd);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, m, 1.0f, w->Pg, N, w->dOg, d, 1.0f, dv + kj, (int)Gd);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, m, 1.0f, w->dSg, N, w->Qg, d, 1.0f, dk + kj,
+                    (int)Gd);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, m, 1.0f, w->Pg, N, w->dOg, d, 1.0f, dv + kj,
+                    (int)Gd);
     }
     for (int r = 0; r < tl->nr; r++) memcpy(dq + q0 + (size_t)r * Hd, w->Ot + (size_t)r * d, (size_t)d * sizeof(float));
 }
