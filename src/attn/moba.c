@@ -129,14 +129,13 @@ static void moba_cache_step(const attn_cache_step *x) {
     float *p = x->scratch, *score = p + x->max_T, *mean = score + n_sum_rows(c, x->max_T) + K_;
     int *sel = (int *)(void *)(score + n_sum_rows(c, x->max_T));
     const float scale = 1.0f / sqrtf((float)d);
-    /* the level training runs at by default: the same rounding of the block scores */
     float (*dot)(const float *, const float *, int) = moba_kernels_of(da_exec_default().isa)->dot;
     for (int h = 0; h < H; h++) {
         const int g = h / rep;
         const float *q = x->proj[Q] + (size_t)h * d;
         for (int j = 0; j < cb; j++) {
             for (int e = 0; e < d; e++) mean[e] = ks[(size_t)j * Gd + (size_t)g * d + e] / (float)Bk;
-            score[j] = dot(q, mean, d);
+            score[j] = moba_score_dot(q, mean, d);
         }
         moba_choose(sel, score, cb, K_);
         int n = 0;
@@ -178,10 +177,9 @@ static int probe_choice(const attn_probe *p, int h, int t, int *sel, float *scor
     const int Gd = attn_kv_cols(c), d = c->dim / c->n_heads, g = h / (c->n_heads / c->n_kv_heads);
     const int Bk = c->moba_block, cb = t / Bk;
     const float *q = p->q + (size_t)t * c->dim + (size_t)h * d;
-    float (*dot)(const float *, const float *, int) = moba_kernels_of(da_exec_default().isa)->dot;
     for (int j = 0; j < cb; j++) {
         moba_block_mean(mean, p->k + (size_t)j * Bk * Gd + (size_t)g * d, (size_t)Gd, Bk, d);
-        score[j] = dot(q, mean, d);
+        score[j] = moba_score_dot(q, mean, d);
     }
     return moba_choose(sel, score, cb, c->moba_topk);
 }

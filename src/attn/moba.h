@@ -41,18 +41,31 @@ int moba_choose(int *sel, const float *score, int c, int k);
  * the same order in every caller, so that training, decoding and analysis choose alike. */
 void moba_block_mean(float *mean, const float *k, size_t ld, int n, int d);
 
+/* A block's score q . mean: the products summed in channel order, each
+ * product rounded before its sum, so that the training kernels (vectorised
+ * over the blocks, moba_kernels.c), decoding and analysis score alike at
+ * every instruction-set level and choose the same blocks. */
+float moba_score_dot(const float *q, const float *mean, int d);
+
+/* Queries per tile of the flash kernels: a tile lies in one block, so its
+ * rows share their current block and most of their chosen earlier ones. */
+#define MOBA_BR 64
+
 size_t moba_select_scratch_floats(const moba_shape *s);
+/* One thread's tile buffers (moba_kernels.c's tile_ws), and all threads' together. */
+size_t moba_tile_floats(const moba_shape *s);
 size_t moba_kernel_scratch_floats(const moba_shape *s);
 
 /* The hot kernels, compiled once per instruction-set level (moba_variant.c). */
 typedef struct {
     da_isa isa; /* the level this table's code was compiled for */
-    /* a . b over d floats: every dot product of MoBA's, so that a block's
-     * score rounds alike wherever it is computed (training, decoding, analysis). */
+    /* a . b over d floats: the key logits of decoding and analysis (block
+     * scores go through moba_score_dot). */
     float (*dot)(const float *a, const float *b, int d);
     /* km, then sel for every (b, t, h). scratch: moba_select_scratch_floats. */
     void (*select)(int *sel, float *km, const float *q, const float *k, const moba_shape *s, float *scratch);
-    /* The efficient kernels: each query reads only its chosen keys; the
+    /* The efficient kernels: each query reads only its chosen keys, a tile
+     * of queries one chosen block at a time, as small matrix products; the
      * backward recomputes the probabilities from lse. scratch: moba_kernel_scratch_floats. */
     void (*flash_forward)(float *out, float *lse, const float *q, const float *k, const float *v, const int *sel,
                           const moba_shape *s, float *scratch);

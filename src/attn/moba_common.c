@@ -48,9 +48,30 @@ void moba_block_mean(float *mean, const float *k, size_t ld, int n, int d) {
     for (int e = 0; e < d; e++) mean[e] /= (float)n;
 }
 
-size_t moba_select_scratch_floats(const moba_shape *s) {
-    return (size_t)s->n_threads * (size_t)(s->T / s->block + 1);
+float moba_score_dot(const float *q, const float *mean, int d) {
+    float acc = 0.0f;
+    for (int e = 0; e < d; e++) {
+        const float p = q[e] * mean[e]; /* its own statement: no compiler fuses it into the sum */
+        acc += p;
+    }
+    return acc;
 }
 
-size_t moba_kernel_scratch_floats(const moba_shape *s) { return (size_t)s->n_threads * (size_t)s->T; }
+/* The block means transposed, (B, G, d, T/Bk), then each thread's scores (T/Bk + 1). */
+size_t moba_select_scratch_floats(const moba_shape *s) {
+    const size_t nb = (size_t)(s->T / s->block);
+    return (size_t)s->B * s->G * s->d * nb + (size_t)s->n_threads * (nb + 1);
+}
+
+/* R = min(MOBA_BR, Bk) rows, W = k Bk slots a row: the logits S (R W, the
+ * forward's), the gathered rows Qg, dOg, Og and the tile's output Ot (R d
+ * each), the gathered probabilities Pg and dSg (R Bk each), a float per row,
+ * then ints: the per-block offsets (T/Bk + 3) and the (row, slot) entries
+ * (2 R k). */
+size_t moba_tile_floats(const moba_shape *s) {
+    const size_t R = (size_t)(s->block < MOBA_BR ? s->block : MOBA_BR), W = (size_t)s->topk * s->block;
+    return R * W + 4 * R * s->d + 2 * R * s->block + R + (size_t)(s->T / s->block + 3) + 2 * R * s->topk;
+}
+
+size_t moba_kernel_scratch_floats(const moba_shape *s) { return (size_t)s->n_threads * moba_tile_floats(s); }
 

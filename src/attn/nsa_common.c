@@ -22,20 +22,26 @@ int nsa_flash_max_cols(const nsa_shape *s) {
     return nc > w ? nc : w;
 }
 
+int nsa_slot_cols(const nsa_shape *s) {
+    const int nb = s->T / s->select + 1;
+    return (nb < s->topn ? nb : s->topn) * s->select;
+}
+
 /* Q, O, dQ, dO (M x d each), D (M), S and dP (M x max_cols each), the
- * selection scores (rep x n*l'), the importance (T/l' + 1), the selection's
- * running max and sum (2M), and the tile's queries per block (ints: T/l' + 2
- * offsets, NSA_BR * n entries); M = NSA_BR * rep. */
+ * importance (T/l' + 1), the selection's logits in slots (M x
+ * nsa_slot_cols, the forward's), its gathered rows Qg, dOg, Og (M x d each) and
+ * columns Pg, dSg (M x l' each), 1/sum (M), and the tile's queries per block
+ * (ints: T/l' + 2 offsets, NSA_BR * n rows and as many slots); M = NSA_BR * rep. */
 size_t nsa_flash_scratch_per_thread(const nsa_shape *s) {
     const int rep = s->H / s->G, M = NSA_BR * rep;
-    return (size_t)M * s->d * 4 + M + (size_t)M * nsa_flash_max_cols(s) * 2 + 2 * (size_t)rep * s->topn * s->select +
-           (size_t)s->T / s->select + 1 + 2 * (size_t)M + (size_t)s->T / s->select + 2 + (size_t)NSA_BR * s->topn;
+    return (size_t)M * s->d * 4 + M + (size_t)M * nsa_flash_max_cols(s) * 2 + (size_t)s->T / s->select + 1 +
+           (size_t)M * nsa_slot_cols(s) + 3 * (size_t)M * s->d + 2 * (size_t)M * s->select + M +
+           (size_t)s->T / s->select + 2 + 2 * (size_t)NSA_BR * s->topn;
 }
 
 size_t nsa_flash_scratch_floats(const nsa_shape *s) {
-    /* + dKc, dVc; + the selection keys and values transposed, (B, G, d, T) each */
-    return (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s) +
-           2 * (size_t)s->B * nsa_ldT(s->T) * s->G * s->d;
+    /* + dKc, dVc */
+    return (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s);
 }
 
 

@@ -7,10 +7,12 @@
  *   compression: S = Q Kc^T over the blocks the tile's last query sees (one
  *     GEMM), each row masked to its visible blocks and normalised, O = P Vc;
  *     the rows' probabilities give the importance and the block choice;
- *   selection: block by block, each chosen block for the tile's queries
- *     that chose it in turn (tile_block_lists), the group's heads together
- *     (nsa_rows.c): a block's keys and values are fetched once per tile, and
- *     each query's softmax runs online over its blocks;
+ *   selection: block by block (tile_block_lists): the tile's queries that
+ *     chose block j, the group's heads together, meet its keys in one small
+ *     GEMM (S = Q K_j^T) and its values in another (O += P V_j), so a block
+ *     is fetched once per tile. A query's logits sit in slots of l' (its
+ *     blocks ascending, the current one last), so its keys <= t are a prefix
+ *     of its row and the softmax is exact;
  *   window: S = Q K^T over keys r0-w+1 .. r0+NSA_BR-1 (one GEMM), masked per row.
  * Saved: each branch's output and log-sum-exp, the choice, Kc and Vc.
  *
@@ -18,7 +20,7 @@
  * dKc, dVc) that a group owns are written by one thread: no races, a fixed
  * order. Each branch recomputes P = exp(S - lse); dS = P (dO V^T - D) with
  * D = rowsum(dO O) and dO = gate * dout; the selection again block by block,
- * so a block's dK, dV rows stay in cache across the tile's queries. */
+ * S, dP, dQ, dK_j and dV_j each one GEMM over the queries that chose the block. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -30,9 +32,12 @@
 
 /* Per-thread scratch layout (floats). */
 typedef struct {
-    float *Q, *S, *O, *dQ, *dO, *D, *sc, *imp;
-    float *run_max, *run_sum; /* the selection's online softmax, per tile row (M) */
-    int *blk_off, *blk_rows;  /* the tile's queries per selection block (tile_block_lists) */
+    float *Q, *S, *O, *dQ, *dO, *D, *imp;
+    float *Ssl;                /* the selection's logits (then P), forward: M rows of nsa_slot_cols */
+    float *Qg, *dOg, *Og;      /* (M, d): one block's rows gathered, and a product's output */
+    float *Pg, *dSg;           /* (M, l'): one block's columns of those rows */
+    float *inv;                /* (M): 1 / the selection's softmax sum */
+    int *blk_off, *blk_rows, *blk_slot; /* the tile's queries per selection block (tile_block_lists) */
     size_t per_thread;
 } flash_ws;
 
@@ -47,12 +52,17 @@ static flash_ws ws_layout(const nsa_shape *s, float *base, int thread) {
     w.dO = p; p += (size_t)M * d;
     w.D = p; p += M;
     w.S = p; p += (size_t)M * nsa_flash_max_cols(s) * 2; /* S and, in the backward, dP */
-    w.sc = p; p += 2 * (size_t)rep * s->topn * s->select;
     w.imp = p; p += (size_t)s->T / s->select + 1;
-    w.run_max = p; p += M;
-    w.run_sum = p; p += M;
+    w.Ssl = p; p += (size_t)M * nsa_slot_cols(s);
+    w.Qg = p; p += (size_t)M * d;
+    w.dOg = p; p += (size_t)M * d;
+    w.Og = p; p += (size_t)M * d;
+    w.Pg = p; p += (size_t)M * s->select;
+    w.dSg = p; p += (size_t)M * s->select;
+    w.inv = p; p += M;
     w.blk_off = (int *)(void *)p; /* ints in float-sized slots */
     w.blk_rows = w.blk_off + s->T / s->select + 2;
+    w.blk_slot = w.blk_rows + NSA_BR * s->topn;
     return w;
 }
 
@@ -129,27 +139,10 @@ static void dense_forward(float *o_out, float *lse, const float *K, const float 
     scatter_rows(o_out, w->O, b, g, r0, nr, s);
 }
 
-/* The transposed keys (or values) of sequence b, group g, in the scratch's tail: (d, T). */
-static float *transposed(float *scratch, int which, int b, int g, const nsa_shape *s) {
-    float *base = scratch + (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s);
-    return base + (size_t)which * s->B * nsa_ldT(s->T) * s->G * s->d + ((size_t)b * s->G + g) * s->d * nsa_ldT(s->T);
-}
-
-/* Every (b, g) of x (B, T, G*d) transposed into the tail slot `which`. */
-static void transpose_all(float *scratch, int which, const float *x, const nsa_shape *s) {
-    const int n = s->B * s->G;
-#pragma omp parallel for schedule(static) num_threads(s->n_threads)
-    for (int it = 0; it < n; it++) {
-        const int b = it / s->G, g = it % s->G;
-        nsa_transpose(transposed(scratch, which, b, g, s), nsa_ldT(s->T), x + (size_t)b * s->T * s->G * s->d + (size_t)g * s->d,
-                      s->G * s->d, s->T, s->d);
-    }
-}
-
 /* The tile's queries (rows r < nr of query r0 + r) by the selection block they chose: block j's rows are
- * w->blk_rows[blk_off[j] .. blk_off[j+1]), ascending, for j < the returned count of blocks. The selection
- * branches then go block by block, so that a block's keys and values (and their gradient rows) stay in cache
- * while every query of the tile that chose it reads them, instead of being fetched again for each query. */
+ * w->blk_rows[blk_off[j] .. blk_off[j+1]), ascending, with the block's place in each row's choice in
+ * blk_slot, for j < the returned count of blocks. The selection branches then go block by block, so that
+ * a block's keys and values (and their gradient rows) are fetched once per tile, not once per query. */
 static int tile_block_lists(flash_ws *w, const int *sel, int b, int g, int r0, int nr, const nsa_shape *s) {
     const int nbt = (r0 + nr - 1) / s->select + 1;
     int *off = w->blk_off, *rows = w->blk_rows;
@@ -161,43 +154,103 @@ static int tile_block_lists(flash_ws *w, const int *sel, int b, int g, int r0, i
     for (int j = 0; j < nbt; j++) off[j + 1] += off[j];
     for (int r = 0; r < nr; r++) { /* rows ascending within each block: off[j] advances as they are placed */
         const int *sq = sel + (((size_t)b * s->T + r0 + r) * s->G + g) * s->topn;
-        for (int k = 0; k < s->topn && sq[k] >= 0; k++) rows[off[sq[k]]++] = r;
+        for (int k = 0; k < s->topn && sq[k] >= 0; k++) {
+            w->blk_slot[off[sq[k]]] = k;
+            rows[off[sq[k]]++] = r;
+        }
     }
     for (int j = nbt; j > 0; j--) off[j] = off[j - 1]; /* back to the starts */
     off[0] = 0;
     return nbt;
 }
 
-/* The selection branch of one tile, block by block: each query's softmax runs online over its blocks (a
- * running max and sum per head), then o_slc and lse are written. */
+/* Keys of selection block j (the sequence's last block may be short). */
+static int slc_block_keys(int j, const nsa_shape *s) {
+    return s->T - j * s->select < s->select ? s->T - j * s->select : s->select;
+}
+
+/* X's slots (M rows of nsa_slot_cols) = alpha x y_j^T for every block j the tile chose: x the tile's rows
+ * (M, d: row r's rep heads at rows r*rep ..), y_j block j's key or value rows (stride G*d, from y). */
+static void slc_products(float *X, const float *x, const float *y, float alpha, int nbt, const nsa_shape *s,
+                         flash_ws *w) {
+    const int rep = s->H / s->G, d = s->d, l = s->select, W = nsa_slot_cols(s), Gd = s->G * d;
+    for (int j = 0; j < nbt; j++) {
+        const int m = w->blk_off[j + 1] - w->blk_off[j], N = slc_block_keys(j, s);
+        if (m == 0) continue;
+        const int *rows = w->blk_rows + w->blk_off[j], *slots = w->blk_slot + w->blk_off[j];
+        for (int i = 0; i < m; i++)
+            memcpy(w->Qg + (size_t)i * rep * d, x + (size_t)rows[i] * rep * d, (size_t)rep * d * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m * rep, N, d, alpha, w->Qg, d, y + (size_t)j * l * Gd,
+                    Gd, 0.0f, w->Pg, N);
+        for (int i = 0; i < m; i++)
+            for (int hh = 0; hh < rep; hh++)
+                memcpy(X + ((size_t)rows[i] * rep + hh) * W + (size_t)slots[i] * l, w->Pg + ((size_t)i * rep + hh) * N,
+                       (size_t)N * sizeof(float));
+    }
+}
+
+/* dst (m*rep, N) = block j's slots of the rows of X that chose it. */
+static void slc_gather(float *dst, const float *X, int j, const nsa_shape *s, const flash_ws *w) {
+    const int rep = s->H / s->G, l = s->select, W = nsa_slot_cols(s), N = slc_block_keys(j, s);
+    for (int i = w->blk_off[j]; i < w->blk_off[j + 1]; i++)
+        for (int hh = 0; hh < rep; hh++)
+            memcpy(dst + ((size_t)(i - w->blk_off[j]) * rep + hh) * N,
+                   X + ((size_t)w->blk_rows[i] * rep + hh) * W + (size_t)w->blk_slot[i] * l, (size_t)N * sizeof(float));
+}
+
+/* Row r's keys <= t (its chosen blocks' slots ascending, the current block last, the others full), and
+ * in *end the end of the current block's slot; sets the chosen count. */
+static int slc_row_keys(int *end, const int *sel, int t, const nsa_shape *s) {
+    int n = 0;
+    while (n < s->topn && sel[n] >= 0) n++;
+    const int cur = t / s->select;
+    *end = (n - 1) * s->select + slc_block_keys(cur, s);
+    return (n - 1) * s->select + t - cur * s->select + 1;
+}
+
+static const int *row_sel(const nsa_saved *sv, int b, int g, int t, const nsa_shape *s) {
+    return sv->sel + (((size_t)b * s->T + t) * s->G + g) * s->topn;
+}
+
+/* The selection branch of one tile, block by block (tile_block_lists): o_slc and lse written. */
 static void tile_selection(const nsa_inputs *in, nsa_saved *sv, int b, int g, int r0, int nr, const nsa_shape *s,
-                           flash_ws *w, const float *kT) {
-    const int T = s->T, rep = s->H / s->G, d = s->d, Hd = s->H * d, Gd = s->G * d, M = nr * rep;
+                           flash_ws *w) {
+    const int T = s->T, rep = s->H / s->G, d = s->d, Hd = s->H * d, Gd = s->G * d, W = nsa_slot_cols(s);
     const int nbt = tile_block_lists(w, sv->sel, b, g, r0, nr, s);
-    memset(w->O, 0, (size_t)M * d * sizeof(float));
-    for (int m = 0; m < M; m++) w->run_max[m] = -INFINITY, w->run_sum[m] = 0.0f;
-    for (int j = 0; j < nbt; j++)
-        for (int i = w->blk_off[j]; i < w->blk_off[j + 1]; i++) {
-            const int r = w->blk_rows[i], t = r0 + r;
-            const int k0 = j * s->select, k1 = k0 + s->select < t + 1 ? k0 + s->select : t + 1;
-            nsa_slc_merge_run(w->O + (size_t)r * rep * d, w->run_max + r * rep, w->run_sum + r * rep,
-                              w->Q + (size_t)r * rep * d, kT, nsa_ldT(T), in->v_slc + (size_t)b * T * Gd + g * d, Gd,
-                              k0, k1, rep, s, w->sc);
+    const size_t kv0 = (size_t)b * T * Gd + (size_t)g * d;
+    slc_products(w->Ssl, w->Q, in->k_slc + kv0, 1.0f / sqrtf((float)d), nbt, s, w);
+    for (int m = 0; m < nr * rep; m++) {
+        const int t = r0 + m / rep;
+        int end;
+        const int nk = slc_row_keys(&end, row_sel(sv, b, g, t, s), t, s);
+        float *Sr = w->Ssl + (size_t)m * W, mx = -INFINITY;
+        for (int i = 0; i < nk; i++) mx = Sr[i] > mx ? Sr[i] : mx;
+        const float sum = exp_shift_sum(Sr, nk, mx);
+        for (int i = nk; i < end; i++) Sr[i] = 0.0f; /* keys after t */
+        w->inv[m] = 1.0f / sum;
+        sv->lse[(((size_t)b * T + t) * s->H + g * rep + m % rep) * 3 + 1] = mx + logf(sum);
+    }
+    memset(w->O, 0, (size_t)nr * rep * d * sizeof(float));
+    for (int j = 0; j < nbt; j++) {
+        const int m = w->blk_off[j + 1] - w->blk_off[j], N = slc_block_keys(j, s);
+        if (m == 0) continue;
+        slc_gather(w->Pg, w->Ssl, j, s, w);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m * rep, d, N, 1.0f, w->Pg, N,
+                    in->v_slc + kv0 + (size_t)j * s->select * Gd, Gd, 0.0f, w->Og, d);
+        for (int i = 0; i < m; i++) {
+            float *o = w->O + (size_t)w->blk_rows[w->blk_off[j] + i] * rep * d;
+            const float *og = w->Og + (size_t)i * rep * d;
+            for (int k = 0; k < rep * d; k++) o[k] += og[k];
         }
+    }
     for (int r = 0; r < nr; r++) {
-        const int t = r0 + r;
-        float *o = sv->o_slc + ((size_t)b * T + t) * Hd + (size_t)g * rep * d;
-        for (int hh = 0; hh < rep; hh++) {
-            const int m = r * rep + hh;
-            const float inv = 1.0f / w->run_sum[m];
-            for (int c = 0; c < d; c++) o[(size_t)hh * d + c] = w->O[(size_t)m * d + c] * inv;
-            sv->lse[(((size_t)b * T + t) * s->H + g * rep + hh) * 3 + 1] = w->run_max[m] + logf(w->run_sum[m]);
-        }
+        float *o = sv->o_slc + ((size_t)b * T + r0 + r) * Hd + (size_t)g * rep * d;
+        for (int k = 0; k < rep * d; k++) o[k] = w->O[(size_t)r * rep * d + k] * w->inv[r * rep + k / d];
     }
 }
 
 static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int r0, const nsa_shape *s,
-                         flash_ws *w, const float *kT) {
+                         flash_ws *w) {
     const int T = s->T, rep = s->H / s->G, d = s->d, Gd = s->G * d, Nc = nsa_n_compressed(s, T);
     const int nr = T - r0 < NSA_BR ? T - r0 : NSA_BR;
     gather_rows(w->Q, in->q, b, g, r0, nr, s);
@@ -211,7 +264,7 @@ static void tile_forward(const nsa_inputs *in, nsa_saved *sv, int b, int g, int 
         nsa_importance(w->imp, w->S + (size_t)r * rep * N, N, rep, t, s);
         nsa_choose_blocks(sel, w->imp, t, s);
     }
-    tile_selection(in, sv, b, g, r0, nr, s, w, kT);
+    tile_selection(in, sv, b, g, r0, nr, s, w);
     dense_forward(sv->o_win, sv->lse, in->k_win + (size_t)b * T * Gd, in->v_win + (size_t)b * T * Gd, 2, b, g, r0, nr,
                   s, w);
 }
@@ -220,13 +273,12 @@ static void nsa_flash_forward(float *out, const nsa_inputs *in, nsa_saved *sv, c
     const int T = s->T, H = s->H, d = s->d, tiles = (T + NSA_BR - 1) / NSA_BR;
     nsa_compress_forward(sv->kc, in->k_cmp, in->wck, in->pe_k, s);
     nsa_compress_forward(sv->vc, in->v_cmp, in->wcv, in->pe_v, s);
-    transpose_all(scratch, 0, in->k_slc, s);
     const long n_items = (long)s->B * s->G * tiles;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (long it = 0; it < n_items; it++) {
         flash_ws w = ws_layout(s, scratch, omp_get_thread_num());
         const int tile = (int)(it % tiles), g = (int)(it / tiles % s->G), b = (int)(it / tiles / s->G);
-        tile_forward(in, sv, b, g, tile * NSA_BR, s, &w, transposed(scratch, 0, b, g, s));
+        tile_forward(in, sv, b, g, tile * NSA_BR, s, &w);
     }
     const size_t rows = (size_t)s->B * T * H;
 #pragma omp parallel for schedule(static) num_threads(s->n_threads)
@@ -278,9 +330,53 @@ static void dense_backward(float *dK, float *dV, const float *K, const float *V,
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, M, 1.0f, S, N, w->dO, d, 1.0f, dV + koff, ld);
 }
 
+/* The selection branch's backward over one tile (w->Q, w->dO = gate dout, D ready), block by block: the
+ * rows that chose block j recompute their logits and dP against it (P = exp(S - lse), dS = P (dP - D)),
+ * then w->dQ +=, and block j's dk_slc, dv_slc rows +=, one GEMM each. */
+static void slc_backward(const nsa_grads *gr, const nsa_inputs *in, const nsa_saved *sv, const float *D, int b, int g,
+                         int r0, int nr, const nsa_shape *s, flash_ws *w) {
+    const int T = s->T, rep = s->H / s->G, d = s->d, Gd = s->G * d;
+    const float scale = 1.0f / sqrtf((float)d);
+    const size_t kv0 = (size_t)b * T * Gd + (size_t)g * d;
+    const int nbt = tile_block_lists(w, sv->sel, b, g, r0, nr, s);
+    for (int j = 0; j < nbt; j++) {
+        const int m = w->blk_off[j + 1] - w->blk_off[j], N = slc_block_keys(j, s), M = m * rep;
+        if (m == 0) continue;
+        const int *rows = w->blk_rows + w->blk_off[j];
+        const size_t kj = kv0 + (size_t)j * s->select * Gd;
+        for (int i = 0; i < m; i++) {
+            memcpy(w->Qg + (size_t)i * rep * d, w->Q + (size_t)rows[i] * rep * d, (size_t)rep * d * sizeof(float));
+            memcpy(w->dOg + (size_t)i * rep * d, w->dO + (size_t)rows[i] * rep * d, (size_t)rep * d * sizeof(float));
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, d, scale, w->Qg, d, in->k_slc + kj, Gd, 0.0f, w->Pg,
+                    N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, d, 1.0f, w->dOg, d, in->v_slc + kj, Gd, 0.0f, w->dSg,
+                    N);
+        for (int i = 0; i < M; i++) {
+            const int r = rows[i / rep], t = r0 + r, m_row = r * rep + i % rep;
+            const int nv = t + 1 - j * s->select < N ? t + 1 - j * s->select : N; /* keys <= t */
+            float *P = w->Pg + (size_t)i * N, *dS = w->dSg + (size_t)i * N;
+            exp_shift_sum(P, nv, sv->lse[(((size_t)b * T + t) * s->H + g * rep + i % rep) * 3 + 1]);
+            for (int u = 0; u < nv; u++) dS[u] = P[u] * (dS[u] - D[m_row]) * scale;
+            for (int u = nv; u < N; u++) P[u] = dS[u] = 0.0f;
+        }
+        /* dQ += dS K_j; dK_j += dS^T Q; dV_j += P^T dO */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, d, N, 1.0f, w->dSg, N, in->k_slc + kj, Gd, 0.0f,
+                    w->Og, d);
+        for (int i = 0; i < m; i++) {
+            float *dq = w->dQ + (size_t)rows[i] * rep * d;
+            const float *og = w->Og + (size_t)i * rep * d;
+            for (int k = 0; k < rep * d; k++) dq[k] += og[k];
+        }
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, M, 1.0f, w->dSg, N, w->Qg, d, 1.0f, gr->dk_slc + kj,
+                    Gd);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, M, 1.0f, w->Pg, N, w->dOg, d, 1.0f, gr->dv_slc + kj,
+                    Gd);
+    }
+}
+
 static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inputs *in, const nsa_saved *sv,
-                           float *dkc, float *dvc, int b, int g, const nsa_shape *s, flash_ws *w, const float *kT,
-                           const float *vT) {
+                           float *dkc, float *dvc, int b, int g, const nsa_shape *s, flash_ws *w) {
     const int T = s->T, rep = s->H / s->G, d = s->d, Gd = s->G * d, Nc = nsa_n_compressed(s, T);
     float *D = w->D;
     const size_t kv0 = (size_t)b * T * Gd, kc0 = (size_t)b * Nc * Gd;
@@ -291,17 +387,7 @@ static void group_backward(const nsa_grads *gr, const float *dout, const nsa_inp
         branch_dout(w->dO, D, dout, in->gate, gr->dgate, 0, b, g, r0, nr, s);
         dense_backward(dkc + kc0, dvc + kc0, sv->kc + kc0, sv->vc + kc0, sv->lse, D, 0, b, g, r0, nr, s, w);
         branch_dout(w->dO, D, dout, in->gate, gr->dgate, 1, b, g, r0, nr, s);
-        const int nbt = tile_block_lists(w, sv->sel, b, g, r0, nr, s);
-        for (int j = 0; j < nbt; j++) /* block by block: see tile_block_lists */
-            for (int i = w->blk_off[j]; i < w->blk_off[j + 1]; i++) {
-                const int r = w->blk_rows[i], t = r0 + r;
-                const int k0 = j * s->select, k1 = k0 + s->select < t + 1 ? k0 + s->select : t + 1;
-                nsa_slc_runs_backward(w->dQ + (size_t)r * rep * d, gr->dk_slc + kv0 + g * d, gr->dv_slc + kv0 + g * d,
-                                      w->dO + (size_t)r * rep * d, D + r * rep,
-                                      sv->lse + (((size_t)b * T + t) * s->H + g * rep) * 3 + 1, 3,
-                                      w->Q + (size_t)r * rep * d, in->k_slc + kv0 + g * d, kT, vT, Gd, nsa_ldT(T),
-                                      &k0, &k1, 1, rep, s, w->sc);
-            }
+        slc_backward(gr, in, sv, D, b, g, r0, nr, s, w);
         branch_dout(w->dO, D, dout, in->gate, gr->dgate, 2, b, g, r0, nr, s);
         dense_backward(gr->dk_win + kv0, gr->dv_win + kv0, in->k_win + kv0, in->v_win + kv0, sv->lse, D, 2, b, g, r0,
                        nr, s, w);
@@ -326,15 +412,12 @@ static void nsa_flash_backward(const nsa_grads *gr, const float *dout, const nsa
     memset(dkc, 0, 2 * nc * sizeof(float));
     float *zero[6] = {gr->dk_cmp, gr->dv_cmp, gr->dk_slc, gr->dv_slc, gr->dk_win, gr->dv_win};
     for (int k = 0; k < 6; k++) memset(zero[k], 0, nkv * sizeof(float));
-    transpose_all(scratch, 0, in->k_slc, s);
-    transpose_all(scratch, 1, in->v_slc, s);
     const int n_items = s->B * s->G;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
     for (int it = 0; it < n_items; it++) {
         flash_ws w = ws_layout(s, scratch, omp_get_thread_num());
         const int b = it / s->G, g = it % s->G;
-        group_backward(gr, dout, in, sv, dkc, dvc, b, g, s, &w, transposed(scratch, 0, b, g, s),
-                       transposed(scratch, 1, b, g, s));
+        group_backward(gr, dout, in, sv, dkc, dvc, b, g, s, &w);
     }
     nsa_compress_backward(gr->dk_cmp, gr->dwck, gr->dpe_k, dkc, in->k_cmp, in->wck, in->pe_k, s);
     nsa_compress_backward(gr->dv_cmp, gr->dwcv, gr->dpe_v, dvc, in->v_cmp, in->wcv, in->pe_v, s);

@@ -1,13 +1,12 @@
-/* NSA's per-query pieces that the efficient kernels (nsa_flash.c) and the
- * decoding step (nsa_decode.c) share: the selection branch of one query and
- * one group, whose rep = H/G heads read each loaded key once, and the
- * importance of the selection blocks. Compiled per level through
+/* NSA's per-query pieces: the attention of one query and one group over
+ * runs of keys, whose rep = H/G heads read each loaded key once (the
+ * decoding step, nsa_decode.c), and the importance of the selection blocks
+ * (that step and the efficient kernels, nsa_flash.c). Compiled per level through
  * nsa_variant.c, so everything here is static. */
 #include <math.h>
 #include <string.h>
 
 #include "attn/nsa_rows.h"
-#include "ops/prefetch.h"
 #include "ops/vexp.h"
 
 /* The keys of query t in the chosen blocks sel (n slots, -1 after the last),
@@ -201,34 +200,6 @@ static void attend_runs(float *o, float *lse, int lse_stride, const float *q, co
     runs_axpy(o, sc, nk_max, v, ld, start, end, nr, rep, d);
 }
 
-#define NSA_KB 4 /* heads per pass over a key row's gradients */
-
-/* dk (d) += sum_h ds[h*ldp] q_h, dv (d) += sum_h p[h*ldp] dO_h over nh <= NSA_KB heads (q, dO: rows of d). */
-static inline void key_grads(float *dk, float *dv, const float *q, const float *dO, const float *p, const float *ds, int ldp,
-                      int nh, int d) {
-    float pv[NSA_KB], dsv[NSA_KB];
-    for (int h = 0; h < nh; h++) pv[h] = p[(size_t)h * ldp], dsv[h] = ds[(size_t)h * ldp];
-    int c0 = 0;
-#ifdef NSA_HB
-    __m256 pb[NSA_KB], db[NSA_KB];
-    for (int h = 0; h < nh; h++) pb[h] = _mm256_set1_ps(pv[h]), db[h] = _mm256_set1_ps(dsv[h]);
-    for (; c0 + 8 <= d; c0 += 8) {
-        __m256 a = _mm256_loadu_ps(dk + c0), b = _mm256_loadu_ps(dv + c0);
-        for (int h = 0; h < nh; h++) {
-            a = _mm256_fmadd_ps(db[h], _mm256_loadu_ps(q + (size_t)h * d + c0), a);
-            b = _mm256_fmadd_ps(pb[h], _mm256_loadu_ps(dO + (size_t)h * d + c0), b);
-        }
-        _mm256_storeu_ps(dk + c0, a);
-        _mm256_storeu_ps(dv + c0, b);
-    }
-#endif
-    for (int c = c0; c < d; c++) {
-        float a = dk[c], b = dv[c];
-        for (int h = 0; h < nh; h++) a += dsv[h] * q[(size_t)h * d + c], b += pv[h] * dO[(size_t)h * d + c];
-        dk[c] = a, dv[c] = b;
-    }
-}
-
 /* Selection branch, forward, for query t and one group: attend_runs over the
  * chosen blocks' keys <= t. q: rep rows of d (the group's heads, adjacent);
  * sc: scratch of 2 * rep * n * l' floats. */
@@ -238,76 +209,6 @@ static void nsa_slc_row_forward(float *o, float *lse, int lse_stride, const floa
     int start[NSA_MAX_TOPN], end[NSA_MAX_TOPN];
     const int nr = nsa_sel_runs(start, end, sel, t, s);
     attend_runs(o, lse, lse_stride, q, kT, ldT, v, ld, start, end, nr, rep, s->d, s->topn * s->select, sc);
-}
-
-/* One run of keys [k0, k1) of a query's chosen blocks, merged into its
- * online softmax: o (rep rows of d, unnormalised), run_max and run_sum (rep)
- * rescaled to the new maximum, then o += exp(s - max) . values. Once every
- * chosen block has been merged, o / run_sum is the selection's output and
- * run_max + log(run_sum) its log-sum-exp. sc: rep * n * l' floats. */
-static void nsa_slc_merge_run(float *o, float *run_max, float *run_sum, const float *q, const float *kT, int ldT,
-                              const float *v, int ld, int k0, int k1, int rep, const nsa_shape *s, float *sc) {
-    const int d = s->d, nk_max = s->topn * s->select;
-    const int nk = slc_scores(sc, q, kT, ldT, &k0, &k1, 1, rep, d, nk_max, 1.0f / sqrtf((float)d));
-    if (nk == 0) return;
-    for (int hh = 0; hh < rep; hh++) {
-        float *p = sc + (size_t)hh * nk_max, mx = run_max[hh];
-        for (int j = 0; j < nk; j++) mx = p[j] > mx ? p[j] : mx;
-        const float alpha = expf(run_max[hh] - mx); /* 0 at the first run (run_max -inf) */
-        run_sum[hh] = run_sum[hh] * alpha + exp_shift_sum(p, nk, mx);
-        run_max[hh] = mx;
-        if (alpha != 1.0f)
-            for (int c = 0; c < d; c++) o[(size_t)hh * d + c] *= alpha;
-    }
-    runs_axpy(o, sc, nk_max, v, ld, &k0, &k1, 1, rep, d);
-}
-
-/* Its backward over the keys of the runs [start, end) (all of a query's
- * chosen keys, or a part: the terms are per key): dO (rep rows of d) the
- * gradient of o; D (rep) = rowsum(dO * o); lse the forward's (over all the
- * query's keys); k the key rows (stride ld, as dk and dv), kT, vT the keys and
- * values transposed (stride ldT); dq (rep rows) +=; dk, dv key rows +=.
- * sc: scratch of 2 * rep * n * l'. */
-static void nsa_slc_runs_backward(float *dq, float *dk, float *dv, const float *dO, const float *D, const float *lse,
-                                  int lse_stride, const float *q, const float *k, const float *kT, const float *vT,
-                                  int ld, int ldT, const int *start, const int *end, int nr, int rep,
-                                  const nsa_shape *s, float *sc) {
-    const int d = s->d, nk_max = s->topn * s->select;
-    const float scale = 1.0f / sqrtf((float)d);
-    float *dP = sc + (size_t)rep * nk_max;
-    const int nk = slc_scores(sc, q, kT, ldT, start, end, nr, rep, d, nk_max, scale);
-    slc_scores(dP, dO, vT, ldT, start, end, nr, rep, d, nk_max, 1.0f);
-    for (int hh = 0; hh < rep; hh++) {
-        float *p = sc + (size_t)hh * nk_max, *dp = dP + (size_t)hh * nk_max;
-        exp_shift_sum(p, nk, lse[(size_t)hh * lse_stride]);
-        const float Dh = D[hh];
-#pragma omp simd
-        for (int j = 0; j < nk; j++) dp[j] = p[j] * (dp[j] - Dh) * scale; /* dS */
-    }
-    runs_axpy(dq, dP, nk_max, k, ld, start, end, nr, rep, d); /* dq_h += sum_u dS_hu k_u */
-    /* dk_u += sum_h dS_hu q_h, dv_u += sum_h P_hu dO_h: each key row read and written once per NSA_KB heads */
-    int j = 0;
-    for (int r = 0; r < nr; r++)
-        for (int u = start[r]; u < end[r]; u++, j++) {
-            const int ua = key_ahead(start, end, nr, r, u, 16);
-            if (ua >= 0) {
-                prefetch_bytes(dk + (size_t)ua * ld, (size_t)d * sizeof(float));
-                prefetch_bytes(dv + (size_t)ua * ld, (size_t)d * sizeof(float));
-            }
-            for (int h0 = 0; h0 < rep; h0 += NSA_KB)
-                key_grads(dk + (size_t)u * ld, dv + (size_t)u * ld, q + (size_t)h0 * d, dO + (size_t)h0 * d,
-                          sc + (size_t)h0 * nk_max + j, dP + (size_t)h0 * nk_max + j, nk_max,
-                          rep - h0 < NSA_KB ? rep - h0 : NSA_KB, d);
-        }
-}
-
-/* xT (d, ldT) = x (n rows of d, stride ld) transposed: column u of xT is row u of x. */
-static void nsa_transpose(float *xT, int ldT, const float *x, int ld, int n, int d) {
-    for (int u0 = 0; u0 < n; u0 += 16) {
-        const int ue = u0 + 16 < n ? u0 + 16 : n;
-        for (int c = 0; c < d; c++)
-            for (int u = u0; u < ue; u++) xT[(size_t)c * ldT + u] = x[(size_t)u * ld + c];
-    }
 }
 
 /* imp[0 .. t/l'] = the importance of each selection block for query t: the
