@@ -554,10 +554,18 @@ static void qgemm(int type, const unsigned char *w, size_t row_bytes, int r0, in
     }
 }
 
-/* ---------------------------------------------------------------- f16 and bf16 rows, float activations */
+/* ---------------------------------------------------------------- f16, bf16 and f32 rows, float activations */
 
-/* element i of a row of 16-bit floats */
+/* Bytes per element: the "half" kernels also take F32 rows, for attention over an f32 KV cache. */
+static inline size_t half_size(int type) { return type == DA_QT_F32 ? 4 : 2; }
+
+/* element i of a row of 16-bit (or 32-bit) floats */
 static inline float half_at(int type, const unsigned char *row, int64_t i) {
+    if (type == DA_QT_F32) {
+        float f;
+        memcpy(&f, row + 4 * i, 4);
+        return f;
+    }
     uint16_t h;
     memcpy(&h, row + 2 * i, 2);
     if (type == DA_QT_F16) return H2F(h);
@@ -568,8 +576,9 @@ static inline float half_at(int type, const unsigned char *row, int64_t i) {
 }
 
 #if HAVE_AVX2
-/* 8 weights of a 16-bit row at p as floats */
+/* 8 weights of a 16-bit (or f32) row at p as floats */
 static inline __m256 half8(int type, const unsigned char *p) {
+    if (type == DA_QT_F32) return _mm256_loadu_ps((const float *)(const void *)p);
     const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
     if (type == DA_QT_F16) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -579,17 +588,18 @@ static inline __m256 half8(int type, const unsigned char *p) {
  * (then summed across them), the x loads shared. cols % 8 == 0. */
 static inline void half_rows4(int type, const unsigned char *w, size_t rb, int64_t cols, const float *x, float *dots) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const size_t es = half_size(type);
     for (int64_t i = 0; i < cols; i += 8) {
-        prefetch_ahead(w, 4, rb, i / 8, 16);
+        prefetch_ahead(w, 4, rb, i / 8, 8 * es);
         const __m256 xv = _mm256_loadu_ps(x + i);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) acc[r] = _mm256_fmadd_ps(half8(type, w + (size_t)r * rb + 2 * i), xv, acc[r]);
+        for (int r = 0; r < 4; r++) acc[r] = _mm256_fmadd_ps(half8(type, w + (size_t)r * rb + es * i), xv, acc[r]);
     }
     for (int r = 0; r < 4; r++) dots[r] = hsum256(acc[r]);
 }
 #endif
 
-/* out[t * ldo + r] (=, or += when accumulate) = row r (F16 or BF16, r0 <= r < r1) . x[t * ldx ..], t < n. */
+/* out[t * ldo + r] (=, or += when accumulate) = row r (F16, BF16 or F32, r0 <= r < r1) . x[t * ldx ..], t < n. */
 static void half_gemm(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols,
                       const float *x, long ldx, int n, float *out, long ldo, int accumulate) {
     for (int t = 0; t < n; t++) {
@@ -616,12 +626,13 @@ static void half_gemm(int type, const unsigned char *w, size_t row_bytes, int r0
     }
 }
 
-/* o[0..cols-1] += sum over t < n of p[t] * row t (F16 or BF16, row t at w + t * row_bytes): the value mix
- * of attention over a 16-bit KV cache. Four rows per pass over o where the level has vectors. */
+/* o[0..cols-1] += sum over t < n of p[t] * row t (F16, BF16 or F32, row t at w + t * row_bytes): the value
+ * mix of attention over a KV cache. Four rows per pass over o where the level has vectors. */
 static void half_axpy(int type, const unsigned char *w, size_t row_bytes, int n, const float *p, int64_t cols,
                       float *o) {
     int t = 0;
 #if HAVE_AVX2
+    const size_t es = half_size(type);
     if (cols % 8 == 0)
         for (; t + 4 <= n; t += 4) {
             const unsigned char *r = w + (size_t)t * row_bytes;
@@ -629,10 +640,10 @@ static void half_axpy(int type, const unsigned char *w, size_t row_bytes, int n,
                          p3 = _mm256_set1_ps(p[t + 3]);
             for (int64_t i = 0; i < cols; i += 8) {
                 __m256 a = _mm256_loadu_ps(o + i);
-                a = _mm256_fmadd_ps(p0, half8(type, r + 2 * i), a);
-                a = _mm256_fmadd_ps(p1, half8(type, r + row_bytes + 2 * i), a);
-                a = _mm256_fmadd_ps(p2, half8(type, r + 2 * row_bytes + 2 * i), a);
-                a = _mm256_fmadd_ps(p3, half8(type, r + 3 * row_bytes + 2 * i), a);
+                a = _mm256_fmadd_ps(p0, half8(type, r + es * i), a);
+                a = _mm256_fmadd_ps(p1, half8(type, r + row_bytes + es * i), a);
+                a = _mm256_fmadd_ps(p2, half8(type, r + 2 * row_bytes + es * i), a);
+                a = _mm256_fmadd_ps(p3, half8(type, r + 3 * row_bytes + es * i), a);
                 _mm256_storeu_ps(o + i, a);
             }
         }
