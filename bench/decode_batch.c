@@ -6,7 +6,7 @@
  * noisy than the wall clock on a shared machine). Built and run by
  * bench/decode_batch.sh.
  *
- *   decode_batch MODEL [STEPS] [ROUNDS]      (the best of ROUNDS per P)
+ *   decode_batch MODEL [STEPS] [ROUNDS] [P]     (the best of ROUNDS per P; P: that count only)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,10 +35,11 @@ static int argmax(const float *x, int n) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: decode_batch MODEL [STEPS] [ROUNDS]\n");
+        fprintf(stderr, "usage: decode_batch MODEL [STEPS] [ROUNDS] [P]\n");
         return 2;
     }
     const int steps = argc > 2 ? atoi(argv[2]) : 64, rounds = argc > 3 ? atoi(argv[3]) : 2;
+    const int only = argc > 4 ? atoi(argv[4]) : 0;
     da_engine *e = NULL;
     da_status st = da_engine_load(&e, argv[1]);
     if (st.code) {
@@ -61,6 +62,7 @@ int main(int argc, char **argv) {
     const int Ps[] = {1, 2, 4, 8};
     for (int k = 0; k < 4; k++) {
         const int P = Ps[k];
+        if (only && P != only) continue;
         double best = 1e30, best_user = 1e30;
         for (int r = 0; r < rounds; r++) {
             int toks[PMAX];

@@ -75,8 +75,10 @@ struct da_session {
     int d, Ckv, kb, nkb, n_threads, maxw;
     int Cao; /* the attention output's width (the output projection's input): dim unless head_dim is set */
     long small_work;  /* multiply-adds below which a step stays on one thread (small_work_for_policy) */
-    float *kf, *vf;   /* f32 cache: (L, slots, Ckv) each */
-    uint16_t *kh, *vh; /* f16 cache: (L, slots, Ckv) each */
+    /* The f32 and f16 caches hold each d-wide column block (a head's keys) of a layer contiguously, so that
+     * a head's attention reads one run of memory, not d values in every Ckv-wide row. */
+    float *kf, *vf;   /* f32 cache: (L, Ckv / d, slots, d) each */
+    uint16_t *kh, *vh; /* f16 cache: (L, Ckv / d, slots, d) each */
     int8_t *k8, *v8;  /* int8 cache: (L, slots, Ckv) each */
     float *ks, *vs;   /* their scales: (L, slots, nkb) */
     float *rope_cos, *rope_sin; /* (max_T, d/2); positions past max_T (a ring) are computed into rope_far */
@@ -481,20 +483,21 @@ static void rope_rows(float *x, const da_session *s, int pos0, int n, int width)
 /* Stores the n new K and V rows of layer l at positions len.. (int8: a scale
  * per kb-wide block, absmax / 127), in their rows of the cache. */
 static void kv_store(da_session *s, int l, int n) {
-    const size_t T = s->slots, Ckv = s->Ckv;
+    const size_t T = s->slots, Ckv = s->Ckv, hd = s->d;
     for (int t = 0; t < n; t++) {
         const size_t row = (size_t)l * T + (size_t)(s->len + t) % T;
         const float *k = s->proj[s->view_k] + (size_t)t * Ckv, *v = s->proj[s->view_v] + (size_t)t * Ckv;
-        if (s->o.kv_f16) {
-            s->ops->half_from_f32(k, (int64_t)Ckv, s->kh + row * Ckv);
-            s->ops->half_from_f32(v, (int64_t)Ckv, s->vh + row * Ckv);
-            continue;
+        for (size_t j = 0; !s->o.kv_int8 && j < Ckv / hd; j++) { /* block j of position p: ((l Ckv/d + j) T + p) d */
+            const size_t at = (((size_t)l * (Ckv / hd) + j) * T + (s->len + t) % T) * hd;
+            if (s->o.kv_f16) {
+                s->ops->half_from_f32(k + j * hd, (int64_t)hd, s->kh + at);
+                s->ops->half_from_f32(v + j * hd, (int64_t)hd, s->vh + at);
+            } else {
+                memcpy(s->kf + at, k + j * hd, hd * sizeof(float));
+                memcpy(s->vf + at, v + j * hd, hd * sizeof(float));
+            }
         }
-        if (!s->o.kv_int8) {
-            memcpy(s->kf + row * Ckv, k, Ckv * sizeof(float));
-            memcpy(s->vf + row * Ckv, v, Ckv * sizeof(float));
-            continue;
-        }
+        if (!s->o.kv_int8) continue;
         for (int b = 0; b < s->nkb; b++)
             for (int which = 0; which < 2; which++) {
                 const float *src = (which ? v : k) + (size_t)b * s->kb;
@@ -522,8 +525,8 @@ static void scores(const da_session *s, float *a, const float *Q, int l, int col
     for (int t = 0, len; !s->o.kv_int8 && t < n; t += len) {
         const size_t row = (size_t)(p0 + t) % T;
         len = n - t < (int)(T - row) ? n - t : (int)(T - row);
-        const unsigned char *kr = keys + (((size_t)l * T + row) * Ckv + col) * es;
-        s->ops->half_gemm(type, kr, Ckv * es, 0, len, d, Q, d, 1, a + t, len, 0);
+        const unsigned char *kr = keys + ((((size_t)l * (Ckv / d) + (size_t)col / d) * T + row) * d) * es;
+        s->ops->half_gemm(type, kr, (size_t)d * es, 0, len, d, Q, d, 1, a + t, len, 0);
         for (int i = t; i < t + len; i++) a[i] *= scale;
     }
     for (int t = 0; s->o.kv_int8 && t < n; t++) {
@@ -556,10 +559,13 @@ static void mix_values(const da_session *s, float *o, const float *p, int l, int
     for (int i = 0; i < w; i++) o[i] = 0.0f;
     const int type = s->o.kv_f16 ? DA_QT_F16 : DA_QT_F32, es = s->o.kv_f16 ? 2 : 4;
     const unsigned char *vals = s->o.kv_f16 ? (const unsigned char *)s->vh : (const unsigned char *)s->vf;
+    const size_t d = s->d;
     for (int t = 0, len; !s->o.kv_int8 && t < n; t += len) {
         const size_t row = (size_t)(p0 + t) % T;
         len = n - t < (int)(T - row) ? n - t : (int)(T - row);
-        s->ops->half_axpy(type, vals + (((size_t)l * T + row) * Ckv + col) * es, Ckv * es, len, p + t, w, o);
+        for (size_t j = (size_t)col / d; j < (size_t)(col + w) / d; j++) /* the d-wide blocks of the w columns */
+            s->ops->half_axpy(type, vals + (((size_t)l * (Ckv / d) + j) * T + row) * d * es, d * es, len, p + t,
+                              (int64_t)d, o + (j * d - (size_t)col));
     }
     for (int t = 0; s->o.kv_int8 && t < n; t++) {
         const size_t base = (size_t)l * T + (size_t)(p0 + t) % T - (size_t)t;
