@@ -876,7 +876,8 @@ static void batch_layer(da_session *w, da_session *const *ss, int n, const da_ql
     ffn_block(w, L, l, n);
 }
 
-static void batch_pass(da_session *w, da_session *const *ss, int n, const int *tokens) {
+/* logits: (n, vocab), written by the LM head directly. */
+static void batch_pass(da_session *w, da_session *const *ss, int n, const int *tokens, float *logits) {
     const da_engine *q = w->q;
     const da_config *c = &q->cfg;
     const int C = c->dim;
@@ -884,7 +885,7 @@ static void batch_pass(da_session *w, da_session *const *ss, int n, const int *t
     for (int l = 0; l < c->n_layers; l++) batch_layer(w, ss, n, &q->layers[l], l);
     rmsnorm_rows(w, w->xn, w->x, q->norm, n, C);
     prep_site(w, w->xn, n, C, DA_SITES_PER_LAYER * c->n_layers);
-    qmatmul(w, w->logits, q->output, n, 0);
+    qmatmul(w, logits, q->output, n, 0);
     for (int i = 0; i < n; i++) ss[i]->len++;
 }
 
@@ -895,8 +896,7 @@ da_status da_session_decode_batch(da_session *w, da_session *const *ss, int n, c
     const size_t V = (size_t)w->cfg.vocab_size;
     for (int i = 0; i < n; i += BATCH_MAX) {
         const int m = n - i < BATCH_MAX ? n - i : BATCH_MAX;
-        batch_pass(w, ss + i, m, tokens + i);
-        memcpy(logits + (size_t)i * V, w->logits, (size_t)m * V * sizeof(float));
+        batch_pass(w, ss + i, m, tokens + i, logits + (size_t)i * V);
     }
     return da_ok();
 }
