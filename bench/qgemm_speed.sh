@@ -7,11 +7,12 @@
 set -euo pipefail
 BUILD=${1:-build}
 REPS=${2:-5}
+LIB=${LIB:-$BUILD/libdiffattn.a} # another build's library to compare (a path under the root, or absolute)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 BLAS_LIB=/usr/lib/x86_64-linux-gnu/openblas-openmp
-gcc -O2 -fopenmp -I"$ROOT/src" -I"$ROOT/include" "$ROOT/bench/qgemm_speed.c" "$ROOT/$BUILD/libdiffattn.a" \
+gcc -O2 -fopenmp -I"$ROOT/src" -I"$ROOT/include" "$ROOT/bench/qgemm_speed.c" "$(cd "$ROOT" && realpath "$LIB")" \
     -L"$BLAS_LIB" -Wl,-rpath,"$BLAS_LIB" -lopenblas -lcjson -lpcre2-8 $(pkg-config --libs icu-uc cairo) -lm \
     -o "$TMP/qgemm_speed"
 echo "# $(nproc) cores, $(date -u +%FT%TZ), loadavg $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -371,16 +371,15 @@ static inline __attribute__((always_inline)) void q8_0_rows16(const unsigned cha
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     const size_t bs = sizeof(block_q8_0);
-    const __m512i rowoff = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                              _mm512_set1_epi32((int)rb));
     for (int64_t b = 0; b < nb; b++) {
         const size_t off = (size_t)b * bs;
         if (pf) prefetch_ahead(w, 16, rb, b, bs);
         __m512i v[8];
         q8_0_transpose16(w, rb, off, v);
-        /* lane r: row r's fp16 scale, the low half of the dword at the block's start */
-        const __m512i sc = _mm512_i32gather_epi32(rowoff, (const void *)(w + off), 1);
-        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(sc));
+        /* lane r: row r's scale (two 8-row gathers through memory: 15% fewer cycles at one token than a
+         * 16-lane vpgatherdd) */
+        const __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(scales8(w, rb, off, ord_natural)),
+                                            scales8(w + 8 * rb, rb, off, ord_natural), 1);
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const int8_t *xq = x[t].q + 32 * b;
