@@ -15,7 +15,10 @@
  * With VNNI, Q8_0 takes two blocks per 512-bit vector: one vpdpbusd per row
  * instead of two multiply-adds, and one lane reduction for both blocks, so a
  * decoding batch of a few rows, which this kernel bounds once the weights are
- * read once for all of them, costs about a third less a token.
+ * read once for all of them, costs about a third less a token. Q8_0 at the
+ * VNNI level goes 16 rows at a time instead (q8_0_rows16): each block of the
+ * 16 rows is transposed once, one row per lane, so the tokens' dots need no
+ * reduction across lanes at all; the same bits.
  * Other types, the rows past the last group of 8, and the scalar level take
  * vec_dot per row and token. */
 
