@@ -5,8 +5,11 @@
  * lie within 1e-5 * sum_i |w_i x_i| (the dequantized values) of the scalar
  * dot: float reordering over a row of nb blocks moves a sum by at most about
  * nb * 2^-24 of that magnitude. Shapes have a tail of rows past the last
- * group of 8 and token counts past the kernels' tile of 4. The F16 / BF16
- * kernels are checked against the double dot of the same values. */
+ * group of 8 and token counts past the kernels' tile of 4. Q8_0's kernels
+ * give the same bits on every vector level, and a token's outputs do not
+ * depend on the other tokens of the call (what batched decoding relies on).
+ * The F16 / BF16 / F32 kernels (half_gemm, half_axpy) are checked against
+ * the double dot of the same values. */
 #include <stdint.h>
 #include <time.h>
 
@@ -16,7 +19,7 @@
 #include "ops/ops.h"
 
 /* COLS: 136 blocks of 32, past one span of the prompt kernels' scale table (SCALE_SPAN, qgemm.c) */
-enum { ROWS = 37, COLS = 4352, NTOK = 6 };
+enum { ROWS = 37, COLS = 4352, NTOK = 12 };
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static float frand(void) {
@@ -103,6 +106,59 @@ static int test_qgemm_every_level(void) {
     return fail;
 }
 
+/* Q8_0 over 32 blocks (one span of the prompt kernels' scale table, so that the 8-row kernel's sums run in
+ * block order for any token count): each level with vectors gives the scalar-order kernels' bits, the same for
+ * a token whether it comes alone or with up to NTOK - 1 others, and whichever group of rows takes a row (16,
+ * 8, as the calls' row ranges split them); rows 32..36 are the vec_dot tail, in the level's own order. */
+static int test_q8_0_bits(void) {
+    enum { C = 1024 };
+    const size_t rb = da_qtype_row_bytes(DA_QT_Q8_0, C);
+    unsigned char *w = malloc(ROWS * rb);
+    int8_t *q = malloc(NTOK * C);
+    float *d = malloc(sizeof(float) * NTOK * C / 32), row[C];
+    int32_t *sum = malloc(sizeof(int32_t) * NTOK * C / 32);
+    da_qact x[NTOK];
+    const da_ops *sc = da_ops_of(DA_ISA_SCALAR);
+    for (int r = 0; r < ROWS; r++) {
+        for (int i = 0; i < C; i++) row[i] = frand() * (1 + r % 3);
+        da_quantize_row(DA_QT_Q8_0, w + r * rb, row, C);
+    }
+    for (int t = 0; t < NTOK; t++) {
+        for (int i = 0; i < C; i++) row[i] = frand() * (t + 1);
+        x[t] = (da_qact){C, q + t * C, d + t * C / 32, sum + t * C / 32};
+        sc->quantize_act(&x[t], row, C, DA_ACT_BLOCK, 0);
+    }
+    float first[ROWS * NTOK];
+    int fail = 0, have_first = 0;
+    for (int isa = DA_ISA_AVX2; isa < DA_ISA_N; isa++) {
+        if (!da_isa_supported((da_isa)isa)) continue;
+        const da_ops *op = da_ops_of((da_isa)isa);
+        float alone[NTOK * ROWS], all[NTOK * ROWS];
+        for (int t = 0; t < NTOK; t++) op->qgemm(DA_QT_Q8_0, w, rb, 0, ROWS, C, &x[t], 1, alone + t * ROWS, ROWS, 0);
+        for (int n = 2; n <= NTOK; n++) {
+            op->qgemm(DA_QT_Q8_0, w, rb, 0, 24, C, x, n, all, ROWS, 0); /* rows 16..23: a group of 8 */
+            op->qgemm(DA_QT_Q8_0, w, rb, 24, ROWS, C, x, n, all, ROWS, 0);
+            if (memcmp(all, alone, sizeof(float) * n * ROWS)) {
+                fprintf(stderr, "  %s: %d tokens in one call change a token's outputs\n", da_isa_name(op->isa), n);
+                fail = 1;
+            }
+        }
+        /* the tail rows take vec_dot, whose order is the level's own: compare the kernels' rows */
+        if (have_first) {
+            for (int t = 0; t < NTOK; t++)
+                if (memcmp(first + t * ROWS, alone + t * ROWS, sizeof(float) * 32)) {
+                    fprintf(stderr, "  %s: other bits than the first vector level, token %d\n", da_isa_name(op->isa), t);
+                    fail = 1;
+                }
+        } else {
+            memcpy(first, alone, sizeof first);
+            have_first = 1;
+        }
+    }
+    free(w), free(q), free(d), free(sum);
+    return fail;
+}
+
 /* The engine's integer matmul on a team of 3 threads (dynamic chunks of 8
  * rows), repeated so that steps follow each other while the team spins and
  * after it has fallen asleep. */
@@ -131,13 +187,13 @@ static int test_threaded_qmatmul(void) {
     return fail;
 }
 
-/* F16 and BF16 rows against float activations: each level's half_gemm
+/* F16, BF16 and F32 rows against float activations: each level's half_gemm
  * against the double dot of the same values, within 1e-5 * sum |w x|. */
 static int test_half_gemm_every_level(void) {
-    const int types[] = {DA_QT_F16, DA_QT_BF16};
+    const int types[] = {DA_QT_F16, DA_QT_BF16, DA_QT_F32};
     enum { HC = 200 }; /* a tail past the 8-wide vectors: 200 = 25 * 8, and rows past groups of 4 */
     int fail = 0;
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 3; c++) {
         const size_t rb = da_qtype_row_bytes(types[c], HC);
         unsigned char *w = malloc(ROWS * rb);
         float *wd = malloc(sizeof(float) * ROWS * HC), *x = malloc(sizeof(float) * NTOK * HC), row[HC];
@@ -173,9 +229,54 @@ static int test_half_gemm_every_level(void) {
     return fail;
 }
 
+/* half_axpy, attention's value mix: o += sum_t p[t] * row t for F16, BF16 and F32 rows at a stride wider than
+ * the row (a head's columns of a cache row), 1..ROWS rows (past groups of 4), against the double sum. */
+static int test_half_axpy_every_level(void) {
+    const int types[] = {DA_QT_F16, DA_QT_BF16, DA_QT_F32};
+    enum { HC = 136, STRIDE = 3 * HC }; /* 136 = 17 * 8 */
+    int fail = 0;
+    for (int c = 0; c < 3; c++) {
+        const size_t es = da_qtype_row_bytes(types[c], HC) / HC;
+        unsigned char *w = malloc(ROWS * STRIDE * es);
+        float *wd = malloc(sizeof(float) * ROWS * HC), p[ROWS], row[HC];
+        for (int r = 0; r < ROWS; r++) {
+            for (int i = 0; i < HC; i++) row[i] = frand();
+            da_quantize_row(types[c], w + (size_t)r * STRIDE * es, row, HC);
+            da_dequantize_row(types[c], w + (size_t)r * STRIDE * es, wd + (size_t)r * HC, HC);
+            p[r] = frand();
+        }
+        for (int isa = 0; isa < DA_ISA_N; isa++) {
+            if (!da_isa_supported((da_isa)isa)) continue;
+            for (int n = 1; n <= ROWS; n += 6) {
+                float o[HC];
+                for (int i = 0; i < HC; i++) o[i] = 0.25f;
+                da_ops_of((da_isa)isa)->half_axpy(types[c], w, STRIDE * es, n, p, HC, o);
+                for (int i = 0; i < HC; i++) {
+                    double ref = 0.25, mag = 0.25;
+                    for (int t = 0; t < n; t++) {
+                        ref += (double)p[t] * wd[(size_t)t * HC + i];
+                        mag += fabs((double)p[t] * wd[(size_t)t * HC + i]);
+                    }
+                    if (!(fabs(o[i] - ref) <= 1e-5 * mag)) {
+                        fprintf(stderr, "  %s %s n %d column %d: %.7f vs %.7f\n", da_qtype_name(types[c]),
+                                da_isa_name((da_isa)isa), n, i, o[i], ref);
+                        fail = 1;
+                        break;
+                    }
+                }
+            }
+        }
+        free(w);
+        free(wd);
+    }
+    return fail;
+}
+
 int main(void) {
     RUN(test_qgemm_every_level);
+    RUN(test_q8_0_bits);
     RUN(test_threaded_qmatmul);
     RUN(test_half_gemm_every_level);
+    RUN(test_half_axpy_every_level);
     TH_SUMMARY();
 }

@@ -75,8 +75,10 @@ struct da_session {
     int d, Ckv, kb, nkb, n_threads, maxw;
     int Cao; /* the attention output's width (the output projection's input): dim unless head_dim is set */
     long small_work;  /* multiply-adds below which a step stays on one thread (small_work_for_policy) */
-    float *kf, *vf;   /* f32 cache: (L, slots, Ckv) each */
-    uint16_t *kh, *vh; /* f16 cache: (L, slots, Ckv) each */
+    /* The f32 and f16 caches hold each d-wide column block (a head's keys) of a layer contiguously, so that
+     * a head's attention reads one run of memory, not d values in every Ckv-wide row. */
+    float *kf, *vf;   /* f32 cache: (L, Ckv / d, slots, d) each */
+    uint16_t *kh, *vh; /* f16 cache: (L, Ckv / d, slots, d) each */
     int8_t *k8, *v8;  /* int8 cache: (L, slots, Ckv) each */
     float *ks, *vs;   /* their scales: (L, slots, nkb) */
     float *rope_cos, *rope_sin; /* (max_T, d/2); positions past max_T (a ring) are computed into rope_far */
@@ -436,6 +438,29 @@ static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int a
     }
 }
 
+/* W goes through qmatmul's integer kernels on the team (the path qmatmul_many merges). */
+static int team_integer(const da_session *s, const da_qtensor *W) {
+    return !is_float_type(W->type) && s->o.act <= DA_ACTQ_INT8_STATIC &&
+           (!s->site_xd || (s->ops->qgemm_tiled >> W->type & 1u));
+}
+
+/* out[i] = the prepared site's n rows @ W[i]^T for m matrices of that input: those of the team's integer path
+ * in one team step (one wake-up and join for all, qmatmul's products bit for bit), the others through
+ * one_matmul (qmatmul, or batch_matmul for a batch of sessions). */
+static void qmatmul_many(da_session *s, float *const *out, const da_qtensor *const *W, int m, int n,
+                         void (*one_matmul)(da_session *, float *, const da_qtensor *, int, int)) {
+    const da_qtensor *tw[ATTN_MAX_TENSORS + 2];
+    float *to[ATTN_MAX_TENSORS + 2];
+    int k = 0, cols = 0;
+    for (int i = 0; i < m; i++)
+        if (team_integer(s, W[i])) tw[k] = W[i], to[k++] = out[i], cols = W[i]->cols;
+        else one_matmul(s, out[i], W[i], n, 0);
+    if (!k) return;
+    for (int t = 0; t < n; t++)
+        s->xs[t] = (da_qact){cols, s->aq + (size_t)t * cols, s->ad + (size_t)t * cols / 32, s->asum + (size_t)t * cols / 32};
+    da_engine_qmatmul_many(s->pool, s->ops, k, tw, to, s->xs, n, 0);
+}
+
 static void rmsnorm_rows(const da_session *s, float *out, const float *x, const float *w, int n, int C) {
     for (int t = 0; t < n; t++) s->ops->rmsnorm_row(out + (size_t)t * C, x + (size_t)t * C, w, C, s->cfg.norm_eps);
 }
@@ -458,20 +483,21 @@ static void rope_rows(float *x, const da_session *s, int pos0, int n, int width)
 /* Stores the n new K and V rows of layer l at positions len.. (int8: a scale
  * per kb-wide block, absmax / 127), in their rows of the cache. */
 static void kv_store(da_session *s, int l, int n) {
-    const size_t T = s->slots, Ckv = s->Ckv;
+    const size_t T = s->slots, Ckv = s->Ckv, hd = s->d;
     for (int t = 0; t < n; t++) {
         const size_t row = (size_t)l * T + (size_t)(s->len + t) % T;
         const float *k = s->proj[s->view_k] + (size_t)t * Ckv, *v = s->proj[s->view_v] + (size_t)t * Ckv;
-        if (s->o.kv_f16) {
-            s->ops->half_from_f32(k, (int64_t)Ckv, s->kh + row * Ckv);
-            s->ops->half_from_f32(v, (int64_t)Ckv, s->vh + row * Ckv);
-            continue;
+        for (size_t j = 0; !s->o.kv_int8 && j < Ckv / hd; j++) { /* block j of position p: ((l Ckv/d + j) T + p) d */
+            const size_t at = (((size_t)l * (Ckv / hd) + j) * T + (s->len + t) % T) * hd;
+            if (s->o.kv_f16) {
+                s->ops->half_from_f32(k + j * hd, (int64_t)hd, s->kh + at);
+                s->ops->half_from_f32(v + j * hd, (int64_t)hd, s->vh + at);
+            } else {
+                memcpy(s->kf + at, k + j * hd, hd * sizeof(float));
+                memcpy(s->vf + at, v + j * hd, hd * sizeof(float));
+            }
         }
-        if (!s->o.kv_int8) {
-            memcpy(s->kf + row * Ckv, k, Ckv * sizeof(float));
-            memcpy(s->vf + row * Ckv, v, Ckv * sizeof(float));
-            continue;
-        }
+        if (!s->o.kv_int8) continue;
         for (int b = 0; b < s->nkb; b++)
             for (int which = 0; which < 2; which++) {
                 const float *src = (which ? v : k) + (size_t)b * s->kb;
@@ -493,28 +519,26 @@ static void scores(const da_session *s, float *a, const float *Q, int l, int col
     const size_t T = s->slots, Ckv = s->Ckv;
     const int d = s->d, kb = s->kb;
     float mx = -INFINITY;
-    for (int t = 0, len; s->o.kv_f16 && t < n; t += len) { /* runs of consecutive cache rows (a ring wraps once) */
+    /* f16 and f32 caches: the level's vector kernels over runs of consecutive cache rows (a ring wraps once) */
+    const int type = s->o.kv_f16 ? DA_QT_F16 : DA_QT_F32, es = s->o.kv_f16 ? 2 : 4;
+    const unsigned char *keys = s->o.kv_f16 ? (const unsigned char *)s->kh : (const unsigned char *)s->kf;
+    for (int t = 0, len; !s->o.kv_int8 && t < n; t += len) {
         const size_t row = (size_t)(p0 + t) % T;
         len = n - t < (int)(T - row) ? n - t : (int)(T - row);
-        const uint16_t *kr = s->kh + ((size_t)l * T + row) * Ckv + col;
-        s->ops->half_gemm(DA_QT_F16, (const unsigned char *)kr, Ckv * sizeof(uint16_t), 0, len, d, Q, d, 1, a + t,
-                          len, 0);
+        const unsigned char *kr = keys + ((((size_t)l * (Ckv / d) + (size_t)col / d) * T + row) * d) * es;
+        s->ops->half_gemm(type, kr, (size_t)d * es, 0, len, d, Q, d, 1, a + t, len, 0);
         for (int i = t; i < t + len; i++) a[i] *= scale;
     }
-    for (int t = 0; !s->o.kv_f16 && t < n; t++) {
+    for (int t = 0; s->o.kv_int8 && t < n; t++) {
         const size_t base = (size_t)l * T + (size_t)(p0 + t) % T - (size_t)t; /* base + t: the row of position p0 + t */
         float dot = 0.0f;
-        if (!s->o.kv_int8) {
-            dot = fdot(Q, s->kf + (base + t) * Ckv + col, d);
-        } else {
-            const int8_t *kr = s->k8 + (base + t) * Ckv + col;
-            const float *sc = s->ks + (base + t) * s->nkb + col / kb;
-            for (int b = 0; b < d / kb; b++) {
-                float acc = 0.0f;
+        const int8_t *kr = s->k8 + (base + t) * Ckv + col;
+        const float *sc = s->ks + (base + t) * s->nkb + col / kb;
+        for (int b = 0; b < d / kb; b++) {
+            float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
-                for (int i = 0; i < kb; i++) acc += Q[b * kb + i] * (float)kr[b * kb + i];
-                dot += sc[b] * acc;
-            }
+            for (int i = 0; i < kb; i++) acc += Q[b * kb + i] * (float)kr[b * kb + i];
+            dot += sc[b] * acc;
         }
         a[t] = scale * dot;
     }
@@ -533,27 +557,24 @@ static void scores(const da_session *s, float *a, const float *Q, int l, int col
 static void mix_values(const da_session *s, float *o, const float *p, int l, int col, int p0, int n, int w) {
     const size_t T = s->slots, Ckv = s->Ckv;
     for (int i = 0; i < w; i++) o[i] = 0.0f;
-    for (int t = 0, len; s->o.kv_f16 && t < n; t += len) {
+    const int type = s->o.kv_f16 ? DA_QT_F16 : DA_QT_F32, es = s->o.kv_f16 ? 2 : 4;
+    const unsigned char *vals = s->o.kv_f16 ? (const unsigned char *)s->vh : (const unsigned char *)s->vf;
+    const size_t d = s->d;
+    for (int t = 0, len; !s->o.kv_int8 && t < n; t += len) {
         const size_t row = (size_t)(p0 + t) % T;
         len = n - t < (int)(T - row) ? n - t : (int)(T - row);
-        const uint16_t *vr = s->vh + ((size_t)l * T + row) * Ckv + col;
-        s->ops->half_axpy(DA_QT_F16, (const unsigned char *)vr, Ckv * sizeof(uint16_t), len, p + t, w, o);
+        for (size_t j = (size_t)col / d; j < (size_t)(col + w) / d; j++) /* the d-wide blocks of the w columns */
+            s->ops->half_axpy(type, vals + (((size_t)l * (Ckv / d) + j) * T + row) * d * es, d * es, len, p + t,
+                              (int64_t)d, o + (j * d - (size_t)col));
     }
-    for (int t = 0; !s->o.kv_f16 && t < n; t++) {
+    for (int t = 0; s->o.kv_int8 && t < n; t++) {
         const size_t base = (size_t)l * T + (size_t)(p0 + t) % T - (size_t)t;
-        if (!s->o.kv_int8) {
-            const float *vr = s->vf + (base + t) * Ckv + col;
-            const float pt = p[t];
+        const int8_t *vr = s->v8 + (base + t) * Ckv + col;
+        const float *sc = s->vs + (base + t) * s->nkb + col / s->kb;
+        for (int b = 0; b < w / s->kb; b++) {
+            const float ps = p[t] * sc[b];
 #pragma omp simd
-            for (int i = 0; i < w; i++) o[i] += pt * vr[i];
-        } else {
-            const int8_t *vr = s->v8 + (base + t) * Ckv + col;
-            const float *sc = s->vs + (base + t) * s->nkb + col / s->kb;
-            for (int b = 0; b < w / s->kb; b++) {
-                const float ps = p[t] * sc[b];
-#pragma omp simd
-                for (int i = 0; i < s->kb; i++) o[b * s->kb + i] += ps * (float)vr[b * s->kb + i];
-            }
+            for (int i = 0; i < s->kb; i++) o[b * s->kb + i] += ps * (float)vr[b * s->kb + i];
         }
     }
 }
@@ -657,10 +678,20 @@ static void attend_own_cache(da_session *s, const da_qlayer *L, int l, int n) {
     }
 }
 
+/* proj_j = xn W_j^T for the layer's ATTN_IN tensors (q, k, v, ... of one input: one team step). */
+static void attn_in_matmuls(da_session *s, const da_qlayer *L, int n,
+                            void (*one_matmul)(da_session *, float *, const da_qtensor *, int, int)) {
+    const da_qtensor *W[ATTN_MAX_TENSORS];
+    float *out[ATTN_MAX_TENSORS];
+    int m = 0;
+    for (int j = 0; j < s->n_attn; j++)
+        if (s->spec[j].role == ATTN_IN) W[m] = L->attn[j], out[m++] = s->proj[j];
+    qmatmul_many(s, out, W, m, n, one_matmul);
+}
+
 /* proj_j = act_j(RoPE_j(xn W_j^T)) for the layer's ATTN_IN tensors, n new tokens. */
 static void attn_inputs(da_session *s, const da_qlayer *L, int n) {
-    for (int j = 0; j < s->n_attn; j++)
-        if (s->spec[j].role == ATTN_IN) qmatmul(s, s->proj[j], L->attn[j], n, 0);
+    attn_in_matmuls(s, L, n, qmatmul);
     for (int j = 0; j < s->n_attn; j++) {
         const size_t m = (size_t)n * s->spec[j].rows;
         float *p = s->proj[j];
@@ -695,8 +726,9 @@ static void ffn_block(da_session *s, const da_qlayer *L, int l, int n) {
     const int C = c->dim, F = c->ffn_hidden, site = DA_SITES_PER_LAYER * l;
     rmsnorm_rows(s, s->xn, s->x, L->ffn_norm, n, C);
     prep_site(s, s->xn, n, C, site + DA_SITE_FFN_IN);
-    qmatmul(s, s->h1, L->w1, n, 0);
-    qmatmul(s, s->h3, L->w3, n, 0);
+    const da_qtensor *W[2] = {L->w1, L->w3};
+    float *out[2] = {s->h1, s->h3};
+    qmatmul_many(s, out, W, 2, n, qmatmul);
 #pragma omp parallel for schedule(static) if ((long)n * F > s->small_work / 64)
     for (size_t i = 0; i < (size_t)n * F; i++) {
         const float h = s->h1[i];
@@ -831,8 +863,7 @@ static void batch_layer(da_session *w, da_session *const *ss, int n, const da_ql
     const int C = c->dim, site = DA_SITES_PER_LAYER * l;
     rmsnorm_rows(w, w->xn, w->x, L->attention_norm, n, C);
     prep_site(w, w->xn, n, C, site + DA_SITE_ATTN_IN);
-    for (int j = 0; j < w->n_attn; j++)
-        if (w->spec[j].role == ATTN_IN) batch_matmul(w, w->proj[j], L->attn[j], n, 0);
+    attn_in_matmuls(w, L, n, batch_matmul);
     for (int j = 0; j < w->n_attn; j++)
         if (w->spec[j].act == ATTN_ACT_SIGMOID) {
             float *p = w->proj[j];
@@ -845,7 +876,8 @@ static void batch_layer(da_session *w, da_session *const *ss, int n, const da_ql
     ffn_block(w, L, l, n);
 }
 
-static void batch_pass(da_session *w, da_session *const *ss, int n, const int *tokens) {
+/* logits: (n, vocab), written by the LM head directly. */
+static void batch_pass(da_session *w, da_session *const *ss, int n, const int *tokens, float *logits) {
     const da_engine *q = w->q;
     const da_config *c = &q->cfg;
     const int C = c->dim;
@@ -853,7 +885,7 @@ static void batch_pass(da_session *w, da_session *const *ss, int n, const int *t
     for (int l = 0; l < c->n_layers; l++) batch_layer(w, ss, n, &q->layers[l], l);
     rmsnorm_rows(w, w->xn, w->x, q->norm, n, C);
     prep_site(w, w->xn, n, C, DA_SITES_PER_LAYER * c->n_layers);
-    qmatmul(w, w->logits, q->output, n, 0);
+    qmatmul(w, logits, q->output, n, 0);
     for (int i = 0; i < n; i++) ss[i]->len++;
 }
 
@@ -864,8 +896,7 @@ da_status da_session_decode_batch(da_session *w, da_session *const *ss, int n, c
     const size_t V = (size_t)w->cfg.vocab_size;
     for (int i = 0; i < n; i += BATCH_MAX) {
         const int m = n - i < BATCH_MAX ? n - i : BATCH_MAX;
-        batch_pass(w, ss + i, m, tokens + i);
-        memcpy(logits + (size_t)i * V, w->logits, (size_t)m * V * sizeof(float));
+        batch_pass(w, ss + i, m, tokens + i, logits + (size_t)i * V);
     }
     return da_ok();
 }

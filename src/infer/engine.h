@@ -110,6 +110,9 @@ da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c);
  * caller alone), with ops's kernels. */
 void da_engine_qmatmul_int(da_pool *pool, const da_ops *ops, const da_qtensor *W, const da_qact *x, int n, float *out,
                            int accumulate);
+/* The same for m matrices of one input x in one team step: out[i]: (n, W[i]->rows) (+)= x . rows of W[i]. */
+void da_engine_qmatmul_many(da_pool *pool, const da_ops *ops, int m, const da_qtensor *const *W, float *const *out,
+                            const da_qact *x, int n, int accumulate);
 /* The same for F16 or BF16 weights and float activations x: (n, W->cols). */
 void da_engine_matmul_half(da_pool *pool, const da_ops *ops, const da_qtensor *W, const float *x, int n, float *out,
                            int accumulate);

@@ -88,11 +88,11 @@ typedef struct {
     unsigned qgemm_tiled; /* bit t set: qgemm has a many-row kernel for type t (else it loops over vec_dot) */
     void (*qgemm)(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols, const da_qact *x,
                   int n, float *out, long ldo, int accumulate);
-    /* The same for F16 or BF16 rows and float activations x: (n, ldx); float sums in the level's order. */
+    /* The same for F16, BF16 or F32 rows and float activations x: (n, ldx); float sums in the level's order. */
     void (*half_gemm)(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols,
                       const float *x, long ldx, int n, float *out, long ldo, int accumulate);
-    /* o: (cols) += sum over t < n of p[t] * F16 or BF16 row t (at w + t * row_bytes): attention's value mix
-     * over a 16-bit KV cache (qgemm.c). */
+    /* o: (cols) += sum over t < n of p[t] * F16, BF16 or F32 row t (at w + t * row_bytes): attention's value
+     * mix over a KV cache (qgemm.c). */
     void (*half_axpy)(int type, const unsigned char *w, size_t row_bytes, int n, const float *p, int64_t cols,
                       float *o);
     /* dst: (n) F16 = x: (n), rounded to nearest even. */

@@ -135,10 +135,14 @@ static void take_token(srv *S, srv_slot *sl, const float *logits) {
         j->lp[pos] = S->lsm[tok];
         srv_top(S->lsm, S->V, j->top_n, j->top_id + (size_t)pos * j->top_n, j->top_lp + (size_t)pos * j->top_n);
     }
-    uint8_t *bytes = NULL;
-    size_t nb = 0, cap = 0;
-    if (S->tok) da_tokenizer_decode(S->tok, &tok, 1, &bytes, &nb, &cap);
-    else if (tok < 256) bytes = malloc(1), nb = bytes ? (bytes[0] = (uint8_t)tok, 1) : 0;
+    size_t nb = 0;
+    if (S->tok) {
+        if (da_tokenizer_decode(S->tok, &tok, 1, &S->text, &nb, &S->text_cap).code) nb = 0;
+    } else if (tok < 256) {
+        if (!S->text_cap && (S->text = malloc(16))) S->text_cap = 16;
+        nb = S->text_cap ? (S->text[0] = (uint8_t)tok, 1) : 0;
+    }
+    const uint8_t *bytes = S->text;
     pthread_mutex_lock(&S->mu);
     S->tokens_out++;
     if (is_eos(S, tok) && !j->ignore_eos) {
@@ -153,7 +157,6 @@ static void take_token(srv *S, srv_slot *sl, const float *logits) {
         else pthread_cond_broadcast(&S->out_cv);
     }
     pthread_mutex_unlock(&S->mu);
-    free(bytes);
     sl->last = tok;
 }
 

@@ -152,6 +152,7 @@ static void release(srv *S) {
     free(S->logits);
     free(S->scratch);
     free(S->lsm);
+    free(S->text);
     da_tokenizer_free(S->tok_owned);
     da_engine_free(S->e);
     pthread_mutex_destroy(&S->mu);

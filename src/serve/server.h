@@ -63,6 +63,8 @@ typedef struct {
     srv_slot *slots;
     da_session *work;
     float *logits, *scratch, *lsm; /* (parallel, V), (2V), (V) */
+    uint8_t *text;                 /* one sampled token's bytes (text_cap of them): no allocation a token */
+    size_t text_cap;
     /* shared, under mu */
     pthread_mutex_t mu;
     pthread_cond_t work_cv, out_cv;
