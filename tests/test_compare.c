@@ -203,6 +203,14 @@ static int test_parse_archs(void) {
     CHECK(strstr(da_compare_parse_archs(&c, "gpt").msg, "diff, softmax, diff2, nsa"));
     CHECK(da_compare_parse_archs(&c, "").code);
     CHECK(!da_compare_parse_archs(&c, "nsa,diff,diff2,softmax").code && c.n_archs == 4 && c.archs[0] == DA_ARCH_NSA);
+    /* plain compare reads the columns of compare --task: swa needs its window, options make a column */
+    CHECK(strstr(da_compare_parse_archs(&c, "diff,swa").msg, "--swa-window"));
+    CHECK(c.n_archs == 4 && c.archs[0] == DA_ARCH_NSA);
+    c.swa_window = 32;
+    CHECK(!da_compare_parse_archs(&c, "softmax,swa,diff:head-norm=off").code && c.n_archs == 3 &&
+          c.archs[1] == DA_ARCH_SOFTMAX && c.windows[1] == 32 && c.windows[0] == 0 && c.archs[2] == DA_ARCH_DIFF &&
+          !strcmp(c.columns[2], "diff:head-norm=off") && !c.columns[0][0]);
+    CHECK(strstr(da_compare_parse_archs(&c, "swa,swa").msg, "twice"));
     /* compare --task: the four-way comparison and swa, five columns */
     da_task_compare_config t;
     da_task_compare_config_default(&t);
@@ -320,7 +328,7 @@ static int test_compare_task_icl(void) {
     c.study.out_dir = dir, c.steps = 4, c.eval_every = 2, c.eval_seqs = 8, c.dim = 16, c.layers = 1, c.heads = 1;
     c.batch = 4, c.seeds = 2, c.study.quiet = 1, c.perms = 3, c.perm_episodes = 5;
     c.task.demos = 4, c.task.symbols = 6, c.task.classes = 3, c.task.vocab = 12;
-    CHECK(!da_arch_list_parse("softmax,diff", c.archs, &c.n_archs).code);
+    CHECK(!da_task_parse_archs(&c, "softmax,diff").code);
     da_status st = da_task_compare(&c);
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
     char p[160];

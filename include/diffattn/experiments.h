@@ -29,7 +29,12 @@ typedef struct {
     /* trained and evaluated side by side, in this order (default: da_arch_compare_defaults); each
      * gets a verdict against the baseline when the baseline is among them */
     da_arch archs[DA_COMPARE_MAX_ARCHS];
+    int windows[DA_COMPARE_MAX_ARCHS]; /* > 0: that arch with a sliding window of this many keys ("swa") */
+    /* a column with model options: its --archs token ("diff:head-norm=off"), its run folder's and report's
+     * name; "" for a plain architecture */
+    char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
     int n_archs;
+    int swa_window; /* the window of "swa" in --archs */
     long steps;
     double budget_minutes; /* > 0: steps chosen so the whole job fits (overrides steps) */
     int dim, layers, heads, seq, batch;
@@ -47,11 +52,9 @@ typedef struct {
 } da_compare_config;
 
 void da_compare_config_default(da_compare_config *c);
-/* A comma-separated list of architecture names (da_arch_name's) into
- * archs, in the order given, each at most once, at most
- * DA_COMPARE_MAX_ARCHS: the --archs of every comparison. */
-da_status da_arch_list_parse(const char *list, da_arch *archs, int *n_archs);
-/* da_arch_list_parse into c->archs. */
+/* --archs into c->archs, c->windows and c->columns, as da_task_parse_archs
+ * reads it (every da_arch_name, swa with c->swa_window set first, and
+ * "arch:flag=value[:...]" columns). */
 da_status da_compare_parse_archs(da_compare_config *c, const char *list);
 /* Writes the built-in training mix (filler text with needle sentences, each
  * document ending in a question and its answer) of about `bytes` bytes. */

@@ -187,8 +187,8 @@ static int cmd_compare_text(int argc, char **argv, const char *task) {
     float budget = 0;
     char def_archs[128], all[128], archs_help[256];
     da_arch_names_default(def_archs, sizeof def_archs, ",");
-    snprintf(archs_help, sizeof archs_help, "comma-separated architectures trained side by side: %s",
-             da_arch_names_all(all, sizeof all, ", "));
+    snprintf(archs_help, sizeof archs_help, "comma-separated architectures trained side by side: %s, swa, or "
+             "arch:flag=value columns", da_arch_names_all(all, sizeof all, ", "));
     const char *contexts = "auto", *archs = def_archs;
     cli_opt opts[] = {
         {"task", OPT_STR, &task, "mqar | noisy-recall | icl (synthetic tasks: see compare --task mqar --help) | needle (the "
@@ -204,6 +204,7 @@ static int cmd_compare_text(int argc, char **argv, const char *task) {
         {"layers", OPT_INT, &c.layers, "blocks", 0},
         {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
         {"archs", OPT_STR, &archs, archs_help, 0},
+        {"swa-window", OPT_INT, &c.swa_window, "swa: softmax attention over the last W keys only", 0},
         {"seq", OPT_INT, &c.seq, "training context length", 0},
         {"batch", OPT_INT, &c.batch, "sequences per step", 0},
         {"needles", OPT_INT, &c.needles, "needle sentences per evaluation prompt (1..16)", 0},

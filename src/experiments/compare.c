@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "data/text_data.h"
+#include "experiments/arch_column.h"
 #include "experiments/compare.h"
 #include "train/eval_loss.h"
 #include "eval/needle.h"
@@ -37,30 +38,16 @@ void da_compare_config_default(da_compare_config *c) {
 }
 _Static_assert(DA_ARCH_N <= DA_COMPARE_MAX_ARCHS, "da_arch_compare_defaults may fill every architecture");
 
-da_status da_arch_list_parse(const char *list, da_arch *out, int *n_archs) {
-    da_arch archs[DA_COMPARE_MAX_ARCHS]; /* out is left as it was on an error */
-    int n = 0;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        da_arch a;
-        char names[128];
-        if (da_arch_parse(tok, &a))
-            return da_errorf("--archs: \"%s\" is not an architecture (%s)", tok, da_arch_names_all(names, sizeof names, ", "));
-        for (int i = 0; i < n; i++)
-            if (archs[i] == a) return da_errorf("--archs: %s is listed twice", tok);
-        if (n == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
-        archs[n++] = a;
-    }
-    char names[128];
-    if (!n) return da_errorf("--archs: empty list (expected e.g. %s)", da_arch_names_default(names, sizeof names, ","));
-    memcpy(out, archs, (size_t)n * sizeof *archs);
-    *n_archs = n;
-    return da_ok();
+da_status da_compare_parse_archs(da_compare_config *c, const char *list) {
+    return da_arch_columns_parse(list, c->swa_window, c->archs, c->windows, c->columns, &c->n_archs);
 }
 
-da_status da_compare_parse_archs(da_compare_config *c, const char *list) {
-    return da_arch_list_parse(list, c->archs, &c->n_archs);
+/* Slot a's run-folder and JSON name, and its report label. */
+static const char *slot_name(const da_compare_config *c, int a) {
+    return da_arch_column_name(c->archs[a], c->windows[a], c->columns[a]);
+}
+static const char *slot_label(const da_compare_config *c, int a) {
+    return da_arch_column_label(c->archs[a], c->windows[a], c->columns[a]);
 }
 
 /* The name an architecture goes by in reports and figures. */
@@ -168,16 +155,18 @@ static void on_log(void *ctx, const da_train_log *g) {
 }
 
 /* Equal parameters: c->heads counts DIFF heads. */
-static da_status arch_config(const da_compare_config *c, da_arch arch, da_config *cfg) {
+static da_status arch_config(const da_compare_config *c, int a, da_config *cfg) {
     da_config_default(cfg);
-    cfg->arch = arch;
+    cfg->arch = c->archs[a];
+    cfg->window = c->windows[a];
     cfg->dim = c->dim;
     cfg->n_layers = c->layers;
     cfg->n_heads = c->heads;
     cfg->n_kv_heads = 0;
     cfg->ffn_hidden = 0;
     cfg->max_seq_len = c->seq;
-    return da_config_from_diff_heads(cfg);
+    da_status st = c->columns[a][0] ? da_arch_column_apply(c->columns[a], cfg) : da_ok();
+    return st.code ? st : da_config_from_diff_heads(cfg);
 }
 
 /* Validation windows of the evaluation: flash-kernel loss, and each of the
@@ -263,12 +252,13 @@ static double run_elapsed(const char *dir) {
     return done + last;
 }
 
-static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t seed, int first_seed, const char *data,
+static da_status run_arch(const da_compare_config *c, int a, uint64_t seed, int first_seed, const char *data,
                           const da_needle_config *nc, arch_result *r) {
     char dir[4096], model_path[4200];
-    snprintf(dir, sizeof dir, "%s/%s_seed%llu", c->out_dir, da_arch_name(arch), (unsigned long long)seed);
+    const char *name = slot_name(c, a);
+    snprintf(dir, sizeof dir, "%s/%s_seed%llu", c->out_dir, name, (unsigned long long)seed);
     da_config cfg;
-    da_status st = arch_config(c, arch, &cfg);
+    da_status st = arch_config(c, a, &cfg);
     if (st.code) return st;
     da_train_config tc;
     da_train_config_default(&tc);
@@ -295,10 +285,10 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     }
     if (done >= c->steps) {
         if (!c->quiet) fprintf(stderr, "compare: %s (seed %llu) already trained for %ld steps: kept\n",
-                               da_arch_name(arch), (unsigned long long)seed, c->steps);
+                               name, (unsigned long long)seed, c->steps);
     } else {
         if (!c->quiet)
-            fprintf(stderr, "compare: training %s (seed %llu) for %ld steps%s\n", da_arch_name(arch),
+            fprintf(stderr, "compare: training %s (seed %llu) for %ld steps%s\n", name,
                     (unsigned long long)seed, c->steps, done >= 0 ? ", resumed from its checkpoint" : "");
         da_train_hooks hooks = {.on_log = c->quiet ? NULL : on_log, .stop = c->stop};
         st = da_train(&cfg, &tc, data, dir, done >= 0 ? DA_RUN_RESUME : c->force ? DA_RUN_OVERWRITE : DA_RUN_NEW,
@@ -307,7 +297,7 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
             /* da_train's message names its own --resume; this job continues with compare's */
             da_status e = da_errorf("interrupted while training %s (seed %llu); the checkpoint is saved: run "
                                     "the same compare command with --resume to continue",
-                                    da_arch_name(arch), (unsigned long long)seed);
+                                    name, (unsigned long long)seed);
             e.code = DA_INTERRUPTED;
             return e;
         }
@@ -346,7 +336,7 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
     if (!c->quiet) fprintf(stderr, "compare: timing a training step and a probe evaluation per architecture\n");
     for (int a = 0; a < c->n_archs; a++) {
         da_config cfg;
-        da_status st = arch_config(c, c->archs[a], &cfg);
+        da_status st = arch_config(c, a, &cfg);
         if (st.code) return st;
         da_bench_result b;
         const da_exec x = da_exec_default();
@@ -413,7 +403,7 @@ static da_status loss_figure(const da_compare_config *c, const char *const *grou
     da_series ls[2 * NA];
     for (int a = 0; a < na; a++) {
         char dir[4200];
-        snprintf(dir, sizeof dir, "%s/%s_seed1337", c->out_dir, da_arch_name(c->archs[a]));
+        snprintf(dir, sizeof dir, "%s/%s_seed1337", c->out_dir, slot_name(c, a));
         const int n = read_curves(dir, step[a], tr[a], va[a], CAP);
         snprintf(names[a], sizeof names[a], "%s train", groups[a]);
         snprintf(names[na + a], sizeof names[na + a], "%s validation", groups[a]);
@@ -429,7 +419,7 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
     da_status st;
     const int na = c->n_archs;
     const char *groups[NA];
-    for (int a = 0; a < na; a++) groups[a] = da_compare_arch_label(c->archs[a]);
+    for (int a = 0; a < na; a++) groups[a] = slot_label(c, a);
     if ((st = loss_figure(c, groups)).code) return st;
     /* needle accuracy by depth (mean over contexts) and by context (mean over depths), mean over seeds */
     char labels[DA_NEEDLE_MAX_DEPTHS][16];
@@ -513,7 +503,7 @@ static da_status figures(const da_compare_config *c, const da_needle_config *nc,
 /* The slot of softmax among c->archs, or -1: each DIFF variant is judged against it. */
 static int baseline_slot(const da_compare_config *c) {
     for (int a = 0; a < c->n_archs; a++)
-        if (c->archs[a] == da_arch_baseline()) return a;
+        if (c->archs[a] == da_arch_baseline() && !c->windows[a] && !c->columns[a][0]) return a;
     return -1;
 }
 
@@ -529,7 +519,7 @@ static void write_json(FILE *fp, const da_compare_config *c, const char *data, c
     for (int j = 0; j < nc->n_depths; j++) fprintf(fp, "%s%d", j ? "," : "", nc->depths[j]);
     fprintf(fp, "]},\"archs\":{");
     for (int a = 0; a < c->n_archs; a++) {
-        fprintf(fp, "%s\"%s\":[", a ? "," : "", da_arch_name(c->archs[a]));
+        fprintf(fp, "%s\"%s\":[", a ? "," : "", slot_name(c, a));
         for (int s = 0; s < c->seeds; s++) {
             const arch_result *r = &res[a][s];
             fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_seconds\":%.1f,\"eval_seconds\":%.1f,"
@@ -569,7 +559,7 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                      arch_result res[NA][16]) {
     const int na = c->n_archs, base = baseline_slot(c);
     fprintf(fp, "# ");
-    for (int a = 0; a < na; a++) fprintf(fp, "%s%s", a ? (a + 1 < na ? ", " : " and ") : "", da_compare_arch_label(c->archs[a]));
+    for (int a = 0; a < na; a++) fprintf(fp, "%s%s", a ? (a + 1 < na ? ", " : " and ") : "", slot_label(c, a));
     fprintf(fp, " side by side\n\nEqual tokens, data and seed: dim %d, %d layers, %d DIFF heads (the others have "
                 "their own heads at that size: %d for the baseline, of half the size), %ld steps of %d x %d tokens, "
                 "%d seed(s). Data: %s. DIFF and the baseline have equal parameters; ",
@@ -577,13 +567,14 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
             c->seeds, data);
     for (int a = 0; a < na; a++) {
         const da_arch_info in = da_arch_describe(c->archs[a]);
-        if (in.extra_params_note[0]) fprintf(fp, "%s adds %s; ", in.label, in.extra_params_note);
+        if (in.extra_params_note[0] && !c->windows[a]) fprintf(fp, "%s adds %s; ", in.label, in.extra_params_note);
+        if (c->windows[a]) fprintf(fp, "SWA is the baseline attending to its last %d keys only; ", c->windows[a]);
     }
     fprintf(fp, "see the parameters row.\n\n");
     fprintf(fp, "| metric |");
-    for (int a = 0; a < na; a++) fprintf(fp, " %s |", da_compare_arch_label(c->archs[a]));
+    for (int a = 0; a < na; a++) fprintf(fp, " %s |", slot_label(c, a));
     for (int a = 0; a < na && base >= 0; a++)
-        if (a != base) fprintf(fp, " %s vs softmax |", da_compare_arch_label(c->archs[a]));
+        if (a != base) fprintf(fp, " %s vs softmax |", slot_label(c, a));
     fprintf(fp, " paper (DIFF / Transformer) |\n|---|");
     for (int a = 0; a < na + (base >= 0 ? na - 1 : 0) + 1; a++) fprintf(fp, "---|");
     fprintf(fp, "\n");
@@ -607,7 +598,7 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                 continue;                                                                                       \
             }                                                                                                   \
             char vd[64];                                                                                        \
-            da_verdict_spread(vd, sizeof vd, da_compare_arch_label(c->archs[a]), c->seeds, mean[a], sd[a], mean[base], sd[base],       \
+            da_verdict_spread(vd, sizeof vd, slot_label(c, a), c->seeds, mean[a], sd[a], mean[base], sd[base],       \
                     0.5 * pow(10, -atoi(strchr(fmt, '.') + 1)));                                                \
             fprintf(fp, " %s |", vd);                                                                           \
         }                                                                                                       \
@@ -657,9 +648,9 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
 }
 
 /* A new compare does not replace one silently. */
-static da_status refuse_existing_compare(const char *out_dir, da_arch first) {
-    char run[64];
-    snprintf(run, sizeof run, "%s_seed1337/train_state.safetensors", da_arch_name(first));
+static da_status refuse_existing_compare(const char *out_dir, const char *first) {
+    char run[128];
+    snprintf(run, sizeof run, "%s_seed1337/train_state.safetensors", first);
     const char *const files[] = {"report.json", run};
     return da_refuse_existing(out_dir, "compare", files, 2);
 }
@@ -702,7 +693,7 @@ static da_status compare_locked(const da_compare_config *cfg, int *lock_fd) {
     da_status st = da_make_dirs(c->out_dir);
     if (st.code) return st;
     if ((st = da_run_lock(c->out_dir, lock_fd)).code) return st;
-    if (!c->resume && !c->force && (st = refuse_existing_compare(c->out_dir, c->archs[0])).code) return st;
+    if (!c->resume && !c->force && (st = refuse_existing_compare(c->out_dir, slot_name(c, 0))).code) return st;
     char mix[4200];
     const char *data = c->data;
     if (!data) {
@@ -714,7 +705,7 @@ static da_status compare_locked(const da_compare_config *cfg, int *lock_fd) {
     da_train_config_default(&tc_default);
     /* --resume: the steps are the first run's (a budget is not timed again) */
     char first[4200];
-    snprintf(first, sizeof first, "%s/%s_seed1337", c->out_dir, da_arch_name(c->archs[0]));
+    snprintf(first, sizeof first, "%s/%s_seed1337", c->out_dir, slot_name(c, 0));
     da_config first_cfg;
     da_train_config first_tc;
     long first_done;
@@ -734,11 +725,11 @@ static da_status compare_locked(const da_compare_config *cfg, int *lock_fd) {
     if (!res) return da_errorf("out of memory for the results");
     for (int s = 0; s < c->seeds && !st.code; s++)
         for (int a = 0; a < c->n_archs && !st.code; a++) {
-            st = run_arch(c, c->archs[a], 1337 + (uint64_t)s, s == 0, data, &nc, &res[a][s]);
+            st = run_arch(c, a, 1337 + (uint64_t)s, s == 0, data, &nc, &res[a][s]);
             if (!st.code && c->stop && *c->stop) {
                 st = da_errorf("interrupted after evaluating %s (seed %d): run the same compare command with "
                                "--resume to continue (trained runs are kept; evaluations run again)",
-                               da_arch_name(c->archs[a]), 1337 + s);
+                               slot_name(c, a), 1337 + s);
                 st.code = DA_INTERRUPTED;
             }
         }

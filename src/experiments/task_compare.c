@@ -19,40 +19,7 @@
 static const int QBITS[TASK_N_QBITS] = TASK_QBITS;
 
 da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", list);
-    da_arch archs[DA_COMPARE_MAX_ARCHS];
-    int windows[DA_COMPARE_MAX_ARCHS], n = 0;
-    char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX], names[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        const int swa = !strcmp(tok, "swa");
-        da_arch a = da_arch_baseline(); /* swa: the baseline with a window */
-        int options = 0;
-        if (!swa && strlen(tok) >= DA_COLUMN_NAME_MAX)
-            return da_errorf("--archs: \"%s\" is longer than %d characters", tok, DA_COLUMN_NAME_MAX - 1);
-        if (!swa) {
-            da_status st = da_arch_column_parse(tok, &a, &options);
-            char all[128];
-            if (st.code)
-                return da_errorf("%s (columns: %s, swa, or arch:flag=value with flags %s)", st.msg,
-                                 da_arch_names_all(all, sizeof all, ", "), ARCH_COLUMN_OPTIONS);
-        }
-        if (swa && c->swa_window < 1)
-            return da_errorf("--archs: swa (softmax with a sliding window) needs --swa-window W (W >= 1)");
-        if (n == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
-        snprintf(columns[n], sizeof columns[n], "%s", options ? tok : "");
-        snprintf(names[n], sizeof names[n], "%s", swa ? "swa" : options ? tok : da_arch_name(a));
-        for (int i = 0; i < n; i++)
-            if (!strcmp(names[i], names[n])) return da_errorf("--archs: %s is listed twice", tok);
-        archs[n] = a, windows[n++] = swa ? c->swa_window : 0;
-    }
-    char defaults[128];
-    if (!n)
-        return da_errorf("--archs: empty list (expected e.g. %s,swa)", da_arch_names_default(defaults, sizeof defaults, ","));
-    memcpy(c->archs, archs, sizeof archs), memcpy(c->windows, windows, sizeof windows);
-    memcpy(c->columns, columns, sizeof columns);
-    c->n_archs = n;
-    return da_ok();
+    return da_arch_columns_parse(list, c->swa_window, c->archs, c->windows, c->columns, &c->n_archs);
 }
 
 void da_task_compare_config_default(da_task_compare_config *c) {

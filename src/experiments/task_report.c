@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "experiments/arch_column.h"
 #include "experiments/compare.h"
 #include "experiments/plot.h"
 #include "experiments/stats.h"
@@ -27,11 +28,11 @@ int task_lambda_slot(const da_task_compare_config *c) {
 }
 
 const char *task_arch_name(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "swa" : c->columns[a][0] ? c->columns[a] : da_arch_name(c->archs[a]);
+    return da_arch_column_name(c->archs[a], c->windows[a], c->columns[a]);
 }
 
 const char *task_arch_label(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "SWA" : c->columns[a][0] ? c->columns[a] : da_compare_arch_label(c->archs[a]);
+    return da_arch_column_label(c->archs[a], c->windows[a], c->columns[a]);
 }
 
 long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold) {
