@@ -164,7 +164,7 @@ static int test_compare_resume(void) {
     da_status st = da_compare(&c);
     CHECK(st.code == DA_INTERRUPTED && strstr(st.msg, "--resume"));
     char p[200];
-    snprintf(p, sizeof p, "%s/diff_seed1337/train_state.safetensors", cut);
+    snprintf(p, sizeof p, "%s/runs/diff_seed1337/train_state.safetensors", cut);
     CHECK(file_size(p) > 0);
     stop = 0;
     c.resume = 1, c.steps = 999; /* the steps come from the interrupted run */
@@ -176,7 +176,7 @@ static int test_compare_resume(void) {
            got[1]);
     CHECK(got[0] == ref[0] && got[1] == ref[1]);
 
-    snprintf(p, sizeof p, "%s/diff_seed1337/metrics.jsonl", cut);
+    snprintf(p, sizeof p, "%s/runs/diff_seed1337/metrics.jsonl", cut);
     const long before = file_size(p);
     CHECK(!da_compare(&c).code); /* both runs finished: kept, evaluated again */
     CHECK(file_size(p) == before && !read_val_losses(cut, got) && got[0] == ref[0] && got[1] == ref[1]);

@@ -47,6 +47,10 @@ typedef struct {
      * those the first run was started with. */
     int resume;
     int force;       /* a new compare in an out_dir that holds one replaces it */
+    /* > 1: the runs (out_dir/runs/NAME_seedS, each with its result file) as that many single-thread processes,
+     * each this command line (argc, argv, without the program) with --run-index K (experiments/study.c) */
+    int jobs, argc;
+    char **argv;
     int steps_given; /* on resume, steps was chosen now: the runs continue to it (else the first run's steps) */
     volatile int *stop; /* when it becomes non-zero: checkpoint the run in training and return DA_INTERRUPTED */
 } da_compare_config;
@@ -60,6 +64,10 @@ da_status da_compare_parse_archs(da_compare_config *c, const char *list);
  * document ending in a question and its answer) of about `bytes` bytes. */
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed);
 da_status da_compare(const da_compare_config *c);
+/* Run k of da_compare (seed k / n_archs, column k % n_archs): trains it, or
+ * continues it, and writes its result file; what each process of jobs > 1
+ * does. */
+da_status da_compare_run(const da_compare_config *c, int k);
 
 /* ---------------------------------------------------------------- synthetic retrieval tasks */
 

@@ -15,6 +15,7 @@
 #include "eval/outliers.h"
 #include "eval/quant_logits.h"
 #include "experiments/plot.h"
+#include "experiments/study.h"
 #include "experiments/stats.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
@@ -35,6 +36,7 @@ void da_compare_config_default(da_compare_config *c) {
     c->needles = 3;
     c->queries = 1;
     c->n_archs = da_arch_compare_defaults(c->archs);
+    c->jobs = 1;
 }
 _Static_assert(DA_ARCH_N <= DA_COMPARE_MAX_ARCHS, "da_arch_compare_defaults may fill every architecture");
 
@@ -256,7 +258,7 @@ static da_status run_arch(const da_compare_config *c, int a, uint64_t seed, int 
                           const da_needle_config *nc, arch_result *r) {
     char dir[4096], model_path[4200];
     const char *name = slot_name(c, a);
-    snprintf(dir, sizeof dir, "%s/%s_seed%llu", c->out_dir, name, (unsigned long long)seed);
+    snprintf(dir, sizeof dir, "%s/runs/%s_seed%llu", c->out_dir, name, (unsigned long long)seed);
     da_config cfg;
     da_status st = arch_config(c, a, &cfg);
     if (st.code) return st;
@@ -403,7 +405,7 @@ static da_status loss_figure(const da_compare_config *c, const char *const *grou
     da_series ls[2 * NA];
     for (int a = 0; a < na; a++) {
         char dir[4200];
-        snprintf(dir, sizeof dir, "%s/%s_seed1337", c->out_dir, slot_name(c, a));
+        snprintf(dir, sizeof dir, "%s/runs/%s_seed1337", c->out_dir, slot_name(c, a));
         const int n = read_curves(dir, step[a], tr[a], va[a], CAP);
         snprintf(names[a], sizeof names[a], "%s train", groups[a]);
         snprintf(names[na + a], sizeof names[na + a], "%s validation", groups[a]);
@@ -647,26 +649,153 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
                 "![quantized logits: loss](quant_logits.png)\n\n![quantized logits: retrieval](quant_needle.png)\n");
 }
 
-/* A new compare does not replace one silently. */
-static da_status refuse_existing_compare(const char *out_dir, const char *first) {
-    char run[128];
-    snprintf(run, sizeof run, "%s_seed1337/train_state.safetensors", first);
-    const char *const files[] = {"report.json", run};
-    return da_refuse_existing(out_dir, "compare", files, 2);
+/* A run's result file, run folder/result.bin: "DACMPRN1", the size of
+ * arch_result, the length of the attention map, the settings the run was
+ * made with, then the arch_result (its map pointer zeroed) and the map. A
+ * file that is not a run's own output for these settings counts as missing,
+ * and the run is evaluated again. */
+enum { RUN_KEY_BYTES = 1024 };
+typedef struct {
+    char magic[8];
+    uint32_t result_size, map_n;
+    char key[RUN_KEY_BYTES];
+} run_header;
+
+/* The study: the settings every run shares, steps resolved. */
+typedef struct {
+    da_compare_config c;
+    da_needle_config nc;
+    char data[4200];
+} cmp_study;
+
+static void run_slot(const da_compare_config *c, int k, int *a, int *s) { *a = k % c->n_archs, *s = k / c->n_archs; }
+
+static void run_path(const cmp_study *x, int k, const char *file, char *buf, size_t n) {
+    int a, s;
+    run_slot(&x->c, k, &a, &s);
+    snprintf(buf, n, "%s/runs/%s_seed%d/%s", x->c.out_dir, slot_name(&x->c, a), 1337 + s, file);
 }
 
-static da_status compare_locked(const da_compare_config *cfg, int *lock_fd);
+static void run_key(const cmp_study *x, int k, char *buf, size_t n) {
+    const da_compare_config *c = &x->c;
+    int a, s;
+    run_slot(c, k, &a, &s);
+    size_t len = (size_t)snprintf(buf, n, "compare %s seed %d data %s steps %ld dim %d layers %d heads %d seq %d "
+                                          "batch %d window %d needles %d queries %d samples %d contexts",
+                                  slot_name(c, a), 1337 + s, x->data, c->steps, c->dim, c->layers, c->heads, c->seq,
+                                  c->batch, c->windows[a], x->nc.needles, x->nc.queries, x->nc.samples);
+    for (int i = 0; i < x->nc.n_contexts && len < n; i++) len += (size_t)snprintf(buf + len, n - len, " %d", x->nc.contexts[i]);
+}
 
-/* The whole comparison holds out_dir's lock (io/run_lock.h). */
-da_status da_compare(const da_compare_config *cfg) {
-    int lock_fd = -1;
-    da_status st = compare_locked(cfg, &lock_fd);
-    da_run_unlock(lock_fd);
+static da_status result_save(const char *path, const char *key, const arch_result *r) {
+    run_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, "DACMPRN1", 8);
+    h.result_size = sizeof *r;
+    h.map_n = r->map.map ? (uint32_t)(r->map.rows * r->map.cols) : 0;
+    snprintf(h.key, sizeof h.key, "%s", key);
+    arch_result body = *r;
+    body.map.map = NULL;
+    da_atomic_file af;
+    da_status st = da_atomic_open(&af, path);
+    if (st.code) return st;
+    if (fwrite(&h, sizeof h, 1, af.fp) != 1 || fwrite(&body, sizeof body, 1, af.fp) != 1 ||
+        fwrite(r->map.map, sizeof(float), h.map_n, af.fp) != h.map_n)
+        return da_atomic_fail(&af, errno);
+    return da_atomic_commit(&af);
+}
+
+static int rate(double x) { return x >= 0 && x <= 1 + 1e-6; } /* false for NaN */
+
+/* NULL when every count is in range and every value finite, else what is not. */
+static const char *result_invalid(const arch_result *r, uint32_t map_n) {
+    if (!(isfinite(r->eval_loss) && r->eval_loss >= 0) || !rate(r->needle) || !rate(r->digits)) return "losses or accuracies";
+    for (int i = 0; i < DA_NEEDLE_MAX_CONTEXTS; i++)
+        for (int j = 0; j < DA_NEEDLE_MAX_DEPTHS; j++)
+            if (!rate(r->needle_acc[i][j])) return "needle accuracies";
+    if (!isfinite(r->attn_answer) || !isfinite(r->attn_noise)) return "attention shares";
+    for (int i = 0; i < 5; i++)
+        if (!(isfinite(r->out.logits.top[i]) && isfinite(r->out.hidden.top[i]))) return "outliers";
+    for (int i = 0; i < 4; i++)
+        if (isinf(r->quant[i]) || !(isnan(r->quant_needle[i]) || rate(r->quant_needle[i]))) return "quantized logits";
+    if (!r->n_params || !(r->train_s >= 0 && isfinite(r->train_s))) return "n_params or train_s";
+    if (map_n != (uint32_t)(r->map.rows * r->map.cols) || r->map.rows < 0 || r->map.cols < 0) return "attention map";
+    return NULL;
+}
+
+/* 0 when path holds key and a valid result (r->map then malloc'd), else -1. */
+static int result_load(const char *path, const char *key, arch_result *r, int say) {
+    run_header h;
+    r->map.map = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    int ok = fread(&h, sizeof h, 1, fp) == 1 && !memcmp(h.magic, "DACMPRN1", 8) && h.result_size == sizeof *r &&
+             !strncmp(h.key, key, sizeof h.key) && h.map_n <= (1u << 26) && fread(r, sizeof *r, 1, fp) == 1;
+    r->map.map = NULL;
+    const char *bad = ok ? result_invalid(r, h.map_n) : NULL;
+    if (ok && !bad && h.map_n) {
+        r->map.map = malloc(h.map_n * sizeof(float));
+        ok = r->map.map && fread(r->map.map, sizeof(float), h.map_n, fp) == h.map_n;
+    }
+    ok = ok && !bad && fgetc(fp) == EOF;
+    fclose(fp);
+    if (bad && say) fprintf(stderr, "compare: %s: its %s out of range or not finite; the run is evaluated again\n", path, bad);
+    if (!ok) free(r->map.map), r->map.map = NULL;
+    return ok ? 0 : -1;
+}
+
+static int cmp_done(void *ctx, int k) {
+    const cmp_study *x = ctx;
+    char key[RUN_KEY_BYTES], path[4400];
+    run_key(x, k, key, sizeof key);
+    run_path(x, k, "result.bin", path, sizeof path);
+    arch_result r;
+    const int done = !result_load(path, key, &r, !x->c.quiet);
+    free(r.map.map);
+    return done;
+}
+
+/* Training FLOPs, for the ETA: every run has the same tokens, so its parameters. */
+static double cmp_cost(void *ctx, int k) {
+    const cmp_study *x = ctx;
+    int a, s;
+    run_slot(&x->c, k, &a, &s);
+    da_config cfg;
+    return arch_config(&x->c, a, &cfg).code ? 1 : (double)da_config_param_count(&cfg);
+}
+
+static int cmp_order(void *ctx, int i) { return (void)ctx, i; }
+
+static void cmp_name(void *ctx, int k, char *buf, size_t n) {
+    const cmp_study *x = ctx;
+    int a, s;
+    run_slot(&x->c, k, &a, &s);
+    snprintf(buf, n, "%s seed %d", slot_name(&x->c, a), 1337 + s);
+}
+
+static da_status cmp_run(void *ctx, int k) {
+    const cmp_study *x = ctx;
+    const da_compare_config *c = &x->c;
+    int a, s;
+    run_slot(c, k, &a, &s);
+    arch_result r = {0};
+    da_status st = run_arch(c, a, 1337 + (uint64_t)s, s == 0, x->data, &x->nc, &r);
+    char key[RUN_KEY_BYTES], path[4400];
+    run_key(x, k, key, sizeof key);
+    run_path(x, k, "result.bin", path, sizeof path);
+    if (!st.code) st = result_save(path, key, &r);
+    free(r.map.map);
+    if (!st.code && c->stop && *c->stop) {
+        st = da_errorf("interrupted after evaluating %s (seed %d): run the same compare command with --resume to "
+                       "continue (finished runs are kept)", slot_name(c, a), 1337 + s);
+        st.code = DA_INTERRUPTED;
+    }
     return st;
 }
 
-static da_status compare_locked(const da_compare_config *cfg, int *lock_fd) {
-    da_compare_config cc = *cfg, *c = &cc;
+/* The checks of c, and x: its needle prompts and data. */
+static da_status compare_setup(const da_compare_config *c, cmp_study *x) {
+    x->c = *c;
     if (c->seeds < 1 || c->seeds > 16) return da_errorf("--seeds must be 1..16");
     if (c->n_archs < 1 || c->n_archs > DA_COMPARE_MAX_ARCHS)
         return da_errorf("compare: %d architectures (1..%d)", c->n_archs, DA_COMPARE_MAX_ARCHS);
@@ -674,74 +803,92 @@ static da_status compare_locked(const da_compare_config *cfg, int *lock_fd) {
     if (c->needles < 1 || c->needles > 16 || c->queries < 1 || c->queries > c->needles)
         return da_errorf("--needles must be 1..16 and --queries 1..--needles");
     if (!(c->budget_minutes >= 0)) return da_errorf("--budget-minutes must be positive");
-    da_needle_config nc;
-    da_needle_config_default(&nc);
-    nc.needles = c->needles, nc.queries = c->queries, nc.samples = 8;
+    if (c->budget_minutes > 0 && c->jobs > 1)
+        return da_errorf("--budget-minutes times the steps in this process: with --jobs, give --steps");
+    da_needle_config *nc = &x->nc;
+    da_needle_config_default(nc);
+    nc->needles = c->needles, nc->queries = c->queries, nc->samples = 8;
     if (c->n_contexts > 0) {
-        nc.n_contexts = c->n_contexts;
+        nc->n_contexts = c->n_contexts;
         for (int i = 0; i < c->n_contexts; i++) {
-            nc.contexts[i] = c->contexts[i];
+            nc->contexts[i] = c->contexts[i];
             if (c->contexts[i] < 128 || c->contexts[i] > c->seq - 64)
                 return da_errorf("--needle-context %d: must lie in 128..seq - 64 = %d (room for the question and "
                                  "the answer)", c->contexts[i], c->seq - 64);
         }
     } else {
-        nc.n_contexts = 0;
-        if (c->seq / 2 - 64 >= 128) nc.contexts[nc.n_contexts++] = c->seq / 2 - 64;
-        nc.contexts[nc.n_contexts++] = c->seq - 64;
+        nc->n_contexts = 0;
+        if (c->seq / 2 - 64 >= 128) nc->contexts[nc->n_contexts++] = c->seq / 2 - 64;
+        nc->contexts[nc->n_contexts++] = c->seq - 64;
     }
-    da_status st = da_make_dirs(c->out_dir);
-    if (st.code) return st;
-    if ((st = da_run_lock(c->out_dir, lock_fd)).code) return st;
-    if (!c->resume && !c->force && (st = refuse_existing_compare(c->out_dir, slot_name(c, 0))).code) return st;
-    char mix[4200];
-    const char *data = c->data;
-    if (!data) {
-        snprintf(mix, sizeof mix, "%s/needle_mix.txt", c->out_dir);
-        if ((st = da_needle_mix_write(mix, 4L << 20, c->seq, 1)).code) return st;
-        data = mix;
-    }
-    da_train_config tc_default; /* run_arch trains with its val_fraction */
-    da_train_config_default(&tc_default);
-    /* --resume: the steps are the first run's (a budget is not timed again) */
-    char first[4200];
-    snprintf(first, sizeof first, "%s/%s_seed1337", c->out_dir, slot_name(c, 0));
+    if (c->data) snprintf(x->data, sizeof x->data, "%s", c->data);
+    else snprintf(x->data, sizeof x->data, "%s/needle_mix.txt", c->out_dir);
+    return da_ok();
+}
+
+/* --resume: the steps are the first run's unless given now (a budget is not timed again). */
+static da_status resolve_steps(cmp_study *x, int may_time) {
+    da_compare_config *c = &x->c;
+    char first[4400];
+    snprintf(first, sizeof first, "%s/runs/%s_seed1337", c->out_dir, slot_name(c, 0));
     da_config first_cfg;
     da_train_config first_tc;
     long first_done;
     const int have_first = c->resume && !da_train_state_peek(first, &first_cfg, &first_tc, &first_done).code;
     if (have_first && c->steps_given && c->steps != first_tc.steps) {
-        if (!c->quiet)
+        if (!c->quiet && may_time)
             fprintf(stderr, "compare: resuming %s with steps %ld (the first run had %ld): every run continues to %ld\n",
                     c->out_dir, c->steps, first_tc.steps, c->steps);
     } else if (have_first) {
         c->steps = first_tc.steps;
-        if (!c->quiet) fprintf(stderr, "compare: resuming %s: %ld steps per model\n", c->out_dir, c->steps);
-    } else if (c->budget_minutes > 0 &&
-               (st = steps_for_budget(c, data, tc_default.val_fraction, &nc, &c->steps)).code) {
-        return st;
+        if (!c->quiet && may_time) fprintf(stderr, "compare: resuming %s: %ld steps per model\n", c->out_dir, c->steps);
+    } else if (c->budget_minutes > 0 && may_time) {
+        da_train_config tc_default; /* run_arch trains with its val_fraction */
+        da_train_config_default(&tc_default);
+        return steps_for_budget(c, x->data, tc_default.val_fraction, &x->nc, &c->steps);
     }
+    return da_ok();
+}
+
+static da_status cmp_prepare(void *ctx) {
+    cmp_study *x = ctx;
+    da_status st = da_ok();
+    if (!x->c.data) st = da_needle_mix_write(x->data, 4L << 20, x->c.seq, 1);
+    return st.code ? st : resolve_steps(x, 1);
+}
+
+da_status da_compare_run(const da_compare_config *c, int k) {
+    cmp_study x;
+    da_status st = compare_setup(c, &x);
+    if (st.code) return st;
+    if (k < 0 || k >= c->n_archs * c->seeds)
+        return da_errorf("--run-index %d: the compare has %d runs (0..%d)", k, c->n_archs * c->seeds, c->n_archs * c->seeds - 1);
+    return (st = resolve_steps(&x, 0)).code ? st : cmp_run(&x, k);
+}
+
+/* report.json, the figures and report.md from the runs' result files. */
+static da_status compare_report(const cmp_study *x) {
+    const da_compare_config *c = &x->c;
+    const da_needle_config nc = x->nc;
     arch_result(*res)[16] = calloc(NA, sizeof *res); /* every arch and seed: about 1 MB */
     if (!res) return da_errorf("out of memory for the results");
-    for (int s = 0; s < c->seeds && !st.code; s++)
-        for (int a = 0; a < c->n_archs && !st.code; a++) {
-            st = run_arch(c, a, 1337 + (uint64_t)s, s == 0, data, &nc, &res[a][s]);
-            if (!st.code && c->stop && *c->stop) {
-                st = da_errorf("interrupted after evaluating %s (seed %d): run the same compare command with "
-                               "--resume to continue (trained runs are kept; evaluations run again)",
-                               slot_name(c, a), 1337 + s);
-                st.code = DA_INTERRUPTED;
-            }
-        }
-
-    char path[4200];
+    char path[4400], key[RUN_KEY_BYTES];
+    da_status st = da_ok();
+    for (int k = 0; k < c->n_archs * c->seeds && !st.code; k++) {
+        int a, s;
+        run_slot(c, k, &a, &s);
+        run_key(x, k, key, sizeof key);
+        run_path(x, k, "result.bin", path, sizeof path);
+        if (result_load(path, key, &res[a][s], 1))
+            st = da_errorf("%s: missing or made with other settings (run the compare with --resume)", path);
+    }
     da_atomic_file af;
     if (!st.code) {
         snprintf(path, sizeof path, "%s/report.json", c->out_dir);
         char *json = NULL;
         size_t json_n = 0;
         FILE *ms = open_memstream(&json, &json_n);
-        if (ms) write_json(ms, c, data, &nc, res);
+        if (ms) write_json(ms, c, x->data, &nc, res);
         if (!ms || fclose(ms)) st = da_errorf("%s: out of memory", path);
         else if (!(st = da_atomic_open(&af, path)).code)
             st = da_json_write_finite(af.fp, json) ? da_atomic_fail(&af, errno) : da_atomic_commit(&af);
@@ -751,11 +898,29 @@ static da_status compare_locked(const da_compare_config *cfg, int *lock_fd) {
     if (!st.code) {
         snprintf(path, sizeof path, "%s/report.md", c->out_dir);
         if (!(st = da_atomic_open(&af, path)).code) {
-            write_md(af.fp, c, data, &nc, res);
+            write_md(af.fp, c, x->data, &nc, res);
             st = da_atomic_commit(&af);
         }
     }
-    for (int a = 0; a < NA; a++) free(res[a][0].map.map);
+    for (int a = 0; a < NA; a++)
+        for (int s = 0; s < 16; s++) free(res[a][s].map.map);
     free(res);
+    return st;
+}
+
+/* The runs through the study scheduler (experiments/study.c), which holds
+ * out_dir's lock, then the report. */
+da_status da_compare(const da_compare_config *cfg) {
+    cmp_study *x = malloc(sizeof *x);
+    if (!x) return da_errorf("out of memory");
+    da_status st = compare_setup(cfg, x);
+    /* in this process a stop is the run's own: it checkpoints the run in training, which --resume continues */
+    const da_study_opts o = {cfg->out_dir, cfg->jobs, cfg->argc,    cfg->argv,
+                             cfg->quiet,   cfg->force, cfg->resume, cfg->jobs > 1 ? cfg->stop : NULL};
+    const da_study plan = {cfg->n_archs * cfg->seeds, x, cmp_done, cmp_cost, cmp_order, cmp_name, cmp_run,
+                           cmp_prepare};
+    if (!st.code) st = da_study_run(&plan, &o);
+    if (!st.code) st = compare_report(x);
+    free(x);
     return st;
 }

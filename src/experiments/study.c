@@ -138,6 +138,7 @@ static da_status study_locked(const da_study *s, const da_study_opts *o) {
     if (o->force && nftw(runs, remove_entry, 16, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
         return da_errorf("%s: cannot remove the runs of the study it replaces: %s", runs, strerror(errno));
     if ((st = da_make_dirs(runs)).code) return st;
+    if (s->prepare && (st = s->prepare(s->ctx)).code) return st;
     int *pending = malloc((size_t)s->n_runs * sizeof(int) + 1);
     if (!pending) return da_errorf("out of memory for %d runs", s->n_runs);
     double total;

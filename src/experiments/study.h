@@ -15,6 +15,9 @@ typedef struct {
     int (*order)(void *ctx, int i);   /* the run to start i-th */
     void (*name)(void *ctx, int k, char *buf, size_t n);
     da_status (*run)(void *ctx, int k); /* trains and scores run k, writes its result file */
+    /* NULL, or what the study needs before its runs are counted (data, the steps of a resumed study), done
+     * under the lock once out_dir is known to be this study's */
+    da_status (*prepare)(void *ctx);
 } da_study;
 
 /* Takes o->out_dir's lock, refuses a study already there unless resumed or

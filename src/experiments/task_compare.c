@@ -582,7 +582,7 @@ da_status da_task_compare(const da_task_compare_config *c) {
     da_status st = study_cells(c, &x.cells, &x.n_cells, &n_points);
     if (st.code) return st;
     const da_study plan = {x.n_cells * c->n_archs * c->seeds, &x, study_done, study_cost, study_order, study_name,
-                           run_one};
+                           run_one, NULL};
     const double t0 = da_now_s();
     st = da_study_run(&plan, &c->study);
     if (!st.code) st = study_report(c, &x, n_points, da_now_s() - t0);
