@@ -19,7 +19,6 @@
 #include "experiments/stats.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
-#include "io/run_lock.h"
 #include "experiments/bench.h"
 #include "core/clock.h"
 
