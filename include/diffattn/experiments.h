@@ -1,7 +1,7 @@
 /* diffattn experiments: `compare` (DIFF against the softmax baseline, trained
  * and evaluated alike, with a report), throughput benchmarks, and the PNG
  * figures of reports.
- * Implemented in src/experiments/compare.c, src/experiments/tasks.c, src/experiments/task_compare.c,
+ * Implemented in src/experiments/compare.c, src/experiments/grid.c, src/experiments/tasks.c, src/experiments/task_compare.c,
  * src/experiments/task_source.c, src/experiments/task_report.c,
  * src/experiments/task_counterfactual.c, src/experiments/icl_order.c, src/experiments/plot.c,
  * src/experiments/bench.c, src/experiments/bench_generate.c, src/experiments/bench_json.c. */
@@ -14,6 +14,24 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---------------------------------------------------------------- grids
+ * A study's grid (--grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3): every
+ * combination of the axes' values is a cell, the last axis varying fastest;
+ * plain compare and compare --task read it alike. */
+typedef enum { DA_GRID_HEADS = 0, DA_GRID_DIM, DA_GRID_LAYERS, DA_GRID_LR, DA_GRID_BATCH, DA_GRID_N_KEYS } da_grid_key;
+#define DA_GRID_MAX_VALUES 8
+
+typedef struct {
+    da_grid_key key;
+    int n;
+    double values[DA_GRID_MAX_VALUES];
+} da_grid_axis;
+
+/* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
+ * semicolons; keys heads, dim, layers, lr, batch) into grid (DA_GRID_N_KEYS
+ * long) and *n_grid. */
+da_status da_grid_parse(const char *spec, da_grid_axis *grid, int *n_grid);
 
 /* ---------------------------------------------------------------- compare */
 
@@ -38,6 +56,10 @@ typedef struct {
     long steps;
     double budget_minutes; /* > 0: steps chosen so the whole job fits (overrides steps) */
     int dim, layers, heads, seq, batch;
+    /* model and training axes (heads, dim, layers, lr, batch), in the order given: each combination is a cell,
+     * whose runs are out_dir/runs/cell<i>_NAME_seedS (without a grid: runs/NAME_seedS) */
+    da_grid_axis grid[DA_GRID_N_KEYS];
+    int n_grid;
     int seeds;
     int needles, queries;  /* needle prompts: N needles, R asked */
     int n_contexts, contexts[4]; /* needle prompt lengths; 0 contexts: seq/2 - 64 and seq - 64 */
@@ -270,14 +292,6 @@ da_status da_icl_order_robustness(da_model *m, const da_task_config *t, int epis
  * runs can go to separate processes in any order (the results are the same
  * bits), and a killed study continues with the runs that have no valid
  * result file (--resume). */
-typedef enum { DA_GRID_HEADS = 0, DA_GRID_DIM, DA_GRID_LAYERS, DA_GRID_LR, DA_GRID_BATCH, DA_GRID_N_KEYS } da_grid_key;
-#define DA_GRID_MAX_VALUES 8
-
-typedef struct {
-    da_grid_key key;
-    int n;
-    double values[DA_GRID_MAX_VALUES];
-} da_grid_axis;
 
 /* How a study runs (experiments/study.c). */
 typedef struct {
@@ -330,9 +344,6 @@ void da_task_compare_config_default(da_task_compare_config *c);
  * (flags head-norm and lambda-init: "diff:head-norm=off",
  * "softmax:head-norm=on", "diff:lambda-init=0.5"). */
 da_status da_task_parse_archs(da_task_compare_config *c, const char *list);
-/* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
- * semicolons; keys heads, dim, layers, lr, batch) into c->grid. */
-da_status da_task_grid_parse(da_task_compare_config *c, const char *spec);
 /* The whole study (c->study: in this process or in c->study.jobs
  * processes), with progress and an ETA on stderr; then the report: out_dir/report.md, report.json,
  * accuracy_<cell>.png, steps_to_90.png, lambda.png (when DIFF is listed),

@@ -125,7 +125,7 @@ static int task_apply(da_task_compare_config *c, const task_flags *f, const cli_
     if (f->demos && cli_parse_ints(f->demos, c->demos, 8, &c->n_demos, 1, DA_ICL_MAX_DEMOS))
         return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
     da_status st = da_task_parse_archs(c, f->archs);
-    if (!st.code && f->grid) st = da_task_grid_parse(c, f->grid);
+    if (!st.code && f->grid) st = da_grid_parse(f->grid, c->grid, &c->n_grid);
     return st.code ? cli_fail(st.msg) : 0;
 }
 
@@ -182,7 +182,7 @@ static int join_grid_axes(int argc, char **argv, char *joined, size_t n) {
 
 /* The flags of plain compare that are not fields of its configuration. */
 typedef struct {
-    const char *task, *contexts, *archs;
+    const char *task, *contexts, *archs, *grid;
     float budget;
     int run_index;
     char def_archs[128], archs_help[256];
@@ -194,7 +194,7 @@ static int text_opts(da_compare_config *c, text_flags *f, cli_opt *opts) {
     da_arch_names_default(f->def_archs, sizeof f->def_archs, ",");
     snprintf(f->archs_help, sizeof f->archs_help, "comma-separated architectures trained side by side: %s, swa, or "
              "arch:flag=value columns", da_arch_names_all(all, sizeof all, ", "));
-    f->contexts = "auto", f->archs = f->def_archs, f->budget = 0, f->run_index = -1;
+    f->contexts = "auto", f->archs = f->def_archs, f->grid = NULL, f->budget = 0, f->run_index = -1;
     const cli_opt table[] = {
         {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl (synthetic tasks: see compare --task mqar --help) | needle "
                                     "(the built-in needle mix) | text (--data)", 0},
@@ -210,6 +210,8 @@ static int text_opts(da_compare_config *c, text_flags *f, cli_opt *opts) {
         {"heads", OPT_INT, &c->heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
         {"archs", OPT_STR, &f->archs, f->archs_help, 0},
         {"swa-window", OPT_INT, &c->swa_window, "swa: softmax attention over the last W keys only", 0},
+        {"grid", OPT_STR, &f->grid, "a study: model and training axes, e.g. --grid heads=1,2 dim=64,128 lr=1e-3,3e-3 "
+                                 "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
         {"seq", OPT_INT, &c->seq, "training context length", 0},
         {"batch", OPT_INT, &c->batch, "sequences per step", 0},
         {"needles", OPT_INT, &c->needles, "needle sentences per evaluation prompt (1..16)", 0},
@@ -237,6 +239,7 @@ static int text_apply(da_compare_config *c, const text_flags *f, const cli_opt *
     if (f->task && !strcmp(f->task, "text") != (c->data != NULL))
         return cli_fail("--task text trains on --data; --task needle on the built-in mix (drop --data)");
     da_status ast = da_compare_parse_archs(c, f->archs);
+    if (!ast.code && f->grid) ast = da_grid_parse(f->grid, c->grid, &c->n_grid);
     if (ast.code) return cli_fail(ast.msg);
     if (strcmp(f->contexts, "auto") && cli_parse_ints(f->contexts, c->contexts, 4, &c->n_contexts, 128, 1 << 20))
         return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");

@@ -120,3 +120,9 @@ const char *da_arch_column_name(da_arch arch, int window, const char *column) {
 const char *da_arch_column_label(da_arch arch, int window, const char *column) {
     return window ? "SWA" : column[0] ? column : da_arch_describe(arch).label;
 }
+
+int da_arch_baseline_slot(const da_arch *archs, const int *windows, const char (*columns)[DA_COLUMN_NAME_MAX], int n) {
+    for (int i = 0; i < n; i++)
+        if (archs[i] == da_arch_baseline() && !windows[i] && !columns[i][0]) return i;
+    return -1;
+}

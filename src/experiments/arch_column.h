@@ -27,4 +27,8 @@ da_status da_arch_columns_parse(const char *list, int swa_window, da_arch *archs
 const char *da_arch_column_name(da_arch arch, int window, const char *column);
 const char *da_arch_column_label(da_arch arch, int window, const char *column);
 
+/* The slot of the plain baseline (no window, no options) among columns, or
+ * -1: what every report's verdicts are against. */
+int da_arch_baseline_slot(const da_arch *archs, const int *windows, const char (*columns)[DA_COLUMN_NAME_MAX], int n);
+
 #endif

@@ -15,6 +15,47 @@
 #include "io/atomic_file.h"
 #include "io/run_lock.h"
 
+typedef struct {
+    char magic[8];
+    uint32_t size, n_floats;
+    char key[STUDY_KEY_BYTES];
+} result_header;
+_Static_assert(sizeof(result_header) == 16 + STUDY_KEY_BYTES, "result_header layout changed");
+
+da_status study_result_save(const char *path, const char *magic, const char *key, const void *body, size_t size,
+                            const float *floats, uint32_t n_floats) {
+    result_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, magic, 8);
+    h.size = (uint32_t)size, h.n_floats = n_floats;
+    snprintf(h.key, sizeof h.key, "%s", key);
+    da_atomic_file af;
+    da_status st = da_atomic_open(&af, path);
+    if (st.code) return st;
+    if (fwrite(&h, sizeof h, 1, af.fp) != 1 || fwrite(body, size, 1, af.fp) != 1 ||
+        fwrite(floats, sizeof(float), n_floats, af.fp) != n_floats)
+        return da_atomic_fail(&af, errno);
+    return da_atomic_commit(&af);
+}
+
+int study_result_load(const char *path, const char *magic, const char *key, void *body, size_t size, float **floats,
+                      uint32_t *n_floats, uint32_t max_floats) {
+    result_header h;
+    if (floats) *floats = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    int ok = fread(&h, sizeof h, 1, fp) == 1 && !memcmp(h.magic, magic, 8) && h.size == size &&
+             !strncmp(h.key, key, sizeof h.key) && h.n_floats <= max_floats && fread(body, size, 1, fp) == 1;
+    float *f = ok && h.n_floats ? malloc(h.n_floats * sizeof(float)) : NULL;
+    if (ok && h.n_floats) ok = f && fread(f, sizeof(float), h.n_floats, fp) == h.n_floats;
+    ok = ok && fgetc(fp) == EOF;
+    fclose(fp);
+    if (!ok || !floats) free(f), f = NULL;
+    if (floats) *floats = f;
+    if (n_floats) *n_floats = ok ? h.n_floats : 0;
+    return ok ? 0 : -1;
+}
+
 static da_status interrupted(const char *why) {
     da_status st = da_errorf("%s; the finished runs are kept: the same command with --resume continues", why);
     st.code = DA_INTERRUPTED;

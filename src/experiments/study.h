@@ -5,6 +5,8 @@
 #ifndef DA_STUDY_H
 #define DA_STUDY_H
 
+#include <stdint.h>
+
 #include "diffattn/experiments.h"
 
 typedef struct {
@@ -19,6 +21,19 @@ typedef struct {
      * under the lock once out_dir is known to be this study's */
     da_status (*prepare)(void *ctx);
 } da_study;
+
+/* A run's result file, run folder/result.bin: an 8-byte magic, the size of
+ * the body, the count of floats after it, the settings the run was made
+ * with (a key of STUDY_KEY_BYTES at most), the body, the floats. A file that
+ * is not a run's own output for these settings counts as missing, and the
+ * run is done again. Saved atomically. */
+#define STUDY_KEY_BYTES 1024
+da_status study_result_save(const char *path, const char *magic, const char *key, const void *body, size_t size,
+                            const float *floats, uint32_t n_floats);
+/* 0 when path holds magic, key, a body of size bytes (into body) and at
+ * most max_floats floats (*floats malloc'd, NULL when none), else -1. */
+int study_result_load(const char *path, const char *magic, const char *key, void *body, size_t size, float **floats,
+                      uint32_t *n_floats, uint32_t max_floats);
 
 /* Takes o->out_dir's lock, refuses a study already there unless resumed or
  * forced (forced: its runs/ is removed), then runs every run that is not

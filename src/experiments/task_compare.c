@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "experiments/arch_column.h"
 #include "experiments/compare.h"
+#include "experiments/grid.h"
 #include "io/atomic_file.h"
 #include "experiments/study.h"
 #include "experiments/task_study.h"
@@ -252,41 +253,6 @@ static da_status evaluate(const da_task_compare_config *c, da_model *m, const da
 
 /* ---------------------------------------------------------------- the grid and its cells */
 
-static const char *const GRID_KEYS[DA_GRID_N_KEYS] = {"heads", "dim", "layers", "lr", "batch"};
-
-da_status da_task_grid_parse(da_task_compare_config *c, const char *spec) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", spec);
-    c->n_grid = 0;
-    for (char *save = NULL, *ax = strtok_r(buf, " ;", &save); ax; ax = strtok_r(NULL, " ;", &save)) {
-        char *eq = strchr(ax, '=');
-        if (!eq) return da_errorf("--grid: \"%s\" is not key=v1,v2,... (keys heads, dim, layers, lr, batch)", ax);
-        *eq = 0;
-        int key = -1;
-        for (int k = 0; k < DA_GRID_N_KEYS; k++)
-            if (!strcmp(ax, GRID_KEYS[k])) key = k;
-        if (key < 0) return da_errorf("--grid: unknown axis \"%s\" (heads, dim, layers, lr, batch)", ax);
-        for (int i = 0; i < c->n_grid; i++)
-            if ((int)c->grid[i].key == key) return da_errorf("--grid: axis %s given twice", ax);
-        da_grid_axis *g = &c->grid[c->n_grid++];
-        g->key = (da_grid_key)key, g->n = 0;
-        for (char *s2 = NULL, *v = strtok_r(eq + 1, ",", &s2); v; v = strtok_r(NULL, ",", &s2)) {
-            char *end;
-            const double x = strtod(v, &end);
-            const int integral = key != DA_GRID_LR;
-            if (end == v || *end || !(x > 0) || (integral && x != floor(x)))
-                return da_errorf("--grid: %s=%s: expected %s", GRID_KEYS[key], v,
-                                 integral ? "positive integers" : "positive numbers");
-            if (integral && x > 1 << 20)
-                return da_errorf("--grid: %s=%s is out of range (1..%d)", GRID_KEYS[key], v, 1 << 20);
-            if (g->n == DA_GRID_MAX_VALUES) return da_errorf("--grid: at most %d values per axis", DA_GRID_MAX_VALUES);
-            g->values[g->n++] = x;
-        }
-        if (!g->n) return da_errorf("--grid: axis %s has no values", ax);
-    }
-    return da_ok();
-}
-
 /* The task sweep points of c: seq x (pairs | noise | demos). */
 static int task_points(const da_task_compare_config *c, da_task_config *pts, char (*names)[64]) {
     int n = 0;
@@ -317,8 +283,7 @@ da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_ce
     da_task_config pts[64];
     char names[64][64];
     const int np = task_points(c, pts, names);
-    int combos = 1;
-    for (int a = 0; a < c->n_grid; a++) combos *= c->grid[a].n;
+    const int combos = grid_cells(c->grid, c->n_grid);
     if ((long)np * combos > TASK_MAX_CELLS)
         return da_errorf("compare --task: %d cells (task points x grid); at most %d", np * combos, TASK_MAX_CELLS);
     task_cell *cells = calloc((size_t)np * combos, sizeof *cells);
@@ -326,26 +291,11 @@ da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_ce
     for (int p = 0, n = 0; p < np; p++)
         for (int g = 0; g < combos; g++, n++) {
             task_cell *x = &cells[n];
+            grid_shape sh = {c->dim, c->layers, c->heads, c->batch, c->lr};
+            grid_cell(c->grid, c->n_grid, g, x->grid_index, &sh, x->grid_name, sizeof x->grid_name);
             x->task = pts[p], x->point = p;
-            x->dim = c->dim, x->layers = c->layers, x->heads = c->heads, x->batch = c->batch, x->lr = c->lr;
+            x->dim = sh.dim, x->layers = sh.layers, x->heads = sh.heads, x->batch = sh.batch, x->lr = sh.lr;
             snprintf(x->point_name, sizeof x->point_name, "%s", names[p]);
-            int rest = g, len = 0;
-            for (int a = c->n_grid - 1; a >= 0; a--) { /* the last axis varies fastest */
-                x->grid_index[a] = rest % c->grid[a].n, rest /= c->grid[a].n;
-            }
-            for (int a = 0; a < c->n_grid; a++) {
-                const double v = c->grid[a].values[x->grid_index[a]];
-                switch (c->grid[a].key) {
-                case DA_GRID_HEADS: x->heads = (int)v; break;
-                case DA_GRID_DIM: x->dim = (int)v; break;
-                case DA_GRID_LAYERS: x->layers = (int)v; break;
-                case DA_GRID_LR: x->lr = (float)v; break;
-                default: x->batch = (int)v; break;
-                }
-                len += snprintf(x->grid_name + len, sizeof x->grid_name - (size_t)len, "%s%s %g", a ? ", " : "",
-                                GRID_KEYS[c->grid[a].key], v);
-                if (len >= (int)sizeof x->grid_name) len = (int)sizeof x->grid_name - 1;
-            }
             snprintf(x->name, sizeof x->name, "%s%s%s", x->point_name, c->n_grid ? "; " : "", x->grid_name);
         }
     *out = cells, *n_cells = np * combos, *n_points = np;

@@ -8,15 +8,14 @@
 
 #include "experiments/arch_column.h"
 #include "experiments/compare.h"
+#include "experiments/grid.h"
 #include "experiments/plot.h"
 #include "experiments/stats.h"
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
 
 int task_baseline_slot(const da_task_compare_config *c) {
-    for (int i = 0; i < c->n_archs; i++)
-        if (c->archs[i] == da_arch_baseline() && !c->windows[i] && !c->columns[i][0]) return i;
-    return -1;
+    return da_arch_baseline_slot(c->archs, c->windows, c->columns, c->n_archs);
 }
 
 int task_has_lambda(const da_task_compare_config *c, int a) { return da_arch_describe(c->archs[a]).per_layer_lambda; }
@@ -104,8 +103,7 @@ static void write_md_head(FILE *fp, const task_study *S, double wall_s) {
     if (c->n_grid) {
         fprintf(fp, " Grid (over the values above):");
         for (int g = 0; g < c->n_grid; g++) {
-            static const char *const keys[DA_GRID_N_KEYS] = {"heads", "dim", "layers", "lr", "batch"};
-            fprintf(fp, "%s %s ", g ? ";" : "", keys[c->grid[g].key]);
+            fprintf(fp, "%s %s ", g ? ";" : "", DA_GRID_KEY_NAMES[c->grid[g].key]);
             for (int i = 0; i < c->grid[g].n; i++) fprintf(fp, "%s%g", i ? "," : "", c->grid[g].values[i]);
         }
         fprintf(fp, ".");
@@ -262,7 +260,7 @@ static void write_md_counterfactual(FILE *fp, const task_study *S) {
 static da_status heatmaps(const task_study *S) {
     const da_task_compare_config *c = S->c;
     if (S->n_cells < 2) return da_ok();
-    static const char *const keys[DA_GRID_N_KEYS] = {"heads", "dim", "layers", "lr", "batch"};
+    const char *const *keys = DA_GRID_KEY_NAMES;
     const int n_cols = c->n_grid ? c->grid[0].n : S->n_cells, n_rows = S->n_cells / n_cols;
     char (*rl)[168] = calloc((size_t)n_rows, sizeof *rl), (*cl)[64] = calloc((size_t)n_cols, sizeof *cl);
     char (*notes)[48] = calloc((size_t)S->n_cells, sizeof *notes);
