@@ -46,7 +46,9 @@ static int test_compare_tiny(void) {
     char *js = (char *)th_read_file(p, NULL);
     cJSON *root = cJSON_Parse(js);
     CHECK(root);
-    const cJSON *archs = cJSON_GetObjectItem(root, "archs");
+    const cJSON *cells = cJSON_GetObjectItem(root, "cells"); /* one cell without a grid */
+    CHECK(cJSON_GetArraySize(cells) == 1);
+    const cJSON *archs = cJSON_GetObjectItem(cells->child, "archs");
     static const char *const names[3] = {"diff", "diff2", "softmax"}; /* the default --archs, in order */
     CHECK(cJSON_GetArraySize(archs) == 3);
     for (int a = 0; a < 3; a++) {
@@ -126,7 +128,8 @@ static int read_val_losses(const char *dir, double out[2]) {
     cJSON *root = js ? cJSON_Parse(js) : NULL;
     free(js);
     if (!root) return 1;
-    const cJSON *archs = cJSON_GetObjectItem(root, "archs");
+    const cJSON *cells = cJSON_GetObjectItem(root, "cells");
+    const cJSON *archs = cells && cells->child ? cJSON_GetObjectItem(cells->child, "archs") : NULL;
     for (int a = 0; a < 2; a++) {
         const cJSON *runs = cJSON_GetObjectItem(archs, a ? "softmax" : "diff");
         out[a] = runs && runs->child ? cJSON_GetObjectItem(runs->child, "val_loss")->valuedouble : -1;
@@ -263,7 +266,7 @@ static int test_compare_task_sweep(void) {
     char *js = (char *)th_read_file(p, NULL);
     cJSON *root = js ? cJSON_Parse(js) : NULL;
     CHECK(root);
-    const cJSON *pts = cJSON_GetObjectItem(root, "points");
+    const cJSON *pts = cJSON_GetObjectItem(root, "cells");
     CHECK(cJSON_GetArraySize(pts) == 2);
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(pts->child, "archs"), "diff2")) == 2); /* every arch */
     CHECK(cJSON_GetObjectItem(pts->child, "seq")->valueint == 16 && cJSON_GetObjectItem(pts->child->next, "seq")->valueint == 32);
@@ -336,7 +339,7 @@ static int test_compare_task_icl(void) {
     char *js = (char *)th_read_file(p, NULL);
     cJSON *root = js ? cJSON_Parse(js) : NULL;
     CHECK(root && !strcmp(cJSON_GetObjectItem(root, "task")->valuestring, "icl"));
-    const cJSON *pt = cJSON_GetObjectItem(root, "points")->child, *archs = cJSON_GetObjectItem(pt, "archs");
+    const cJSON *pt = cJSON_GetObjectItem(root, "cells")->child, *archs = cJSON_GetObjectItem(pt, "archs");
     CHECK(cJSON_GetObjectItem(pt, "seq")->valueint == 10 && cJSON_GetObjectItem(pt, "demos")->valueint == 4);
     CHECK(cJSON_GetObjectItem(pt, "perms")->valueint == 3 && cJSON_GetObjectItem(pt, "perm_episodes")->valueint == 5);
     CHECK(cJSON_GetArraySize(archs) == 2 && !strcmp(archs->child->string, "softmax") &&
@@ -358,7 +361,7 @@ static int test_compare_task_icl(void) {
     char *md = (char *)th_read_file(p, NULL);
     CHECK(md && strstr(md, "## Order robustness") && strstr(md, "| demos 4, classes 3, symbols 6 | softmax |"));
     CHECK(strstr(md, "margin (best − worst)") && !strstr(md, "DIFF2"));
-    const char *figs[] = {"permutation_margin.png", "accuracy_0.png", "lambda.png"};
+    const char *figs[] = {"permutation_margin.png", "accuracy.png", "lambda.png"}; /* one cell: no index */
     for (int i = 0; i < 3; i++) {
         CHECK(strstr(md, figs[i]));
         snprintf(p, sizeof p, "%s/%s", dir, figs[i]);
