@@ -3,7 +3,10 @@
 # does: swa with its --swa-window, and arch:flag=value columns, each trained
 # as its own run folder and reported under its own name. It runs through the
 # study scheduler: --jobs N single-thread processes give the report of one
-# process, and --resume keeps the runs with a valid result file.
+# process, and --resume keeps the runs with a valid result file. --grid
+# makes cells whose runs are ordinary run folders (info, eval loss and train
+# --resume work on them); a grid study killed (kill -9) mid-way continues
+# with --resume to the report of the uninterrupted one, times aside.
 source "$(dirname "$0")/lib.sh"
 CMP=(compare --steps 3 --dim 32 --layers 1 --heads 1 --seq 256 --batch 2 --quiet)
 expect_error "swa without --swa-window is refused" "--swa-window" "$BIN" "${CMP[@]}" --out "$TMP/a" --archs diff,swa
@@ -36,4 +39,40 @@ check "a kept run's result file is untouched" [ "$(sha256sum "$TMP/j/runs/diff_s
 check "the resumed report is the whole one" [ "$(strip "$TMP/j")" == "$(strip "$TMP/one")" ]
 expect_error "--budget-minutes with --jobs is refused" "--steps" \
   "$BIN" compare --budget-minutes 1 --out "$TMP/b" --jobs 2 --dim 32 --layers 1 --heads 1 --seq 256 --batch 2
+
+G=(compare --steps 4 --dim 32 --layers 1 --heads 1 --seq 256 --batch 2 --archs diff,softmax --seeds 2 --grid heads=1,2
+   --quiet)
+expect_error "a bad grid axis is refused" "unknown axis" "$BIN" "${G[@]}" --out "$TMP/gx" --grid colour=1,2
+expect_error "--budget-minutes with --grid is refused" "--steps" "$BIN" compare --budget-minutes 1 --grid heads=1,2 \
+  --out "$TMP/gx" --dim 32 --layers 1 --heads 1 --seq 256 --batch 2
+ok "--grid heads=1,2 with 2 seeds: 8 runs" env OMP_NUM_THREADS=1 "$BIN" "${G[@]}" --out "$TMP/g"
+check "each run folder holds model.safetensors, train_state.safetensors, metrics.jsonl and result.bin" \
+  [ "$(ls "$TMP"/g/runs/cell{0,1}_{diff,softmax}_seed{1337,1338}/{model,train_state}.safetensors \
+       "$TMP"/g/runs/cell{0,1}_{diff,softmax}_seed{1337,1338}/{metrics.jsonl,result.bin} | wc -l)" = 32 ]
+has "the report has a table and figures per cell" "$(cat "$TMP/g/report.md")" "## heads 1" "| metric | DIFF | softmax |" \
+  "needle_by_depth_0.png" "## heads 2" "needle_by_depth_1.png"
+check "report.json has both cells" [ "$(grep -o '"name":"heads [12]"' "$TMP/g/report.json" | wc -l)" = 2 ]
+has "info reads a cell's run: the baseline at heads 2 has 4 heads" \
+  "$("$BIN" info --model "$TMP/g/runs/cell1_softmax_seed1338/model.safetensors" 2>&1)" "n_heads        4"
+R=$TMP/g/runs/cell1_diff_seed1338
+ok "eval loss on a cell's run" "$BIN" eval loss --model "$R/model.safetensors" --data "$TMP/g/needle_mix.txt" --windows 4
+check "  prints a finite loss" grep -q "loss [0-9]" "$TMP/last.out" "$TMP/last.err"
+ok "train --resume continues a cell's run" "$BIN" train --resume --out "$R" --data "$TMP/g/needle_mix.txt" --steps 6
+check "  to step 6" grep -q '"step":6,' "$R/metrics.jsonl"
+
+# killed with kill -9 after two runs, then --resume: the uninterrupted report, times aside
+results() { ls "$1"/runs/*/result.bin 2>/dev/null | wc -l; }
+strip_times() { grep -v '^| training time' "$1" | sed -E 's/"(train|eval)_seconds":[0-9.]+//g'; }
+OMP_NUM_THREADS=1 "$BIN" "${G[@]}" --out "$TMP/gk" > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 1200); do (($(results "$TMP/gk") >= 2)) && break; sleep 0.05; done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+left=$(results "$TMP/gk")
+check "killed with $left of 8 runs done" [ "$left" -ge 2 -a "$left" -lt 8 -a ! -e "$TMP/gk/report.md" ]
+expect_error "the same study again is refused, naming --resume" "--resume" "$BIN" "${G[@]}" --out "$TMP/gk"
+ok "--resume finishes it" env OMP_NUM_THREADS=1 "$BIN" "${G[@]}" --out "$TMP/gk" --resume
+check "the same report.md as uninterrupted" cmp -s <(strip_times "$TMP/g/report.md" | sed "s|$TMP/g/|DIR/|") \
+  <(strip_times "$TMP/gk/report.md" | sed "s|$TMP/gk/|DIR/|")
+check "the same report.json" cmp -s <(strip_times "$TMP/g/report.json" | sed "s|$TMP/g/|DIR/|") \
+  <(strip_times "$TMP/gk/report.json" | sed "s|$TMP/gk/|DIR/|")
 finish
