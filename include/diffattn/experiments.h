@@ -37,7 +37,9 @@ da_status da_grid_parse(const char *spec, da_grid_axis *grid, int *n_grid);
 
 /* DIFF and the softmax baseline trained at equal parameters, tokens, data and
  * seed, then the same evaluations on both, with a side-by-side report
- * (report.md, report.json, figures) in out_dir. */
+ * (report.md, report.json, figures per cell) in out_dir: a study of the same
+ * pipeline as compare --task (cells of a grid, the study scheduler, one
+ * report writer). */
 #define DA_COMPARE_MAX_ARCHS 8
 #define DA_COLUMN_NAME_MAX 48 /* a column token of --archs: "diff:lambda-init=0.5:head-norm=off" */
 
@@ -86,9 +88,9 @@ da_status da_compare_parse_archs(da_compare_config *c, const char *list);
  * document ending in a question and its answer) of about `bytes` bytes. */
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed);
 da_status da_compare(const da_compare_config *c);
-/* Run k of da_compare (seed k / n_archs, column k % n_archs): trains it, or
- * continues it, and writes its result file; what each process of jobs > 1
- * does. */
+/* Run k of da_compare (column k % n_archs, seed (k / n_archs) % seeds, cell
+ * k / (n_archs seeds)): trains it, or continues it, and writes its result
+ * file; what each process of jobs > 1 does. */
 da_status da_compare_run(const da_compare_config *c, int k);
 
 /* ---------------------------------------------------------------- synthetic retrieval tasks */
@@ -346,7 +348,7 @@ void da_task_compare_config_default(da_task_compare_config *c);
 da_status da_task_parse_archs(da_task_compare_config *c, const char *list);
 /* The whole study (c->study: in this process or in c->study.jobs
  * processes), with progress and an ETA on stderr; then the report: out_dir/report.md, report.json,
- * accuracy_<cell>.png, steps_to_90.png, lambda.png (when DIFF is listed),
+ * accuracy.png (accuracy_<cell>.png with several cells), steps_to_90.png, lambda.png (when DIFF is listed),
  * for icl permutation_margin.png, and for a grid of several cells
  * success_<arch>.png and, per architecture against softmax,
  * success_<arch>_vs_softmax.png. */

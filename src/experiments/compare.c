@@ -240,24 +240,6 @@ static da_status evaluate(const da_compare_config *c, da_model *m, const char *d
     return evaluate_windows(c, m, data, val_fraction, nc, first_seed, FLASH_WINDOWS, REF_WINDOWS, r);
 }
 
-/* A run's training time from its metrics.jsonl: elapsed_s restarts with each
- * resumed session, so the sessions' last values are summed. 0 without lines. */
-static double run_elapsed(const char *dir) {
-    char p[4400], line[512];
-    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    FILE *fp = fopen(p, "r");
-    double done = 0, last = 0;
-    while (fp && fgets(line, sizeof line, fp)) {
-        const char *k = strstr(line, "\"elapsed_s\":");
-        if (!k) continue;
-        const double e = atof(k + 12);
-        if (e < last) done += last; /* a new session began */
-        last = e;
-    }
-    if (fp) fclose(fp);
-    return done + last;
-}
-
 /* Steps that make the whole job fit budget_minutes. Three timed training
  * steps per architecture (after a warm-up one) give the training rate; a probe
  * evaluation of each freshly initialised model, with 4 windows per loss and
@@ -316,44 +298,40 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
     return da_ok();
 }
 
-/* Loss curves from a run's metrics.jsonl: train loss per logged step, val
- * loss at evaluation steps (NAN elsewhere). */
-static int read_curves(const char *dir, double *step, double *train, double *val, int cap) {
+/* A run's metrics.jsonl: the train loss per logged step and the val loss at
+ * evaluation steps (NAN elsewhere), cap lines at most; returns how many.
+ * *elapsed gets the training time: elapsed_s restarts with each resumed
+ * session, so the sessions' last values are summed. */
+static int read_metrics(const char *dir, double *step, double *train, double *val, int cap, double *elapsed) {
     char p[4400], line[512];
     snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
     FILE *fp = fopen(p, "r");
     int n = 0;
-    while (fp && n < cap && fgets(line, sizeof line, fp)) {
-        long st;
-        if (sscanf(line, "{\"step\":%ld", &st) != 1) continue;
-        const char *t = strstr(line, "\"train_loss\":"), *v = strstr(line, "\"val_loss\":");
-        step[n] = (double)st;
-        train[n] = t ? atof(t + 13) : NAN;
-        val[n] = v ? atof(v + 11) : NAN;
+    double done = 0, last = 0;
+    long st;
+    while (fp && fgets(line, sizeof line, fp)) {
+        const char *e = strstr(line, "\"elapsed_s\":"), *t = strstr(line, "\"train_loss\":"), *v = strstr(line, "\"val_loss\":");
+        if (e && atof(e + 12) < last) done += last; /* a new session began */
+        if (e) last = atof(e + 12);
+        if (n >= cap || sscanf(line, "{\"step\":%ld", &st) != 1) continue;
+        step[n] = (double)st, train[n] = t ? atof(t + 13) : NAN, val[n] = v ? atof(v + 11) : NAN;
         n++;
     }
     if (fp) fclose(fp);
+    *elapsed = done + last;
     return n;
 }
 
-/* Run k: column k % n_archs, seed (k / n_archs) % seeds, cell k / (n_archs seeds). */
-static void run_slot(const cmp_study *x, int k, int *cell, int *a, int *s) {
-    const int na = x->c.n_archs;
-    *a = k % na, *s = (k / na) % x->c.seeds, *cell = k / na / x->c.seeds;
-}
-
-/* out_dir/runs/NAME_seedS, or runs/cell<i>_NAME_seedS in a grid: an ordinary training run folder. */
+/* Run k's folder: an ordinary training run folder, in cells of its own with a grid. */
 static void run_dir(const cmp_study *x, int k, char *buf, size_t n) {
-    int ci, a, s;
-    run_slot(x, k, &ci, &a, &s);
-    if (x->c.n_grid) snprintf(buf, n, "%s/runs/cell%d_%s_seed%d", x->c.out_dir, ci, slot_name(&x->c, a), 1337 + s);
-    else snprintf(buf, n, "%s/runs/%s_seed%d", x->c.out_dir, slot_name(&x->c, a), 1337 + s);
+    const study_slot q = study_slot_of(k, x->c.n_archs, x->c.seeds);
+    study_run_dir(buf, n, x->c.out_dir, x->c.n_grid ? q.cell : -1, slot_name(&x->c, q.arch), 1337 + q.seed);
 }
 
 static void cmp_name(void *ctx, int k, char *buf, size_t n) {
     const cmp_study *x = ctx;
-    int ci, a, s;
-    run_slot(x, k, &ci, &a, &s);
+    const study_slot q = study_slot_of(k, x->c.n_archs, x->c.seeds);
+    const int ci = q.cell, a = q.arch, s = q.seed;
     snprintf(buf, n, "%s%s%s seed %d", x->c.n_grid ? x->cells[ci].name : "", x->c.n_grid ? ", " : "",
              slot_name(&x->c, a), 1337 + s);
 }
@@ -375,8 +353,8 @@ static void train_config(const cmp_study *x, const grid_shape *sh, uint64_t seed
 /* Trains run k (or continues it, --resume), then evaluates the model its folder holds. */
 static da_status run_arch(const cmp_study *x, int k, arch_result *r) {
     const da_compare_config *c = &x->c;
-    int ci, a, s;
-    run_slot(x, k, &ci, &a, &s);
+    const study_slot q = study_slot_of(k, x->c.n_archs, x->c.seeds);
+    const int ci = q.cell, a = q.arch, s = q.seed;
     char dir[4300], model_path[4400], what[256];
     run_dir(x, k, dir, sizeof dir);
     cmp_name((void *)x, k, what, sizeof what);
@@ -417,7 +395,7 @@ static da_status run_arch(const cmp_study *x, int k, arch_result *r) {
         }
         if (st.code) return st;
     }
-    r->train_s = run_elapsed(dir);
+    read_metrics(dir, NULL, NULL, NULL, 0, &r->train_s);
     snprintf(model_path, sizeof model_path, "%s/model.safetensors", dir);
     da_model m;
     if ((st = da_model_load(&m, model_path)).code) return st;
@@ -432,8 +410,8 @@ static da_status run_arch(const cmp_study *x, int k, arch_result *r) {
 /* The settings run k was made with: a result file made with others is not reused. */
 static void run_key(const cmp_study *x, int k, char *buf, size_t n) {
     const da_compare_config *c = &x->c;
-    int ci, a, s;
-    run_slot(x, k, &ci, &a, &s);
+    const study_slot q = study_slot_of(k, x->c.n_archs, x->c.seeds);
+    const int ci = q.cell, a = q.arch, s = q.seed;
     const grid_shape *sh = &x->cells[ci].sh;
     size_t len = (size_t)snprintf(buf, n, "compare %s seed %d data %s steps %ld dim %d layers %d heads %d seq %d "
                                           "batch %d lr %g window %d needles %d queries %d samples %d contexts",
@@ -503,17 +481,11 @@ static int cmp_done(void *ctx, int k) {
     return done;
 }
 
-/* Training FLOPs, for the ETA: every run has the same steps and context, so its parameters times its batch. */
 static double cmp_cost(void *ctx, int k) {
     const cmp_study *x = ctx;
-    int ci, a, s;
-    run_slot(x, k, &ci, &a, &s);
-    da_config cfg;
-    const grid_shape *sh = &x->cells[ci].sh;
-    return arch_config(&x->c, sh, a, &cfg).code ? 1 : (double)da_config_param_count(&cfg) * sh->batch;
+    const grid_shape *sh = &x->cells[study_slot_of(k, x->c.n_archs, x->c.seeds).cell].sh;
+    return study_train_flops(x->c.steps, sh->batch, x->c.seq, sh->layers, sh->dim, 256);
 }
-
-static int cmp_order(void *ctx, int i) { return (void)ctx, i; }
 
 static da_status cmp_run(void *ctx, int k) {
     const cmp_study *x = ctx;
@@ -760,7 +732,8 @@ static da_status loss_figure(const report *r, const cmp_study *x, int cell) {
     for (int a = 0; a < na; a++) {
         char dir[4300];
         run_dir(x, cell * x->c.seeds * na + a, dir, sizeof dir);
-        const int n = read_curves(dir, step[a], tr[a], va[a], CAP);
+        double elapsed;
+        const int n = read_metrics(dir, step[a], tr[a], va[a], CAP, &elapsed);
         snprintf(names[a], sizeof names[a], "%s train", r->labels[a]);
         snprintf(names[na + a], sizeof names[na + a], "%s validation", r->labels[a]);
         ls[a] = (da_series){names[a], step[a], tr[a], n};
@@ -846,14 +819,8 @@ static void write_md(FILE *fp, const report *r) {
         if (c->windows[a]) fprintf(fp, "SWA is the baseline attending to its last %d keys only; ", c->windows[a]);
     }
     fprintf(fp, "see the parameters row.");
-    if (c->n_grid) {
-        fprintf(fp, " Grid (over the values above):");
-        for (int g = 0; g < c->n_grid; g++) {
-            fprintf(fp, "%s %s ", g ? ";" : "", DA_GRID_KEY_NAMES[c->grid[g].key]);
-            for (int i = 0; i < c->grid[g].n; i++) fprintf(fp, "%s%g", i ? "," : "", c->grid[g].values[i]);
-        }
-        fprintf(fp, "; %d cells.", r->n_cells);
-    }
+    grid_describe(fp, c->grid, c->n_grid);
+    if (c->n_grid) fprintf(fp, " %d cells.", r->n_cells);
     fprintf(fp, "\n\n");
     for (int i = 0; i < r->n_cells; i++) {
         if (r->n_cells > 1) fprintf(fp, "## %s\n\n", x->cells[i].name);
@@ -890,11 +857,10 @@ static da_status compare_report(const cmp_study *x) {
     const char *cell_names[MAX_CELLS];
     da_status st = k && res ? da_ok() : da_errorf("out of memory for the results");
     for (int k_run = 0; k_run < n_runs && !st.code; k_run++) {
-        int ci, a, s;
+        const study_slot q = study_slot_of(k_run, c->n_archs, c->seeds);
         char path[4400];
-        run_slot(x, k_run, &ci, &a, &s);
         result_path(x, k_run, path, sizeof path);
-        if (result_load(x, k_run, &res[((size_t)ci * c->n_archs + a) * c->seeds + s], 1))
+        if (result_load(x, k_run, &res[((size_t)q.cell * c->n_archs + q.arch) * c->seeds + q.seed], 1))
             st = da_errorf("%s: missing or made with other settings (run the compare with --resume)", path);
     }
     if (!st.code) {
@@ -926,8 +892,7 @@ da_status da_compare(const da_compare_config *cfg) {
     /* in this process a stop is the run's own: it checkpoints the run in training, which --resume continues */
     const da_study_opts o = {cfg->out_dir, cfg->jobs, cfg->argc,    cfg->argv,
                              cfg->quiet,   cfg->force, cfg->resume, cfg->jobs > 1 ? cfg->stop : NULL};
-    const da_study plan = {x->n_cells * cfg->n_archs * cfg->seeds, x, cmp_done, cmp_cost, cmp_order, cmp_name,
-                           cmp_run, cmp_prepare};
+    const da_study plan = {x->n_cells, cfg->n_archs, cfg->seeds, x, cmp_done, cmp_cost, cmp_name, cmp_run, cmp_prepare};
     if (!st.code) st = da_study_run(&plan, &o);
     if (!st.code) st = compare_report(x);
     free(x);

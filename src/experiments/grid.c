@@ -64,3 +64,11 @@ void grid_cell(const da_grid_axis *grid, int n_grid, int g, int *index, grid_sha
         if (len >= (int)n) len = (int)n - 1;
     }
 }
+
+void grid_describe(FILE *fp, const da_grid_axis *grid, int n_grid) {
+    for (int g = 0; g < n_grid; g++) {
+        fprintf(fp, "%s %s ", g ? ";" : " Grid (over the values above):", DA_GRID_KEY_NAMES[grid[g].key]);
+        for (int i = 0; i < grid[g].n; i++) fprintf(fp, "%s%g", i ? "," : "", grid[g].values[i]);
+    }
+    if (n_grid) fprintf(fp, ".");
+}

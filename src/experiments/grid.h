@@ -5,6 +5,7 @@
 #define DA_GRID_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "diffattn/experiments.h"
 
@@ -20,5 +21,8 @@ int grid_cells(const da_grid_axis *grid, int n_grid);
 /* Cell g: each axis's value index into index (n_grid of them), its values
  * applied to *shape, and its name ("heads 2, dim 64"; "" without axes). */
 void grid_cell(const da_grid_axis *grid, int n_grid, int g, int *index, grid_shape *shape, char *name, size_t n);
+
+/* " Grid (over the values above): heads 1,2; dim 64,128." for a report; nothing without axes. */
+void grid_describe(FILE *fp, const da_grid_axis *grid, int n_grid);
 
 #endif

@@ -67,12 +67,19 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return remove(path);
 }
 
-/* The runs to do, in the study's order, and their total cost. */
+void study_run_dir(char *buf, size_t n, const char *out_dir, int cell, const char *name, int seed) {
+    if (cell >= 0) snprintf(buf, n, "%s/runs/cell%d_%s_seed%d", out_dir, cell, name, seed);
+    else snprintf(buf, n, "%s/runs/%s_seed%d", out_dir, name, seed);
+}
+
+/* The runs to do, seed by seed, and their total cost. */
 static int pending_runs(const da_study *s, int *pending, double *total) {
+    const int per_seed = s->n_cells * s->n_archs, n_runs = per_seed * s->seeds;
     int n = 0;
     *total = 0;
-    for (int i = 0; i < s->n_runs; i++) {
-        const int k = s->order(s->ctx, i);
+    for (int i = 0; i < n_runs; i++) {
+        const int seed = i / per_seed, rest = i % per_seed;
+        const int k = (rest / s->n_archs * s->seeds + seed) * s->n_archs + rest % s->n_archs;
         if (!s->done(s->ctx, k)) pending[n++] = k, *total += s->cost(s->ctx, k);
     }
     return n;
@@ -180,8 +187,9 @@ static da_status study_locked(const da_study *s, const da_study_opts *o) {
         return da_errorf("%s: cannot remove the runs of the study it replaces: %s", runs, strerror(errno));
     if ((st = da_make_dirs(runs)).code) return st;
     if (s->prepare && (st = s->prepare(s->ctx)).code) return st;
-    int *pending = malloc((size_t)s->n_runs * sizeof(int) + 1);
-    if (!pending) return da_errorf("out of memory for %d runs", s->n_runs);
+    const int n_runs = s->n_cells * s->n_archs * s->seeds;
+    int *pending = malloc((size_t)n_runs * sizeof(int) + 1);
+    if (!pending) return da_errorf("out of memory for %d runs", n_runs);
     double total;
     const int n = pending_runs(s, pending, &total);
     st = o->jobs > 1 ? run_workers(s, o, pending, n, total) : run_here(s, o, pending, n, total);

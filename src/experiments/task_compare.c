@@ -304,14 +304,10 @@ da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_ce
 
 /* ---------------------------------------------------------------- one run */
 
-static void run_index(const da_task_compare_config *c, int k, int *cell, int *seed, int *arch) {
-    *arch = k % c->n_archs, *seed = (k / c->n_archs) % c->seeds, *cell = k / c->n_archs / c->seeds;
-}
-
 /* out_dir/runs/cell<i>_<arch>_seed<s>: an ordinary training run folder, with
  * task.txt (the data source) and result.bin (task_run_file.c). */
-static void run_dir(const da_task_compare_config *c, int cell, int arch, int seed, char *buf, size_t n) {
-    snprintf(buf, n, "%s/runs/cell%d_%s_seed%d", c->study.out_dir, cell, task_arch_name(c, arch), c->seed0 + seed);
+static void run_dir(const da_task_compare_config *c, study_slot q, char *buf, size_t n) {
+    study_run_dir(buf, n, c->study.out_dir, q.cell, task_arch_name(c, q.arch), c->seed0 + q.seed);
 }
 
 /* A cell's training settings: train's fields as given, warmup a tenth of the
@@ -348,13 +344,13 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
 /* Trains run k in its run folder through the training loop, then scores the
  * trained model as the folder holds it. */
 static da_status run_train(const da_task_compare_config *c, const task_cell *cells, int k, task_run *r) {
-    int ci, s, a;
-    run_index(c, k, &ci, &s, &a);
-    const task_cell *x = &cells[ci];
-    run_ctx ctx = {c, x, a, (uint64_t)(c->seed0 + s), r, ""};
+    const study_slot q = study_slot_of(k, c->n_archs, c->seeds);
+    const int a = q.arch;
+    const task_cell *x = &cells[q.cell];
+    run_ctx ctx = {c, x, a, (uint64_t)(c->seed0 + q.seed), r, ""};
     snprintf(ctx.what, sizeof ctx.what, "%s %s seed %llu", x->name, task_arch_label(c, a), (unsigned long long)ctx.seed);
     char dir[4200], path[4300];
-    run_dir(c, ci, a, s, dir, sizeof dir);
+    run_dir(c, q, dir, sizeof dir);
     da_config mc;
     da_train_config tc;
     model_config(c, x, a, &mc);
@@ -428,30 +424,29 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
     return st;
 }
 
-static void result_path(const da_task_compare_config *c, int k, char *buf, size_t n) {
-    int ci, s, a;
+/* Run k's result file and the settings it must hold. */
+static void result_of(const da_task_compare_config *c, const task_cell *cells, int k, char *path, size_t n, char *key) {
+    const study_slot q = study_slot_of(k, c->n_archs, c->seeds);
     char dir[4200];
-    run_index(c, k, &ci, &s, &a);
-    run_dir(c, ci, a, s, dir, sizeof dir);
-    snprintf(buf, n, "%s/result.bin", dir);
+    run_dir(c, q, dir, sizeof dir);
+    snprintf(path, n, "%s/result.bin", dir);
+    run_key(c, &cells[q.cell], q.arch, q.seed, key, TASK_KEY_BYTES);
 }
 
 da_status da_task_compare_run(const da_task_compare_config *c, int k) {
     task_cell *cells;
-    int n_cells, n_points, ci, s, a;
+    int n_cells, n_points;
     da_status st = study_cells(c, &cells, &n_cells, &n_points);
     if (st.code) return st;
     if (k < 0 || k >= n_cells * c->n_archs * c->seeds) {
         free(cells);
         return da_errorf("run %d: the study has %d runs", k, n_cells * c->n_archs * c->seeds);
     }
-    run_index(c, k, &ci, &s, &a);
     task_run *r = calloc(1, sizeof *r); /* calloc: the padding bytes of the file are zero too */
     char key[TASK_KEY_BYTES], path[4300];
     if (!r) st = da_errorf("out of memory for a run's results");
     if (!st.code) st = run_train(c, cells, k, r);
-    run_key(c, &cells[ci], a, s, key, sizeof key);
-    result_path(c, k, path, sizeof path);
+    result_of(c, cells, k, path, sizeof path, key);
     if (!st.code) st = task_run_save(path, key, r);
     free(r), free(cells);
     return st;
@@ -467,41 +462,24 @@ typedef struct {
 
 static int study_done(void *ctx, int k) {
     const study_ctx *x = ctx;
-    int ci, s, a;
     char key[TASK_KEY_BYTES], path[4300];
-    run_index(x->c, k, &ci, &s, &a);
-    run_key(x->c, &x->cells[ci], a, s, key, sizeof key);
-    result_path(x->c, k, path, sizeof path);
+    result_of(x->c, x->cells, k, path, sizeof path, key);
     task_run *r = malloc(sizeof *r);
     const int done = r && !task_run_load(path, key, r, 1);
     free(r);
     return done;
 }
 
-/* Training FLOPs per step: per token and layer the matmuls (about 12 d^2
- * with the FFN) and the attention maps, and the output head (2 V d). */
 static double study_cost(void *ctx, int k) {
     const study_ctx *x = ctx;
-    int ci, s, a;
-    run_index(x->c, k, &ci, &s, &a);
-    const task_cell *cell = &x->cells[ci];
-    const double T = cell->task.seq, d = cell->dim, V = cell->task.vocab;
-    return (double)x->c->steps * cell->batch * T * (cell->layers * (12 * d * d + 2 * T * d) + 2 * V * d);
-}
-
-/* Seed by seed: every cell and architecture of a seed before the next seed,
- * so a study stopped early covers the whole grid with fewer seeds. */
-static int study_order(void *ctx, int i) {
-    const da_task_compare_config *c = ((const study_ctx *)ctx)->c;
-    const int per_seed = ((const study_ctx *)ctx)->n_cells * c->n_archs, s = i / per_seed, rest = i % per_seed;
-    return (rest / c->n_archs * c->seeds + s) * c->n_archs + rest % c->n_archs;
+    const task_cell *cell = &x->cells[study_slot_of(k, x->c->n_archs, x->c->seeds).cell];
+    return study_train_flops(x->c->steps, cell->batch, cell->task.seq, cell->layers, cell->dim, cell->task.vocab);
 }
 
 static void study_name(void *ctx, int k, char *buf, size_t n) {
     const study_ctx *x = ctx;
-    int ci, s, a;
-    run_index(x->c, k, &ci, &s, &a);
-    snprintf(buf, n, "%s, %s, seed %d", x->cells[ci].name, task_arch_label(x->c, a), x->c->seed0 + s);
+    const study_slot q = study_slot_of(k, x->c->n_archs, x->c->seeds);
+    snprintf(buf, n, "%s, %s, seed %d", x->cells[q.cell].name, task_arch_label(x->c, q.arch), x->c->seed0 + q.seed);
 }
 
 static da_status run_one(void *ctx, int k) { return da_task_compare_run(((const study_ctx *)ctx)->c, k); }
@@ -513,12 +491,10 @@ static da_status study_report(const da_task_compare_config *c, const study_ctx *
     da_status st = da_ok();
     if (!(s.runs = calloc(n, sizeof *s.runs))) st = da_errorf("out of memory for %zu runs' results", n);
     for (size_t k = 0; k < n && !st.code; k++) {
-        int ci, sd, a;
+        const study_slot q = study_slot_of((int)k, c->n_archs, c->seeds);
         char key[TASK_KEY_BYTES], path[4300];
-        run_index(c, (int)k, &ci, &sd, &a);
-        run_key(c, &x->cells[ci], a, sd, key, sizeof key);
-        result_path(c, (int)k, path, sizeof path);
-        if (task_run_load(path, key, study_run(&s, ci, a, sd), 0))
+        result_of(c, x->cells, (int)k, path, sizeof path, key);
+        if (task_run_load(path, key, study_run(&s, q.cell, q.arch, q.seed), 0))
             st = da_errorf("%s: missing or made with other settings (run the study with --resume)", path);
     }
     if (!st.code) st = task_write_report(&s, wall_s);
@@ -531,8 +507,7 @@ da_status da_task_compare(const da_task_compare_config *c) {
     int n_points;
     da_status st = study_cells(c, &x.cells, &x.n_cells, &n_points);
     if (st.code) return st;
-    const da_study plan = {x.n_cells * c->n_archs * c->seeds, &x, study_done, study_cost, study_order, study_name,
-                           run_one, NULL};
+    const da_study plan = {x.n_cells, c->n_archs, c->seeds, &x, study_done, study_cost, study_name, run_one, NULL};
     const double t0 = da_now_s();
     st = da_study_run(&plan, &c->study);
     if (!st.code) st = study_report(c, &x, n_points, da_now_s() - t0);

@@ -102,14 +102,7 @@ static void write_md_head(FILE *fp, const task_study *S, double wall_s) {
     fprintf(fp, "); batch %d, %ld steps, lr %g, %d seed(s) (%d..%d); held-out evaluation on %d "
                 "sequences every %d steps.",
             c->batch, c->steps, (double)c->lr, c->seeds, c->seed0, c->seed0 + c->seeds - 1, c->eval_seqs, c->eval_every);
-    if (c->n_grid) {
-        fprintf(fp, " Grid (over the values above):");
-        for (int g = 0; g < c->n_grid; g++) {
-            fprintf(fp, "%s %s ", g ? ";" : "", DA_GRID_KEY_NAMES[c->grid[g].key]);
-            for (int i = 0; i < c->grid[g].n; i++) fprintf(fp, "%s%g", i ? "," : "", c->grid[g].values[i]);
-        }
-        fprintf(fp, ".");
-    }
+    grid_describe(fp, c->grid, c->n_grid);
     fprintf(fp, " %d cell(s), %d runs. Wall time %.0f s.\n\n", S->n_cells, S->n_cells * c->n_archs * c->seeds, wall_s);
 }
 
@@ -329,19 +322,6 @@ static da_status heatmaps(const task_study *S) {
         }
     free(rl), free(cl), free(notes), free(rows), free(cols), free(np), free(v), free(at);
     return st;
-}
-
-/* Steps to a threshold over seeds: mean and sd when every seed reached it;
- * *reached gets how many did. */
-static void steps_stats(const task_run *rs, int seeds, double thr, double *mean, double *sd, int *reached) {
-    double v[TASK_MAX_SEEDS];
-    *reached = 0;
-    for (int s = 0; s < seeds; s++) {
-        long k = da_steps_to_threshold(rs[s].step, rs[s].acc, rs[s].n_evals, thr);
-        if (k >= 0) v[(*reached)++] = (double)k;
-    }
-    if (*reached == seeds) da_mean_sd(v, seeds, mean, sd);
-    else *mean = NAN, *sd = NAN;
 }
 
 /* ---------------------------------------------------------------- through the one report writer (report.c) */
@@ -593,11 +573,12 @@ static da_status figures(const report *rep) {
     double px[TASK_MAX_CELLS], py[DA_COMPARE_MAX_ARCHS][TASK_MAX_CELLS];
     da_series s90[DA_COMPARE_MAX_ARCHS];
     for (int a = 0; a < c->n_archs; a++) {
-        for (int p = 0; p < n_pts; p++) {
-            double m, sd;
-            int reached;
-            steps_stats(study_run(S, p, a, 0), c->seeds, 0.9, &m, &sd, &reached);
-            px[p] = p, py[a][p] = m;
+        for (int p = 0; p < n_pts; p++) { /* the mean when every seed reached 90% */
+            cell_stats cs;
+            double sd;
+            stats_of(S, p, a, &cs);
+            da_mean_sd(cs.steps90, cs.n, &py[a][p], &sd);
+            px[p] = p, py[a][p] = cs.k == cs.n ? py[a][p] : NAN;
         }
         s90[a] = (da_series){task_arch_label(c, a), px, py[a], n_pts};
     }
