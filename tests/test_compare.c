@@ -37,8 +37,8 @@ static int test_compare_tiny(void) {
     CHECK(mkdtemp(dir));
     da_compare_config c;
     da_compare_config_default(&c);
-    c.out_dir = dir, c.steps = 10, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 2;
-    c.quiet = 1;
+    c.study.out_dir = dir, c.steps = 10, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 2;
+    c.study.quiet = 1;
     da_status st = da_compare(&c);
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
     char p[128];
@@ -155,22 +155,22 @@ static int test_compare_resume(void) {
     CHECK(mkdtemp(whole) && mkdtemp(cut));
     da_compare_config c;
     da_compare_config_default(&c);
-    c.steps = 20, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 1, c.quiet = 1;
+    c.steps = 20, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 1, c.study.quiet = 1;
     CHECK(!da_compare_parse_archs(&c, "diff,softmax").code); /* two runs are enough to interrupt between */
-    c.out_dir = whole;
+    c.study.out_dir = whole;
     CHECK(!da_compare(&c).code);
     double ref[2], got[2];
     CHECK(!read_val_losses(whole, ref));
 
     volatile int stop = 1; /* as if Ctrl-C came during the first run */
-    c.out_dir = cut, c.stop = &stop;
+    c.study.out_dir = cut, c.study.stop = &stop;
     da_status st = da_compare(&c);
     CHECK(st.code == DA_INTERRUPTED && strstr(st.msg, "--resume"));
     char p[200];
     snprintf(p, sizeof p, "%s/runs/diff_seed1337/train_state.safetensors", cut);
     CHECK(file_size(p) > 0);
     stop = 0;
-    c.resume = 1, c.steps = 999; /* the steps come from the interrupted run */
+    c.study.resume = 1, c.steps = 999; /* the steps come from the interrupted run */
     st = da_compare(&c);
     if (st.code) fprintf(stderr, "  %s\n", st.msg);
     CHECK(!st.code);
@@ -238,8 +238,8 @@ static int test_parse_archs(void) {
 static int test_budget_too_small(void) {
     da_compare_config c;
     da_compare_config_default(&c);
-    c.out_dir = "/tmp/da_compare_budget", c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2;
-    c.budget_minutes = 1e-4, c.quiet = 1;
+    c.study.out_dir = "/tmp/da_compare_budget", c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2;
+    c.budget_minutes = 1e-4, c.study.quiet = 1;
     da_status st = da_compare(&c);
     CHECK(st.code && strstr(st.msg, "--budget-minutes"));
     if (system("rm -rf /tmp/da_compare_budget")) {}

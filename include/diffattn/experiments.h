@@ -33,6 +33,18 @@ typedef struct {
  * long) and *n_grid. */
 da_status da_grid_parse(const char *spec, da_grid_axis *grid, int *n_grid);
 
+/* How a study runs (experiments/study.c). */
+typedef struct {
+    const char *out_dir;
+    int jobs;    /* 1: the runs one after another in this process; N: N single-thread processes at a time */
+    int argc;    /* jobs > 1: the command line (without the program) that names this study; each process */
+    char **argv; /* runs it with --run-index K --quiet --threads 1 and dies with the study */
+    int quiet;
+    int force;  /* replace a study already in out_dir (its runs/ is removed) */
+    int resume; /* continue the study in out_dir: runs with a valid result file are kept */
+    volatile int *stop; /* non-zero: return DA_INTERRUPTED (the run in training is lost; finished ones are kept) */
+} da_study_opts;
+
 /* ---------------------------------------------------------------- compare */
 
 /* DIFF and the softmax baseline trained at equal parameters, tokens, data and
@@ -44,8 +56,11 @@ da_status da_grid_parse(const char *spec, da_grid_axis *grid, int *n_grid);
 #define DA_COLUMN_NAME_MAX 48 /* a column token of --archs: "diff:lambda-init=0.5:head-norm=off" */
 
 typedef struct {
-    const char *out_dir;
-    const char *data;  /* NULL: the built-in needle mix */
+    /* out_dir, --jobs, --resume (finished runs are kept, an interrupted one continues from its last checkpoint,
+     * and the steps are those the first run was started with), --force; in this process a stop checkpoints the
+     * run in training and returns DA_INTERRUPTED */
+    da_study_opts study;
+    const char *data; /* NULL: the built-in needle mix */
     /* trained and evaluated side by side, in this order (default: da_arch_compare_defaults); each
      * gets a verdict against the baseline when the baseline is among them */
     da_arch archs[DA_COMPARE_MAX_ARCHS];
@@ -65,18 +80,7 @@ typedef struct {
     int seeds;
     int needles, queries;  /* needle prompts: N needles, R asked */
     int n_contexts, contexts[4]; /* needle prompt lengths; 0 contexts: seq/2 - 64 and seq - 64 */
-    int quiet;
-    /* Continue an interrupted job in out_dir: finished runs are kept, an
-     * interrupted one continues from its last checkpoint, and the steps are
-     * those the first run was started with. */
-    int resume;
-    int force;       /* a new compare in an out_dir that holds one replaces it */
-    /* > 1: the runs (out_dir/runs/NAME_seedS, each with its result file) as that many single-thread processes,
-     * each this command line (argc, argv, without the program) with --run-index K (experiments/study.c) */
-    int jobs, argc;
-    char **argv;
     int steps_given; /* on resume, steps was chosen now: the runs continue to it (else the first run's steps) */
-    volatile int *stop; /* when it becomes non-zero: checkpoint the run in training and return DA_INTERRUPTED */
 } da_compare_config;
 
 void da_compare_config_default(da_compare_config *c);
@@ -295,17 +299,6 @@ da_status da_icl_order_robustness(da_model *m, const da_task_config *t, int epis
  * bits), and a killed study continues with the runs that have no valid
  * result file (--resume). */
 
-/* How a study runs (experiments/study.c). */
-typedef struct {
-    const char *out_dir;
-    int jobs;    /* 1: the runs one after another in this process; N: N single-thread processes at a time */
-    int argc;    /* jobs > 1: the command line (without the program) that names this study; each process */
-    char **argv; /* runs it with --run-index K --quiet --threads 1 and dies with the study */
-    int quiet;
-    int force;  /* replace a study already in out_dir (its runs/ is removed) */
-    int resume; /* continue the study in out_dir: runs with a valid result file are kept */
-    volatile int *stop; /* non-zero: return DA_INTERRUPTED (the run in training is lost; finished ones are kept) */
-} da_study_opts;
 
 typedef struct {
     da_study_opts study;

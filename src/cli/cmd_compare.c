@@ -198,7 +198,7 @@ static int text_opts(da_compare_config *c, text_flags *f, cli_opt *opts) {
     const cli_opt table[] = {
         {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl (synthetic tasks: see compare --task mqar --help) | needle "
                                     "(the built-in needle mix) | text (--data)", 0},
-        {"out", OPT_STR, &c->out_dir, "folder for runs/ (one run folder per run), report.md, report.json and the figures", 0},
+        {"out", OPT_STR, &c->study.out_dir, "folder for runs/ (one run folder per run), report.md, report.json and the figures", 0},
         {"data", OPT_STR, &c->data, "training text or shards (default: the built-in needle mix)", 0},
         {"steps", OPT_LONG, &c->steps, "training steps per model", 0},
         {"budget-minutes", OPT_FLOAT, &f->budget,
@@ -218,14 +218,14 @@ static int text_opts(da_compare_config *c, text_flags *f, cli_opt *opts) {
         {"queries", OPT_INT, &c->queries, "needles asked for per prompt", 0},
         {"needle-context", OPT_STR, &f->contexts, "comma-separated needle prompt lengths in bytes, each at most seq - 64 "
                                                  "(auto: seq/2 - 64 and seq - 64)", 0},
-        {"jobs", OPT_INT, &c->jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
+        {"jobs", OPT_INT, &c->study.jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
         {"run-index", OPT_INT, &f->run_index, "run only run K of the compare and write its result file (what --jobs "
                                               "starts)", 0},
-        {"quiet", OPT_FLAG, &c->quiet, "no progress display", 0},
-        {"resume", OPT_FLAG, &c->resume, "continue an interrupted compare in --out (same flags): runs with a valid "
+        {"quiet", OPT_FLAG, &c->study.quiet, "no progress display", 0},
+        {"resume", OPT_FLAG, &c->study.resume, "continue an interrupted compare in --out (same flags): runs with a valid "
                                          "result file are kept, an interrupted one continues from its checkpoint; a new "
                                          "--steps continues every run to it", 0},
-        {"force", OPT_FLAG, &c->force, "start a new compare in an --out that holds one, replacing it", 0},
+        {"force", OPT_FLAG, &c->study.force, "start a new compare in an --out that holds one, replacing it", 0},
     };
     memcpy(opts, table, sizeof table);
     return (int)(sizeof table / sizeof table[0]);
@@ -244,7 +244,6 @@ static int text_apply(da_compare_config *c, const text_flags *f, const cli_opt *
     if (strcmp(f->contexts, "auto") && cli_parse_ints(f->contexts, c->contexts, 4, &c->n_contexts, 128, 1 << 20))
         return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
     c->steps_given = cli_was_set(opts, n_opts, "steps");
-    if (c->resume && c->force) return cli_fail("--resume and --force: choose one (continue the compare, or replace it)");
     return 0;
 }
 
@@ -264,14 +263,14 @@ static int cmd_compare_text(int argc, char **argv, const char *task) {
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (text_apply(&c, &f, opts, n_opts)) return 1;
     /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */
-    c.stop = cli_catch_stop_signals();
-    c.argc = argc, c.argv = argv;
+    c.study.stop = cli_catch_stop_signals();
+    c.study.argc = argc, c.study.argv = argv;
     if (f.run_index >= 0) { /* one run, as --jobs starts it */
         da_status st = da_compare_run(&c, f.run_index);
         if (st.code == DA_INTERRUPTED) return 130;
         return st.code ? cli_fail(st.msg) : 0;
     }
-    return compare_finish(da_compare(&c), c.out_dir, "--resume, or --force");
+    return compare_finish(da_compare(&c), c.study.out_dir, "--resume, or --force");
 }
 
 int cmd_compare(int argc, char **argv) {

@@ -25,19 +25,9 @@
 #include "core/clock.h"
 
 void da_compare_config_default(da_compare_config *c) {
-    memset(c, 0, sizeof *c);
-    c->out_dir = "runs/compare";
-    c->steps = 300;
-    c->dim = 256;
-    c->layers = 4;
-    c->heads = 4;
-    c->seq = 512;
-    c->batch = 8;
-    c->seeds = 1;
-    c->needles = 3;
-    c->queries = 1;
+    *c = (da_compare_config){.study = {.out_dir = "runs/compare", .jobs = 1}, .steps = 300, .dim = 256, .layers = 4,
+                             .heads = 4, .seq = 512, .batch = 8, .seeds = 1, .needles = 3, .queries = 1};
     c->n_archs = da_arch_compare_defaults(c->archs);
-    c->jobs = 1;
 }
 _Static_assert(DA_ARCH_N <= DA_COMPARE_MAX_ARCHS, "da_arch_compare_defaults may fill every architecture");
 
@@ -186,7 +176,7 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
     da_text_data d;
     da_status st = da_text_data_load(&d, data, val_fraction, c->seq);
     if (st.code) return st;
-    if (!c->quiet) fprintf(stderr, "compare: evaluating %s: loss", name);
+    if (!c->study.quiet) fprintf(stderr, "compare: evaluating %s: loss", name);
     da_eval_loss_result el, exact, q;
     double t0 = da_now_s();
     st = da_eval_loss(m, &d, c->seq, windows_flash, 4, DA_ATTN_FLASH, &el);
@@ -203,12 +193,12 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
     }
     da_engine_free(e);
     r->loss_ref_s = da_now_s() - t0;
-    if (!c->quiet) fprintf(stderr, ", outliers");
+    if (!c->study.quiet) fprintf(stderr, ", outliers");
     t0 = da_now_s();
     if (!st.code) st = da_eval_outliers(m, &d, c->seq, 4, &r->out);
     r->fixed_s = da_now_s() - t0;
     da_text_data_free(&d);
-    if (!c->quiet) fprintf(stderr, ", needle retrieval");
+    if (!c->study.quiet) fprintf(stderr, ", needle retrieval");
     t0 = da_now_s();
     da_needle_result nr = {0};
     if (!st.code) st = da_needle_eval_model(m, nc, 0, &nr);
@@ -218,12 +208,12 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
             r->needle_acc[i][j] = nr.acc[i][j];
             r->needle_ctx[i] += nr.acc[i][j] / nc->n_depths, r->needle_depth[j] += nr.acc[i][j] / nc->n_contexts;
         }
-    if (!c->quiet) fprintf(stderr, ", with quantized logits");
+    if (!c->study.quiet) fprintf(stderr, ", with quantized logits");
     for (int i = 0; i < 4 && !st.code; i++) {
         if (!exact_only) st = da_needle_eval_model(m, nc, QBITS[i], &nr);
         r->quant_needle[i] = exact_only ? NAN : nr.overall;
     }
-    if (!c->quiet) fprintf(stderr, ", attention\n");
+    if (!c->study.quiet) fprintf(stderr, ", attention\n");
     da_needle_attention_result ar = {0};
     if (!st.code) st = da_eval_needle_attention(m, nc, &ar);
     r->attn_answer = ar.answer_all, r->attn_noise = ar.noise_all, r->digits = ar.digits_all;
@@ -252,13 +242,13 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
     const double t_start = da_now_s();
     double step_s = 0, eval_s = 0;
     da_compare_config quiet = *c;
-    quiet.quiet = 1;
+    quiet.study.quiet = 1;
     da_needle_config probe_nc = *nc;
     probe_nc.samples = 1;
     probe_nc.n_depths = 1;
     probe_nc.depths[0] = 50;
     const double prompts = (double)nc->n_contexts * nc->n_depths * nc->samples;
-    if (!c->quiet) fprintf(stderr, "compare: timing a training step and a probe evaluation per architecture\n");
+    if (!c->study.quiet) fprintf(stderr, "compare: timing a training step and a probe evaluation per architecture\n");
     for (int a = 0; a < c->n_archs; a++) {
         da_config cfg;
         const grid_shape sh = base_shape(c);
@@ -290,7 +280,7 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
                          "and a step of every architecture %.2f s (%d seed(s)); raise the budget or lower --seq, "
                          "--needles, --dim or --seeds",
                          c->budget_minutes, *steps, eval_s, step_s, c->seeds);
-    if (!c->quiet)
+    if (!c->study.quiet)
         fprintf(stderr,
                 "compare: %.2f s per step of every architecture, about %.0f s of evaluations: %ld steps per model "
                 "fit %g minutes\n",
@@ -325,7 +315,7 @@ static int read_metrics(const char *dir, double *step, double *train, double *va
 /* Run k's folder: an ordinary training run folder, in cells of its own with a grid. */
 static void run_dir(const cmp_study *x, int k, char *buf, size_t n) {
     const study_slot q = study_slot_of(k, x->c.n_archs, x->c.seeds);
-    study_run_dir(buf, n, x->c.out_dir, x->c.n_grid ? q.cell : -1, slot_name(&x->c, q.arch), 1337 + q.seed);
+    study_run_dir(buf, n, x->c.study.out_dir, x->c.n_grid ? q.cell : -1, slot_name(&x->c, q.arch), 1337 + q.seed);
 }
 
 static void cmp_name(void *ctx, int k, char *buf, size_t n) {
@@ -367,7 +357,7 @@ static da_status run_arch(const cmp_study *x, int k, arch_result *r) {
     da_config saved_cfg;
     da_train_config saved_tc;
     long done = -1;
-    if (c->resume && !da_train_state_peek(dir, &saved_cfg, &saved_tc, &done).code) {
+    if (c->study.resume && !da_train_state_peek(dir, &saved_cfg, &saved_tc, &done).code) {
         if (saved_cfg.dim != cfg.dim || saved_cfg.n_layers != cfg.n_layers || saved_cfg.n_heads != cfg.n_heads ||
             saved_cfg.max_seq_len != cfg.max_seq_len || saved_tc.batch != tc.batch)
             return da_errorf("%s was trained with dim %d, %d layers, %d heads, seq %d, batch %d, %ld steps; "
@@ -378,13 +368,13 @@ static da_status run_arch(const cmp_study *x, int k, arch_result *r) {
         done = -1;
     }
     if (done >= c->steps) {
-        if (!c->quiet) fprintf(stderr, "compare: %s already trained for %ld steps: kept\n", what, c->steps);
+        if (!c->study.quiet) fprintf(stderr, "compare: %s already trained for %ld steps: kept\n", what, c->steps);
     } else {
-        if (!c->quiet)
+        if (!c->study.quiet)
             fprintf(stderr, "compare: training %s for %ld steps%s\n", what, c->steps,
                     done >= 0 ? ", resumed from its checkpoint" : "");
-        da_train_hooks hooks = {.on_log = c->quiet ? NULL : on_log, .stop = c->stop};
-        st = da_train(&cfg, &tc, x->data, dir, done >= 0 ? DA_RUN_RESUME : c->force ? DA_RUN_OVERWRITE : DA_RUN_NEW,
+        da_train_hooks hooks = {.on_log = c->study.quiet ? NULL : on_log, .stop = c->study.stop};
+        st = da_train(&cfg, &tc, x->data, dir, done >= 0 ? DA_RUN_RESUME : c->study.force ? DA_RUN_OVERWRITE : DA_RUN_NEW,
                       &hooks);
         if (st.code == DA_INTERRUPTED) {
             /* da_train's message names its own --resume; this job continues with compare's */
@@ -476,7 +466,7 @@ static int result_load(const cmp_study *x, int k, arch_result *r, int say) {
 
 static int cmp_done(void *ctx, int k) {
     arch_result r;
-    const int done = !result_load(ctx, k, &r, !((const cmp_study *)ctx)->c.quiet);
+    const int done = !result_load(ctx, k, &r, !((const cmp_study *)ctx)->c.study.quiet);
     if (done) free(r.map.map);
     return done;
 }
@@ -493,7 +483,7 @@ static da_status cmp_run(void *ctx, int k) {
     da_status st = run_arch(x, k, &r);
     if (!st.code) st = result_save(x, k, &r);
     free(r.map.map);
-    if (!st.code && x->c.stop && *x->c.stop) {
+    if (!st.code && x->c.study.stop && *x->c.study.stop) {
         char what[256];
         cmp_name(ctx, k, what, sizeof what);
         st = da_errorf("interrupted after evaluating %s: run the same compare command with --resume to continue "
@@ -535,7 +525,7 @@ static da_status compare_setup(const da_compare_config *c, cmp_study *x) {
     if (c->needles < 1 || c->needles > 16 || c->queries < 1 || c->queries > c->needles)
         return da_errorf("--needles must be 1..16 and --queries 1..--needles");
     if (!(c->budget_minutes >= 0)) return da_errorf("--budget-minutes must be positive");
-    if (c->budget_minutes > 0 && (c->jobs > 1 || c->n_grid))
+    if (c->budget_minutes > 0 && (c->study.jobs > 1 || c->n_grid))
         return da_errorf("--budget-minutes times the steps of one shape in this process: with --jobs or --grid, "
                          "give --steps");
     da_needle_config *nc = &x->nc;
@@ -555,7 +545,7 @@ static da_status compare_setup(const da_compare_config *c, cmp_study *x) {
         nc->contexts[nc->n_contexts++] = c->seq - 64;
     }
     if (c->data) snprintf(x->data, sizeof x->data, "%s", c->data);
-    else snprintf(x->data, sizeof x->data, "%s/needle_mix.txt", c->out_dir);
+    else snprintf(x->data, sizeof x->data, "%s/needle_mix.txt", c->study.out_dir);
     return study_cells(x);
 }
 
@@ -567,14 +557,14 @@ static da_status resolve_steps(cmp_study *x, int may_time) {
     da_config first_cfg;
     da_train_config first_tc;
     long first_done;
-    const int have_first = c->resume && !da_train_state_peek(first, &first_cfg, &first_tc, &first_done).code;
+    const int have_first = c->study.resume && !da_train_state_peek(first, &first_cfg, &first_tc, &first_done).code;
     if (have_first && c->steps_given && c->steps != first_tc.steps) {
-        if (!c->quiet && may_time)
+        if (!c->study.quiet && may_time)
             fprintf(stderr, "compare: resuming %s with steps %ld (the first run had %ld): every run continues to %ld\n",
-                    c->out_dir, c->steps, first_tc.steps, c->steps);
+                    c->study.out_dir, c->steps, first_tc.steps, c->steps);
     } else if (have_first) {
         c->steps = first_tc.steps;
-        if (!c->quiet && may_time) fprintf(stderr, "compare: resuming %s: %ld steps per model\n", c->out_dir, c->steps);
+        if (!c->study.quiet && may_time) fprintf(stderr, "compare: resuming %s: %ld steps per model\n", c->study.out_dir, c->steps);
     } else if (c->budget_minutes > 0 && may_time) {
         da_train_config tc_default; /* run_arch trains with its val_fraction */
         da_train_config_default(&tc_default);
@@ -867,7 +857,7 @@ static da_status compare_report(const cmp_study *x) {
         report *r = &k->r;
         k->x = x;
         for (int i = 0; i < x->n_cells; i++) cell_names[i] = x->cells[i].name;
-        *r = (report){.out_dir = c->out_dir, .n_cells = x->n_cells, .n_archs = c->n_archs, .seeds = c->seeds, .seed0 = 1337,
+        *r = (report){.out_dir = c->study.out_dir, .n_cells = x->n_cells, .n_archs = c->n_archs, .seeds = c->seeds, .seed0 = 1337,
                       .cell_names = cell_names};
         for (int a = 0; a < c->n_archs; a++) r->names[a] = slot_name(c, a), r->labels[a] = slot_label(c, a);
         r->base = da_arch_baseline_slot(c->archs, c->windows, c->columns, c->n_archs);
@@ -890,8 +880,8 @@ da_status da_compare(const da_compare_config *cfg) {
     if (!x) return da_errorf("out of memory");
     da_status st = compare_setup(cfg, x);
     /* in this process a stop is the run's own: it checkpoints the run in training, which --resume continues */
-    const da_study_opts o = {cfg->out_dir, cfg->jobs, cfg->argc,    cfg->argv,
-                             cfg->quiet,   cfg->force, cfg->resume, cfg->jobs > 1 ? cfg->stop : NULL};
+    da_study_opts o = cfg->study;
+    if (o.jobs <= 1) o.stop = NULL;
     const da_study plan = {x->n_cells, cfg->n_archs, cfg->seeds, x, cmp_done, cmp_cost, cmp_name, cmp_run, cmp_prepare};
     if (!st.code) st = da_study_run(&plan, &o);
     if (!st.code) st = compare_report(x);

@@ -24,27 +24,14 @@ da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
 }
 
 void da_task_compare_config_default(da_task_compare_config *c) {
-    memset(c, 0, sizeof *c);
-    c->study.out_dir = "runs/compare-task";
-    c->study.jobs = 1;
+    *c = (da_task_compare_config){.study = {.out_dir = "runs/compare-task", .jobs = 1}, .steps = 1000, .eval_every = 50,
+                                  .eval_seqs = 256, .dim = 64, .layers = 2, .heads = 1, .batch = 32, .lr = 3e-3f,
+                                  .seeds = 1, .seed0 = 1337, .perms = 10, .perm_episodes = 128, .cf_episodes = 1024};
     /* train's defaults, with a checkpoint at the end only: a run that stops is done again */
     da_train_config_default(&c->train);
     c->train.save_every = 0;
     da_task_config_default(&c->task, DA_TASK_MQAR);
-    c->steps = 1000;
-    c->eval_every = 50;
-    c->eval_seqs = 256;
-    c->dim = 64;
-    c->layers = 2;
-    c->heads = 1;
-    c->batch = 32;
-    c->lr = 3e-3f;
-    c->seeds = 1;
-    c->seed0 = 1337;
     c->n_archs = da_arch_compare_defaults(c->archs);
-    c->perms = 10;
-    c->perm_episodes = 128;
-    c->cf_episodes = 1024;
 }
 
 /* The share of the answer positions of s whose largest logit is the answer,
