@@ -7,7 +7,7 @@
 
 #include "diffattn.h"
 #include "experiments/arch_column.h"
-#include "experiments/compare.h"
+#include "diffattn/experiments.h"
 #include "harness.h"
 
 static int test_mix_answers_are_in_context(void) {

@@ -1,4 +1,7 @@
-/* DIFF against the baseline, side by side (see compare.h). */
+/* `diffattn compare`: DIFF and the softmax baseline trained at equal
+ * parameters, tokens, data and seed, then the same evaluations on both, a
+ * study over the cells of a grid with a side-by-side report (see
+ * diffattn/experiments.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,7 +11,7 @@
 
 #include "data/text_data.h"
 #include "experiments/arch_column.h"
-#include "experiments/compare.h"
+#include "diffattn/experiments.h"
 #include "train/eval_loss.h"
 #include "eval/needle.h"
 #include "eval/needle_attention.h"
@@ -42,9 +45,6 @@ static const char *slot_name(const da_compare_config *c, int a) {
 static const char *slot_label(const da_compare_config *c, int a) {
     return da_arch_column_label(c->archs[a], c->windows[a], c->columns[a]);
 }
-
-/* The name an architecture goes by in reports and figures. */
-const char *da_compare_arch_label(da_arch a) { return da_arch_describe(a).label; }
 
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed) {
     if (context < 256) return da_errorf("the needle mix needs a context of at least 256 bytes, got %d", context);

@@ -11,7 +11,7 @@
 
 #include "core/clock.h"
 #include "experiments/arch_column.h"
-#include "experiments/compare.h"
+#include "diffattn/experiments.h"
 #include "experiments/grid.h"
 #include "io/atomic_file.h"
 #include "experiments/study.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "experiments/arch_column.h"
-#include "experiments/compare.h"
+#include "diffattn/experiments.h"
 #include "experiments/grid.h"
 #include "experiments/plot.h"
 #include "experiments/report.h"
