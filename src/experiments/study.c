@@ -33,7 +33,7 @@ da_status study_result_save(const char *path, const char *magic, const char *key
     da_status st = da_atomic_open(&af, path);
     if (st.code) return st;
     if (fwrite(&h, sizeof h, 1, af.fp) != 1 || fwrite(body, size, 1, af.fp) != 1 ||
-        fwrite(floats, sizeof(float), n_floats, af.fp) != n_floats)
+        (n_floats && fwrite(floats, sizeof(float), n_floats, af.fp) != n_floats))
         return da_atomic_fail(&af, errno);
     return da_atomic_commit(&af);
 }
