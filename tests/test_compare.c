@@ -7,7 +7,7 @@
 
 #include "diffattn.h"
 #include "experiments/arch_column.h"
-#include "experiments/compare.h"
+#include "diffattn/experiments.h"
 #include "harness.h"
 
 static int test_mix_answers_are_in_context(void) {
@@ -37,8 +37,8 @@ static int test_compare_tiny(void) {
     CHECK(mkdtemp(dir));
     da_compare_config c;
     da_compare_config_default(&c);
-    c.out_dir = dir, c.steps = 10, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 2;
-    c.quiet = 1;
+    c.study.out_dir = dir, c.steps = 10, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 2;
+    c.study.quiet = 1;
     da_status st = da_compare(&c);
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
     char p[128];
@@ -46,7 +46,9 @@ static int test_compare_tiny(void) {
     char *js = (char *)th_read_file(p, NULL);
     cJSON *root = cJSON_Parse(js);
     CHECK(root);
-    const cJSON *archs = cJSON_GetObjectItem(root, "archs");
+    const cJSON *cells = cJSON_GetObjectItem(root, "cells"); /* one cell without a grid */
+    CHECK(cJSON_GetArraySize(cells) == 1);
+    const cJSON *archs = cJSON_GetObjectItem(cells->child, "archs");
     static const char *const names[3] = {"diff", "diff2", "softmax"}; /* the default --archs, in order */
     CHECK(cJSON_GetArraySize(archs) == 3);
     for (int a = 0; a < 3; a++) {
@@ -126,7 +128,8 @@ static int read_val_losses(const char *dir, double out[2]) {
     cJSON *root = js ? cJSON_Parse(js) : NULL;
     free(js);
     if (!root) return 1;
-    const cJSON *archs = cJSON_GetObjectItem(root, "archs");
+    const cJSON *cells = cJSON_GetObjectItem(root, "cells");
+    const cJSON *archs = cells && cells->child ? cJSON_GetObjectItem(cells->child, "archs") : NULL;
     for (int a = 0; a < 2; a++) {
         const cJSON *runs = cJSON_GetObjectItem(archs, a ? "softmax" : "diff");
         out[a] = runs && runs->child ? cJSON_GetObjectItem(runs->child, "val_loss")->valuedouble : -1;
@@ -152,22 +155,22 @@ static int test_compare_resume(void) {
     CHECK(mkdtemp(whole) && mkdtemp(cut));
     da_compare_config c;
     da_compare_config_default(&c);
-    c.steps = 20, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 1, c.quiet = 1;
+    c.steps = 20, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 1, c.study.quiet = 1;
     CHECK(!da_compare_parse_archs(&c, "diff,softmax").code); /* two runs are enough to interrupt between */
-    c.out_dir = whole;
+    c.study.out_dir = whole;
     CHECK(!da_compare(&c).code);
     double ref[2], got[2];
     CHECK(!read_val_losses(whole, ref));
 
     volatile int stop = 1; /* as if Ctrl-C came during the first run */
-    c.out_dir = cut, c.stop = &stop;
+    c.study.out_dir = cut, c.study.stop = &stop;
     da_status st = da_compare(&c);
     CHECK(st.code == DA_INTERRUPTED && strstr(st.msg, "--resume"));
     char p[200];
-    snprintf(p, sizeof p, "%s/diff_seed1337/train_state.safetensors", cut);
+    snprintf(p, sizeof p, "%s/runs/diff_seed1337/train_state.safetensors", cut);
     CHECK(file_size(p) > 0);
     stop = 0;
-    c.resume = 1, c.steps = 999; /* the steps come from the interrupted run */
+    c.study.resume = 1, c.steps = 999; /* the steps come from the interrupted run */
     st = da_compare(&c);
     if (st.code) fprintf(stderr, "  %s\n", st.msg);
     CHECK(!st.code);
@@ -176,7 +179,7 @@ static int test_compare_resume(void) {
            got[1]);
     CHECK(got[0] == ref[0] && got[1] == ref[1]);
 
-    snprintf(p, sizeof p, "%s/diff_seed1337/metrics.jsonl", cut);
+    snprintf(p, sizeof p, "%s/runs/diff_seed1337/metrics.jsonl", cut);
     const long before = file_size(p);
     CHECK(!da_compare(&c).code); /* both runs finished: kept, evaluated again */
     CHECK(file_size(p) == before && !read_val_losses(cut, got) && got[0] == ref[0] && got[1] == ref[1]);
@@ -203,6 +206,14 @@ static int test_parse_archs(void) {
     CHECK(strstr(da_compare_parse_archs(&c, "gpt").msg, "diff, softmax, diff2, nsa"));
     CHECK(da_compare_parse_archs(&c, "").code);
     CHECK(!da_compare_parse_archs(&c, "nsa,diff,diff2,softmax").code && c.n_archs == 4 && c.archs[0] == DA_ARCH_NSA);
+    /* plain compare reads the columns of compare --task: swa needs its window, options make a column */
+    CHECK(strstr(da_compare_parse_archs(&c, "diff,swa").msg, "--swa-window"));
+    CHECK(c.n_archs == 4 && c.archs[0] == DA_ARCH_NSA);
+    c.swa_window = 32;
+    CHECK(!da_compare_parse_archs(&c, "softmax,swa,diff:head-norm=off").code && c.n_archs == 3 &&
+          c.archs[1] == DA_ARCH_SOFTMAX && c.windows[1] == 32 && c.windows[0] == 0 && c.archs[2] == DA_ARCH_DIFF &&
+          !strcmp(c.columns[2], "diff:head-norm=off") && !c.columns[0][0]);
+    CHECK(strstr(da_compare_parse_archs(&c, "swa,swa").msg, "twice"));
     /* compare --task: the four-way comparison and swa, five columns */
     da_task_compare_config t;
     da_task_compare_config_default(&t);
@@ -227,8 +238,8 @@ static int test_parse_archs(void) {
 static int test_budget_too_small(void) {
     da_compare_config c;
     da_compare_config_default(&c);
-    c.out_dir = "/tmp/da_compare_budget", c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2;
-    c.budget_minutes = 1e-4, c.quiet = 1;
+    c.study.out_dir = "/tmp/da_compare_budget", c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2;
+    c.budget_minutes = 1e-4, c.study.quiet = 1;
     da_status st = da_compare(&c);
     CHECK(st.code && strstr(st.msg, "--budget-minutes"));
     if (system("rm -rf /tmp/da_compare_budget")) {}
@@ -255,7 +266,7 @@ static int test_compare_task_sweep(void) {
     char *js = (char *)th_read_file(p, NULL);
     cJSON *root = js ? cJSON_Parse(js) : NULL;
     CHECK(root);
-    const cJSON *pts = cJSON_GetObjectItem(root, "points");
+    const cJSON *pts = cJSON_GetObjectItem(root, "cells");
     CHECK(cJSON_GetArraySize(pts) == 2);
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(pts->child, "archs"), "diff2")) == 2); /* every arch */
     CHECK(cJSON_GetObjectItem(pts->child, "seq")->valueint == 16 && cJSON_GetObjectItem(pts->child->next, "seq")->valueint == 32);
@@ -320,7 +331,7 @@ static int test_compare_task_icl(void) {
     c.study.out_dir = dir, c.steps = 4, c.eval_every = 2, c.eval_seqs = 8, c.dim = 16, c.layers = 1, c.heads = 1;
     c.batch = 4, c.seeds = 2, c.study.quiet = 1, c.perms = 3, c.perm_episodes = 5;
     c.task.demos = 4, c.task.symbols = 6, c.task.classes = 3, c.task.vocab = 12;
-    CHECK(!da_arch_list_parse("softmax,diff", c.archs, &c.n_archs).code);
+    CHECK(!da_task_parse_archs(&c, "softmax,diff").code);
     da_status st = da_task_compare(&c);
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
     char p[160];
@@ -328,7 +339,7 @@ static int test_compare_task_icl(void) {
     char *js = (char *)th_read_file(p, NULL);
     cJSON *root = js ? cJSON_Parse(js) : NULL;
     CHECK(root && !strcmp(cJSON_GetObjectItem(root, "task")->valuestring, "icl"));
-    const cJSON *pt = cJSON_GetObjectItem(root, "points")->child, *archs = cJSON_GetObjectItem(pt, "archs");
+    const cJSON *pt = cJSON_GetObjectItem(root, "cells")->child, *archs = cJSON_GetObjectItem(pt, "archs");
     CHECK(cJSON_GetObjectItem(pt, "seq")->valueint == 10 && cJSON_GetObjectItem(pt, "demos")->valueint == 4);
     CHECK(cJSON_GetObjectItem(pt, "perms")->valueint == 3 && cJSON_GetObjectItem(pt, "perm_episodes")->valueint == 5);
     CHECK(cJSON_GetArraySize(archs) == 2 && !strcmp(archs->child->string, "softmax") &&
@@ -350,7 +361,7 @@ static int test_compare_task_icl(void) {
     char *md = (char *)th_read_file(p, NULL);
     CHECK(md && strstr(md, "## Order robustness") && strstr(md, "| demos 4, classes 3, symbols 6 | softmax |"));
     CHECK(strstr(md, "margin (best − worst)") && !strstr(md, "DIFF2"));
-    const char *figs[] = {"permutation_margin.png", "accuracy_0.png", "lambda.png"};
+    const char *figs[] = {"permutation_margin.png", "accuracy.png", "lambda.png"}; /* one cell: no index */
     for (int i = 0; i < 3; i++) {
         CHECK(strstr(md, figs[i]));
         snprintf(p, sizeof p, "%s/%s", dir, figs[i]);

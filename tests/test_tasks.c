@@ -2,7 +2,7 @@
  * model, steps-to-threshold, the shared initialisation of compare --task,
  * and the icl task with its order evaluation. */
 #include "diffattn.h"
-#include "experiments/compare.h"
+#include "diffattn/experiments.h"
 #include "experiments/tasks.h"
 #include "harness.h"
 

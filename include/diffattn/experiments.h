@@ -1,7 +1,7 @@
 /* diffattn experiments: `compare` (DIFF against the softmax baseline, trained
  * and evaluated alike, with a report), throughput benchmarks, and the PNG
  * figures of reports.
- * Implemented in src/experiments/compare.c, src/experiments/tasks.c, src/experiments/task_compare.c,
+ * Implemented in src/experiments/compare.c, src/experiments/grid.c, src/experiments/tasks.c, src/experiments/task_compare.c,
  * src/experiments/task_source.c, src/experiments/task_report.c,
  * src/experiments/task_counterfactual.c, src/experiments/icl_order.c, src/experiments/plot.c,
  * src/experiments/bench.c, src/experiments/bench_generate.c, src/experiments/bench_json.c. */
@@ -15,48 +15,87 @@
 extern "C" {
 #endif
 
+/* ---------------------------------------------------------------- grids
+ * A study's grid (--grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3): every
+ * combination of the axes' values is a cell, the last axis varying fastest;
+ * plain compare and compare --task read it alike. */
+typedef enum { DA_GRID_HEADS = 0, DA_GRID_DIM, DA_GRID_LAYERS, DA_GRID_LR, DA_GRID_BATCH, DA_GRID_N_KEYS } da_grid_key;
+#define DA_GRID_MAX_VALUES 8
+
+typedef struct {
+    da_grid_key key;
+    int n;
+    double values[DA_GRID_MAX_VALUES];
+} da_grid_axis;
+
+/* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
+ * semicolons; keys heads, dim, layers, lr, batch) into grid (DA_GRID_N_KEYS
+ * long) and *n_grid. */
+da_status da_grid_parse(const char *spec, da_grid_axis *grid, int *n_grid);
+
+/* How a study runs (experiments/study.c). */
+typedef struct {
+    const char *out_dir;
+    int jobs;    /* 1: the runs one after another in this process; N: N single-thread processes at a time */
+    int argc;    /* jobs > 1: the command line (without the program) that names this study; each process */
+    char **argv; /* runs it with --run-index K --quiet --threads 1 and dies with the study */
+    int quiet;
+    int force;  /* replace a study already in out_dir (its runs/ is removed) */
+    int resume; /* continue the study in out_dir: runs with a valid result file are kept */
+    volatile int *stop; /* non-zero: return DA_INTERRUPTED (the run in training is lost; finished ones are kept) */
+} da_study_opts;
+
 /* ---------------------------------------------------------------- compare */
 
 /* DIFF and the softmax baseline trained at equal parameters, tokens, data and
  * seed, then the same evaluations on both, with a side-by-side report
- * (report.md, report.json, figures) in out_dir. */
+ * (report.md, report.json, figures per cell) in out_dir: a study of the same
+ * pipeline as compare --task (cells of a grid, the study scheduler, one
+ * report writer). */
 #define DA_COMPARE_MAX_ARCHS 8
 #define DA_COLUMN_NAME_MAX 48 /* a column token of --archs: "diff:lambda-init=0.5:head-norm=off" */
 
 typedef struct {
-    const char *out_dir;
-    const char *data;  /* NULL: the built-in needle mix */
+    /* out_dir, --jobs, --resume (finished runs are kept, an interrupted one continues from its last checkpoint,
+     * and the steps are those the first run was started with), --force; in this process a stop checkpoints the
+     * run in training and returns DA_INTERRUPTED */
+    da_study_opts study;
+    const char *data; /* NULL: the built-in needle mix */
     /* trained and evaluated side by side, in this order (default: da_arch_compare_defaults); each
      * gets a verdict against the baseline when the baseline is among them */
     da_arch archs[DA_COMPARE_MAX_ARCHS];
+    int windows[DA_COMPARE_MAX_ARCHS]; /* > 0: that arch with a sliding window of this many keys ("swa") */
+    /* a column with model options: its --archs token ("diff:head-norm=off"), its run folder's and report's
+     * name; "" for a plain architecture */
+    char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
     int n_archs;
+    int swa_window; /* the window of "swa" in --archs */
     long steps;
     double budget_minutes; /* > 0: steps chosen so the whole job fits (overrides steps) */
     int dim, layers, heads, seq, batch;
+    /* model and training axes (heads, dim, layers, lr, batch), in the order given: each combination is a cell,
+     * whose runs are out_dir/runs/cell<i>_NAME_seedS (without a grid: runs/NAME_seedS) */
+    da_grid_axis grid[DA_GRID_N_KEYS];
+    int n_grid;
     int seeds;
     int needles, queries;  /* needle prompts: N needles, R asked */
     int n_contexts, contexts[4]; /* needle prompt lengths; 0 contexts: seq/2 - 64 and seq - 64 */
-    int quiet;
-    /* Continue an interrupted job in out_dir: finished runs are kept, an
-     * interrupted one continues from its last checkpoint, and the steps are
-     * those the first run was started with. */
-    int resume;
-    int force;       /* a new compare in an out_dir that holds one replaces it */
     int steps_given; /* on resume, steps was chosen now: the runs continue to it (else the first run's steps) */
-    volatile int *stop; /* when it becomes non-zero: checkpoint the run in training and return DA_INTERRUPTED */
 } da_compare_config;
 
 void da_compare_config_default(da_compare_config *c);
-/* A comma-separated list of architecture names (da_arch_name's) into
- * archs, in the order given, each at most once, at most
- * DA_COMPARE_MAX_ARCHS: the --archs of every comparison. */
-da_status da_arch_list_parse(const char *list, da_arch *archs, int *n_archs);
-/* da_arch_list_parse into c->archs. */
+/* --archs into c->archs, c->windows and c->columns, as da_task_parse_archs
+ * reads it (every da_arch_name, swa with c->swa_window set first, and
+ * "arch:flag=value[:...]" columns). */
 da_status da_compare_parse_archs(da_compare_config *c, const char *list);
 /* Writes the built-in training mix (filler text with needle sentences, each
  * document ending in a question and its answer) of about `bytes` bytes. */
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed);
 da_status da_compare(const da_compare_config *c);
+/* Run k of da_compare (column k % n_archs, seed (k / n_archs) % seeds, cell
+ * k / (n_archs seeds)): trains it, or continues it, and writes its result
+ * file; what each process of jobs > 1 does. */
+da_status da_compare_run(const da_compare_config *c, int k);
 
 /* ---------------------------------------------------------------- synthetic retrieval tasks */
 
@@ -259,26 +298,7 @@ da_status da_icl_order_robustness(da_model *m, const da_task_config *t, int epis
  * runs can go to separate processes in any order (the results are the same
  * bits), and a killed study continues with the runs that have no valid
  * result file (--resume). */
-typedef enum { DA_GRID_HEADS = 0, DA_GRID_DIM, DA_GRID_LAYERS, DA_GRID_LR, DA_GRID_BATCH, DA_GRID_N_KEYS } da_grid_key;
-#define DA_GRID_MAX_VALUES 8
 
-typedef struct {
-    da_grid_key key;
-    int n;
-    double values[DA_GRID_MAX_VALUES];
-} da_grid_axis;
-
-/* How a study runs (experiments/study.c). */
-typedef struct {
-    const char *out_dir;
-    int jobs;    /* 1: the runs one after another in this process; N: N single-thread processes at a time */
-    int argc;    /* jobs > 1: the command line (without the program) that names this study; each process */
-    char **argv; /* runs it with --run-index K --quiet --threads 1 and dies with the study */
-    int quiet;
-    int force;  /* replace a study already in out_dir (its runs/ is removed) */
-    int resume; /* continue the study in out_dir: runs with a valid result file are kept */
-    volatile int *stop; /* non-zero: return DA_INTERRUPTED (the run in training is lost; finished ones are kept) */
-} da_study_opts;
 
 typedef struct {
     da_study_opts study;
@@ -319,12 +339,9 @@ void da_task_compare_config_default(da_task_compare_config *c);
  * (flags head-norm and lambda-init: "diff:head-norm=off",
  * "softmax:head-norm=on", "diff:lambda-init=0.5"). */
 da_status da_task_parse_archs(da_task_compare_config *c, const char *list);
-/* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
- * semicolons; keys heads, dim, layers, lr, batch) into c->grid. */
-da_status da_task_grid_parse(da_task_compare_config *c, const char *spec);
 /* The whole study (c->study: in this process or in c->study.jobs
  * processes), with progress and an ETA on stderr; then the report: out_dir/report.md, report.json,
- * accuracy_<cell>.png, steps_to_90.png, lambda.png (when DIFF is listed),
+ * accuracy.png (accuracy_<cell>.png with several cells), steps_to_90.png, lambda.png (when DIFF is listed),
  * for icl permutation_margin.png, and for a grid of several cells
  * success_<arch>.png and, per architecture against softmax,
  * success_<arch>_vs_softmax.png. */

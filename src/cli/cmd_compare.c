@@ -125,7 +125,7 @@ static int task_apply(da_task_compare_config *c, const task_flags *f, const cli_
     if (f->demos && cli_parse_ints(f->demos, c->demos, 8, &c->n_demos, 1, DA_ICL_MAX_DEMOS))
         return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
     da_status st = da_task_parse_archs(c, f->archs);
-    if (!st.code && f->grid) st = da_task_grid_parse(c, f->grid);
+    if (!st.code && f->grid) st = da_grid_parse(f->grid, c->grid, &c->n_grid);
     return st.code ? cli_fail(st.msg) : 0;
 }
 
@@ -180,43 +180,80 @@ static int join_grid_axes(int argc, char **argv, char *joined, size_t n) {
     return out;
 }
 
+/* The flags of plain compare that are not fields of its configuration. */
+typedef struct {
+    const char *task, *contexts, *archs, *grid;
+    float budget;
+    int run_index;
+    char def_archs[128], archs_help[256];
+} text_flags;
+
+/* The options of plain compare, bound to c and f; returns how many. */
+static int text_opts(da_compare_config *c, text_flags *f, cli_opt *opts) {
+    char all[128];
+    da_arch_names_default(f->def_archs, sizeof f->def_archs, ",");
+    snprintf(f->archs_help, sizeof f->archs_help, "comma-separated architectures trained side by side: %s, swa, or "
+             "arch:flag=value columns", da_arch_names_all(all, sizeof all, ", "));
+    f->contexts = "auto", f->archs = f->def_archs, f->grid = NULL, f->budget = 0, f->run_index = -1;
+    const cli_opt table[] = {
+        {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl (synthetic tasks: see compare --task mqar --help) | needle "
+                                    "(the built-in needle mix) | text (--data)", 0},
+        {"out", OPT_STR, &c->study.out_dir, "folder for runs/ (one run folder per run), report.md, report.json and the figures", 0},
+        {"data", OPT_STR, &c->data, "training text or shards (default: the built-in needle mix)", 0},
+        {"steps", OPT_LONG, &c->steps, "training steps per model", 0},
+        {"budget-minutes", OPT_FLOAT, &f->budget,
+         "choose --steps so the whole job takes about this long: timed steps and a probe evaluation per arch "
+         "(0: use --steps)", 0},
+        {"seeds", OPT_INT, &c->seeds, "seeds per architecture (mean and spread are reported)", 0},
+        {"dim", OPT_INT, &c->dim, "model width", 0},
+        {"layers", OPT_INT, &c->layers, "blocks", 0},
+        {"heads", OPT_INT, &c->heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
+        {"archs", OPT_STR, &f->archs, f->archs_help, 0},
+        {"swa-window", OPT_INT, &c->swa_window, "swa: softmax attention over the last W keys only", 0},
+        {"grid", OPT_STR, &f->grid, "a study: model and training axes, e.g. --grid heads=1,2 dim=64,128 lr=1e-3,3e-3 "
+                                 "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
+        {"seq", OPT_INT, &c->seq, "training context length", 0},
+        {"batch", OPT_INT, &c->batch, "sequences per step", 0},
+        {"needles", OPT_INT, &c->needles, "needle sentences per evaluation prompt (1..16)", 0},
+        {"queries", OPT_INT, &c->queries, "needles asked for per prompt", 0},
+        {"needle-context", OPT_STR, &f->contexts, "comma-separated needle prompt lengths in bytes, each at most seq - 64 "
+                                                 "(auto: seq/2 - 64 and seq - 64)", 0},
+        {"jobs", OPT_INT, &c->study.jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
+        {"run-index", OPT_INT, &f->run_index, "run only run K of the compare and write its result file (what --jobs "
+                                              "starts)", 0},
+        {"quiet", OPT_FLAG, &c->study.quiet, "no progress display", 0},
+        {"resume", OPT_FLAG, &c->study.resume, "continue an interrupted compare in --out (same flags): runs with a valid "
+                                         "result file are kept, an interrupted one continues from its checkpoint; a new "
+                                         "--steps continues every run to it", 0},
+        {"force", OPT_FLAG, &c->study.force, "start a new compare in an --out that holds one, replacing it", 0},
+    };
+    memcpy(opts, table, sizeof table);
+    return (int)(sizeof table / sizeof table[0]);
+}
+
+/* The parsed flags into c; 0, or 1 after an error line. */
+static int text_apply(da_compare_config *c, const text_flags *f, const cli_opt *opts, int n_opts) {
+    if (f->budget < 0 || (f->budget > 0 && cli_was_set(opts, n_opts, "steps")))
+        return cli_fail("--budget-minutes must be positive, and chooses the steps itself: drop --steps");
+    c->budget_minutes = f->budget;
+    if (f->task && !strcmp(f->task, "text") != (c->data != NULL))
+        return cli_fail("--task text trains on --data; --task needle on the built-in mix (drop --data)");
+    da_status ast = da_compare_parse_archs(c, f->archs);
+    if (!ast.code && f->grid) ast = da_grid_parse(f->grid, c->grid, &c->n_grid);
+    if (ast.code) return cli_fail(ast.msg);
+    if (strcmp(f->contexts, "auto") && cli_parse_ints(f->contexts, c->contexts, 4, &c->n_contexts, 128, 1 << 20))
+        return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
+    c->steps_given = cli_was_set(opts, n_opts, "steps");
+    return 0;
+}
+
 /* compare (--task needle or text): the byte-level comparison. */
 static int cmd_compare_text(int argc, char **argv, const char *task) {
     da_compare_config c;
     da_compare_config_default(&c);
-    float budget = 0;
-    char def_archs[128], all[128], archs_help[256];
-    da_arch_names_default(def_archs, sizeof def_archs, ",");
-    snprintf(archs_help, sizeof archs_help, "comma-separated architectures trained side by side: %s",
-             da_arch_names_all(all, sizeof all, ", "));
-    const char *contexts = "auto", *archs = def_archs;
-    cli_opt opts[] = {
-        {"task", OPT_STR, &task, "mqar | noisy-recall | icl (synthetic tasks: see compare --task mqar --help) | needle (the "
-                                 "built-in needle mix) | text (--data)", 0},
-        {"out", OPT_STR, &c.out_dir, "folder for the runs, report.md, report.json and the figures", 0},
-        {"data", OPT_STR, &c.data, "training text or shards (default: the built-in needle mix)", 0},
-        {"steps", OPT_LONG, &c.steps, "training steps per model", 0},
-        {"budget-minutes", OPT_FLOAT, &budget,
-         "choose --steps so the whole job takes about this long: timed steps and a probe evaluation per arch "
-         "(0: use --steps)", 0},
-        {"seeds", OPT_INT, &c.seeds, "seeds per architecture (mean and spread are reported)", 0},
-        {"dim", OPT_INT, &c.dim, "model width", 0},
-        {"layers", OPT_INT, &c.layers, "blocks", 0},
-        {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
-        {"archs", OPT_STR, &archs, archs_help, 0},
-        {"seq", OPT_INT, &c.seq, "training context length", 0},
-        {"batch", OPT_INT, &c.batch, "sequences per step", 0},
-        {"needles", OPT_INT, &c.needles, "needle sentences per evaluation prompt (1..16)", 0},
-        {"queries", OPT_INT, &c.queries, "needles asked for per prompt", 0},
-        {"needle-context", OPT_STR, &contexts, "comma-separated needle prompt lengths in bytes, each at most seq - 64 "
-                                               "(auto: seq/2 - 64 and seq - 64)", 0},
-        {"quiet", OPT_FLAG, &c.quiet, "no progress display", 0},
-        {"resume", OPT_FLAG, &c.resume, "continue an interrupted compare in --out (same flags): finished runs are "
-                                        "kept, an interrupted one continues from its checkpoint; a new --steps "
-                                        "continues every run to it", 0},
-        {"force", OPT_FLAG, &c.force, "start a new compare in an --out that holds one, replacing it", 0},
-    };
-    const int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    text_flags f = {.task = task};
+    cli_opt opts[32];
+    const int n_opts = text_opts(&c, &f, opts);
     int rc = cli_parse("compare",
                        "Trains the architectures of --archs at equal tokens, data and seed (DIFF and the softmax "
                        "baseline at equal\nparameters), runs the same evaluations on each (validation loss, needle "
@@ -224,20 +261,16 @@ static int cmd_compare_text(int argc, char **argv, const char *task) {
                        "report.json and PNG figures.",
                        argc, argv, opts, n_opts, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
-    if (budget < 0 || (budget > 0 && cli_was_set(opts, n_opts, "steps")))
-        return cli_fail("--budget-minutes must be positive, and chooses the steps itself: drop --steps");
-    c.budget_minutes = budget;
-    if (task && !strcmp(task, "text") != (c.data != NULL))
-        return cli_fail("--task text trains on --data; --task needle on the built-in mix (drop --data)");
-    da_status ast = da_compare_parse_archs(&c, archs);
-    if (ast.code) return cli_fail(ast.msg);
-    if (strcmp(contexts, "auto") && cli_parse_ints(contexts, c.contexts, 4, &c.n_contexts, 128, 1 << 20))
-        return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
+    if (text_apply(&c, &f, opts, n_opts)) return 1;
     /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */
-    c.stop = cli_catch_stop_signals();
-    c.steps_given = cli_was_set(opts, n_opts, "steps");
-    if (c.resume && c.force) return cli_fail("--resume and --force: choose one (continue the compare, or replace it)");
-    return compare_finish(da_compare(&c), c.out_dir, "--resume, or --force");
+    c.study.stop = cli_catch_stop_signals();
+    c.study.argc = argc, c.study.argv = argv;
+    if (f.run_index >= 0) { /* one run, as --jobs starts it */
+        da_status st = da_compare_run(&c, f.run_index);
+        if (st.code == DA_INTERRUPTED) return 130;
+        return st.code ? cli_fail(st.msg) : 0;
+    }
+    return compare_finish(da_compare(&c), c.study.out_dir, "--resume, or --force");
 }
 
 int cmd_compare(int argc, char **argv) {

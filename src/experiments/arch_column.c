@@ -74,3 +74,55 @@ da_status da_arch_column_apply(const char *tok, da_config *cfg) {
     if (arch != cfg->arch) return da_errorf("--archs: \"%s\" applied to another architecture", tok);
     return apply_options(tok, rest, cfg);
 }
+
+da_status da_arch_columns_parse(const char *list, int swa_window, da_arch *out_archs, int *out_windows,
+                                char (*out_columns)[DA_COLUMN_NAME_MAX], int *n_archs) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    da_arch archs[DA_COMPARE_MAX_ARCHS];
+    int windows[DA_COMPARE_MAX_ARCHS], n = 0;
+    char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX], names[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const int swa = !strcmp(tok, "swa");
+        da_arch a = da_arch_baseline(); /* swa: the baseline with a window */
+        int options = 0;
+        if (!swa && strlen(tok) >= DA_COLUMN_NAME_MAX)
+            return da_errorf("--archs: \"%s\" is longer than %d characters", tok, DA_COLUMN_NAME_MAX - 1);
+        if (!swa) {
+            da_status st = da_arch_column_parse(tok, &a, &options);
+            char all[128];
+            if (st.code)
+                return da_errorf("%s (columns: %s, swa, or arch:flag=value with flags %s)", st.msg,
+                                 da_arch_names_all(all, sizeof all, ", "), ARCH_COLUMN_OPTIONS);
+        }
+        if (swa && swa_window < 1)
+            return da_errorf("--archs: swa (softmax with a sliding window) needs --swa-window W (W >= 1)");
+        if (n == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
+        snprintf(columns[n], sizeof columns[n], "%s", options ? tok : "");
+        snprintf(names[n], sizeof names[n], "%s", da_arch_column_name(a, swa ? swa_window : 0, columns[n]));
+        for (int i = 0; i < n; i++)
+            if (!strcmp(names[i], names[n])) return da_errorf("--archs: %s is listed twice", tok);
+        archs[n] = a, windows[n++] = swa ? swa_window : 0;
+    }
+    char defaults[128];
+    if (!n)
+        return da_errorf("--archs: empty list (expected e.g. %s,swa)", da_arch_names_default(defaults, sizeof defaults, ","));
+    memcpy(out_archs, archs, sizeof archs), memcpy(out_windows, windows, sizeof windows);
+    memcpy(out_columns, columns, sizeof columns);
+    *n_archs = n;
+    return da_ok();
+}
+
+const char *da_arch_column_name(da_arch arch, int window, const char *column) {
+    return window ? "swa" : column[0] ? column : da_arch_name(arch);
+}
+
+const char *da_arch_column_label(da_arch arch, int window, const char *column) {
+    return window ? "SWA" : column[0] ? column : da_arch_describe(arch).label;
+}
+
+int da_arch_baseline_slot(const da_arch *archs, const int *windows, const char (*columns)[DA_COLUMN_NAME_MAX], int n) {
+    for (int i = 0; i < n; i++)
+        if (archs[i] == da_arch_baseline() && !windows[i] && !columns[i][0]) return i;
+    return -1;
+}

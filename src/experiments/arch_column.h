@@ -15,5 +15,20 @@
 da_status da_arch_column_parse(const char *tok, da_arch *arch, int *has_options);
 /* Applies the options of a column parsed by da_arch_column_parse to cfg. */
 da_status da_arch_column_apply(const char *tok, da_config *cfg);
+/* The whole --archs of every comparison (plain compare and compare --task):
+ * every da_arch_name, swa (the baseline with a sliding window of swa_window
+ * keys), and columns with model options, in the order given, each at most
+ * once. archs, windows and columns (each DA_COMPARE_MAX_ARCHS long) are left
+ * as they were on an error. */
+da_status da_arch_columns_parse(const char *list, int swa_window, da_arch *archs, int *windows,
+                                char (*columns)[DA_COLUMN_NAME_MAX], int *n_archs);
+/* A column's name in run folders and JSON ("swa", the column token, or the
+ * architecture's name), and its label in reports. */
+const char *da_arch_column_name(da_arch arch, int window, const char *column);
+const char *da_arch_column_label(da_arch arch, int window, const char *column);
+
+/* The slot of the plain baseline (no window, no options) among columns, or
+ * -1: what every report's verdicts are against. */
+int da_arch_baseline_slot(const da_arch *archs, const int *windows, const char (*columns)[DA_COLUMN_NAME_MAX], int n);
 
 #endif

@@ -15,6 +15,47 @@
 #include "io/atomic_file.h"
 #include "io/run_lock.h"
 
+typedef struct {
+    char magic[8];
+    uint32_t size, n_floats;
+    char key[STUDY_KEY_BYTES];
+} result_header;
+_Static_assert(sizeof(result_header) == 16 + STUDY_KEY_BYTES, "result_header layout changed");
+
+da_status study_result_save(const char *path, const char *magic, const char *key, const void *body, size_t size,
+                            const float *floats, uint32_t n_floats) {
+    result_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, magic, 8);
+    h.size = (uint32_t)size, h.n_floats = n_floats;
+    snprintf(h.key, sizeof h.key, "%s", key);
+    da_atomic_file af;
+    da_status st = da_atomic_open(&af, path);
+    if (st.code) return st;
+    if (fwrite(&h, sizeof h, 1, af.fp) != 1 || fwrite(body, size, 1, af.fp) != 1 ||
+        (n_floats && fwrite(floats, sizeof(float), n_floats, af.fp) != n_floats))
+        return da_atomic_fail(&af, errno);
+    return da_atomic_commit(&af);
+}
+
+int study_result_load(const char *path, const char *magic, const char *key, void *body, size_t size, float **floats,
+                      uint32_t *n_floats, uint32_t max_floats) {
+    result_header h;
+    if (floats) *floats = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    int ok = fread(&h, sizeof h, 1, fp) == 1 && !memcmp(h.magic, magic, 8) && h.size == size &&
+             !strncmp(h.key, key, sizeof h.key) && h.n_floats <= max_floats && fread(body, size, 1, fp) == 1;
+    float *f = ok && h.n_floats ? malloc(h.n_floats * sizeof(float)) : NULL;
+    if (ok && h.n_floats) ok = f && fread(f, sizeof(float), h.n_floats, fp) == h.n_floats;
+    ok = ok && fgetc(fp) == EOF;
+    fclose(fp);
+    if (!ok || !floats) free(f), f = NULL;
+    if (floats) *floats = f;
+    if (n_floats) *n_floats = ok ? h.n_floats : 0;
+    return ok ? 0 : -1;
+}
+
 static da_status interrupted(const char *why) {
     da_status st = da_errorf("%s; the finished runs are kept: the same command with --resume continues", why);
     st.code = DA_INTERRUPTED;
@@ -26,12 +67,19 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return remove(path);
 }
 
-/* The runs to do, in the study's order, and their total cost. */
+void study_run_dir(char *buf, size_t n, const char *out_dir, int cell, const char *name, int seed) {
+    if (cell >= 0) snprintf(buf, n, "%s/runs/cell%d_%s_seed%d", out_dir, cell, name, seed);
+    else snprintf(buf, n, "%s/runs/%s_seed%d", out_dir, name, seed);
+}
+
+/* The runs to do, seed by seed, and their total cost. */
 static int pending_runs(const da_study *s, int *pending, double *total) {
+    const int per_seed = s->n_cells * s->n_archs, n_runs = per_seed * s->seeds;
     int n = 0;
     *total = 0;
-    for (int i = 0; i < s->n_runs; i++) {
-        const int k = s->order(s->ctx, i);
+    for (int i = 0; i < n_runs; i++) {
+        const int seed = i / per_seed, rest = i % per_seed;
+        const int k = (rest / s->n_archs * s->seeds + seed) * s->n_archs + rest % s->n_archs;
         if (!s->done(s->ctx, k)) pending[n++] = k, *total += s->cost(s->ctx, k);
     }
     return n;
@@ -138,8 +186,10 @@ static da_status study_locked(const da_study *s, const da_study_opts *o) {
     if (o->force && nftw(runs, remove_entry, 16, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
         return da_errorf("%s: cannot remove the runs of the study it replaces: %s", runs, strerror(errno));
     if ((st = da_make_dirs(runs)).code) return st;
-    int *pending = malloc((size_t)s->n_runs * sizeof(int) + 1);
-    if (!pending) return da_errorf("out of memory for %d runs", s->n_runs);
+    if (s->prepare && (st = s->prepare(s->ctx)).code) return st;
+    const int n_runs = s->n_cells * s->n_archs * s->seeds;
+    int *pending = malloc((size_t)n_runs * sizeof(int) + 1);
+    if (!pending) return da_errorf("out of memory for %d runs", n_runs);
     double total;
     const int n = pending_runs(s, pending, &total);
     st = o->jobs > 1 ? run_workers(s, o, pending, n, total) : run_here(s, o, pending, n, total);

@@ -11,7 +11,8 @@
 
 #include "core/clock.h"
 #include "experiments/arch_column.h"
-#include "experiments/compare.h"
+#include "diffattn/experiments.h"
+#include "experiments/grid.h"
 #include "io/atomic_file.h"
 #include "experiments/study.h"
 #include "experiments/task_study.h"
@@ -19,64 +20,18 @@
 static const int QBITS[TASK_N_QBITS] = TASK_QBITS;
 
 da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", list);
-    da_arch archs[DA_COMPARE_MAX_ARCHS];
-    int windows[DA_COMPARE_MAX_ARCHS], n = 0;
-    char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX], names[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        const int swa = !strcmp(tok, "swa");
-        da_arch a = da_arch_baseline(); /* swa: the baseline with a window */
-        int options = 0;
-        if (!swa && strlen(tok) >= DA_COLUMN_NAME_MAX)
-            return da_errorf("--archs: \"%s\" is longer than %d characters", tok, DA_COLUMN_NAME_MAX - 1);
-        if (!swa) {
-            da_status st = da_arch_column_parse(tok, &a, &options);
-            char all[128];
-            if (st.code)
-                return da_errorf("%s (columns: %s, swa, or arch:flag=value with flags %s)", st.msg,
-                                 da_arch_names_all(all, sizeof all, ", "), ARCH_COLUMN_OPTIONS);
-        }
-        if (swa && c->swa_window < 1)
-            return da_errorf("--archs: swa (softmax with a sliding window) needs --swa-window W (W >= 1)");
-        if (n == DA_COMPARE_MAX_ARCHS) return da_errorf("--archs: at most %d architectures", DA_COMPARE_MAX_ARCHS);
-        snprintf(columns[n], sizeof columns[n], "%s", options ? tok : "");
-        snprintf(names[n], sizeof names[n], "%s", swa ? "swa" : options ? tok : da_arch_name(a));
-        for (int i = 0; i < n; i++)
-            if (!strcmp(names[i], names[n])) return da_errorf("--archs: %s is listed twice", tok);
-        archs[n] = a, windows[n++] = swa ? c->swa_window : 0;
-    }
-    char defaults[128];
-    if (!n)
-        return da_errorf("--archs: empty list (expected e.g. %s,swa)", da_arch_names_default(defaults, sizeof defaults, ","));
-    memcpy(c->archs, archs, sizeof archs), memcpy(c->windows, windows, sizeof windows);
-    memcpy(c->columns, columns, sizeof columns);
-    c->n_archs = n;
-    return da_ok();
+    return da_arch_columns_parse(list, c->swa_window, c->archs, c->windows, c->columns, &c->n_archs);
 }
 
 void da_task_compare_config_default(da_task_compare_config *c) {
-    memset(c, 0, sizeof *c);
-    c->study.out_dir = "runs/compare-task";
-    c->study.jobs = 1;
+    *c = (da_task_compare_config){.study = {.out_dir = "runs/compare-task", .jobs = 1}, .steps = 1000, .eval_every = 50,
+                                  .eval_seqs = 256, .dim = 64, .layers = 2, .heads = 1, .batch = 32, .lr = 3e-3f,
+                                  .seeds = 1, .seed0 = 1337, .perms = 10, .perm_episodes = 128, .cf_episodes = 1024};
     /* train's defaults, with a checkpoint at the end only: a run that stops is done again */
     da_train_config_default(&c->train);
     c->train.save_every = 0;
     da_task_config_default(&c->task, DA_TASK_MQAR);
-    c->steps = 1000;
-    c->eval_every = 50;
-    c->eval_seqs = 256;
-    c->dim = 64;
-    c->layers = 2;
-    c->heads = 1;
-    c->batch = 32;
-    c->lr = 3e-3f;
-    c->seeds = 1;
-    c->seed0 = 1337;
     c->n_archs = da_arch_compare_defaults(c->archs);
-    c->perms = 10;
-    c->perm_episodes = 128;
-    c->cf_episodes = 1024;
 }
 
 /* The share of the answer positions of s whose largest logit is the answer,
@@ -285,41 +240,6 @@ static da_status evaluate(const da_task_compare_config *c, da_model *m, const da
 
 /* ---------------------------------------------------------------- the grid and its cells */
 
-static const char *const GRID_KEYS[DA_GRID_N_KEYS] = {"heads", "dim", "layers", "lr", "batch"};
-
-da_status da_task_grid_parse(da_task_compare_config *c, const char *spec) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", spec);
-    c->n_grid = 0;
-    for (char *save = NULL, *ax = strtok_r(buf, " ;", &save); ax; ax = strtok_r(NULL, " ;", &save)) {
-        char *eq = strchr(ax, '=');
-        if (!eq) return da_errorf("--grid: \"%s\" is not key=v1,v2,... (keys heads, dim, layers, lr, batch)", ax);
-        *eq = 0;
-        int key = -1;
-        for (int k = 0; k < DA_GRID_N_KEYS; k++)
-            if (!strcmp(ax, GRID_KEYS[k])) key = k;
-        if (key < 0) return da_errorf("--grid: unknown axis \"%s\" (heads, dim, layers, lr, batch)", ax);
-        for (int i = 0; i < c->n_grid; i++)
-            if ((int)c->grid[i].key == key) return da_errorf("--grid: axis %s given twice", ax);
-        da_grid_axis *g = &c->grid[c->n_grid++];
-        g->key = (da_grid_key)key, g->n = 0;
-        for (char *s2 = NULL, *v = strtok_r(eq + 1, ",", &s2); v; v = strtok_r(NULL, ",", &s2)) {
-            char *end;
-            const double x = strtod(v, &end);
-            const int integral = key != DA_GRID_LR;
-            if (end == v || *end || !(x > 0) || (integral && x != floor(x)))
-                return da_errorf("--grid: %s=%s: expected %s", GRID_KEYS[key], v,
-                                 integral ? "positive integers" : "positive numbers");
-            if (integral && x > 1 << 20)
-                return da_errorf("--grid: %s=%s is out of range (1..%d)", GRID_KEYS[key], v, 1 << 20);
-            if (g->n == DA_GRID_MAX_VALUES) return da_errorf("--grid: at most %d values per axis", DA_GRID_MAX_VALUES);
-            g->values[g->n++] = x;
-        }
-        if (!g->n) return da_errorf("--grid: axis %s has no values", ax);
-    }
-    return da_ok();
-}
-
 /* The task sweep points of c: seq x (pairs | noise | demos). */
 static int task_points(const da_task_compare_config *c, da_task_config *pts, char (*names)[64]) {
     int n = 0;
@@ -350,8 +270,7 @@ da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_ce
     da_task_config pts[64];
     char names[64][64];
     const int np = task_points(c, pts, names);
-    int combos = 1;
-    for (int a = 0; a < c->n_grid; a++) combos *= c->grid[a].n;
+    const int combos = grid_cells(c->grid, c->n_grid);
     if ((long)np * combos > TASK_MAX_CELLS)
         return da_errorf("compare --task: %d cells (task points x grid); at most %d", np * combos, TASK_MAX_CELLS);
     task_cell *cells = calloc((size_t)np * combos, sizeof *cells);
@@ -359,26 +278,11 @@ da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_ce
     for (int p = 0, n = 0; p < np; p++)
         for (int g = 0; g < combos; g++, n++) {
             task_cell *x = &cells[n];
+            grid_shape sh = {c->dim, c->layers, c->heads, c->batch, c->lr};
+            grid_cell(c->grid, c->n_grid, g, x->grid_index, &sh, x->grid_name, sizeof x->grid_name);
             x->task = pts[p], x->point = p;
-            x->dim = c->dim, x->layers = c->layers, x->heads = c->heads, x->batch = c->batch, x->lr = c->lr;
+            x->dim = sh.dim, x->layers = sh.layers, x->heads = sh.heads, x->batch = sh.batch, x->lr = sh.lr;
             snprintf(x->point_name, sizeof x->point_name, "%s", names[p]);
-            int rest = g, len = 0;
-            for (int a = c->n_grid - 1; a >= 0; a--) { /* the last axis varies fastest */
-                x->grid_index[a] = rest % c->grid[a].n, rest /= c->grid[a].n;
-            }
-            for (int a = 0; a < c->n_grid; a++) {
-                const double v = c->grid[a].values[x->grid_index[a]];
-                switch (c->grid[a].key) {
-                case DA_GRID_HEADS: x->heads = (int)v; break;
-                case DA_GRID_DIM: x->dim = (int)v; break;
-                case DA_GRID_LAYERS: x->layers = (int)v; break;
-                case DA_GRID_LR: x->lr = (float)v; break;
-                default: x->batch = (int)v; break;
-                }
-                len += snprintf(x->grid_name + len, sizeof x->grid_name - (size_t)len, "%s%s %g", a ? ", " : "",
-                                GRID_KEYS[c->grid[a].key], v);
-                if (len >= (int)sizeof x->grid_name) len = (int)sizeof x->grid_name - 1;
-            }
             snprintf(x->name, sizeof x->name, "%s%s%s", x->point_name, c->n_grid ? "; " : "", x->grid_name);
         }
     *out = cells, *n_cells = np * combos, *n_points = np;
@@ -387,14 +291,10 @@ da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_ce
 
 /* ---------------------------------------------------------------- one run */
 
-static void run_index(const da_task_compare_config *c, int k, int *cell, int *seed, int *arch) {
-    *arch = k % c->n_archs, *seed = (k / c->n_archs) % c->seeds, *cell = k / c->n_archs / c->seeds;
-}
-
 /* out_dir/runs/cell<i>_<arch>_seed<s>: an ordinary training run folder, with
  * task.txt (the data source) and result.bin (task_run_file.c). */
-static void run_dir(const da_task_compare_config *c, int cell, int arch, int seed, char *buf, size_t n) {
-    snprintf(buf, n, "%s/runs/cell%d_%s_seed%d", c->study.out_dir, cell, task_arch_name(c, arch), c->seed0 + seed);
+static void run_dir(const da_task_compare_config *c, study_slot q, char *buf, size_t n) {
+    study_run_dir(buf, n, c->study.out_dir, q.cell, task_arch_name(c, q.arch), c->seed0 + q.seed);
 }
 
 /* A cell's training settings: train's fields as given, warmup a tenth of the
@@ -431,13 +331,13 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
 /* Trains run k in its run folder through the training loop, then scores the
  * trained model as the folder holds it. */
 static da_status run_train(const da_task_compare_config *c, const task_cell *cells, int k, task_run *r) {
-    int ci, s, a;
-    run_index(c, k, &ci, &s, &a);
-    const task_cell *x = &cells[ci];
-    run_ctx ctx = {c, x, a, (uint64_t)(c->seed0 + s), r, ""};
+    const study_slot q = study_slot_of(k, c->n_archs, c->seeds);
+    const int a = q.arch;
+    const task_cell *x = &cells[q.cell];
+    run_ctx ctx = {c, x, a, (uint64_t)(c->seed0 + q.seed), r, ""};
     snprintf(ctx.what, sizeof ctx.what, "%s %s seed %llu", x->name, task_arch_label(c, a), (unsigned long long)ctx.seed);
     char dir[4200], path[4300];
-    run_dir(c, ci, a, s, dir, sizeof dir);
+    run_dir(c, q, dir, sizeof dir);
     da_config mc;
     da_train_config tc;
     model_config(c, x, a, &mc);
@@ -511,30 +411,29 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
     return st;
 }
 
-static void result_path(const da_task_compare_config *c, int k, char *buf, size_t n) {
-    int ci, s, a;
+/* Run k's result file and the settings it must hold. */
+static void result_of(const da_task_compare_config *c, const task_cell *cells, int k, char *path, size_t n, char *key) {
+    const study_slot q = study_slot_of(k, c->n_archs, c->seeds);
     char dir[4200];
-    run_index(c, k, &ci, &s, &a);
-    run_dir(c, ci, a, s, dir, sizeof dir);
-    snprintf(buf, n, "%s/result.bin", dir);
+    run_dir(c, q, dir, sizeof dir);
+    snprintf(path, n, "%s/result.bin", dir);
+    run_key(c, &cells[q.cell], q.arch, q.seed, key, TASK_KEY_BYTES);
 }
 
 da_status da_task_compare_run(const da_task_compare_config *c, int k) {
     task_cell *cells;
-    int n_cells, n_points, ci, s, a;
+    int n_cells, n_points;
     da_status st = study_cells(c, &cells, &n_cells, &n_points);
     if (st.code) return st;
     if (k < 0 || k >= n_cells * c->n_archs * c->seeds) {
         free(cells);
         return da_errorf("run %d: the study has %d runs", k, n_cells * c->n_archs * c->seeds);
     }
-    run_index(c, k, &ci, &s, &a);
     task_run *r = calloc(1, sizeof *r); /* calloc: the padding bytes of the file are zero too */
     char key[TASK_KEY_BYTES], path[4300];
     if (!r) st = da_errorf("out of memory for a run's results");
     if (!st.code) st = run_train(c, cells, k, r);
-    run_key(c, &cells[ci], a, s, key, sizeof key);
-    result_path(c, k, path, sizeof path);
+    result_of(c, cells, k, path, sizeof path, key);
     if (!st.code) st = task_run_save(path, key, r);
     free(r), free(cells);
     return st;
@@ -550,41 +449,24 @@ typedef struct {
 
 static int study_done(void *ctx, int k) {
     const study_ctx *x = ctx;
-    int ci, s, a;
     char key[TASK_KEY_BYTES], path[4300];
-    run_index(x->c, k, &ci, &s, &a);
-    run_key(x->c, &x->cells[ci], a, s, key, sizeof key);
-    result_path(x->c, k, path, sizeof path);
+    result_of(x->c, x->cells, k, path, sizeof path, key);
     task_run *r = malloc(sizeof *r);
     const int done = r && !task_run_load(path, key, r, 1);
     free(r);
     return done;
 }
 
-/* Training FLOPs per step: per token and layer the matmuls (about 12 d^2
- * with the FFN) and the attention maps, and the output head (2 V d). */
 static double study_cost(void *ctx, int k) {
     const study_ctx *x = ctx;
-    int ci, s, a;
-    run_index(x->c, k, &ci, &s, &a);
-    const task_cell *cell = &x->cells[ci];
-    const double T = cell->task.seq, d = cell->dim, V = cell->task.vocab;
-    return (double)x->c->steps * cell->batch * T * (cell->layers * (12 * d * d + 2 * T * d) + 2 * V * d);
-}
-
-/* Seed by seed: every cell and architecture of a seed before the next seed,
- * so a study stopped early covers the whole grid with fewer seeds. */
-static int study_order(void *ctx, int i) {
-    const da_task_compare_config *c = ((const study_ctx *)ctx)->c;
-    const int per_seed = ((const study_ctx *)ctx)->n_cells * c->n_archs, s = i / per_seed, rest = i % per_seed;
-    return (rest / c->n_archs * c->seeds + s) * c->n_archs + rest % c->n_archs;
+    const task_cell *cell = &x->cells[study_slot_of(k, x->c->n_archs, x->c->seeds).cell];
+    return study_train_flops(x->c->steps, cell->batch, cell->task.seq, cell->layers, cell->dim, cell->task.vocab);
 }
 
 static void study_name(void *ctx, int k, char *buf, size_t n) {
     const study_ctx *x = ctx;
-    int ci, s, a;
-    run_index(x->c, k, &ci, &s, &a);
-    snprintf(buf, n, "%s, %s, seed %d", x->cells[ci].name, task_arch_label(x->c, a), x->c->seed0 + s);
+    const study_slot q = study_slot_of(k, x->c->n_archs, x->c->seeds);
+    snprintf(buf, n, "%s, %s, seed %d", x->cells[q.cell].name, task_arch_label(x->c, q.arch), x->c->seed0 + q.seed);
 }
 
 static da_status run_one(void *ctx, int k) { return da_task_compare_run(((const study_ctx *)ctx)->c, k); }
@@ -596,12 +478,10 @@ static da_status study_report(const da_task_compare_config *c, const study_ctx *
     da_status st = da_ok();
     if (!(s.runs = calloc(n, sizeof *s.runs))) st = da_errorf("out of memory for %zu runs' results", n);
     for (size_t k = 0; k < n && !st.code; k++) {
-        int ci, sd, a;
+        const study_slot q = study_slot_of((int)k, c->n_archs, c->seeds);
         char key[TASK_KEY_BYTES], path[4300];
-        run_index(c, (int)k, &ci, &sd, &a);
-        run_key(c, &x->cells[ci], a, sd, key, sizeof key);
-        result_path(c, (int)k, path, sizeof path);
-        if (task_run_load(path, key, study_run(&s, ci, a, sd), 0))
+        result_of(c, x->cells, (int)k, path, sizeof path, key);
+        if (task_run_load(path, key, study_run(&s, q.cell, q.arch, q.seed), 0))
             st = da_errorf("%s: missing or made with other settings (run the study with --resume)", path);
     }
     if (!st.code) st = task_write_report(&s, wall_s);
@@ -614,8 +494,7 @@ da_status da_task_compare(const da_task_compare_config *c) {
     int n_points;
     da_status st = study_cells(c, &x.cells, &x.n_cells, &n_points);
     if (st.code) return st;
-    const da_study plan = {x.n_cells * c->n_archs * c->seeds, &x, study_done, study_cost, study_order, study_name,
-                           run_one};
+    const da_study plan = {x.n_cells, c->n_archs, c->seeds, &x, study_done, study_cost, study_name, run_one, NULL};
     const double t0 = da_now_s();
     st = da_study_run(&plan, &c->study);
     if (!st.code) st = study_report(c, &x, n_points, da_now_s() - t0);

@@ -2,20 +2,22 @@
  * from its runs' results (see task_study.h). */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/compare.h"
+#include "experiments/arch_column.h"
+#include "diffattn/experiments.h"
+#include "experiments/grid.h"
 #include "experiments/plot.h"
+#include "experiments/report.h"
 #include "experiments/stats.h"
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
 
 int task_baseline_slot(const da_task_compare_config *c) {
-    for (int i = 0; i < c->n_archs; i++)
-        if (c->archs[i] == da_arch_baseline() && !c->windows[i] && !c->columns[i][0]) return i;
-    return -1;
+    return da_arch_baseline_slot(c->archs, c->windows, c->columns, c->n_archs);
 }
 
 int task_has_lambda(const da_task_compare_config *c, int a) { return da_arch_describe(c->archs[a]).per_layer_lambda; }
@@ -27,11 +29,11 @@ int task_lambda_slot(const da_task_compare_config *c) {
 }
 
 const char *task_arch_name(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "swa" : c->columns[a][0] ? c->columns[a] : da_arch_name(c->archs[a]);
+    return da_arch_column_name(c->archs[a], c->windows[a], c->columns[a]);
 }
 
 const char *task_arch_label(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "SWA" : c->columns[a][0] ? c->columns[a] : da_compare_arch_label(c->archs[a]);
+    return da_arch_column_label(c->archs[a], c->windows[a], c->columns[a]);
 }
 
 long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold) {
@@ -100,15 +102,7 @@ static void write_md_head(FILE *fp, const task_study *S, double wall_s) {
     fprintf(fp, "); batch %d, %ld steps, lr %g, %d seed(s) (%d..%d); held-out evaluation on %d "
                 "sequences every %d steps.",
             c->batch, c->steps, (double)c->lr, c->seeds, c->seed0, c->seed0 + c->seeds - 1, c->eval_seqs, c->eval_every);
-    if (c->n_grid) {
-        fprintf(fp, " Grid (over the values above):");
-        for (int g = 0; g < c->n_grid; g++) {
-            static const char *const keys[DA_GRID_N_KEYS] = {"heads", "dim", "layers", "lr", "batch"};
-            fprintf(fp, "%s %s ", g ? ";" : "", keys[c->grid[g].key]);
-            for (int i = 0; i < c->grid[g].n; i++) fprintf(fp, "%s%g", i ? "," : "", c->grid[g].values[i]);
-        }
-        fprintf(fp, ".");
-    }
+    grid_describe(fp, c->grid, c->n_grid);
     fprintf(fp, " %d cell(s), %d runs. Wall time %.0f s.\n\n", S->n_cells, S->n_cells * c->n_archs * c->seeds, wall_s);
 }
 
@@ -261,7 +255,7 @@ static void write_md_counterfactual(FILE *fp, const task_study *S) {
 static da_status heatmaps(const task_study *S) {
     const da_task_compare_config *c = S->c;
     if (S->n_cells < 2) return da_ok();
-    static const char *const keys[DA_GRID_N_KEYS] = {"heads", "dim", "layers", "lr", "batch"};
+    const char *const *keys = DA_GRID_KEY_NAMES;
     const int n_cols = c->n_grid ? c->grid[0].n : S->n_cells, n_rows = S->n_cells / n_cols;
     char (*rl)[168] = calloc((size_t)n_rows, sizeof *rl), (*cl)[64] = calloc((size_t)n_cols, sizeof *cl);
     char (*notes)[48] = calloc((size_t)S->n_cells, sizeof *notes);
@@ -330,73 +324,84 @@ static da_status heatmaps(const task_study *S) {
     return st;
 }
 
-/* Steps to a threshold over seeds: mean and sd when every seed reached it;
- * *reached gets how many did. */
-static void steps_stats(const task_run *rs, int seeds, double thr, double *mean, double *sd, int *reached) {
-    double v[TASK_MAX_SEEDS];
-    *reached = 0;
-    for (int s = 0; s < seeds; s++) {
-        long k = da_steps_to_threshold(rs[s].step, rs[s].acc, rs[s].n_evals, thr);
-        if (k >= 0) v[(*reached)++] = (double)k;
-    }
-    if (*reached == seeds) da_mean_sd(v, seeds, mean, sd);
-    else *mean = NAN, *sd = NAN;
-}
+/* ---------------------------------------------------------------- through the one report writer (report.c) */
 
-#define RUN_FIELD(expr, out_mean, out_sd)                                                                          \
-    do {                                                                                                            \
-        double v_[TASK_MAX_SEEDS];                                                                                       \
-        for (int s = 0; s < c->seeds; s++) {                                                                        \
-            const task_run *r = &rs[s];                                                                             \
-            v_[s] = (expr);                                                                                         \
-        }                                                                                                           \
-        da_mean_sd(v_, c->seeds, &(out_mean), &(out_sd));                                                              \
-    } while (0)
+enum { ORDER_MEAN, ORDER_BEST, ORDER_WORST, ORDER_GROUPED, ORDER_ALTERNATING, ORDER_MARGIN, N_ORDER };
 
-/* The file name of point p's order-robustness figure. */
-static void margin_figure_name(char *buf, size_t n, int n_pts, int p) {
-    if (n_pts == 1) snprintf(buf, n, "permutation_margin.png");
-    else snprintf(buf, n, "permutation_margin_%d.png", p);
+/* The report's metrics and what its hooks need. */
+typedef struct {
+    const task_study *S;
+    double wall_s;
+    report_metric m[32];
+    int order0; /* the icl order figures, ORDER_* after it */
+} task_report;
+
+#define AT(field) offsetof(task_run, field)
+
+static void metrics_of(task_report *k, report *r) {
+    const da_task_kind kind = k->S->c->task.kind;
+    const int RJ = REPORT_ROW | REPORT_JSON;
+    static const char *const ql[TASK_N_QBITS] = {"accuracy, 8-bit logits", "accuracy, 6-bit logits",
+                                                 "accuracy, 4-bit logits"};
+    static const char *const ol[N_ORDER] = {"mean over random orders", "best order", "worst order", "grouped by class",
+                                            "alternating classes", "margin"};
+    static const size_t oat[N_ORDER] = {AT(order.mean),    AT(order.best),        AT(order.worst),
+                                        AT(order.grouped), AT(order.alternating), AT(order.margin)};
+    int n = 0;
+    k->m[n++] = (report_metric){"parameters", "n_params", "%.0f", NULL, AT(n_params), 1, REPORT_JSON, NULL};
+    k->m[n++] = (report_metric){"training time (s)", "train_seconds", "%.1f", NULL, AT(train_s), 0, REPORT_JSON, NULL};
+    k->m[n++] = (report_metric){"final accuracy", "final_accuracy", "%.4f", NULL, AT(final_acc), 0, REPORT_JSON, NULL};
+    for (int i = 0; i < TASK_N_QBITS; i++)
+        k->m[n++] = (report_metric){ql[i], NULL, "%.3f", NULL, AT(quant_acc) + i * sizeof(double), 0, REPORT_ROW, NULL};
+    k->m[n++] = (report_metric){"attention on the answer pair", "attention_answer", "%.3f", "%.4f", AT(attn_answer), 0,
+                                RJ, NULL};
+    k->m[n++] = (report_metric){"attention elsewhere", "attention_elsewhere", "%.3f", "%.4f", AT(attn_noise), 0, RJ,
+                                NULL};
+    k->m[n++] = (report_metric){"attention on noise tokens", "attention_noise_tokens", "%.3f", "%.4f",
+                                AT(attn_noise_tokens), 0, kind == DA_TASK_NOISY_RECALL ? RJ : REPORT_JSON, NULL};
+    k->m[n++] = (report_metric){"top-1 \\|attn logit\\|", "attn_logit_top1", "%.2f", "%.4f", AT(out.logits.top[0]), 0,
+                                RJ, NULL};
+    k->m[n++] = (report_metric){"median \\|attn logit\\|", "attn_logit_median", "%.3f", "%.4f", AT(out.logits.median),
+                                0, REPORT_JSON, NULL};
+    k->m[n++] = (report_metric){"top-1 \\|hidden\\|", "hidden_top1", "%.2f", "%.4f", AT(out.hidden.top[0]), 0, RJ,
+                                NULL};
+    k->m[n++] = (report_metric){"median \\|hidden\\|", "hidden_median", "%.3f", "%.4f", AT(out.hidden.median), 0,
+                                REPORT_JSON, NULL};
+    k->order0 = n;
+    for (int i = 0; i < N_ORDER; i++) k->m[n++] = (report_metric){ol[i], NULL, "%.3f", NULL, oat[i], 0, 0, NULL};
+    r->metrics = k->m, r->n_metrics = n;
 }
 
 /* icl: the order-robustness table, mean ± sd over seeds of each episode-mean figure. */
-static void write_md_orders(FILE *fp, const task_study *S, int base) {
+static void write_md_orders(FILE *fp, const report *r) {
+    const task_report *k = r->ctx;
+    const task_study *S = k->S;
     const da_task_compare_config *c = S->c;
-    const task_cell *pts = S->cells;
-    const int n_pts = S->n_cells;
+    const int base = r->base;
     fprintf(fp, "## Order robustness (in-context classification)\n\n| task | arch | accuracy, mean over %d random "
                 "orders | best order | worst order | margin (best − worst) | grouped by class | alternating classes | "
                 "verdict: margin | verdict: grouped |\n|---|---|---|---|---|---|---|---|---|---|\n",
             c->perms);
-    for (int p = 0; p < n_pts; p++) {
+    static const int cols[6] = {ORDER_MEAN, ORDER_BEST, ORDER_WORST, ORDER_MARGIN, ORDER_GROUPED, ORDER_ALTERNATING};
+    for (int p = 0; p < S->n_cells; p++) {
         double bm = 0, bsd = 0, bg = 0, bgsd = 0;
         if (base >= 0) {
-            const task_run *rs = study_run(S, p, base, 0);
-            RUN_FIELD(r->order.margin, bm, bsd);
-            RUN_FIELD(r->order.grouped, bg, bgsd);
+            report_mean_sd(r, k->order0 + ORDER_MARGIN, p, base, &bm, &bsd);
+            report_mean_sd(r, k->order0 + ORDER_GROUPED, p, base, &bg, &bgsd);
         }
         for (int a = 0; a < c->n_archs; a++) {
-            const task_run *rs = study_run(S, p, a, 0);
-            double m, sd, mm, msd, g, gsd;
-            fprintf(fp, "| %s | %s |", pts[p].name, task_arch_label(c, a));
-            RUN_FIELD(r->order.mean, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            RUN_FIELD(r->order.best, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            RUN_FIELD(r->order.worst, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            RUN_FIELD(r->order.margin, mm, msd);
-            fprintf(fp, " %.3f ± %.3f |", mm, msd);
-            RUN_FIELD(r->order.grouped, g, gsd);
-            fprintf(fp, " %.3f ± %.3f |", g, gsd);
-            RUN_FIELD(r->order.alternating, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
+            double m[6], sd[6];
+            fprintf(fp, "| %s | %s |", S->cells[p].name, task_arch_label(c, a));
+            for (int i = 0; i < 6; i++) {
+                report_mean_sd(r, k->order0 + cols[i], p, a, &m[i], &sd[i]);
+                fprintf(fp, " %.3f ± %.3f |", m[i], sd[i]);
+            }
             if (a == base) fprintf(fp, " baseline | baseline |\n");
             else if (base < 0) fprintf(fp, " no softmax baseline listed | – |\n");
             else {
                 char v1[64], v2[64];
-                da_verdict_spread(v1, sizeof v1, task_arch_label(c, a), c->seeds, mm, msd, bm, bsd, 0.0005);
-                da_verdict_spread(v2, sizeof v2, task_arch_label(c, a), c->seeds, g, gsd, bg, bgsd, 0.0005);
+                da_verdict_spread(v1, sizeof v1, task_arch_label(c, a), c->seeds, m[3], sd[3], bm, bsd, 0.0005);
+                da_verdict_spread(v2, sizeof v2, task_arch_label(c, a), c->seeds, m[4], sd[4], bg, bgsd, 0.0005);
                 fprintf(fp, " %s | %s |\n", v1, v2);
             }
         }
@@ -407,186 +412,133 @@ static void write_md_orders(FILE *fp, const task_study *S, int base) {
                 "averaged over the episodes; the paper's margin is that of one fixed set of demonstrations. A smaller "
                 "margin is better.\n\n",
             c->perm_episodes, c->perms);
-    char name[64];
-    for (int p = 0; p < n_pts; p++) {
-        margin_figure_name(name, sizeof name, n_pts, p);
-        fprintf(fp, "![order robustness, %s](%s)\n\n", pts[p].name, name);
+    for (int p = 0; p < S->n_cells; p++) {
+        char path[4300], name[128];
+        report_figure(r, "permutation_margin", p, path, sizeof path, name, sizeof name);
+        fprintf(fp, "![order robustness, %s](%s)\n\n", S->cells[p].name, name);
     }
 }
 
-static void write_md(FILE *fp, const task_study *S, double wall_s) {
+static void write_md(FILE *fp, const report *r) {
+    const task_report *k = r->ctx;
+    const task_study *S = k->S;
     const da_task_compare_config *c = S->c;
-    const task_cell *pts = S->cells;
-    const int n_pts = S->n_cells;
-    write_md_head(fp, S, wall_s);
+    char path[4300], name[128];
+    write_md_head(fp, S, k->wall_s);
     write_md_summary(fp, S);
     write_md_study(fp, S);
     if (c->task.kind == DA_TASK_COUNTERFACTUAL) write_md_counterfactual(fp, S);
-    const int base = task_baseline_slot(c);
-    fprintf(fp, "## The trained models\n\n| task | arch | accuracy, 8-bit logits | 6-bit | 4-bit | attention on the "
-                "answer pair | attention elsewhere | attention on noise tokens | top-1 \\|attn logit\\| | top-1 "
-                "\\|hidden\\| | λ per layer (first seed) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int p = 0; p < n_pts; p++)
+    fprintf(fp, "## The trained models\n\n");
+    for (int p = 0; p < S->n_cells; p++) {
+        if (S->n_cells > 1) fprintf(fp, "### %s\n\n", S->cells[p].name);
+        report_table(fp, r, p);
+        int n = 0;
         for (int a = 0; a < c->n_archs; a++) {
-            const task_run *rs = study_run(S, p, a, 0);
-            double m, sd;
-            fprintf(fp, "| %s | %s |", pts[p].name, task_arch_label(c, a));
-            for (int i = 0; i < TASK_N_QBITS; i++) {
-                RUN_FIELD(r->quant_acc[i], m, sd);
-                if (isnan(m)) fprintf(fp, " n/a |");
-                else fprintf(fp, " %.3f ± %.3f |", m, sd);
-            }
-            RUN_FIELD(r->attn_answer, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            RUN_FIELD(r->attn_noise, m, sd);
-            fprintf(fp, " %.3f ± %.3f |", m, sd);
-            if (c->task.kind == DA_TASK_NOISY_RECALL) {
-                RUN_FIELD(r->attn_noise_tokens, m, sd);
-                fprintf(fp, " %.3f ± %.3f |", m, sd);
-            } else {
-                fprintf(fp, " – |");
-            }
-            RUN_FIELD(r->out.logits.top[0], m, sd);
-            fprintf(fp, " %.2f ± %.2f |", m, sd);
-            RUN_FIELD(r->out.hidden.top[0], m, sd);
-            fprintf(fp, " %.2f ± %.2f |", m, sd);
-            const task_run *r0 = &rs[0];
-            for (int l = 0; l < pts[p].layers && l < TASK_MAX_LAYERS; l++)
-                if (task_has_lambda(c, a)) fprintf(fp, "%s%.3f", l ? ", " : " ", r0->lambda[r0->n_evals - 1][l]);
-            fprintf(fp, "%s |\n", task_has_lambda(c, a) ? "" : " –");
+            if (!task_has_lambda(c, a)) continue;
+            const task_run *r0 = study_run(S, p, a, 0);
+            fprintf(fp, "%s %s", n++ ? ";" : "\nλ per layer at the end of training (first seed):", task_arch_label(c, a));
+            for (int l = 0; l < S->cells[p].layers && l < TASK_MAX_LAYERS; l++)
+                fprintf(fp, "%s%.3f", l ? ", " : " ", r0->lambda[r0->n_evals - 1][l]);
         }
-    fprintf(fp, "\nAccuracies with quantized logits run the inference engine with the attention logits of each query "
+        fprintf(fp, n ? ".\n\n" : "\n");
+    }
+    fprintf(fp, "Accuracies with quantized logits run the inference engine with the attention logits of each query "
                 "row fake-quantized (dynamic absmax, symmetric) before the softmax, on the same held-out sequences (n/a: the "
                 "engine has no quantized attention logits for the architecture). Attention shares are taken at "
                 "every answer position of 16 held-out sequences, per layer and head; DIFF's map is A1 - λA2 over "
                 "its absolute mass (as in `eval attention`). \"Answer pair\": the retrieved key and its value; "
-                "\"elsewhere\": every other earlier position. Every number, and every curve, is in report.json.\n\n");
-    if (c->task.kind == DA_TASK_ICL) write_md_orders(fp, S, base);
-    for (int p = 0; p < n_pts; p++) fprintf(fp, "![accuracy, %s](accuracy_%d.png)\n\n", pts[p].name, p);
+                "\"elsewhere\": every other earlier position. Values are mean ± sample sd over seeds; the verdict "
+                "columns apply the spread rule (\"within noise\" when the means differ by less than the sum of their "
+                "sds). Every number, and every curve, is in report.json.\n\n");
+    if (c->task.kind == DA_TASK_ICL) write_md_orders(fp, r);
+    for (int p = 0; p < S->n_cells; p++) {
+        report_figure(r, "accuracy", p, path, sizeof path, name, sizeof name);
+        fprintf(fp, "![accuracy, %s](%s)\n\n", S->cells[p].name, name);
+    }
     fprintf(fp, "![steps to 90%%](steps_to_90.png)\n");
     if (task_lambda_slot(c) >= 0) fprintf(fp, "\n![lambda](lambda.png)\n");
 }
 
-static void write_json(FILE *fp, const task_study *S, double wall_s) {
-    const da_task_compare_config *c = S->c;
-    const task_cell *pts = S->cells;
-    const int n_pts = S->n_cells;
-    fprintf(fp, "{\"task\":\"%s\",\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,\"batch\":%d,\"steps\":%ld,\"lr\":%g,"
-                "\"seeds\":%d,\"eval_seqs\":%d,\"eval_every\":%d,\"wall_seconds\":%.1f,\"points\":[",
+static void json_head(FILE *fp, const report *r) {
+    const task_report *k = r->ctx;
+    const da_task_compare_config *c = k->S->c;
+    fprintf(fp, "\"task\":\"%s\",\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,\"batch\":%d,\"steps\":%ld,\"lr\":%g,"
+                "\"seeds\":%d,\"eval_seqs\":%d,\"eval_every\":%d,\"wall_seconds\":%.1f,",
             da_task_name(c->task.kind), c->dim, c->layers, c->heads, c->batch, c->steps, (double)c->lr, c->seeds,
-            c->eval_seqs, c->eval_every, wall_s);
-    for (int p = 0; p < n_pts; p++) {
-        const da_task_config *t = &pts[p].task;
-        fprintf(fp, "%s{\"name\":\"%s\",\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,\"batch\":%d,\"lr\":%g,"
-                    "\"seq\":%d,\"vocab\":%d,\"pairs\":%d,\"alpha\":%g,\"noise\":%g,\"noise_vocab\":%d,",
-                p ? "," : "", pts[p].name, pts[p].dim, pts[p].layers, pts[p].heads, pts[p].batch, (double)pts[p].lr,
-                t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab);
-        if (t->kind == DA_TASK_COUNTERFACTUAL)
-            fprintf(fp, "\"entities\":%d,\"attributes\":%d,\"context_pairs\":%d,\"memory_share\":%g,"
-                        "\"cf_episodes\":%d,",
-                    t->entities, t->attributes, t->context_pairs, t->memory_share, c->cf_episodes);
-        fprintf(fp, "\"learned\":{");
-        for (int a = 0; a < c->n_archs; a++) {
-            cell_stats cs;
-            stats_of(S, p, a, &cs);
-            fprintf(fp, "%s\"%s\":{\"seeds\":%d,\"reached_90\":%d,\"wilson_95\":[%.4f,%.4f],\"median_steps_to_90\":",
-                    a ? "," : "", task_arch_name(c, a), cs.n, cs.k, cs.lo, cs.hi);
-            if (isnan(cs.median90)) fprintf(fp, "null");
-            else fprintf(fp, "%.0f", cs.median90);
-            fprintf(fp, ",\"final_accuracy_mean\":%.4f,\"final_accuracy_sd\":%.4f}", cs.acc_mean, cs.acc_sd);
-        }
-        fprintf(fp, "},");
-        if (t->kind == DA_TASK_ICL)
-            fprintf(fp, "\"demos\":%d,\"classes\":%d,\"symbols\":%d,\"perms\":%d,\"perm_episodes\":%d,", t->demos,
-                    t->classes, t->symbols, c->perms, c->perm_episodes);
-        fprintf(fp, "\"archs\":{");
-        for (int a = 0; a < c->n_archs; a++) {
-            fprintf(fp, "%s\"%s\":[", a ? "," : "", task_arch_name(c, a));
-            for (int s = 0; s < c->seeds; s++) {
-                const task_run *r = &(*study_run(S, p, a, s));
-                fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_seconds\":%.1f,\"final_accuracy\":%.4f,", s ? "," : "",
-                        c->seed0 + s, r->n_params, r->train_s, r->final_acc);
-                for (int k = 0; k < 3; k++)
-                    fprintf(fp, "\"steps_to_%d\":%ld,", (int)(THRESH[k] * 100 + 0.5),
-                            da_steps_to_threshold(r->step, r->acc, r->n_evals, THRESH[k]));
-                fprintf(fp, "\"quant_accuracy\":{");
-                static const int bits[TASK_N_QBITS] = TASK_QBITS;
-                for (int k = 0; k < TASK_N_QBITS; k++) { /* null where the engine has no quantized logits for the arch */
-                    fprintf(fp, "%s\"%d\":", k ? "," : "", bits[k]);
-                    da_json_number(fp, "%.4f", r->quant_acc[k]);
-                }
-                fprintf(fp, "},");
-                fprintf(fp, "\"attention_answer\":%.4f,\"attention_elsewhere\":%.4f,\"attention_noise_tokens\":%.4f,",
-                        r->attn_answer, r->attn_noise, r->attn_noise_tokens);
-                fprintf(fp, "\"attn_logit_top1\":%.4f,\"attn_logit_median\":%.4f,\"hidden_top1\":%.4f,"
-                            "\"hidden_median\":%.4f,",
-                        r->out.logits.top[0], r->out.logits.median, r->out.hidden.top[0], r->out.hidden.median);
-                if (t->kind == DA_TASK_ICL) {
-                    const da_icl_order_result *o = &r->order;
-                    fprintf(fp, "\"order\":{\"mean\":%.4f,\"best\":%.4f,\"worst\":%.4f,\"margin\":%.4f,\"grouped\":%.4f,"
-                                "\"alternating\":%.4f},",
-                            o->mean, o->best, o->worst, o->margin, o->grouped, o->alternating);
-                }
-                if (t->kind == DA_TASK_COUNTERFACTUAL) {
-                    const da_cf_counts *x = &r->cf;
-                    fprintf(fp, "\"counterfactual\":{\"queries\":[%ld,%ld,%ld],\"right\":[%ld,%ld,%ld],\"leak\":%ld,"
-                                "\"binding\":[%ld,%ld,%ld],\"lookback\":[%.4f,%.4f,%.4f]},",
-                            x->n[0], x->n[1], x->n[2], x->right[0], x->right[1], x->right[2], x->leak, x->binding[0],
-                            x->binding[1], x->binding[2], x->lookback[0], x->lookback[1], x->lookback[2]);
-                }
-                fprintf(fp, "\"curve\":[");
-                for (int i = 0; i < r->n_evals; i++) {
-                    fprintf(fp, "%s{\"step\":%ld,\"accuracy\":%.4f", i ? "," : "", r->step[i], r->acc[i]);
-                    if (task_has_lambda(c, a)) {
-                        fprintf(fp, ",\"lambda\":[");
-                        for (int l = 0; l < pts[p].layers && l < TASK_MAX_LAYERS; l++)
-                            fprintf(fp, "%s%.4f", l ? "," : "", r->lambda[i][l]);
-                        fprintf(fp, "]");
-                    }
-                    fprintf(fp, "}");
-                }
-                fprintf(fp, "]}");
-            }
+            c->eval_seqs, c->eval_every, k->wall_s);
+}
+
+static void json_cell(FILE *fp, const report *r, int p) {
+    const task_study *S = ((const task_report *)r->ctx)->S;
+    const da_task_compare_config *c = S->c;
+    const task_cell *x = &S->cells[p];
+    const da_task_config *t = &x->task;
+    fprintf(fp, "\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,\"batch\":%d,\"lr\":%g,\"seq\":%d,\"vocab\":%d,"
+                "\"pairs\":%d,\"alpha\":%g,\"noise\":%g,\"noise_vocab\":%d,",
+            x->dim, x->layers, x->heads, x->batch, (double)x->lr, t->seq, t->vocab, t->pairs, t->alpha, t->noise,
+            t->noise_vocab);
+    if (t->kind == DA_TASK_COUNTERFACTUAL)
+        fprintf(fp, "\"entities\":%d,\"attributes\":%d,\"context_pairs\":%d,\"memory_share\":%g,\"cf_episodes\":%d,",
+                t->entities, t->attributes, t->context_pairs, t->memory_share, c->cf_episodes);
+    fprintf(fp, "\"learned\":{");
+    for (int a = 0; a < c->n_archs; a++) {
+        cell_stats cs;
+        stats_of(S, p, a, &cs);
+        fprintf(fp, "%s\"%s\":{\"seeds\":%d,\"reached_90\":%d,\"wilson_95\":[%.4f,%.4f],\"median_steps_to_90\":",
+                a ? "," : "", task_arch_name(c, a), cs.n, cs.k, cs.lo, cs.hi);
+        da_json_number(fp, "%.0f", cs.median90);
+        fprintf(fp, ",\"final_accuracy_mean\":%.4f,\"final_accuracy_sd\":%.4f}", cs.acc_mean, cs.acc_sd);
+    }
+    fprintf(fp, "},");
+    if (t->kind == DA_TASK_ICL)
+        fprintf(fp, "\"demos\":%d,\"classes\":%d,\"symbols\":%d,\"perms\":%d,\"perm_episodes\":%d,", t->demos,
+                t->classes, t->symbols, c->perms, c->perm_episodes);
+}
+
+static void json_run(FILE *fp, const report *rep, int p, int a, int s) {
+    const task_study *S = ((const task_report *)rep->ctx)->S;
+    const da_task_compare_config *c = S->c;
+    const task_run *r = study_run(S, p, a, s);
+    static const int bits[TASK_N_QBITS] = TASK_QBITS;
+    for (int k = 0; k < 3; k++)
+        fprintf(fp, ",\"steps_to_%d\":%ld", (int)(THRESH[k] * 100 + 0.5),
+                da_steps_to_threshold(r->step, r->acc, r->n_evals, THRESH[k]));
+    fprintf(fp, ",\"quant_accuracy\":{");
+    for (int k = 0; k < TASK_N_QBITS; k++) { /* null where the engine has no quantized logits for the arch */
+        fprintf(fp, "%s\"%d\":", k ? "," : "", bits[k]);
+        da_json_number(fp, "%.4f", r->quant_acc[k]);
+    }
+    fprintf(fp, "}");
+    if (c->task.kind == DA_TASK_ICL) {
+        const da_icl_order_result *o = &r->order;
+        fprintf(fp, ",\"order\":{\"mean\":%.4f,\"best\":%.4f,\"worst\":%.4f,\"margin\":%.4f,\"grouped\":%.4f,"
+                    "\"alternating\":%.4f}",
+                o->mean, o->best, o->worst, o->margin, o->grouped, o->alternating);
+    }
+    if (c->task.kind == DA_TASK_COUNTERFACTUAL) {
+        const da_cf_counts *x = &r->cf;
+        fprintf(fp, ",\"counterfactual\":{\"queries\":[%ld,%ld,%ld],\"right\":[%ld,%ld,%ld],\"leak\":%ld,"
+                    "\"binding\":[%ld,%ld,%ld],\"lookback\":[%.4f,%.4f,%.4f]}",
+                x->n[0], x->n[1], x->n[2], x->right[0], x->right[1], x->right[2], x->leak, x->binding[0], x->binding[1],
+                x->binding[2], x->lookback[0], x->lookback[1], x->lookback[2]);
+    }
+    fprintf(fp, ",\"curve\":[");
+    for (int i = 0; i < r->n_evals; i++) {
+        fprintf(fp, "%s{\"step\":%ld,\"accuracy\":%.4f", i ? "," : "", r->step[i], r->acc[i]);
+        if (task_has_lambda(c, a)) {
+            fprintf(fp, ",\"lambda\":[");
+            for (int l = 0; l < S->cells[p].layers && l < TASK_MAX_LAYERS; l++)
+                fprintf(fp, "%s%.4f", l ? "," : "", r->lambda[i][l]);
             fprintf(fp, "]");
         }
-        fprintf(fp, "}}");
+        fprintf(fp, "}");
     }
-    fprintf(fp, "]}\n");
+    fprintf(fp, "]");
 }
 
-/* icl: per point, the seed means of each architecture's order figures as bars. */
-static da_status margin_figures(const task_study *S) {
-    const da_task_compare_config *c = S->c;
-    const task_cell *pts = S->cells;
-    const int n_pts = S->n_cells;
-    static const char *const cats[5] = {"mean over random orders", "best order", "worst order", "grouped by class",
-                                        "alternating classes"};
-    char path[4200], name[64], title[320];
-    da_status st = da_ok();
-    for (int p = 0; p < n_pts && !st.code; p++) {
-        double v[DA_COMPARE_MAX_ARCHS][5];
-        const double *vp[DA_COMPARE_MAX_ARCHS];
-        const char *groups[DA_COMPARE_MAX_ARCHS];
-        for (int a = 0; a < c->n_archs; a++) {
-            const task_run *rs = study_run(S, p, a, 0);
-            double sd;
-            RUN_FIELD(r->order.mean, v[a][0], sd);
-            RUN_FIELD(r->order.best, v[a][1], sd);
-            RUN_FIELD(r->order.worst, v[a][2], sd);
-            RUN_FIELD(r->order.grouped, v[a][3], sd);
-            RUN_FIELD(r->order.alternating, v[a][4], sd);
-            vp[a] = v[a], groups[a] = task_arch_label(c, a);
-        }
-        margin_figure_name(name, sizeof name, n_pts, p);
-        snprintf(path, sizeof path, "%s/%s", c->study.out_dir, name);
-        snprintf(title, sizeof title, "Accuracy by demo order, %s (mean over episodes%s)", pts[p].name,
-                 c->seeds > 1 ? " and seeds" : "");
-        st = da_plot_bars(path, title, "accuracy", cats, 5, groups, vp, c->n_archs);
-    }
-    return st;
-}
-
-static da_status figures(const task_study *S) {
+static da_status figures(const report *rep) {
+    const task_report *k = rep->ctx;
+    const task_study *S = k->S;
     const da_task_compare_config *c = S->c;
     const task_cell *pts = S->cells;
     const int n_pts = S->n_cells;
@@ -611,7 +563,7 @@ static da_status figures(const task_study *S) {
             s[a] = (da_series){task_arch_label(c, a), x, y[a][0], n};
             lo[a] = c->seeds > 1 ? y[a][1] : NULL, hi[a] = c->seeds > 1 ? y[a][2] : NULL;
         }
-        snprintf(path, sizeof path, "%s/accuracy_%d.png", c->study.out_dir, p);
+        report_figure(rep, "accuracy", p, path, sizeof path, NULL, 0);
         snprintf(title, sizeof title, "%s (%s): held-out answer accuracy%s", da_task_name(c->task.kind), pts[p].name,
                  c->seeds > 1 ? ", mean ± sd over seeds" : "");
         st = da_plot_lines_band(path, title, "step", "answer accuracy", s, lo, hi, c->n_archs);
@@ -621,11 +573,12 @@ static da_status figures(const task_study *S) {
     double px[TASK_MAX_CELLS], py[DA_COMPARE_MAX_ARCHS][TASK_MAX_CELLS];
     da_series s90[DA_COMPARE_MAX_ARCHS];
     for (int a = 0; a < c->n_archs; a++) {
-        for (int p = 0; p < n_pts; p++) {
-            double m, sd;
-            int reached;
-            steps_stats(study_run(S, p, a, 0), c->seeds, 0.9, &m, &sd, &reached);
-            px[p] = p, py[a][p] = m;
+        for (int p = 0; p < n_pts; p++) { /* the mean when every seed reached 90% */
+            cell_stats cs;
+            double sd;
+            stats_of(S, p, a, &cs);
+            da_mean_sd(cs.steps90, cs.n, &py[a][p], &sd);
+            px[p] = p, py[a][p] = cs.k == cs.n ? py[a][p] : NAN;
         }
         s90[a] = (da_series){task_arch_label(c, a), px, py[a], n_pts};
     }
@@ -633,7 +586,15 @@ static da_status figures(const task_study *S) {
     if ((st = da_plot_lines(path, "Steps to 90% answer accuracy by sweep point (report.md lists them)",
                             "sweep point", "steps", s90, c->n_archs)).code)
         return st;
-    if (c->task.kind == DA_TASK_ICL && (st = margin_figures(S)).code) return st;
+    static const int orders[5] = {ORDER_MEAN, ORDER_BEST, ORDER_WORST, ORDER_GROUPED, ORDER_ALTERNATING};
+    int om[5];
+    for (int i = 0; i < 5; i++) om[i] = k->order0 + orders[i];
+    for (int p = 0; p < n_pts && c->task.kind == DA_TASK_ICL && !st.code; p++) { /* the seed means of the order figures */
+        snprintf(title, sizeof title, "Accuracy by demo order, %s (mean over episodes%s)", pts[p].name,
+                 c->seeds > 1 ? " and seeds" : "");
+        st = report_bars(rep, p, "permutation_margin", title, "accuracy", NULL, om, 5);
+    }
+    if (st.code || (st = heatmaps(S)).code) return st;
     /* lambda per layer during training: DIFF, first point and seed */
     const int diff = task_lambda_slot(c);
     if (diff < 0) return st;
@@ -652,24 +613,23 @@ static da_status figures(const task_study *S) {
     return da_plot_lines(path, title, "step", "lambda", ls, L);
 }
 
-
 da_status task_write_report(const task_study *S, double wall_s) {
     const da_task_compare_config *c = S->c;
-    char path[4200];
-    da_atomic_file af;
-    snprintf(path, sizeof path, "%s/report.json", c->study.out_dir);
-    char *json = NULL; /* written whole, then without bare nan or inf (da_json_write_finite) */
-    size_t json_n = 0;
-    FILE *ms = open_memstream(&json, &json_n);
-    if (!ms) return da_errorf("%s: out of memory", path);
-    write_json(ms, S, wall_s);
-    da_status st = fclose(ms) ? da_errorf("%s: out of memory", path) : da_atomic_open(&af, path);
-    if (!st.code) st = da_json_write_finite(af.fp, json) ? da_atomic_fail(&af, errno ? errno : EIO) : da_atomic_commit(&af);
-    free(json);
-    if (st.code) return st;
-    if ((st = figures(S)).code || (st = heatmaps(S)).code) return st;
-    snprintf(path, sizeof path, "%s/report.md", c->study.out_dir);
-    if ((st = da_atomic_open(&af, path)).code) return st;
-    write_md(af.fp, S, wall_s);
-    return da_atomic_commit(&af);
+    task_report *k = calloc(1, sizeof *k);
+    const char **cell_names = calloc((size_t)S->n_cells, sizeof *cell_names);
+    if (!k || !cell_names) {
+        free(k), free(cell_names);
+        return da_errorf("out of memory for the report");
+    }
+    for (int i = 0; i < S->n_cells; i++) cell_names[i] = S->cells[i].name;
+    report r = {.out_dir = c->study.out_dir, .n_cells = S->n_cells, .n_archs = c->n_archs, .seeds = c->seeds,
+                .seed0 = c->seed0, .cell_names = cell_names, .base = task_baseline_slot(c), .runs = S->runs,
+                .run_size = sizeof *S->runs, .ctx = k, .json_head = json_head, .json_cell = json_cell,
+                .json_run = json_run, .markdown = write_md, .figures = figures};
+    for (int a = 0; a < c->n_archs; a++) r.names[a] = task_arch_name(c, a), r.labels[a] = task_arch_label(c, a);
+    k->S = S, k->wall_s = wall_s;
+    metrics_of(k, &r);
+    da_status st = report_write(&r);
+    free(k), free(cell_names);
+    return st;
 }

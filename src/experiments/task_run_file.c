@@ -2,32 +2,15 @@
  * task_run, the settings the run was made with, then the task_run itself.
  * Its body is checked before use: a file that is not a run's own output
  * counts as missing, and the run is done again. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "experiments/task_study.h"
-#include "io/atomic_file.h"
-
-typedef struct {
-    char magic[8];
-    uint32_t run_size, reserved;
-    char key[TASK_KEY_BYTES];
-} run_header;
-_Static_assert(sizeof(run_header) == 16 + TASK_KEY_BYTES, "run_header layout changed");
+#include "experiments/study.h"
 
 da_status task_run_save(const char *path, const char *key, const task_run *r) {
-    run_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, "DASTUDY2", 8);
-    h.run_size = sizeof *r;
-    snprintf(h.key, sizeof h.key, "%s", key);
-    da_atomic_file af;
-    da_status st = da_atomic_open(&af, path);
-    if (st.code) return st;
-    if (fwrite(&h, sizeof h, 1, af.fp) != 1 || fwrite(r, sizeof *r, 1, af.fp) != 1) return da_atomic_fail(&af, errno);
-    return da_atomic_commit(&af);
+    return study_result_save(path, "DASTUDY2", key, r, sizeof *r, NULL, 0);
 }
 
 static int rate(double x) { return x >= 0 && x <= 1 + 1e-6; } /* false for NaN */
@@ -67,13 +50,7 @@ static const char *run_invalid(const task_run *r) {
 }
 
 int task_run_load(const char *path, const char *key, task_run *r, int say) {
-    run_header h;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1;
-    const int ok = fread(&h, sizeof h, 1, fp) == 1 && !memcmp(h.magic, "DASTUDY2", 8) && h.run_size == sizeof *r &&
-                   !strncmp(h.key, key, sizeof h.key) && fread(r, sizeof *r, 1, fp) == 1 && fgetc(fp) == EOF;
-    fclose(fp);
-    if (!ok) return -1;
+    if (study_result_load(path, "DASTUDY2", key, r, sizeof *r, NULL, NULL, 0)) return -1;
     const char *bad = run_invalid(r);
     if (bad && say) fprintf(stderr, "compare: %s: its %s out of range or not finite; the run is done again\n", path, bad);
     return bad ? -1 : 0;
