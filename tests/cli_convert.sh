@@ -70,6 +70,14 @@ ok "convert a Llama folder to diff2" "$BIN" convert --model $H --to diff2 --reci
 ok "logits of the diff2 conversion" "$BIN" logits --model "$TMP/hf2.safetensors" --ids "$TMP/ids_hf.txt" --out "$TMP/hf2.npy"
 within "preserve from a Llama folder to diff2: the source's logits" "$TMP/hf_src.npy" "$TMP/hf2.npy" 1e-5
 
+# a Llama folder of 512 tokens' context: the trained GQA source exported
+ok "export the softmax model as a Llama folder" "$BIN" export --model "$S" --format hf --out "$TMP/soft_hf"
+ok "convert that folder" "$BIN" convert --model "$TMP/soft_hf" --to diff --recipe preserve --out "$TMP/hf512.safetensors"
+ok "logits of the folder over 512 tokens" "$BIN" logits --model "$TMP/soft_hf" --ids "$TMP/ids.txt" \
+  --out "$TMP/hf512_src.npy"
+ok "logits of its conversion" "$BIN" logits --model "$TMP/hf512.safetensors" --ids "$TMP/ids.txt" --out "$TMP/hf512.npy"
+within "preserve from a Llama folder: the source's logits over 512 tokens" "$TMP/hf512_src.npy" "$TMP/hf512.npy" 1e-5
+
 # split: DiffLlama's pairing, the head norm on; exportable, unlike preserve V1
 ok "convert --recipe split" "$BIN" convert --model $H --to diff --recipe split --out "$TMP/split.safetensors"
 out=$("$BIN" info --model "$TMP/split.safetensors")
