@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # train --init MODEL: a run starts from a diffattn model, a Hugging Face Llama
-# folder or a GGUF f16 (diffattn's and llama.cpp's own writer's) with its
+# folder or a GGUF f16 (diffattn's and llama.cpp's own writer's) or bf16 with its
 # weights and tokenizer and a fresh optimizer; a quantized model is refused in
 # one line; every model flag but --seq is refused, named; and --init for 2N
 # steps equals --init for N steps then --resume, bit for bit.
@@ -55,6 +55,8 @@ ok "--init a GGUF f16" "$BIN" train --init "$TMP/src.gguf" --seq 64 --steps 2 "$
 got=$(metric "$TMP/gg" 0 val_loss)
 check "its step-0 validation loss is the source's to f16 rounding ($got against $want)" \
   python3 -c "import sys; sys.exit(0 if abs($got - $want) < 1e-2 else 1)"
+ok "export the source as GGUF bf16" "$BIN" export --model "$S" --format gguf --type bf16 --out "$TMP/src_bf16.gguf"
+ok "--init a GGUF bf16" "$BIN" train --init "$TMP/src_bf16.gguf" --seq 64 --steps 1 "${E[@]}" --out "$TMP/gb"
 if find_gguf_py; then
   if "$PY" tools/llama_gguf_write.py --gguf-py "$GP" --model "$S" --type f16 --out "$TMP/llama.gguf" >/dev/null; then
     ok "--init a GGUF f16 from llama.cpp's writer" "$BIN" train --init "$TMP/llama.gguf" --seq 64 --steps 2 \
