@@ -70,6 +70,14 @@ ok "convert a Llama folder to diff2" "$BIN" convert --model $H --to diff2 --reci
 ok "logits of the diff2 conversion" "$BIN" logits --model "$TMP/hf2.safetensors" --ids "$TMP/ids_hf.txt" --out "$TMP/hf2.npy"
 within "preserve from a Llama folder to diff2: the source's logits" "$TMP/hf_src.npy" "$TMP/hf2.npy" 1e-5
 
+# a Llama folder of 512 tokens' context: the trained GQA source exported
+ok "export the softmax model as a Llama folder" "$BIN" export --model "$S" --format hf --out "$TMP/soft_hf"
+ok "convert that folder" "$BIN" convert --model "$TMP/soft_hf" --to diff --recipe preserve --out "$TMP/hf512.safetensors"
+ok "logits of the folder over 512 tokens" "$BIN" logits --model "$TMP/soft_hf" --ids "$TMP/ids.txt" \
+  --out "$TMP/hf512_src.npy"
+ok "logits of its conversion" "$BIN" logits --model "$TMP/hf512.safetensors" --ids "$TMP/ids.txt" --out "$TMP/hf512.npy"
+within "preserve from a Llama folder: the source's logits over 512 tokens" "$TMP/hf512_src.npy" "$TMP/hf512.npy" 1e-5
+
 # split: DiffLlama's pairing, the head norm on; exportable, unlike preserve V1
 ok "convert --recipe split" "$BIN" convert --model $H --to diff --recipe split --out "$TMP/split.safetensors"
 out=$("$BIN" info --model "$TMP/split.safetensors")
@@ -85,7 +93,7 @@ expect_error "a diff source is refused" "convert takes softmax models" \
 # split of a trained model, trained on, exported: DiffLlama's forward (the float64 PyTorch port of
 # tools/make_hf_fixtures.py, where python3 has torch) gives its logits
 ok "split the trained softmax model" "$BIN" convert --model "$S" --to diff --recipe split --out "$TMP/s.safetensors"
-ok "train the split model 3 steps" "$BIN" train --init-from "$TMP/s.safetensors" --seq 512 --batch 2 --steps 3 \
+ok "train the split model 3 steps" "$BIN" train --init "$TMP/s.safetensors" --seq 512 --batch 2 --steps 3 \
   --warmup 1 --lr 0.02 --eval-every 0 --log-every 100 --data "$TMP/text.txt" --out "$TMP/st"
 ok "export it as a DiffLlama folder" "$BIN" export --model "$TMP/st/model.safetensors" --format hf --out "$TMP/st_hf"
 ok "logits of the trained split model" "$BIN" logits --model "$TMP/st/model.safetensors" --ids "$TMP/ids.txt" \
@@ -102,7 +110,7 @@ expect_one_line_error "a quantized source is refused" "is quantized" \
   "$BIN" convert --model "$TMP/q8.gguf" --to diff --recipe preserve --out "$TMP/x.safetensors"
 
 # --lambda-ramp: the converted model starts at its source, and a resumed ramp equals an uninterrupted one
-R=(--init-from "$TMP/diff.safetensors" --seq 512 --batch 2 --eval-every 0 --log-every 100 --lambda-ramp 6
+R=(--init "$TMP/diff.safetensors" --seq 512 --batch 2 --eval-every 0 --log-every 100 --lambda-ramp 6
   --data "$TMP/text.txt" --save-every 4)
 ok "train a preserve model with --lambda-ramp 6, 8 steps" "$BIN" train "${R[@]}" --steps 8 --out "$TMP/full"
 ok "the same, 4 steps" "$BIN" train "${R[@]}" --steps 4 --out "$TMP/part"

@@ -25,12 +25,12 @@ has "the GGUF keeps the llama3 rule" "$(last_out)" "rope_original_max_pos 64"
 
 # fine-tuning a folder: byte-level text for its 256-token vocabulary
 for i in $(seq 1 300); do echo "line $i: the quick brown fox jumps over the lazy dog."; done >"$TMP/text.txt"
-ok "train --init-from a folder" $BIN train --init-from tests/fixtures/hf_llama_tied --data "$TMP/text.txt" \
+ok "train --init a folder" $BIN train --init tests/fixtures/hf_llama_tied --data "$TMP/text.txt" \
   --out "$TMP/run" --steps 4 --batch 2 --seq 32 --log-every 2
 ok "info on the fine-tuned model" $BIN info --model "$TMP/run/model.safetensors"
 has "it keeps the folder's RoPE rule" "$(last_out)" "rope_freq      llama"
-expect_one_line_error "model flags with --init-from" "--dim cannot be set with --init-from" \
-  $BIN train --init-from tests/fixtures/hf_llama_tied --dim 64 --data "$TMP/text.txt" --out "$TMP/run2" --steps 1
+expect_one_line_error "model flags with --init" "--dim cannot be set with --init" \
+  $BIN train --init tests/fixtures/hf_llama_tied --dim 64 --data "$TMP/text.txt" --out "$TMP/run2" --steps 1
 
 mkdir "$TMP/bad"
 cp $F/*.safetensors $F/model.safetensors.index.json "$TMP/bad/"

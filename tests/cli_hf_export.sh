@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # export --format hf: trained DIFF (GQA, norm_eps 1e-3, the DIFF RoPE rule)
-# and softmax (GQA, tied, llama3 scaling) models are written as Hugging Face
-# folders; diffattn reads them back to the same logits (1e-5), and the
+# and softmax (GQA, tied, llama3 scaling) models, and both with an explicit
+# head_dim, are written as Hugging Face folders; diffattn reads them back to the same logits (1e-5), and the
 # float64 PyTorch port of transformers' DiffLlama/Llama forward
 # (tools/make_hf_fixtures.py --check) run on the folder matches diffattn's
 # logits of the original model (1e-4). A folder's tokenizer.json travels;
@@ -37,8 +37,13 @@ ok "train a DIFF model" "$BIN" train --arch diff --heads 4 --kv-heads 2 --norm-e
   --out "$TMP/diff"
 ok "train a softmax model" "$BIN" train --arch softmax --heads 2 --kv-heads 1 --tie-embeddings \
   --rope-scaling llama3 --rope-factor 8 --rope-original-max-pos 512 "${common[@]}" --out "$TMP/soft"
+# an explicit head size (head_dim 24, not 64 / 4 = 16): config.json's head_dim, read back as it is
+ok "train a DIFF model with --head-dim 24" "$BIN" train --arch diff --heads 2 --head-dim 24 "${common[@]}" \
+  --out "$TMP/diff_hd"
+ok "train a softmax model with --head-dim 24" "$BIN" train --arch softmax --heads 2 --kv-heads 1 --head-dim 24 \
+  "${common[@]}" --out "$TMP/soft_hd"
 
-for m in diff soft; do
+for m in diff soft diff_hd soft_hd; do
   ok "export $m" "$BIN" export --format hf --model "$TMP/$m/model.safetensors" --out "$TMP/hf_$m"
   for f in config.json model.safetensors; do
     [ -f "$TMP/hf_$m/$f" ] && pass "$m: $f written" || fail "$m: no $f"
@@ -71,7 +76,7 @@ expect_one_line_error "another format refused" '--format "onnx" is not supported
 if ((TESTS_FAILED == 0)) && ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
   skip "$TESTS_PASSED passed; python3-torch is missing: the PyTorch comparison skipped"
 fi
-for m in diff soft; do
+for m in diff soft diff_hd soft_hd; do
   if r=$("$PY" tools/make_hf_fixtures.py --check "$TMP/hf_$m" "$TMP/ids.txt" "$TMP/$m.npy" 1e-4); then pass "PyTorch port: $r"
   else fail "PyTorch port: $r"; fi
 done

@@ -4,6 +4,7 @@
 # node-llama-cpp package in tools/llamacpp) with tools/llama_gguf_write.py;
 # where llama.cpp's driver is built (tools/llamacpp, LLAMA_DRIVER), llama.cpp
 # itself quantizes them and is the reference for logits and token ids.
+# An explicit head size (key_length) reads back to the model's logits.
 # Exits 77 (ctest: skipped) when the package or python3-numpy is missing;
 # says loudly which part it skips when only the driver is missing.
 source "$(dirname "$0")/lib.sh"
@@ -43,6 +44,20 @@ W --out "$TMP/q2k.gguf" --dim 256 --layers 1 --heads 4 --raw-type blk.0.attn_q.w
 expect_error "a Q2_K tensor, named" "q2_K" "$BIN" info --model "$TMP/q2k.gguf"
 W --out "$TMP/spm.gguf" --dim 256 --layers 1 --heads 4 --key tokenizer.ggml.model=llama || exit 1
 expect_error "a SentencePiece tokenizer" "SentencePiece" "$BIN" info --model "$TMP/spm.gguf"
+
+# an explicit head size: llama.attention.key_length 24, not embedding_length / head_count = 16
+printf '%s ' $(seq 1 3 190) >"$TMP/ids64.txt"
+for i in $(seq 1 400); do echo "line $i: the quick brown fox jumps over the lazy dog"; done >"$TMP/hd.txt"
+"$BIN" train --arch softmax --rope-freq llama --dim 64 --heads 2 --kv-heads 1 --head-dim 24 --layers 2 --seq 64 \
+  --batch 2 --steps 3 --lr 0.02 --warmup 1 --eval-every 0 --data "$TMP/hd.txt" --out "$TMP/hd" >/dev/null 2>&1 ||
+  fail "train a softmax model with --head-dim 24"
+W --model "$TMP/hd/model.safetensors" --type f32 --out "$TMP/hd.gguf" || exit 1
+ok "key_length 24: loads and runs" "$BIN" logits --model "$TMP/hd.gguf" --ids "$TMP/ids64.txt" --out "$TMP/hd_gguf.npy"
+"$BIN" logits --model "$TMP/hd/model.safetensors" --ids "$TMP/ids64.txt" --out "$TMP/hd.npy" >/dev/null 2>&1
+check "key_length 24: the model's logits exactly" cmp -s "$TMP/hd.npy" "$TMP/hd_gguf.npy"
+has "key_length 24: info shows head_dim 24" "$("$BIN" info --model "$TMP/hd.gguf" 2>&1)" "head_dim       24"
+W --out "$TMP/vl.gguf" --dim 256 --layers 1 --heads 4 --key-length 32 --value-length 48 || exit 1
+expect_error "value_length other than key_length" "value_length 48 != key_length 32" "$BIN" info --model "$TMP/vl.gguf"
 
 HAVE_TOK=0
 [[ -f $TOKREF/tokenizer-gpt2/models/tokenizer.json ]] && HAVE_TOK=1

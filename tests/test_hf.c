@@ -239,7 +239,9 @@ static int test_errors(void) {
     rc |= expect_config_error("\"attention_bias\": true", "attention_bias");
     rc |= expect_config_error("\"hidden_act\": \"gelu\"", "hidden_act");
     rc |= expect_config_error("\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}", "rope_type \"yarn\"");
-    rc |= expect_config_error("\"head_dim\": 16", "head_dim");
+    /* a head_dim other than hidden / heads is diffattn's explicit head size: the weights must have it */
+    rc |= expect_config_error("\"head_dim\": 16", "o_proj.weight has shape [32, 32], expected [32, 64]");
+    rc |= expect_config_error("\"head_dim\": 7", "head_dim 7 is odd");
     rc |= expect_config_error("\"partial_rotary_factor\": 0.5", "partial_rotary_factor");
     /* a tensor the config does not want: 3 layers declared, 2 stored */
     {

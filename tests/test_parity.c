@@ -99,6 +99,12 @@ static int test_diff_lambda_init_08(void) { return check_config("diff_lambda_ini
 static int test_diff_lambda_init_05(void) { return check_config("diff_lambda_init_05"); }
 static int test_diff_off_lambda_05(void) { return check_config("diff_off_lambda_05"); }
 static int test_softmax_head_norm_on(void) { return check_config("softmax_head_norm_on"); }
+/* mid-ramp (--lambda-ramp): the second map weighs (1 - lambda_hold) lambda; convert's preserve shape (an
+ * explicit head_dim, the head norm off, held back); softmax with an explicit head_dim */
+static int test_diff_hold_06(void) { return check_config("diff_hold_06"); }
+static int test_diff2_hold_03(void) { return check_config("diff2_hold_03"); }
+static int test_diff_head_dim_hold(void) { return check_config("diff_head_dim_hold"); }
+static int test_softmax_head_dim(void) { return check_config("softmax_head_dim"); }
 /* MoBA: n_rep 1 and 2 with T not a multiple of B, and T < B k */
 static int test_moba_mha(void) { return check_config("moba_mha"); }
 static int test_moba_gqa_rep2(void) { return check_config("moba_gqa_rep2"); }
@@ -123,6 +129,10 @@ int main(void) {
     RUN(test_diff_lambda_init_05);
     RUN(test_diff_off_lambda_05);
     RUN(test_softmax_head_norm_on);
+    RUN(test_diff_hold_06);
+    RUN(test_diff2_hold_03);
+    RUN(test_diff_head_dim_hold);
+    RUN(test_softmax_head_dim);
     RUN(test_moba_mha);
     RUN(test_moba_gqa_rep2);
     RUN(test_moba_short);

@@ -75,6 +75,8 @@ def main():
     ap.add_argument("--theta", type=float, default=10000.0, help="random weights: the RoPE base")
     ap.add_argument("--llama3-rope", default=None, help="F,L,H,O: a rope_freqs tensor of Llama 3's rope scaling "
                     "(factor, low/high freq factors, original context), as convert_hf_to_gguf.py writes it")
+    ap.add_argument("--key-length", type=int, default=0, help="random weights: llama.attention.key_length (keys only)")
+    ap.add_argument("--value-length", type=int, default=0, help="random weights: llama.attention.value_length (keys only)")
     ap.add_argument("--untied", action="store_true", help="random weights: write an output tensor")
     ap.add_argument("--key", action="append", default=[], help="NAME=VALUE: an extra string key (llama.rope.scaling.type=yarn)")
     ap.add_argument("--raw-type", default=None, help="NAME=GGML_TYPE: write tensor NAME as zero bytes of that type")
@@ -93,11 +95,13 @@ def main():
         ffn = t["layers.0.feed_forward.w1.weight"].shape[0]
         vocab = t["tok_embeddings.weight"].shape[0]
         theta, eps, ctx = float(cfg["rope_theta"]), float(cfg["norm_eps"]), int(cfg["max_seq_len"])
+        head_dim = int(cfg.get("head_dim", 0))  # diffattn's explicit head size: llama.cpp's key_length
         assert cfg.get("arch", "softmax") == "softmax", "a softmax model"
         assert cfg.get("rope_freq", "llama") == "llama", "the Llama RoPE rule (--rope-freq llama)"
     else:
         vocab = a.vocab or (len(toks[0]) if toks else 256)
         dim, layers, heads, kv_heads, ffn = a.dim, a.layers, a.heads, a.heads, 4 * a.dim
+        head_dim = 0
         theta, eps, ctx = a.theta, 1e-5, a.ctx
         rng = np.random.default_rng(0)
         t = {"tok_embeddings.weight": rng.normal(0, a.std if a.emb_std is None else a.emb_std, (vocab, dim)).astype(np.float32),
@@ -125,7 +129,14 @@ def main():
     w.add_head_count_kv(kv_heads)
     w.add_rope_freq_base(theta)
     w.add_layer_norm_rms_eps(eps)
-    w.add_rope_dimension_count(dim // heads)
+    w.add_rope_dimension_count(head_dim or dim // heads)
+    if head_dim:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    if a.key_length:
+        w.add_key_length(a.key_length)
+    if a.value_length:
+        w.add_value_length(a.value_length)
     w.add_vocab_size(vocab)
     w.add_file_type(1 if a.type == "f16" else 0)
     if toks:

@@ -57,6 +57,13 @@ CONFIGS = {
     "diff_lambda_init_05": dict(_BASE, arch="diff", n_heads=4, n_kv_heads=2, lambda_init=0.5),
     "diff_off_lambda_05": dict(_BASE, arch="diff", n_heads=2, n_kv_heads=2, head_norm="off", lambda_init=0.5),
     "softmax_head_norm_on": dict(_BASE, arch="softmax", n_heads=4, n_kv_heads=2, head_norm="on"),
+    # Mid-ramp (--lambda-ramp: the second map weighs (1 - lambda_hold) lambda), and convert's preserve
+    # shape: an explicit head_dim (12, not dim / 2H = 8), the head norm off, half the second map held back.
+    "diff_hold_06": dict(_BASE, arch="diff", n_heads=2, n_kv_heads=1, lambda_hold=0.6),
+    "diff2_hold_03": dict(_BASE, arch="diff2", n_heads=4, n_kv_heads=2, lambda_hold=0.3),
+    "diff_head_dim_hold": dict(_BASE, arch="diff", n_heads=2, n_kv_heads=1, head_dim=12, head_norm="off",
+                               lambda_hold=0.5),
+    "softmax_head_dim": dict(_BASE, arch="softmax", n_heads=4, n_kv_heads=2, head_dim=12),
     # NSA (tools/nsa_reference.py): MHA, n_rep 2 and 4, T not a multiple of s, l' or the tile, T < l.
     "nsa_mha": dict(_BASE, arch="nsa", n_heads=4, n_kv_heads=4, nsa_block=8, nsa_stride=4, nsa_select=12,
                     nsa_topn=4, nsa_window=20),
@@ -82,6 +89,7 @@ SEEDS = {"diff_mha": 1001, "diff_gqa": 1002, "softmax_untied": 1003, "softmax_ti
          "diff_head_norm_off": 1041, "diff_lambda_init_08": 1042, "diff_lambda_init_05": 1043,
          "diff_off_lambda_05": 1046, "softmax_head_norm_on": 1045,
          "nsa_mha": 2731, "nsa_gqa_rep2": 1032, "nsa_gqa_rep4": 1033, "nsa_short": 1034,
+         "diff_hold_06": 1061, "diff2_hold_03": 1062, "diff_head_dim_hold": 1073, "softmax_head_dim": 1064,
          "moba_mha": 1051, "moba_gqa_rep2": 1052, "moba_short": 1053}
 
 
@@ -130,7 +138,8 @@ def naive_forward(cfg, params, ids):
     n_rep = H // Hkv
     diff = cfg["arch"] == "diff"
     diff2 = cfg["arch"] == "diff2"
-    d = C // H // 2 if diff else C // H
+    d = cfg.get("head_dim") or (C // H // 2 if diff else C // H)
+    keep = 1.0 - cfg.get("lambda_hold", 0.0)  # the second map's share not held back (mid-ramp)
     eps, theta = cfg["norm_eps"], cfg["rope_theta"]
     Tn = len(ids)
     W = cfg.get("window", 0)
@@ -167,7 +176,7 @@ def naive_forward(cfg, params, ids):
         if cfg["arch"] != "nsa":
             k = xn @ P[p + "attn.k_proj.weight"].T
             v = xn @ P[p + "attn.v_proj.weight"].T
-        heads_out = np.zeros((Tn, C))
+        heads_out = np.zeros((Tn, H * d * (2 if diff else 1)))
         if cfg["arch"] == "nsa":
             G = Hkv
             tq = lambda a, n: torch.from_numpy(np.stack([np.stack([rope(a[t, j * d:(j + 1) * d], t) for j in range(n)])
@@ -195,7 +204,7 @@ def naive_forward(cfg, params, ids):
                     a2 = softmax_row([float(np.dot(Q2[t], Kg[s])) / math.sqrt(d) for s in keys(t)])
                     o = np.zeros(d)
                     for n_, s in enumerate(keys(t)):
-                        o += (a1[n_] - lam * a2[n_]) * Vg[s]
+                        o += (a1[n_] - keep * lam * a2[n_]) * Vg[s]
                     heads_out[t, d * i:d * (i + 1)] = o
         elif diff:
             lam_init = float(cfg["lambda_init"]) if "lambda_init" in cfg else 0.8 - 0.6 * math.exp(-0.3 * l)
@@ -214,7 +223,7 @@ def naive_forward(cfg, params, ids):
                     a2 = softmax_row([float(np.dot(Q2[t], K2[s])) / math.sqrt(d) for s in keys(t)])
                     o = np.zeros(2 * d)
                     for n_, s in enumerate(keys(t)):
-                        o += (a1[n_] - lam * a2[n_]) * Vg[s]
+                        o += (a1[n_] - keep * lam * a2[n_]) * Vg[s]
                     if norm_on:
                         o = rms(o, P[p + "attn.subln.weight"], 1e-5) * (1.0 - lam_init)
                     heads_out[t, 2 * d * i:2 * d * (i + 1)] = o

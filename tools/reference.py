@@ -38,7 +38,10 @@ CONFIG_INT_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
 CONFIG_KEYS = ("arch",) + CONFIG_INT_KEYS + ("norm_eps", "rope_theta", "tie_embeddings")
 # Optional: "window" (sliding-window attention, the last `window` keys; absent or 0 = all);
 # "head_norm" ("on" or "off"; absent = the arch's default: on for diff, off for softmax; diff2 and nsa
-# have none); "lambda_init" (diff: a float used in every layer; absent = the depth schedule).
+# have none); "lambda_init" (diff: a float used in every layer; absent = the depth schedule);
+# "head_dim" (d, the explicit (sub-)head size; absent = dim / (2 H) for diff, dim / H otherwise: the
+# attention is then H d (diff: 2 H d) wide rather than dim); "lambda_hold" (diff, diff2: h in [0, 1],
+# the second map weighs (1 - h) lambda, a --lambda-ramp's state; absent = 0).
 # arch "nsa" also has nsa.NSA_KEYS (nsa_block, nsa_stride, nsa_select, nsa_topn, nsa_window).
 # arch "moba" has softmax's parameters and MOBA_KEYS (moba_block, moba_topk): moba_mask below.
 MOBA_KEYS = ("moba_block", "moba_topk")
@@ -62,7 +65,9 @@ def head_norm(cfg):
 
 
 def head_dim(cfg):
-    """d: the size of one RoPE'd sub-head. diff: dim/H/2. softmax, diff2, nsa: dim/H."""
+    """d: the size of one RoPE'd sub-head: cfg's "head_dim", else diff: dim/H/2; softmax, diff2, nsa: dim/H."""
+    if cfg.get("head_dim"):
+        return cfg["head_dim"]
     if cfg["arch"] == "diff":
         return cfg["dim"] // cfg["n_heads"] // 2
     return cfg["dim"] // cfg["n_heads"]
@@ -88,7 +93,7 @@ def validate_config(cfg):
     if H % Hkv:
         raise ValueError("n_heads (%d) must be a multiple of n_kv_heads (%d)" % (H, Hkv))
     div = 2 * H if cfg["arch"] == "diff" else H
-    if C % div:
+    if C % div and not cfg.get("head_dim"):
         raise ValueError("dim (%d) must be a multiple of %d" % (C, div))
     d = head_dim(cfg)
     if d % 2:
@@ -103,15 +108,21 @@ def validate_config(cfg):
         raise ValueError("head_norm %r: 'on' or 'off', for diff and softmax only" % (cfg["head_norm"],))
     if "lambda_init" in cfg and (cfg["arch"] != "diff" or not 0.0 <= float(cfg["lambda_init"]) < 1.0):
         raise ValueError("lambda_init %r: a number in [0, 1), for diff only" % (cfg["lambda_init"],))
+    if "lambda_hold" in cfg and (cfg["arch"] not in ("diff", "diff2") or not 0.0 <= float(cfg["lambda_hold"]) <= 1.0):
+        raise ValueError("lambda_hold %r: a number in [0, 1], for diff and diff2 only" % (cfg["lambda_hold"],))
+    if "head_dim" in cfg and (cfg["arch"] == "nsa" or not isinstance(cfg["head_dim"], int) or cfg["head_dim"] < 2):
+        raise ValueError("head_dim %r: an even int >= 2, not for nsa" % (cfg["head_dim"],))
 
 
 def param_shapes(cfg):
     """Ordered {name: shape} of every parameter tensor of cfg."""
     validate_config(cfg)
     C, V, F = cfg["dim"], cfg["vocab_size"], cfg["ffn_hidden"]
-    n_rep = cfg["n_heads"] // cfg["n_kv_heads"]
-    Ckv = C // n_rep
+    H, Hkv = cfg["n_heads"], cfg["n_kv_heads"]
     d = head_dim(cfg)
+    sub = 2 if cfg["arch"] == "diff" else 1  # DIFF: two d-wide sub-heads per head, a 2d-wide value
+    A = H * d * sub                          # the attention's width: dim unless head_dim is set
+    Ckv = Hkv * d * sub
     s = {"tok_embeddings.weight": (V, C)}
     for i in range(cfg["n_layers"]):
         p = "layers.%d." % i
@@ -123,10 +134,10 @@ def param_shapes(cfg):
             s[p + "feed_forward.w2.weight"] = (C, F)
             s[p + "feed_forward.w3.weight"] = (F, C)
             continue
-        s[p + "attn.q_proj.weight"] = (2 * C if cfg["arch"] == "diff2" else C, C)
+        s[p + "attn.q_proj.weight"] = (2 * A if cfg["arch"] == "diff2" else A, C)
         s[p + "attn.k_proj.weight"] = (Ckv, C)
         s[p + "attn.v_proj.weight"] = (Ckv, C)
-        s[p + "attn.out_proj.weight"] = (C, C)
+        s[p + "attn.out_proj.weight"] = (C, A)
         if cfg["arch"] == "diff2":
             s[p + "attn.lambda_proj.weight"] = (cfg["n_heads"], C)
         if cfg["arch"] == "diff":
@@ -193,6 +204,10 @@ def config_to_metadata(cfg):
         md["head_norm"] = cfg["head_norm"]
     if "lambda_init" in cfg:
         md["lambda_init"] = _fmt_f32(cfg["lambda_init"])
+    if cfg.get("head_dim"):
+        md["head_dim"] = str(cfg["head_dim"])
+    if cfg.get("lambda_hold"):
+        md["lambda_hold"] = _fmt_f32(cfg["lambda_hold"])
     if cfg["arch"] == "nsa":
         for k in nsa.NSA_KEYS:
             md[k] = str(cfg[k])
@@ -226,6 +241,10 @@ def metadata_to_config(md):
         cfg["head_norm"] = md["head_norm"]
     if "lambda_init" in md:
         cfg["lambda_init"] = float(md["lambda_init"])
+    if "head_dim" in md:
+        cfg["head_dim"] = int(md["head_dim"])
+    if "lambda_hold" in md:
+        cfg["lambda_hold"] = float(md["lambda_hold"])
     if cfg["arch"] == "nsa":
         for k in nsa.NSA_KEYS:
             if k not in md:
@@ -430,6 +449,7 @@ def _attention(cfg, P, i, x, trace):
     k = x @ P[p + "k_proj.weight"].T
     v = x @ P[p + "v_proj.weight"].T
     group = torch.arange(H) // n_rep  # head i -> KV group i // n_rep
+    hold = float(cfg.get("lambda_hold", 0.0))  # mid-ramp: the share of the second map held back
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     if cfg.get("window", 0):  # query t sees keys t-W+1 .. t
         causal &= torch.ones(T, T, dtype=torch.bool).triu(1 - cfg["window"])
@@ -442,7 +462,7 @@ def _attention(cfg, P, i, x, trace):
         a = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)  # [H, 2, T, T]
         lam = layer_lambda(cfg, P, i, x.dtype)
         lam_init = lambda_init(i, cfg)
-        attn = a[:, 0] - lam * a[:, 1]
+        attn = a[:, 0] - (1.0 - hold) * lam * a[:, 1]
         o = torch.einsum("hts,she->the", attn, vv)                    # [T, H, 2d]
         if head_norm(cfg):  # the paper's GroupNorm and its (1 - lambda_init); "- GroupNorm" drops both
             o = rmsnorm(o, P[p + "subln.weight"], SUBLN_EPS) * (1.0 - lam_init)
@@ -462,7 +482,7 @@ def _attention(cfg, P, i, x, trace):
         a = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)  # [2H, T, T]
         attn = torch.einsum("jts,sjd->tjd", a, vv)                    # [T, 2H, d]
         lam = x @ P[p + "lambda_proj.weight"].T                       # [T, H]
-        o = attn[:, 0::2] - torch.sigmoid(lam).unsqueeze(-1) * attn[:, 1::2]
+        o = attn[:, 0::2] - (1.0 - hold) * torch.sigmoid(lam).unsqueeze(-1) * attn[:, 1::2]
         if trace is not None:
             trace.append({"layer": i, "lam": torch.sigmoid(lam).detach(), "A1": a[0::2].detach(),
                           "A2": a[1::2].detach(), "V": vv[:, 0::2].detach()})
@@ -480,7 +500,7 @@ def _attention(cfg, P, i, x, trace):
             o = rmsnorm(o, P[p + "subln.weight"], SUBLN_EPS)
         if trace is not None:
             trace.append({"layer": i, "A": a.detach(), "V": vv.detach()})
-    return o.reshape(T, C) @ P[p + "out_proj.weight"].T
+    return o.reshape(T, -1) @ P[p + "out_proj.weight"].T
 
 
 def forward(config, params, ids, dtype=torch.float64, trace=None):

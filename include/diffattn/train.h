@@ -101,8 +101,14 @@ typedef struct {
     void *ctx;
     volatile int *stop; /* when it becomes non-zero: checkpoint, then return code DA_INTERRUPTED */
     long stop_at_step;  /* > 0: after this step, checkpoint and return DA_INTERRUPTED, as if stopped */
-    const char *init_from; /* NULL, or a model (any path da_model_load takes, read by every rank)
-                            * whose weights and configuration start a new run instead of model_cfg */
+    const char *init_from; /* NULL, or a model (read by every rank with load_init) whose weights,
+                            * configuration and tokenizer start a new run instead of model_cfg; the
+                            * optimizer, sampler and schedule start fresh */
+    /* How init_from is read: NULL for da_model_load (diffattn safetensors, a Hugging Face folder). The
+     * CLI passes da_model_load_float (generate.h), which also takes a GGUF in f32, f16 or bf16 and a
+     * folder's tokenizer.json; it lives in infer/, above train/, hence a pointer. */
+    da_status (*load_init)(da_model *m, const char *path, const da_load_opts *o);
+    const da_load_opts *load_opts; /* load_init's options; NULL: the defaults */
     /* NULL, or called on a new run's model after its initialisation (not on resume), on every rank:
      * e.g. weights shared with another run's initialisation */
     da_status (*on_init)(void *ctx, da_model *m);

@@ -52,6 +52,11 @@ static void print_config(const da_config *c, const da_arch_info *info) {
                    c->head_norm == DA_HEAD_NORM_DEFAULT ? " (the variant's default)" : "");
             continue;
         }
+        if (!strcmp(f->key, "head_dim")) { /* always, the size in use */
+            printf("%-14s %d%s%s\n", f->key, da_head_dim(c), info->head_dim_note,
+                   c->head_dim > 0 ? "" : " (the variant's default)");
+            continue;
+        }
         if (!strcmp(f->key, "lambda_init") && info->per_layer_lambda) {
             da_field_format(f, c, v, sizeof v);
             printf("%-14s %s%s\n", f->key, v, c->lambda_init > 0.0f ? " (every layer)" : " (0.8 - 0.6 exp(-0.3 layer))");
@@ -100,7 +105,6 @@ int cmd_info(int argc, char **argv) {
     printf("%-14s %s\n", "model", path);
     printf("%-14s %s\n", "format", da_model_format(path));
     print_config(c, &info);
-    printf("%-14s %d%s\n", "head_dim", da_head_dim(c), info.head_dim_note);
     printf("parameters     %zu (%.2f M)\n", m.n_params, (double)m.n_params / 1e6);
     if (info.extra_params_note[0]) print_extra_params(&m, &info);
     const double kv = da_kv_cache_bytes(c, c->max_seq_len);

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "diffattn/data.h"
 #include "diffattn/experiments.h"
+#include "diffattn/generate.h"
 
 static void format_duration(char *buf, size_t n, double s) {
     if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
@@ -91,18 +92,18 @@ static void resume_given(const cli_opt *opts, int n, da_train_config *tc, int se
 
 /* train's flags that are not fields of the model or training configuration. */
 typedef struct {
-    const char *data, *out, *init_from;
+    const char *data, *out, *init, *init_from; /* init_from: --init-from, the same as --init */
     int resume, force;
     long stop_at;
     float dist_timeout;
 } train_flags;
 
-enum { TRAIN_N_OPTS = CLI_N_MODEL_OPTS + DA_TRAIN_CONFIG_N_FIELDS + 7 };
+enum { TRAIN_N_OPTS = CLI_N_MODEL_OPTS + DA_TRAIN_CONFIG_N_FIELDS + 8 };
 
 /* The options of train, bound to mf, tc and f; returns how many. */
 static int train_opts(cli_model_flags *mf, da_train_config *tc, train_flags *f, cli_opt *opts) {
     int n = 0;
-    *f = (train_flags){NULL, NULL, NULL, 0, 0, 0, 60};
+    *f = (train_flags){NULL, NULL, NULL, NULL, 0, 0, 0, 60};
     cli_model_opts(mf, opts);
     n += CLI_N_MODEL_OPTS;
     opts[n++] = (cli_opt){"data", OPT_STR, &f->data, "text file or folder of text files (bytes are tokens), a folder "
@@ -111,9 +112,11 @@ static int train_opts(cli_model_flags *mf, da_train_config *tc, train_flags *f, 
     opts[n++] = (cli_opt){"out", OPT_STR, &f->out, "run folder: model.safetensors, train_state.safetensors, "
                                                    "metrics.jsonl", 0};
     n += cli_field_opts(da_train_config_fields, DA_TRAIN_CONFIG_N_FIELDS, tc, opts + n, NULL);
-    opts[n++] = (cli_opt){"init-from", OPT_STR, &f->init_from, "start from this model's weights and configuration "
-                          "(a .safetensors or a Hugging Face folder): fine-tuning; model flags other than --seq do not "
-                          "apply", 0};
+    opts[n++] = (cli_opt){"init", OPT_STR, &f->init, "start from this model (diffattn .safetensors, a Hugging Face "
+                          "folder, a GGUF in f32, f16 or bf16; quantized ones are refused): its weights, configuration "
+                          "and tokenizer, with a fresh optimizer and schedule; model flags are refused except --seq "
+                          "(the training window)", 0};
+    opts[n++] = (cli_opt){"init-from", OPT_STR, &f->init_from, "the same as --init", 0};
     opts[n++] = (cli_opt){"resume", OPT_FLAG, &f->resume, "continue the run in --out exactly where its last checkpoint "
                                                           "left it", 0};
     opts[n++] = (cli_opt){"force", OPT_FLAG, &f->force, "start a new run in an --out that holds one, replacing it", 0};
@@ -125,12 +128,27 @@ static int train_opts(cli_model_flags *mf, da_train_config *tc, train_flags *f, 
     return n;
 }
 
+/* --init's model brings its shape and settings: a model flag other than --seq
+ * (the training window) is refused, named. 0 when none is given. */
+static int refuse_model_flags(const cli_opt *opts, const char *init) {
+    for (int i = 0; i < CLI_N_MODEL_OPTS; i++)
+        if (opts[i].set && strcmp(opts[i].name, "seq")) {
+            fprintf(stderr, "diffattn: train: --%s cannot be set with --init: the model's shape and settings come "
+                            "from %s (only --seq, the training window, and training flags apply)\n",
+                    opts[i].name, init);
+            return 1;
+        }
+    return 0;
+}
+
 /* The model and training configurations of this invocation: a resumed run's
- * own, an --init-from model's, or the flags'. -1 to go on, else the exit
+ * own, an --init model's, or the flags'. -1 to go on, else the exit
  * code (the error is printed). */
-static int train_configs(cli_model_flags *mf, da_train_config *tc, const train_flags *f, const cli_opt *opts, int n,
+static int train_configs(cli_model_flags *mf, da_train_config *tc, train_flags *f, const cli_opt *opts, int n,
                          da_config *cfg) {
     da_status st;
+    if (f->init && f->init_from) return cli_fail("--init and --init-from name the same thing: give one");
+    if (f->init_from) f->init = f->init_from;
     if (f->resume) {
         unsigned char model_given[DA_CONFIG_N_FIELDS], train_given[DA_TRAIN_CONFIG_N_FIELDS];
         resume_given(opts, n, tc, mf->cfg.max_seq_len, model_given, train_given);
@@ -138,14 +156,9 @@ static int train_configs(cli_model_flags *mf, da_train_config *tc, const train_f
         if ((st = da_train_resume_config(f->out, &mf->cfg, model_given, train_given, cfg, tc, &step)).code)
             return finish(1, st);
         if (da_dist_rank() == 0) fprintf(stderr, "resuming %s at step %ld of %ld\n", f->out, step, tc->steps);
-    } else if (f->init_from) {
-        for (int i = 0; i < CLI_N_MODEL_OPTS; i++)
-            if (opts[i].set && strcmp(opts[i].name, "seq")) {
-                fprintf(stderr, "diffattn train: --%s cannot be set with --init-from (the model comes from %s)\n",
-                        opts[i].name, f->init_from);
-                return 1;
-            }
-        memset(cfg, 0, sizeof *cfg); /* unused: the model comes from init_from */
+    } else if (f->init) {
+        if (refuse_model_flags(opts, f->init)) return 1;
+        memset(cfg, 0, sizeof *cfg); /* unused: the model comes from init */
         tc->seq = mf->cfg.max_seq_len;
     } else {
         /* token shards bring their tokenizer's vocabulary, a task its vocabulary and length */
@@ -168,7 +181,8 @@ static int train_run(const da_config *cfg, const da_train_config *tc, const trai
     /* under mpirun only rank 0 reports progress */
     volatile int *stop = cli_catch_stop_signals();
     da_train_hooks hooks = {.on_log = rank0 ? on_log : NULL, .ctx = &tty, .stop = stop, .stop_at_step = f->stop_at,
-                            .init_from = f->resume ? NULL : f->init_from};
+                            .init_from = f->resume ? NULL : f->init, /* a resumed run's model is in its checkpoint */
+                            .load_init = da_model_load_float, .load_opts = cli_load_opts()};
     const int mode = f->resume ? DA_RUN_RESUME : f->force ? DA_RUN_OVERWRITE : DA_RUN_NEW;
     da_task_source *task = NULL;
     da_status st;

@@ -12,7 +12,7 @@
 #include "ops/qblock.h"
 
 /* A GGUF source in full precision: its weights must be f32, f16 or bf16, since
- * a converted model would carry the quantization error as if it were weights. */
+ * a converted or trained model would carry the quantization error as if it were weights. */
 static da_status load_gguf_float(da_model *m, const char *path, const da_load_opts *o) {
     da_engine e;
     da_status st = da_engine_load_gguf(&e, path);
@@ -20,8 +20,8 @@ static da_status load_gguf_float(da_model *m, const char *path, const da_load_op
     for (int i = 0; i < e.n_tensors && !st.code; i++) {
         const int t = e.t[i].type;
         if (t != DA_QT_F32 && t != DA_QT_F16 && t != DA_QT_BF16)
-            st = da_errorf("%s: tensor %s is quantized (%s); convert takes f32, f16 or bf16 weights (convert the "
-                           "model it was quantized from)",
+            st = da_errorf("%s: tensor %s is quantized (%s); convert and train --init take f32, f16 or bf16 "
+                           "weights (use the model it was quantized from)",
                            path, e.t[i].name, da_ggml_type_name(t));
     }
     if (!st.code && !(o && o->allow_nonfinite)) st = da_engine_check_finite(&e, path);

@@ -147,19 +147,22 @@ da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c) {
     if ((st = da_gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &c->norm_eps)).code) return st;
     c->tie_embeddings = da_gguf_tensor_find(f, "output.weight") == NULL;
     if ((st = llama_rope_scaling(f, c)).code) return st;
-    if (c->n_heads && c->dim % c->n_heads == 0) {
-        const int d = c->dim / c->n_heads;
-        int key_len = d, rope_dims = d;
-        if ((st = llama_int(f, "llama.attention.key_length", 0, 1, 1 << 20, &key_len)).code ||
+    if (c->n_heads) {
+        /* key_length, when given, may differ from embedding_length / head_count: diffattn's head_dim */
+        const int d0 = c->dim % c->n_heads ? 0 : c->dim / c->n_heads;
+        int key_len = d0, value_len, rope_dims;
+        if ((st = llama_int(f, "llama.attention.key_length", !d0, 1, 1 << 20, &key_len)).code) return st;
+        value_len = rope_dims = key_len;
+        if ((st = llama_int(f, "llama.attention.value_length", 0, 1, 1 << 20, &value_len)).code ||
             (st = llama_int(f, "llama.rope.dimension_count", 0, 1, 1 << 20, &rope_dims)).code)
             return st;
-        if (key_len != d)
-            return da_errorf("%s: llama.attention.key_length %d != embedding_length / head_count = %d; diffattn's "
-                             "heads split the embedding",
-                             f->path, key_len, d);
-        if (rope_dims != d)
+        if (value_len != key_len)
+            return da_errorf("%s: llama.attention.value_length %d != key_length %d; diffattn's heads have one size",
+                             f->path, value_len, key_len);
+        if (rope_dims != key_len)
             return da_errorf("%s: llama.rope.dimension_count %d != the head size %d; diffattn rotates whole heads",
-                             f->path, rope_dims, d);
+                             f->path, rope_dims, key_len);
+        c->head_dim = key_len == d0 ? 0 : key_len;
     }
     if ((st = da_config_validate(c)).code || (st = llama_rope_freqs(f, c)).code || (st = da_config_validate(c)).code)
         return !strncmp(st.msg, f->path, strlen(f->path)) ? st /* already names the file (rope_freqs) */

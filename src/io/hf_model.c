@@ -300,12 +300,12 @@ static da_status parse_config(const char *dir, da_config *c, hf_shape *hs) {
     if (!st.code && Hkv > H) st = da_errorf("%s: num_key_value_heads %d exceeds num_attention_heads %d", path, Hkv, H);
     if (!st.code && H % Hkv)
         st = da_errorf("%s: num_key_value_heads %d does not divide num_attention_heads %d", path, Hkv, H);
-    if (!st.code && hidden % H) st = da_errorf("%s: hidden_size %d is not a multiple of num_attention_heads %d", path, hidden, H);
-    if (!st.code) st = cfg_int(path, root, "head_dim", hidden / H, &head_dim);
-    if (!st.code && head_dim * H != hidden)
-        st = da_errorf("%s: head_dim %d != hidden_size / num_attention_heads = %d; diffattn's heads split the "
-                       "hidden size exactly",
-                       path, head_dim, hidden / H);
+    /* head_dim, when given, may differ from hidden_size / num_attention_heads (diffattn's explicit head size) */
+    if (!st.code) st = cfg_int(path, root, "head_dim", hidden % H ? 0 : hidden / H, &head_dim);
+    if (!st.code && !head_dim)
+        st = da_errorf("%s: hidden_size %d is not a multiple of num_attention_heads %d, and head_dim is not given",
+                       path, hidden, H);
+    if (!st.code && head_dim % 2) st = da_errorf("%s: head_dim %d is odd; RoPE rotates pairs", path, head_dim);
     if (!st.code && hs->diff && H % 2)
         st = da_errorf("%s: num_attention_heads %d is odd; DiffLlama pairs query heads j and j + H/2", path, H);
     if (!st.code && !(eps >= 1e-10 && eps < 1))
@@ -318,6 +318,7 @@ static da_status parse_config(const char *dir, da_config *c, hf_shape *hs) {
     hs->H = H;
     hs->Hkv = Hkv;
     hs->d = head_dim;
+    c->head_dim = head_dim * H == hidden ? 0 : head_dim; /* a DIFF head's sub-heads are HF's heads: the same d */
     if (hs->diff) {
         c->arch = DA_ARCH_DIFF;
         c->n_heads = H / 2;

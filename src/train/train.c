@@ -65,27 +65,32 @@ static da_status copy_tokenizer(const char *data_dir, const char *out_dir) {
 
 /* The shards' tokenizer goes into the model, so that model.safetensors (and
  * a GGUF quantized from it) decodes its ids wherever it is moved. A resumed
- * run must be given the tokenizer its model file already carries. */
-static da_status embed_tokenizer(da_model *m, const char *data_path, const char *out_dir, int resume) {
+ * run must be given the tokenizer its model file already carries, a run
+ * started from a model (init_from) the one that model carries. */
+static da_status embed_tokenizer(da_model *m, const char *data_path, const char *out_dir, int resume,
+                                 const char *init_from) {
     da_tokenizer *tok = NULL, *prev_tok = NULL;
     da_status st = da_data_tokenizer(data_path, &tok);
     if (st.code || !tok) return st;
     if (da_tokenizer_vocab_size(tok) != m->cfg.vocab_size)
         st = da_errorf("%s: the shards' tokenizer has %d tokens but the model's vocabulary %d", data_path,
                        da_tokenizer_vocab_size(tok), m->cfg.vocab_size);
-    char path[4200];
+    char path[4200], shards[4300], own[4300];
     snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+    snprintf(shards, sizeof shards, "%s: the shards' tokenizer", data_path);
     da_model prev;
     struct stat sb;
     if (!st.code && resume && !stat(path, &sb) && !da_model_load(&prev, path).code) {
-        char shards[4300], own[4300];
-        snprintf(shards, sizeof shards, "%s: the shards' tokenizer", data_path);
         snprintf(own, sizeof own, "the one %s was trained with", path);
         if (!(st = da_model_tokenizer(&prev, &prev_tok)).code)
             st = da_tokenizer_match(tok, shards, prev_tok, own, "resume with the run's shards");
-        da_tokenizer_free(prev_tok);
         da_model_free(&prev);
+    } else if (!st.code && !resume && init_from) {
+        snprintf(own, sizeof own, "the tokenizer of %s", init_from);
+        if (!(st = da_model_tokenizer(m, &prev_tok)).code)
+            st = da_tokenizer_match(tok, shards, prev_tok, own, "prepare the data with the model's tokenizer");
     }
+    da_tokenizer_free(prev_tok);
     if (!st.code) {
         size_t n;
         const char *json = da_tokenizer_json(tok, &n);
@@ -171,7 +176,10 @@ static da_status load_or_init(run *r, const da_config *model_cfg, int resume) {
     const da_train_config *tc = &r->tc;
     if (!resume) {
         if (r->hooks && r->hooks->init_from) { /* every rank reads it */
-            if ((st = da_model_load(&r->m, r->hooks->init_from)).code) return st;
+            const da_train_hooks *h = r->hooks;
+            st = h->load_init ? h->load_init(&r->m, h->init_from, h->load_opts)
+                              : da_model_load_with(&r->m, h->init_from, h->load_opts);
+            if (st.code) return st;
         } else {
             if ((st = da_model_create(&r->m, model_cfg)).code) return st;
             da_model_init(&r->m, tc->seed);
@@ -249,7 +257,8 @@ static da_status start(run *r, const da_config *model_cfg, int mode) {
     if (rank0 && mode == DA_RUN_NEW && (st = refuse_existing_run(r->out_dir)).code) return st;
     if ((st = load_or_init(r, model_cfg, mode == DA_RUN_RESUME)).code) return st;
     if (r->tc.seq > r->m.cfg.max_seq_len)
-        return da_errorf("seq: %d exceeds the model's max_seq_len %d", r->tc.seq, r->m.cfg.max_seq_len);
+        return da_errorf("seq: windows of %d tokens exceed the model's max_seq_len %d (train on windows of at most "
+                         "%d)", r->tc.seq, r->m.cfg.max_seq_len, r->m.cfg.max_seq_len);
     return st;
 }
 
@@ -265,9 +274,12 @@ static da_status open_text(run *r, const char *data_path, int resume) {
                          data_path, r->m.cfg.vocab_size,
                          resume ? " (the run was trained on token shards: resume it with them, or prepare this text "
                                   "with its tokenizer)"
-                                : " (prepare the text into token shards with a tokenizer of that size)");
+                         : r->m.tokenizer_json ? " (prepare the text into token shards with the model's tokenizer)"
+                                               : " (prepare the text into token shards with a tokenizer of that size)");
     if ((st = da_text_data_check_vocab(&r->text, data_path, r->m.cfg.vocab_size)).code) return st;
-    if (r->text.from_shards && (st = embed_tokenizer(&r->m, data_path, r->out_dir, resume)).code) return st;
+    const char *init_from = r->hooks ? r->hooks->init_from : NULL;
+    if (r->text.from_shards && (st = embed_tokenizer(&r->m, data_path, r->out_dir, resume, init_from)).code)
+        return st;
     if (rank0 && r->text.from_shards && (st = copy_tokenizer(data_path, r->out_dir)).code) return st;
     r->src = da_text_source(&r->text);
     return st;

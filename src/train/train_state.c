@@ -17,7 +17,7 @@
 
 /* The stored rows of da_train_config_fields, as "train." + key. */
 #define TRAIN_PREFIX "train."
-#define MAX_META (DA_CONFIG_META_N + DA_TRAIN_CONFIG_N_FIELDS + 2)
+#define MAX_META (DA_CONFIG_META_N + DA_TRAIN_CONFIG_N_FIELDS + 3)
 
 da_status da_train_state_save(const char *path, const da_model *m, const da_adamw *opt, const da_train_config *tc,
                               const da_rng *rng) {
@@ -41,6 +41,8 @@ da_status da_train_state_save(const char *path, const da_model *m, const da_adam
              rng->s[2], rng->s[3]);
     keys[n] = "step", vals[n++] = step;
     keys[n] = "rng", vals[n++] = rngs;
+    /* the model's tokenizer: a run started from a model (--init) on byte text gets none from its data */
+    if (m->tokenizer_json) keys[n] = DA_TOKENIZER_META_KEY, vals[n++] = m->tokenizer_json;
     da_st_write_tensor ts[3] = {
         {"params", 1, {(int64_t)m->n_params}, m->params},
         {"adam.m", 1, {(int64_t)m->n_params}, opt->m},
@@ -132,6 +134,8 @@ da_status da_train_state_load(const char *path, da_model *m, da_adamw *opt, da_t
     if ((st = read_flat(&f, "params", m->n_params, m->params)).code) goto done;
     if ((st = read_flat(&f, "adam.m", m->n_params, opt->m)).code) goto done;
     if ((st = read_flat(&f, "adam.v", m->n_params, opt->v)).code) goto done;
+    const char *tok_json = da_st_meta_get(&f, DA_TOKENIZER_META_KEY);
+    if (tok_json && !(m->tokenizer_json = strdup(tok_json))) st = da_errorf("%s: out of memory", path);
 done:
     da_st_close(&f);
     if (st.code) {

@@ -3,7 +3,8 @@
  * the previous complete state or the new one. Tensors: "params", "adam.m",
  * "adam.v" (each (n_params) F32, in the model's tensor-table order).
  * __metadata__: the model configuration keys, the training configuration
- * (train.*), "step", and "rng" (the data sampler's xoshiro state, 4 x u64 hex). */
+ * (train.*), "step", "rng" (the data sampler's xoshiro state, 4 x u64 hex) and, when the model carries
+ * one, its tokenizer ("tokenizer.json", as in a model file). */
 #ifndef DA_TRAIN_STATE_H
 #define DA_TRAIN_STATE_H
 
