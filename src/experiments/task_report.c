@@ -506,6 +506,7 @@ static void write_json(FILE *fp, const task_study *S, double wall_s) {
                 const task_run *r = &(*study_run(S, p, a, s));
                 fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_seconds\":%.1f,\"final_accuracy\":%.4f,", s ? "," : "",
                         c->seed0 + s, r->n_params, r->train_s, r->final_acc);
+                if (da_task_is_ruler(t->kind)) fprintf(fp, "\"partial_accuracy\":%.4f,", r->partial_acc);
                 for (int k = 0; k < 3; k++)
                     fprintf(fp, "\"steps_to_%d\":%ld,", (int)(THRESH[k] * 100 + 0.5),
                             da_steps_to_threshold(r->step, r->acc, r->n_evals, THRESH[k]));
