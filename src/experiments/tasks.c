@@ -56,7 +56,7 @@ int da_task_parse(const char *s, da_task_kind *out) {
 
 da_status da_task_validate(const da_task_config *c) {
     if (c->kind == DA_TASK_COUNTERFACTUAL) return da_cf_validate(c);
-    if (da_task_is_ruler(c->kind)) return da_ruler_validate(c);
+    if (da_task_is_ruler(c->kind)) return da_ruler_validate(c, da_task_name(c->kind));
     if (c->kind == DA_TASK_ICL) {
         if (c->demos < 1 || c->demos > DA_ICL_MAX_DEMOS)
             return da_errorf("icl: demos %d must lie in 1..%d", c->demos, DA_ICL_MAX_DEMOS);

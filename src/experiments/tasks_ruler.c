@@ -54,8 +54,7 @@ static long cwe_common_count(const da_task_config *c, long C, int U) {
 
 static int uniform(da_rng *r, int n) { return (int)(da_rng_next(r) % (uint64_t)n); }
 
-da_status da_ruler_validate(const da_task_config *c) {
-    const char *name = da_task_name(c->kind);
+da_status da_ruler_validate(const da_task_config *c, const char *name) {
     da_ruler_layout L;
     da_ruler_layout_of(c->vocab, &L);
     if (c->seq < 1 || c->seq > 1 << 20) return da_errorf("%s: seq %d (--seq) must lie in 1..%d", name, c->seq, 1 << 20);
