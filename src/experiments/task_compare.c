@@ -88,9 +88,17 @@ static void count_answers(const da_task_source *s, const int *targets, const flo
     else da_score_argmax(NULL, targets, logits, b, s->T, V, right, total);
 }
 
-/* The task's score of s's held-out answers (the share of answer positions
- * whose largest logit is the answer; RULER's tasks: of episodes with every
- * answer token right, and in *partial, when not NULL, of answer tokens right),
+/* The shares of the counts; partial (may be NULL): of RULER's answer tokens right. */
+static void shares(const da_task_source *s, long right, long total, const da_ruler_counts *k, double *acc,
+                   double *partial) {
+    if (da_task_is_ruler(s->task.kind)) right = k->right, total = k->episodes;
+    *acc = total ? (double)right / total : 0;
+    if (partial) *partial = k->tokens ? (double)k->tokens_right / k->tokens : 0;
+}
+
+/* The share of the answer positions of s whose largest logit is the answer
+ * (RULER's tasks: of the episodes with every answer token right, and in
+ * *partial, when not NULL, of the answer tokens right),
  * through the inference engine with attention logits fake-quantized to
  * logit_bits per query row before each softmax (0: the training forward, in
  * batches of 16). */
@@ -99,36 +107,34 @@ static da_status task_accuracy(const da_model *m, const da_task_source *s, int l
     const int V = m->cfg.vocab_size, T = s->T, B = s->n < 16 ? s->n : 16;
     long right = 0, total = 0;
     da_ruler_counts k = {0, 0, 0, 0};
-    da_status st = da_ok();
     if (!logit_bits) {
         da_acts *a = NULL;
-        st = da_acts_create(&a, &m->cfg, B, T);
+        da_status st = da_acts_create(&a, &m->cfg, B, T);
         for (int i = 0; i < s->n && !st.code; i += B) {
             const int b = s->n - i < B ? s->n - i : B;
             da_forward((da_model *)m, a, s->tokens + (size_t)i * T, NULL, b, T);
             count_answers(s, s->targets + (size_t)i * T, da_acts_logits(a), b, V, &right, &total, &k);
         }
         da_acts_free(a);
-    } else {
-        da_engine *en = NULL;
-        da_session *ses = NULL;
-        st = da_engine_from_model(&en, m);
-        da_session_opts o = da_session_opts_default();
-        o.logit_bits = logit_bits;
-        o.max_T = T;
-        if (!st.code) st = da_session_create(&ses, en, &o);
-        for (int i = 0; i < s->n && !st.code; i++) {
-            const float *lg;
-            da_session_reset(ses);
-            if (!(st = da_session_feed(ses, s->tokens + (size_t)i * T, T, 1, &lg)).code)
-                count_answers(s, s->targets + (size_t)i * T, lg, 1, V, &right, &total, &k);
-        }
-        da_session_free(ses);
-        da_engine_free(en);
+        shares(s, right, total, &k, acc, partial);
+        return st;
     }
-    if (da_task_is_ruler(s->task.kind)) right = k.right, total = k.episodes;
-    *acc = total ? (double)right / total : 0;
-    if (partial) *partial = k.tokens ? (double)k.tokens_right / k.tokens : 0;
+    da_engine *en = NULL;
+    da_session *ses = NULL;
+    da_status st = da_engine_from_model(&en, m);
+    da_session_opts o = da_session_opts_default();
+    o.logit_bits = logit_bits;
+    o.max_T = T;
+    if (!st.code) st = da_session_create(&ses, en, &o);
+    for (int i = 0; i < s->n && !st.code; i++) {
+        const float *lg;
+        da_session_reset(ses);
+        if (!(st = da_session_feed(ses, s->tokens + (size_t)i * T, T, 1, &lg)).code)
+            count_answers(s, s->targets + (size_t)i * T, lg, 1, V, &right, &total, &k);
+    }
+    shares(s, right, total, &k, acc, partial);
+    da_session_free(ses);
+    da_engine_free(en);
     return st;
 }
 
