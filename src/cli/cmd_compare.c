@@ -59,8 +59,7 @@ static int ruler_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
     const cli_opt table[] = {
         {"value-len", OPT_INT, &c->task.value_len, "niah*: value tokens per needle (the answer per key)", 0},
         {"needles", OPT_INT, &c->task.needles, "niah-multikey: needles, one asked; niah-multivalue: values of the one "
-                                               "key; niah-multiquery: keys asked; cwe: common words asked (default 4; "
-                                               "cwe 10)", 0},
+                                               "key; niah-multiquery: keys asked; cwe: common words asked", 0},
         {"depths", OPT_STR, &f->depths, "niah*, vt: needle depths (shares of the haystack before a needle), each "
                                         "needle's drawn from the list, like 0,0.5,1 (default: uniform in [0, 1])", 0},
         {"hops", OPT_INT, &c->task.hops, "vt: assignments after the first in each chain (hops + 1 variables asked)", 0},
