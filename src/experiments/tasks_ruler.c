@@ -80,7 +80,7 @@ da_status da_ruler_validate(const da_task_config *c, const char *name) {
             return da_errorf("%s: needles %d (--needles) must lie in 1..1024", name, c->needles);
         da_ruler_shape(c, &n, &q);
         /* the asked keys are never a distractor's, and no other value token is an answer token */
-        if (n_real_keys(c) + (distract || n_needles(c) > 1) > L.keys)
+        if (n_real_keys(c) + distract > L.keys)
             return da_errorf("%s: vocab %d has %d keys, too few for %d distinct needle keys%s (raise --vocab or lower "
                              "--needles)", name, c->vocab, L.keys, n_real_keys(c), distract ? " and a distractor's" : "");
         if (n + 1 > L.values)
