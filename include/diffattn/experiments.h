@@ -141,8 +141,8 @@ int da_task_is_noise(const da_task_config *c, int token);
  * al. 2024, NVIDIA/RULER's synthetic.yaml; exact definitions in docs/tasks.md).
  * An episode fills T = seq tokens at any length: the context (haystack with
  * the needles at their depths), the query marker, the query's key(s), then the
- * answer, whose tokens are the only targets (at the T - 1 - n positions before
- * each answer token, n the answer's length). Tokens: 0 pad (never written),
+ * answer of n tokens, the only targets: each is the target of the position
+ * before it (positions T - 1 - n .. T - 2). Tokens: 0 pad (never written),
  * 1 the query marker, 2 the assignment `=` of vt; then the key range, the value
  * range and the filler range of da_ruler_layout_of. */
 enum { DA_RULER_PAD = 0, DA_RULER_QUERY = 1, DA_RULER_ASSIGN = 2, DA_RULER_RESERVED = 3 };
