@@ -2,7 +2,7 @@
  * and evaluated alike, with a report), throughput benchmarks, and the PNG
  * figures of reports.
  * Implemented in src/experiments/compare.c, src/experiments/grid.c, src/experiments/tasks.c, src/experiments/task_compare.c,
- * src/experiments/task_source.c, src/experiments/task_report.c,
+ * src/experiments/task_source.c, src/experiments/task_report.c, src/experiments/tasks_ruler.c, src/experiments/task_dump.c,
  * src/experiments/task_counterfactual.c, src/experiments/icl_order.c, src/experiments/plot.c,
  * src/experiments/bench.c, src/experiments/bench_generate.c, src/experiments/bench_json.c. */
 #ifndef DIFFATTN_EXPERIMENTS_H
@@ -114,10 +114,24 @@ da_status da_compare_run(const da_compare_config *c, int k);
  * A sample is (tokens, targets) of T positions each: targets[t] is the token
  * the model must predict after tokens[t] at an answer position, and -1 (the
  * loss mask of cross_entropy) everywhere else. */
-typedef enum { DA_TASK_MQAR = 0, DA_TASK_NOISY_RECALL = 1, DA_TASK_ICL = 2, DA_TASK_COUNTERFACTUAL = 3 } da_task_kind;
+typedef enum {
+    DA_TASK_MQAR = 0,
+    DA_TASK_NOISY_RECALL = 1,
+    DA_TASK_ICL = 2,
+    DA_TASK_COUNTERFACTUAL = 3,
+    /* RULER's synthetic tasks at token level (tasks_ruler.c) */
+    DA_TASK_NIAH = 4,
+    DA_TASK_NIAH_MULTIKEY = 5,
+    DA_TASK_NIAH_MULTIVALUE = 6,
+    DA_TASK_NIAH_MULTIQUERY = 7,
+    DA_TASK_VT = 8,
+    DA_TASK_CWE = 9,
+    DA_TASK_N_KINDS = 10
+} da_task_kind;
 
 #define DA_ICL_MAX_DEMOS 128
 #define DA_ICL_MAX_SYMBOLS 256
+#define DA_TASK_MAX_DEPTHS 16
 
 typedef struct {
     da_task_kind kind;
@@ -135,6 +149,14 @@ typedef struct {
     int context_pairs;   /* counterfactual: K (entity, attribute) pairs before the queries */
     double memory_share; /* counterfactual: share of training sequences that state facts with no context */
     uint64_t facts_seed; /* counterfactual: the fact table W(e), fixed for the task */
+    /* RULER's tasks (niah*, vt, cwe); noise is the share of the haystack that is distractors */
+    int value_len;   /* niah*: value tokens per needle (m) */
+    int needles;     /* niah-multikey: needles (one asked); -multivalue: values of the key; -multiquery: keys asked;
+                        cwe: the common words */
+    int hops;        /* vt: assignments after the first in each chain (hops + 1 variables) */
+    int n_depths;    /* 0: needle depths uniform in [0, 1]; else each drawn uniformly from depths */
+    double depths[DA_TASK_MAX_DEPTHS];
+    double cw_ratio; /* cwe: a common word is about this many times as frequent as an uncommon one (>= 2) */
 } da_task_config;
 
 /* Zoology's and MAD's defaults, scaled to small models (docs/tasks.md). */
@@ -152,6 +174,48 @@ int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets
 
 /* noisy-recall: whether token is a noise token (0 for the other tasks). */
 int da_task_is_noise(const da_task_config *c, int token);
+
+/* ---------------------------------------------------------------- RULER's tasks at token level
+ * niah, niah-multikey, niah-multivalue, niah-multiquery, vt and cwe (Hsieh et
+ * al. 2024, NVIDIA/RULER's synthetic.yaml; exact definitions in docs/tasks.md).
+ * An episode fills T = seq tokens at any length: the context (haystack with
+ * the needles at their depths), the query marker, the query's key(s), then the
+ * answer of n tokens, the only targets: each is the target of the position
+ * before it (positions T - 1 - n .. T - 2). Tokens: 0 pad (never written),
+ * 1 the query marker, 2 the assignment `=` of vt; then the key range, the value
+ * range and the filler range of da_ruler_layout_of. */
+enum { DA_RULER_PAD = 0, DA_RULER_QUERY = 1, DA_RULER_ASSIGN = 2, DA_RULER_RESERVED = 3 };
+
+typedef struct {
+    int key0, keys;       /* keys (niah*) and variables (vt): [key0, key0 + keys) */
+    int value0, values;   /* values: [value0, value0 + values) */
+    int filler0, fillers; /* the haystack's filler, and cwe's words: [filler0, vocab) */
+} da_ruler_layout;
+
+/* keys = values = (vocab - 3) / 4, the filler the rest. */
+void da_ruler_layout_of(int vocab, da_ruler_layout *l);
+/* 1 for niah, niah-multikey, niah-multivalue, niah-multiquery, vt and cwe. */
+int da_task_is_ruler(da_task_kind k);
+/* The answer's length in tokens and the query's keys after the marker. c valid. */
+void da_ruler_shape(const da_task_config *c, int *answer_len, int *query_keys);
+
+/* RULER's scoring of episodes, teacher-forced: an episode is right when every
+ * one of its answer tokens is (the exact match of string_match_all); the share
+ * of answer tokens right is the partial credit reported beside it. */
+typedef struct {
+    long episodes, right;      /* episodes with an answer, and those with every answer token right */
+    long tokens, tokens_right; /* answer tokens, and those right */
+} da_ruler_counts;
+
+/* Adds b sequences: targets (b, T) as da_task_sample writes them, pred (b, T)
+ * the token answered at each position. */
+void da_ruler_count(const int *targets, const int *pred, int b, int T, da_ruler_counts *out);
+/* The same with the answers the largest logits, logits (b, T, V) (the first on ties). */
+void da_ruler_count_logits(const int *targets, const float *logits, int b, int T, int V, da_ruler_counts *out);
+/* A data source's score (da_data_source.score) counting episodes: *total gets
+ * b, *right the episodes with every answer token right. */
+void da_score_episodes(void *self, const int *targets, const float *logits, int b, int T, int V, long *right,
+                       long *total);
 
 /* A task as a data source of the training loop (da_train_source): the
  * stream of da_task_sample, a held-out set of n_held_out sequences fixed by
@@ -346,6 +410,14 @@ da_status da_task_parse_archs(da_task_compare_config *c, const char *list);
  * success_<arch>.png and, per architecture against softmax,
  * success_<arch>_vs_softmax.png. */
 da_status da_task_compare(const da_task_compare_config *c);
+
+/* --dump-episodes: the held-out episodes of every task point of c (the sets
+ * its runs score, eval_seqs each, in sweep order) as JSON lines
+ * {"task", "input", "answer", "answer_positions"} to path, atomically.
+ * input is the whole sequence, answers included (as the model is trained and
+ * scored, teacher-forced); answer_positions[i] is the position whose next
+ * token is answer[i], so input[answer_positions[i] + 1] == answer[i]. */
+da_status da_task_dump_episodes(const da_task_compare_config *c, const char *path);
 
 /* Trains and evaluates run k of the study (what a --jobs process does) and
  * writes its result file. */

@@ -47,11 +47,30 @@ static int task_train_opts(da_train_config *tc, cli_opt *opts) {
 
 /* The flags of compare --task that are not fields of its configuration. */
 typedef struct {
-    const char *task, *pairs, *seqs, *noises, *demos, *archs, *grid;
-    float alpha, memory_share;
+    const char *task, *pairs, *seqs, *noises, *demos, *archs, *grid, *depths, *dump;
+    float alpha, memory_share, cw_ratio;
     int run_index;
     char def_archs[128], archs_help[256];
 } task_flags;
+
+/* The options of RULER's tasks (niah*, vt, cwe), bound to c and f; returns how many. */
+static int ruler_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
+    f->cw_ratio = (float)c->task.cw_ratio;
+    const cli_opt table[] = {
+        {"value-len", OPT_INT, &c->task.value_len, "niah*: value tokens per needle (the answer per key)", 0},
+        {"needles", OPT_INT, &c->task.needles, "niah-multikey: needles, one asked; niah-multivalue: values of the one "
+                                               "key; niah-multiquery: keys asked; cwe: common words asked", 0},
+        {"depths", OPT_STR, &f->depths, "niah*, vt: needle depths (shares of the haystack before a needle), each "
+                                        "needle's drawn from the list, like 0,0.5,1 (default: uniform in [0, 1])", 0},
+        {"hops", OPT_INT, &c->task.hops, "vt: assignments after the first in each chain (hops + 1 variables asked)", 0},
+        {"cw-ratio", OPT_FLOAT, &f->cw_ratio, "cwe: a common word is about this many times as frequent as the others "
+                                              "(>= 2)", 0},
+        {"dump-episodes", OPT_STR, &f->dump, "write the held-out episodes of every sweep point as JSON lines "
+                                             "{task, input, answer, answer_positions} to FILE, and train nothing", 0},
+    };
+    memcpy(opts, table, sizeof table);
+    return (int)(sizeof table / sizeof table[0]);
+}
 
 /* The options of compare --task, bound to c and f; returns how many. */
 static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
@@ -63,7 +82,8 @@ static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
     f->archs = f->def_archs, f->run_index = -1;
     f->alpha = (float)c->task.alpha, f->memory_share = (float)c->task.memory_share;
     const cli_opt table[] = {
-        {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl | counterfactual | needle | text (see docs/tasks.md)", 0},
+        {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl | counterfactual | niah | niah-multikey | niah-multivalue "
+                                    "| niah-multiquery | vt | cwe | needle | text (see docs/tasks.md)", 0},
         {"out", OPT_STR, &c->study.out_dir, "folder for report.md, report.json, the figures and runs/ (one run folder "
                                             "per run)", 0},
         {"archs", OPT_STR, &f->archs, f->archs_help, 0},
@@ -72,7 +92,8 @@ static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
                                  "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
         {"pairs", OPT_STR, &f->pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
         {"seq", OPT_STR, &f->seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2", 0},
-        {"noise", OPT_STR, &f->noises, "noisy-recall: share of noise slots, or a list to sweep (0,0.2,0.6)", 0},
+        {"noise", OPT_STR, &f->noises, "noisy-recall: share of noise slots; niah*, vt: share of the haystack that is "
+                                       "distractors; or a list to sweep (0,0.2,0.6)", 0},
         {"demos", OPT_STR, &f->demos, "icl: labelled demonstrations per sequence, or a list to sweep (4,8,16)", 0},
         {"classes", OPT_INT, &c->task.classes, "icl: class labels", 0},
         {"symbols", OPT_INT, &c->task.symbols, "icl: input symbols, each mapped to a random class per sequence", 0},
@@ -105,12 +126,13 @@ static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
     };
     const int n = (int)(sizeof table / sizeof table[0]);
     memcpy(opts, table, sizeof table);
-    return n + task_train_opts(&c->train, opts + n);
+    const int r = ruler_opts(c, f, opts + n);
+    return n + r + task_train_opts(&c->train, opts + n + r);
 }
 
 /* The parsed flags into c; 0, or 1 after an error line. */
 static int task_apply(da_task_compare_config *c, const task_flags *f, const cli_opt *opts, int n_opts) {
-    c->task.alpha = f->alpha, c->task.memory_share = f->memory_share;
+    c->task.alpha = f->alpha, c->task.memory_share = f->memory_share, c->task.cw_ratio = f->cw_ratio;
     c->warmup_given = cli_was_set(opts, n_opts, "warmup"), c->min_lr_given = cli_was_set(opts, n_opts, "min-lr");
     if (c->task.kind == DA_TASK_COUNTERFACTUAL) { /* the vocabulary and length follow the table and the pairs unless given */
         if (!cli_was_set(opts, n_opts, "vocab")) c->task.vocab = 2 + c->task.entities + c->task.attributes;
@@ -122,6 +144,8 @@ static int task_apply(da_task_compare_config *c, const task_flags *f, const cli_
         return cli_fail("--seq: expected up to 8 lengths >= 5, like 64,128,256");
     if (f->noises && cli_parse_doubles(f->noises, c->noises, 8, &c->n_noises, 0, 0.99))
         return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
+    if (f->depths && cli_parse_doubles(f->depths, c->task.depths, DA_TASK_MAX_DEPTHS, &c->task.n_depths, 0, 1))
+        return cli_fail("--depths: expected up to 16 shares in [0, 1], like 0,0.5,1");
     if (f->demos && cli_parse_ints(f->demos, c->demos, 8, &c->n_demos, 1, DA_ICL_MAX_DEMOS))
         return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
     da_status st = da_task_parse_archs(c, f->archs);
@@ -129,16 +153,18 @@ static int task_apply(da_task_compare_config *c, const task_flags *f, const cli_
     return st.code ? cli_fail(st.msg) : 0;
 }
 
-/* compare --task mqar|noisy-recall|icl|counterfactual: the retrieval comparison, its sweeps and grids. */
+/* compare --task K (a synthetic task of da_task_parse): the retrieval comparison, its sweeps and grids. */
 static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
-    static const char *const out[] = {"runs/compare-mqar", "runs/compare-noisy-recall", "runs/compare-icl",
-                                      "runs/compare-counterfactual"};
+    static const char *const out[DA_TASK_N_KINDS] = {
+        "runs/compare-mqar", "runs/compare-noisy-recall", "runs/compare-icl", "runs/compare-counterfactual",
+        "runs/compare-niah", "runs/compare-niah-multikey", "runs/compare-niah-multivalue",
+        "runs/compare-niah-multiquery", "runs/compare-vt", "runs/compare-cwe"};
     da_task_compare_config c;
     da_task_compare_config_default(&c);
     da_task_config_default(&c.task, kind);
     c.study.out_dir = out[kind];
     task_flags f;
-    cli_opt opts[64];
+    cli_opt opts[80];
     const int n_opts = task_opts(&c, &f, opts);
     int rc = cli_parse("compare",
                        "Trains every architecture on a synthetic task from the same initialisation and data stream, "
@@ -150,6 +176,10 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
                        argc, argv, opts, n_opts, NULL);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (task_apply(&c, &f, opts, n_opts)) return 1;
+    if (f.dump) {
+        da_status st = da_task_dump_episodes(&c, f.dump);
+        return st.code ? cli_fail(st.msg) : 0;
+    }
     c.study.stop = cli_catch_stop_signals();
     c.study.argc = argc, c.study.argv = argv;
     if (f.run_index >= 0) { /* one run, as --jobs starts it */
@@ -196,8 +226,9 @@ static int text_opts(da_compare_config *c, text_flags *f, cli_opt *opts) {
              "arch:flag=value columns", da_arch_names_all(all, sizeof all, ", "));
     f->contexts = "auto", f->archs = f->def_archs, f->grid = NULL, f->budget = 0, f->run_index = -1;
     const cli_opt table[] = {
-        {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl (synthetic tasks: see compare --task mqar --help) | needle "
-                                    "(the built-in needle mix) | text (--data)", 0},
+        {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl | counterfactual | niah* | vt | cwe (synthetic tasks: "
+                                    "see compare --task mqar --help) | needle (the built-in needle mix) | text (--data)",
+         0},
         {"out", OPT_STR, &c->study.out_dir, "folder for runs/ (one run folder per run), report.md, report.json and the figures", 0},
         {"data", OPT_STR, &c->data, "training text or shards (default: the built-in needle mix)", 0},
         {"steps", OPT_LONG, &c->steps, "training steps per model", 0},
@@ -282,6 +313,7 @@ int cmd_compare(int argc, char **argv) {
     da_task_kind kind;
     if (task && !da_task_parse(task, &kind)) return cmd_compare_task(argc, argv, kind);
     if (task && strcmp(task, "needle") && strcmp(task, "text"))
-        return cli_fail("--task: expected mqar, noisy-recall, icl, counterfactual, needle or text");
+        return cli_fail("--task: expected mqar, noisy-recall, icl, counterfactual, niah, niah-multikey, niah-multivalue, "
+                        "niah-multiquery, vt, cwe, needle or text");
     return cmd_compare_text(argc, argv, task);
 }

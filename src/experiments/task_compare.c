@@ -34,23 +34,44 @@ void da_task_compare_config_default(da_task_compare_config *c) {
     c->n_archs = da_arch_compare_defaults(c->archs);
 }
 
-/* The share of the answer positions of s whose largest logit is the answer,
+/* Adds b sequences' answers (logits (b, T, V)) to the counts: RULER's tasks
+ * count episodes (all of their answer tokens right) and answer tokens, the
+ * others answer positions. */
+static void count_answers(const da_task_source *s, const int *targets, const float *logits, int b, int V, long *right,
+                          long *total, da_ruler_counts *k) {
+    if (da_task_is_ruler(s->task.kind)) da_ruler_count_logits(targets, logits, b, s->T, V, k);
+    else da_score_argmax(NULL, targets, logits, b, s->T, V, right, total);
+}
+
+/* The shares of the counts; partial (may be NULL): of RULER's answer tokens right. */
+static void shares(const da_task_source *s, long right, long total, const da_ruler_counts *k, double *acc,
+                   double *partial) {
+    if (da_task_is_ruler(s->task.kind)) right = k->right, total = k->episodes;
+    *acc = total ? (double)right / total : 0;
+    if (partial) *partial = k->tokens ? (double)k->tokens_right / k->tokens : 0;
+}
+
+/* The share of the answer positions of s whose largest logit is the answer
+ * (RULER's tasks: of the episodes with every answer token right, and in
+ * *partial, when not NULL, of the answer tokens right),
  * through the inference engine with attention logits fake-quantized to
  * logit_bits per query row before each softmax (0: the training forward, in
  * batches of 16). */
-static da_status task_accuracy(const da_model *m, const da_task_source *s, int logit_bits, double *acc) {
+static da_status task_accuracy(const da_model *m, const da_task_source *s, int logit_bits, double *acc,
+                               double *partial) {
     const int V = m->cfg.vocab_size, T = s->T, B = s->n < 16 ? s->n : 16;
     long right = 0, total = 0;
+    da_ruler_counts k = {0, 0, 0, 0};
     if (!logit_bits) {
         da_acts *a = NULL;
         da_status st = da_acts_create(&a, &m->cfg, B, T);
         for (int i = 0; i < s->n && !st.code; i += B) {
             const int b = s->n - i < B ? s->n - i : B;
             da_forward((da_model *)m, a, s->tokens + (size_t)i * T, NULL, b, T);
-            da_score_argmax(NULL, s->targets + (size_t)i * T, da_acts_logits(a), b, T, V, &right, &total);
+            count_answers(s, s->targets + (size_t)i * T, da_acts_logits(a), b, V, &right, &total, &k);
         }
         da_acts_free(a);
-        *acc = total ? (double)right / total : 0;
+        shares(s, right, total, &k, acc, partial);
         return st;
     }
     da_engine *en = NULL;
@@ -64,9 +85,9 @@ static da_status task_accuracy(const da_model *m, const da_task_source *s, int l
         const float *lg;
         da_session_reset(ses);
         if (!(st = da_session_feed(ses, s->tokens + (size_t)i * T, T, 1, &lg)).code)
-            da_score_argmax(NULL, s->targets + (size_t)i * T, lg, 1, T, V, &right, &total);
+            count_answers(s, s->targets + (size_t)i * T, lg, 1, V, &right, &total, &k);
     }
-    *acc = total ? (double)right / total : 0;
+    shares(s, right, total, &k, acc, partial);
     da_session_free(ses);
     da_engine_free(en);
     return st;
@@ -81,7 +102,7 @@ da_status da_task_answer_accuracy(da_model *m, const da_task_config *t, int n, u
                          t->seq, m->cfg.vocab_size, m->cfg.max_seq_len);
     da_task_source *s;
     if ((st = task_source_new(&s, t, 0, n, seed)).code) return st;
-    st = task_accuracy(m, s, logit_bits, acc);
+    st = task_accuracy(m, s, logit_bits, acc, NULL);
     da_task_source_free(s);
     return st;
 }
@@ -223,9 +244,13 @@ static da_status evaluate(const da_task_compare_config *c, da_model *m, const da
     da_status st = da_ok();
     r->n_params = m->n_params;
     r->final_acc = r->n_evals ? r->acc[r->n_evals - 1] : 0;
+    if (da_task_is_ruler(t->kind)) { /* the partial credit beside the exact score */
+        double exact;
+        st = task_accuracy(m, e, 0, &exact, &r->partial_acc);
+    }
     for (int i = 0; i < TASK_N_QBITS && !st.code; i++) /* NaN where the engine has no quantized logits for the arch */
         if (da_arch_describe(m->cfg.arch).exact_logits_only) r->quant_acc[i] = NAN;
-        else st = task_accuracy(m, e, QBITS[i], &r->quant_acc[i]);
+        else st = task_accuracy(m, e, QBITS[i], &r->quant_acc[i], NULL);
     if (!st.code) st = analyse(m, e, e->n < 16 ? e->n : 16, r);
     if (!st.code && t->kind == DA_TASK_ICL)
         st = da_icl_order_robustness(m, t, c->perm_episodes, c->perms, order_seed, &r->order);
@@ -245,20 +270,20 @@ static int task_points(const da_task_compare_config *c, da_task_config *pts, cha
     int n = 0;
     const da_task_kind k = c->task.kind;
     const int ns = c->n_seqs ? c->n_seqs : 1, np = c->n_pairs ? c->n_pairs : 1, nn = c->n_noises ? c->n_noises : 1;
-    const int nd = c->n_demos ? c->n_demos : 1;
+    const int nd = c->n_demos ? c->n_demos : 1, noisy = k == DA_TASK_NOISY_RECALL || da_task_is_ruler(k);
     for (int i = 0; i < ns; i++)
-        for (int j = 0; j < (k == DA_TASK_MQAR ? np : k == DA_TASK_NOISY_RECALL ? nn : k == DA_TASK_ICL ? nd : 1); j++) {
+        for (int j = 0; j < (k == DA_TASK_MQAR ? np : noisy ? nn : k == DA_TASK_ICL ? nd : 1); j++) {
             da_task_config t = c->task;
             if (c->n_seqs) t.seq = c->seqs[i];
             if (k == DA_TASK_MQAR && c->n_pairs) t.pairs = c->pairs[j];
-            if (k == DA_TASK_NOISY_RECALL && c->n_noises) t.noise = c->noises[j];
+            if (noisy && c->n_noises) t.noise = c->noises[j];
             if (k == DA_TASK_ICL) { /* its length follows from the demos */
                 if (c->n_demos) t.demos = c->demos[j];
                 t.seq = 2 * t.demos + 2;
             }
             pts[n] = t;
             if (k == DA_TASK_MQAR) snprintf(names[n], 64, "pairs %d, seq %d", t.pairs, t.seq);
-            else if (k == DA_TASK_NOISY_RECALL) snprintf(names[n], 64, "noise %.2f, seq %d", t.noise, t.seq);
+            else if (noisy) snprintf(names[n], 64, "noise %.2f, seq %d", t.noise, t.seq);
             else if (k == DA_TASK_ICL) snprintf(names[n], 64, "demos %d, classes %d, symbols %d", t.demos, t.classes, t.symbols);
             else snprintf(names[n], 64, "facts %d x %d, %d pairs, seq %d", t.entities, t.attributes, t.context_pairs, t.seq);
             n++;
@@ -312,20 +337,23 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
     const da_task_config *t = &x->task;
     da_train_config tc;
     train_config(c, x, (uint64_t)(c->seed0 + seed), &tc);
+    char depths[16 * DA_TASK_MAX_DEPTHS + 8] = "uniform";
+    for (int i = 0, len = 0; i < t->n_depths; i++)
+        len += snprintf(depths + len, sizeof depths - (size_t)len, "%s%g", i ? "," : "", t->depths[i]);
     memset(key, 0, n);
     snprintf(key, n,
              "task %s seq %d vocab %d pairs %d alpha %g noise %g noise_vocab %d demos %d classes %d symbols %d "
              "entities %d attributes %d context_pairs %d memory_share %g facts_seed %llu | arch %s first_arch %s "
              "window %d seed %d point %d | dim %d layers %d heads %d | batch %d accum %d lr %g min_lr %g warmup %ld "
              "steps %ld wd %g clip %g betas %g %g eps %g bf16 %d | eval_every %d eval_seqs %d perms %d "
-             "perm_episodes %d cf_episodes %d",
+             "perm_episodes %d cf_episodes %d | value_len %d needles %d hops %d cw_ratio %g depths %s",
              da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
              t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share,
              (unsigned long long)t->facts_seed, task_arch_name(c, arch), task_arch_name(c, 0), c->windows[arch],
              c->seed0 + seed, x->point, x->dim, x->layers, x->heads, tc.batch, tc.grad_accum, (double)tc.lr,
              (double)tc.min_lr, tc.warmup, tc.steps, (double)tc.weight_decay, (double)tc.clip, (double)tc.beta1,
              (double)tc.beta2, (double)tc.adam_eps, tc.bf16, c->eval_every, c->eval_seqs, c->perms, c->perm_episodes,
-             c->cf_episodes);
+             c->cf_episodes, t->value_len, t->needles, t->hops, t->cw_ratio, depths);
 }
 
 /* Trains run k in its run folder through the training loop, then scores the
@@ -370,7 +398,8 @@ static da_status check_config(const da_task_compare_config *c) {
                          c->eval_every, TASK_MAX_EVALS - 2);
     if (c->eval_seqs < 1 || c->eval_seqs > 1 << 20) return da_errorf("--eval-seqs must be 1..%d", 1 << 20);
     const da_task_kind k = c->task.kind;
-    if (k != DA_TASK_NOISY_RECALL && c->n_noises) return da_errorf("--noise applies to noisy-recall only");
+    if (k != DA_TASK_NOISY_RECALL && !da_task_is_ruler(k) && c->n_noises)
+        return da_errorf("--noise applies to noisy-recall and RULER's tasks (niah*, vt, cwe) only");
     if (k != DA_TASK_MQAR && c->n_pairs)
         return da_errorf("--pairs applies to mqar only (noisy-recall's pairs fill the sequence)");
     if (k == DA_TASK_ICL && c->n_seqs)

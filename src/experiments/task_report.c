@@ -351,6 +351,8 @@ static void metrics_of(task_report *k, report *r) {
     k->m[n++] = (report_metric){"parameters", "n_params", "%.0f", NULL, AT(n_params), 1, REPORT_JSON, NULL};
     k->m[n++] = (report_metric){"training time (s)", "train_seconds", "%.1f", NULL, AT(train_s), 0, REPORT_JSON, NULL};
     k->m[n++] = (report_metric){"final accuracy", "final_accuracy", "%.4f", NULL, AT(final_acc), 0, REPORT_JSON, NULL};
+    if (da_task_is_ruler(kind)) /* RULER's partial credit: the share of answer tokens right */
+        k->m[n++] = (report_metric){"partial credit", "partial_accuracy", "%.3f", "%.4f", AT(partial_acc), 0, RJ, NULL};
     for (int i = 0; i < TASK_N_QBITS; i++)
         k->m[n++] = (report_metric){ql[i], NULL, "%.3f", NULL, AT(quant_acc) + i * sizeof(double), 0, REPORT_ROW, NULL};
     k->m[n++] = (report_metric){"attention on the answer pair", "attention_answer", "%.3f", "%.4f", AT(attn_answer), 0,

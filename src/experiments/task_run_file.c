@@ -31,7 +31,7 @@ static const char *run_invalid(const task_run *r) {
         for (int l = 0; l < TASK_MAX_LAYERS; l++)
             if (isinf(r->lambda[i][l])) return "lambda";
     }
-    if (!rate(r->final_acc)) return "final_acc";
+    if (!rate(r->final_acc) || !rate(r->partial_acc)) return "final_acc or partial_acc";
     for (int i = 0; i < TASK_N_QBITS; i++)
         if (!rate_or_nan(r->quant_acc[i])) return "quant_acc";
     if (!rate(r->attn_answer) || !rate(r->attn_noise) || !rate(r->attn_noise_tokens)) return "attention shares";

@@ -37,7 +37,9 @@ static void held_out(void *self, long i, long n, int T, int *tokens, int *target
 }
 
 da_data_source da_task_source_of(da_task_source *s) {
-    return (da_data_source){s, s->task.vocab, s->T, s->n, stream_seed, next, held_out, da_score_argmax};
+    /* RULER's tasks score an episode (all of its answer tokens) as one */
+    return (da_data_source){s, s->task.vocab, s->T, s->n, stream_seed, next, held_out,
+                            da_task_is_ruler(s->task.kind) ? da_score_episodes : da_score_argmax};
 }
 
 da_status da_task_source_create(da_task_source **out, const da_task_config *t, int point, int n_held_out) {
@@ -89,10 +91,16 @@ static da_status save_task_file(const da_task_source *s, const char *path) {
     fprintf(af.fp,
             TASK_FILE_MAGIC "\nkind %s\nseq %d\nvocab %d\npairs %d\nalpha %.17g\nnoise %.17g\nnoise_vocab %d\n"
                             "demos %d\nclasses %d\nsymbols %d\nentities %d\nattributes %d\ncontext_pairs %d\n"
-                            "memory_share %.17g\nfacts_seed %" PRIu64 "\npoint %d\nheld_out %d\n",
+                            "memory_share %.17g\nfacts_seed %" PRIu64 "\nvalue_len %d\nneedles %d\nhops %d\n"
+                            "cw_ratio %.17g\npoint %d\nheld_out %d\n",
             da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
             t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share, t->facts_seed,
-            s->point, s->n);
+            t->value_len, t->needles, t->hops, t->cw_ratio, s->point, s->n);
+    if (t->n_depths) { /* absent: uniform depths */
+        fprintf(af.fp, "depths ");
+        for (int i = 0; i < t->n_depths; i++) fprintf(af.fp, "%s%.17g", i ? "," : "", t->depths[i]);
+        fprintf(af.fp, "\n");
+    }
     if (ferror(af.fp)) return da_atomic_fail(&af, errno);
     return da_atomic_commit(&af);
 }
@@ -134,6 +142,20 @@ int da_task_file_is(const char *path) {
     return is;
 }
 
+/* "0.1,0.5,0.9" into t's depths (their range is the task's check). */
+static da_status parse_depths(const char *val, da_task_config *t) {
+    t->n_depths = 0;
+    for (const char *p = val; *p;) {
+        char *end;
+        const double d = strtod(p, &end);
+        if (end == p || (*end && *end != ',') || t->n_depths == DA_TASK_MAX_DEPTHS)
+            return da_errorf("\"%s\" is not a list of at most %d numbers", val, DA_TASK_MAX_DEPTHS);
+        t->depths[t->n_depths++] = d;
+        p = *end ? end + 1 : end;
+    }
+    return da_ok();
+}
+
 da_status da_task_source_load(da_task_source **out, const char *path) {
     *out = NULL;
     FILE *fp = fopen(path, "r");
@@ -158,6 +180,11 @@ da_status da_task_source_load(da_task_source **out, const char *path) {
             if (da_task_parse(val, &t.kind)) st = da_errorf("%s: kind: unknown task \"%s\"", path, val);
             continue;
         }
+        if (!strcmp(key, "depths")) {
+            st = parse_depths(val, &t);
+            if (st.code) st = da_errorf("%s: depths: %s", path, st.msg);
+            continue;
+        }
         if (!strcmp(key, "facts_seed")) {
             t.facts_seed = strtoull(val, &end, 10);
             if (*end) st = da_errorf("%s: facts_seed: \"%s\" is not an unsigned integer", path, val);
@@ -168,9 +195,10 @@ da_status da_task_source_load(da_task_source **out, const char *path) {
                 : !strcmp(key, "classes") ? &t.classes : !strcmp(key, "symbols") ? &t.symbols
                 : !strcmp(key, "entities") ? &t.entities : !strcmp(key, "attributes") ? &t.attributes
                 : !strcmp(key, "context_pairs") ? &t.context_pairs : !strcmp(key, "point") ? &point
-                : !strcmp(key, "held_out") ? &n : NULL;
+                : !strcmp(key, "held_out") ? &n : !strcmp(key, "value_len") ? &t.value_len
+                : !strcmp(key, "needles") ? &t.needles : !strcmp(key, "hops") ? &t.hops : NULL;
         double *dp = !strcmp(key, "alpha") ? &t.alpha : !strcmp(key, "noise") ? &t.noise
-                   : !strcmp(key, "memory_share") ? &t.memory_share : NULL;
+                   : !strcmp(key, "memory_share") ? &t.memory_share : !strcmp(key, "cw_ratio") ? &t.cw_ratio : NULL;
         if (ip && integral) *ip = (int)v;
         else if (dp && !*end && d == d) *dp = d;
         else st = da_errorf("%s: %s: \"%s\" is %s", path, key, val, ip || dp ? "out of range" : "an unknown key");

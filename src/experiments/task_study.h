@@ -37,6 +37,7 @@ typedef struct {
     da_outliers_result out;
     da_icl_order_result order; /* icl only */
     da_cf_counts cf;           /* counterfactual only */
+    double partial_acc;        /* RULER's tasks: the final share of answer tokens right (final_acc: of episodes) */
     size_t n_params;
     double train_s; /* last: the one field that depends on the machine */
 } task_run;

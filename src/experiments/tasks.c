@@ -30,24 +30,33 @@ void da_task_config_default(da_task_config *c, da_task_kind kind) {
     c->memory_share = 1.0 / 3;
     c->facts_seed = 0xFAC75ULL;
     if (kind == DA_TASK_COUNTERFACTUAL) c->seq = 2 * c->context_pairs + 3 * c->context_pairs, c->vocab = 2 + 512 + 64;
+    /* RULER's tasks: synthetic.yaml's 4 needles, 4 hops and 10 common words, its plain haystack (no distractors),
+     * one-token values; seq 256 and vocab 256 (63 keys, 63 values, 127 filler tokens) as issue 32 trains them */
+    c->value_len = 1;
+    c->needles = kind == DA_TASK_CWE ? 10 : 4;
+    c->hops = 4;
+    c->cw_ratio = 6; /* RULER's cwe below 4K: common words 6 times, the others once */
+    if (da_task_is_ruler(kind)) c->seq = 256, c->vocab = 256, c->noise = 0;
 }
 
-const char *da_task_name(da_task_kind k) {
-    return k == DA_TASK_MQAR ? "mqar" : k == DA_TASK_NOISY_RECALL ? "noisy-recall" : k == DA_TASK_ICL ? "icl"
-                                                                                               : "counterfactual";
-}
+static const char *const TASK_NAMES[DA_TASK_N_KINDS] = {
+    "mqar", "noisy-recall", "icl", "counterfactual", "niah", "niah-multikey", "niah-multivalue", "niah-multiquery",
+    "vt", "cwe"};
+
+const char *da_task_name(da_task_kind k) { return k >= 0 && k < DA_TASK_N_KINDS ? TASK_NAMES[k] : "unknown"; }
 
 int da_task_parse(const char *s, da_task_kind *out) {
-    if (!strcmp(s, "mqar")) *out = DA_TASK_MQAR;
-    else if (!strcmp(s, "noisy-recall")) *out = DA_TASK_NOISY_RECALL;
-    else if (!strcmp(s, "icl")) *out = DA_TASK_ICL;
-    else if (!strcmp(s, "counterfactual")) *out = DA_TASK_COUNTERFACTUAL;
-    else return -1;
-    return 0;
+    for (int k = 0; k < DA_TASK_N_KINDS; k++)
+        if (!strcmp(s, TASK_NAMES[k])) {
+            *out = (da_task_kind)k;
+            return 0;
+        }
+    return -1;
 }
 
 da_status da_task_validate(const da_task_config *c) {
     if (c->kind == DA_TASK_COUNTERFACTUAL) return da_cf_validate(c);
+    if (da_task_is_ruler(c->kind)) return da_ruler_validate(c, da_task_name(c->kind));
     if (c->kind == DA_TASK_ICL) {
         if (c->demos < 1 || c->demos > DA_ICL_MAX_DEMOS)
             return da_errorf("icl: demos %d must lie in 1..%d", c->demos, DA_ICL_MAX_DEMOS);
@@ -273,5 +282,6 @@ static int sample_icl(const da_task_config *c, da_rng *r, int *tok, int *tgt, in
 int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src) {
     if (c->kind == DA_TASK_ICL) return sample_icl(c, r, tokens, targets, src);
     if (c->kind == DA_TASK_COUNTERFACTUAL) return da_cf_sample(c, r, tokens, targets, src);
+    if (da_task_is_ruler(c->kind)) return da_ruler_sample(c, r, tokens, targets, src);
     return c->kind == DA_TASK_MQAR ? sample_mqar(c, r, tokens, targets, src) : sample_noisy(c, r, tokens, targets, src);
 }
