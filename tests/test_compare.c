@@ -216,8 +216,15 @@ static int test_parse_archs(void) {
     cfg.arch = DA_ARCH_NSA;
     CHECK(!da_arch_column_apply(t.columns[1], &cfg).code && cfg.nsa_select == 32 && cfg.nsa_topn == 4 &&
           cfg.nsa_window == 64 && cfg.nsa_block == 32);
+    /* NSA with one shared K/V projection, a flag stored only when set, is a column option too */
+    CHECK(!da_task_parse_archs(&t, "nsa,nsa:nsa-shared-kv=1").code && t.n_archs == 2);
+    da_config_default(&cfg);
+    cfg.arch = DA_ARCH_NSA;
+    CHECK(!da_arch_column_apply(t.columns[1], &cfg).code && cfg.nsa_shared_kv == 1);
     da_status st = da_task_parse_archs(&t, "diff:nsa-topn=4");
     CHECK(st.code && strstr(st.msg, "not a hyper-parameter of --arch diff"));
+    st = da_task_parse_archs(&t, "softmax:nsa-shared-kv=1");
+    CHECK(st.code && strstr(st.msg, "not a hyper-parameter of --arch softmax"));
     st = da_task_parse_archs(&t, "nsa:nsa-topn=2");
     CHECK(st.code && strstr(st.msg, "nsa_topn"));
     return 0;

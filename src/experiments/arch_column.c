@@ -29,7 +29,7 @@ static da_status apply_options(const char *tok, char *p, da_config *cfg) {
         const da_field *f = option_field(opt);
         if (!f) return da_errorf("--archs: \"%s\": %s is not a column option (%s)", tok, opt, ARCH_COLUMN_OPTIONS);
         const int k = (int)(f - da_config_fields);
-        if (da_config_field_of_variant(k) && !da_config_field_written(cfg, k))
+        if (da_config_field_of_variant(k) && !da_config_field_of_arch(cfg, k))
             return da_errorf("--archs: \"%s\": %s is not a hyper-parameter of --arch %s", tok, opt,
                              da_arch_name(cfg->arch));
         da_status st = da_field_parse(f, cfg, eq + 1);
