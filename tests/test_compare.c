@@ -230,6 +230,38 @@ static int test_parse_archs(void) {
     return 0;
 }
 
+/* --match-params: every column of a study's kind (the sparse ones with their
+ * extra projections, NSA with one shared pair, DIFF's lambdas) lands within 1%
+ * of the largest, at a small and a wider shape; the largest is unchanged. */
+static int test_match_params(void) {
+    static const int dims[2] = {64, 256}, layers[2] = {2, 4};
+    for (int k = 0; k < 2; k++) {
+        da_config cfg[6], before[6];
+        const da_arch archs[6] = {DA_ARCH_DIFF, DA_ARCH_SOFTMAX, DA_ARCH_DIFF2, DA_ARCH_NSA, DA_ARCH_NSA, DA_ARCH_MOBA};
+        for (int i = 0; i < 6; i++) {
+            da_config_default(&cfg[i]);
+            cfg[i].arch = archs[i], cfg[i].dim = dims[k], cfg[i].n_layers = layers[k], cfg[i].n_heads = 1;
+            cfg[i].n_kv_heads = 0, cfg[i].ffn_hidden = 0, cfg[i].vocab_size = 64, cfg[i].nsa_shared_kv = i == 4;
+            CHECK(!da_config_from_diff_heads(&cfg[i]).code);
+            before[i] = cfg[i];
+        }
+        da_match_params(cfg, 6);
+        size_t most = 0, least = (size_t)-1;
+        for (int i = 0; i < 6; i++) {
+            const size_t p = da_config_param_count(&cfg[i]);
+            most = p > most ? p : most, least = p < least ? p : least;
+            CHECK(!da_config_validate(&cfg[i]).code && cfg[i].ffn_hidden >= before[i].ffn_hidden);
+        }
+        CHECK(da_config_param_count(&cfg[3]) == da_config_param_count(&before[3])); /* NSA: the largest */
+        CHECK(cfg[1].ffn_hidden > before[1].ffn_hidden && cfg[4].ffn_hidden > before[4].ffn_hidden);
+        if ((double)(most - least) > 0.01 * (double)most) {
+            fprintf(stderr, "  dim %d: parameters %zu..%zu, more than 1%% apart\n", dims[k], least, most);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* a budget too small for 20 steps is refused before any training */
 static int test_budget_too_small(void) {
     da_compare_config c;
@@ -400,6 +432,7 @@ static int test_compare_task_refuses_wrong_flags(void) {
 int main(void) {
     RUN(test_mix_answers_are_in_context);
     RUN(test_parse_archs);
+    RUN(test_match_params);
     RUN(test_compare_tiny);
     RUN(test_compare_resume);
     RUN(test_budget_too_small);

@@ -2,7 +2,7 @@
  * and evaluated alike, with a report), throughput benchmarks, and the PNG
  * figures of reports.
  * Implemented in src/experiments/compare.c, src/experiments/tasks.c, src/experiments/task_compare.c,
- * src/experiments/task_source.c, src/experiments/task_report.c,
+ * src/experiments/task_source.c, src/experiments/task_report.c, src/experiments/match_params.c,
  * src/experiments/task_counterfactual.c, src/experiments/icl_order.c, src/experiments/plot.c,
  * src/experiments/bench.c, src/experiments/bench_generate.c, src/experiments/bench_json.c. */
 #ifndef DIFFATTN_EXPERIMENTS_H
@@ -53,6 +53,11 @@ void da_compare_config_default(da_compare_config *c);
 da_status da_arch_list_parse(const char *list, da_arch *archs, int *n_archs);
 /* da_arch_list_parse into c->archs. */
 da_status da_compare_parse_archs(da_compare_config *c, const char *list);
+/* --match-params: widens the SwiGLU FFN (ffn_hidden) of each of the n
+ * configurations to the width whose parameter count is nearest the largest
+ * one's (within 3 dim n_layers / 2 parameters, far inside 1% at any useful
+ * width); the largest keeps its own. */
+void da_match_params(da_config *cfgs, int n);
 /* Writes the built-in training mix (filler text with needle sentences, each
  * document ending in a question and its answer) of about `bytes` bytes. */
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed);
@@ -309,6 +314,7 @@ typedef struct {
      * eval_every come from the fields above and the cell; warmup is steps / 10 and min_lr lr / 10 unless given */
     da_train_config train;
     int warmup_given, min_lr_given;
+    int match_params; /* 1: each cell's columns at its largest column's parameters (da_match_params) */
     int seeds, seed0; /* seeds seed0, seed0 + 1, ... */
 } da_task_compare_config;
 

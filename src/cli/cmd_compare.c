@@ -68,6 +68,8 @@ static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
                                             "per run)", 0},
         {"archs", OPT_STR, &f->archs, f->archs_help, 0},
         {"swa-window", OPT_INT, &c->swa_window, "swa: softmax attention over the last W keys only", 0},
+        {"match-params", OPT_FLAG, &c->match_params, "widen each column's FFN to the largest column's parameters "
+                                                     "(within 1%; the report lists each column's parameters and FLOPs)", 0},
         {"grid", OPT_STR, &f->grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
                                  "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
         {"pairs", OPT_STR, &f->pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},

@@ -184,7 +184,8 @@ static da_status analyse(da_model *m, const da_task_source *e, int n, task_run *
     return st;
 }
 
-static void model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
+/* Column a's model in the cell, before --match-params. */
+static void column_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
     const da_arch arch = c->archs[a];
     da_config_default(cfg);
     cfg->arch = arch;
@@ -198,6 +199,24 @@ static void model_config(const da_task_compare_config *c, const task_cell *cell,
     /* checked by da_task_parse_archs; an error shows when the model is created */
     if (c->columns[a][0] && da_arch_column_apply(c->columns[a], cfg).code) cfg->arch = DA_ARCH_N;
 }
+
+void task_model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
+    if (!c->match_params) {
+        column_config(c, cell, a, cfg);
+        return;
+    }
+    da_config all[DA_COMPARE_MAX_ARCHS];
+    for (int i = 0; i < c->n_archs; i++) {
+        column_config(c, cell, i, &all[i]);
+        if (da_config_validate(&all[i]).code) { /* its own error shows when it is checked or created */
+            column_config(c, cell, a, cfg);
+            return;
+        }
+    }
+    da_match_params(all, c->n_archs);
+    *cfg = all[a];
+}
+
 
 /* Every tensor of dst whose name and shape src has too gets src's values:
  * at equal parameters that is every tensor but DIFF's lambdas and head norm. */
@@ -239,7 +258,7 @@ static da_status shared_init(void *ctx, da_model *m) {
     if (!k->arch) return da_ok();
     da_config mc;
     da_model first;
-    model_config(k->c, k->x, 0, &mc);
+    task_model_config(k->c, k->x, 0, &mc);
     da_status st = da_model_create(&first, &mc);
     if (st.code) return st;
     da_model_init(&first, k->seed);
@@ -418,14 +437,14 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
              "entities %d attributes %d context_pairs %d memory_share %g facts_seed %llu | arch %s first_arch %s "
              "window %d seed %d point %d | dim %d layers %d heads %d | batch %d accum %d lr %g min_lr %g warmup %ld "
              "steps %ld wd %g clip %g betas %g %g eps %g bf16 %d | eval_every %d eval_seqs %d perms %d "
-             "perm_episodes %d cf_episodes %d",
+             "perm_episodes %d cf_episodes %d match_params %d",
              da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
              t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share,
              (unsigned long long)t->facts_seed, task_arch_name(c, arch), task_arch_name(c, 0), c->windows[arch],
              c->seed0 + seed, x->point, x->dim, x->layers, x->heads, tc.batch, tc.grad_accum, (double)tc.lr,
              (double)tc.min_lr, tc.warmup, tc.steps, (double)tc.weight_decay, (double)tc.clip, (double)tc.beta1,
              (double)tc.beta2, (double)tc.adam_eps, tc.bf16, c->eval_every, c->eval_seqs, c->perms, c->perm_episodes,
-             c->cf_episodes);
+             c->cf_episodes, c->match_params);
 }
 
 /* Trains run k in its run folder through the training loop, then scores the
@@ -440,7 +459,7 @@ static da_status run_train(const da_task_compare_config *c, const task_cell *cel
     run_dir(c, ci, a, s, dir, sizeof dir);
     da_config mc;
     da_train_config tc;
-    model_config(c, x, a, &mc);
+    task_model_config(c, x, a, &mc);
     train_config(c, x, ctx.seed, &tc);
     da_task_source *src = NULL;
     da_model m;
@@ -503,7 +522,7 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
             st = da_errorf("%s: %s", x->name, st.msg);
         for (int a = 0; a < c->n_archs && !st.code; a++) {
             da_config mc;
-            model_config(c, x, a, &mc);
+            task_model_config(c, x, a, &mc);
             if ((st = da_config_validate(&mc)).code) st = da_errorf("%s: %s", x->name, st.msg);
         }
     }

@@ -421,6 +421,7 @@ static void write_md(FILE *fp, const task_study *S, double wall_s) {
     write_md_head(fp, S, wall_s);
     write_md_summary(fp, S);
     write_md_study(fp, S);
+    task_columns_md(fp, S);
     if (c->task.kind == DA_TASK_COUNTERFACTUAL) write_md_counterfactual(fp, S);
     const int base = task_baseline_slot(c);
     fprintf(fp, "## The trained models\n\n| task | arch | accuracy, 8-bit logits | 6-bit | 4-bit | attention on the "
@@ -551,7 +552,9 @@ static void write_json(FILE *fp, const task_study *S, double wall_s) {
         }
         fprintf(fp, "}}");
     }
-    fprintf(fp, "]}\n");
+    fprintf(fp, "]");
+    task_columns_json(fp, S);
+    fprintf(fp, "}\n");
 }
 
 /* icl: per point, the seed means of each architecture's order figures as bars. */

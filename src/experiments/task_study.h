@@ -67,6 +67,13 @@ struct da_task_source {
 /* da_task_source_create with the held-out set drawn from seed. */
 da_status task_source_new(da_task_source **out, const da_task_config *t, int point, int n_held_out, uint64_t seed);
 
+/* Column a's model configuration in cell (every field, --match-params applied). */
+void task_model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg);
+/* The report's table of the columns' parameters and training FLOPs per token
+ * (task_columns.c): markdown, and ,"columns":[...] inside report.json's object. */
+void task_columns_md(FILE *fp, const task_study *s);
+void task_columns_json(FILE *fp, const task_study *s);
+
 /* The cells of c (validated settings); *n_points: the task sweep points. */
 da_status task_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points);
 static inline task_run *study_run(const task_study *s, int cell, int arch, int seed) {
