@@ -298,7 +298,11 @@ typedef struct {
     int n_archs;
     int swa_window;        /* the window of "swa" in --archs */
     int n_pairs, pairs[8]; /* mqar sweep (0: task.pairs) */
-    int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq); not icl */
+    int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq); not icl. With train_seqs: the
+                            * evaluation lengths instead (none: the training lengths) */
+    /* --train-seq: a length curriculum (not icl): the steps in n_train_seqs equal shares, in order, share i
+     * trained at train_seqs[i]; each trained model is then scored at every length of seqs */
+    int n_train_seqs, train_seqs[8];
     int n_noises;          /* noisy-recall sweep (0: task.noise) */
     double noises[8];
     int n_demos, demos[8]; /* icl sweep (0: task.demos); seq is 2 demos + 2 */

@@ -196,6 +196,10 @@ static void column_config(const da_task_compare_config *c, const task_cell *cell
     cfg->ffn_hidden = da_default_ffn_hidden(cell->dim);
     cfg->vocab_size = cell->task.vocab;
     cfg->max_seq_len = cell->task.seq;
+    int lengths[8];
+    const int n_lengths = task_eval_lengths(c, lengths); /* the curriculum's and the evaluation's, longer included */
+    for (int i = 0; i < c->n_train_seqs; i++) cfg->max_seq_len = c->train_seqs[i] > cfg->max_seq_len ? c->train_seqs[i] : cfg->max_seq_len;
+    for (int i = 0; i < n_lengths; i++) cfg->max_seq_len = lengths[i] > cfg->max_seq_len ? lengths[i] : cfg->max_seq_len;
     /* checked by da_task_parse_archs; an error shows when the model is created */
     if (c->columns[a][0] && da_arch_column_apply(c->columns[a], cfg).code) cfg->arch = DA_ARCH_N;
 }
@@ -343,12 +347,13 @@ da_status da_task_grid_parse(da_task_compare_config *c, const char *spec) {
 static int task_points(const da_task_compare_config *c, da_task_config *pts, char (*names)[64]) {
     int n = 0;
     const da_task_kind k = c->task.kind;
-    const int ns = c->n_seqs ? c->n_seqs : 1, np = c->n_pairs ? c->n_pairs : 1, nn = c->n_noises ? c->n_noises : 1;
+    const int ns = c->n_seqs && !c->n_train_seqs ? c->n_seqs : 1, np = c->n_pairs ? c->n_pairs : 1, nn = c->n_noises ? c->n_noises : 1;
     const int nd = c->n_demos ? c->n_demos : 1;
     for (int i = 0; i < ns; i++)
         for (int j = 0; j < (k == DA_TASK_MQAR ? np : k == DA_TASK_NOISY_RECALL ? nn : k == DA_TASK_ICL ? nd : 1); j++) {
             da_task_config t = c->task;
-            if (c->n_seqs) t.seq = c->seqs[i];
+            if (c->n_train_seqs) t.seq = c->train_seqs[c->n_train_seqs - 1]; /* the last stage's */
+            else if (c->n_seqs) t.seq = c->seqs[i];
             if (k == DA_TASK_MQAR && c->n_pairs) t.pairs = c->pairs[j];
             if (k == DA_TASK_NOISY_RECALL && c->n_noises) t.noise = c->noises[j];
             if (k == DA_TASK_ICL) { /* its length follows from the demos */
@@ -431,20 +436,70 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
     const da_task_config *t = &x->task;
     da_train_config tc;
     train_config(c, x, (uint64_t)(c->seed0 + seed), &tc);
+    char lengths[160] = "";
+    int ev[8], len = 0;
+    const int n_ev = c->n_train_seqs ? task_eval_lengths(c, ev) : 0;
+    for (int i = 0; i < c->n_train_seqs; i++) len += snprintf(lengths + len, sizeof lengths - (size_t)len, "%s%d", i ? "," : "train ", c->train_seqs[i]);
+    for (int i = 0; i < n_ev; i++) len += snprintf(lengths + len, sizeof lengths - (size_t)len, "%s%d", i ? "," : " eval ", ev[i]);
     memset(key, 0, n);
     snprintf(key, n,
              "task %s seq %d vocab %d pairs %d alpha %g noise %g noise_vocab %d demos %d classes %d symbols %d "
              "entities %d attributes %d context_pairs %d memory_share %g facts_seed %llu | arch %s first_arch %s "
              "window %d seed %d point %d | dim %d layers %d heads %d | batch %d accum %d lr %g min_lr %g warmup %ld "
              "steps %ld wd %g clip %g betas %g %g eps %g bf16 %d | eval_every %d eval_seqs %d perms %d "
-             "perm_episodes %d cf_episodes %d match_params %d",
+             "perm_episodes %d cf_episodes %d match_params %d lengths %s",
              da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
              t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share,
              (unsigned long long)t->facts_seed, task_arch_name(c, arch), task_arch_name(c, 0), c->windows[arch],
              c->seed0 + seed, x->point, x->dim, x->layers, x->heads, tc.batch, tc.grad_accum, (double)tc.lr,
              (double)tc.min_lr, tc.warmup, tc.steps, (double)tc.weight_decay, (double)tc.clip, (double)tc.beta1,
              (double)tc.beta2, (double)tc.adam_eps, tc.bf16, c->eval_every, c->eval_seqs, c->perms, c->perm_episodes,
-             c->cf_episodes, c->match_params);
+             c->cf_episodes, c->match_params, lengths);
+}
+
+int task_eval_lengths(const da_task_compare_config *c, int *out) {
+    const int n = c->n_train_seqs && !c->n_seqs ? c->n_train_seqs : c->n_seqs;
+    memcpy(out, c->n_train_seqs && !c->n_seqs ? c->train_seqs : c->seqs, (size_t)n * sizeof(int));
+    return n;
+}
+
+/* The training of run ctx in dir: one call of the training loop, or with a length curriculum one per stage,
+ * stage i ending at step steps (i + 1) / n and the next resuming the run at its length. *src: the last
+ * stage's source (the caller frees it). */
+static da_status train_stages(const da_task_compare_config *c, run_ctx *ctx, const da_config *mc,
+                              da_train_config *tc, const char *dir, da_task_source **src) {
+    const int n = c->n_train_seqs ? c->n_train_seqs : 1;
+    da_status st = da_ok();
+    for (int i = 0; i < n && !st.code; i++) {
+        da_task_config t = ctx->x->task;
+        if (c->n_train_seqs) t.seq = c->train_seqs[i];
+        tc->seq = t.seq;
+        da_task_source_free(*src), *src = NULL;
+        if ((st = da_task_source_create(src, &t, ctx->x->point, c->eval_seqs)).code) break;
+        if ((st = da_task_source_save(*src, dir)).code) break;
+        const da_data_source ds = da_task_source_of(*src);
+        da_train_hooks hooks = {.ctx = ctx, .stop = c->study.stop, .on_init = shared_init, .on_eval = record_eval};
+        hooks.stop_at_step = i + 1 < n ? c->steps * (i + 1) / n : 0;
+        st = da_train_source(mc, tc, &ds, dir, i ? DA_RUN_RESUME : DA_RUN_OVERWRITE, &hooks);
+        if (st.code == DA_INTERRUPTED && i + 1 < n && !(c->study.stop && *c->study.stop)) st = da_ok(); /* stage end */
+    }
+    return st;
+}
+
+/* The answer accuracy of m at every evaluation length, on held-out sequences of that length drawn as the
+ * cell's (the same for every architecture and seed). */
+static da_status score_lengths(const da_task_compare_config *c, const task_cell *x, da_model *m, task_run *r) {
+    r->n_lengths = c->n_train_seqs ? task_eval_lengths(c, r->length) : 0;
+    da_status st = da_ok();
+    for (int i = 0; i < r->n_lengths && !st.code; i++) {
+        da_task_config t = x->task;
+        t.seq = r->length[i];
+        da_task_source *s = NULL;
+        if (!(st = da_task_source_create(&s, &t, x->point, c->eval_seqs)).code)
+            st = task_accuracy(m, s, 0, &r->length_acc[i]);
+        da_task_source_free(s);
+    }
+    return st;
 }
 
 /* Trains run k in its run folder through the training loop, then scores the
@@ -464,18 +519,13 @@ static da_status run_train(const da_task_compare_config *c, const task_cell *cel
     da_task_source *src = NULL;
     da_model m;
     memset(&m, 0, sizeof m);
-    da_status st = da_task_source_create(&src, &x->task, x->point, c->eval_seqs);
-    if (!st.code) st = da_task_source_save(src, dir);
     const double t0 = da_now_s();
-    if (!st.code) {
-        const da_data_source ds = da_task_source_of(src);
-        const da_train_hooks hooks = {.ctx = &ctx, .stop = c->study.stop, .on_init = shared_init, .on_eval = record_eval};
-        st = da_train_source(&mc, &tc, &ds, dir, DA_RUN_OVERWRITE, &hooks);
-    }
+    da_status st = train_stages(c, &ctx, &mc, &tc, dir, &src);
     r->train_s = da_now_s() - t0;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!st.code) st = da_model_load(&m, path);
     if (!st.code) st = evaluate(c, &m, src, 0x0DE450DEULL + (uint64_t)x->point, r);
+    if (!st.code) st = score_lengths(c, x, &m, r);
     if (st.code && st.code != DA_INTERRUPTED) st = da_errorf("%s: %s", ctx.what, st.msg);
     da_model_free(&m);
     da_task_source_free(src);
@@ -492,6 +542,10 @@ static da_status check_config(const da_task_compare_config *c) {
     if (k != DA_TASK_NOISY_RECALL && c->n_noises) return da_errorf("--noise applies to noisy-recall only");
     if (k != DA_TASK_MQAR && c->n_pairs)
         return da_errorf("--pairs applies to mqar only (noisy-recall's pairs fill the sequence)");
+    if (c->n_train_seqs && (k == DA_TASK_ICL || k == DA_TASK_COUNTERFACTUAL))
+        return da_errorf("--train-seq: a length curriculum applies to mqar and noisy-recall");
+    if (c->n_train_seqs && c->steps < c->n_train_seqs)
+        return da_errorf("--train-seq: %d lengths need at least as many --steps (%ld)", c->n_train_seqs, c->steps);
     if (k == DA_TASK_ICL && c->n_seqs)
         return da_errorf("--pairs, --noise and --seq do not apply to icl (its length is 2 demos + 2: set --demos)");
     if (k != DA_TASK_ICL && c->n_demos) return da_errorf("--demos applies to icl only");
@@ -520,6 +574,14 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
             st = da_errorf("%s: %s", x->point_name, st.msg);
         else if ((st = da_train_config_validate(&tc)).code)
             st = da_errorf("%s: %s", x->name, st.msg);
+        int lengths[16];
+        const int n_ev = c->n_train_seqs ? task_eval_lengths(c, lengths) : 0;
+        memcpy(lengths + n_ev, c->train_seqs, (size_t)c->n_train_seqs * sizeof(int));
+        for (int i = 0; i < n_ev + c->n_train_seqs && !st.code; i++) { /* every length the task is drawn at */
+            da_task_config t = x->task;
+            t.seq = lengths[i];
+            if ((st = da_task_validate(&t)).code) st = da_errorf("%s, length %d: %s", x->point_name, t.seq, st.msg);
+        }
         for (int a = 0; a < c->n_archs && !st.code; a++) {
             da_config mc;
             task_model_config(c, x, a, &mc);

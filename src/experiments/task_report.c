@@ -422,6 +422,7 @@ static void write_md(FILE *fp, const task_study *S, double wall_s) {
     write_md_summary(fp, S);
     write_md_study(fp, S);
     task_columns_md(fp, S);
+    task_lengths_md(fp, S);
     if (c->task.kind == DA_TASK_COUNTERFACTUAL) write_md_counterfactual(fp, S);
     const int base = task_baseline_slot(c);
     fprintf(fp, "## The trained models\n\n| task | arch | accuracy, 8-bit logits | 6-bit | 4-bit | attention on the "
@@ -554,6 +555,7 @@ static void write_json(FILE *fp, const task_study *S, double wall_s) {
     }
     fprintf(fp, "]");
     task_columns_json(fp, S);
+    task_lengths_json(fp, S);
     fprintf(fp, "}\n");
 }
 

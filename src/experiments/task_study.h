@@ -38,6 +38,9 @@ typedef struct {
     da_icl_order_result order; /* icl only */
     da_cf_counts cf;           /* counterfactual only */
     size_t n_params;
+    int n_lengths;            /* --train-seq: the evaluation lengths, and the answer accuracy at each */
+    int length[8];
+    double length_acc[8];
     double train_s; /* last: the one field that depends on the machine */
 } task_run;
 
@@ -73,6 +76,12 @@ void task_model_config(const da_task_compare_config *c, const task_cell *cell, i
  * (task_columns.c): markdown, and ,"columns":[...] inside report.json's object. */
 void task_columns_md(FILE *fp, const task_study *s);
 void task_columns_json(FILE *fp, const task_study *s);
+/* With a length curriculum: the accuracy per evaluation length and the effective lengths (task_lengths.c),
+ * markdown, and ,"lengths":{...} inside report.json's object. */
+void task_lengths_md(FILE *fp, const task_study *s);
+void task_lengths_json(FILE *fp, const task_study *s);
+/* The evaluation lengths of c (--seq, else the --train-seq lengths) into out (8); their count. */
+int task_eval_lengths(const da_task_compare_config *c, int *out);
 
 /* The cells of c (validated settings); *n_points: the task sweep points. */
 da_status task_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points);
