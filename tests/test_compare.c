@@ -262,6 +262,52 @@ static int test_match_params(void) {
     return 0;
 }
 
+/* A column may set the RoPE scaling, and a model evaluated at a length past its training's (a curriculum's
+ * --seq) runs with the scaled frequencies: the tables the forward builds at 4x the length are the unscaled
+ * ones over the factor, and the logits there are not the unscaled twin's. */
+static int test_rope_scaling_at_longer_length(void) {
+    da_task_compare_config t;
+    da_task_compare_config_default(&t);
+    CHECK(!da_task_parse_archs(&t, "softmax,softmax:rope-scaling=linear:rope-factor=4").code && t.n_archs == 2);
+    da_config cfg, plain;
+    da_config_default(&cfg);
+    cfg.arch = DA_ARCH_SOFTMAX, cfg.dim = 32, cfg.n_layers = 1, cfg.n_heads = 2, cfg.n_kv_heads = 2, cfg.vocab_size = 32;
+    cfg.ffn_hidden = 64, cfg.max_seq_len = 256;
+    plain = cfg;
+    CHECK(!da_arch_column_apply(t.columns[1], &cfg).code && cfg.rope_scaling == DA_ROPE_SCALE_LINEAR &&
+          cfg.rope_factor == 4.0f);
+    enum { T = 256, HALF = 8 };
+    double inv[HALF];
+    float cs[T * HALF], sn[T * HALF];
+    da_rope_inv_freq_of(&plain, inv);
+    da_rope_tables(&cfg, cs, sn, T);
+    for (int j = 0; j < HALF; j++) /* position 255, far past a 64-token training length */
+        if (fabs(cs[255 * HALF + j] - cos(255.0 * inv[j] / 4.0)) > 1e-5) {
+            fprintf(stderr, "  cos table at 255, pair %d: %g, want %g\n", j, cs[255 * HALF + j], cos(255.0 * inv[j] / 4));
+            return 1;
+        }
+    da_model a, b;
+    CHECK(!da_model_create(&a, &cfg).code && !da_model_create(&b, &plain).code);
+    da_model_init(&a, 5);
+    memcpy(b.params, a.params, a.n_params * sizeof(float));
+    int tok[T];
+    for (int i = 0; i < T; i++) tok[i] = (i * 7 + 3) % 32;
+    da_acts *xa, *xb;
+    CHECK(!da_acts_create(&xa, &a.cfg, 1, T).code && !da_acts_create(&xb, &b.cfg, 1, T).code);
+    da_forward(&a, xa, tok, NULL, 1, T);
+    da_forward(&b, xb, tok, NULL, 1, T);
+    const double differ = max_rel_error(da_acts_logits(xa), da_acts_logits(xb), (size_t)T * 32, 0);
+    da_task_config task;
+    da_task_config_default(&task, DA_TASK_MQAR);
+    task.seq = T, task.vocab = 32, task.pairs = 4;
+    double acc = -1;
+    da_status st = da_task_answer_accuracy(&a, &task, 4, 1, 0, &acc); /* the length evaluation's path */
+    da_acts_free(xa), da_acts_free(xb), da_model_free(&a), da_model_free(&b);
+    CHECK(!st.code && acc >= 0 && acc <= 1);
+    CHECK(differ > 1e-3);
+    return 0;
+}
+
 /* a budget too small for 20 steps is refused before any training */
 static int test_budget_too_small(void) {
     da_compare_config c;
@@ -433,6 +479,7 @@ int main(void) {
     RUN(test_mix_answers_are_in_context);
     RUN(test_parse_archs);
     RUN(test_match_params);
+    RUN(test_rope_scaling_at_longer_length);
     RUN(test_compare_tiny);
     RUN(test_compare_resume);
     RUN(test_budget_too_small);

@@ -5,7 +5,8 @@
 #include "diffattn/model.h"
 #include "experiments/arch_column.h"
 
-static const char *const OPTION_FLAGS[] = {"head-norm", "lambda-init", NULL};
+/* the paper's ablations, and the RoPE scaling a column trains and is evaluated with (at every length) */
+static const char *const OPTION_FLAGS[] = {"head-norm", "lambda-init", "rope-scaling", "rope-factor", NULL};
 
 /* The field a column option sets: the ablations' flags, and every variant's own hyper-parameters
  * (da_config_field_of_variant: a sparse variant's block sizes, so a column can sweep them). */
