@@ -196,10 +196,13 @@ static void column_config(const da_task_compare_config *c, const task_cell *cell
     cfg->ffn_hidden = da_default_ffn_hidden(cell->dim);
     cfg->vocab_size = cell->task.vocab;
     cfg->max_seq_len = cell->task.seq;
-    int lengths[8];
-    const int n_lengths = task_eval_lengths(c, lengths); /* the curriculum's and the evaluation's, longer included */
-    for (int i = 0; i < c->n_train_seqs; i++) cfg->max_seq_len = c->train_seqs[i] > cfg->max_seq_len ? c->train_seqs[i] : cfg->max_seq_len;
-    for (int i = 0; i < n_lengths; i++) cfg->max_seq_len = lengths[i] > cfg->max_seq_len ? lengths[i] : cfg->max_seq_len;
+    if (c->n_train_seqs) { /* long enough for every stage of the curriculum and every evaluation length */
+        int lengths[16];
+        const int n = task_eval_lengths(c, lengths);
+        memcpy(lengths + n, c->train_seqs, (size_t)c->n_train_seqs * sizeof(int));
+        for (int i = 0; i < n + c->n_train_seqs; i++)
+            if (lengths[i] > cfg->max_seq_len) cfg->max_seq_len = lengths[i];
+    }
     /* checked by da_task_parse_archs; an error shows when the model is created */
     if (c->columns[a][0] && da_arch_column_apply(c->columns[a], cfg).code) cfg->arch = DA_ARCH_N;
 }
@@ -439,8 +442,10 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
     char lengths[160] = "";
     int ev[8], len = 0;
     const int n_ev = c->n_train_seqs ? task_eval_lengths(c, ev) : 0;
-    for (int i = 0; i < c->n_train_seqs; i++) len += snprintf(lengths + len, sizeof lengths - (size_t)len, "%s%d", i ? "," : "train ", c->train_seqs[i]);
-    for (int i = 0; i < n_ev; i++) len += snprintf(lengths + len, sizeof lengths - (size_t)len, "%s%d", i ? "," : " eval ", ev[i]);
+    for (int i = 0; i < c->n_train_seqs; i++)
+        len += snprintf(lengths + len, sizeof lengths - (size_t)len, "%s%d", i ? "," : "train ", c->train_seqs[i]);
+    for (int i = 0; i < n_ev; i++)
+        len += snprintf(lengths + len, sizeof lengths - (size_t)len, "%s%d", i ? "," : " eval ", ev[i]);
     memset(key, 0, n);
     snprintf(key, n,
              "task %s seq %d vocab %d pairs %d alpha %g noise %g noise_vocab %d demos %d classes %d symbols %d "
