@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "experiments/bench.h"
 #include "experiments/arch_column.h"
 #include "experiments/compare.h"
 #include "io/atomic_file.h"
@@ -207,7 +208,8 @@ static void column_config(const da_task_compare_config *c, const task_cell *cell
     if (c->columns[a][0] && da_arch_column_apply(c->columns[a], cfg).code) cfg->arch = DA_ARCH_N;
 }
 
-void task_model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
+/* Column a's model configuration in cell (every field, --match-params applied). */
+static void task_model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
     if (!c->match_params) {
         column_config(c, cell, a, cfg);
         return;
@@ -293,6 +295,8 @@ static da_status evaluate(const da_task_compare_config *c, da_model *m, const da
     const da_task_config *t = &e->task;
     da_status st = da_ok();
     r->n_params = m->n_params;
+    r->ffn_hidden = m->cfg.ffn_hidden;
+    r->flops_per_token = da_train_flops_per_token(&m->cfg, e->T);
     r->final_acc = r->n_evals ? r->acc[r->n_evals - 1] : 0;
     for (int i = 0; i < TASK_N_QBITS && !st.code; i++) /* NaN where the engine has no quantized logits for the arch */
         if (da_arch_describe(m->cfg.arch).exact_logits_only) r->quant_acc[i] = NAN;

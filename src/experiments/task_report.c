@@ -26,14 +26,6 @@ int task_lambda_slot(const da_task_compare_config *c) {
     return -1;
 }
 
-const char *task_arch_name(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "swa" : c->columns[a][0] ? c->columns[a] : da_arch_name(c->archs[a]);
-}
-
-const char *task_arch_label(const da_task_compare_config *c, int a) {
-    return c->windows[a] ? "SWA" : c->columns[a][0] ? c->columns[a] : da_compare_arch_label(c->archs[a]);
-}
-
 long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold) {
     for (int i = 0; i < n; i++)
         if (acc[i] >= threshold) return steps[i];

@@ -4,6 +4,8 @@
 #ifndef DA_TASK_STUDY_H
 #define DA_TASK_STUDY_H
 
+#include <stdio.h>
+
 #include "diffattn/experiments.h"
 #include "eval/outliers.h"
 
@@ -38,6 +40,8 @@ typedef struct {
     da_icl_order_result order; /* icl only */
     da_cf_counts cf;           /* counterfactual only */
     size_t n_params;
+    int ffn_hidden;           /* the model's FFN width (--match-params widens it) */
+    double flops_per_token;   /* training FLOPs per token at the cell's training length (da_train_flops_per_token) */
     int n_lengths;            /* --train-seq: the evaluation lengths, and the answer accuracy at each */
     int length[8];
     double length_acc[8];
@@ -70,8 +74,6 @@ struct da_task_source {
 /* da_task_source_create with the held-out set drawn from seed. */
 da_status task_source_new(da_task_source **out, const da_task_config *t, int point, int n_held_out, uint64_t seed);
 
-/* Column a's model configuration in cell (every field, --match-params applied). */
-void task_model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg);
 /* The report's table of the columns' parameters and training FLOPs per token
  * (task_columns.c): markdown, and ,"columns":[...] inside report.json's object. */
 void task_columns_md(FILE *fp, const task_study *s);
