@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compare --task with a length curriculum (--train-seq) and evaluation lengths
 # past it (--seq), at equal parameters (--match-params): the report's accuracy
-# per length and effective lengths, and its columns' parameter counts.
+# per length and effective lengths, and its columns' parameter counts; the
+# text compare's --match-params too.
 source "$(dirname "$0")/lib.sh"
 T=$TMP
 outcome() { if [[ $? == 0 ]]; then pass "$1"; else fail "$1"; fi; }
@@ -34,6 +35,17 @@ assert j["match_params"] and len(cols) == 3 and all(abs(c["n_params"] - most) <=
 assert all(c["train_flops_per_token"] > 0 for c in cols)
 PY
 outcome "report.json: accuracy per evaluation length, effective lengths as defined, parameters within 1%"
+OMP_NUM_THREADS=1 "$BIN" compare --archs softmax,nsa --match-params --steps 2 --dim 32 --layers 1 --heads 1 \
+  --seq 256 --batch 2 --out "$T/text" --quiet >/dev/null 2>&1 &&
+python3 - "$T/text/report.json" "$T/text/report.md" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = [runs[0]["n_params"] for runs in j["archs"].values()]
+assert len(p) == 2 and max(p) - min(p) <= 0.01 * max(p), p
+assert all(runs[0]["train_flops_per_token"] > 0 for runs in j["archs"].values())
+assert "| training FLOPs per token |" in open(sys.argv[2]).read()
+PY
+outcome "compare --match-params (text): softmax and NSA within 1%, FLOPs per token reported"
 expect_error "a curriculum needs a task with a length" "--train-seq: a length curriculum applies to mqar" \
   "$BIN" compare --task icl --train-seq 32,64 --out "$T/x"
 expect_error "a length the task does not fit" "length 16" \

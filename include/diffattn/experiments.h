@@ -43,6 +43,7 @@ typedef struct {
     int resume;
     int force;       /* a new compare in an out_dir that holds one replaces it */
     int steps_given; /* on resume, steps was chosen now: the runs continue to it (else the first run's steps) */
+    int match_params; /* 1: each architecture's FFN widened to the largest one's parameters (da_match_params) */
     volatile int *stop; /* when it becomes non-zero: checkpoint the run in training and return DA_INTERRUPTED */
 } da_compare_config;
 

@@ -211,6 +211,8 @@ static int cmd_compare_text(int argc, char **argv, const char *task) {
         {"layers", OPT_INT, &c.layers, "blocks", 0},
         {"heads", OPT_INT, &c.heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
         {"archs", OPT_STR, &archs, archs_help, 0},
+        {"match-params", OPT_FLAG, &c.match_params, "widen each architecture's FFN to the largest one's parameters "
+                                                    "(within 1%; the report gives parameters and FLOPs per token)", 0},
         {"seq", OPT_INT, &c.seq, "training context length", 0},
         {"batch", OPT_INT, &c.batch, "sequences per step", 0},
         {"needles", OPT_INT, &c.needles, "needle sentences per evaluation prompt (1..16)", 0},

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "data/text_data.h"
+#include "experiments/bench.h"
 #include "experiments/compare.h"
 #include "train/eval_loss.h"
 #include "eval/needle.h"
@@ -124,6 +125,7 @@ typedef struct {
     double train_s, eval_s;
     double loss_flash_s, loss_ref_s, fixed_s, per_prompt_s; /* evaluate()'s parts, for the budget */
     size_t n_params;
+    double flops_per_token; /* training FLOPs per token at seq (da_train_flops_per_token) */
     da_needle_attention_map map; /* first seed only: one prompt's attention, for the figure */
 } arch_result;
 
@@ -168,7 +170,7 @@ static void on_log(void *ctx, const da_train_log *g) {
 }
 
 /* Equal parameters: c->heads counts DIFF heads. */
-static da_status arch_config(const da_compare_config *c, da_arch arch, da_config *cfg) {
+static da_status heads_config(const da_compare_config *c, da_arch arch, da_config *cfg) {
     da_config_default(cfg);
     cfg->arch = arch;
     cfg->dim = c->dim;
@@ -178,6 +180,22 @@ static da_status arch_config(const da_compare_config *c, da_arch arch, da_config
     cfg->ffn_hidden = 0;
     cfg->max_seq_len = c->seq;
     return da_config_from_diff_heads(cfg);
+}
+
+/* ... and with --match-params each FFN widened to the largest architecture's parameters. */
+static da_status arch_config(const da_compare_config *c, da_arch arch, da_config *cfg) {
+    da_status st = heads_config(c, arch, cfg);
+    if (st.code || !c->match_params) return st;
+    da_config all[DA_COMPARE_MAX_ARCHS];
+    int mine = 0;
+    for (int a = 0; a < c->n_archs && !st.code; a++) {
+        st = heads_config(c, c->archs[a], &all[a]);
+        if (c->archs[a] == arch) mine = a;
+    }
+    if (st.code) return st;
+    da_match_params(all, c->n_archs);
+    *cfg = all[mine];
+    return st;
 }
 
 /* Validation windows of the evaluation: flash-kernel loss, and each of the
@@ -285,6 +303,7 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     long done = -1;
     if (c->resume && !da_train_state_peek(dir, &saved_cfg, &saved_tc, &done).code) {
         if (saved_cfg.dim != cfg.dim || saved_cfg.n_layers != cfg.n_layers || saved_cfg.n_heads != cfg.n_heads ||
+            saved_cfg.ffn_hidden != cfg.ffn_hidden ||
             saved_cfg.max_seq_len != cfg.max_seq_len || saved_tc.batch != tc.batch)
             return da_errorf("%s was trained with dim %d, %d layers, %d heads, seq %d, batch %d, %ld steps; "
                              "--resume needs the flags of the first run",
@@ -318,6 +337,7 @@ static da_status run_arch(const da_compare_config *c, da_arch arch, uint64_t see
     da_model m;
     if ((st = da_model_load(&m, model_path)).code) return st;
     r->n_params = m.n_params;
+    r->flops_per_token = da_train_flops_per_token(&m.cfg, c->seq);
     double t0 = da_now_s();
     st = evaluate(c, &m, data, tc.val_fraction, nc, first_seed, r);
     r->eval_s = da_now_s() - t0;
@@ -532,9 +552,10 @@ static void write_json(FILE *fp, const da_compare_config *c, const char *data, c
         fprintf(fp, "%s\"%s\":[", a ? "," : "", da_arch_name(c->archs[a]));
         for (int s = 0; s < c->seeds; s++) {
             const arch_result *r = &res[a][s];
-            fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_seconds\":%.1f,\"eval_seconds\":%.1f,"
-                        "\"val_loss\":%.6f,\"needle\":%.4f,\"needle_by_context_depth\":[",
-                    s ? "," : "", 1337 + s, r->n_params, r->train_s, r->eval_s, r->eval_loss, r->needle);
+            fprintf(fp, "%s{\"seed\":%d,\"n_params\":%zu,\"train_flops_per_token\":%.6g,\"train_seconds\":%.1f,"
+                        "\"eval_seconds\":%.1f,\"val_loss\":%.6f,\"needle\":%.4f,\"needle_by_context_depth\":[",
+                    s ? "," : "", 1337 + s, r->n_params, r->flops_per_token, r->train_s, r->eval_s, r->eval_loss,
+                    r->needle);
             for (int i = 0; i < nc->n_contexts; i++) {
                 fprintf(fp, "%s[", i ? "," : "");
                 for (int j = 0; j < nc->n_depths; j++) fprintf(fp, "%s%.4f", j ? "," : "", r->needle_acc[i][j]);
@@ -614,6 +635,7 @@ static void write_md(FILE *fp, const da_compare_config *c, const char *data, con
         fprintf(fp, " %s |\n", paper_of(label));                                                                \
     } while (0)
     ROW("parameters", (double)r->n_params, "%.0f");
+    ROW("training FLOPs per token", r->flops_per_token, "%.4g");
     ROW("validation loss (nats/token)", r->eval_loss, "%.4f");
     ROW("needle retrieval accuracy", r->needle, "%.3f");
     for (int i = 0; i < nc->n_contexts; i++) {
