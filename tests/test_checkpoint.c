@@ -76,12 +76,14 @@ static int test_round_trip_diff2_window(void) { return round_trip_w(DA_ARCH_DIFF
 static int test_round_trip_softmax_tied(void) { return round_trip(DA_ARCH_SOFTMAX, 1); }
 
 /* NSA's hyper-parameters are fields of its files, at any value (defaults
- * included), and of no other arch's (whose files keep their bytes). */
+ * included), and of no other arch's (whose files keep their bytes); the
+ * shared K/V flag, added later, only when set (older files keep theirs). */
 static int test_round_trip_nsa(void) {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         da_config c;
-        tiny_config(&c, DA_ARCH_NSA, k);
+        tiny_config(&c, DA_ARCH_NSA, k == 1);
         if (k) c.nsa_block = 8, c.nsa_stride = 4, c.nsa_select = 8, c.nsa_topn = 5, c.nsa_window = 7;
+        c.nsa_shared_kv = k == 2;
         da_model a, b;
         CHECK(!da_model_create(&a, &c).code);
         da_model_init(&a, 5);
@@ -94,6 +96,9 @@ static int test_round_trip_nsa(void) {
         da_st_file f;
         CHECK(!da_st_open(&f, p).code);
         CHECK(da_st_meta_get(&f, "nsa_block") && da_st_meta_get(&f, "nsa_window"));
+        CHECK(!da_st_meta_get(&f, "nsa_shared_kv") == (k != 2) && b.cfg.nsa_shared_kv == (k == 2));
+        CHECK(!da_st_find(&f, "layers.0.attn.k_proj.weight") == (k != 2) &&
+              !da_st_find(&f, "layers.0.attn.k_slc.weight") == (k == 2));
         da_st_close(&f);
         da_model_free(&a);
         da_model_free(&b);

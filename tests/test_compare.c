@@ -227,10 +227,95 @@ static int test_parse_archs(void) {
     cfg.arch = DA_ARCH_NSA;
     CHECK(!da_arch_column_apply(t.columns[1], &cfg).code && cfg.nsa_select == 32 && cfg.nsa_topn == 4 &&
           cfg.nsa_window == 64 && cfg.nsa_block == 32);
+    /* NSA with one shared K/V projection, a flag stored only when set, is a column option too */
+    CHECK(!da_task_parse_archs(&t, "nsa,nsa:nsa-shared-kv=1").code && t.n_archs == 2);
+    da_config_default(&cfg);
+    cfg.arch = DA_ARCH_NSA;
+    CHECK(!da_arch_column_apply(t.columns[1], &cfg).code && cfg.nsa_shared_kv == 1);
     da_status st = da_task_parse_archs(&t, "diff:nsa-topn=4");
     CHECK(st.code && strstr(st.msg, "not a hyper-parameter of --arch diff"));
+    st = da_task_parse_archs(&t, "softmax:nsa-shared-kv=1");
+    CHECK(st.code && strstr(st.msg, "not a hyper-parameter of --arch softmax"));
     st = da_task_parse_archs(&t, "nsa:nsa-topn=2");
     CHECK(st.code && strstr(st.msg, "nsa_topn"));
+    return 0;
+}
+
+/* --match-params: every column of a study's kind (the sparse ones with their
+ * extra projections, NSA with one shared pair, DIFF's lambdas) lands within 1%
+ * of the largest, at a small and a wider shape; the largest is unchanged. */
+static int test_match_params(void) {
+    static const int dims[2] = {64, 256}, layers[2] = {2, 4};
+    for (int k = 0; k < 2; k++) {
+        da_config cfg[6], before[6];
+        const da_arch archs[6] = {DA_ARCH_DIFF, DA_ARCH_SOFTMAX, DA_ARCH_DIFF2, DA_ARCH_NSA, DA_ARCH_NSA, DA_ARCH_MOBA};
+        for (int i = 0; i < 6; i++) {
+            da_config_default(&cfg[i]);
+            cfg[i].arch = archs[i], cfg[i].dim = dims[k], cfg[i].n_layers = layers[k], cfg[i].n_heads = 1;
+            cfg[i].n_kv_heads = 0, cfg[i].ffn_hidden = 0, cfg[i].vocab_size = 64, cfg[i].nsa_shared_kv = i == 4;
+            CHECK(!da_config_from_diff_heads(&cfg[i]).code);
+            before[i] = cfg[i];
+        }
+        da_match_params(cfg, 6);
+        size_t most = 0, least = (size_t)-1;
+        for (int i = 0; i < 6; i++) {
+            const size_t p = da_config_param_count(&cfg[i]);
+            most = p > most ? p : most, least = p < least ? p : least;
+            CHECK(!da_config_validate(&cfg[i]).code && cfg[i].ffn_hidden >= before[i].ffn_hidden);
+        }
+        CHECK(da_config_param_count(&cfg[3]) == da_config_param_count(&before[3])); /* NSA: the largest */
+        CHECK(cfg[1].ffn_hidden > before[1].ffn_hidden && cfg[4].ffn_hidden > before[4].ffn_hidden);
+        if ((double)(most - least) > 0.01 * (double)most) {
+            fprintf(stderr, "  dim %d: parameters %zu..%zu, more than 1%% apart\n", dims[k], least, most);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A column may set the RoPE scaling, and a model evaluated at a length past its training's (a curriculum's
+ * --seq) runs with the scaled frequencies: the tables the forward builds at 4x the length are the unscaled
+ * ones over the factor, and the logits there are not the unscaled twin's. */
+static int test_rope_scaling_at_longer_length(void) {
+    da_task_compare_config t;
+    da_task_compare_config_default(&t);
+    CHECK(!da_task_parse_archs(&t, "softmax,softmax:rope-scaling=linear:rope-factor=4").code && t.n_archs == 2);
+    da_config cfg, plain;
+    da_config_default(&cfg);
+    cfg.arch = DA_ARCH_SOFTMAX, cfg.dim = 32, cfg.n_layers = 1, cfg.n_heads = 2, cfg.n_kv_heads = 2, cfg.vocab_size = 32;
+    cfg.ffn_hidden = 64, cfg.max_seq_len = 256;
+    plain = cfg;
+    CHECK(!da_arch_column_apply(t.columns[1], &cfg).code && cfg.rope_scaling == DA_ROPE_SCALE_LINEAR &&
+          cfg.rope_factor == 4.0f);
+    enum { T = 256, HALF = 8 };
+    double inv[HALF];
+    float cs[T * HALF], sn[T * HALF];
+    da_rope_inv_freq_of(&plain, inv);
+    da_rope_tables(&cfg, cs, sn, T);
+    for (int j = 0; j < HALF; j++) /* position 255, far past a 64-token training length */
+        if (fabs(cs[255 * HALF + j] - cos(255.0 * inv[j] / 4.0)) > 1e-5) {
+            fprintf(stderr, "  cos table at 255, pair %d: %g, want %g\n", j, cs[255 * HALF + j], cos(255.0 * inv[j] / 4));
+            return 1;
+        }
+    da_model a, b;
+    CHECK(!da_model_create(&a, &cfg).code && !da_model_create(&b, &plain).code);
+    da_model_init(&a, 5);
+    memcpy(b.params, a.params, a.n_params * sizeof(float));
+    int tok[T];
+    for (int i = 0; i < T; i++) tok[i] = (i * 7 + 3) % 32;
+    da_acts *xa, *xb;
+    CHECK(!da_acts_create(&xa, &a.cfg, 1, T).code && !da_acts_create(&xb, &b.cfg, 1, T).code);
+    da_forward(&a, xa, tok, NULL, 1, T);
+    da_forward(&b, xb, tok, NULL, 1, T);
+    const double differ = max_rel_error(da_acts_logits(xa), da_acts_logits(xb), (size_t)T * 32, 0);
+    da_task_config task;
+    da_task_config_default(&task, DA_TASK_MQAR);
+    task.seq = T, task.vocab = 32, task.pairs = 4;
+    double acc = -1;
+    da_status st = da_task_answer_accuracy(&a, &task, 4, 1, 0, &acc); /* the length evaluation's path */
+    da_acts_free(xa), da_acts_free(xb), da_model_free(&a), da_model_free(&b);
+    CHECK(!st.code && acc >= 0 && acc <= 1);
+    CHECK(differ > 1e-3);
     return 0;
 }
 
@@ -404,6 +489,8 @@ static int test_compare_task_refuses_wrong_flags(void) {
 int main(void) {
     RUN(test_mix_answers_are_in_context);
     RUN(test_parse_archs);
+    RUN(test_match_params);
+    RUN(test_rope_scaling_at_longer_length);
     RUN(test_compare_tiny);
     RUN(test_compare_resume);
     RUN(test_budget_too_small);

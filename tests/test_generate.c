@@ -316,12 +316,13 @@ static int test_prefill_window(void) {
  * Small blocks (l 8, s 4, l' 8, n 3, w 12) so that T = 61 exercises every
  * branch: compressed blocks completing mid-sequence, a selection among more
  * blocks than n, the window ring wrapping, T not a multiple of s or l'. */
-static int check_decode_nsa(int heads, int kv_heads, int tied, const char *what) {
+static int check_decode_nsa(int heads, int kv_heads, int tied, int shared_kv, const char *what) {
     da_config c;
     da_config_default(&c);
     c.arch = DA_ARCH_NSA, c.dim = 64, c.n_layers = 2, c.n_heads = heads, c.n_kv_heads = kv_heads;
     c.vocab_size = 64, c.ffn_hidden = da_default_ffn_hidden(64), c.max_seq_len = 61, c.tie_embeddings = tied;
     c.nsa_block = 8, c.nsa_stride = 4, c.nsa_select = 8, c.nsa_topn = 3, c.nsa_window = 12;
+    c.nsa_shared_kv = shared_kv;
     const int T = c.max_seq_len, V = c.vocab_size;
     da_model m;
     CHECK(!da_model_create(&m, &c).code);
@@ -357,9 +358,10 @@ static int check_decode_nsa(int heads, int kv_heads, int tied, const char *what)
     return rc;
 }
 
-static int test_decode_nsa_mha(void) { return check_decode_nsa(2, 2, 0, "nsa mha"); }
-static int test_decode_nsa_gqa_rep2(void) { return check_decode_nsa(2, 1, 1, "nsa gqa n_rep 2 tied"); }
-static int test_decode_nsa_gqa_rep4(void) { return check_decode_nsa(4, 1, 0, "nsa gqa n_rep 4"); }
+static int test_decode_nsa_mha(void) { return check_decode_nsa(2, 2, 0, 0, "nsa mha"); }
+static int test_decode_nsa_gqa_rep2(void) { return check_decode_nsa(2, 1, 1, 0, "nsa gqa n_rep 2 tied"); }
+static int test_decode_nsa_gqa_rep4(void) { return check_decode_nsa(4, 1, 0, 0, "nsa gqa n_rep 4"); }
+static int test_decode_nsa_shared_kv(void) { return check_decode_nsa(2, 1, 0, 1, "nsa shared kv n_rep 2"); }
 
 /* After da_session_reset a second pass gives the same logits, bit for bit. */
 static int test_reset_reproduces(void) {
@@ -666,6 +668,7 @@ int main(void) {
     RUN(test_decode_long);
     RUN(test_decode_nsa_mha);
     RUN(test_decode_nsa_gqa_rep2);
+    RUN(test_decode_nsa_shared_kv);
     RUN(test_decode_nsa_gqa_rep4);
     RUN(test_ring_diff);
     RUN(test_ring_big_batches);

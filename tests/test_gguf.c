@@ -191,6 +191,7 @@ static int test_nsa_roundtrip(void) {
     da_gguf_file f;
     CHECK(!da_gguf_open(&f, tpath("nsa.gguf")).code);
     CHECK(da_gguf_kv_find(&f, "diffattn.nsa_topn") && da_gguf_kv_find(&f, "diffattn.nsa_window"));
+    CHECK(!da_gguf_kv_find(&f, "diffattn.nsa_shared_kv")); /* written only when set */
     da_gguf_close(&f);
     da_engine_release(&q);
     da_engine_release(&r);
@@ -217,6 +218,47 @@ static int test_nsa_roundtrip(void) {
     CHECK(!da_gguf_kv_find(&f, "diffattn.nsa_block"));
     da_gguf_close(&f);
     da_engine_release(&q);
+    da_model_free(&m);
+    return rc;
+}
+
+/* NSA with one shared K/V projection: the flag as a bool key, back into the
+ * config, and the f32 engine's logits equal to da_forward's. */
+static int test_nsa_shared_kv_roundtrip(void) {
+    da_config c;
+    da_config_default(&c);
+    c.arch = DA_ARCH_NSA, c.dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_hidden = 256;
+    c.max_seq_len = 64, c.nsa_block = 8, c.nsa_stride = 4, c.nsa_select = 16, c.nsa_topn = 3, c.nsa_window = 20;
+    c.nsa_shared_kv = 1;
+    da_model m;
+    CHECK(!da_model_create(&m, &c).code);
+    da_model_init(&m, 10);
+    da_engine q, r;
+    da_quantize_types o32 = {DA_QT_F32, DA_QT_F32, 1};
+    CHECK(!da_engine_quantize(&q, &m, &o32).code);
+    CHECK(!da_engine_save_gguf(&q, tpath("nsa_shared.gguf")).code);
+    da_status st = da_engine_load_gguf(&r, tpath("nsa_shared.gguf"));
+    if (st.code) fprintf(stderr, "  %s\n", st.msg);
+    CHECK(!st.code && !memcmp(&r.cfg, &q.cfg, sizeof r.cfg) && r.cfg.nsa_shared_kv == 1);
+    da_gguf_file f;
+    CHECK(!da_gguf_open(&f, tpath("nsa_shared.gguf")).code);
+    int on = 0;
+    CHECK(!da_gguf_get_bool(&f, "diffattn.nsa_shared_kv", &on).code && on == 1);
+    da_gguf_close(&f);
+    enum { T = 40 };
+    int tok[T];
+    for (int i = 0; i < T; i++) tok[i] = (i * 29 + 3) % 256;
+    da_acts *a;
+    CHECK(!da_acts_create(&a, &m.cfg, 1, T).code);
+    da_forward(&m, a, tok, NULL, 1, T);
+    const size_t n = (size_t)T * m.cfg.vocab_size;
+    float *got = malloc(n * sizeof(float));
+    CHECK(got && !qlogits(&r, DA_ACTQ_F32, 0, tok, T, got));
+    int rc = expect_close_rel("nsa shared kv f32 engine vs da_forward", got, da_acts_logits(a), n, 1e-4, 1e-3);
+    free(got);
+    da_acts_free(a);
+    da_engine_release(&q);
+    da_engine_release(&r);
     da_model_free(&m);
     return rc;
 }
@@ -532,6 +574,7 @@ int main(void) {
     RUN(test_kv_roundtrip);
     RUN(test_model_roundtrip);
     RUN(test_nsa_roundtrip);
+    RUN(test_nsa_shared_kv_roundtrip);
     RUN(test_q8_0_logits_close);
     RUN(test_decode_matches_batch);
     RUN(test_every_truncation_fails);

@@ -1037,6 +1037,12 @@ static int test_model_grad_nsa_gqa(void) { return check_model("model nsa gqa h4k
 static int test_model_grad_nsa_tied_rep4(void) {
     return check_model("model nsa tied gqa h4kv1", nsa_config(4, 1, 1), 923);
 }
+/* One K/V projection read by the three branches: its gradient sums theirs. */
+static int test_model_grad_nsa_shared_kv(void) {
+    da_config c = nsa_config(2, 1, 0);
+    c.nsa_shared_kv = 1;
+    return check_model("model nsa shared kv gqa h4kv2", c, 924);
+}
 
 /* da_backward accumulates (+=) into m->grads: two backwards of the same
  * batch give twice the gradient of one. */
@@ -1106,6 +1112,7 @@ int main(void) {
     RUN(test_model_grad_nsa_mha);
     RUN(test_model_grad_nsa_gqa);
     RUN(test_model_grad_nsa_tied_rep4);
+    RUN(test_model_grad_nsa_shared_kv);
     RUN(test_model_backward_accumulates);
     TH_SUMMARY();
 }

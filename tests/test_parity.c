@@ -61,8 +61,11 @@ static int check_config_kernel(const char *name, da_attn_kernel kernel) {
         float *ref = malloc(t->numel * sizeof(float));
         CHECK(!da_st_read_f32(&g, gt, ref).code);
         snprintf(what, sizeof what, "%s grad %s", name, t->name);
-        fail |= expect_close_rel(what, m.grads + t->offset, ref, t->numel, 1e-3, 0);
-        double e = max_rel_error(m.grads + t->offset, ref, t->numel, 0);
+        /* NSA's pe_k shifts every compressed logit of a query alike: its gradient is exactly 0, and float32
+         * leaves rounding noise (~1e-8) that only an absolute floor can judge */
+        const double floor = strstr(t->name, ".cmp_pe_k") ? 1e-4 : 0;
+        fail |= expect_close_rel(what, m.grads + t->offset, ref, t->numel, 1e-3, floor);
+        double e = max_rel_error(m.grads + t->offset, ref, t->numel, floor);
         if (e > grad_err) grad_err = e;
         free(ref);
     }
@@ -105,6 +108,12 @@ static int test_diff_hold_06(void) { return check_config("diff_hold_06"); }
 static int test_diff2_hold_03(void) { return check_config("diff2_hold_03"); }
 static int test_diff_head_dim_hold(void) { return check_config("diff_head_dim_hold"); }
 static int test_softmax_head_dim(void) { return check_config("softmax_head_dim"); }
+/* NSA: n_rep 1, 2 and 4, T < l, and one K/V projection for the three branches */
+static int test_nsa_mha(void) { return check_config("nsa_mha"); }
+static int test_nsa_gqa_rep2(void) { return check_config("nsa_gqa_rep2"); }
+static int test_nsa_gqa_rep4(void) { return check_config("nsa_gqa_rep4"); }
+static int test_nsa_short(void) { return check_config("nsa_short"); }
+static int test_nsa_shared_kv(void) { return check_config("nsa_shared_kv"); }
 /* MoBA: n_rep 1 and 2 with T not a multiple of B, and T < B k */
 static int test_moba_mha(void) { return check_config("moba_mha"); }
 static int test_moba_gqa_rep2(void) { return check_config("moba_gqa_rep2"); }
@@ -133,6 +142,11 @@ int main(void) {
     RUN(test_diff2_hold_03);
     RUN(test_diff_head_dim_hold);
     RUN(test_softmax_head_dim);
+    RUN(test_nsa_mha);
+    RUN(test_nsa_gqa_rep2);
+    RUN(test_nsa_gqa_rep4);
+    RUN(test_nsa_short);
+    RUN(test_nsa_shared_kv);
     RUN(test_moba_mha);
     RUN(test_moba_gqa_rep2);
     RUN(test_moba_short);

@@ -73,6 +73,9 @@ CONFIGS = {
                          nsa_topn=5, nsa_window=9),
     "nsa_short": dict(_BASE, arch="nsa", n_heads=4, n_kv_heads=2, nsa_block=8, nsa_stride=4, nsa_select=16,
                       nsa_topn=3, nsa_window=4),
+    # NSA with one K/V projection for its three branches (compression pools the RoPE'd keys), n_rep 2.
+    "nsa_shared_kv": dict(_BASE, arch="nsa", n_heads=4, n_kv_heads=2, nsa_block=7, nsa_stride=3, nsa_select=14,
+                          nsa_topn=4, nsa_window=13, nsa_shared_kv=True),
     # MoBA (reference.moba_mask): n_rep 1 and 2 with T not a multiple of B and a choice among more blocks
     # than k; and T < B k (every block chosen: softmax's logits).
     "moba_mha": dict(_BASE, arch="moba", n_heads=4, n_kv_heads=4, moba_block=8, moba_topk=3),
@@ -80,7 +83,7 @@ CONFIGS = {
     "moba_short": dict(_BASE, arch="moba", n_heads=4, n_kv_heads=2, moba_block=16, moba_topk=3),
 }
 SEQ_LEN = {"diff_window": 200, "diff2_window": 200, "softmax_window": 200,
-           "nsa_mha": 75, "nsa_gqa_rep2": 83, "nsa_gqa_rep4": 70, "nsa_short": 6,
+           "nsa_mha": 75, "nsa_gqa_rep2": 83, "nsa_gqa_rep4": 70, "nsa_short": 6, "nsa_shared_kv": 83,
            "moba_mha": 75, "moba_gqa_rep2": 83, "moba_short": 40}  # others: T
 SEEDS = {"diff_mha": 1001, "diff_gqa": 1002, "softmax_untied": 1003, "softmax_tied": 1004,
          "diff_gqa_h4kv2": 1008, "softmax_gqa_h4kv2": 1006,
@@ -88,7 +91,7 @@ SEEDS = {"diff_mha": 1001, "diff_gqa": 1002, "softmax_untied": 1003, "softmax_ti
          "diff_window": 1021, "diff2_window": 1022, "softmax_window": 1023,
          "diff_head_norm_off": 1041, "diff_lambda_init_08": 1042, "diff_lambda_init_05": 1043,
          "diff_off_lambda_05": 1046, "softmax_head_norm_on": 1045,
-         "nsa_mha": 2731, "nsa_gqa_rep2": 1032, "nsa_gqa_rep4": 1033, "nsa_short": 1034,
+         "nsa_mha": 2731, "nsa_gqa_rep2": 1032, "nsa_gqa_rep4": 1033, "nsa_short": 1034, "nsa_shared_kv": 1035,
          "diff_hold_06": 1061, "diff2_hold_03": 1062, "diff_head_dim_hold": 1073, "softmax_head_dim": 1064,
          "moba_mha": 1051, "moba_gqa_rep2": 1052, "moba_short": 1053}
 
@@ -182,9 +185,15 @@ def naive_forward(cfg, params, ids):
             tq = lambda a, n: torch.from_numpy(np.stack([np.stack([rope(a[t, j * d:(j + 1) * d], t) for j in range(n)])
                                                          for t in range(Tn)]))
             raw = lambda a, n: torch.from_numpy(a.reshape(Tn, n, d).copy())
-            pr = {b: xn @ P[p + "attn.%s.weight" % b].T for b in ("k_cmp", "v_cmp", "k_slc", "v_slc", "k_win", "v_win")}
+            if cfg.get("nsa_shared_kv"):  # one k (RoPE'd for every branch, compression too) and one v
+                pr = {b: xn @ P[p + "attn.%s_proj.weight" % b[0]].T
+                      for b in ("k_cmp", "v_cmp", "k_slc", "v_slc", "k_win", "v_win")}
+            else:
+                pr = {b: xn @ P[p + "attn.%s.weight" % b].T
+                      for b in ("k_cmp", "v_cmp", "k_slc", "v_slc", "k_win", "v_win")}
             gate = 1.0 / (1.0 + np.exp(-(xn @ P[p + "attn.gate.weight"].T + P[p + "attn.gate.bias"])))
-            o = nsa.naive_nsa(tq(q, H), raw(pr["k_cmp"], G), raw(pr["v_cmp"], G), tq(pr["k_slc"], G), raw(pr["v_slc"], G),
+            kc = tq(pr["k_cmp"], G) if cfg.get("nsa_shared_kv") else raw(pr["k_cmp"], G)
+            o = nsa.naive_nsa(tq(q, H), kc, raw(pr["v_cmp"], G), tq(pr["k_slc"], G), raw(pr["v_slc"], G),
                               tq(pr["k_win"], G), raw(pr["v_win"], G), torch.from_numpy(gate.reshape(Tn, H, 3)),
                               *(torch.from_numpy(P[p + "attn." + k]) for k in ("cmp_k.weight", "cmp_v.weight", "cmp_pe_k",
                                                                                 "cmp_pe_v")), cfg)

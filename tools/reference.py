@@ -42,7 +42,8 @@ CONFIG_KEYS = ("arch",) + CONFIG_INT_KEYS + ("norm_eps", "rope_theta", "tie_embe
 # "head_dim" (d, the explicit (sub-)head size; absent = dim / (2 H) for diff, dim / H otherwise: the
 # attention is then H d (diff: 2 H d) wide rather than dim); "lambda_hold" (diff, diff2: h in [0, 1],
 # the second map weighs (1 - h) lambda, a --lambda-ramp's state; absent = 0).
-# arch "nsa" also has nsa.NSA_KEYS (nsa_block, nsa_stride, nsa_select, nsa_topn, nsa_window).
+# arch "nsa" also has nsa.NSA_KEYS (nsa_block, nsa_stride, nsa_select, nsa_topn, nsa_window), and
+# optionally "nsa_shared_kv" (True: one k_proj, v_proj read by the three branches; absent = False).
 # arch "moba" has softmax's parameters and MOBA_KEYS (moba_block, moba_topk): moba_mask below.
 MOBA_KEYS = ("moba_block", "moba_topk")
 SUBLN_EPS = 1e-5  # fixed eps of the DIFF per-head RMSNorm (subln)
@@ -160,7 +161,7 @@ def nsa_param_shapes(cfg, p):
     C, H, G = cfg["dim"], cfg["n_heads"], cfg["n_kv_heads"]
     d, l = head_dim(cfg), cfg["nsa_block"]
     s = {p + "q_proj.weight": (H * d, C)}
-    for b in ("cmp", "slc", "win"):
+    for b in ("proj",) if cfg.get("nsa_shared_kv") else ("cmp", "slc", "win"):
         s[p + "k_%s.weight" % b] = (G * d, C)
         s[p + "v_%s.weight" % b] = (G * d, C)
     s[p + "cmp_k.weight"] = (d, l * d)
@@ -211,6 +212,8 @@ def config_to_metadata(cfg):
     if cfg["arch"] == "nsa":
         for k in nsa.NSA_KEYS:
             md[k] = str(cfg[k])
+        if cfg.get("nsa_shared_kv"):
+            md["nsa_shared_kv"] = "true"
     if cfg["arch"] == "moba":
         for k in MOBA_KEYS:
             md[k] = str(cfg[k])
@@ -250,6 +253,10 @@ def metadata_to_config(md):
             if k not in md:
                 raise ValueError("metadata lacks %s" % k)
             cfg[k] = int(md[k])
+        if "nsa_shared_kv" in md:
+            if md["nsa_shared_kv"] not in ("true", "false"):
+                raise ValueError("metadata nsa_shared_kv is %r, expected 'true' or 'false'" % (md["nsa_shared_kv"],))
+            cfg["nsa_shared_kv"] = md["nsa_shared_kv"] == "true"
     if cfg["arch"] == "moba":
         for k in MOBA_KEYS:
             if k not in md:
@@ -391,17 +398,24 @@ def layer_lambda(cfg, params, layer, dtype=torch.float64):
 
 def _nsa_attention(cfg, P, i, x, trace):
     """NSA (tools/nsa_reference.py): q = RoPE(x Wq), per-branch K and V (RoPE on
-    k_slc and k_win, not k_cmp), gates sigmoid(x Wg^T + bg) [T, H, 3]."""
+    k_slc and k_win, not k_cmp), gates sigmoid(x Wg^T + bg) [T, H, 3]. With
+    nsa_shared_kv every branch reads k = RoPE(x Wk), v = x Wv (compression too)."""
     T, C = x.shape
     H, G, d, th = cfg["n_heads"], cfg["n_kv_heads"], head_dim(cfg), cfg["rope_theta"]
     p = "layers.%d.attn." % i
     q = apply_rope((x @ P[p + "q_proj.weight"].T).view(T, H, d), th)
     kv = {}
-    for b in ("cmp", "slc", "win"):
-        kv["k_" + b] = (x @ P[p + "k_%s.weight" % b].T).view(T, G, d)
-        kv["v_" + b] = (x @ P[p + "v_%s.weight" % b].T).view(T, G, d)
-    kv["k_slc"] = apply_rope(kv["k_slc"], th)
-    kv["k_win"] = apply_rope(kv["k_win"], th)
+    if cfg.get("nsa_shared_kv"):
+        k = apply_rope((x @ P[p + "k_proj.weight"].T).view(T, G, d), th)
+        v = (x @ P[p + "v_proj.weight"].T).view(T, G, d)
+        for b in ("cmp", "slc", "win"):
+            kv["k_" + b], kv["v_" + b] = k, v
+    else:
+        for b in ("cmp", "slc", "win"):
+            kv["k_" + b] = (x @ P[p + "k_%s.weight" % b].T).view(T, G, d)
+            kv["v_" + b] = (x @ P[p + "v_%s.weight" % b].T).view(T, G, d)
+        kv["k_slc"] = apply_rope(kv["k_slc"], th)
+        kv["k_win"] = apply_rope(kv["k_win"], th)
     gate = torch.sigmoid(x @ P[p + "gate.weight"].T + P[p + "gate.bias"]).view(T, H, 3)
     r = nsa.nsa_attention(q, kv["k_cmp"], kv["v_cmp"], kv["k_slc"], kv["v_slc"], kv["k_win"], kv["v_win"], gate,
                           P[p + "cmp_k.weight"], P[p + "cmp_v.weight"], P[p + "cmp_pe_k"], P[p + "cmp_pe_v"], cfg,

@@ -78,6 +78,7 @@ typedef struct {
      * compression block; s, their stride; l', the length of a selection block; n, the
      * selection blocks per query (the three forced ones included); w, the window branch */
     int nsa_block, nsa_stride, nsa_select, nsa_topn, nsa_window;
+    int nsa_shared_kv; /* NSA: 1 = one K/V projection for the three branches (k_proj, v_proj); 0 = a pair each */
     /* MoBA's (docs/model.md), stored for MoBA only: B, the block length; k, the blocks
      * a query attends to, its own included */
     int moba_block, moba_topk;

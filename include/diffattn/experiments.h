@@ -2,7 +2,7 @@
  * and evaluated alike, with a report), throughput benchmarks, and the PNG
  * figures of reports.
  * Implemented in src/experiments/compare.c, src/experiments/grid.c, src/experiments/tasks.c, src/experiments/task_compare.c,
- * src/experiments/task_source.c, src/experiments/task_report.c, src/experiments/tasks_ruler.c, src/experiments/task_dump.c,
+ * src/experiments/task_source.c, src/experiments/task_report.c, src/experiments/match_params.c, src/experiments/tasks_ruler.c, src/experiments/task_dump.c,
  * src/experiments/task_counterfactual.c, src/experiments/icl_order.c, src/experiments/plot.c,
  * src/experiments/bench.c, src/experiments/bench_generate.c, src/experiments/bench_json.c. */
 #ifndef DIFFATTN_EXPERIMENTS_H
@@ -81,6 +81,8 @@ typedef struct {
     int needles, queries;  /* needle prompts: N needles, R asked */
     int n_contexts, contexts[4]; /* needle prompt lengths; 0 contexts: seq/2 - 64 and seq - 64 */
     int steps_given; /* on resume, steps was chosen now: the runs continue to it (else the first run's steps) */
+    int match_params; /* 1: each architecture's FFN widened to the largest one's parameters (da_match_params) */
+    volatile int *stop; /* when it becomes non-zero: checkpoint the run in training and return DA_INTERRUPTED */
 } da_compare_config;
 
 void da_compare_config_default(da_compare_config *c);
@@ -88,6 +90,11 @@ void da_compare_config_default(da_compare_config *c);
  * reads it (every da_arch_name, swa with c->swa_window set first, and
  * "arch:flag=value[:...]" columns). */
 da_status da_compare_parse_archs(da_compare_config *c, const char *list);
+/* --match-params: widens the SwiGLU FFN (ffn_hidden) of each of the n
+ * configurations to the width whose parameter count is nearest the largest
+ * one's (within 3 dim n_layers / 2 parameters, far inside 1% at any useful
+ * width); the largest keeps its own. */
+void da_match_params(da_config *cfgs, int n);
 /* Writes the built-in training mix (filler text with needle sentences, each
  * document ending in a question and its answer) of about `bytes` bytes. */
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed);
@@ -377,7 +384,11 @@ typedef struct {
     int n_archs;
     int swa_window;        /* the window of "swa" in --archs */
     int n_pairs, pairs[8]; /* mqar sweep (0: task.pairs) */
-    int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq); not icl */
+    int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq); not icl. With train_seqs: the
+                            * evaluation lengths instead (none: the training lengths) */
+    /* --train-seq: a length curriculum (not icl): the steps in n_train_seqs equal shares, in order, share i
+     * trained at train_seqs[i]; each trained model is then scored at every length of seqs */
+    int n_train_seqs, train_seqs[8];
     int n_noises;          /* noisy-recall sweep (0: task.noise) */
     double noises[8];
     int n_demos, demos[8]; /* icl sweep (0: task.demos); seq is 2 demos + 2 */
@@ -393,6 +404,7 @@ typedef struct {
      * eval_every come from the fields above and the cell; warmup is steps / 10 and min_lr lr / 10 unless given */
     da_train_config train;
     int warmup_given, min_lr_given;
+    int match_params; /* 1: each cell's columns at its largest column's parameters (da_match_params) */
     int seeds, seed0; /* seeds seed0, seed0 + 1, ... */
 } da_task_compare_config;
 

@@ -20,7 +20,7 @@ extern "C" {
 /* The schema of da_config: one row per field, in checkpoint-metadata order
  * (src/model/config.c). n_kv_heads and ffn_hidden default to 0 there, meaning
  * "derived" (see da_config_from_diff_heads). */
-#define DA_CONFIG_N_FIELDS 29
+#define DA_CONFIG_N_FIELDS 30
 extern const da_field da_config_fields[DA_CONFIG_N_FIELDS];
 
 /* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads),
@@ -28,11 +28,13 @@ extern const da_field da_config_fields[DA_CONFIG_N_FIELDS];
 void da_config_default(da_config *c);
 /* Whether field i of da_config_fields is written for c (checkpoints, GGUF,
  * `info`): a field of one variant's own (its key starts with the variant's
- * field_prefix) for that variant only, at any value; another
- * DA_STORED_UNLESS_DEFAULT field away from its default; the rest always. */
+ * field_prefix) for that variant only; there, and elsewhere, a
+ * DA_STORED_UNLESS_DEFAULT field away from its default, the rest always. */
 int da_config_field_written(const da_config *c, int i);
 /* 1 when field i is a hyper-parameter of one variant's own (see above). */
 int da_config_field_of_variant(int i);
+/* 1 when field i is a hyper-parameter of c's variant's own. */
+int da_config_field_of_arch(const da_config *c, int i);
 /* Checks every field's range, then their relations; the message names the
  * offending field. */
 da_status da_config_validate(const da_config *c);

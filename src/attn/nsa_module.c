@@ -6,7 +6,12 @@
  * The gates' product x . Wg^T comes from the model's matmul without an
  * activation; the forward adds gate.bias and takes the sigmoid itself (and
  * the backward goes back through both), so that the bias needs nothing of
- * the model. */
+ * the model.
+ *
+ * With nsa_shared_kv the three branches read one key and one value product
+ * (k_proj, RoPE'd, and v_proj): compression then pools RoPE'd keys, as MoBA's
+ * block means and fla-org's NSA do. The kernels see the same rows three
+ * times; the backward sums the three branches' gradients. */
 #include <math.h>
 #include <string.h>
 
@@ -14,46 +19,62 @@
 #include "attn/variant.h"
 #include "attn/variant_common.h"
 
-/* Checkpoint order: the table. */
+/* The roles of the tensors; with a K/V pair per branch, also their checkpoint order (the table). */
 enum { Q, K_CMP, V_CMP, K_SLC, V_SLC, K_WIN, V_WIN, CMP_K, CMP_V, PE_K, PE_V, GATE, GATE_B, OUT, N_TENSORS };
+
+/* The tensor of each role with one shared K/V projection: q_proj, k_proj, v_proj, then as above from cmp_k. */
+static const int SHARED_SLOT[N_TENSORS] = {0, 1, 2, 1, 2, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+
+/* The index in c's tensors of role r. */
+static int slot(const da_config *c, int r) { return c->nsa_shared_kv ? SHARED_SLOT[r] : r; }
 
 static int nsa_head_dim(const da_config *c) { return c->dim / c->n_heads; }
 
 static int nsa_tensors(const da_config *c, attn_tensor *t) {
     const int C = c->dim, Ckv = attn_kv_cols(c), d = nsa_head_dim(c), l = c->nsa_block;
-    t[Q] = attn_in("q_proj.weight", C, C, 1, ATTN_VIEW_Q);
-    t[K_CMP] = attn_in("k_cmp.weight", Ckv, C, 0, ATTN_VIEW_NONE); /* no RoPE: compression sees raw keys */
-    t[V_CMP] = attn_in("v_cmp.weight", Ckv, C, 0, ATTN_VIEW_NONE);
-    t[K_SLC] = attn_in("k_slc.weight", Ckv, C, 1, ATTN_VIEW_K);
-    t[V_SLC] = attn_in("v_slc.weight", Ckv, C, 0, ATTN_VIEW_V);
-    t[K_WIN] = attn_in("k_win.weight", Ckv, C, 1, ATTN_VIEW_NONE);
-    t[V_WIN] = attn_in("v_win.weight", Ckv, C, 0, ATTN_VIEW_NONE);
+    int n = 0;
+    t[n++] = attn_in("q_proj.weight", C, C, 1, ATTN_VIEW_Q);
+    if (c->nsa_shared_kv) {
+        t[n++] = attn_in("k_proj.weight", Ckv, C, 1, ATTN_VIEW_K);
+        t[n++] = attn_in("v_proj.weight", Ckv, C, 0, ATTN_VIEW_V);
+    } else {
+        t[n++] = attn_in("k_cmp.weight", Ckv, C, 0, ATTN_VIEW_NONE); /* no RoPE: compression sees raw keys */
+        t[n++] = attn_in("v_cmp.weight", Ckv, C, 0, ATTN_VIEW_NONE);
+        t[n++] = attn_in("k_slc.weight", Ckv, C, 1, ATTN_VIEW_K);
+        t[n++] = attn_in("v_slc.weight", Ckv, C, 0, ATTN_VIEW_V);
+        t[n++] = attn_in("k_win.weight", Ckv, C, 1, ATTN_VIEW_NONE);
+        t[n++] = attn_in("v_win.weight", Ckv, C, 0, ATTN_VIEW_NONE);
+    }
     /* the compression MLPs: 2-D, decayed; read by the kernels, so f32 */
-    t[CMP_K] = attn_param_vector("cmp_k.weight", d, ATTN_INIT_VARIANT, 0.0f);
-    t[CMP_K].cols = l * d;
-    t[CMP_K].decay = 1;
-    t[CMP_V] = t[CMP_K];
-    snprintf(t[CMP_V].name, sizeof t[CMP_V].name, "cmp_v.weight");
-    t[PE_K] = attn_param_vector("cmp_pe_k", l, ATTN_INIT_ZEROS, 0.0f);
-    t[PE_K].cols = d;
-    t[PE_V] = t[PE_K];
-    snprintf(t[PE_V].name, sizeof t[PE_V].name, "cmp_pe_v");
+    attn_tensor *ck = &t[n++];
+    *ck = attn_param_vector("cmp_k.weight", d, ATTN_INIT_VARIANT, 0.0f);
+    ck->cols = l * d;
+    ck->decay = 1;
+    t[n] = *ck;
+    snprintf(t[n].name, sizeof t[n].name, "cmp_v.weight");
+    n++;
+    attn_tensor *pk = &t[n++];
+    *pk = attn_param_vector("cmp_pe_k", l, ATTN_INIT_ZEROS, 0.0f);
+    pk->cols = d;
+    t[n] = *pk;
+    snprintf(t[n].name, sizeof t[n].name, "cmp_pe_v");
+    n++;
     /* the gates' logits (bias and sigmoid here); few rows, kept f32 in a GGUF */
-    t[GATE] = attn_in("gate.weight", 3 * c->n_heads, C, 0, ATTN_VIEW_NONE);
-    t[GATE].quantizable = 0;
-    t[GATE_B] = attn_param_vector("gate.bias", 3 * c->n_heads, ATTN_INIT_VARIANT, 0.0f);
-    t[OUT] = attn_out_proj(C, C);
-    return N_TENSORS;
+    t[n] = attn_in("gate.weight", 3 * c->n_heads, C, 0, ATTN_VIEW_NONE);
+    t[n++].quantizable = 0;
+    t[n++] = attn_param_vector("gate.bias", 3 * c->n_heads, ATTN_INIT_VARIANT, 0.0f);
+    t[n++] = attn_out_proj(C, C);
+    return n; /* slot(c, OUT) + 1 */
 }
 
 /* cmp_k, cmp_v: mean pooling, W[c, p*d + c] = 1/l; gate.bias: -ln 2, every gate near 1/3. */
 static void nsa_init_tensor(const da_config *c, int j, float *w) {
     const int d = nsa_head_dim(c), l = c->nsa_block;
-    if (j == CMP_K || j == CMP_V) {
+    if (j == slot(c, CMP_K) || j == slot(c, CMP_V)) {
         memset(w, 0, (size_t)d * l * d * sizeof(float));
         for (int ch = 0; ch < d; ch++)
             for (int p = 0; p < l; p++) w[(size_t)ch * l * d + (size_t)p * d + ch] = 1.0f / (float)l;
-    } else if (j == GATE_B) {
+    } else if (j == slot(c, GATE_B)) {
         for (int i = 0; i < 3 * c->n_heads; i++) w[i] = -logf(2.0f);
     }
 }
@@ -109,9 +130,17 @@ static size_t nsa_train_floats(const attn_shape *cap, int flash) {
     return carve(&sv, &gate, NULL, &s, flash);
 }
 
+static size_t kernel_scratch_floats(const nsa_shape *s, int flash) {
+    return flash ? nsa_flash_scratch_floats(s) : nsa_reference_scratch_floats(s);
+}
+
+/* With shared K/V, after the kernels' scratch: the selection's and the window's d k, d v (B, T, G*d) each,
+ * summed into the shared products' afterwards. */
+static size_t shared_kv_floats(const nsa_shape *s) { return 4 * (size_t)s->B * s->T * s->G * s->d; }
+
 static size_t nsa_scratch_floats(const attn_shape *a, int flash) {
     const nsa_shape s = shape_of_attn(a);
-    return flash ? nsa_flash_scratch_floats(&s) : nsa_reference_scratch_floats(&s);
+    return kernel_scratch_floats(&s, flash) + (a->cfg->nsa_shared_kv ? shared_kv_floats(&s) : 0);
 }
 
 /* x's saved activations for its capacity shape; *s: this call's shape. */
@@ -121,9 +150,13 @@ static void saved_of(const attn_train_ctx *x, nsa_saved *sv, float **gate, nsa_s
     *s = shape_of_attn(&x->shape);
 }
 
-static nsa_inputs inputs_of(float *const *proj, float *const *w, const float *gate) {
-    nsa_inputs in = {proj[Q], proj[K_CMP], proj[V_CMP], proj[K_SLC], proj[V_SLC], proj[K_WIN], proj[V_WIN],
-                     gate,    w[CMP_K],    w[CMP_V],    w[PE_K],     w[PE_V]};
+static nsa_inputs inputs_of(const da_config *c, float *const *proj, float *const *w, const float *gate) {
+#define P(r) proj[slot(c, r)]
+#define W(r) w[slot(c, r)]
+    nsa_inputs in = {P(Q), P(K_CMP), P(V_CMP), P(K_SLC), P(V_SLC), P(K_WIN), P(V_WIN),
+                     gate, W(CMP_K), W(CMP_V), W(PE_K),  W(PE_V)};
+#undef P
+#undef W
     return in;
 }
 
@@ -135,10 +168,10 @@ static void nsa_forward(const attn_train_ctx *x) {
     nsa_shape s;
     saved_of(x, &sv, &gate, &s);
     const size_t n = (size_t)s.B * s.T, H3 = 3 * (size_t)s.H;
-    const float *bias = x->w[GATE_B];
+    const float *bias = x->w[slot(x->cfg, GATE_B)], *logit = x->proj[slot(x->cfg, GATE)];
     for (size_t r = 0; r < n; r++)
-        for (size_t i = 0; i < H3; i++) gate[r * H3 + i] = sigmoid(x->proj[GATE][r * H3 + i] + bias[i]);
-    const nsa_inputs in = inputs_of(x->proj, x->w, gate);
+        for (size_t i = 0; i < H3; i++) gate[r * H3 + i] = sigmoid(logit[r * H3 + i] + bias[i]);
+    const nsa_inputs in = inputs_of(x->cfg, x->proj, x->w, gate);
     if (x->flash) nsa_kernels_of(x->exec->isa)->flash_forward(x->out, &in, &sv, &s, x->scratch);
     else nsa_reference_forward(x->out, &in, &sv, &s);
 }
@@ -148,19 +181,33 @@ static void nsa_backward(const attn_train_ctx *x) {
     float *gate;
     nsa_shape s;
     saved_of(x, &sv, &gate, &s);
-    const nsa_inputs in = inputs_of(x->proj, x->w, gate);
+    const da_config *c = x->cfg;
+    const nsa_inputs in = inputs_of(c, x->proj, x->w, gate);
     float *const *d = x->dproj, *const *g = x->g;
-    const nsa_grads gr = {d[Q],     d[K_CMP],  d[V_CMP], d[K_SLC], d[V_SLC], d[K_WIN],
-                          d[V_WIN], d[GATE],   g[CMP_K], g[CMP_V], g[PE_K],  g[PE_V]};
+#define D(r) d[slot(c, r)]
+#define G(r) g[slot(c, r)]
+    nsa_grads gr = {D(Q),     D(K_CMP), D(V_CMP), D(K_SLC), D(V_SLC), D(K_WIN),
+                    D(V_WIN), D(GATE),  G(CMP_K), G(CMP_V), G(PE_K),  G(PE_V)};
+    float *dgate = D(GATE), *dbias = G(GATE_B);
+#undef D
+#undef G
+    const size_t n = (size_t)s.B * s.T, H3 = 3 * (size_t)s.H, nkv = n * s.G * s.d;
+    float *extra = x->scratch + kernel_scratch_floats(&s, x->flash);
+    if (c->nsa_shared_kv) gr.dk_slc = extra, gr.dv_slc = extra + nkv, gr.dk_win = extra + 2 * nkv,
+                          gr.dv_win = extra + 3 * nkv;
     if (x->flash) nsa_kernels_of(x->exec->isa)->flash_backward(&gr, x->dout, &in, &sv, &s, x->scratch);
     else nsa_reference_backward(&gr, x->dout, &in, &sv, &s, x->scratch);
+    if (c->nsa_shared_kv)
+        for (size_t i = 0; i < nkv; i++) {
+            gr.dk_cmp[i] += gr.dk_slc[i] + gr.dk_win[i];
+            gr.dv_cmp[i] += gr.dv_slc[i] + gr.dv_win[i];
+        }
     /* d gate -> d its logits (through the sigmoid), and the bias's share */
-    const size_t n = (size_t)s.B * s.T, H3 = 3 * (size_t)s.H;
     for (size_t r = 0; r < n; r++)
         for (size_t i = 0; i < H3; i++) {
             const float gv = gate[r * H3 + i];
-            d[GATE][r * H3 + i] *= gv * (1.0f - gv);
-            g[GATE_B][i] += d[GATE][r * H3 + i];
+            dgate[r * H3 + i] *= gv * (1.0f - gv);
+            dbias[i] += dgate[r * H3 + i];
         }
 }
 
@@ -184,9 +231,10 @@ static void nsa_cache_step(const attn_cache_step *x) {
     cache.n_tokens = x->pos; /* the layout is fixed by max_T; the counts follow from the position */
     cache.n_blocks = nsa_n_compressed(&s, x->pos);
     float *gate = x->scratch, *scratch = gate + 3 * c->n_heads;
-    for (int i = 0; i < 3 * c->n_heads; i++) gate[i] = sigmoid(x->proj[GATE][i] + x->w[GATE_B][i]);
+    const float *logit = x->proj[slot(c, GATE)], *bias = x->w[slot(c, GATE_B)];
+    for (int i = 0; i < 3 * c->n_heads; i++) gate[i] = sigmoid(logit[i] + bias[i]);
     float *const *p = (float *const *)x->proj, *const *w = (float *const *)x->w;
-    const nsa_inputs in = inputs_of(p, w, gate);
+    const nsa_inputs in = inputs_of(c, p, w, gate);
     nsa_kernels_of(da_exec_default().isa)->decode_step(x->out, &cache, &in, &s, scratch);
 }
 
@@ -221,7 +269,7 @@ static probe_view view_of(const attn_probe *p) {
     v.s = shape_of(p->cfg, 1, p->T, 1);
     carve(&v.sv, &gate, (float *)p->saved, &v.s, 1);
     v.gate = gate;
-    v.q = p->proj[Q];
+    v.q = p->proj[slot(p->cfg, Q)];
     v.scale = 1.0f / sqrtf((float)v.s.d);
     return v;
 }
@@ -248,11 +296,11 @@ static int branch_logits(const attn_probe *p, const probe_view *v, int h, int br
         const int *sel = v->sv.sel + ((size_t)t * G + g) * s->topn;
         for (int k = 0; k < s->topn && sel[k] >= 0; k++)
             for (int j = sel[k] * s->select; j < (sel[k] + 1) * s->select && j <= t; j++, n++) {
-                out[n] = v->scale * dot_row(q, p->proj[K_SLC] + (size_t)j * Gd + (size_t)g * d, d);
+                out[n] = v->scale * dot_row(q, p->proj[slot(p->cfg, K_SLC)] + (size_t)j * Gd + (size_t)g * d, d);
             }
     } else {
         for (int j = t - s->window + 1 > 0 ? t - s->window + 1 : 0; j <= t; j++, n++) {
-            out[n] = v->scale * dot_row(q, p->proj[K_WIN] + (size_t)j * Gd + (size_t)g * d, d);
+            out[n] = v->scale * dot_row(q, p->proj[slot(p->cfg, K_WIN)] + (size_t)j * Gd + (size_t)g * d, d);
         }
     }
     return n;
@@ -337,7 +385,7 @@ const attn_variant attn_nsa = {
     .attn_flops_per_token = nsa_flops,
     .heads_note = " (query heads, as softmax)",
     .head_dim_note = "",
-    .extra_params_note = "two more K/V pairs, the compression and the gates",
+    .extra_params_note = "two more K/V pairs (none with --nsa-shared-kv), the compression and the gates",
     .lambda_note = "",
     .map_note = "NSA (the gated sum of its compressed, selected and window maps)",
 };

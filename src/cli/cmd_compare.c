@@ -47,7 +47,7 @@ static int task_train_opts(da_train_config *tc, cli_opt *opts) {
 
 /* The flags of compare --task that are not fields of its configuration. */
 typedef struct {
-    const char *task, *pairs, *seqs, *noises, *demos, *archs, *grid, *depths, *dump;
+    const char *task, *pairs, *seqs, *train_seqs, *noises, *demos, *archs, *grid, *depths, *dump;
     float alpha, memory_share, cw_ratio;
     int run_index;
     char def_archs[128], archs_help[256];
@@ -88,10 +88,15 @@ static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
                                             "per run)", 0},
         {"archs", OPT_STR, &f->archs, f->archs_help, 0},
         {"swa-window", OPT_INT, &c->swa_window, "swa: softmax attention over the last W keys only", 0},
+        {"match-params", OPT_FLAG, &c->match_params, "widen each column's FFN to the largest column's parameters "
+                                                     "(within 1%; the report lists each column's parameters and FLOPs)", 0},
         {"grid", OPT_STR, &f->grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
                                  "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
         {"pairs", OPT_STR, &f->pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
-        {"seq", OPT_STR, &f->seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2", 0},
+        {"seq", OPT_STR, &f->seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2; with "
+                                   "--train-seq: the lengths each trained model is evaluated at", 0},
+        {"train-seq", OPT_STR, &f->train_seqs, "a length curriculum: train every model at L0, then L1, ... (equal "
+                                               "step shares, in order), e.g. 256,512", 0},
         {"noise", OPT_STR, &f->noises, "noisy-recall: share of noise slots; niah*, vt: share of the haystack that is "
                                        "distractors; or a list to sweep (0,0.2,0.6)", 0},
         {"demos", OPT_STR, &f->demos, "icl: labelled demonstrations per sequence, or a list to sweep (4,8,16)", 0},
@@ -142,6 +147,8 @@ static int task_apply(da_task_compare_config *c, const task_flags *f, const cli_
         return cli_fail("--pairs: expected up to 8 counts, like 4,8,16");
     if (f->seqs && cli_parse_ints(f->seqs, c->seqs, 8, &c->n_seqs, 5, 1 << 16))
         return cli_fail("--seq: expected up to 8 lengths >= 5, like 64,128,256");
+    if (f->train_seqs && cli_parse_ints(f->train_seqs, c->train_seqs, 8, &c->n_train_seqs, 5, 1 << 16))
+        return cli_fail("--train-seq: expected up to 8 lengths >= 5, like 256,512");
     if (f->noises && cli_parse_doubles(f->noises, c->noises, 8, &c->n_noises, 0, 0.99))
         return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
     if (f->depths && cli_parse_doubles(f->depths, c->task.depths, DA_TASK_MAX_DEPTHS, &c->task.n_depths, 0, 1))
@@ -240,6 +247,8 @@ static int text_opts(da_compare_config *c, text_flags *f, cli_opt *opts) {
         {"layers", OPT_INT, &c->layers, "blocks", 0},
         {"heads", OPT_INT, &c->heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
         {"archs", OPT_STR, &f->archs, f->archs_help, 0},
+        {"match-params", OPT_FLAG, &c->match_params, "widen each architecture's FFN to the largest one's parameters "
+                                                     "(within 1%)", 0},
         {"swa-window", OPT_INT, &c->swa_window, "swa: softmax attention over the last W keys only", 0},
         {"grid", OPT_STR, &f->grid, "a study: model and training axes, e.g. --grid heads=1,2 dim=64,128 lr=1e-3,3e-3 "
                                  "(heads, dim, layers, lr, batch; every combination is a cell)", 0},

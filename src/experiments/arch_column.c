@@ -5,7 +5,8 @@
 #include "diffattn/model.h"
 #include "experiments/arch_column.h"
 
-static const char *const OPTION_FLAGS[] = {"head-norm", "lambda-init", NULL};
+/* the paper's ablations, and the RoPE scaling a column trains and is evaluated with (at every length) */
+static const char *const OPTION_FLAGS[] = {"head-norm", "lambda-init", "rope-scaling", "rope-factor", NULL};
 
 /* The field a column option sets: the ablations' flags, and every variant's own hyper-parameters
  * (da_config_field_of_variant: a sparse variant's block sizes, so a column can sweep them). */
@@ -29,7 +30,7 @@ static da_status apply_options(const char *tok, char *p, da_config *cfg) {
         const da_field *f = option_field(opt);
         if (!f) return da_errorf("--archs: \"%s\": %s is not a column option (%s)", tok, opt, ARCH_COLUMN_OPTIONS);
         const int k = (int)(f - da_config_fields);
-        if (da_config_field_of_variant(k) && !da_config_field_written(cfg, k))
+        if (da_config_field_of_variant(k) && !da_config_field_of_arch(cfg, k))
             return da_errorf("--archs: \"%s\": %s is not a hyper-parameter of --arch %s", tok, opt,
                              da_arch_name(cfg->arch));
         da_status st = da_field_parse(f, cfg, eq + 1);

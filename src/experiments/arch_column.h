@@ -8,7 +8,8 @@
 #include "diffattn/experiments.h"
 
 /* The flags a column may set: the model options of the paper's ablations. */
-#define ARCH_COLUMN_OPTIONS "head-norm, lambda-init, or a variant's own hyper-parameter flag (train --help)"
+#define ARCH_COLUMN_OPTIONS \
+    "head-norm, lambda-init, rope-scaling, rope-factor, or a variant's own hyper-parameter flag (train --help)"
 
 /* tok into *arch, checking each option's value and that the architecture
  * offers it; *has_options: 1 when tok names any. The message quotes tok. */

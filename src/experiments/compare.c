@@ -107,6 +107,7 @@ typedef struct {
     double train_s, eval_s;
     double loss_flash_s, loss_ref_s, fixed_s, per_prompt_s; /* evaluate()'s parts, for the budget */
     size_t n_params;
+    double flops_per_token; /* training FLOPs per token at seq (da_train_flops_per_token) */
     da_needle_attention_map map; /* first seed only: one prompt's attention, for the figure */
 } arch_result;
 
@@ -141,7 +142,7 @@ static void on_log(void *ctx, const da_train_log *g) {
 }
 
 /* Equal parameters: sh->heads counts DIFF heads. */
-static da_status arch_config(const da_compare_config *c, const grid_shape *sh, int a, da_config *cfg) {
+static da_status heads_config(const da_compare_config *c, const grid_shape *sh, int a, da_config *cfg) {
     da_config_default(cfg);
     cfg->arch = c->archs[a];
     cfg->window = c->windows[a];
@@ -160,6 +161,18 @@ static grid_shape base_shape(const da_compare_config *c) {
     da_train_config tc;
     da_train_config_default(&tc);
     return (grid_shape){c->dim, c->layers, c->heads, c->batch, tc.lr};
+}
+
+/* ... and with --match-params each FFN widened to the largest architecture's parameters. */
+static da_status arch_config(const da_compare_config *c, const grid_shape *sh, int a, da_config *cfg) {
+    da_status st = heads_config(c, sh, a, cfg);
+    if (st.code || !c->match_params) return st;
+    da_config all[DA_COMPARE_MAX_ARCHS];
+    for (int i = 0; i < c->n_archs && !st.code; i++) st = heads_config(c, sh, i, &all[i]);
+    if (st.code) return st;
+    da_match_params(all, c->n_archs);
+    *cfg = all[a];
+    return st;
 }
 
 /* Validation windows of the evaluation: flash-kernel loss, and each of the

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "experiments/bench.h"
 #include "experiments/arch_column.h"
 #include "diffattn/experiments.h"
 #include "experiments/grid.h"
@@ -160,7 +161,8 @@ static da_status analyse(da_model *m, const da_task_source *e, int n, task_run *
     return st;
 }
 
-static void model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
+/* Column a's model in the cell, before --match-params. */
+static void column_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
     const da_arch arch = c->archs[a];
     da_config_default(cfg);
     cfg->arch = arch;
@@ -171,9 +173,35 @@ static void model_config(const da_task_compare_config *c, const task_cell *cell,
     cfg->ffn_hidden = da_default_ffn_hidden(cell->dim);
     cfg->vocab_size = cell->task.vocab;
     cfg->max_seq_len = cell->task.seq;
+    if (c->n_train_seqs) { /* long enough for every stage of the curriculum and every evaluation length */
+        int lengths[16];
+        const int n = task_eval_lengths(c, lengths);
+        memcpy(lengths + n, c->train_seqs, (size_t)c->n_train_seqs * sizeof(int));
+        for (int i = 0; i < n + c->n_train_seqs; i++)
+            if (lengths[i] > cfg->max_seq_len) cfg->max_seq_len = lengths[i];
+    }
     /* checked by da_task_parse_archs; an error shows when the model is created */
     if (c->columns[a][0] && da_arch_column_apply(c->columns[a], cfg).code) cfg->arch = DA_ARCH_N;
 }
+
+/* Column a's model configuration in cell (every field, --match-params applied). */
+static void task_model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
+    if (!c->match_params) {
+        column_config(c, cell, a, cfg);
+        return;
+    }
+    da_config all[DA_COMPARE_MAX_ARCHS];
+    for (int i = 0; i < c->n_archs; i++) {
+        column_config(c, cell, i, &all[i]);
+        if (da_config_validate(&all[i]).code) { /* its own error shows when it is checked or created */
+            column_config(c, cell, a, cfg);
+            return;
+        }
+    }
+    da_match_params(all, c->n_archs);
+    *cfg = all[a];
+}
+
 
 /* Every tensor of dst whose name and shape src has too gets src's values:
  * at equal parameters that is every tensor but DIFF's lambdas and head norm. */
@@ -215,7 +243,7 @@ static da_status shared_init(void *ctx, da_model *m) {
     if (!k->arch) return da_ok();
     da_config mc;
     da_model first;
-    model_config(k->c, k->x, 0, &mc);
+    task_model_config(k->c, k->x, 0, &mc);
     da_status st = da_model_create(&first, &mc);
     if (st.code) return st;
     da_model_init(&first, k->seed);
@@ -243,6 +271,8 @@ static da_status evaluate(const da_task_compare_config *c, da_model *m, const da
     const da_task_config *t = &e->task;
     da_status st = da_ok();
     r->n_params = m->n_params;
+    r->ffn_hidden = m->cfg.ffn_hidden;
+    r->flops_per_token = da_train_flops_per_token(&m->cfg, e->T);
     r->final_acc = r->n_evals ? r->acc[r->n_evals - 1] : 0;
     if (da_task_is_ruler(t->kind)) { /* the partial credit beside the exact score */
         double exact;
@@ -269,12 +299,14 @@ static da_status evaluate(const da_task_compare_config *c, da_model *m, const da
 static int task_points(const da_task_compare_config *c, da_task_config *pts, char (*names)[64]) {
     int n = 0;
     const da_task_kind k = c->task.kind;
-    const int ns = c->n_seqs ? c->n_seqs : 1, np = c->n_pairs ? c->n_pairs : 1, nn = c->n_noises ? c->n_noises : 1;
+    const int ns = c->n_seqs && !c->n_train_seqs ? c->n_seqs : 1, np = c->n_pairs ? c->n_pairs : 1;
+    const int nn = c->n_noises ? c->n_noises : 1;
     const int nd = c->n_demos ? c->n_demos : 1, noisy = k == DA_TASK_NOISY_RECALL || da_task_is_ruler(k);
     for (int i = 0; i < ns; i++)
         for (int j = 0; j < (k == DA_TASK_MQAR ? np : noisy ? nn : k == DA_TASK_ICL ? nd : 1); j++) {
             da_task_config t = c->task;
-            if (c->n_seqs) t.seq = c->seqs[i];
+            if (c->n_train_seqs) t.seq = c->train_seqs[c->n_train_seqs - 1]; /* the last stage's */
+            else if (c->n_seqs) t.seq = c->seqs[i];
             if (k == DA_TASK_MQAR && c->n_pairs) t.pairs = c->pairs[j];
             if (noisy && c->n_noises) t.noise = c->noises[j];
             if (k == DA_TASK_ICL) { /* its length follows from the demos */
@@ -340,20 +372,73 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
     char depths[16 * DA_TASK_MAX_DEPTHS + 8] = "uniform";
     for (int i = 0, len = 0; i < t->n_depths; i++)
         len += snprintf(depths + len, sizeof depths - (size_t)len, "%s%g", i ? "," : "", t->depths[i]);
+    char lengths[160] = "";
+    int ev[8], len = 0;
+    const int n_ev = c->n_train_seqs ? task_eval_lengths(c, ev) : 0;
+    for (int i = 0; i < c->n_train_seqs; i++)
+        len += snprintf(lengths + len, sizeof lengths - (size_t)len, "%s%d", i ? "," : "train ", c->train_seqs[i]);
+    for (int i = 0; i < n_ev; i++)
+        len += snprintf(lengths + len, sizeof lengths - (size_t)len, "%s%d", i ? "," : " eval ", ev[i]);
     memset(key, 0, n);
     snprintf(key, n,
              "task %s seq %d vocab %d pairs %d alpha %g noise %g noise_vocab %d demos %d classes %d symbols %d "
              "entities %d attributes %d context_pairs %d memory_share %g facts_seed %llu | arch %s first_arch %s "
              "window %d seed %d point %d | dim %d layers %d heads %d | batch %d accum %d lr %g min_lr %g warmup %ld "
              "steps %ld wd %g clip %g betas %g %g eps %g bf16 %d | eval_every %d eval_seqs %d perms %d "
-             "perm_episodes %d cf_episodes %d | value_len %d needles %d hops %d cw_ratio %g depths %s",
+             "perm_episodes %d cf_episodes %d | value_len %d needles %d hops %d cw_ratio %g depths %s | "
+             "match_params %d lengths %s",
              da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
              t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share,
              (unsigned long long)t->facts_seed, task_arch_name(c, arch), task_arch_name(c, 0), c->windows[arch],
              c->seed0 + seed, x->point, x->dim, x->layers, x->heads, tc.batch, tc.grad_accum, (double)tc.lr,
              (double)tc.min_lr, tc.warmup, tc.steps, (double)tc.weight_decay, (double)tc.clip, (double)tc.beta1,
              (double)tc.beta2, (double)tc.adam_eps, tc.bf16, c->eval_every, c->eval_seqs, c->perms, c->perm_episodes,
-             c->cf_episodes, t->value_len, t->needles, t->hops, t->cw_ratio, depths);
+             c->cf_episodes, t->value_len, t->needles, t->hops, t->cw_ratio, depths, c->match_params, lengths);
+}
+
+int task_eval_lengths(const da_task_compare_config *c, int *out) {
+    const int n = c->n_train_seqs && !c->n_seqs ? c->n_train_seqs : c->n_seqs;
+    memcpy(out, c->n_train_seqs && !c->n_seqs ? c->train_seqs : c->seqs, (size_t)n * sizeof(int));
+    return n;
+}
+
+/* The training of run ctx in dir: one call of the training loop, or with a length curriculum one per stage,
+ * stage i ending at step steps (i + 1) / n and the next resuming the run at its length. *src: the last
+ * stage's source (the caller frees it). */
+static da_status train_stages(const da_task_compare_config *c, run_ctx *ctx, const da_config *mc,
+                              da_train_config *tc, const char *dir, da_task_source **src) {
+    const int n = c->n_train_seqs ? c->n_train_seqs : 1;
+    da_status st = da_ok();
+    for (int i = 0; i < n && !st.code; i++) {
+        da_task_config t = ctx->x->task;
+        if (c->n_train_seqs) t.seq = c->train_seqs[i];
+        tc->seq = t.seq;
+        da_task_source_free(*src), *src = NULL;
+        if ((st = da_task_source_create(src, &t, ctx->x->point, c->eval_seqs)).code) break;
+        if ((st = da_task_source_save(*src, dir)).code) break;
+        const da_data_source ds = da_task_source_of(*src);
+        da_train_hooks hooks = {.ctx = ctx, .stop = c->study.stop, .on_init = shared_init, .on_eval = record_eval};
+        hooks.stop_at_step = i + 1 < n ? c->steps * (i + 1) / n : 0;
+        st = da_train_source(mc, tc, &ds, dir, i ? DA_RUN_RESUME : DA_RUN_OVERWRITE, &hooks);
+        if (st.code == DA_INTERRUPTED && i + 1 < n && !(c->study.stop && *c->study.stop)) st = da_ok(); /* stage end */
+    }
+    return st;
+}
+
+/* The answer accuracy of m at every evaluation length, on held-out sequences of that length drawn as the
+ * cell's (the same for every architecture and seed). */
+static da_status score_lengths(const da_task_compare_config *c, const task_cell *x, da_model *m, task_run *r) {
+    r->n_lengths = c->n_train_seqs ? task_eval_lengths(c, r->length) : 0;
+    da_status st = da_ok();
+    for (int i = 0; i < r->n_lengths && !st.code; i++) {
+        da_task_config t = x->task;
+        t.seq = r->length[i];
+        da_task_source *s = NULL;
+        if (!(st = da_task_source_create(&s, &t, x->point, c->eval_seqs)).code)
+            st = task_accuracy(m, s, 0, &r->length_acc[i], NULL);
+        da_task_source_free(s);
+    }
+    return st;
 }
 
 /* Trains run k in its run folder through the training loop, then scores the
@@ -368,23 +453,18 @@ static da_status run_train(const da_task_compare_config *c, const task_cell *cel
     run_dir(c, q, dir, sizeof dir);
     da_config mc;
     da_train_config tc;
-    model_config(c, x, a, &mc);
+    task_model_config(c, x, a, &mc);
     train_config(c, x, ctx.seed, &tc);
     da_task_source *src = NULL;
     da_model m;
     memset(&m, 0, sizeof m);
-    da_status st = da_task_source_create(&src, &x->task, x->point, c->eval_seqs);
-    if (!st.code) st = da_task_source_save(src, dir);
     const double t0 = da_now_s();
-    if (!st.code) {
-        const da_data_source ds = da_task_source_of(src);
-        const da_train_hooks hooks = {.ctx = &ctx, .stop = c->study.stop, .on_init = shared_init, .on_eval = record_eval};
-        st = da_train_source(&mc, &tc, &ds, dir, DA_RUN_OVERWRITE, &hooks);
-    }
+    da_status st = train_stages(c, &ctx, &mc, &tc, dir, &src);
     r->train_s = da_now_s() - t0;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!st.code) st = da_model_load(&m, path);
     if (!st.code) st = evaluate(c, &m, src, 0x0DE450DEULL + (uint64_t)x->point, r);
+    if (!st.code) st = score_lengths(c, x, &m, r);
     if (st.code && st.code != DA_INTERRUPTED) st = da_errorf("%s: %s", ctx.what, st.msg);
     da_model_free(&m);
     da_task_source_free(src);
@@ -402,6 +482,10 @@ static da_status check_config(const da_task_compare_config *c) {
         return da_errorf("--noise applies to noisy-recall and RULER's tasks (niah*, vt, cwe) only");
     if (k != DA_TASK_MQAR && c->n_pairs)
         return da_errorf("--pairs applies to mqar only (noisy-recall's pairs fill the sequence)");
+    if (c->n_train_seqs && (k == DA_TASK_ICL || k == DA_TASK_COUNTERFACTUAL))
+        return da_errorf("--train-seq: a length curriculum applies to mqar and noisy-recall");
+    if (c->n_train_seqs && c->steps < c->n_train_seqs)
+        return da_errorf("--train-seq: %d lengths need at least as many --steps (%ld)", c->n_train_seqs, c->steps);
     if (k == DA_TASK_ICL && c->n_seqs)
         return da_errorf("--pairs, --noise and --seq do not apply to icl (its length is 2 demos + 2: set --demos)");
     if (k != DA_TASK_ICL && c->n_demos) return da_errorf("--demos applies to icl only");
@@ -430,9 +514,17 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
             st = da_errorf("%s: %s", x->point_name, st.msg);
         else if ((st = da_train_config_validate(&tc)).code)
             st = da_errorf("%s: %s", x->name, st.msg);
+        int lengths[16];
+        const int n_ev = c->n_train_seqs ? task_eval_lengths(c, lengths) : 0;
+        memcpy(lengths + n_ev, c->train_seqs, (size_t)c->n_train_seqs * sizeof(int));
+        for (int i = 0; i < n_ev + c->n_train_seqs && !st.code; i++) { /* every length the task is drawn at */
+            da_task_config t = x->task;
+            t.seq = lengths[i];
+            if ((st = da_task_validate(&t)).code) st = da_errorf("%s, length %d: %s", x->point_name, t.seq, st.msg);
+        }
         for (int a = 0; a < c->n_archs && !st.code; a++) {
             da_config mc;
-            model_config(c, x, a, &mc);
+            task_model_config(c, x, a, &mc);
             if ((st = da_config_validate(&mc)).code) st = da_errorf("%s: %s", x->name, st.msg);
         }
     }

@@ -28,14 +28,6 @@ int task_lambda_slot(const da_task_compare_config *c) {
     return -1;
 }
 
-const char *task_arch_name(const da_task_compare_config *c, int a) {
-    return da_arch_column_name(c->archs[a], c->windows[a], c->columns[a]);
-}
-
-const char *task_arch_label(const da_task_compare_config *c, int a) {
-    return da_arch_column_label(c->archs[a], c->windows[a], c->columns[a]);
-}
-
 long da_steps_to_threshold(const long *steps, const double *acc, int n, double threshold) {
     for (int i = 0; i < n; i++)
         if (acc[i] >= threshold) return steps[i];
@@ -429,6 +421,8 @@ static void write_md(FILE *fp, const report *r) {
     write_md_head(fp, S, k->wall_s);
     write_md_summary(fp, S);
     write_md_study(fp, S);
+    task_columns_md(fp, S);
+    task_lengths_md(fp, S);
     if (c->task.kind == DA_TASK_COUNTERFACTUAL) write_md_counterfactual(fp, S);
     fprintf(fp, "## The trained models\n\n");
     for (int p = 0; p < S->n_cells; p++) {
@@ -538,6 +532,13 @@ static void json_run(FILE *fp, const report *rep, int p, int a, int s) {
     fprintf(fp, "]");
 }
 
+/* report.json's columns (parameters, FLOPs) and accuracy per evaluation length. */
+static void json_tail(FILE *fp, const report *rep) {
+    const task_study *S = ((const task_report *)rep->ctx)->S;
+    task_columns_json(fp, S);
+    task_lengths_json(fp, S);
+}
+
 static da_status figures(const report *rep) {
     const task_report *k = rep->ctx;
     const task_study *S = k->S;
@@ -627,7 +628,7 @@ da_status task_write_report(const task_study *S, double wall_s) {
     report r = {.out_dir = c->study.out_dir, .n_cells = S->n_cells, .n_archs = c->n_archs, .seeds = c->seeds,
                 .seed0 = c->seed0, .cell_names = cell_names, .base = task_baseline_slot(c), .runs = S->runs,
                 .run_size = sizeof *S->runs, .ctx = k, .json_head = json_head, .json_cell = json_cell,
-                .json_run = json_run, .markdown = write_md, .figures = figures};
+                .json_run = json_run, .json_tail = json_tail, .markdown = write_md, .figures = figures};
     for (int a = 0; a < c->n_archs; a++) r.names[a] = task_arch_name(c, a), r.labels[a] = task_arch_label(c, a);
     k->S = S, k->wall_s = wall_s;
     metrics_of(k, &r);

@@ -46,6 +46,10 @@ static const char *run_invalid(const task_run *r) {
             return "counterfactual counts";
     if (r->cf.leak < 0 || r->cf.leak > r->cf.n[DA_CF_COUNTER]) return "counterfactual leaks";
     if (!r->n_params || !(r->train_s >= 0 && isfinite(r->train_s))) return "n_params or train_s";
+    if (r->ffn_hidden < 1 || !(r->flops_per_token > 0 && isfinite(r->flops_per_token))) return "ffn or flops";
+    if (r->n_lengths < 0 || r->n_lengths > 8) return "n_lengths";
+    for (int i = 0; i < r->n_lengths; i++)
+        if (r->length[i] < 1 || !rate(r->length_acc[i])) return "length accuracy";
     return NULL;
 }
 

@@ -4,6 +4,8 @@
 #ifndef DA_TASK_STUDY_H
 #define DA_TASK_STUDY_H
 
+#include <stdio.h>
+
 #include "diffattn/experiments.h"
 #include "eval/outliers.h"
 
@@ -39,6 +41,11 @@ typedef struct {
     da_cf_counts cf;           /* counterfactual only */
     double partial_acc;        /* RULER's tasks: the final share of answer tokens right (final_acc: of episodes) */
     size_t n_params;
+    int ffn_hidden;           /* the model's FFN width (--match-params widens it) */
+    double flops_per_token;   /* training FLOPs per token at the cell's training length (da_train_flops_per_token) */
+    int n_lengths;            /* --train-seq: the evaluation lengths, and the answer accuracy at each */
+    int length[8];
+    double length_acc[8];
     double train_s; /* last: the one field that depends on the machine */
 } task_run;
 
@@ -67,6 +74,17 @@ struct da_task_source {
 };
 /* da_task_source_create with the held-out set drawn from seed. */
 da_status task_source_new(da_task_source **out, const da_task_config *t, int point, int n_held_out, uint64_t seed);
+
+/* The report's table of the columns' parameters and training FLOPs per token
+ * (task_columns.c): markdown, and ,"columns":[...] inside report.json's object. */
+void task_columns_md(FILE *fp, const task_study *s);
+void task_columns_json(FILE *fp, const task_study *s);
+/* With a length curriculum: the accuracy per evaluation length and the effective lengths (task_lengths.c),
+ * markdown, and ,"lengths":{...} inside report.json's object. */
+void task_lengths_md(FILE *fp, const task_study *s);
+void task_lengths_json(FILE *fp, const task_study *s);
+/* The evaluation lengths of c (--seq, else the --train-seq lengths) into out (8); their count. */
+int task_eval_lengths(const da_task_compare_config *c, int *out);
 
 /* The cells of c (validated settings); *n_points: the task sweep points. */
 da_status task_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points);

@@ -42,10 +42,12 @@ da_status da_config_from_meta(const da_st_file *f, da_config *c) {
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *fd = &da_config_fields[i];
         const char *s = da_st_meta_get(f, fd->key);
-        /* a variant's own fields are written at every value (da_config_field_written): a file of that arch
-         * without one was not written as it is, and is refused rather than given the default */
-        const int own = da_config_field_of_variant(i) && da_config_field_written(c, i);
-        if (!s && fd->stored == DA_STORED_UNLESS_DEFAULT && !own) continue;
+        /* a variant's own fields are written at every value (da_config_field_written), those added later
+         * only when set: a file of that arch without one of the first kind was not written as it is, and is
+         * refused rather than given the default */
+        const int variant = da_config_field_of_variant(i);
+        const int own = variant && da_config_field_of_arch(c, i) && fd->stored != DA_STORED_UNLESS_DEFAULT;
+        if (!s && (variant ? !own : fd->stored == DA_STORED_UNLESS_DEFAULT)) continue;
         if (!s)
             return da_errorf("%s: __metadata__ lacks \"%s\"%s", f->path, fd->key,
                              own ? " (an --arch of that field's writes it at every value: was the file edited?)" : "");

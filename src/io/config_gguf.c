@@ -54,12 +54,14 @@ da_status da_config_gguf_get_rope(const da_gguf_file *f, da_config *c) {
 void da_config_gguf_add_variant(da_gguf_writer *w, const da_config *c) {
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *fd = &da_config_fields[i];
-        if (!da_config_field_of_variant(i) || !da_config_field_written(c, i) || fd->type != DA_FIELD_INT) continue;
+        if (!da_config_field_of_variant(i) || !da_config_field_written(c, i)) continue;
+        if (fd->type != DA_FIELD_INT && fd->type != DA_FIELD_BOOL) continue;
         char key[96];
         int v;
         memcpy(&v, (const char *)c + fd->offset, sizeof v);
         snprintf(key, sizeof key, "diffattn.%s", fd->key);
-        da_gguf_add_u32(w, key, (uint32_t)v);
+        if (fd->type == DA_FIELD_BOOL) da_gguf_add_bool(w, key, v);
+        else da_gguf_add_u32(w, key, (uint32_t)v);
     }
 }
 
@@ -68,7 +70,7 @@ da_status da_config_gguf_get_variant(const da_gguf_file *f, da_config *c) {
     da_config_default(&def);
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *fd = &da_config_fields[i];
-        if (!da_config_field_of_variant(i) || fd->type != DA_FIELD_INT) continue;
+        if (!da_config_field_of_variant(i) || (fd->type != DA_FIELD_INT && fd->type != DA_FIELD_BOOL)) continue;
         da_field_copy(fd, c, &def);
         char key[96];
         snprintf(key, sizeof key, "diffattn.%s", fd->key);
@@ -79,8 +81,10 @@ da_status da_config_gguf_get_variant(const da_gguf_file *f, da_config *c) {
                              f->path, key, da_arch_name(c->arch));
         }
         int64_t v;
-        da_status st = da_gguf_get_int(f, key, &v);
+        int b;
+        da_status st = fd->type == DA_FIELD_BOOL ? da_gguf_get_bool(f, key, &b) : da_gguf_get_int(f, key, &v);
         if (st.code) return st;
+        if (fd->type == DA_FIELD_BOOL) v = b;
         if (v < fd->lo || v > fd->hi)
             return da_errorf("%s: %s = %lld is out of range (%g..%g)", f->path, key, (long long)v, fd->lo, fd->hi);
         const int iv = (int)v;

@@ -18,9 +18,10 @@ da_status da_config_gguf_get_rope(const da_gguf_file *f, da_config *c);
 void da_config_gguf_add_options(da_gguf_writer *w, const da_config *c);
 da_status da_config_gguf_get_options(const da_gguf_file *f, da_config *c);
 /* A variant's own hyper-parameters (da_config_field_of_variant) as u32 keys
- * diffattn.<field>, written where da_config_field_written says (a variant's
- * for that variant only). Reading sets every such field to its default, then to the
- * file's value where a key is present. */
+ * diffattn.<field> (bool keys for its flags), written where
+ * da_config_field_written says (a variant's for that variant only). Reading
+ * sets every such field to its default, then to the file's value where a key
+ * is present. */
 void da_config_gguf_add_variant(da_gguf_writer *w, const da_config *c);
 da_status da_config_gguf_get_variant(const da_gguf_file *f, da_config *c);
 

@@ -95,18 +95,22 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
       "(0, 1) for every layer",
       LAMBDA_INIT_NAMES),
 #undef R
-    /* NSA's own (stored for --arch nsa only: da_config_field_written). The ranges admit 0, the value of
-     * a configuration other archs build field by field; NSA's variant checks 1 <= s <= l <= l', n >= 3
-     * and w >= 1 */
-#define N(key, flag, field, def, lo, hi, help)                                                                    \
-    {key, flag, offsetof(da_config, field), DA_FIELD_INT, def, lo, hi, "[]", DA_RESUME_FIXED, DA_STORED_UNLESS_DEFAULT, \
-     help, NULL}
+    /* NSA's own (stored for --arch nsa only, at every value: da_config_field_written). The ranges admit 0,
+     * the value of a configuration other archs build field by field; NSA's variant checks 1 <= s <= l <= l',
+     * n >= 3 and w >= 1 */
+#define N(key, flag, field, def, lo, hi, help) \
+    {key, flag, offsetof(da_config, field), DA_FIELD_INT, def, lo, hi, "[]", DA_RESUME_FIXED, 1, help, NULL}
     N("nsa_block", "nsa-block", nsa_block, 32, 0, 4096, "NSA: l, the length of a compression block"),
     N("nsa_stride", "nsa-stride", nsa_stride, 16, 0, 4096, "NSA: s, the stride of compression blocks (s <= l)"),
     N("nsa_select", "nsa-select", nsa_select, 64, 0, 65536, "NSA: l', the length of a selection block (l <= l')"),
     N("nsa_topn", "nsa-topn", nsa_topn, 16, 0, 1024, "NSA: n, the selection blocks per query, the three forced ones "
       "(the first, the current and the one before) included (n >= 3)"),
     N("nsa_window", "nsa-window", nsa_window, 512, 0, DA_MAX_SEQ, "NSA: w, the keys of the sliding-window branch"),
+    /* added after NSA files were written: stored only when set, so those files keep their bytes and meaning */
+    {"nsa_shared_kv", "nsa-shared-kv", offsetof(da_config, nsa_shared_kv), DA_FIELD_BOOL, 0, 0, 1, "[]",
+     DA_RESUME_FIXED, DA_STORED_UNLESS_DEFAULT,
+     "NSA: one K and one V projection (k_proj, v_proj) read by all three branches instead of a pair each; "
+     "compression then pools the RoPE'd keys", NULL},
     /* MoBA's own, as NSA's (its variant checks B >= 1, k >= 1) */
     N("moba_block", "moba-block", moba_block, 64, 0, DA_MAX_SEQ, "MoBA: B, the length of a key block"),
     N("moba_topk", "moba-topk", moba_topk, 4, 0, 65536, "MoBA: k, the blocks a query attends to, its own included"),
@@ -138,10 +142,14 @@ int da_config_field_of_variant(int i) {
     return 0;
 }
 
+int da_config_field_of_arch(const da_config *c, int i) {
+    const char *own = da_attn_variant_of(c->arch)->field_prefix;
+    return da_config_field_of_variant(i) && own && !strncmp(da_config_fields[i].key, own, strlen(own));
+}
+
 int da_config_field_written(const da_config *c, int i) {
     const da_field *f = &da_config_fields[i];
-    const char *own = da_attn_variant_of(c->arch)->field_prefix;
-    if (da_config_field_of_variant(i)) return own && !strncmp(f->key, own, strlen(own));
+    if (da_config_field_of_variant(i) && !da_config_field_of_arch(c, i)) return 0;
     if (f->stored != DA_STORED_UNLESS_DEFAULT) return 1;
     da_config def;
     da_fields_default(da_config_fields, DA_CONFIG_N_FIELDS, &def);

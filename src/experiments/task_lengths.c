@@ -1,0 +1,85 @@
+/* compare --task with a length curriculum (--train-seq): the answer accuracy
+ * of every column at every evaluation length (--seq), mean over seeds, and
+ * the effective lengths, RULER's figure (task_study.h, docs/tasks.md). */
+#include <stdio.h>
+
+#include "experiments/stats.h"
+#include "experiments/task_study.h"
+
+static const double LEVELS[2] = {0.9, 0.5};
+
+/* acc (n): the seeds' mean accuracy of column a of cell i at each evaluation length. */
+static int mean_by_length(const task_study *s, int i, int a, double *acc) {
+    const task_run *r0 = study_run(s, i, a, 0);
+    for (int k = 0; k < r0->n_lengths; k++) {
+        double v[TASK_MAX_SEEDS], sd;
+        for (int sd_i = 0; sd_i < s->c->seeds; sd_i++) v[sd_i] = study_run(s, i, a, sd_i)->length_acc[k];
+        da_mean_sd(v, s->c->seeds, &acc[k], &sd);
+    }
+    return r0->n_lengths;
+}
+
+/* The longest evaluated length whose mean accuracy is at least level; 0 when none is. */
+static int effective_length(const int *length, const double *acc, int n, double level) {
+    int best = 0;
+    for (int k = 0; k < n; k++)
+        if (acc[k] >= level && length[k] > best) best = length[k];
+    return best;
+}
+
+void task_lengths_md(FILE *fp, const task_study *s) {
+    const da_task_compare_config *c = s->c;
+    if (!c->n_train_seqs) return;
+    const task_run *r0 = study_run(s, 0, 0, 0);
+    fprintf(fp, "## Accuracy per length\n\nTrained on the curriculum");
+    for (int i = 0; i < c->n_train_seqs; i++) fprintf(fp, "%s%d", i ? ", " : " ", c->train_seqs[i]);
+    fprintf(fp, " (equal step shares, in order); answer accuracy at each evaluation length, mean over %d seed(s). "
+                "Effective length: the longest evaluated length with accuracy ≥ 0.9 (≥ 0.5); – when none.\n\n| cell "
+                "| arch |", c->seeds);
+    for (int k = 0; k < r0->n_lengths; k++) fprintf(fp, " %d |", r0->length[k]);
+    fprintf(fp, " effective length (≥ 0.9) | (≥ 0.5) |\n|---|---|");
+    for (int k = 0; k < r0->n_lengths + 2; k++) fprintf(fp, "---|");
+    fprintf(fp, "\n");
+    for (int i = 0; i < s->n_cells; i++)
+        for (int a = 0; a < c->n_archs; a++) {
+            double acc[8];
+            const int n = mean_by_length(s, i, a, acc);
+            fprintf(fp, "| %s | %s |", s->cells[i].point_name, task_arch_label(c, a));
+            for (int k = 0; k < n; k++) fprintf(fp, " %.3f |", acc[k]);
+            for (int e = 0; e < 2; e++) {
+                const int L = effective_length(r0->length, acc, n, LEVELS[e]);
+                if (L) fprintf(fp, " %d |", L);
+                else fprintf(fp, " – |");
+            }
+            fprintf(fp, "\n");
+        }
+    fprintf(fp, "\n");
+}
+
+void task_lengths_json(FILE *fp, const task_study *s) {
+    const da_task_compare_config *c = s->c;
+    if (!c->n_train_seqs) return;
+    const task_run *r0 = study_run(s, 0, 0, 0);
+    fprintf(fp, ",\"lengths\":{\"train_seq\":[");
+    for (int i = 0; i < c->n_train_seqs; i++) fprintf(fp, "%s%d", i ? "," : "", c->train_seqs[i]);
+    fprintf(fp, "],\"eval_seq\":[");
+    for (int k = 0; k < r0->n_lengths; k++) fprintf(fp, "%s%d", k ? "," : "", r0->length[k]);
+    fprintf(fp, "],\"columns\":[");
+    for (int i = 0; i < s->n_cells; i++)
+        for (int a = 0; a < c->n_archs; a++) {
+            double acc[8];
+            const int n = mean_by_length(s, i, a, acc);
+            fprintf(fp, "%s{\"cell\":%d,\"arch\":\"%s\",\"accuracy\":[", i || a ? "," : "", i, task_arch_name(c, a));
+            for (int k = 0; k < n; k++) fprintf(fp, "%s%.4f", k ? "," : "", acc[k]);
+            fprintf(fp, "],\"seeds\":[");
+            for (int sd = 0; sd < c->seeds; sd++) {
+                const task_run *r = study_run(s, i, a, sd);
+                fprintf(fp, "%s[", sd ? "," : "");
+                for (int k = 0; k < n; k++) fprintf(fp, "%s%.4f", k ? "," : "", r->length_acc[k]);
+                fprintf(fp, "]");
+            }
+            fprintf(fp, "],\"effective_length_90\":%d,\"effective_length_50\":%d}",
+                    effective_length(r0->length, acc, n, LEVELS[0]), effective_length(r0->length, acc, n, LEVELS[1]));
+        }
+    fprintf(fp, "]}");
+}
