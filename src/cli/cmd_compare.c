@@ -79,8 +79,7 @@ static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
     da_arch_names_default(f->def_archs, sizeof f->def_archs, ",");
     snprintf(f->archs_help, sizeof f->archs_help, "comma-separated architectures trained side by side: %s, swa",
              da_arch_names_all(all, sizeof all, ", "));
-    f->archs = f->def_archs, f->run_index = -1;
-    f->alpha = (float)c->task.alpha, f->memory_share = (float)c->task.memory_share;
+    f->archs = f->def_archs, f->run_index = -1, f->alpha = (float)c->task.alpha, f->memory_share = (float)c->task.memory_share;
     const cli_opt table[] = {
         {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl | counterfactual | niah | niah-multikey | niah-multivalue "
                                     "| niah-multiquery | vt | cwe | needle | text (see docs/tasks.md)", 0},
