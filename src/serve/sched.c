@@ -154,7 +154,9 @@ static void take_token(srv *S, srv_slot *sl, const float *logits) {
         cut_at_stop(j, from);
         j->finish_length = !j->done;
         if (j->done || j->n_out >= j->max_new || j->err.code) finish_slot(S, sl);
-        else pthread_cond_broadcast(&S->out_cv);
+        /* Only a stream waits on each token; a waiter woken for nothing takes a core from the decoding threads
+         * and stalls their next barrier. A stream counted after this checks n_safe before it waits. */
+        else if (S->streams > 0) pthread_cond_broadcast(&S->out_cv);
     }
     pthread_mutex_unlock(&S->mu);
     sl->last = tok;
