@@ -363,10 +363,52 @@ static int test_every_level(void) {
     return fail;
 }
 
+/* nsa_choose_blocks against a plain oracle: the forced blocks (0, t/l' - 1, t/l'), then the others best
+ * first by a full scan per pick (higher importance, ties to the lower index), ascending. The importance
+ * takes few distinct values, so that ties are common, or many, some flat rows, where every block ties, and some
+ * rising ones; up to 1,023 blocks, more than the choice's buffer holds at once. */
+static int test_choose_blocks(void) {
+    const nsa_shape s = {.T = 4096, .select = 4, .topn = 9};
+    float imp[4096 / 4 + 1];
+    int chosen[9], want[9], fail = 0;
+    uint32_t rng = 12345;
+    for (int trial = 0; trial < 400; trial++) {
+        const int t = trial * 97 % s.T, cur = t / s.select, levels = trial % 5 == 0 ? 1 : 1 + trial % 7;
+        for (int j = 0; j <= cur; j++) {
+            rng = rng * 1664525u + 1013904223u;
+            imp[j] = trial % 4 == 3 ? (float)(rng >> 8) /* distinct */
+                                    : (float)((rng >> 8 & 0xffff) % (uint32_t)levels) * 0.125f +
+                                          (trial % 3 == 1 ? 0.01f * j : 0.0f);
+        }
+        int n = 0, taken[4096 / 4 + 1] = {0};
+        const int forced[3] = {0, cur - 1, cur};
+        for (int f = 0; f < 3; f++)
+            if (forced[f] >= 0 && !taken[forced[f]]) taken[forced[f]] = 1, n++;
+        while (n < s.topn) {
+            int best = -1;
+            for (int j = 1; j < cur - 1; j++)
+                if (!taken[j] && (best < 0 || imp[j] > imp[best])) best = j;
+            if (best < 0) break;
+            taken[best] = 1, n++;
+        }
+        int k = 0;
+        for (int j = 0; j <= cur; j++)
+            if (taken[j]) want[k++] = j;
+        for (; k < s.topn; k++) want[k] = -1;
+        const int got = nsa_choose_blocks(chosen, imp, t, &s);
+        if (got != n || memcmp(chosen, want, sizeof want)) {
+            if (!fail) fprintf(stderr, "  choose t %d (levels %d): count %d, want %d\n", t, levels, got, n);
+            fail = 1;
+        }
+    }
+    return fail;
+}
+
 int main(void) {
     da_exec x = da_exec_default();
     K = nsa_kernels_of(x.isa);
     printf("NSA kernels of level %d\n", (int)K->isa);
+    RUN(test_choose_blocks);
     RUN(test_reference_kernel);
     RUN(test_flash_kernel);
     RUN(test_flash_equals_reference);

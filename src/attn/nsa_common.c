@@ -1,9 +1,12 @@
 /* NSA: what every kernel shares (nsa.h): the block choice, the compression
  * of keys and values into blocks, the saved buffers' sizes and the FLOPs. */
 #include <cblas.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "attn/nsa.h"
+#include "attn/flash_attention.h"
+#include "attn/nsa_choose.h"
 #include "attn/nsa_rows.h"
 
 extern const nsa_kernels nsa_kernels_scalar, nsa_kernels_avx2, nsa_kernels_avx512, nsa_kernels_avx512_vnni,
@@ -17,10 +20,7 @@ const nsa_kernels *nsa_kernels_of(da_isa isa) {
     return tables[level];
 }
 
-int nsa_flash_max_cols(const nsa_shape *s) {
-    const int nc = nsa_n_compressed(s, s->T), w = s->window + NSA_BR - 1;
-    return nc > w ? nc : w;
-}
+int nsa_flash_max_cols(const nsa_shape *s) { return nsa_n_compressed(s, s->T); }
 
 int nsa_slot_cols(const nsa_shape *s) {
     const int nb = s->T / s->select + 1;
@@ -30,55 +30,52 @@ int nsa_slot_cols(const nsa_shape *s) {
 /* Q, O, dQ, dO (M x d each), D (M), S and dP (M x max_cols each), the
  * importance (T/l' + 1), the selection's logits in slots (M x
  * nsa_slot_cols, the forward's), its gathered rows Qg, dOg, Og (M x d each) and
- * columns Pg, dSg (M x l' each), 1/sum (M), and the tile's queries per block
+ * columns Pg, dSg (M x l' each), 1/sum (M), a product's operand (nsa_flash_bt_floats), and the tile's queries per block
  * (ints: T/l' + 2 offsets, NSA_BR * n rows and as many slots); M = NSA_BR * rep. */
 size_t nsa_flash_scratch_per_thread(const nsa_shape *s) {
     const int rep = s->H / s->G, M = NSA_BR * rep;
     return (size_t)M * s->d * 4 + M + (size_t)M * nsa_flash_max_cols(s) * 2 + (size_t)s->T / s->select + 1 +
            (size_t)M * nsa_slot_cols(s) + 3 * (size_t)M * s->d + 2 * (size_t)M * s->select + M +
-           (size_t)s->T / s->select + 2 + 2 * (size_t)NSA_BR * s->topn;
+           nsa_flash_bt_floats(s) + (size_t)s->T / s->select + 2 + 2 * (size_t)NSA_BR * s->topn;
 }
 
-size_t nsa_flash_scratch_floats(const nsa_shape *s) {
-    /* + dKc, dVc */
+/* A product's right operand (nsa_flash.c): K rows of d padded to whole vectors, K <= max(Nc, l', M); 16
+ * floats is the widest vector of any level. */
+size_t nsa_flash_bt_floats(const nsa_shape *s) {
+    const size_t M = (size_t)NSA_BR * (s->H / s->G);
+    size_t rows = (size_t)(nsa_flash_max_cols(s) > s->select ? nsa_flash_max_cols(s) : s->select);
+    if (rows < M) rows = M;
+    return rows * ((size_t)s->d + 16);
+}
+
+attn_shape nsa_window_shape(const nsa_shape *s) {
+    return (attn_shape){.B = s->B, .T = s->T, .n_heads = s->H, .n_kv_heads = s->G, .d = s->d, .C = s->H * s->d,
+                        .Ckv = s->G * s->d, .n_threads = s->n_threads, .window = s->window};
+}
+
+size_t nsa_flash_window_offset(const nsa_shape *s) {
+    /* after the threads' parts, dKc and dVc */
     return (size_t)s->n_threads * nsa_flash_scratch_per_thread(s) + 2 * nsa_saved_floats_kv(s);
 }
 
+size_t nsa_flash_window_floats(const nsa_shape *s) {
+    const attn_shape as = nsa_window_shape(s);
+    const size_t rows = (size_t)s->B * s->T * s->H;
+    return da_flash_scratch_size(&as, &NSA_WINDOW_LAYOUT) + rows + 2 * rows * s->d;
+}
 
-/* Is block a (importance ia) ahead of block b (ib)? Higher importance, then the lower index. */
-static inline int ahead(float ia, int a, float ib, int b) { return ia > ib || (ia == ib && a < b); }
+size_t nsa_flash_planes_offset(const nsa_shape *s) { return nsa_flash_window_offset(s) + nsa_flash_window_floats(s); }
+
+size_t nsa_flash_planes_floats(const nsa_shape *s) {
+    const size_t Gd = (size_t)s->G * s->d;
+    return 2 * (size_t)s->B * Gd * ((size_t)nsa_ldT(s->T) + (size_t)nsa_ldT(nsa_n_compressed(s, s->T)));
+}
+
+size_t nsa_flash_scratch_floats(const nsa_shape *s) { return nsa_flash_planes_offset(s) + nsa_flash_planes_floats(s); }
+
 
 int nsa_choose_blocks(int *chosen, const float *imp, int t, const nsa_shape *s) {
-    const int cur = t / s->select, n = s->topn;
-    int cnt = 0;
-    const int forced[3] = {0, cur, cur - 1};
-    for (int f = 0; f < 3; f++) {
-        int j = forced[f], dup = 0;
-        for (int k = 0; k < cnt; k++) dup |= chosen[k] == j;
-        if (j >= 0 && !dup) chosen[cnt++] = j;
-    }
-    /* the best n - cnt of the others, kept in order (best first) by insertion */
-    const int nf = cnt, want = n - nf;
-    int kept = 0;
-    int *best = chosen + nf;
-    for (int j = 1; j < cur - 1 && want > 0; j++) {
-        if (kept == want && !ahead(imp[j], j, imp[best[kept - 1]], best[kept - 1])) continue;
-        int pos = kept < want ? kept++ : kept - 1;
-        while (pos > 0 && ahead(imp[j], j, imp[best[pos - 1]], best[pos - 1])) {
-            best[pos] = best[pos - 1];
-            pos--;
-        }
-        best[pos] = j;
-    }
-    cnt = nf + kept;
-    /* ascending */
-    for (int a = 1; a < cnt; a++) {
-        int v = chosen[a], b = a;
-        while (b > 0 && chosen[b - 1] > v) { chosen[b] = chosen[b - 1]; b--; }
-        chosen[b] = v;
-    }
-    for (int k = cnt; k < n; k++) chosen[k] = -1;
-    return cnt;
+    return nsa_choose(chosen, imp, t, s);
 }
 
 /* Block i of group g is Wc . (x_i + pe) with x_i = kv rows i*s .. i*s+l-1 of

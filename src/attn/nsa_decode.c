@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attn/nsa.h"
+#include "attn/nsa_choose.h"
 #include "attn/nsa_rows.h"
 #include "ops/vexp.h"
 
@@ -72,7 +73,7 @@ static void nsa_decode_step(float *out, nsa_cache *c, const nsa_inputs *in, cons
         attend_runs(o, NULL, 0, q, c->kc + (size_t)g * d * ld_c, ld_c, c->vc + g * d, Gd, cs, ce,
                     c->n_blocks > 0, rep, d, cols, p);
         nsa_importance(imp, p, cols, rep, t, s);
-        nsa_choose_blocks(sel, imp, t, s);
+        nsa_choose(sel, imp, t, s);
         add_gated(og, o, gate, 0, rep, d);
         nsa_slc_row_forward(o, NULL, 0, q, c->k_slc + (size_t)g * d * ld_slc, ld_slc, c->v_slc + g * d, Gd, sel,
                             t, rep, s, p);

@@ -219,9 +219,12 @@ static void nsa_importance(float *imp, const float *p, int p_stride, int rep, in
     memset(imp, 0, (size_t)nb * sizeof(float));
     for (int hh = 0; hh < rep; hh++) {
         const float *ph = p + (size_t)hh * p_stride;
-        for (int i = 0; i < nv; i++) {
-            const int j = nsa_owner_block(s, i);
-            if (j >= 0) imp[j] += ph[i];
+        /* block j holds the compressed blocks i with j l' <= i s and i s + l <= (j + 1) l' (nsa_owner_block) */
+        for (int j = 0; j < nb; j++) {
+            const int lo = (j * s->select + s->stride - 1) / s->stride;
+            const int hi0 = (j * s->select + s->select - s->block) / s->stride + 1;
+            const int hi = hi0 < nv ? hi0 : nv;
+            for (int i = lo; i < hi; i++) imp[j] += ph[i];
         }
     }
 }

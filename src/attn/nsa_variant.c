@@ -4,6 +4,7 @@
  * picks it. */
 #include "attn/nsa.h"
 
+#include "attn/flash_tile.c" /* the small products of nsa_flash.c */
 #include "attn/nsa_rows.c" /* before the kernels, which use it */
 #include "attn/nsa_flash.c"
 #include "attn/nsa_decode.c"
