@@ -564,6 +564,19 @@ static int test_sample_greedy(void) {
     /* ties go to the lowest index */
     const float tied[4] = {0.0f, 5.0f, 5.0f, 1.0f};
     CHECK(da_sample_token(tied, 4, 0.0f, 1.0f, &rng, scratch) == 1);
+    /* a vocabulary-sized vector: the maximum at the first, a middle and the last position, tied across
+     * the 64-wide blocks the search goes by, among negatives, and -0 beside +0 */
+    static float wide[1001];
+    const int at[][2] = {{0, 500}, {63, 64}, {70, 130}, {640, 1000}, {1000, 1000}};
+    for (size_t c = 0; c < sizeof at / sizeof at[0]; c++) {
+        for (int i = 0; i < 1001; i++) wide[i] = -1.0f - (float)(i % 7);
+        wide[at[c][0]] = wide[at[c][1]] = -0.5f;
+        CHECK(da_sample_token(wide, 1001, 0.0f, 1.0f, &rng, scratch) == at[c][0]);
+    }
+    for (int i = 0; i < 1001; i++) wide[i] = -1.0f;
+    wide[300] = 0.0f;
+    wide[200] = -0.0f;
+    CHECK(da_sample_token(wide, 1001, 0.0f, 1.0f, &rng, scratch) == 200);
     /* a tiny top_p leaves only the argmax, at any temperature */
     for (int i = 0; i < 1000; i++) {
         CHECK(da_sample_token(sample_logits, SV, 1.0f, 1e-6f, &rng, scratch) == 2);

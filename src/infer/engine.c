@@ -729,11 +729,7 @@ static void ffn_block(da_session *s, const da_qlayer *L, int l, int n) {
     const da_qtensor *W[2] = {L->w1, L->w3};
     float *out[2] = {s->h1, s->h3};
     qmatmul_many(s, out, W, 2, n, qmatmul);
-#pragma omp parallel for schedule(static) if ((long)n * F > s->small_work / 64)
-    for (size_t i = 0; i < (size_t)n * F; i++) {
-        const float h = s->h1[i];
-        s->h1[i] = h / (1.0f + expf(-h)) * s->h3[i]; /* the gate, in h1 */
-    }
+    s->ops->swiglu_forward(s->h1, s->h1, s->h3, (size_t)n * F); /* the gate, in h1: training's own kernel */
     prep_site(s, s->h1, n, F, site + DA_SITE_FFN_GATE);
     qmatmul(s, s->x, L->w2, n, 1);
 }

@@ -4,11 +4,23 @@
 
 #include "diffattn/generate.h"
 
+/* The first index of the largest value (x holds no NaN: the callers check). Two vectorised passes, the
+ * maximum and then its first occurrence, instead of one compare-and-branch per element: a server's greedy
+ * slots take one of these over the whole vocabulary per token, serially. */
 static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
+    float mx = x[0];
+#pragma omp simd reduction(max : mx)
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    int i = 0;
+    for (; i + 64 <= n; i += 64) {
+        int hit = 0;
+#pragma omp simd reduction(| : hit)
+        for (int k = 0; k < 64; k++) hit |= x[i + k] == mx;
+        if (hit) break;
+    }
+    for (; i < n; i++)
+        if (x[i] == mx) return i;
+    return 0;
 }
 
 /* Descending order. */

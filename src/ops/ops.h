@@ -44,7 +44,7 @@ typedef struct {
      * that position's cos, sin: (d/2) each. */
     void (*rope_row)(float *row, const float *cos_row, const float *sin_row, int n_sub, int d, int inverse);
 
-    /* gate: (N, F) = silu(h1) * h3. */
+    /* gate: (N, F) = silu(h1) * h3 (gate may be h1); on the calling thread up to 32 K elements. */
     void (*swiglu_forward)(float *gate, const float *h1, const float *h3, size_t n);
     /* dh1, dh3: (N, F), overwritten. */
     void (*swiglu_backward)(float *dh1, float *dh3, const float *dgate, const float *h1, const float *h3,

@@ -22,9 +22,13 @@ static inline __m256 sigmoid256(__m256 x) {
 }
 #endif
 
-/* gate: (n) = silu(h1) * h3 */
+/* Elements below which the forward stays on the calling thread: a decoding step's few rows cost less than
+ * waking a team (and a woken OpenMP team spins against the inference engine's own threads). */
+#define SWIGLU_SERIAL_MAX 32768
+
+/* gate: (n) = silu(h1) * h3; gate may be h1 */
 static void swiglu_forward(float *gate, const float *h1, const float *h3, size_t n) {
-#pragma omp parallel
+#pragma omp parallel if (n > SWIGLU_SERIAL_MAX)
     {
         /* each thread takes one contiguous, 16-aligned share */
         size_t per = (n / (size_t)omp_get_num_threads() + 15) / 16 * 16, i = per * (size_t)omp_get_thread_num();
