@@ -6,8 +6,10 @@
  * Also the same matrices' bytes read with plain loads (the memory bandwidth
  * floor of one thread), and the kernel on one 256 x 1024 matrix that stays in
  * L2, as many times as a step's multiply-adds (the compute floor: no memory
- * stalls). Times are the thread's CPU time, the best of REPS. Built and run
- * by bench/qgemm_speed.sh.
+ * stalls). Times are the thread's CPU time, the best of REPS. Where the
+ * level reads Q8_0 in packed 16-row groups (ops q8_0_r16, the layout an engine
+ * loads its matrices into there), the "r16" lines repeat both with the
+ * matrices packed. Built and run by bench/qgemm_speed.sh.
  *
  *   qgemm_speed [REPS]     one line per n: ms a step, GMAC/s, GB/s of weights
  */
@@ -62,6 +64,41 @@ static double sum_bytes(const mat *ms, int n) {
     return s;
 }
 
+/* One line per n (1, 2, 4, 8): the step's matrices ms from memory, then hot from L2, in qgemm's type. */
+static void measure(const da_ops *op, int type, const char *label, const mat *ms, int nm, const mat *hot, da_qact *x,
+                    float *out, int reps, double macs, double bytes) {
+    const int ns[] = {1, 2, 4, 8};
+    for (int k = 0; k < 4; k++) {
+        const int n = ns[k];
+        double best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            const double t0 = cpu_s();
+            for (int i = 0; i < nm; i++) {
+                for (int t = 0; t < n; t++) x[t].n = ms[i].cols;
+                op->qgemm(type, ms[i].w, ms[i].rb, 0, ms[i].rows, ms[i].cols, x, n, out, ms[i].rows, 0);
+            }
+            const double s = cpu_s() - t0;
+            best = s < best ? s : best;
+        }
+        printf("%sn=%d %8.2f ms  %7.2f ms/token %6.1f GMAC/s %6.1f GB/s\n", label, n, best * 1e3, best * 1e3 / n,
+               macs * n / best / 1e9, bytes / best / 1e9);
+    }
+    const int times = (int)(macs / (256.0 * DIM));
+    for (int k = 0; k < 4; k++) {
+        const int n = ns[k];
+        for (int t = 0; t < n; t++) x[t].n = DIM;
+        double best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            const double t0 = cpu_s();
+            for (int i = 0; i < times; i++)
+                op->qgemm(type, hot->w, hot->rb, 0, hot->rows, DIM, x, n, out, hot->rows, 0);
+            const double s = cpu_s() - t0;
+            best = s < best ? s : best;
+        }
+        printf("%sin L2 n=%d %8.2f ms  %7.2f ms/token %6.1f GMAC/s\n", label, n, best * 1e3, best * 1e3 / n, 256.0 * DIM * times * n / best / 1e9);
+    }
+}
+
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 5;
     const da_ops *op = da_ops_of(da_exec_default().isa);
@@ -108,36 +145,16 @@ int main(int argc, char **argv) {
     }
     printf("read   %8.2f ms  %27s %6.1f GB/s   (sink %llu)\n", best_read * 1e3, "", bytes / best_read / 1e9,
            (unsigned long long)(sink & 1));
-    const int ns[] = {1, 2, 4, 8};
-    for (int k = 0; k < 4; k++) {
-        const int n = ns[k];
-        double best = 1e30;
-        for (int r = 0; r < reps; r++) {
-            const double t0 = cpu_s();
-            for (int i = 0; i < NM; i++) {
-                for (int t = 0; t < n; t++) x[t].n = ms[i].cols;
-                op->qgemm(DA_QT_Q8_0, ms[i].w, ms[i].rb, 0, ms[i].rows, ms[i].cols, x, n, out, ms[i].rows, 0);
-            }
-            const double s = cpu_s() - t0;
-            best = s < best ? s : best;
-        }
-        printf("n=%d %8.2f ms  %7.2f ms/token %6.1f GMAC/s %6.1f GB/s\n", n, best * 1e3, best * 1e3 / n,
-               macs * n / best / 1e9, bytes / best / 1e9);
-    }
     const mat hot = make(256, DIM);
-    const int times = (int)(macs / (256.0 * DIM));
-    for (int k = 0; k < 4; k++) {
-        const int n = ns[k];
-        for (int t = 0; t < n; t++) x[t].n = DIM;
-        double best = 1e30;
-        for (int r = 0; r < reps; r++) {
-            const double t0 = cpu_s();
-            for (int i = 0; i < times; i++)
-                op->qgemm(DA_QT_Q8_0, hot.w, hot.rb, 0, hot.rows, DIM, x, n, out, hot.rows, 0);
-            const double s = cpu_s() - t0;
-            best = s < best ? s : best;
+    measure(op, DA_QT_Q8_0, "", ms, NM, &hot, x, out, reps, macs, bytes);
+    if (op->q8_0_r16) { /* the same matrices in the packed 16-row groups an engine loads them into here */
+        unsigned char *tmp = malloc(16 * da_qtype_row_bytes(DA_QT_Q8_0, FFN));
+        for (int i = 0; i <= NM; i++) {
+            const mat *m = i < NM ? &ms[i] : &hot;
+            for (int r = 0; r < m->rows; r += 16) da_q8_0_pack16(m->w + (size_t)r * m->rb, m->cols / 32, tmp);
         }
-        printf("in L2 n=%d %8.2f ms  %7.2f ms/token %6.1f GMAC/s\n", n, best * 1e3, best * 1e3 / n, 256.0 * DIM * times * n / best / 1e9);
+        free(tmp);
+        measure(op, DA_QT_Q8_0_R16, "r16 ", ms, NM, &hot, x, out, reps, macs, bytes);
     }
     free(hot.w);
     for (int i = 0; i < NM; i++) free(ms[i].w);

@@ -341,6 +341,49 @@ static int test_q8_0_logits_close(void) {
     return 0;
 }
 
+/* An engine loaded where the level packs Q8_0 (da_engine_pack) against the same file unpacked: the same
+ * logits bit for bit with int8 and with float activations (a tied head, whose rows are also the embedding,
+ * and an untied one), the same dequantized model, and saved again, the same file byte for byte. */
+static int test_packed_engine(void) {
+    const int want_packed = da_ops_of(da_exec_default().isa)->q8_0_r16;
+    for (int tie = 0; tie < 2; tie++) {
+        da_model m;
+        CHECK(!make_model(&m, DA_ARCH_DIFF, tie));
+        da_engine q;
+        da_quantize_types o8 = {DA_QT_Q8_0, -1, 1};
+        CHECK(!da_engine_quantize(&q, &m, &o8).code && !da_engine_save_gguf(&q, tpath("p.gguf")).code);
+        da_engine_release(&q);
+        da_engine *pk = NULL, plain;
+        CHECK(!da_engine_load(&pk, tpath("p.gguf")).code && !da_engine_load_gguf(&plain, tpath("p.gguf")).code);
+        int packed = 0;
+        for (int i = 0; i < pk->n_tensors; i++) packed += pk->t[i].packed;
+        CHECK(packed == (want_packed ? 7 * m.cfg.n_layers + 1 : 0)); /* q, k, v, o, w1-w3 a layer; the head */
+        CHECK((pk->output->packed != 0) == want_packed && (pk->t[0].packed != 0) == (want_packed && tie));
+        enum { T = 20 };
+        int tok[T];
+        for (int i = 0; i < T; i++) tok[i] = (i * 53 + 7) % 256;
+        const size_t n = (size_t)T * m.cfg.vocab_size;
+        float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+        for (int act = 0; act < 2; act++) {
+            const da_act_mode mode = act ? DA_ACTQ_F32 : DA_ACTQ_Q8;
+            CHECK(!qlogits(pk, mode, 0, tok, T, a) && !qlogits(&plain, mode, 0, tok, T, b));
+            CHECK(!memcmp(a, b, n * sizeof(float)));
+        }
+        da_model ma, mb;
+        CHECK(!da_engine_to_model(pk, &ma).code && !da_engine_to_model(&plain, &mb).code);
+        CHECK(!memcmp(ma.params, mb.params, ma.n_params * sizeof(float)));
+        CHECK(!da_engine_save_gguf(pk, tpath("p2.gguf")).code);
+        size_t n1 = 0, n2 = 0;
+        unsigned char *f1 = th_read_file(tpath("p.gguf"), &n1), *f2 = th_read_file(tpath("p2.gguf"), &n2);
+        CHECK(f1 && f2 && n1 == n2 && !memcmp(f1, f2, n1));
+        free(f1), free(f2), free(a), free(b);
+        da_model_free(&ma), da_model_free(&mb), da_model_free(&m);
+        da_engine_free(pk);
+        da_engine_release(&plain);
+    }
+    return 0;
+}
+
 /* Token by token through the cache (int8 dots) gives the batched logits. Up
  * to 15 tokens the batch also takes int8 dots: equal to float rounding. From
  * 16 it dequantizes weights and activations into one sgemm: the same products
@@ -576,6 +619,7 @@ int main(void) {
     RUN(test_nsa_roundtrip);
     RUN(test_nsa_shared_kv_roundtrip);
     RUN(test_q8_0_logits_close);
+    RUN(test_packed_engine);
     RUN(test_decode_matches_batch);
     RUN(test_every_truncation_fails);
     RUN(test_random_corruption);

@@ -159,13 +159,102 @@ static int test_q8_0_bits(void) {
     return fail;
 }
 
+/* sum_i |w_i x_i| of a Q8_0 row of c weights and an int8 row: the scale of a dot's rounding */
+static float dot_magnitude(const unsigned char *wrow, const da_qact *x, int c) {
+    float f[4096], mag = 0.0f;
+    da_dequantize_row(DA_QT_Q8_0, wrow, f, c);
+    for (int i = 0; i < c; i++) mag += fabsf(f[i] * x->d[i / 32] * x->q[i]);
+    return mag;
+}
+
+/* Q8_0 in packed 16-row groups (qblock.h's r16 layout): rows unpack to their bytes and dequantize to their
+ * floats; on every level qgemm gives the unpacked matrix's bits, whole groups at once or from a row inside
+ * one; and the engine's threaded matmul of a packed tensor (its tail rows unpacked) gives the same. */
+static int test_q8_0_packed(void) {
+    enum { C = 256, R = 37 }; /* two groups of 16 and a tail of 5 */
+    const size_t rb = da_qtype_row_bytes(DA_QT_Q8_0, C);
+    unsigned char *w = malloc(R * rb), *pk = malloc(R * rb), *tmp = malloc(16 * rb), *row = malloc(rb);
+    int8_t q[NTOK * C];
+    float d[NTOK * C / 32], xr[C], f1[C], f2[C];
+    int32_t sum[NTOK * C / 32];
+    da_qact x[NTOK];
+    const da_ops *sc = da_ops_of(DA_ISA_SCALAR);
+    for (int r = 0; r < R; r++) {
+        for (int i = 0; i < C; i++) xr[i] = frand() * (1 + r % 3);
+        da_quantize_row(DA_QT_Q8_0, w + r * rb, xr, C);
+    }
+    for (int t = 0; t < NTOK; t++) {
+        for (int i = 0; i < C; i++) xr[i] = frand() * (t + 1);
+        x[t] = (da_qact){C, q + t * C, d + t * C / 32, sum + t * C / 32};
+        sc->quantize_act(&x[t], xr, C, DA_ACT_BLOCK, 0);
+    }
+    memcpy(pk, w, R * rb);
+    for (int g = 0; g + 16 <= R; g += 16) da_q8_0_pack16(pk + g * rb, C / 32, tmp);
+    CHECK(memcmp(pk, w, 32 * rb) != 0 && memcmp(pk + 32 * rb, w + 32 * rb, 5 * rb) == 0);
+    for (int r = 0; r < 32; r++) {
+        da_q8_0_unpack16_row(pk + (r / 16) * 16 * rb, C / 32, r % 16, row);
+        CHECK(memcmp(row, w + r * rb, rb) == 0);
+        da_q8_0_dequant16_row(pk + (r / 16) * 16 * rb, C / 32, r % 16, f1);
+        da_dequantize_row(DA_QT_Q8_0, w + r * rb, f2, C);
+        CHECK(memcmp(f1, f2, sizeof f1) == 0);
+    }
+    int fail = 0;
+    for (int isa = DA_ISA_SCALAR; isa < DA_ISA_N; isa++) {
+        if (!da_isa_supported((da_isa)isa)) continue;
+        const da_ops *op = da_ops_of((da_isa)isa);
+        for (int n = 1; n <= NTOK && !fail; n += 4) {
+            float want[NTOK * R], got[NTOK * R];
+            op->qgemm(DA_QT_Q8_0, w, rb, 0, 32, C, x, n, want, R, 0);
+            op->qgemm(DA_QT_Q8_0_R16, pk, rb, 0, 32, C, x, n, got, R, 0);
+            for (int t = 0; t < n; t++) /* the kernel's bits where the level packs; vec_dot's order elsewhere */
+                for (int r = 0; r < 32; r++)
+                    if (op->q8_0_r16 ? want[t * R + r] != got[t * R + r]
+                                     : fabsf(want[t * R + r] - got[t * R + r]) > 1e-5f * dot_magnitude(w + r * rb, &x[t], C))
+                        fail = 1;
+            for (int t = 0; t < n; t++) /* from inside a group: row by row, vec_dot's own bits */
+                for (int r = 5; r < 32; r++) want[t * R + r] = sc->vec_dot(DA_QT_Q8_0, w + r * rb, &x[t], C) + 1.0f;
+            for (int t = 0; t < n; t++)
+                for (int r = 5; r < 32; r++) got[t * R + r] = 1.0f;
+            op->qgemm(DA_QT_Q8_0_R16, pk, rb, 5, 32, C, x, n, got, R, 1);
+            for (int t = 0; t < n; t++)
+                for (int r = 5; r < 32; r++)
+                    if (fabsf(got[t * R + r] - want[t * R + r]) > 1e-5f * (1.0f + dot_magnitude(w + r * rb, &x[t], C)))
+                        fail = 1;
+            if (fail) fprintf(stderr, "  %s, %d tokens: packed rows differ from their matrix's\n", da_isa_name(op->isa), n);
+        }
+        /* the engine's matmul over the packed tensor (groups and tail) against the unpacked one */
+        da_qtensor Wp = {"w", DA_QT_Q8_0, R, C, rb, pk, .packed = 1}, Wu = {"w", DA_QT_Q8_0, R, C, rb, w, .packed = 0};
+        CHECK(da_qtensor_packed_rows(&Wp) == 32 && da_qtensor_packed_rows(&Wu) == 0);
+        float a[NTOK * R], b[NTOK * R];
+        da_engine_qmatmul_int(NULL, op, &Wu, x, NTOK, a, 0);
+        da_engine_qmatmul_int(NULL, op, &Wp, x, NTOK, b, 0);
+        /* where the level packs, the same kernel's bits; elsewhere vec_dot's, in its own order */
+        int differ = op->q8_0_r16 ? memcmp(a, b, sizeof a) != 0 : 0;
+        for (int t = 0; t < NTOK; t++)
+            for (int r = 0; r < R; r++) /* within 1e-5 sum |w x|, as the file's other checks */
+                differ |= fabsf(a[t * R + r] - b[t * R + r]) > 1e-5f * dot_magnitude(w + r * rb, &x[t], C);
+        if (differ) {
+            fprintf(stderr, "  %s: the engine's matmul of the packed tensor differs\n", da_isa_name(op->isa));
+            fail = 1;
+        }
+        for (int r = 0; r < R; r++) {
+            da_qtensor_dequantize_row(&Wp, r, f1);
+            da_qtensor_dequantize_row(&Wu, r, f2);
+            CHECK(memcmp(f1, f2, sizeof f1) == 0);
+            CHECK(memcmp(da_qtensor_row(&Wp, r, row), w + r * rb, rb) == 0);
+        }
+    }
+    free(w), free(pk), free(tmp), free(row);
+    return fail;
+}
+
 /* The engine's integer matmul on a team of 3 threads (dynamic chunks of 8
  * rows), repeated so that steps follow each other while the team spins and
  * after it has fallen asleep. */
 static int test_threaded_qmatmul(void) {
     problem *p = calloc(1, sizeof *p);
     make_problem(p, DA_QT_Q4_0);
-    da_qtensor W = {"w", DA_QT_Q4_0, ROWS, COLS, p->rb, p->w};
+    da_qtensor W = {"w", DA_QT_Q4_0, ROWS, COLS, p->rb, p->w, 0};
     da_pool *pool = da_pool_create(3, 50);
     CHECK(pool && da_pool_threads(pool) == 3);
     const da_ops *op = da_ops_of(da_exec_default().isa);
@@ -275,6 +364,7 @@ static int test_half_axpy_every_level(void) {
 int main(void) {
     RUN(test_qgemm_every_level);
     RUN(test_q8_0_bits);
+    RUN(test_q8_0_packed);
     RUN(test_threaded_qmatmul);
     RUN(test_half_gemm_every_level);
     RUN(test_half_axpy_every_level);

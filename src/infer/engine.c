@@ -412,7 +412,7 @@ static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int a
          * activations enter as their float values, from prep_site) */
         float *Wf = s->wdeq;
 #pragma omp parallel for schedule(static)
-        for (int r = 0; r < rows; r++) da_dequantize_row(W->type, W->data + (size_t)r * W->row_bytes, Wf + (size_t)r * cols, cols);
+        for (int r = 0; r < rows; r++) da_qtensor_dequantize_row(W, r, Wf + (size_t)r * cols);
         if (integer) X = s->site_xd;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, X, cols, Wf, cols,
                     accumulate ? 1.0f : 0.0f, out, rows);
@@ -420,9 +420,10 @@ static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int a
     }
 #pragma omp parallel for schedule(static) if ((long)rows * cols * n > s->small_work)
     for (int r = 0; r < rows; r++) {
-        const unsigned char *wr = W->data + (size_t)r * W->row_bytes;
         float *deq = s->deq + (size_t)omp_get_thread_num() * s->maxw;
-        if (!integer) da_dequantize_row(W->type, wr, deq, cols);
+        /* a packed row unpacked into deq's bytes: in this branch the activations are int8 (deq is unused) */
+        const unsigned char *wr = integer ? da_qtensor_row(W, r, (unsigned char *)deq) : NULL;
+        if (!integer) da_qtensor_dequantize_row(W, r, deq);
         for (int t = 0; t < n; t++) {
             float v;
             if (integer) {

@@ -25,6 +25,8 @@ typedef struct {
     int rows, cols; /* 1-D tensors: rows = length, cols = 0 (stored as f32) */
     size_t row_bytes;
     const unsigned char *data; /* rows * row_bytes */
+    int packed;                /* Q8_0 whose full 16-row groups are in qblock.h's r16 layout (da_engine_pack):
+                                * read its rows through da_qtensor_row or da_qtensor_dequantize_row */
 } da_qtensor;
 
 typedef struct {
@@ -70,6 +72,16 @@ da_status da_engine_init_table(da_engine *e, const da_config *cfg);
 da_status da_engine_add_head_copy(da_engine *e);
 /* Sets every tensor's row_bytes from its type, allocates the blob and points the data into it. */
 da_status da_engine_alloc_blob(da_engine *e);
+/* Row r of t in its type's own (ggml) layout: t's bytes, or, for a row of a packed group, buf (row_bytes)
+ * filled with it. */
+const unsigned char *da_qtensor_row(const da_qtensor *t, int r, unsigned char *buf);
+/* y: (t->cols) row r of t dequantized, packed or not. */
+void da_qtensor_dequantize_row(const da_qtensor *t, int r, float *y);
+/* Rows of t in packed 16-row groups: 0 .. da_qtensor_packed_rows(t) - 1; the rest keep ggml's layout. */
+static inline int da_qtensor_packed_rows(const da_qtensor *t) { return t->packed ? t->rows / 16 * 16 : 0; }
+/* Rearranges e's Q8_0 matrices (the layers' and the LM head) into 16-row groups when ops's qgemm reads that
+ * layout faster (ops->q8_0_r16); the same numbers. */
+da_status da_engine_pack(da_engine *e, const da_ops *ops);
 /* out: (C) token's embedding row as floats, whatever type t[0] holds it in. */
 void da_engine_embed_row(const da_engine *e, int token, float *out);
 /* The layer views (and λ) from the tensors, once their data is in place. */

@@ -240,24 +240,33 @@ da_status da_gguf_tokenizer_json(const da_gguf_file *f, int vocab, char **json) 
     return st;
 }
 
+/* t's bytes in ggml's layout: t->data, or for a packed tensor a copy in *buf to free. */
+static da_status file_bytes(const da_qtensor *t, const void **data, void **buf) {
+    *buf = NULL;
+    *data = t->data;
+    if (!t->packed) return da_ok();
+    unsigned char *b = malloc(t->row_bytes * (size_t)t->rows);
+    if (!b) return da_errorf("out of memory unpacking %s", t->name);
+    for (int r = 0; r < t->rows; r++) {
+        const unsigned char *row = da_qtensor_row(t, r, b + (size_t)r * t->row_bytes);
+        if (row != b + (size_t)r * t->row_bytes) memcpy(b + (size_t)r * t->row_bytes, row, t->row_bytes);
+    }
+    *buf = b;
+    *data = b;
+    return da_ok();
+}
+
 /* The bytes of token_embd: t[0] when it has a type of its own, else the f32
  * embedding in e->embed_type (a tied model's quantized head copy is that
  * already). *buf: a copy to free, or NULL. */
 static da_status embedding_bytes(const da_engine *q, int *type, const void **data, size_t *nbytes, void **buf) {
     const da_qtensor *t = &q->t[0];
     *buf = NULL;
-    if (q->head_copy) {
-        const da_qtensor *h = &q->t[q->n_tensors - 1];
+    if (q->head_copy || t->type != DA_QT_F32) { /* the head copy, or a file's embedding kept in its type */
+        const da_qtensor *h = q->head_copy ? &q->t[q->n_tensors - 1] : t;
         *type = h->type;
-        *data = h->data;
         *nbytes = h->row_bytes * (size_t)h->rows;
-        return da_ok();
-    }
-    if (t->type != DA_QT_F32) { /* a file's embedding, kept in its type */
-        *type = t->type;
-        *data = t->data;
-        *nbytes = t->row_bytes * (size_t)t->rows;
-        return da_ok();
+        return file_bytes(h, data, buf);
     }
     *type = q->embed_type;
     if (*type == DA_QT_F32 || t->cols % da_qtype_block(*type)) {
@@ -278,8 +287,9 @@ static da_status embedding_bytes(const da_engine *q, int *type, const void **dat
     return da_ok();
 }
 
-/* Every tensor under llama.cpp's name; the head copy is token_embd itself. */
-static da_status add_tensors(da_gguf_writer *w, const da_engine *q, void **emb_buf, float **rope_freqs) {
+/* Every tensor under llama.cpp's name; the head copy is token_embd itself. bufs: (n_tensors) copies of
+ * packed tensors (and the embedding's) for the caller to free once the file is written. */
+static da_status add_tensors(da_gguf_writer *w, const da_engine *q, void **bufs, float **rope_freqs) {
     const int n = q->n_tensors - q->head_copy;
     for (int i = 0; i < n; i++) {
         const da_qtensor *t = &q->t[i];
@@ -291,11 +301,14 @@ static da_status add_tensors(da_gguf_writer *w, const da_engine *q, void **emb_b
             int type = DA_QT_F32;
             const void *data = NULL;
             size_t nbytes = 0;
-            da_status st = embedding_bytes(q, &type, &data, &nbytes, emb_buf);
+            da_status st = embedding_bytes(q, &type, &data, &nbytes, &bufs[i]);
             if (st.code) return st;
             da_gguf_add_tensor(w, name, type, 2, ne, data, nbytes);
         } else {
-            da_gguf_add_tensor(w, name, t->type, t->cols ? 2 : 1, ne, t->data, t->row_bytes * (size_t)t->rows);
+            const void *data = NULL;
+            da_status st = file_bytes(t, &data, &bufs[i]);
+            if (st.code) return st;
+            da_gguf_add_tensor(w, name, t->type, t->cols ? 2 : 1, ne, data, t->row_bytes * (size_t)t->rows);
         }
     }
     int nf;
@@ -328,13 +341,15 @@ da_status da_engine_save_gguf(const da_engine *q, const char *path) {
     /* llama.cpp refuses a file with tensors it does not expect: the ranges are a key */
     if (q->act_absmax) da_gguf_add_f32_array(&w, "diffattn.act_absmax", q->act_absmax, (uint64_t)DA_N_SITES(c));
     da_status st = q->tokenizer_json ? add_tokenizer(&w, q->tokenizer_json, q->tok) : add_byte_tokenizer(&w, c->vocab_size);
-    void *emb_buf = NULL;
+    void **bufs = calloc((size_t)q->n_tensors, sizeof *bufs);
     float *rope_freqs = NULL;
-    if (!st.code) st = add_tensors(&w, q, &emb_buf, &rope_freqs);
+    if (!st.code && !bufs) st = da_errorf("out of memory");
+    if (!st.code) st = add_tensors(&w, q, bufs, &rope_freqs);
     if (st.code) st = da_errorf("%s: %s", path, st.msg);
     else st = da_gguf_write(&w, path);
     da_gguf_writer_free(&w);
-    free(emb_buf);
+    for (int i = 0; bufs && i < q->n_tensors; i++) free(bufs[i]);
+    free(bufs);
     free(rope_freqs);
     return st;
 }

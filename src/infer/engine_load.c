@@ -31,6 +31,8 @@ da_status da_engine_load_with(da_engine **out, const char *path, const da_load_o
     const int gguf = da_gguf_is_gguf(path), check = !(o && o->allow_nonfinite);
     da_status st = gguf ? da_engine_load_gguf(*out, path) : load_safetensors(*out, path, o);
     if (!st.code && gguf && check && (st = da_engine_check_finite(*out, path)).code) da_engine_release(*out);
+    /* sessions run on the default level's kernels (da_session_create), so the layout is chosen for them */
+    if (!st.code && (st = da_engine_pack(*out, da_ops_of(da_exec_default().isa))).code) da_engine_release(*out);
     if (!st.code) (*out)->file_bytes = da_model_file_bytes(path); /* a Hugging Face folder's files together */
     if (st.code) {
         free(*out);

@@ -28,6 +28,15 @@ typedef struct {
     _Atomic int next;
 } qmatmul_job;
 
+/* Rows lo .. hi - 1 of W: those of its packed 16-row groups in their layout, the rest in ggml's. */
+static void qgemm_rows(const qmatmul_job *j, const da_qtensor *W, float *out, int lo, int hi) {
+    const int packed = da_qtensor_packed_rows(W), mid = hi < packed ? hi : packed > lo ? packed : lo;
+    if (lo < mid)
+        j->ops->qgemm(DA_QT_Q8_0_R16, W->data, W->row_bytes, lo, mid, W->cols, j->x, j->n, out, W->rows, j->accumulate);
+    if (mid < hi)
+        j->ops->qgemm(W->type, W->data, W->row_bytes, mid, hi, W->cols, j->x, j->n, out, W->rows, j->accumulate);
+}
+
 static void qmatmul_chunks(void *arg, int ith, int nth) {
     (void)ith;
     (void)nth;
@@ -41,8 +50,7 @@ static void qmatmul_chunks(void *arg, int ith, int nth) {
             j->ops->half_gemm(W->type, W->data, W->row_bytes, lo, hi, W->cols, j->xf, W->cols, j->n, j->out[i],
                               W->rows, j->accumulate);
         else
-            j->ops->qgemm(W->type, W->data, W->row_bytes, lo, hi, W->cols, j->x, j->n, j->out[i], W->rows,
-                          j->accumulate);
+            qgemm_rows(j, W, j->out[i], lo, hi);
     }
 }
 

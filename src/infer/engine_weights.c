@@ -92,11 +92,41 @@ void da_engine_bind(da_engine *e) {
     e->output = !c->tie_embeddings ? &e->t[i++] : e->head_copy ? &e->t[e->n_tensors - 1] : &e->t[0];
 }
 
+const unsigned char *da_qtensor_row(const da_qtensor *t, int r, unsigned char *buf) {
+    if (r >= da_qtensor_packed_rows(t)) return t->data + (size_t)r * t->row_bytes;
+    da_q8_0_unpack16_row(t->data + (size_t)(r / 16) * 16 * t->row_bytes, t->cols / QK8_0, r % 16, buf);
+    return buf;
+}
+
+void da_qtensor_dequantize_row(const da_qtensor *t, int r, float *y) {
+    if (r < da_qtensor_packed_rows(t))
+        da_q8_0_dequant16_row(t->data + (size_t)(r / 16) * 16 * t->row_bytes, t->cols / QK8_0, r % 16, y);
+    else da_dequantize_row(t->type, t->data + (size_t)r * t->row_bytes, y, t->cols ? t->cols : t->rows);
+}
+
+da_status da_engine_pack(da_engine *e, const da_ops *ops) {
+    if (!ops->q8_0_r16) return da_ok();
+    size_t widest = 0;
+    for (int i = 0; i < e->n_tensors; i++)
+        if (e->t[i].type == DA_QT_Q8_0 && e->t[i].row_bytes > widest) widest = e->t[i].row_bytes;
+    unsigned char *tmp = widest ? malloc(16 * widest) : NULL;
+    if (widest && !tmp) return da_errorf("out of memory packing the Q8_0 matrices (%zu bytes)", 16 * widest);
+    for (int i = 0; i < e->n_tensors; i++) {
+        da_qtensor *t = &e->t[i];
+        /* the embedding only where it is the head too: its lookups would unpack a row each */
+        if (t->type != DA_QT_Q8_0 || !t->cols || t->packed || (i == 0 && e->output != t)) continue;
+        for (int g = 0; g + 16 <= t->rows; g += 16)
+            da_q8_0_pack16((unsigned char *)t->data + (size_t)g * t->row_bytes, t->cols / QK8_0, tmp);
+        t->packed = 1;
+    }
+    free(tmp);
+    return da_ok();
+}
+
 void da_engine_embed_row(const da_engine *e, int token, float *out) {
     const da_qtensor *t = &e->t[0];
-    const unsigned char *row = t->data + (size_t)token * t->row_bytes;
-    if (t->type == DA_QT_F32) memcpy(out, row, (size_t)t->cols * sizeof(float));
-    else da_dequantize_row(t->type, row, out, t->cols);
+    if (t->type == DA_QT_F32) memcpy(out, t->data + (size_t)token * t->row_bytes, (size_t)t->cols * sizeof(float));
+    else da_qtensor_dequantize_row(t, token, out);
 }
 
 static size_t pad(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
@@ -177,9 +207,7 @@ da_status da_engine_to_model(const da_engine *e, da_model *m) {
     for (int i = 0; i < m->n_tensors; i++) { /* not the head copy: the embedding holds the tied head */
         const da_qtensor *t = &e->t[i];
         const int64_t rows = t->cols ? t->rows : 1, n = t->cols ? t->cols : t->rows;
-        for (int64_t r = 0; r < rows; r++)
-            da_dequantize_row(t->type, t->data + (size_t)r * t->row_bytes, m->params + m->tensors[i].offset + r * n,
-                              n);
+        for (int64_t r = 0; r < rows; r++) da_qtensor_dequantize_row(t, (int)r, m->params + m->tensors[i].offset + r * n);
     }
     if (e->tokenizer_json && !(m->tokenizer_json = strdup(e->tokenizer_json))) {
         da_model_free(m);
@@ -258,10 +286,9 @@ da_status da_engine_check_finite(const da_engine *e, const char *path) {
         const da_qtensor *t = &e->t[i];
         const int rows = t->cols ? t->rows : 1, cols = t->cols ? t->cols : t->rows;
         for (int r = 0; r < rows && !st.code; r++) {
-            const unsigned char *src = t->data + (size_t)r * t->row_bytes;
             const float *x = row;
-            if (t->type == DA_QT_F32) x = (const float *)(const void *)src;
-            else da_dequantize_row(t->type, src, row, cols);
+            if (t->type == DA_QT_F32) x = (const float *)(const void *)(t->data + (size_t)r * t->row_bytes);
+            else da_qtensor_dequantize_row(t, r, row);
             size_t at = da_first_nonfinite(x, (size_t)cols);
             if (at < (size_t)cols)
                 st = da_errorf("%s: tensor %s (%s) holds %g at row %d, column %zu%s; a model with non-finite "

@@ -86,6 +86,11 @@ typedef struct {
      * w + r * row_bytes, cols weights of type `type`), with x[t], t < n: a matmul's rows r0..r1-1
      * (qgemm.c). The same per-block integer dots as vec_dot; float sums in another order. */
     unsigned qgemm_tiled; /* bit t set: qgemm has a many-row kernel for type t (else it loops over vec_dot) */
+    /* 1: qgemm reads Q8_0 in qblock.h's r16 layout (type DA_QT_Q8_0_R16) faster than in ggml's, so an engine
+     * loaded for this level packs its Q8_0 matrices; every level's qgemm takes the layout. */
+    int q8_0_r16;
+    /* type DA_QT_Q8_0_R16: rows r0 .. r1 - 1 lie in packed 16-row groups of Q8_0 (qblock.h), row r's group at
+     * w + (r / 16) 16 row_bytes. */
     void (*qgemm)(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols, const da_qact *x,
                   int n, float *out, long ldo, int accumulate);
     /* The same for F16, BF16 or F32 rows and float activations x: (n, ldx); float sums in the level's order. */
@@ -98,6 +103,9 @@ typedef struct {
     /* dst: (n) F16 = x: (n), rounded to nearest even. */
     void (*half_from_f32)(const float *x, int64_t n, uint16_t *dst);
 } da_ops;
+
+/* qgemm's type for Q8_0 rows in packed 16-row groups: a memory layout, not a file type (no ggml number). */
+#define DA_QT_Q8_0_R16 1024
 
 /* The table of level isa, or of the best level below it that this CPU
  * runs (a level the CPU lacks is never executed). */

@@ -68,6 +68,7 @@ const da_ops DA_CAT(da_ops_, DA_VARIANT) = {
     .vec_dot = vec_dot,
     .quantize_act = quantize_act,
     .qgemm_tiled = QGEMM_TILED,
+    .q8_0_r16 = HAVE_VNNI,
     .qgemm = qgemm,
     .half_gemm = half_gemm,
     .half_axpy = half_axpy,

@@ -135,6 +135,19 @@ void da_dequantize_row(int type, const void *src, float *y, int64_t n);
 /* Any supported type from x: (n); dst must hold da_qtype_row_bytes(type, n). */
 void da_quantize_row(int type, void *dst, const float *x, int64_t n);
 
+/* Q8_0 rows in 16-row groups (the "r16" layout the AVX-512 VNNI matmul reads without shuffles). A group of
+ * 16 rows of nb blocks keeps its 16 nb 34 bytes, block by block: for block b, at b 544, the 16 rows' scales
+ * (f16, row order), then 8 chunks of 64 bytes; dword r of chunk k holds quants 4k .. 4k + 3 of row r, each
+ * XOR 0x80 (offset to unsigned). The integers and scales are the rows' own, so a packed row dequantizes to
+ * the same floats and dots to the same integers. */
+#define DA_Q8_0_R16_BLOCK (16 * 34)
+/* group: 16 rows of nb Q8_0 blocks (16 nb 34 bytes), rearranged in place; tmp: as many bytes. */
+void da_q8_0_pack16(unsigned char *group, int64_t nb, unsigned char *tmp);
+/* Row r (0..15) of a packed group, in ggml's layout: row, nb 34 bytes. */
+void da_q8_0_unpack16_row(const unsigned char *group, int64_t nb, int r, unsigned char *row);
+/* Row r (0..15) of a packed group dequantized: y, nb 32 floats (da_dequantize_row's values). */
+void da_q8_0_dequant16_row(const unsigned char *group, int64_t nb, int r, float *y);
+
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K block. */
 void da_q4k_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m);
 

@@ -165,3 +165,43 @@ void da_dequantize_row(int type, const void *src, float *y, int64_t n) {
         if (read_only(type, src, y, n)) memset(y, 0, (size_t)n * sizeof *y);
     }
 }
+
+_Static_assert(DA_Q8_0_R16_BLOCK == 16 * sizeof(block_q8_0), "a packed block holds 16 rows' blocks");
+
+void da_q8_0_pack16(unsigned char *group, int64_t nb, unsigned char *tmp) {
+    const size_t rb = (size_t)nb * sizeof(block_q8_0);
+    memcpy(tmp, group, 16 * rb);
+    for (int64_t b = 0; b < nb; b++) {
+        unsigned char *dst = group + (size_t)b * DA_Q8_0_R16_BLOCK;
+        for (int r = 0; r < 16; r++) {
+            const block_q8_0 *src = (const block_q8_0 *)(const void *)(tmp + (size_t)r * rb) + b;
+            memcpy(dst + 2 * r, &src->d, 2);
+            for (int k = 0; k < QK8_0 / 4; k++) { /* 4 quants at a time, each offset by 128 */
+                uint32_t q4;
+                memcpy(&q4, src->qs + 4 * k, 4);
+                q4 ^= 0x80808080u;
+                memcpy(dst + 32 + 64 * k + 4 * r, &q4, 4);
+            }
+        }
+    }
+}
+
+void da_q8_0_unpack16_row(const unsigned char *group, int64_t nb, int r, unsigned char *row) {
+    for (int64_t b = 0; b < nb; b++) {
+        const unsigned char *src = group + (size_t)b * DA_Q8_0_R16_BLOCK;
+        block_q8_0 *dst = (block_q8_0 *)(void *)row + b;
+        memcpy(&dst->d, src + 2 * r, 2);
+        for (int i = 0; i < QK8_0; i++) dst->qs[i] = (int8_t)(src[32 + 64 * (i / 4) + 4 * r + i % 4] ^ 0x80u);
+    }
+}
+
+void da_q8_0_dequant16_row(const unsigned char *group, int64_t nb, int r, float *y) {
+    for (int64_t b = 0; b < nb; b++) {
+        const unsigned char *src = group + (size_t)b * DA_Q8_0_R16_BLOCK;
+        da_fp16 h;
+        memcpy(&h, src + 2 * r, 2);
+        const float d = da_fp16_to_f32(h);
+        for (int i = 0; i < QK8_0; i++)
+            y[b * QK8_0 + i] = (float)(int8_t)(src[32 + 64 * (i / 4) + 4 * r + i % 4] ^ 0x80u) * d;
+    }
+}

@@ -12,6 +12,7 @@
  * d * 8 * sum(x) and dmin * m * sum(x) per block, from the row's block sums.
  * With unit scales every path returns the exact integer dot (tested). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__AVX2__) || defined(__AVX512F__)

@@ -369,7 +369,7 @@ static inline __attribute__((always_inline)) void q8_0_transpose16(const unsigne
  * then acc = fma(dot, d_w * d_x, acc) in block order from 0, so the outputs are its bits. */
 static inline __attribute__((always_inline)) void q8_0_rows16(const unsigned char *w, size_t rb, int64_t nb,
                                                               const da_qact *x, int nt, float *out, long ldo,
-                                                              int accumulate, int pf) {
+                                                              int accumulate, int pf, int packed) {
     __m512 acc[Q8_ROWS16_TOKENS];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
@@ -378,11 +378,19 @@ static inline __attribute__((always_inline)) void q8_0_rows16(const unsigned cha
         const size_t off = (size_t)b * bs;
         if (pf) prefetch_ahead(w, 16, rb, b, bs);
         __m512i v[8];
-        q8_0_transpose16(w, rb, off, v);
-        /* lane r: row r's scale (two 8-row gathers through memory: 15% fewer cycles at one token than a
-         * 16-lane vpgatherdd) */
-        const __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(scales8(w, rb, off, ord_natural)),
-                                            scales8(w + 8 * rb, rb, off, ord_natural), 1);
+        __m512 d;
+        if (packed) { /* qblock.h's r16 layout: the transposed vectors and the scales as they are */
+            const unsigned char *g = w + (size_t)b * DA_Q8_0_R16_BLOCK;
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) v[k] = _mm512_loadu_si512((const void *)(g + 32 + 64 * k));
+            d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)g));
+        } else {
+            q8_0_transpose16(w, rb, off, v);
+            /* lane r: row r's scale (two 8-row gathers through memory: 15% fewer cycles at one token than a
+             * 16-lane vpgatherdd) */
+            d = _mm512_insertf32x8(_mm512_castps256_ps512(scales8(w, rb, off, ord_natural)),
+                                   scales8(w + 8 * rb, rb, off, ord_natural), 1);
+        }
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const int8_t *xq = x[t].q + 32 * b;
@@ -407,14 +415,17 @@ static inline __attribute__((always_inline)) void q8_0_rows16(const unsigned cha
  * call, so that the loops unroll); the first pass prefetches the next group, the later ones find the rows in
  * cache. */
 static void q8_0_group16(const unsigned char *w, size_t rb, int64_t cols, const da_qact *x, int n, float *out,
-                         long ldo, int accumulate) {
+                         long ldo, int accumulate, int packed) {
     for (int t = 0; t < n; t += Q8_ROWS16_TOKENS) {
         const int nt = n - t < Q8_ROWS16_TOKENS ? n - t : Q8_ROWS16_TOKENS;
         const da_qact *xt = x + t;
         float *o = out + (size_t)t * ldo;
         switch (nt) {
 #define ROWS16_NT(k)                                                                                                   \
-    case k: q8_0_rows16(w, rb, cols / 32, xt, k, o, ldo, accumulate, t == 0); break;
+    case k:                                                                                                            \
+        if (packed) q8_0_rows16(w, rb, cols / 32, xt, k, o, ldo, accumulate, t == 0, 1);                               \
+        else q8_0_rows16(w, rb, cols / 32, xt, k, o, ldo, accumulate, t == 0, 0);                                      \
+        break;
             ROWS16_NT(1)
             ROWS16_NT(2)
             ROWS16_NT(3)
@@ -522,13 +533,41 @@ static void q4_K_rows4(const unsigned char *w, size_t rb, int64_t nsb, const da_
 
 /* out[t * ldo + r] (=, or += when accumulate) dot of weight row r (r0 <= r < r1;
  * row r at w + r * row_bytes, type `type`, cols weights) with x[t], t < n. */
+/* Rows r0 .. r1 - 1 of packed 16-row groups (DA_QT_Q8_0_R16) where the level has no kernel for them, or a
+ * chunk starts inside a group: row by row, each unpacked into ggml's layout for vec_dot. */
+static void qgemm_r16_rows(const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols, const da_qact *x,
+                           int n, float *out, long ldo, int accumulate) {
+    unsigned char *row = malloc(row_bytes);
+    for (int r = r0; row && r < r1; r++) {
+        da_q8_0_unpack16_row(w + (size_t)(r / 16) * 16 * row_bytes, cols / QK8_0, r % 16, row);
+        for (int t = 0; t < n; t++) {
+            const float v = vec_dot(DA_QT_Q8_0, row, &x[t], cols);
+            float *o = out + (size_t)t * ldo + r;
+            *o = accumulate ? *o + v : v;
+        }
+    }
+    if (!row) /* no memory for one row: NaN, as vec_dot's answer for a type it cannot take */
+        for (int r = r0; r < r1; r++)
+            for (int t = 0; t < n; t++) out[(size_t)t * ldo + r] = NAN;
+    free(row);
+}
+
 static void qgemm(int type, const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols,
                   const da_qact *x, int n, float *out, long ldo, int accumulate) {
     int r = r0;
+    if (type == DA_QT_Q8_0_R16) {
+#if HAVE_VNNI
+        if (r % 16 == 0)
+            for (; r + 16 <= r1; r += 16)
+                q8_0_group16(w + (size_t)r * row_bytes, row_bytes, cols, x, n, out + r, ldo, accumulate, 1);
+#endif
+        qgemm_r16_rows(w, row_bytes, r, r1, cols, x, n, out, ldo, accumulate);
+        return;
+    }
 #if HAVE_VNNI
     if (type == DA_QT_Q8_0)
         for (; r + 16 <= r1; r += 16)
-            q8_0_group16(w + (size_t)r * row_bytes, row_bytes, cols, x, n, out + r, ldo, accumulate);
+            q8_0_group16(w + (size_t)r * row_bytes, row_bytes, cols, x, n, out + r, ldo, accumulate, 0);
 #endif
 #if HAVE_AVX2
     if (type == DA_QT_Q4_0 || type == DA_QT_Q8_0 || (type == DA_QT_Q4_K && n > 4))

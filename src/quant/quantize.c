@@ -68,7 +68,7 @@ static void round_embedding(da_engine *q, const da_quantize_types *o) {
         for (int r = 0; r < t->rows; r++) {
             float *xr = x + (size_t)r * t->cols;
             if (src) {
-                da_dequantize_row(type, src->data + (size_t)r * src->row_bytes, xr, t->cols);
+                da_qtensor_dequantize_row(src, r, xr);
             } else if (row) {
                 da_quantize_row(type, row, xr, t->cols);
                 da_dequantize_row(type, row, xr, t->cols);
