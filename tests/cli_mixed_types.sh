@@ -26,8 +26,8 @@ R "$TMP/f16.gguf" "$TMP/f16_outq8.gguf" output.weight=Q8_0 || exit 1
 R "$TMP/f16.gguf" "$TMP/f16_q4q.gguf" blk.0.attn_q.weight=Q4_0 || exit 1
 if [[ -n $DRV ]]; then
   "$DRV" quantize "$TMP/f16.gguf" "$TMP/q4k.gguf" Q4_K_M >/dev/null 2>&1 || exit 1
-else # diffattn's own Q4_K file of a model of the same shape
-  "$BIN" init --arch softmax --dim 256 --layers 2 --heads 2 --vocab 512 --rope-freq llama --seq 256 \
+else # diffattn's own Q4_K file of a model of the same width (an FFN of 768: Q4_K's rows are 256-blocks)
+  "$BIN" init --arch softmax --dim 256 --layers 2 --heads 2 --vocab 512 --ffn 768 --rope-freq llama --seq 256 \
     --out "$TMP/m.safetensors" >/dev/null && "$BIN" quantize --model "$TMP/m.safetensors" --type q4_k \
     --out "$TMP/q4k.gguf" >/dev/null || exit 1
 fi
