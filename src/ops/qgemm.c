@@ -537,6 +537,7 @@ static void q4_K_rows4(const unsigned char *w, size_t rb, int64_t nsb, const da_
  * chunk starts inside a group: row by row, each unpacked into ggml's layout for vec_dot. */
 static void qgemm_r16_rows(const unsigned char *w, size_t row_bytes, int r0, int r1, int64_t cols, const da_qact *x,
                            int n, float *out, long ldo, int accumulate) {
+    if (r0 >= r1) return;
     unsigned char *row = malloc(row_bytes);
     for (int r = r0; row && r < r1; r++) {
         da_q8_0_unpack16_row(w + (size_t)(r / 16) * 16 * row_bytes, cols / QK8_0, r % 16, row);
