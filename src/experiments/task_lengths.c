@@ -2,7 +2,9 @@
  * of every column at every evaluation length (--seq), mean over seeds, and
  * the effective lengths, RULER's figure (task_study.h, docs/tasks.md). */
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "diffattn/experiments.h"
 #include "experiments/stats.h"
 #include "experiments/task_study.h"
 
@@ -54,6 +56,48 @@ void task_lengths_md(FILE *fp, const task_study *s) {
             fprintf(fp, "\n");
         }
     fprintf(fp, "\n");
+    for (int a = 0; a < c->n_archs; a++)
+        fprintf(fp, "![accuracy by length and cell, %s](length_%s.png)\n\n", task_arch_label(c, a), task_arch_name(c, a));
+}
+
+/* length_<arch>.png: one heatmap per column, the cells (task points: noise,
+ * needles...) down and the evaluation lengths across, each square the seeds'
+ * mean accuracy with its sd, so a column's fall-off with length and noise
+ * reads at a glance and columns compare on one colour scale. */
+da_status task_lengths_heatmaps(const task_study *s) {
+    const da_task_compare_config *c = s->c;
+    if (!c->n_train_seqs) return da_ok();
+    const task_run *r0 = study_run(s, 0, 0, 0);
+    const int n_rows = s->n_cells, n_cols = r0->n_lengths;
+    const size_t n = (size_t)n_rows * n_cols;
+    char(*col_label)[16] = calloc((size_t)n_cols, sizeof *col_label), (*note)[32] = calloc(n, sizeof *note);
+    const char **rows = calloc((size_t)n_rows, sizeof *rows), **cols = calloc((size_t)n_cols, sizeof *cols);
+    const char **notes = calloc(n, sizeof *notes);
+    double *v = calloc(n, sizeof *v);
+    da_status st = col_label && note && rows && cols && notes && v ? da_ok()
+                                                                   : da_errorf("out of memory for the length heatmaps");
+    for (int k = 0; k < n_cols && !st.code; k++) snprintf(col_label[k], 16, "%d", r0->length[k]), cols[k] = col_label[k];
+    for (int i = 0; i < n_rows && !st.code; i++) rows[i] = s->cells[i].point_name;
+    for (int a = 0; a < c->n_archs && !st.code; a++) {
+        for (int i = 0; i < n_rows; i++)
+            for (int k = 0; k < n_cols; k++) {
+                double acc[TASK_MAX_SEEDS], mean, sd;
+                for (int sd_i = 0; sd_i < c->seeds; sd_i++) acc[sd_i] = study_run(s, i, a, sd_i)->length_acc[k];
+                da_mean_sd(acc, c->seeds, &mean, &sd);
+                const size_t at = (size_t)i * n_cols + k;
+                v[at] = mean;
+                snprintf(note[at], 32, c->seeds > 1 ? "± %.2f" : "one seed", sd);
+                notes[at] = note[at];
+            }
+        char path[4300], title[200];
+        snprintf(path, sizeof path, "%s/length_%s.png", c->study.out_dir, task_arch_name(c, a));
+        snprintf(title, sizeof title, "%s: answer accuracy by evaluation length (mean ± sd over %d seed%s)",
+                 task_arch_label(c, a), c->seeds, c->seeds > 1 ? "s" : "");
+        st = da_plot_heatmap(path, title, "evaluation length (tokens)", "cell", rows, n_rows, cols, n_cols, v, notes, 0,
+                             1, 0);
+    }
+    free(col_label), free(note), free(rows), free(cols), free(notes), free(v);
+    return st;
 }
 
 void task_lengths_json(FILE *fp, const task_study *s) {

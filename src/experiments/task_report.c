@@ -597,7 +597,7 @@ static da_status figures(const report *rep) {
                  c->seeds > 1 ? " and seeds" : "");
         st = report_bars(rep, p, "permutation_margin", title, "accuracy", NULL, om, 5);
     }
-    if (st.code || (st = heatmaps(S)).code) return st;
+    if (st.code || (st = heatmaps(S)).code || (st = task_lengths_heatmaps(S)).code) return st;
     /* lambda per layer during training: DIFF, first point and seed */
     const int diff = task_lambda_slot(c);
     if (diff < 0) return st;

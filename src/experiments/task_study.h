@@ -83,6 +83,8 @@ void task_columns_json(FILE *fp, const task_study *s);
  * markdown, and ,"lengths":{...} inside report.json's object. */
 void task_lengths_md(FILE *fp, const task_study *s);
 void task_lengths_json(FILE *fp, const task_study *s);
+/* With a length curriculum: length_<arch>.png, accuracy by cell and evaluation length, per column. */
+da_status task_lengths_heatmaps(const task_study *s);
 /* The evaluation lengths of c (--seq, else the --train-seq lengths) into out (8); their count. */
 int task_eval_lengths(const da_task_compare_config *c, int *out);
 
