@@ -57,7 +57,8 @@ void task_lengths_md(FILE *fp, const task_study *s) {
         }
     fprintf(fp, "\n");
     for (int a = 0; a < c->n_archs; a++)
-        fprintf(fp, "![accuracy by length and cell, %s](length_%s.png)\n\n", task_arch_label(c, a), task_arch_name(c, a));
+        fprintf(fp, "![accuracy by length and cell, %s](length_%s.png)\n\n", task_arch_label(c, a),
+                task_arch_name(c, a));
 }
 
 /* length_<arch>.png: one heatmap per column, the cells (task points: noise,
@@ -76,7 +77,8 @@ da_status task_lengths_heatmaps(const task_study *s) {
     double *v = calloc(n, sizeof *v);
     da_status st = col_label && note && rows && cols && notes && v ? da_ok()
                                                                    : da_errorf("out of memory for the length heatmaps");
-    for (int k = 0; k < n_cols && !st.code; k++) snprintf(col_label[k], 16, "%d", r0->length[k]), cols[k] = col_label[k];
+    for (int k = 0; k < n_cols && !st.code; k++)
+        snprintf(col_label[k], 16, "%d", r0->length[k]), cols[k] = col_label[k];
     for (int i = 0; i < n_rows && !st.code; i++) rows[i] = s->cells[i].point_name;
     for (int a = 0; a < c->n_archs && !st.code; a++) {
         for (int i = 0; i < n_rows; i++)
