@@ -15,7 +15,7 @@ study() { # study OUT [extra flags]
   OMP_NUM_THREADS=1 "$BIN" compare "${ARGS[@]}" --out "$out" "$@"
 }
 # the report without what depends on the machine: wall and training times
-strip_times() { sed -E 's/Wall time [0-9]+ s\.//; s/"(wall|train)_seconds":[0-9.]+//g' "$1"; }
+strip_times() { sed -E 's/Wall time [0-9]+ s[^.]*\.//; s/"(wall|train)_seconds":[0-9.]+//g' "$1"; }
 results() { ls "$1"/runs/*/result.bin 2>/dev/null | wc -l; }
 # kill -9 the study once `want` runs are done; the pid of the study is $1
 kill_after() {

@@ -95,7 +95,8 @@ static void write_md_head(FILE *fp, const task_study *S, double wall_s) {
                 "sequences every %d steps.",
             c->batch, c->steps, (double)c->lr, c->seeds, c->seed0, c->seed0 + c->seeds - 1, c->eval_seqs, c->eval_every);
     grid_describe(fp, c->grid, c->n_grid);
-    fprintf(fp, " %d cell(s), %d runs. Wall time %.0f s.\n\n", S->n_cells, S->n_cells * c->n_archs * c->seeds, wall_s);
+    fprintf(fp, " %d cell(s), %d runs. Wall time %.0f s%s.\n\n", S->n_cells, S->n_cells * c->n_archs * c->seeds, wall_s,
+            c->study.resume ? " in this invocation (--resume: the runs saved before it are loaded, not timed)" : "");
 }
 
 /* The study table: per cell and architecture, success with its interval,
