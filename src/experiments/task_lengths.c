@@ -10,13 +10,13 @@
 
 static const double LEVELS[2] = {0.9, 0.5};
 
-/* acc (n): the seeds' mean accuracy of column a of cell i at each evaluation length. */
-static int mean_by_length(const task_study *s, int i, int a, double *acc) {
+/* acc, sd (n): the seeds' mean accuracy of column a of cell i at each evaluation length, and its sample sd. */
+static int mean_by_length(const task_study *s, int i, int a, double *acc, double *sd) {
     const task_run *r0 = study_run(s, i, a, 0);
     for (int k = 0; k < r0->n_lengths; k++) {
-        double v[TASK_MAX_SEEDS], sd;
+        double v[TASK_MAX_SEEDS];
         for (int sd_i = 0; sd_i < s->c->seeds; sd_i++) v[sd_i] = study_run(s, i, a, sd_i)->length_acc[k];
-        da_mean_sd(v, s->c->seeds, &acc[k], &sd);
+        da_mean_sd(v, s->c->seeds, &acc[k], &sd[k]);
     }
     return r0->n_lengths;
 }
@@ -44,8 +44,8 @@ void task_lengths_md(FILE *fp, const task_study *s) {
     fprintf(fp, "\n");
     for (int i = 0; i < s->n_cells; i++)
         for (int a = 0; a < c->n_archs; a++) {
-            double acc[8];
-            const int n = mean_by_length(s, i, a, acc);
+            double acc[8], sd[8];
+            const int n = mean_by_length(s, i, a, acc, sd);
             fprintf(fp, "| %s | %s |", s->cells[i].point_name, task_arch_label(c, a));
             for (int k = 0; k < n; k++) fprintf(fp, " %.3f |", acc[k]);
             for (int e = 0; e < 2; e++) {
@@ -81,16 +81,15 @@ da_status task_lengths_heatmaps(const task_study *s) {
         snprintf(col_label[k], 16, "%d", r0->length[k]), cols[k] = col_label[k];
     for (int i = 0; i < n_rows && !st.code; i++) rows[i] = s->cells[i].point_name;
     for (int a = 0; a < c->n_archs && !st.code; a++) {
-        for (int i = 0; i < n_rows; i++)
+        for (int i = 0; i < n_rows; i++) {
+            double sd[8];
+            mean_by_length(s, i, a, v + (size_t)i * n_cols, sd);
             for (int k = 0; k < n_cols; k++) {
-                double acc[TASK_MAX_SEEDS], mean, sd;
-                for (int sd_i = 0; sd_i < c->seeds; sd_i++) acc[sd_i] = study_run(s, i, a, sd_i)->length_acc[k];
-                da_mean_sd(acc, c->seeds, &mean, &sd);
                 const size_t at = (size_t)i * n_cols + k;
-                v[at] = mean;
-                snprintf(note[at], 32, c->seeds > 1 ? "± %.2f" : "one seed", sd);
+                snprintf(note[at], 32, c->seeds > 1 ? "± %.2f" : "one seed", sd[k]);
                 notes[at] = note[at];
             }
+        }
         char path[4300], title[200];
         snprintf(path, sizeof path, "%s/length_%s.png", c->study.out_dir, task_arch_name(c, a));
         snprintf(title, sizeof title, "%s: answer accuracy by evaluation length (mean ± sd over %d seed%s)",
@@ -113,8 +112,8 @@ void task_lengths_json(FILE *fp, const task_study *s) {
     fprintf(fp, "],\"columns\":[");
     for (int i = 0; i < s->n_cells; i++)
         for (int a = 0; a < c->n_archs; a++) {
-            double acc[8];
-            const int n = mean_by_length(s, i, a, acc);
+            double acc[8], sd[8];
+            const int n = mean_by_length(s, i, a, acc, sd);
             fprintf(fp, "%s{\"cell\":%d,\"arch\":\"%s\",\"accuracy\":[", i || a ? "," : "", i, task_arch_name(c, a));
             for (int k = 0; k < n; k++) fprintf(fp, "%s%.4f", k ? "," : "", acc[k]);
             fprintf(fp, "],\"seeds\":[");
