@@ -14,9 +14,11 @@ outcome "a tiny curriculum study runs"
 grep -q '## Accuracy per length' "$T/len/report.md" && grep -q '| cell | arch | 64 | 128 | 256 | effective length' \
   "$T/len/report.md"
 outcome "report.md has the accuracy per length table, 64, 128 and 256"
+drawn=0
 for a in diff softmax nsa:nsa-shared-kv=1; do
-  [[ -s "$T/len/length_$a.png" ]] && grep -qF "](length_$a.png)" "$T/len/report.md" || false
+  [[ -s "$T/len/length_$a.png" ]] && grep -qF "](length_$a.png)" "$T/len/report.md" && drawn=$((drawn + 1))
 done
+((drawn == 3))
 outcome "report.md shows a length heatmap per column, and each is drawn"
 # the runs trained 4 steps at 64, then resumed at 128: the run's task file is the last stage's
 grep -q '^seq 128$' "$T/len/runs/cell0_softmax_seed1337/task.txt"
