@@ -20,9 +20,9 @@
 #             exact match of the answer (string_match_all) with partial
 #             credit beside it; effective length = the longest evaluated
 #             length with accuracy >= 0.9 (and >= 0.5).
-# Cost: 72 runs; the first ones reached step 740 in 136 s on one AVX-512 core
-# (two at a time), so about 5-6 minutes a run with its evaluation and about
-# 3.5 hours in all with --jobs 2.
+# Cost: 72 runs. niah's 36 took 4.5 core-hours of training and about half an
+# hour of scoring on AVX-512 cores (two at a time), about 2.5 hours with
+# --jobs 2; niah-multikey costs the same, so about 5 hours in all.
 #
 #   bench/long_context_study.sh [BINARY]        (default build/diffattn)
 #
