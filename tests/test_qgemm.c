@@ -106,6 +106,22 @@ static int test_qgemm_every_level(void) {
     return fail;
 }
 
+/* w (rows, C): random Q8_0 rows of growing scale; x (NTOK): int8 activations of growing scale in q, d and sum
+ * (NTOK * C, and NTOK * C / 32 each); scratch (C). */
+static void random_q8_0(unsigned char *w, int rows, int C, da_qact *x, int8_t *q, float *d, int32_t *sum,
+                        float *scratch) {
+    const size_t rb = da_qtype_row_bytes(DA_QT_Q8_0, C);
+    for (int r = 0; r < rows; r++) {
+        for (int i = 0; i < C; i++) scratch[i] = frand() * (1 + r % 3);
+        da_quantize_row(DA_QT_Q8_0, w + r * rb, scratch, C);
+    }
+    for (int t = 0; t < NTOK; t++) {
+        for (int i = 0; i < C; i++) scratch[i] = frand() * (t + 1);
+        x[t] = (da_qact){C, q + t * C, d + t * C / 32, sum + t * C / 32};
+        da_ops_of(DA_ISA_SCALAR)->quantize_act(&x[t], scratch, C, DA_ACT_BLOCK, 0);
+    }
+}
+
 /* Q8_0 over 32 blocks (one span of the prompt kernels' scale table, so that the 8-row kernel's sums run in
  * block order for any token count): each level with vectors gives the scalar-order kernels' bits, the same for
  * a token whether it comes alone or with up to NTOK - 1 others, and whichever group of rows takes a row (16,
@@ -118,16 +134,7 @@ static int test_q8_0_bits(void) {
     float *d = malloc(sizeof(float) * NTOK * C / 32), row[C];
     int32_t *sum = malloc(sizeof(int32_t) * NTOK * C / 32);
     da_qact x[NTOK];
-    const da_ops *sc = da_ops_of(DA_ISA_SCALAR);
-    for (int r = 0; r < ROWS; r++) {
-        for (int i = 0; i < C; i++) row[i] = frand() * (1 + r % 3);
-        da_quantize_row(DA_QT_Q8_0, w + r * rb, row, C);
-    }
-    for (int t = 0; t < NTOK; t++) {
-        for (int i = 0; i < C; i++) row[i] = frand() * (t + 1);
-        x[t] = (da_qact){C, q + t * C, d + t * C / 32, sum + t * C / 32};
-        sc->quantize_act(&x[t], row, C, DA_ACT_BLOCK, 0);
-    }
+    random_q8_0(w, ROWS, C, x, q, d, sum, row);
     float first[ROWS * NTOK];
     int fail = 0, have_first = 0;
     for (int isa = DA_ISA_AVX2; isa < DA_ISA_N; isa++) {
@@ -179,15 +186,7 @@ static int test_q8_0_packed(void) {
     int32_t sum[NTOK * C / 32];
     da_qact x[NTOK];
     const da_ops *sc = da_ops_of(DA_ISA_SCALAR);
-    for (int r = 0; r < R; r++) {
-        for (int i = 0; i < C; i++) xr[i] = frand() * (1 + r % 3);
-        da_quantize_row(DA_QT_Q8_0, w + r * rb, xr, C);
-    }
-    for (int t = 0; t < NTOK; t++) {
-        for (int i = 0; i < C; i++) xr[i] = frand() * (t + 1);
-        x[t] = (da_qact){C, q + t * C, d + t * C / 32, sum + t * C / 32};
-        sc->quantize_act(&x[t], xr, C, DA_ACT_BLOCK, 0);
-    }
+    random_q8_0(w, R, C, x, q, d, sum, xr);
     memcpy(pk, w, R * rb);
     for (int g = 0; g + 16 <= R; g += 16) da_q8_0_pack16(pk + g * rb, C / 32, tmp);
     CHECK(memcmp(pk, w, 32 * rb) != 0 && memcmp(pk + 32 * rb, w + 32 * rb, 5 * rb) == 0);
