@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Resume equals the uninterrupted run, bit for bit at a fixed thread count:
-# after --stop-at, after SIGINT (Ctrl-C), and after SIGKILL at a random moment.
+# after --stop-at, after SIGINT (Ctrl-C), after SIGKILL at a random moment, and
+# after a final checkpoint whose model file could not be written.
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=2
 
@@ -53,6 +54,19 @@ for arch in diff softmax nsa moba; do
     pass "SIGKILL then resume reproduces the loss curve and final model ($arch)"
   else fail "SIGKILL then resume reproduces the loss curve and final model ($arch)"; fi
 done
+
+# 4. The final checkpoint's model file cannot be written (a directory stands
+# in its place): the error names it, the resume point stays the step before,
+# and once the way is clear --resume finishes identically.
+D=$TMP/blocked
+"$BIN" train "${MODEL[@]}" "${RUN[@]}" --out "$D" --stop-at 8 2>/dev/null
+rm -f "$D/model.safetensors" && mkdir "$D/model.safetensors"
+expect_error "a model file that cannot be written is an error naming it" "model.safetensors" \
+  "$BIN" train "${RUN[@]}" --save-every 0 --out "$D" --resume
+rmdir "$D/model.safetensors"
+"$BIN" train "${RUN[@]}" --out "$D" --resume 2>/dev/null
+check "  and --resume retrains from the last committed checkpoint to the same model" \
+  cmp -s "$TMP/full_diff/model.safetensors" "$D/model.safetensors"
 
 # The model file written by train loads, and info reports it.
 if "$BIN" info --model "$TMP/full_diff/model.safetensors" | grep -q "lambda"; then pass "info on a trained model"; else fail "info on a trained model"; fi

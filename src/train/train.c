@@ -104,12 +104,16 @@ static da_status embed_tokenizer(da_model *m, const char *data_path, const char 
 
 static da_status save_checkpoint(const char *out_dir, const da_model *m, const da_adamw *opt,
                                  const da_train_config *tc, const da_rng *rng) {
+    /* train_state is the point --resume trusts, and a finished run's model
+     * file is read as its result: the model goes first, so a crash or a full
+     * disk between the two writes leaves the previous resume point, never a
+     * finished state beside an older model */
     char path[4096];
-    snprintf(path, sizeof path, "%s/train_state.safetensors", out_dir);
-    da_status st = da_train_state_save(path, m, opt, tc, rng);
-    if (st.code) return st;
     snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
-    return da_model_save(m, path);
+    da_status st = da_model_save(m, path);
+    if (st.code) return st;
+    snprintf(path, sizeof path, "%s/train_state.safetensors", out_dir);
+    return da_train_state_save(path, m, opt, tc, rng);
 }
 
 /* Every rank takes part (gathering ZeRO's moments, comparing the replicas),
