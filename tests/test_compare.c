@@ -7,6 +7,7 @@
 
 #include "diffattn.h"
 #include "experiments/arch_column.h"
+#include "experiments/task_study.h"
 #include "diffattn/experiments.h"
 #include "harness.h"
 
@@ -486,6 +487,25 @@ static int test_compare_task_refuses_wrong_flags(void) {
     return 0;
 }
 
+/* A task run's result file is kept when its attention shares are negative
+ * (a DIFF row takes attention away) and redone when one is out of [-1, 1]. */
+static int test_task_run_negative_share_is_kept(void) {
+    char dir[] = "/tmp/da_taskrun_XXXXXX", path[64];
+    CHECK(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/result.bin", dir);
+    task_run r, back;
+    memset(&r, 0, sizeof r);
+    r.n_evals = 1, r.n_params = 1000, r.ffn_hidden = 16, r.flops_per_token = 1e4;
+    r.attn_answer = -0.25, r.attn_noise = 0.5, r.attn_noise_tokens = -0.1;
+    CHECK(!task_run_save(path, "key", &r).code);
+    CHECK(task_run_load(path, "key", &back, 0) == 0 && back.attn_answer == -0.25);
+    r.attn_answer = -1.5;
+    CHECK(!task_run_save(path, "key", &r).code);
+    CHECK(task_run_load(path, "key", &back, 0) == -1);
+    remove(path), rmdir(dir);
+    return 0;
+}
+
 int main(void) {
     RUN(test_mix_answers_are_in_context);
     RUN(test_parse_archs);
@@ -493,6 +513,7 @@ int main(void) {
     RUN(test_rope_scaling_at_longer_length);
     RUN(test_compare_tiny);
     RUN(test_compare_resume);
+    RUN(test_task_run_negative_share_is_kept);
     RUN(test_budget_too_small);
     RUN(test_compare_task_sweep);
     RUN(test_compare_task_icl);

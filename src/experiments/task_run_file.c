@@ -15,6 +15,9 @@ da_status task_run_save(const char *path, const char *key, const task_run *r) {
 
 static int rate(double x) { return x >= 0 && x <= 1 + 1e-6; } /* false for NaN */
 static int rate_or_nan(double x) { return x != x || rate(x); }
+/* An attention share: a DIFF row's negative weights count negatively
+ * (da_attn_maps_row), so a share lies in [-1, 1], not [0, 1]. */
+static int share(double x) { return x >= -1 - 1e-6 && x <= 1 + 1e-6; }
 static int stats_ok(const da_outlier_stats *s) {
     for (int i = 0; i < 5; i++)
         if (!(s->top[i] >= 0 && isfinite(s->top[i]))) return 0;
@@ -34,7 +37,7 @@ static const char *run_invalid(const task_run *r) {
     if (!rate(r->final_acc) || !rate(r->partial_acc)) return "final_acc or partial_acc";
     for (int i = 0; i < TASK_N_QBITS; i++)
         if (!rate_or_nan(r->quant_acc[i])) return "quant_acc";
-    if (!rate(r->attn_answer) || !rate(r->attn_noise) || !rate(r->attn_noise_tokens)) return "attention shares";
+    if (!share(r->attn_answer) || !share(r->attn_noise) || !share(r->attn_noise_tokens)) return "attention shares";
     if (!stats_ok(&r->out.logits) || !stats_ok(&r->out.hidden) || r->out.tokens < 0) return "outliers";
     const da_icl_order_result *o = &r->order;
     if (o->episodes < 0 || o->perms < 0 || !rate(o->mean) || !rate(o->best) || !rate(o->worst) || !rate(o->margin) ||

@@ -51,7 +51,8 @@ typedef struct {
 
 /* A run's result file (task_run_file.c) holds the settings the run was made
  * with, key (TASK_KEY_BYTES at most), and r. load: 0 when path holds key and
- * a valid r (counts in range, values finite, rates in [0, 1]); say: a line
+ * a valid r (counts in range, values finite, rates in [0, 1], attention
+ * shares in [-1, 1]); say: a line
  * on stderr when a file with key is invalid. */
 #define TASK_KEY_BYTES 1024
 da_status task_run_save(const char *path, const char *key, const task_run *r);
