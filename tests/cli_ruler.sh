@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compare --task niah|niah-multikey|niah-multivalue|niah-multiquery|vt|cwe:
 # a short study end to end (its report, run folders, task file and partial
-# credit), --dump-episodes as JSON lines whose answers sit where they say, and
+# credit), --dump-episodes as JSON lines whose answers sit where they say
+# (niah-multiquery --interleave: each key followed by its answer), and
 # bad values refused with the flag named.
 source "$(dirname "$0")/lib.sh"
 small=(--steps 20 --eval-every 10 --eval-seqs 8 --dim 16 --layers 1 --batch 4 --quiet)
@@ -37,6 +38,19 @@ check "another noise gives other episodes" bash -c "! cmp -s $TMP/vt.jsonl $TMP/
 "$BIN" compare --task vt --seq 123 --noise 0.2 --eval-seqs 5 --dump-episodes "$TMP/vt3.jsonl" 2>/dev/null
 check "  the same ones for the same flags" cmp -s "$TMP/vt.jsonl" "$TMP/vt3.jsonl"
 
+ok "niah-multiquery --interleave --dump-episodes" "$BIN" compare --task niah-multiquery --interleave --seq 123 \
+  --noise 0.2 --eval-seqs 5 --dump-episodes "$TMP/mqi.jsonl"
+check "  each asked key is followed by its value: Q k1 v1 k2 v2 k3 v3 k4 v4 ends the episode" python3 - "$TMP/mqi.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]).read().splitlines():
+    e = json.loads(line)
+    x, pos = e["input"], e["answer_positions"]
+    assert pos == [115, 117, 119, 121] and x[114] == 1, (pos, x[114:])
+    for p, a in zip(pos, e["answer"]):
+        assert x[p + 1] == a and x.index(x[p]) < 114 and x[x.index(x[p]) + 1] == a  # the key's needle holds a
+PY
+expect_error "--interleave with niah-multikey is refused" "--interleave" "$BIN" compare --task niah-multikey \
+  --interleave --out "$TMP/x"
 expect_error "--noise 1 is refused" "--noise" "$BIN" compare --task niah --noise 1 --out "$TMP/x"
 expect_error "--value-len 0 is refused" "--value-len" "$BIN" compare --task niah-multikey --value-len 0 --out "$TMP/x"
 expect_error "--hops 0 is refused" "--hops" "$BIN" compare --task vt --hops 0 --out "$TMP/x"

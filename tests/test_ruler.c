@@ -10,15 +10,32 @@
 #include "experiments/tasks.h"
 #include "harness.h"
 
-static const da_task_kind KINDS[] = {DA_TASK_NIAH,           DA_TASK_NIAH_MULTIKEY, DA_TASK_NIAH_MULTIVALUE,
-                                     DA_TASK_NIAH_MULTIQUERY, DA_TASK_VT,            DA_TASK_CWE};
-enum { N_KINDS = 6 };
+/* the last: niah-multiquery with --interleave */
+static const da_task_kind KINDS[] = {DA_TASK_NIAH,       DA_TASK_NIAH_MULTIKEY, DA_TASK_NIAH_MULTIVALUE,
+                                     DA_TASK_NIAH_MULTIQUERY, DA_TASK_VT,        DA_TASK_CWE,
+                                     DA_TASK_NIAH_MULTIQUERY};
+enum { N_KINDS = 7 };
 static const int LENGTHS[] = {256, 300, 777, 1024, 4096};
 enum { N_LENGTHS = 5 };
 
 static void config(da_task_config *c, da_task_kind k, int T, double noise) {
     da_task_config_default(c, k);
     c->seq = T, c->noise = noise, c->value_len = 2, c->hops = 3;
+}
+
+/* KINDS[k]'s configuration. */
+static void config_at(da_task_config *c, int k, int T, double noise) {
+    config(c, KINDS[k], T, noise);
+    c->interleave = k == N_KINDS - 1;
+}
+
+/* The position of the query's i-th key, and the one before answer token j
+ * (q keys, n answer tokens; interleaved, each key followed by its n/q). */
+static int key_pos(const da_task_config *c, int qp, int q, int n, int i) {
+    return qp + 1 + (c->interleave ? i * (1 + n / q) : i);
+}
+static int answer_pos(const da_task_config *c, int qp, int q, int n, int j) {
+    return c->interleave ? key_pos(c, qp, q, n, j / (n / q)) + j % (n / q) : qp + q + j;
 }
 
 static int is_key(const da_ruler_layout *L, int x) { return x >= L->key0 && x < L->key0 + L->keys; }
@@ -77,11 +94,11 @@ static int read_episode(const da_task_config *c, const int *tok, int distract, i
     } else {
         int dval[64], nd = 0; /* distract: the first needle's values whose key is not asked, over the whole answer */
         for (int k = 0; k < q && !(distract && nd); k++) {
-            const int key = tok[qp + 1 + k];
+            const int key = tok[key_pos(c, qp, q, n, k)];
             for (int t = 0; t < qp; t++) {
                 if (!is_key(&L, tok[t])) continue;
                 int other = 1;
-                for (int j = 0; j < q; j++) other &= tok[t] != tok[qp + 1 + j];
+                for (int j = 0; j < q; j++) other &= tok[t] != tok[key_pos(c, qp, q, n, j)];
                 if (distract && other) {
                     for (int j = 0; j < m; j++) dval[nd++] = tok[t + 1 + j];
                     break;
@@ -97,7 +114,7 @@ static int read_episode(const da_task_config *c, const int *tok, int distract, i
     }
     free(count);
     if (na != n) return free(ans), 1;
-    for (int j = 0; j < n; j++) pred[qp + q + j] = ans[j];
+    for (int j = 0; j < n; j++) pred[answer_pos(c, qp, q, n, j)] = ans[j];
     free(ans);
     return 0;
 }
@@ -110,7 +127,7 @@ static int score_reader(int distract, double want) {
         for (int li = 0; li < 4; li++)
             for (int ni = 0; ni < 2; ni++) {
                 da_task_config c;
-                config(&c, KINDS[k], LENGTHS[li], ni ? 0.5 : distract ? 0.2 : 0);
+                config_at(&c, k, LENGTHS[li], ni ? 0.5 : distract ? 0.2 : 0);
                 da_task_source *s = NULL;
                 CHECK(!da_task_source_create(&s, &c, li, 20).code);
                 const int T = c.seq, V = c.vocab;
@@ -144,16 +161,16 @@ static int test_ruler_reader_scores_one(void) { return score_reader(0, 1.0); }
 static int test_ruler_distractor_reader_scores_zero(void) { return score_reader(1, 0.0); }
 
 /* At every length (not only powers of two), with and without distractors:
- * the answer block ends the sequence, the targets are the answer tokens at
- * the positions before them and -1 elsewhere (the loss mask), the marker is
- * there once, every token lies in its range, and niah's distractors number
+ * the answer block ends the sequence (interleaved: each key followed by its
+ * answer), the targets are the answer tokens at the positions before them and
+ * -1 elsewhere (the loss mask), the marker is there once, every token lies in its range, and niah's distractors number
  * floor(noise R / (1 + m)) exactly. */
 static int test_ruler_layout(void) {
     for (int k = 0; k < N_KINDS; k++)
         for (int li = 0; li < N_LENGTHS; li++)
             for (int ni = 0; ni < 2; ni++) {
                 da_task_config c;
-                config(&c, KINDS[k], LENGTHS[li], ni ? 0.4 : 0);
+                config_at(&c, k, LENGTHS[li], ni ? 0.4 : 0);
                 CHECK(!da_task_validate(&c).code);
                 da_ruler_layout L;
                 da_ruler_layout_of(c.vocab, &L);
@@ -166,16 +183,19 @@ static int test_ruler_layout(void) {
                     CHECK(da_task_sample(&c, &r, tok, tgt, src) == n);
                     const int qp = query_pos(tok, T), C = T - 1 - q - n;
                     CHECK(qp == C);
-                    int keys = 0;
+                    int keys = 0, *want = calloc((size_t)T, sizeof(int));
+                    for (int j = 0; j < n; j++) want[answer_pos(&c, qp, q, n, j)] = 1;
                     for (int t = 0; t < T; t++) {
                         CHECK(tok[t] > 0 && tok[t] < c.vocab);
                         CHECK((tok[t] == DA_RULER_QUERY) == (t == qp));
                         CHECK(tok[t] != DA_RULER_ASSIGN || c.kind == DA_TASK_VT);
-                        CHECK(tgt[t] == (t >= C + q && t < T - 1 ? tok[t + 1] : -1));
+                        CHECK(tgt[t] == (want[t] ? tok[t + 1] : -1));
+                        CHECK(!c.interleave || t <= qp || want[t - 1] || is_key(&L, tok[t])); /* k v.. k v.. */
                         CHECK(src[t] < 0 || (src[t] < C && tgt[t] >= 0 && tok[src[t] + 1] == tgt[t]));
                         if (c.kind == DA_TASK_CWE) CHECK(t >= C || tok[t] >= L.filler0);
                         keys += t < C && is_key(&L, tok[t]);
                     }
+                    free(want);
                     if (c.kind >= DA_TASK_NIAH && c.kind <= DA_TASK_NIAH_MULTIQUERY) {
                         const int nn = c.kind == DA_TASK_NIAH ? 1 : c.needles, R = C - nn * (1 + c.value_len);
                         CHECK(keys - nn == (int)(c.noise * R / (1 + c.value_len)));
@@ -272,6 +292,15 @@ static int test_ruler_invalid(void) {
     config(&c, DA_TASK_NIAH_MULTIQUERY, 256, 0.2);
     c.vocab = 20; /* 4 keys: too few for 4 asked keys and a distractor's */
     CHECK(!expect_invalid(&c, "--vocab"));
+    config(&c, DA_TASK_NIAH_MULTIKEY, 256, 0.2);
+    c.interleave = 1; /* one key asked: nothing to interleave */
+    CHECK(!expect_invalid(&c, "--interleave"));
+    config(&c, DA_TASK_MQAR, 256, 0.2);
+    c.interleave = 1;
+    CHECK(!expect_invalid(&c, "--interleave"));
+    config(&c, DA_TASK_NIAH_MULTIQUERY, 256, 0.2);
+    c.interleave = 2;
+    CHECK(!expect_invalid(&c, "--interleave"));
     return 0;
 }
 
@@ -317,13 +346,14 @@ static int test_ruler_scorer(void) {
     return 0;
 }
 
-/* A run's task file rebuilds the same held-out episodes (depths included). */
+/* A run's task file rebuilds the same held-out episodes (depths and
+ * interleave included). */
 static int test_ruler_task_file(void) {
     char dir[] = "/tmp/test_ruler_XXXXXX", path[64];
     CHECK(mkdtemp(dir));
     da_task_config c;
     config(&c, DA_TASK_NIAH_MULTIQUERY, 333, 0.25);
-    c.n_depths = 2, c.depths[0] = 0.25, c.depths[1] = 0.75;
+    c.n_depths = 2, c.depths[0] = 0.25, c.depths[1] = 0.75, c.interleave = 1;
     da_task_source *a = NULL, *b = NULL;
     CHECK(!da_task_source_create(&a, &c, 2, 8).code);
     CHECK(!da_task_source_save(a, dir).code);
@@ -331,6 +361,7 @@ static int test_ruler_task_file(void) {
     da_status st = da_task_source_load(&b, path);
     if (st.code) fprintf(stderr, "  %s\n", st.msg);
     const int same = !st.code && b->task.n_depths == 2 && b->task.depths[1] == 0.75 && b->task.value_len == 2 &&
+                     b->task.interleave == 1 &&
                      !memcmp(a->tokens, b->tokens, (size_t)8 * 333 * sizeof(int));
     da_task_source_free(a), da_task_source_free(b);
     char cmd[128];

@@ -161,6 +161,8 @@ typedef struct {
     int needles;     /* niah-multikey: needles (one asked); -multivalue: values of the key; -multiquery: keys asked;
                         cwe: the common words */
     int hops;        /* vt: assignments after the first in each chain (hops + 1 variables) */
+    int interleave;  /* niah-multiquery: each asked key is followed by its answer (`Q k1 v1.. k2 v2..`, MQAR's
+                        form) instead of all keys, then all answers */
     int n_depths;    /* 0: needle depths uniform in [0, 1]; else each drawn uniformly from depths */
     double depths[DA_TASK_MAX_DEPTHS];
     double cw_ratio; /* cwe: a common word is about this many times as frequent as an uncommon one (>= 2) */

@@ -62,6 +62,8 @@ static int ruler_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
                                                "key; niah-multiquery: keys asked; cwe: common words asked", 0},
         {"depths", OPT_STR, &f->depths, "niah*, vt: needle depths (shares of the haystack before a needle), each "
                                         "needle's drawn from the list, like 0,0.5,1 (default: uniform in [0, 1])", 0},
+        {"interleave", OPT_FLAG, &c->task.interleave, "niah-multiquery: each asked key is followed by its answer "
+                                                      "(Q k1 v1 k2 v2 ..., MQAR's form), not all keys then all answers", 0},
         {"hops", OPT_INT, &c->task.hops, "vt: assignments after the first in each chain (hops + 1 variables asked)", 0},
         {"cw-ratio", OPT_FLOAT, &f->cw_ratio, "cwe: a common word is about this many times as frequent as the others "
                                               "(>= 2)", 0},

@@ -394,6 +394,8 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
              (double)tc.min_lr, tc.warmup, tc.steps, (double)tc.weight_decay, (double)tc.clip, (double)tc.beta1,
              (double)tc.beta2, (double)tc.adam_eps, tc.bf16, c->eval_every, c->eval_seqs, c->perms, c->perm_episodes,
              c->cf_episodes, t->value_len, t->needles, t->hops, t->cw_ratio, depths, c->match_params, lengths);
+    /* only when set: the keys of the runs made before the field existed stay as they were */
+    if (t->interleave) snprintf(key + strlen(key), n - strlen(key), " interleave 1");
 }
 
 int task_eval_lengths(const da_task_compare_config *c, int *out) {

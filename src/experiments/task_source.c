@@ -96,6 +96,7 @@ static da_status save_task_file(const da_task_source *s, const char *path) {
             da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
             t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share, t->facts_seed,
             t->value_len, t->needles, t->hops, t->cw_ratio, s->point, s->n);
+    if (t->interleave) fprintf(af.fp, "interleave 1\n"); /* absent: the keys, then the answers */
     if (t->n_depths) { /* absent: uniform depths */
         fprintf(af.fp, "depths ");
         for (int i = 0; i < t->n_depths; i++) fprintf(af.fp, "%s%.17g", i ? "," : "", t->depths[i]);
@@ -196,7 +197,8 @@ da_status da_task_source_load(da_task_source **out, const char *path) {
                 : !strcmp(key, "entities") ? &t.entities : !strcmp(key, "attributes") ? &t.attributes
                 : !strcmp(key, "context_pairs") ? &t.context_pairs : !strcmp(key, "point") ? &point
                 : !strcmp(key, "held_out") ? &n : !strcmp(key, "value_len") ? &t.value_len
-                : !strcmp(key, "needles") ? &t.needles : !strcmp(key, "hops") ? &t.hops : NULL;
+                : !strcmp(key, "needles") ? &t.needles : !strcmp(key, "hops") ? &t.hops
+                : !strcmp(key, "interleave") ? &t.interleave : NULL;
         double *dp = !strcmp(key, "alpha") ? &t.alpha : !strcmp(key, "noise") ? &t.noise
                    : !strcmp(key, "memory_share") ? &t.memory_share : !strcmp(key, "cw_ratio") ? &t.cw_ratio : NULL;
         if (ip && integral) *ip = (int)v;

@@ -55,6 +55,9 @@ int da_task_parse(const char *s, da_task_kind *out) {
 }
 
 da_status da_task_validate(const da_task_config *c) {
+    if (c->interleave != 0 && (c->interleave != 1 || c->kind != DA_TASK_NIAH_MULTIQUERY))
+        return da_errorf("%s: interleave %d (--interleave) applies to niah-multiquery only, and is 0 or 1",
+                         da_task_name(c->kind), c->interleave);
     if (c->kind == DA_TASK_COUNTERFACTUAL) return da_cf_validate(c);
     if (da_task_is_ruler(c->kind)) return da_ruler_validate(c, da_task_name(c->kind));
     if (c->kind == DA_TASK_ICL) {

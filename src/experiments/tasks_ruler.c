@@ -117,19 +117,33 @@ static int gap_of(const da_task_config *c, da_rng *r, int n_units) {
     return g < n_units ? g : n_units;
 }
 
-/* The query and the answer after the context tok[0..C): the marker, the q
- * keys, then the n answer tokens, each the target of the position before it
- * (src there: asrc[j]). Returns n. */
-static int finish(int C, const int *qkeys, int q, const int *ans, const int *asrc, int n, int *tok, int *tgt,
-                  int *src) {
-    int pos = C;
-    tok[pos++] = DA_RULER_QUERY;
-    for (int i = 0; i < q; i++) tok[pos++] = qkeys[i];
-    for (int j = 0; j < n; j++) {
+/* The answer tokens ans[from .. to) at pos on, each the target of the
+ * position before it (src there: asrc[j]). Returns the position after them. */
+static int put_answers(int pos, const int *ans, const int *asrc, int from, int to, int *tok, int *tgt, int *src) {
+    for (int j = from; j < to; j++) {
         tgt[pos - 1] = ans[j];
         if (src) src[pos - 1] = asrc[j];
         tok[pos++] = ans[j];
     }
+    return pos;
+}
+
+/* The query and the answer after the context tok[0..C): the marker, the q
+ * keys, then the n answer tokens; interleaved, each key followed by its n/q
+ * answer tokens. Returns n. */
+static int finish(int C, const int *qkeys, int q, const int *ans, const int *asrc, int n, int interleave, int *tok,
+                  int *tgt, int *src) {
+    int pos = C;
+    tok[pos++] = DA_RULER_QUERY;
+    if (interleave) {
+        for (int i = 0, m = n / q; i < q; i++) {
+            tok[pos++] = qkeys[i];
+            pos = put_answers(pos, ans, asrc, i * m, (i + 1) * m, tok, tgt, src);
+        }
+        return n;
+    }
+    for (int i = 0; i < q; i++) tok[pos++] = qkeys[i];
+    put_answers(pos, ans, asrc, 0, n, tok, tgt, src);
     return n;
 }
 
@@ -220,7 +234,7 @@ static int sample_niah(const da_task_config *c, da_rng *r, int *tok, int *tgt, i
         qkeys[0] = keys[rk == 1 ? 0 : one];
         for (int j = 0; j < m; j++) ans[na] = val[one * m + j], asrc[na++] = kpos[one] + j;
     }
-    finish(C, qkeys, q, ans, asrc, n, tok, tgt, src);
+    finish(C, qkeys, q, ans, asrc, n, c->interleave, tok, tgt, src);
     free(buf), free(mark);
     return n;
 }
@@ -290,7 +304,7 @@ static int sample_vt(const da_task_config *c, da_rng *r, int *tok, int *tgt, int
         }
     }
     for (int j = 0; j < nv; j++) asrc[j] = spos[j] - 1; /* src + 1: the variable's statement */
-    finish(C, &v, 1, vars, asrc, nv, tok, tgt, src);
+    finish(C, &v, 1, vars, asrc, nv, 0, tok, tgt, src);
     free(buf), free(mark);
     return nv;
 }
@@ -326,7 +340,7 @@ static int sample_cwe(const da_task_config *c, da_rng *r, int *tok, int *tgt, in
     int na = 0;
     for (int t = 0; t < C; t++)
         if (mark[tok[t]] == 1) ans[na++] = tok[t], mark[tok[t]] = 2;
-    finish(C, NULL, 0, ans, NULL, N, tok, tgt, NULL); /* no one source: src stays -1 */
+    finish(C, NULL, 0, ans, NULL, N, 0, tok, tgt, NULL); /* no one source: src stays -1 */
     free(buf), free(mark);
     return N;
 }
