@@ -117,33 +117,23 @@ static int gap_of(const da_task_config *c, da_rng *r, int n_units) {
     return g < n_units ? g : n_units;
 }
 
-/* The answer tokens ans[from .. to) at pos on, each the target of the
- * position before it (src there: asrc[j]). Returns the position after them. */
-static int put_answers(int pos, const int *ans, const int *asrc, int from, int to, int *tok, int *tgt, int *src) {
-    for (int j = from; j < to; j++) {
-        tgt[pos - 1] = ans[j];
-        if (src) src[pos - 1] = asrc[j];
-        tok[pos++] = ans[j];
-    }
-    return pos;
-}
-
 /* The query and the answer after the context tok[0..C): the marker, the q
- * keys, then the n answer tokens; interleaved, each key followed by its n/q
- * answer tokens. Returns n. */
+ * keys, then the n answer tokens, each the target of the position before it
+ * (src there: asrc[j]); interleaved, in q groups, each key followed by its
+ * n/q answer tokens. Returns n. */
 static int finish(int C, const int *qkeys, int q, const int *ans, const int *asrc, int n, int interleave, int *tok,
                   int *tgt, int *src) {
     int pos = C;
     tok[pos++] = DA_RULER_QUERY;
-    if (interleave) {
-        for (int i = 0, m = n / q; i < q; i++) {
-            tok[pos++] = qkeys[i];
-            pos = put_answers(pos, ans, asrc, i * m, (i + 1) * m, tok, tgt, src);
+    const int groups = interleave ? q : 1;
+    for (int g = 0; g < groups; g++) {
+        for (int i = g * q / groups; i < (g + 1) * q / groups; i++) tok[pos++] = qkeys[i];
+        for (int j = g * n / groups; j < (g + 1) * n / groups; j++) {
+            tgt[pos - 1] = ans[j];
+            if (src) src[pos - 1] = asrc[j];
+            tok[pos++] = ans[j];
         }
-        return n;
     }
-    for (int i = 0; i < q; i++) tok[pos++] = qkeys[i];
-    put_answers(pos, ans, asrc, 0, n, tok, tgt, src);
     return n;
 }
 
