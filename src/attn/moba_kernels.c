@@ -173,9 +173,9 @@ static void tile_forward(float *out, float *lse, const float *q, const float *k,
     tile_products(w->S, qt, Hd, kb, 1.0f / sqrtf((float)d), tl, s, w);
     const int Nc = block_keys(tl->c, s);
     for (int r = 0; r < tl->nr; r++) {
-        float *Sr = w->S + (size_t)r * W, mx = -INFINITY;
+        float *Sr = w->S + (size_t)r * W;
         const int nk = row_keys(tl, r, s);
-        for (int i = 0; i < nk; i++) mx = Sr[i] > mx ? Sr[i] : mx;
+        const float mx = row_max(Sr, nk);
         const float sum = exp_shift_sum(Sr, nk, mx);
         for (int i = nk; i < (tl->n - 1) * Bk + Nc; i++) Sr[i] = 0.0f; /* keys after t */
         w->row[r] = 1.0f / sum;

@@ -150,11 +150,10 @@ static void scatter_rows(float *dst, const float *Q, int b, int g, int r0, int n
 /* Row m of a branch's S (M rows of ncol; keys k0 .. k0+ncol-1) keeps keys [lo, hi): softmaxed in place,
  * others zeroed; returns the log-sum-exp (-inf when the row has none). */
 static float softmax_span(float *row, int ncol, int lo, int hi) {
-    float mx = -INFINITY;
     for (int j = 0; j < lo; j++) row[j] = 0;
     for (int j = hi; j < ncol; j++) row[j] = 0;
     if (hi <= lo) return -INFINITY;
-    for (int j = lo; j < hi; j++) mx = row[j] > mx ? row[j] : mx;
+    const float mx = row_max(row + lo, hi - lo);
     const float sum = exp_shift_sum(row + lo, hi - lo, mx);
     const float inv = 1.0f / sum;
     for (int j = lo; j < hi; j++) row[j] *= inv;
@@ -263,8 +262,8 @@ static void tile_selection(const nsa_inputs *in, nsa_saved *sv, int b, int g, in
         const int t = r0 + m / rep;
         int end;
         const int nk = slc_row_keys(&end, row_sel(sv, b, g, t, s), t, s);
-        float *Sr = w->Ssl + (size_t)m * W, mx = -INFINITY;
-        for (int i = 0; i < nk; i++) mx = Sr[i] > mx ? Sr[i] : mx;
+        float *Sr = w->Ssl + (size_t)m * W;
+        const float mx = row_max(Sr, nk);
         const float sum = exp_shift_sum(Sr, nk, mx);
         for (int i = nk; i < end; i++) Sr[i] = 0.0f; /* keys after t */
         w->inv[m] = 1.0f / sum;

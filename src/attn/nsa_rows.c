@@ -190,8 +190,8 @@ static void attend_runs(float *o, float *lse, int lse_stride, const float *q, co
     memset(o, 0, (size_t)rep * d * sizeof(float));
     if (nk == 0) return;
     for (int hh = 0; hh < rep; hh++) {
-        float *p = sc + (size_t)hh * nk_max, mx = -INFINITY;
-        for (int j = 0; j < nk; j++) mx = p[j] > mx ? p[j] : mx;
+        float *p = sc + (size_t)hh * nk_max;
+        const float mx = row_max(p, nk);
         const float sum = exp_shift_sum(p, nk, mx);
         const float inv = 1.0f / sum;
         for (int j = 0; j < nk; j++) p[j] *= inv;

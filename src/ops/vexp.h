@@ -1,5 +1,5 @@
 /* Vectorised exp for the attention kernels: x[j] = exp(x[j] - shift) over a
- * row, returning the row's sum. The AVX-512 or AVX2 path is the one of the
+ * row, returning the row's sum; and a row's maximum, the shift of a softmax. The AVX-512 or AVX2 path is the one of the
  * variant being compiled (ops_variant.c); the scalar variant uses libm's
  * expf. Accuracy: a few ulp, inputs clamped to [-87.3, 88.4] (the float
  * range of exp). */
@@ -19,6 +19,27 @@ static inline float exp_shift_sum_scalar(float *x, int n, float shift) {
         sum += x[j];
     }
     return sum;
+}
+
+/* The largest of x[0 .. n) (-inf when n is 0); NaNs are passed over, as by a
+ * scalar `x > m ? x : m`. A maximum does not depend on the order it is taken
+ * in, so every level returns the same value. */
+static inline float row_max(const float *x, int n) {
+    float m = -INFINITY;
+    int j = 0;
+#if defined(__AVX512F__)
+    __m512 acc = _mm512_set1_ps(-INFINITY);
+    for (; j + 16 <= n; j += 16) acc = _mm512_max_ps(_mm512_loadu_ps(x + j), acc); /* NaN in x: acc kept */
+    m = _mm512_reduce_max_ps(acc);
+#elif defined(__AVX2__)
+    __m256 acc = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8) acc = _mm256_max_ps(_mm256_loadu_ps(x + j), acc);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc);
+    for (int i = 0; i < 8; i++) m = lanes[i] > m ? lanes[i] : m;
+#endif
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
 }
 
 #if defined(__AVX512F__)
