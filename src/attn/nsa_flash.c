@@ -156,6 +156,7 @@ static float softmax_span(float *row, int ncol, int lo, int hi) {
     const float mx = row_max(row + lo, hi - lo);
     const float sum = exp_shift_sum(row + lo, hi - lo, mx);
     const float inv = 1.0f / sum;
+#pragma omp simd
     for (int j = lo; j < hi; j++) row[j] *= inv;
     return mx + logf(sum);
 }
@@ -280,12 +281,16 @@ static void tile_selection(const nsa_inputs *in, nsa_saved *sv, int b, int g, in
         for (int i = 0; i < m; i++) {
             float *o = w->O + (size_t)w->blk_rows[w->blk_off[j] + i] * rep * d;
             const float *og = w->Og + (size_t)i * rep * d;
+#pragma omp simd
             for (int k = 0; k < rep * d; k++) o[k] += og[k];
         }
     }
-    for (int r = 0; r < nr; r++) {
-        float *o = sv->o_slc + ((size_t)b * T + r0 + r) * Hd + (size_t)g * rep * d;
-        for (int k = 0; k < rep * d; k++) o[k] = w->O[(size_t)r * rep * d + k] * w->inv[r * rep + k / d];
+    for (int m = 0; m < nr * rep; m++) { /* row m: query r0 + m / rep, head m % rep of the group */
+        float *o = sv->o_slc + ((size_t)b * T + r0) * Hd + (size_t)g * rep * d + (size_t)(m / rep) * Hd +
+                   (size_t)(m % rep) * d;
+        const float *om = w->O + (size_t)m * d, inv = w->inv[m];
+#pragma omp simd
+        for (int k = 0; k < d; k++) o[k] = om[k] * inv;
     }
 }
 
@@ -362,6 +367,7 @@ static void nsa_flash_forward(float *out, const nsa_inputs *in, nsa_saved *sv, c
     for (size_t r = 0; r < rows; r++) {
         const float *gt = in->gate + r * 3;
         const size_t o = r * d;
+#pragma omp simd
         for (int c = 0; c < d; c++)
             out[o + c] = gt[0] * sv->o_cmp[o + c] + gt[1] * sv->o_slc[o + c] + gt[2] * sv->o_win[o + c];
     }
@@ -374,7 +380,9 @@ static void branch_dout(float *dO, float *D, const float *dout, const float *gat
     gather_rows(dO, dout, b, g, r0, nr, s);
     for (int m = 0; m < nr * rep; m++) {
         const size_t gi = (((size_t)b * s->T + r0 + m / rep) * s->H + g * rep + m % rep) * 3 + c;
-        for (int k = 0; k < d; k++) dO[(size_t)m * d + k] *= gate[gi];
+        const float gm = gate[gi];
+#pragma omp simd
+        for (int k = 0; k < d; k++) dO[(size_t)m * d + k] *= gm;
         D[m] = gate[gi] * dgate[gi];
     }
 }
@@ -396,8 +404,10 @@ static void cmp_backward(float *dK, float *dV, const float *K, const float *lse,
         const float l = lse[(((size_t)b * s->T + t) * s->H + h) * 3];
         float *Sr = S + (size_t)m * N, *dPr = dP + (size_t)m * N;
         for (int j = hi; j < N; j++) Sr[j] = 0.0f;
+        const float Dm = D[m];
         if (hi > 0) exp_shift_sum(Sr, hi, l);
-        for (int j = 0; j < N; j++) dPr[j] = Sr[j] * (dPr[j] - D[m]) * scale; /* dS */
+#pragma omp simd /* -O2's cost model keeps loops of unknown count scalar */
+        for (int j = 0; j < N; j++) dPr[j] = Sr[j] * (dPr[j] - Dm) * scale; /* dS */
     }
     gemm_ab(w->dQ, d, dP, N, K + koff, ld, M, d, N, 1, w->bt);
     gemm_atb(dK + koff, ld, dP, N, w->Q, d, N, d, M, 1, w->bt);
@@ -432,8 +442,10 @@ static void slc_backward(const nsa_grads *gr, const nsa_inputs *in, const nsa_sa
             const int r = rows[i / rep], t = r0 + r, m_row = r * rep + i % rep;
             const int nv = t + 1 - j * s->select < N ? t + 1 - j * s->select : N; /* keys <= t */
             float *P = w->Pg + (size_t)i * N, *dS = w->dSg + (size_t)i * N;
+            const float Dm = D[m_row];
             exp_shift_sum(P, nv, sv->lse[(((size_t)b * T + t) * s->H + g * rep + i % rep) * 3 + 1]);
-            for (int u = 0; u < nv; u++) dS[u] = P[u] * (dS[u] - D[m_row]) * scale;
+#pragma omp simd
+            for (int u = 0; u < nv; u++) dS[u] = P[u] * (dS[u] - Dm) * scale;
             for (int u = nv; u < N; u++) P[u] = dS[u] = 0.0f;
         }
         /* dQ += dS K_j; dK_j += dS^T Q; dV_j += P^T dO */
@@ -441,6 +453,7 @@ static void slc_backward(const nsa_grads *gr, const nsa_inputs *in, const nsa_sa
         for (int i = 0; i < m; i++) {
             float *dq = w->dQ + (size_t)rows[i] * rep * d;
             const float *og = w->Og + (size_t)i * rep * d;
+#pragma omp simd
             for (int k = 0; k < rep * d; k++) dq[k] += og[k];
         }
         gemm_atb(gr->dk_slc + kj, Gd, w->dSg, N, w->Qg, d, N, d, M, 1, w->bt);
