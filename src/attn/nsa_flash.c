@@ -24,7 +24,9 @@
  *
  * The GEMMs are small (a block's m queries x l' keys x d; a tile's queries x
  * at most w + NSA_BR keys), where a library sgemm spends most of a call in
- * set-up and packing: they run on flash_tile.c's register blocks instead. */
+ * set-up and packing: they run on flash_tile.c's register blocks instead.
+ * The element loops over a row carry `omp simd`: -O2's cost model leaves a
+ * loop whose count is unknown scalar. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -286,8 +288,7 @@ static void tile_selection(const nsa_inputs *in, nsa_saved *sv, int b, int g, in
         }
     }
     for (int m = 0; m < nr * rep; m++) { /* row m: query r0 + m / rep, head m % rep of the group */
-        float *o = sv->o_slc + ((size_t)b * T + r0) * Hd + (size_t)g * rep * d + (size_t)(m / rep) * Hd +
-                   (size_t)(m % rep) * d;
+        float *o = sv->o_slc + ((size_t)b * T + r0 + m / rep) * Hd + (size_t)(g * rep + m % rep) * d;
         const float *om = w->O + (size_t)m * d, inv = w->inv[m];
 #pragma omp simd
         for (int k = 0; k < d; k++) o[k] = om[k] * inv;
@@ -383,7 +384,7 @@ static void branch_dout(float *dO, float *D, const float *dout, const float *gat
         const float gm = gate[gi];
 #pragma omp simd
         for (int k = 0; k < d; k++) dO[(size_t)m * d + k] *= gm;
-        D[m] = gate[gi] * dgate[gi];
+        D[m] = gm * dgate[gi];
     }
 }
 
@@ -406,7 +407,7 @@ static void cmp_backward(float *dK, float *dV, const float *K, const float *lse,
         for (int j = hi; j < N; j++) Sr[j] = 0.0f;
         const float Dm = D[m];
         if (hi > 0) exp_shift_sum(Sr, hi, l);
-#pragma omp simd /* -O2's cost model keeps loops of unknown count scalar */
+#pragma omp simd
         for (int j = 0; j < N; j++) dPr[j] = Sr[j] * (dPr[j] - Dm) * scale; /* dS */
     }
     gemm_ab(w->dQ, d, dP, N, K + koff, ld, M, d, N, 1, w->bt);
