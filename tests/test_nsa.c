@@ -207,10 +207,10 @@ static const nsa_shape RANDOM_SHAPE = {.B = 2, .T = 300, .H = 6, .G = 2, .d = 16
 static const nsa_shape RANDOM_SHAPE_EDGES = {.B = 1, .T = 200, .H = 10, .G = 2, .d = 24, .block = 16, .stride = 16,
                                              .select = 48, .topn = 4, .window = 40, .n_threads = 2};
 
-/* The efficient kernels equal the reference within 1e-5 (1e-4 with a spike), forward and backward. spike > 0: each query's own
- * selection key is spike times its group's first query, so that head's logit of its own key (the last of its row,
- * in a vector loop's tail) stands about 150 above the rest at 200: a softmax shifted by anything less than the row's
- * maximum overflows exp there. */
+/* The efficient kernels equal the reference within 1e-5 (1e-4 with a spike), forward and backward.
+ * spike > 0: each query's own selection key is spike times its group's first query, so that head's logit
+ * of its own key (the last of its row, in a vector loop's tail) stands about 150 above the rest at 200: a
+ * softmax shifted by anything less than the row's maximum overflows exp there. */
 static int flash_equals_reference(nsa_shape shape, float spike) {
     nsa_case c;
     random_case(&c, shape);

@@ -1,8 +1,8 @@
 /* Vectorised exp for the attention kernels: x[j] = exp(x[j] - shift) over a
  * row, returning the row's sum, and a row's maximum (the shift of a softmax).
  * The AVX-512 or AVX2 path is the one of the variant being compiled
- * (ops_variant.c); the scalar variant uses libm's expf. Accuracy: a few ulp, inputs clamped to [-87.3, 88.4] (the float
- * range of exp). */
+ * (ops_variant.c); the scalar variant uses libm's expf. Accuracy: a few
+ * ulp, inputs clamped to [-87.3, 88.4] (the float range of exp). */
 #ifndef DA_VEXP_H
 #define DA_VEXP_H
 
