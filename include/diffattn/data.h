@@ -1,6 +1,7 @@
 /* diffattn data: training text and token shards, `prepare` (text -> token
  * shards), and token-id files.
- * Implemented in src/data/text_data.c, src/data/source.c, src/data/prepare.c, src/data/ids_file.c. */
+ * Implemented in src/data/text_data.c, src/data/source.c, src/data/prepare.c, src/data/ids_file.c,
+ * src/data/distract.c. */
 #ifndef DIFFATTN_DATA_H
 #define DIFFATTN_DATA_H
 
@@ -8,6 +9,7 @@
 #include <stdint.h>
 
 #include "diffattn/model.h"
+#include "diffattn/rng.h"
 #include "diffattn/tokenizer.h"
 
 #ifdef __cplusplus
@@ -94,6 +96,40 @@ da_data_source da_text_source(const da_text_data *d);
  * right when its largest logit is the target (the first one on ties). */
 void da_score_argmax(void *self, const int *targets, const float *logits, int b, int T, int V, long *right,
                      long *total);
+
+/* ---------------------------------------------------------------- distractors */
+
+/* Windows of target text with spans of an unrelated text (the distractors)
+ * inserted at random places, so that a share `rate` of the window's T + 1
+ * tokens are distractors; a position whose next token is a distractor is not
+ * scored (target -1). A window's rate is one of rates, drawn per window. */
+#define DA_DISTRACT_MAX_RATES 8
+typedef struct {
+    float rates[DA_DISTRACT_MAX_RATES]; /* each in [0, 0.9] */
+    int n_rates;
+    int span;      /* distractor tokens per inserted span (the last one may be shorter) */
+    uint64_t seed; /* held-out windows: window i's insertions come from this seed and i */
+} da_distract_config;
+
+typedef struct da_distract da_distract;
+
+/* The rates "0,0.3,0.6" into c (span and seed untouched); the error names the flag's text. */
+da_status da_distract_parse_rates(da_distract_config *c, const char *list);
+/* The distractor tokens of path (text through tok, NULL: bytes; or token shards), every file and both splits,
+ * around target, which must outlive the result. */
+da_status da_distract_open(da_distract **out, const da_text_data *target, const char *path, const da_tokenizer *tok,
+                           const da_distract_config *c);
+void da_distract_free(da_distract *d);
+/* One window from the T + 1 target tokens text at rate: tokens, targets (T); *n_distract (may be NULL): the
+ * distractor tokens among the T + 1. Every random choice comes from rng. */
+void da_distract_fill(const da_distract *d, da_rng *rng, float rate, const int *text, int T, int *tokens,
+                      int *targets, int *n_distract);
+/* Held-out window i of n: the target's validation window i of n at rates[i % n_rates], insertions seeded by
+ * (seed, i): the same windows for every model and every call. */
+void da_distract_val_window(const da_distract *d, long i, long n, int T, int *tokens, int *targets);
+/* The training source: windows of the target's train split drawn as da_text_source draws them, each at a rate
+ * drawn from rates, from the run's sampler (a resumed run draws the same); held out as da_distract_val_window. */
+da_data_source da_distract_source(const da_distract *d);
 
 /* ---------------------------------------------------------------- prepare */
 

@@ -2,7 +2,8 @@
  * needle prompts, and activation outliers. Validation loss (da_eval_loss) is
  * in diffattn/train.h, beside the training loop that reports it.
  * Implemented in src/eval/needle.c, src/eval/needle_attention.c, src/eval/outliers.c, src/eval/quant_logits.c,
- * src/eval/ppl.c, src/eval/reference_outputs.c, src/eval/eval_data.c, src/eval/results_json.c. */
+ * src/eval/ppl.c, src/eval/reference_outputs.c, src/eval/eval_data.c, src/eval/results_json.c,
+ * src/eval/loss_position.c. */
 #ifndef DIFFATTN_EVAL_H
 #define DIFFATTN_EVAL_H
 
@@ -16,6 +17,45 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---------------------------------------------------------------- loss by position */
+
+/* The next-token loss by position (1 = the first prediction, from one token
+ * of context) in bins at powers of two: 1, 2-3, 4-7, ..., the last one ending
+ * at the window's length. Over windows of the validation split, optionally
+ * with distractors (only target tokens are scored). */
+#define DA_LOSS_MAX_BINS 32
+
+typedef struct {
+    long windows;                /* evenly spaced over the validation split */
+    int seq, batch;              /* window length; windows per forward pass */
+    const da_distract *distract; /* NULL: the plain windows of da_eval_loss */
+} da_loss_position_config;
+
+typedef struct {
+    int first, last;       /* positions, 1-based, inclusive */
+    long tokens;           /* scored positions in the bin, over every window */
+    double loss;           /* their mean */
+    double lo, hi;         /* 95% interval: loss -+ 1.96 x the standard error of the windows' bin means */
+} da_loss_bin;
+
+typedef struct {
+    double loss;           /* the mean over every scored position */
+    long target_tokens, windows;
+    int seq;
+    int n_bins;
+    da_loss_bin bins[DA_LOSS_MAX_BINS];
+    double *per_position;  /* da_eval_loss_ids: (seq) the loss at each position; NULL otherwise */
+} da_loss_position_result;
+
+/* The training forward over c's windows of d (the model's and data's vocabularies agree). */
+da_status da_eval_loss_by_position(da_model *m, const da_text_data *d, const da_loss_position_config *c,
+                                   da_loss_position_result *r);
+/* One sequence of n ids: the loss of predicting ids[t + 1] at every position t < n - 1. */
+da_status da_eval_loss_ids(da_model *m, const int *ids, int n, da_loss_position_result *r);
+void da_loss_position_free(da_loss_position_result *r);
+/* One JSON line: loss, target_tokens, then loss_by_position (ids) or bins (with_bins). */
+char *da_loss_position_json(const char *model, da_arch arch, const da_loss_position_result *r, int with_bins);
 
 /* ---------------------------------------------------------------- needle retrieval */
 

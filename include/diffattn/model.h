@@ -228,6 +228,8 @@ void da_acts_free(da_acts *a);
 float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets, int B, int T);
 /* (B, T, V) logits of the last da_forward. */
 const float *da_acts_logits(const da_acts *a);
+/* (B, T) loss at each position of the last da_forward with targets (0 where masked). */
+const float *da_acts_losses(const da_acts *a);
 /* Views into the last da_forward, for evaluations. Layer l's queries and
  * keys after RoPE: q (B, T, da_q_dim), k (B, T, Ckv); the residual stream after
  * layer l (its output): (B, T, C). */

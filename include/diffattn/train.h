@@ -115,6 +115,10 @@ typedef struct {
     /* NULL, or called on rank 0 after each evaluation (step 0, every eval_every steps, the last) with the
      * model as it is then */
     void (*on_eval)(void *ctx, const da_model *m, const da_train_log *log);
+    /* NULL, or a text (or token shards) whose spans go into every window of a da_train run's text or shards at
+     * distract_cfg's rates (data.h: da_distract_source); the held-out windows get them too */
+    const char *distract;
+    const da_distract_config *distract_cfg;
 } da_train_hooks;
 
 #define DA_INTERRUPTED 2

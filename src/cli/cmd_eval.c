@@ -12,60 +12,6 @@
 static const char *const DATA_HELP =
     "text file or folder (through the model's tokenizer; bytes when it has none), or a folder of token shards";
 
-/* The model and its validation data, with --seq 0 meaning the model's
- * context. On failure nothing is left allocated. */
-static da_status load_model_data(const char *model, const char *data, float val_fraction, int *seq, da_model *m,
-                                 da_text_data *d) {
-    da_status st = da_model_load_any_with(m, model, cli_load_opts());
-    if (st.code) return st;
-    da_tokenizer *tok = NULL;
-    if (*seq == 0) *seq = m->cfg.max_seq_len;
-    if (*seq <= 0) st = da_errorf("--seq must be positive");
-    if (!st.code && (st = da_model_tokenizer(m, &tok)).code) st = da_errorf("%s: %s", model, st.msg);
-    if (!st.code) st = da_eval_data_load(d, data, val_fraction, *seq, model, tok, m->cfg.vocab_size);
-    da_tokenizer_free(tok);
-    if (st.code) da_model_free(m);
-    return st;
-}
-
-static int eval_loss(int argc, char **argv) {
-    const char *model = NULL, *data = NULL;
-    int seq = 0, batch = 8, json = 0;
-    long windows = 64;
-    float val_fraction = 0.1f;
-    cli_opt opts[] = {
-        {"model", OPT_STR, &model, "model file (.safetensors)", 0},
-        {"data", OPT_STR, &data, DATA_HELP, 0},
-        {"seq", OPT_INT, &seq, "window length (0 = the model's max_seq_len)", 0},
-        {"windows", OPT_LONG, &windows, "validation windows, spread evenly over the validation split", 0},
-        {"batch", OPT_INT, &batch, "windows per forward pass", 0},
-        {"val-fraction", OPT_FLOAT, &val_fraction, "text only: the tail held out, as in train", 0},
-        {"json", OPT_FLAG, &json, "print one JSON object", 0},
-    };
-    const char *req[] = {"model", "data", NULL};
-    int rc = cli_parse("eval loss",
-                       "Mean next-token cross-entropy (nats per token) and perplexity on the validation split, over "
-                       "fixed windows:\nthe same windows for every model, so runs and architectures compare.",
-                       argc, argv, opts, 7, req);
-    if (rc) return rc == CLI_HELP ? 0 : 1;
-    da_model m;
-    da_text_data d;
-    da_eval_loss_result r;
-    da_status st = load_model_data(model, data, val_fraction, &seq, &m, &d);
-    if (st.code) return cli_fail(st.msg);
-    st = da_eval_loss(&m, &d, seq, windows, batch, DA_ATTN_FLASH, &r);
-    da_text_data_free(&d);
-    int code = st.code ? cli_fail(st.msg) : 0;
-    if (!st.code) {
-        if (json) code = cli_print_json(da_eval_loss_json(model, m.cfg.arch, seq, &r));
-        else
-            printf("%s (%s): validation loss %.4f nats/token, perplexity %.3f (%ld windows of %d tokens)\n", model,
-                   da_arch_name(m.cfg.arch), r.loss, r.ppl, r.windows, seq);
-    }
-    da_model_free(&m);
-    return code;
-}
-
 static void print_stats(const char *what, const da_outlier_stats *s) {
     printf("  %-16s top-1 %9.3f  top-2 %9.3f  top-3 %9.3f  top-10 %9.3f  top-100 %9.3f  median %8.4f  (%zu values)\n",
            what, s->top[0], s->top[1], s->top[2], s->top[3], s->top[4], s->median, s->count);
@@ -94,7 +40,7 @@ static int eval_outliers(int argc, char **argv) {
     da_model m;
     da_text_data d;
     da_outliers_result r;
-    da_status st = load_model_data(model, data, val_fraction, &seq, &m, &d);
+    da_status st = cli_eval_model_data(model, data, val_fraction, &seq, &m, &d);
     if (st.code) return cli_fail(st.msg);
     st = da_eval_outliers(&m, &d, seq, windows, &r);
     da_text_data_free(&d);
@@ -365,12 +311,12 @@ int cmd_eval(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "needle")) return eval_needle(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "quant-logits")) return eval_quant_logits(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "outliers")) return eval_outliers(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "loss")) return eval_loss(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "loss")) return cmd_eval_loss(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "attention")) return eval_attention(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "ppl")) return cmd_eval_ppl(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: diffattn eval SUBCOMMAND --model M [flags]   (diffattn eval SUBCOMMAND --help for each)\n\n"
-               "  loss          validation loss and perplexity (--data D)\n"
+               "  loss          validation loss and perplexity (--data D), by position, with distractors\n"
                "  outliers      top and median |attention logits| and |hidden states| (--data D)\n"
                "  quant-logits  loss and needle retrieval with the attention logits quantized to fewer bits (--data D)\n"
                "  needle        multi-needle retrieval accuracy\n"

@@ -93,17 +93,18 @@ static void resume_given(const cli_opt *opts, int n, da_train_config *tc, int se
 /* train's flags that are not fields of the model or training configuration. */
 typedef struct {
     const char *data, *out, *init, *init_from; /* init_from: --init-from, the same as --init */
-    int resume, force;
+    const char *distract, *rates;
+    int resume, force, span;
     long stop_at;
     float dist_timeout;
 } train_flags;
 
-enum { TRAIN_N_OPTS = CLI_N_MODEL_OPTS + DA_TRAIN_CONFIG_N_FIELDS + 8 };
+enum { TRAIN_N_OPTS = CLI_N_MODEL_OPTS + DA_TRAIN_CONFIG_N_FIELDS + 11 };
 
 /* The options of train, bound to mf, tc and f; returns how many. */
 static int train_opts(cli_model_flags *mf, da_train_config *tc, train_flags *f, cli_opt *opts) {
     int n = 0;
-    *f = (train_flags){NULL, NULL, NULL, NULL, 0, 0, 0, 60};
+    *f = (train_flags){NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 32, 0, 60};
     cli_model_opts(mf, opts);
     n += CLI_N_MODEL_OPTS;
     opts[n++] = (cli_opt){"data", OPT_STR, &f->data, "text file or folder of text files (bytes are tokens), a folder "
@@ -125,7 +126,29 @@ static int train_opts(cli_model_flags *mf, da_train_config *tc, train_flags *f, 
     opts[n++] = (cli_opt){"dist-timeout", OPT_FLOAT, &f->dist_timeout,
                           "under mpirun: seconds a rank waits for the others in a collective before the job ends "
                           "with an error (a dead or hung rank); 0: Open MPI's blocking collectives, no deadline", 0};
+    opts[n++] = (cli_opt){"distract", OPT_STR, &f->distract, "text (or token shards) whose spans are inserted into "
+                          "every window of --data; the loss counts the target text only", 0};
+    opts[n++] = (cli_opt){"distract-rate", OPT_STR, &f->rates, "share of each window's tokens that are distractors, "
+                          "in [0, 0.9], drawn per window from a list like 0,0.3,0.6", 0};
+    opts[n++] = (cli_opt){"distract-span", OPT_INT, &f->span, "distractor tokens per inserted span", 0};
     return n;
+}
+
+/* --distract's flags into dc; 0 when they hold, else the message is printed and 1 returned. */
+static int distract_flags(const train_flags *f, const cli_opt *opts, int n, da_distract_config *dc) {
+    if (!f->distract) {
+        if (cli_was_set(opts, n, "distract-rate") || cli_was_set(opts, n, "distract-span"))
+            return cli_fail("train: --distract-rate and --distract-span need --distract FILE");
+        return 0;
+    }
+    if (da_task_file_is(f->data)) return cli_fail("train: --distract inserts spans into text or token shards, not a task");
+    if (!f->rates) return cli_fail("train: --distract needs --distract-rate, like 0,0.3,0.6");
+    da_status st = da_distract_parse_rates(dc, f->rates);
+    if (st.code) return cli_fail(st.msg);
+    if (f->span < 1) return cli_fail("train: --distract-span must be positive");
+    dc->span = f->span;
+    dc->seed = 1; /* the held-out windows: the same for every run */
+    return 0;
 }
 
 /* --init's model brings its shape and settings: a model flag other than --seq
@@ -175,14 +198,16 @@ static int train_configs(cli_model_flags *mf, da_train_config *tc, train_flags *
 }
 
 /* The run on its data (text, shards or a task file) and its outcome. */
-static int train_run(const da_config *cfg, const da_train_config *tc, const train_flags *f) {
+static int train_run(const da_config *cfg, const da_train_config *tc, const train_flags *f,
+                     const da_distract_config *dc) {
     const int rank0 = da_dist_rank() == 0;
     int tty = isatty(2);
     /* under mpirun only rank 0 reports progress */
     volatile int *stop = cli_catch_stop_signals();
     da_train_hooks hooks = {.on_log = rank0 ? on_log : NULL, .ctx = &tty, .stop = stop, .stop_at_step = f->stop_at,
                             .init_from = f->resume ? NULL : f->init, /* a resumed run's model is in its checkpoint */
-                            .load_init = da_model_load_float, .load_opts = cli_load_opts()};
+                            .load_init = da_model_load_float, .load_opts = cli_load_opts(),
+                            .distract = f->distract, .distract_cfg = dc};
     const int mode = f->resume ? DA_RUN_RESUME : f->force ? DA_RUN_OVERWRITE : DA_RUN_NEW;
     da_task_source *task = NULL;
     da_status st;
@@ -227,6 +252,8 @@ static int train_main(int argc, char **argv) {
     if (!(f.dist_timeout >= 0)) return cli_fail("--dist-timeout must be 0 or a positive number of seconds");
     da_dist_set_timeout(f.dist_timeout);
     da_config cfg;
+    da_distract_config dc = {0};
+    if (distract_flags(&f, opts, n, &dc)) return 1;
     if ((rc = train_configs(&mf, &tc, &f, opts, n, &cfg)) >= 0) return rc;
-    return train_run(&cfg, &tc, &f);
+    return train_run(&cfg, &tc, &f, &dc);
 }

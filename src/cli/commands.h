@@ -2,6 +2,8 @@
 #ifndef DA_CLI_COMMANDS_H
 #define DA_CLI_COMMANDS_H
 
+#include "diffattn.h"
+
 int cmd_init(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
@@ -19,9 +21,14 @@ int cmd_quantize(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_eval_ppl(int argc, char **argv);       /* eval ppl */
+int cmd_eval_loss(int argc, char **argv);      /* eval loss */
 int cmd_bench_generate(int argc, char **argv); /* bench generate */
 int cmd_serve(int argc, char **argv);
 
+/* eval: the model (any format, as a da_model) and its validation data, with *seq 0 meaning the model's context.
+ * On failure nothing is left allocated. */
+da_status cli_eval_model_data(const char *model, const char *data, float val_fraction, int *seq, da_model *m,
+                              da_text_data *d);
 /* Prints "diffattn: <msg>" to stderr and returns 1. */
 int cli_fail(const char *msg);
 /* Prints a result's JSON text (from the library's writer) as one line and frees it; NULL: out of memory.

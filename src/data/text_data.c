@@ -342,6 +342,10 @@ void da_text_data_sample_strided(const da_text_data *d, da_rng *rng, int n, int 
     }
 }
 
+void da_text_data_train_window(const da_text_data *d, size_t off, int T, int *tokens, int *targets) {
+    fill_window(d->spans, d->n_train_spans, off, T, tokens, targets);
+}
+
 void da_text_data_val_window(const da_text_data *d, long i, long n_windows, int T, int *tokens, int *targets) {
     /* evenly spaced over the validation split's window starts */
     const size_t last = d->n_val - (size_t)T - 1;

@@ -18,6 +18,8 @@ void da_text_data_sample(const da_text_data *d, da_rng *rng, int B, int T, int *
  * tokens, targets: (ceil((n - phase) / stride), T). */
 void da_text_data_sample_strided(const da_text_data *d, da_rng *rng, int n, int phase, int stride, int T,
                                  int *tokens, int *targets);
+/* The window of the train split that starts at token off (< n_train - T). */
+void da_text_data_train_window(const da_text_data *d, size_t off, int T, int *tokens, int *targets);
 /* The i-th of n_windows evenly spaced windows of the validation split, a
  * fixed set, so every evaluation scores the same text. */
 void da_text_data_val_window(const da_text_data *d, long i, long n_windows, int T, int *tokens, int *targets);

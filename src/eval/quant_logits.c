@@ -6,14 +6,31 @@
 
 #include "data/text_data.h"
 #include "eval/quant_logits.h"
+#include "train/window_loss.h"
 
-/* -log softmax(row)[target], in double. */
-static double row_nll(const float *row, int V, int target) {
-    double mx = row[0];
-    for (int i = 1; i < V; i++) mx = row[i] > mx ? row[i] : mx;
-    double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += exp(row[i] - mx);
-    return log(sum) + mx - row[target];
+/* The engine as a scorer: each window from an empty KV cache, the loss summed per token. */
+typedef struct {
+    da_session *s;
+    int V;
+} engine_scorer;
+
+static da_status engine_score(void *ctx, long w0, const int *tokens, const int *targets, int b, int T, double *nll,
+                              double *sum, double *count) {
+    (void)w0;
+    engine_scorer *es = ctx;
+    for (int i = 0; i < b; i++) {
+        const float *logits;
+        da_session_reset(es->s);
+        da_status st = da_session_feed(es->s, tokens + (size_t)i * T, T, 1, &logits);
+        if (st.code) return st;
+        for (int t = 0; t < T; t++) {
+            const int y = targets[(size_t)i * T + t];
+            double *out = nll + (size_t)i * T + t;
+            *out = y >= 0 ? da_row_nll(logits + (size_t)t * es->V, es->V, y) : 0.0;
+            if (y >= 0) *sum += *out, *count += 1;
+        }
+    }
+    return da_ok();
 }
 
 da_status da_eval_loss_logit_bits(const da_engine *e, const da_text_data *data, int T, long n_windows, int logit_bits,
@@ -26,30 +43,21 @@ da_status da_eval_loss_logit_bits(const da_engine *e, const da_text_data *data, 
         return da_errorf("the data's vocabulary (%d) is larger than the model's (%d)", data->vocab_size, V);
     if (data->n_val < (size_t)T + 1)
         return da_errorf("the validation split holds %zu tokens, too few for windows of %d", data->n_val, T);
-    da_session *s = NULL;
+    engine_scorer es = {NULL, V};
     da_session_opts o = da_session_opts_default();
     o.logit_bits = logit_bits;
     o.max_T = T;
-    da_status st = da_session_create(&s, e, &o);
-    int *tok = malloc((size_t)T * sizeof(int)), *tgt = malloc((size_t)T * sizeof(int));
-    if (!st.code && (!tok || !tgt)) st = da_errorf("out of memory");
-    double total = 0.0;
-    for (long w = 0; w < n_windows && !st.code; w++) {
-        da_text_data_val_window(data, w, n_windows, T, tok, tgt);
-        const float *logits;
-        da_session_reset(s);
-        if ((st = da_session_feed(s, tok, T, 1, &logits)).code) break;
-        for (int t = 0; t < T; t++) total += row_nll(logits + (size_t)t * V, V, tgt[t]);
-    }
-    if (!st.code) {
-        r->loss = total / ((double)n_windows * T);
+    da_status st = da_session_create(&es.s, e, &o);
+    const da_window_set set = da_val_windows(data);
+    const da_window_scorer sc = {&es, engine_score};
+    double loss;
+    if (!st.code && !(st = da_window_loss(&set, n_windows, T, 1, &sc, NULL, &loss)).code) {
+        r->loss = loss;
         r->ppl = exp(r->loss);
         r->windows = n_windows;
         r->tokens = n_windows * T;
     }
-    free(tok);
-    free(tgt);
-    da_session_free(s);
+    da_session_free(es.s);
     return st;
 }
 

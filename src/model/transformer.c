@@ -49,6 +49,7 @@ struct da_acts {
 };
 
 const float *da_acts_logits(const da_acts *a) { return a->logits; }
+const float *da_acts_losses(const da_acts *a) { return a->losses; }
 
 /* Layer l's product of the tensor with view v, or NULL. */
 static const float *view_of(const da_acts *a, int layer, attn_view v) {

@@ -1,22 +1,7 @@
-/* Validation loss over fixed windows (see eval_loss.h). */
+/* Validation loss over fixed windows (da_eval_loss in diffattn/train.h), through the one window loop. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "train/eval_loss.h"
-
-float da_eval_val_loss(da_model *m, da_acts *a, const da_text_data *data, long n_windows, int T, int micro,
-                       int *tokens, int *targets) {
-    double total = 0.0;
-    long done = 0;
-    while (done < n_windows) {
-        int b = (int)(n_windows - done < micro ? n_windows - done : micro);
-        for (int i = 0; i < b; i++)
-            da_text_data_val_window(data, done + i, n_windows, T, tokens + (size_t)i * T, targets + (size_t)i * T);
-        total += (double)da_forward(m, a, tokens, targets, b, T) * b;
-        done += b;
-    }
-    return (float)(total / n_windows);
-}
 
 da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_windows, int batch, da_attn_kernel kernel,
                        da_eval_loss_result *r) {
@@ -27,31 +12,18 @@ da_status da_eval_loss(da_model *m, const da_text_data *data, int T, long n_wind
                          m->cfg.vocab_size);
     if (data->n_val < (size_t)T + 1)
         return da_errorf("the validation split holds %zu tokens, too few for windows of %d", data->n_val, T);
-    da_acts *a;
-    da_status st = da_acts_create_ex(&a, &m->cfg, batch, T, kernel, NULL);
+    da_model_scorer ms = {m, NULL};
+    da_status st = da_acts_create_ex(&ms.a, &m->cfg, batch, T, kernel, NULL);
     if (st.code) return st;
-    int *tok = malloc((size_t)batch * T * sizeof(int)), *tgt = malloc((size_t)batch * T * sizeof(int));
-    if (!tok || !tgt) st = da_errorf("out of memory");
-    else {
-        double total = 0.0;
-        for (long done = 0; done < n_windows && !st.code;) {
-            const int b = (int)(n_windows - done < batch ? n_windows - done : batch);
-            for (int i = 0; i < b; i++)
-                da_text_data_val_window(data, done + i, n_windows, T, tok + (size_t)i * T, tgt + (size_t)i * T);
-            const float loss = da_forward(m, a, tok, tgt, b, T);
-            if (!isfinite(loss))
-                st = da_errorf("eval loss: windows %ld..%ld: the loss is %g; the model's numbers are not finite", done,
-                               done + b - 1, (double)loss);
-            total += (double)loss * b;
-            done += b;
-        }
-        r->loss = (float)(total / n_windows);
+    const da_window_set set = da_val_windows(data);
+    const da_window_scorer sc = da_model_window_scorer(&ms);
+    double loss;
+    if (!(st = da_window_loss(&set, n_windows, T, batch, &sc, NULL, &loss)).code) {
+        r->loss = (float)loss;
         r->ppl = exp(r->loss);
         r->windows = n_windows;
         r->tokens = n_windows * T;
     }
-    free(tok);
-    free(tgt);
-    da_acts_free(a);
+    da_acts_free(ms.a);
     return st;
 }

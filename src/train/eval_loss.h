@@ -6,12 +6,7 @@
 
 #include "data/text_data.h"
 #include "diffattn/train.h"
-
-/* n_windows windows of T tokens, run micro at a time through acts (sized for
- * at least micro x T); tokens, targets: scratch of micro * T. Returns the mean
- * loss in nats per token. */
-float da_eval_val_loss(da_model *m, da_acts *a, const da_text_data *data, long n_windows, int T, int micro,
-                       int *tokens, int *targets);
+#include "train/window_loss.h"
 
 /* da_eval_loss is in diffattn/train.h. */
 

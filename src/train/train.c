@@ -163,6 +163,7 @@ typedef struct {
     da_rng rng;
     da_acts *acts;
     da_text_data text; /* a text or shard run's data; src reads it */
+    da_distract *distract; /* NULL, or the distractors inserted into text's windows */
     da_data_source src;
     da_dp dp;
     FILE *metrics;   /* rank 0 only */
@@ -286,6 +287,11 @@ static da_status open_text(run *r, const char *data_path, int resume) {
         return st;
     if (rank0 && r->text.from_shards && (st = copy_tokenizer(data_path, r->out_dir)).code) return st;
     r->src = da_text_source(&r->text);
+    if (r->hooks && r->hooks->distract) {
+        if ((st = da_distract_open(&r->distract, &r->text, r->hooks->distract, NULL, r->hooks->distract_cfg)).code)
+            return st;
+        r->src = da_distract_source(r->distract);
+    }
     return st;
 }
 
@@ -464,6 +470,7 @@ static da_status train_run(const da_config *model_cfg, const da_train_config *tc
     da_run_unlock(r.lock_fd);
     da_dp_free(&r.dp);
     da_acts_free(r.acts);
+    da_distract_free(r.distract);
     da_text_data_free(&r.text);
     da_adamw_free(&r.opt);
     da_model_free(&r.m);
