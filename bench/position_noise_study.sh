@@ -32,13 +32,15 @@
 #             least-squares slope against log2 position per seed, with a
 #             bootstrap interval.
 # Cost, measured before the budget was fixed with `bench train --profile`
-# at this shape (batch 8, T 1,024, OMP_NUM_THREADS=2) on the 2-core machine
-# while other agents loaded it (load average 14): 13.2 s a step for DIFF,
-# 9.6 for DIFF2, 10.3 for softmax; matmuls (forward and backward) take 45-50%
-# of a step, attention 45-55%. Unloaded the same machine runs a step in
-# about 2 s. Expected wall time at JOBS=1: 15 runs x 1,000 steps, about
-# 9 hours unloaded (3 seeds: 5.5 hours), some 45 hours at today's load; the
-# scoring adds about 1% (forward passes only).
+# at this shape (batch 8, T 1,024, OMP_NUM_THREADS=2, 3 timed steps) on the
+# 2-core machine while other agents loaded it (load average 14): 13.2 s a
+# step for DIFF, 9.6 for DIFF2, 10.3 for softmax; matmuls (forward and
+# backward) take 45-50% of a step, attention (forward and backward) 45-55%,
+# everything else under 5%. At that speed a run of 1,000 steps takes about
+# 3 hours, the first 3 seeds (9 runs) about 28 hours and all 5 about 46
+# hours at JOBS=1, over several sessions (a rerun continues); a less loaded
+# machine shortens it in proportion. Scoring adds about 1% (forward passes
+# only).
 #
 #   bench/position_noise_study.sh [BINARY]        (default build/diffattn)
 #   REPORT_ONLY=RUNS bench/position_noise_study.sh [BINARY]   (the report from result files alone)
