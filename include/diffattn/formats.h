@@ -1,12 +1,13 @@
 /* diffattn model files: safetensors checkpoints, Hugging Face folders (read
- * and written), the GGUF architecture name, and the guard against writing
- * over an input.
+ * and written), the GGUF architecture name, the guard against writing
+ * over an input, and opening inputs that are regular files only.
  * Implemented in src/io/checkpoint.c, src/io/hf_model.c, src/io/hf_export.c, src/io/gguf_llama.c,
- * src/io/atomic_file.c. */
+ * src/io/atomic_file.c, src/io/regular_file.c. */
 #ifndef DIFFATTN_FORMATS_H
 #define DIFFATTN_FORMATS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "diffattn/model.h"
 
@@ -52,6 +53,20 @@ da_status da_model_export_hf(const da_model *m, const char *dir);
  * entries are skipped; outputs that do not exist yet pass. */
 da_status da_check_outputs_not_inputs(const char *const *outputs, int n_outputs, const char *const *inputs,
                                       int n_inputs);
+
+/* Opening a file by name for reading, only when it is a regular file
+ * (symlinks followed): a FIFO, a device, a socket or a folder is refused with
+ * an error naming path and what it is. The open never blocks (O_NONBLOCK,
+ * cleared afterwards) and the check is made on the open descriptor, so a FIFO
+ * swapped in after a stat cannot hang the reader. Every file diffattn reads by
+ * name goes through these. */
+/* The descriptor (O_RDONLY, close-on-exec), or -1 with *st set. */
+int da_open_regular(const char *path, da_status *st);
+/* da_open_regular as a FILE ("rb"), or NULL with *st set. */
+FILE *da_fopen_regular(const char *path, da_status *st);
+/* The whole file into a malloc'd buffer with a NUL after its *n bytes (n may
+ * be NULL); a file over max_bytes is refused, naming the bound. */
+da_status da_read_regular(const char *path, size_t max_bytes, char **data, size_t *n);
 
 /* The general.architecture a GGUF of c is written with: "llama" (what
  * llama.cpp runs: softmax, no window, no head norm), else "diffattn-" and

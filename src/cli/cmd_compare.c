@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "diffattn/experiments.h"
+#include "diffattn/formats.h"
 
 /* The end of a comparison: its error (with the flags that apply to a folder
  * holding one), an interruption (exit 130), or its report.md on standard output. */
@@ -22,7 +23,7 @@ static int compare_finish(da_status st, const char *out_dir, const char *exists_
     if (st.code) return cli_fail(st.msg);
     char path[4200], line[8192];
     snprintf(path, sizeof path, "%s/report.md", out_dir);
-    FILE *fp = fopen(path, "r");
+    FILE *fp = da_fopen_regular(path, NULL);
     while (fp && fgets(line, sizeof line, fp)) fputs(line, stdout);
     if (fp) fclose(fp);
     return 0;

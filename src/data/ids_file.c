@@ -8,12 +8,14 @@
 
 #include "data/ids_file.h"
 #include "io/atomic_file.h"
+#include "diffattn/formats.h"
 
 da_status da_ids_read(const char *path, int vocab_size, int **ids, int *n) {
     *ids = NULL;
     *n = 0;
-    FILE *fp = fopen(path, "r");
-    if (!fp) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    da_status open_st;
+    FILE *fp = da_fopen_regular(path, &open_st);
+    if (!fp) return open_st;
     int cap = 0, count = 0, *buf = NULL;
     char word[64];
     da_status st = da_ok();

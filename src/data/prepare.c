@@ -18,6 +18,7 @@
 #include "data/shard.h"
 #include "data/text_data.h"
 #include "io/atomic_file.h"
+#include "diffattn/formats.h"
 
 void da_prepare_config_default(da_prepare_config *pc) {
     pc->val_fraction = 0.01f;
@@ -183,8 +184,9 @@ static da_status fill_batch(reader *r, chunk *ch, int batch, int *nb, da_prepare
                 r->fi++;
                 continue;
             }
-            r->fp = fopen(r->fl->path[r->fi], "rb");
-            if (!r->fp) return da_errorf("%s: cannot open: %s", r->fl->path[r->fi], strerror(errno));
+            da_status open_st;
+            r->fp = da_fopen_regular(r->fl->path[r->fi], &open_st);
+            if (!r->fp) return open_st;
             stats->files++;
         }
         chunk *c = &ch[*nb];

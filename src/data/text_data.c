@@ -12,6 +12,7 @@
 #include "data/shard.h"
 #include "data/text_data.h"
 #include "diffattn/tokenizer.h"
+#include "diffattn/formats.h"
 
 /* The raw bytes of a text corpus while it is read. */
 typedef struct {
@@ -21,8 +22,9 @@ typedef struct {
 } byte_buf;
 
 static da_status append_file(byte_buf *d, size_t *cap, const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    da_status open_st;
+    FILE *fp = da_fopen_regular(path, &open_st);
+    if (!fp) return open_st;
     char buf[1 << 16];
     size_t got;
     while ((got = fread(buf, 1, sizeof buf, fp)) > 0) {
@@ -106,7 +108,7 @@ int da_data_vocab_size(const char *path) {
     if (!da_data_is_shards(path)) return 256;
     char p[4096];
     snprintf(p, sizeof p, "%s/train_000000.bin", path);
-    FILE *fp = fopen(p, "rb");
+    FILE *fp = da_fopen_regular(p, NULL);
     da_shard_header h;
     int ok = fp && fread(&h, sizeof h, 1, fp) == 1 && h.magic == DA_SHARD_MAGIC && h.vocab_size > 0 &&
              h.vocab_size <= (1u << 24);
@@ -116,8 +118,9 @@ int da_data_vocab_size(const char *path) {
 
 /* Maps one shard and checks its header against its size and vocabulary. */
 static da_status map_shard(da_text_data *d, const char *path, da_token_span *span) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    da_status open_st;
+    int fd = da_open_regular(path, &open_st);
+    if (fd < 0) return open_st;
     struct stat sb;
     if (fstat(fd, &sb) || sb.st_size < (off_t)sizeof(da_shard_header)) {
         close(fd);

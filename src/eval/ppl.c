@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "infer/engine.h"
 #include "train/window_loss.h"
+#include "diffattn/formats.h"
 
 /* tokens: (n) = validation tokens [start, start + n), across spans. */
 static void val_tokens(const da_text_data *d, size_t start, int n, int *tokens) {
@@ -51,7 +52,7 @@ typedef struct {
 _Static_assert(sizeof(ppl_cache_header) == 32, "ppl_cache_header layout changed");
 
 static int cache_read(const char *path, const ppl_cache_header *want, float *rows, size_t n) {
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = da_fopen_regular(path, NULL);
     if (!fp) return -1;
     ppl_cache_header h;
     int ok = fread(&h, sizeof h, 1, fp) == 1 && !memcmp(&h, want, sizeof h) && fread(rows, sizeof(float), n, fp) == n;

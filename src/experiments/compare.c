@@ -26,6 +26,7 @@
 #include "io/atomic_file.h"
 #include "experiments/bench.h"
 #include "core/clock.h"
+#include "diffattn/formats.h"
 
 void da_compare_config_default(da_compare_config *c) {
     *c = (da_compare_config){.study = {.out_dir = "runs/compare", .jobs = 1}, .steps = 300, .dim = 256, .layers = 4,
@@ -308,7 +309,7 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
 static int read_metrics(const char *dir, double *step, double *train, double *val, int cap, double *elapsed) {
     char p[4400], line[512];
     snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    FILE *fp = fopen(p, "r");
+    FILE *fp = da_fopen_regular(p, NULL);
     int n = 0;
     double done = 0, last = 0;
     long st;

@@ -14,6 +14,7 @@
 #include "experiments/study.h"
 #include "io/atomic_file.h"
 #include "io/run_lock.h"
+#include "diffattn/formats.h"
 
 typedef struct {
     char magic[8];
@@ -42,7 +43,7 @@ int study_result_load(const char *path, const char *magic, const char *key, void
                       uint32_t *n_floats, uint32_t max_floats) {
     result_header h;
     if (floats) *floats = NULL;
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = da_fopen_regular(path, NULL);
     if (!fp) return -1;
     int ok = fread(&h, sizeof h, 1, fp) == 1 && !memcmp(h.magic, magic, 8) && h.size == size &&
              !strncmp(h.key, key, sizeof h.key) && h.n_floats <= max_floats && fread(body, size, 1, fp) == 1;

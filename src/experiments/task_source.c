@@ -10,6 +10,7 @@
 #include "data/shard.h"
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
+#include "diffattn/formats.h"
 
 /* The stream of run seed s is s * 0x9E3779B97F4A7C15 + point, the held-out
  * set 0xE7A15E7 + point: a seed no training stream uses, the same for every
@@ -136,7 +137,7 @@ da_status da_task_source_save(const da_task_source *s, const char *dir) {
 
 int da_task_file_is(const char *path) {
     char line[32] = "";
-    FILE *fp = fopen(path, "r");
+    FILE *fp = da_fopen_regular(path, NULL);
     if (!fp) return 0;
     const int is = fgets(line, sizeof line, fp) && !strcmp(line, TASK_FILE_MAGIC "\n");
     fclose(fp);
@@ -159,8 +160,9 @@ static da_status parse_depths(const char *val, da_task_config *t) {
 
 da_status da_task_source_load(da_task_source **out, const char *path) {
     *out = NULL;
-    FILE *fp = fopen(path, "r");
-    if (!fp) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    da_status open_st;
+    FILE *fp = da_fopen_regular(path, &open_st);
+    if (!fp) return open_st;
     da_task_config t;
     da_task_config_default(&t, DA_TASK_MQAR);
     char line[256], key[64], val[128];

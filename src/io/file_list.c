@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "diffattn/formats.h"
 #include "io/file_list.h"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -26,7 +28,13 @@ static da_status add_path(file_list *fl, const char *path, int depth) {
         fl->size[fl->n++] = (size_t)sb.st_size;
         return fl->path[fl->n - 1] ? da_ok() : da_errorf("out of memory");
     }
-    if (!S_ISDIR(sb.st_mode)) return da_ok(); /* sockets, devices: not text */
+    if (!S_ISDIR(sb.st_mode)) {
+        if (depth > 0) return da_ok(); /* a folder's FIFOs, sockets, devices: not text */
+        da_status st; /* named as an input: refused, saying what it is */
+        const int fd = da_open_regular(path, &st);
+        if (fd >= 0) close(fd); /* a regular file swapped in since the stat: skipped */
+        return st;
+    }
     if (depth > 32) return da_errorf("%s: folders nest too deeply", path);
     DIR *dp = opendir(path);
     if (!dp) return da_errorf("%s: cannot open folder: %s", path, strerror(errno));

@@ -14,6 +14,7 @@
 #include "io/atomic_file.h"
 #include "io/gguf.h"
 #include "ops/qblock.h"
+#include "diffattn/formats.h"
 
 #define GGUF_MAGIC "GGUF"
 
@@ -305,8 +306,9 @@ da_status da_gguf_parse(da_gguf_file *f, const char *name, unsigned char *buf, s
 
 da_status da_gguf_open(da_gguf_file *f, const char *path) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return da_errorf("%s: cannot open (does it exist?)", path);
+    da_status open_st;
+    int fd = da_open_regular(path, &open_st);
+    if (fd < 0) return open_st;
     struct stat sb;
     if (fstat(fd, &sb) || sb.st_size < 0) {
         close(fd);
@@ -334,7 +336,7 @@ void da_gguf_close(da_gguf_file *f) {
 }
 
 int da_gguf_is_gguf(const char *path) {
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = da_fopen_regular(path, NULL);
     if (!fp) return 0;
     char m[4] = {0};
     size_t n = fread(m, 1, 4, fp);

@@ -16,6 +16,7 @@
 
 #include "attn/attention.h"
 #include "io/hf_model.h"
+#include "diffattn/formats.h"
 
 #define MAX_SHARDS 256
 #define MAX_HEADER (100u * 1000u * 1000u)
@@ -23,24 +24,7 @@
 /* ------------------------------------------------------------ files */
 
 static da_status read_text(const char *path, char **out) {
-    *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return da_errorf("%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(fp), &sb) || sb.st_size > (off_t)MAX_HEADER) {
-        fclose(fp);
-        return da_errorf("%s: unreadable or larger than %u bytes", path, MAX_HEADER);
-    }
-    char *s = malloc((size_t)sb.st_size + 1);
-    size_t n = s ? fread(s, 1, (size_t)sb.st_size, fp) : 0;
-    fclose(fp);
-    if (!s || n != (size_t)sb.st_size) {
-        free(s);
-        return da_errorf("%s: read error", path);
-    }
-    s[n] = 0;
-    *out = s;
-    return da_ok();
+    return da_read_regular(path, MAX_HEADER, out, NULL);
 }
 
 static int is_file(const char *p) {
@@ -497,8 +481,8 @@ static da_status open_shard(hf_files *F, const char *path) {
     if (st.code) return st;
     hf_shard *sh = &F->shard[F->n_shards];
     snprintf(sh->path, sizeof sh->path, "%s", path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    int fd = da_open_regular(path, &st);
+    if (fd < 0) return st;
     struct stat sb;
     if (fstat(fd, &sb) || sb.st_size < 8) {
         close(fd);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "io/atomic_file.h"
+#include "diffattn/formats.h"
 
 static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 #define NPY_ALIGN 64
@@ -235,22 +236,15 @@ static da_status check_data_size(const char *path, int nd, const int64_t *shp, u
 da_status da_npy_read_f32(const char *path, float **data, int *ndim, int64_t shape[DA_NPY_MAX_DIMS]) {
     *data = NULL;
     *ndim = 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    da_status open_st;
+    FILE *fp = da_fopen_regular(path, &open_st);
+    if (!fp) return open_st;
     da_status st = da_ok();
     char *hdr = NULL;
     float *buf = NULL;
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0) {
         st = da_errorf("%s: cannot stat: %s", path, strerror(errno));
-        goto done;
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        st = da_errorf("%s: is a directory, expected a .npy file", path);
-        goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = da_errorf("%s: is not a regular file", path);
         goto done;
     }
     uint64_t fsize = (uint64_t)sb.st_size;

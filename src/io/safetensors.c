@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "io/atomic_file.h"
+#include "diffattn/formats.h"
 
 #define MAX_JSON_INT 9007199254740992.0 /* 2^53: larger JSON numbers are not exact integers */
 
@@ -118,21 +119,14 @@ static int json_uint(const cJSON *j, uint64_t *out) {
 static da_status read_whole(const char *path, unsigned char **buf, size_t *size) {
     *buf = NULL;
     *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    da_status open_st;
+    int fd = da_open_regular(path, &open_st);
+    if (fd < 0) return open_st;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
         return da_errorf("%s: cannot stat: %s", path, strerror(e));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return da_errorf("%s: is a directory, expected a .safetensors file", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return da_errorf("%s: is not a regular file", path);
     }
     if (st.st_size < 8) {
         close(fd);

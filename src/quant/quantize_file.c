@@ -9,6 +9,7 @@
 #include "quant/calib.h"
 #include "quant/quantize.h"
 #include "tok/tokenizer.h"
+#include "diffattn/formats.h"
 
 void da_quantize_opts_default(da_quantize_opts *o) {
     memset(o, 0, sizeof *o);
@@ -150,7 +151,7 @@ da_status da_quantize_file(const char *model_path, const char *out_path, const d
             snprintf(r->weight_type, sizeof r->weight_type, "%s", da_qtype_name(types.type));
             snprintf(r->output_type, sizeof r->output_type, "%s", da_qtype_name(q.output->type));
             snprintf(r->act, sizeof r->act, "%s", da_act_mode_name(act));
-            FILE *fp = fopen(out_path, "rb");
+            FILE *fp = da_fopen_regular(out_path, NULL);
             r->file_bytes = fp && !fseek(fp, 0, SEEK_END) ? ftell(fp) : -1;
             if (fp) fclose(fp);
         }

@@ -9,6 +9,7 @@
 
 #include "io/gguf.h"
 #include "serve/server.h"
+#include "diffattn/formats.h"
 
 da_serve_opts da_serve_opts_default(void) {
     da_serve_opts o;
@@ -54,7 +55,7 @@ static char *find_chat_template(const char *path) {
         const char *slash = strrchr(path, '/');
         snprintf(cfg, sizeof cfg, "%.*s%stokenizer_config.json", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
     }
-    FILE *fp = fopen(cfg, "rb");
+    FILE *fp = da_fopen_regular(cfg, NULL);
     if (!fp) return NULL;
     char *text = NULL;
     long n = fseek(fp, 0, SEEK_END) ? -1 : ftell(fp);

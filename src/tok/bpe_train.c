@@ -14,6 +14,7 @@
 #include "tok/bpe_train.h"
 #include "tok/hash.h"
 #include "tok/tokenizer.h"
+#include "diffattn/formats.h"
 
 /* ------------------------------------------------------------ word counts */
 
@@ -429,8 +430,8 @@ da_status da_bpe_train(const char *const *inputs, int n_inputs, const char *out_
     uint8_t *text = malloc(text_cap);
     if (!text) st = da_errorf("out of memory");
     for (int f = 0; f < fl.n && !st.code; f++) {
-        FILE *fp = fopen(fl.path[f], "rb");
-        if (!fp) { st = da_errorf("%s: cannot open: %s", fl.path[f], strerror(errno)); break; }
+        FILE *fp = da_fopen_regular(fl.path[f], &st);
+        if (!fp) break;
         size_t have = 0;
         for (;;) {
             if (text_cap - have < CHUNK / 2) { /* no safe cut in the text held: read more of it */

@@ -5,11 +5,13 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "diffattn/formats.h"
 #include "diffattn/tokenizer.h"
 
 static da_status read_all(const char *path, uint8_t **data, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return da_errorf("%s: cannot open: %s", path, strerror(errno));
+    da_status open_st;
+    FILE *fp = da_fopen_regular(path, &open_st);
+    if (!fp) return open_st;
     size_t cap = 1 << 20, len = 0;
     uint8_t *buf = malloc(cap);
     size_t got;
@@ -26,7 +28,7 @@ static da_status read_all(const char *path, uint8_t **data, size_t *n) {
     if (!buf) return da_errorf("%s: out of memory", path);
     if (err) {
         free(buf);
-        return da_errorf("%s: read error (is it a folder?)", path);
+        return da_errorf("%s: read error", path);
     }
     *data = buf;
     *n = len;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "diffattn/formats.h"
 #include "tok/hash.h"
 #include "tok/tokenizer.h"
 
@@ -183,25 +184,11 @@ static int token_bytes(const char *s, const int cp_to_byte[512], uint8_t **out, 
 
 /* ------------------------------------------------------------ loading */
 
+/* Far above any real tokenizer.json (Gemma 3's, among the largest, is 33 MB). */
+#define MAX_TOKENIZER_FILE ((size_t)1 << 30)
+
 static da_status read_file(const char *path, char **data, size_t *n) {
-    struct stat sb;
-    if (stat(path, &sb)) return da_errorf("%s: %s", path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) return da_errorf("%s: is a folder", path);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return da_errorf("%s: cannot open: %s", path, strerror(errno));
-    *data = malloc((size_t)sb.st_size + 1);
-    if (!*data) {
-        fclose(fp);
-        return da_errorf("%s: out of memory", path);
-    }
-    *n = fread(*data, 1, (size_t)sb.st_size, fp);
-    fclose(fp);
-    if (*n != (size_t)sb.st_size) {
-        free(*data);
-        return da_errorf("%s: read error", path);
-    }
-    (*data)[*n] = 0;
-    return da_ok();
+    return da_read_regular(path, MAX_TOKENIZER_FILE, data, n);
 }
 
 static da_status add_merge(da_tokenizer *t, const char *path, const char *line, size_t len, int rank) {

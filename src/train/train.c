@@ -21,11 +21,12 @@
 #include "io/run_lock.h"
 #include "ops/ops.h"
 #include "train/train_state.h"
+#include "diffattn/formats.h"
 
 /* On resume, drop metrics lines past the checkpoint, which the interrupted
  * run logged but the resumed run will log again. */
 static da_status trim_metrics(const char *path, long last_step) {
-    FILE *in = fopen(path, "r");
+    FILE *in = da_fopen_regular(path, NULL);
     if (!in) return da_ok();
     da_atomic_file af;
     da_status st = da_atomic_open(&af, path);
