@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "io/atomic_file.h"
 #include "core/clock.h"
+#include "diffattn/formats.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <strings.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 void da_write_faults_as_errors(void) {
@@ -86,9 +88,67 @@ static da_status write_error(const char *path, const char *what, int e) {
                      e == ENOSPC || e == EFBIG || e == EDQUOT ? " (disk full, quota or file size limit)" : "");
 }
 
+/* A write through a FIFO or device: nothing of a previous file to keep. */
+static da_status write_through_error(const char *path, int e) {
+    return da_errorf("%s: write failed: %s (written through: it is not a regular file)", path, strerror(e));
+}
+
 da_status da_atomic_fail(da_atomic_file *af, int e) {
+    const int through = af->through;
     da_atomic_abort(af);
-    return write_error(af->path, "write failed", e ? e : EIO);
+    return through ? write_through_error(af->path, e ? e : EIO) : write_error(af->path, "write failed", e ? e : EIO);
+}
+
+#ifndef PROC_SUPER_MAGIC
+#define PROC_SUPER_MAGIC 0x9fa0
+#endif
+
+/* Whether path reaches its target through a symlink that lives in /proc
+ * (/dev/stdout -> /proc/self/fd/1, /dev/fd/N): a rename over path would
+ * replace the system's link with a file, whatever the link leads to. */
+static int through_proc_link(const char *path) {
+    char cur[4096], next[4096], dir[4096];
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hop = 0; hop < 40; hop++) {
+        struct stat sb;
+        if (lstat(cur, &sb) || !S_ISLNK(sb.st_mode)) return 0;
+        dir_of(cur, dir, sizeof dir);
+        struct statfs fs;
+        if (!statfs(dir, &fs) && fs.f_type == PROC_SUPER_MAGIC) return 1;
+        ssize_t n = readlink(cur, next, sizeof next - 1);
+        if (n <= 0) return 0;
+        next[n] = 0;
+        if (next[0] == '/') snprintf(cur, sizeof cur, "%s", next);
+        else if ((size_t)snprintf(cur, sizeof cur, "%s/%s", dir, next) >= sizeof cur) return 0;
+    }
+    return 0;
+}
+
+/* What da_atomic_open does with path: 0 replace it by a rename, 1 write
+ * through it, -1 refuse it (a folder; *st set). */
+static int write_through_choice(const char *path, da_status *st) {
+    struct stat sb;
+    if (stat(path, &sb)) return 0; /* missing (or a dangling symlink): a new file replaces it */
+    if (S_ISDIR(sb.st_mode)) {
+        *st = da_errorf("%s: is a directory; give a file path to write", path);
+        return -1;
+    }
+    return !S_ISREG(sb.st_mode) || through_proc_link(path);
+}
+
+/* Opens path itself for writing, without creating or truncating it: a FIFO
+ * waits for its reader as a shell redirection does. */
+static da_status open_through(da_atomic_file *af, const char *path) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return da_errorf("%s: cannot open it to write through it (not a regular file): %s", path, strerror(errno));
+    af->fp = fdopen(fd, "ab");
+    if (!af->fp) {
+        int e = errno;
+        close(fd);
+        return da_errorf("%s: cannot open for writing: %s", path, strerror(e));
+    }
+    af->through = 1;
+    return da_ok();
 }
 
 /* Six letters no other user can guess in advance: the clock's nanoseconds,
@@ -146,6 +206,10 @@ da_status da_atomic_open(da_atomic_file *af, const char *path) {
     size_t n = strlen(path);
     if (n + 32 >= sizeof af->path) return da_errorf("%.200s...: output path is too long", path);
     memcpy(af->path, path, n + 1);
+    da_status refused = da_ok();
+    const int through = write_through_choice(path, &refused);
+    if (through < 0) return refused;
+    if (through) return open_through(af, path);
     remove_stale_temporaries(path);
 
     int fd = create_temporary(path, af->tmp, sizeof af->tmp);
@@ -170,11 +234,25 @@ da_status da_atomic_open(da_atomic_file *af, const char *path) {
     return da_ok();
 }
 
+/* The commit of a write through: flush and close; a FIFO or a device
+ * cannot be synced (EINVAL), which is no error. */
+static da_status commit_through(da_atomic_file *af) {
+    FILE *fp = af->fp;
+    af->fp = NULL;
+    int e = 0;
+    if (ferror(fp)) e = errno ? errno : EIO;
+    else if (fflush(fp) != 0) e = errno;
+    else if (fsync(fileno(fp)) != 0 && errno != EINVAL && errno != EROFS) e = errno;
+    if (fclose(fp) != 0 && !e) e = errno;
+    return e ? write_through_error(af->path, e) : da_ok();
+}
+
 da_status da_atomic_commit(da_atomic_file *af) {
     if (!af->fp) {
         da_atomic_abort(af);
         return da_errorf("%s: atomic commit of a file that is not open", af->path);
     }
+    if (af->through) return commit_through(af);
     FILE *fp = af->fp;
     const char *what = NULL;
     int e = 0;
@@ -244,8 +322,9 @@ da_status da_make_dirs(const char *dir) {
 
 
 da_status da_copy_file(const char *src, const char *dst) {
-    FILE *in = fopen(src, "rb");
-    if (!in) return da_errorf("%s: cannot open: %s", src, strerror(errno));
+    da_status open_st;
+    FILE *in = da_fopen_regular(src, &open_st);
+    if (!in) return open_st;
     da_atomic_file af;
     da_status st = da_atomic_open(&af, dst);
     if (st.code) {

@@ -13,6 +13,7 @@ typedef struct {
     FILE *fp;        /* the temporary file, open for writing; NULL when closed */
     char path[4096]; /* the target */
     char tmp[4096];  /* path + ".tmp.<pid>.<random>"; empty once removed or renamed */
+    int through;     /* fp is path itself: a FIFO, a device or a /proc link such as /dev/stdout */
 } da_atomic_file;
 
 /* A write past the process's file size limit (ulimit -f, prlimit --fsize)
@@ -32,8 +33,13 @@ void da_remove_dead_temporaries(const char *dir, const char *prefix, int exact);
  * writing (O_CREAT|O_EXCL|O_NOFOLLOW: an existing name, a planted symlink
  * included, is never opened; another name is tried), after removing path's
  * temporaries of processes that no longer exist. The commit's rename
- * replaces whatever is at path, a symlink included, and never writes through
- * it. On failure af is left closed, so da_atomic_abort on it is harmless. */
+ * replaces a regular file or a symlink at path, and never writes through it.
+ * A path that is not a regular file (a FIFO, a character or block device,
+ * or a link through /proc such as /dev/stdout, symlinks followed) is written
+ * through instead, never replaced, so that /dev/null stays a device and a
+ * FIFO's reader gets the data (appended, for /proc links to regular files);
+ * a folder is refused. On failure af is left closed, so da_atomic_abort on it
+ * is harmless. */
 da_status da_atomic_open(da_atomic_file *af, const char *path);
 
 /* fflush, fsync, fclose, rename over path, fsync the directory. On any
