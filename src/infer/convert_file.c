@@ -9,6 +9,7 @@
 #include "diffattn/generate.h"
 #include "infer/engine.h"
 #include "io/gguf.h"
+#include "io/safetensors.h"
 #include "ops/qblock.h"
 
 /* A GGUF source in full precision: its weights must be f32, f16 or bf16, since
@@ -33,19 +34,22 @@ static da_status load_gguf_float(da_model *m, const char *path, const da_load_op
 da_status da_model_take_folder_tokenizer(da_model *m, const char *src_path) {
     char path[4200];
     if (m->tokenizer_json || !da_model_tokenizer_path(src_path, path, sizeof path)) return da_ok();
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return da_errorf("%s: cannot open", path);
-    char *s = NULL;
-    long n = -1;
-    if (!fseek(fp, 0, SEEK_END) && (n = ftell(fp)) >= 0 && !fseek(fp, 0, SEEK_SET) && (s = malloc((size_t)n + 1)) &&
-        fread(s, 1, (size_t)n, fp) == (size_t)n) {
-        s[n] = 0;
-        m->tokenizer_json = s;
-        s = NULL;
+    /* The text is carried in the model file's header, escaped: half the
+     * header's bound keeps the file loadable whatever the text holds. */
+    char *json = NULL;
+    size_t n = 0;
+    da_status st = da_read_regular(path, DA_ST_MAX_HEADER / 2, &json, &n);
+    if (st.code) return da_errorf("%s (a model file carries its tokenizer in its header; give a smaller one)", st.msg);
+    /* parsed as a load of the written model would parse it, before anything is written */
+    da_tokenizer *t = NULL;
+    st = da_tokenizer_from_json(&t, json, n, path);
+    da_tokenizer_free(t);
+    if (st.code) {
+        free(json);
+        return st;
     }
-    fclose(fp);
-    free(s);
-    return m->tokenizer_json ? da_ok() : da_errorf("%s: read error", path);
+    m->tokenizer_json = json;
+    return da_ok();
 }
 
 da_status da_model_load_float(da_model *m, const char *path, const da_load_opts *o) {

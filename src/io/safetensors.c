@@ -626,6 +626,12 @@ da_status da_st_write(const char *path, const da_st_write_tensor *tensors, int n
     if (!hdr) return st;
     size_t hl = strlen(hdr);
     size_t pad = (8 - (8 + hl) % 8) % 8; /* spaces, so that the data starts 8-aligned */
+    if (hl + pad > DA_ST_MAX_HEADER) { /* a file the reader would refuse: nothing is written */
+        free(hdr);
+        return da_errorf("%s: the header would be %zu bytes, over the %u bytes a safetensors reader accepts (its "
+                         "metadata, such as an embedded tokenizer, is too large)",
+                         path, hl + pad, DA_ST_MAX_HEADER);
+    }
 
     da_atomic_file af;
     st = da_atomic_open(&af, path);
