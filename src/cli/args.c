@@ -237,20 +237,28 @@ da_status cli_model_config(cli_model_flags *f, const cli_opt *opts, int n_opts, 
 }
 
 /* "1024,2048" -> ints; 0 ok, -1 on a bad list. */
-int cli_parse_ints(const char *s, int *out, int max, int *n, int lo, int hi) {
+static int int_list(const char *s, int *out, int max, int *n, int lo, int hi) {
     *n = 0;
     for (const char *p = s; *p;) {
         char *end;
+        errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || v < lo || v > hi || (*end && *end != ',') || *n == max) return -1;
+        if (end == p || errno || v < lo || v > hi || (*end && *end != ',') || *n == max) return -1;
         out[(*n)++] = (int)v;
         p = *end ? end + 1 : end;
     }
     return *n ? 0 : -1;
 }
 
-/* "0,0.2,0.6" -> doubles in [lo, hi]; 0 ok, -1 on a bad list. */
-int cli_parse_doubles(const char *s, double *out, int max, int *n, double lo, double hi) {
+int cli_parse_ints(const char *flag, const char *s, int *out, int max, int *n, int lo, int hi, const char *noun,
+                   const char *example) {
+    if (!int_list(s, out, max, n, lo, hi)) return 0;
+    fprintf(stderr, "diffattn: --%s \"%s\": expected up to %d %s in %d..%d, like %s\n", flag, s, max, noun, lo, hi,
+            example);
+    return 1;
+}
+
+static int double_list(const char *s, double *out, int max, int *n, double lo, double hi) {
     *n = 0;
     for (const char *p = s; *p;) {
         char *end;
@@ -260,6 +268,14 @@ int cli_parse_doubles(const char *s, double *out, int max, int *n, double lo, do
         p = *end ? end + 1 : end;
     }
     return *n ? 0 : -1;
+}
+
+int cli_parse_doubles(const char *flag, const char *s, double *out, int max, int *n, double lo, double hi,
+                      const char *noun, const char *example) {
+    if (!double_list(s, out, max, n, lo, hi)) return 0;
+    fprintf(stderr, "diffattn: --%s \"%s\": expected up to %d %s in [%g, %g], like %s\n", flag, s, max, noun, lo, hi,
+            example);
+    return 1;
 }
 
 /* --act and --kv into session options (see args.h). */

@@ -83,9 +83,14 @@ da_status cli_model_config(cli_model_flags *f, const cli_opt *opts, int n_opts, 
     "either"
 #define CLI_TOKENIZER_MODEL_HELP "a model file: use the tokenizer it carries (default when --tokenizer is not given)"
 
-/* "1024,2048" -> up to max ints in [lo, hi]; "0,0.2" -> doubles. 0 ok, -1 on a bad list. */
-int cli_parse_ints(const char *s, int *out, int max, int *n, int lo, int hi);
-int cli_parse_doubles(const char *s, double *out, int max, int *n, double lo, double hi);
+/* --flag's "1024,2048" -> up to max ints in [lo, hi]; "0,0.2" -> doubles.
+ * 0, or 1 after an error line that states max, lo and hi (the bounds the
+ * check used), like "--seq \"70000\": expected up to 8 lengths in 5..65536,
+ * like 64,128,256" (noun: "lengths"; example: "64,128,256"). */
+int cli_parse_ints(const char *flag, const char *s, int *out, int max, int *n, int lo, int hi, const char *noun,
+                   const char *example);
+int cli_parse_doubles(const char *flag, const char *s, double *out, int max, int *n, double lo, double hi,
+                      const char *noun, const char *example);
 
 /* --act and --kv of eval ppl and bench generate into session options (act_s
  * NULL: the file's own); prints the error and returns 1 on a bad value. */

@@ -145,18 +145,20 @@ static int task_apply(da_task_compare_config *c, const task_flags *f, const cli_
         if (!cli_was_set(opts, n_opts, "vocab")) c->task.vocab = 2 + c->task.entities + c->task.attributes;
         if (!f->seqs) c->task.seq = 5 * c->task.context_pairs;
     }
-    if (f->pairs && cli_parse_ints(f->pairs, c->pairs, 8, &c->n_pairs, 1, 512))
-        return cli_fail("--pairs: expected up to 8 counts, like 4,8,16");
-    if (f->seqs && cli_parse_ints(f->seqs, c->seqs, 8, &c->n_seqs, 5, 1 << 16))
-        return cli_fail("--seq: expected up to 8 lengths >= 5, like 64,128,256");
-    if (f->train_seqs && cli_parse_ints(f->train_seqs, c->train_seqs, 8, &c->n_train_seqs, 5, 1 << 16))
-        return cli_fail("--train-seq: expected up to 8 lengths >= 5, like 256,512");
-    if (f->noises && cli_parse_doubles(f->noises, c->noises, 8, &c->n_noises, 0, 0.99))
-        return cli_fail("--noise: expected up to 8 shares in [0, 1), like 0,0.2,0.6");
-    if (f->depths && cli_parse_doubles(f->depths, c->task.depths, DA_TASK_MAX_DEPTHS, &c->task.n_depths, 0, 1))
-        return cli_fail("--depths: expected up to 16 shares in [0, 1], like 0,0.5,1");
-    if (f->demos && cli_parse_ints(f->demos, c->demos, 8, &c->n_demos, 1, DA_ICL_MAX_DEMOS))
-        return cli_fail("--demos: expected up to 8 counts in 1..128, like 4,8,16");
+    if (f->pairs && cli_parse_ints("pairs", f->pairs, c->pairs, 8, &c->n_pairs, 1, 512, "counts", "4,8,16")) return 1;
+    if (f->seqs && cli_parse_ints("seq", f->seqs, c->seqs, 8, &c->n_seqs, 5, 1 << 16, "lengths", "64,128,256"))
+        return 1;
+    if (f->train_seqs && cli_parse_ints("train-seq", f->train_seqs, c->train_seqs, 8, &c->n_train_seqs, 5, 1 << 16,
+                                        "lengths", "256,512"))
+        return 1;
+    if (f->noises && cli_parse_doubles("noise", f->noises, c->noises, 8, &c->n_noises, 0, 0.99, "shares", "0,0.2,0.6"))
+        return 1;
+    if (f->depths && cli_parse_doubles("depths", f->depths, c->task.depths, DA_TASK_MAX_DEPTHS, &c->task.n_depths, 0,
+                                       1, "shares", "0,0.5,1"))
+        return 1;
+    if (f->demos &&
+        cli_parse_ints("demos", f->demos, c->demos, 8, &c->n_demos, 1, DA_ICL_MAX_DEMOS, "counts", "4,8,16"))
+        return 1;
     da_status st = da_task_parse_archs(c, f->archs);
     if (!st.code && f->grid) st = da_grid_parse(f->grid, c->grid, &c->n_grid);
     return st.code ? cli_fail(st.msg) : 0;
@@ -283,8 +285,9 @@ static int text_apply(da_compare_config *c, const text_flags *f, const cli_opt *
     da_status ast = da_compare_parse_archs(c, f->archs);
     if (!ast.code && f->grid) ast = da_grid_parse(f->grid, c->grid, &c->n_grid);
     if (ast.code) return cli_fail(ast.msg);
-    if (strcmp(f->contexts, "auto") && cli_parse_ints(f->contexts, c->contexts, 4, &c->n_contexts, 128, 1 << 20))
-        return cli_fail("--needle-context: expected up to 4 lengths >= 128, like 960,1984");
+    if (strcmp(f->contexts, "auto") && cli_parse_ints("needle-context", f->contexts, c->contexts, 4, &c->n_contexts,
+                                                      128, 1 << 20, "lengths", "960,1984"))
+        return 1;
     c->steps_given = cli_was_set(opts, n_opts, "steps");
     return 0;
 }

@@ -87,10 +87,11 @@ static void needle_flags_init(needle_flags *f, cli_opt *opts, const char *contex
 
 /* 0 when the flags hold; otherwise reports and returns 1. */
 static int needle_flags_check(needle_flags *f) {
-    if (cli_parse_ints(f->contexts, f->c.contexts, DA_NEEDLE_MAX_CONTEXTS, &f->c.n_contexts, 128, 1 << 20))
-        return cli_fail("--context: expected lengths >= 128, like 1024,2048");
-    if (cli_parse_ints(f->depths, f->c.depths, DA_NEEDLE_MAX_DEPTHS, &f->c.n_depths, 0, 100))
-        return cli_fail("--depths: expected percentages 0..100, like 0,25,50,75,100");
+    if (cli_parse_ints("context", f->contexts, f->c.contexts, DA_NEEDLE_MAX_CONTEXTS, &f->c.n_contexts, 128, 1 << 20,
+                       "lengths", "1024,2048") ||
+        cli_parse_ints("depths", f->depths, f->c.depths, DA_NEEDLE_MAX_DEPTHS, &f->c.n_depths, 0, 100, "percentages",
+                       "0,25,50,75,100"))
+        return 1;
     if (f->c.samples < 1) return cli_fail("--samples must be positive");
     if (f->c.needles < 1 || f->c.needles > 16) return cli_fail("--needles must be 1..16");
     if (f->c.queries < 1 || f->c.queries > f->c.needles) return cli_fail("--queries must be 1..--needles");
@@ -151,11 +152,7 @@ static int eval_quant_logits(int argc, char **argv) {
     if (rc) return rc == CLI_HELP ? 0 : 1;
     da_quant_logits_config qc = {seq,     windows, {0}, 0, !no_needle, f.c, cli_was_set(opts, N_OPTS, "needles"),
                                  progress_line, NULL};
-    if (cli_parse_ints(bits_list, qc.bits, DA_QL_MAX_BITS, &qc.n_bits, 2, 24)) {
-        fprintf(stderr, "diffattn eval quant-logits: --bits \"%s\": expected up to 16 widths in 2..24, like 16,8,6,4\n",
-                bits_list);
-        return 1;
-    }
+    if (cli_parse_ints("bits", bits_list, qc.bits, DA_QL_MAX_BITS, &qc.n_bits, 2, 24, "widths", "16,8,6,4")) return 1;
     const int auto_context = !strcmp(f.contexts, "auto");
     if (auto_context) f.contexts = "1024"; /* checked now; the library fits it to the model */
     if (!no_needle && needle_flags_check(&f)) return 1;

@@ -110,7 +110,10 @@ int cmd_info(int argc, char **argv) {
     const double kv = da_kv_cache_bytes(c, c->max_seq_len);
     printf("kv cache       %.0f bytes per token per layer at max_seq_len (f32), %.2f MB in all\n",
            kv / c->max_seq_len, kv * c->n_layers / 1e6);
-    printf("tokenizer      %s\n", m.tokenizer_json ? "embedded (tokenizer.json)" : "none (bytes)");
+    char folder_tok[4200];
+    if (da_model_tokenizer_path(path, folder_tok, sizeof folder_tok)) /* what sample and serve use, as they do */
+        printf("tokenizer      %s (the folder's)\n", folder_tok);
+    else printf("tokenizer      %s\n", m.tokenizer_json ? "embedded (tokenizer.json)" : "none (bytes)");
     if (info.per_layer_lambda) {
         printf("lambda         layer  lambda_init  lambda\n");
         for (int l = 0; l < c->n_layers; l++)
