@@ -131,16 +131,20 @@ static int test_atomic_commit_replaces(void) {
     return 0;
 }
 
-/* Renaming over a non-empty directory fails: the error names the path and the
- * temporary is gone. */
+/* Renaming over a non-empty directory, made there after the open, fails: the
+ * error names the path and the temporary is gone. A directory already there
+ * is refused by the open itself, naming it. */
 static int test_atomic_commit_failure_removes_tmp(void) {
     const char *d = tpath("adir");
+    da_atomic_file af;
+    CHECK(da_atomic_open(&af, d).code == 0);
     CHECK(mkdir(d, 0755) == 0);
     char inner[300];
     snprintf(inner, sizeof inner, "%s/x", d);
     CHECK(write_bytes(inner, "x", 1) == 0);
-    da_atomic_file af;
-    CHECK(da_atomic_open(&af, d).code == 0);
+    da_atomic_file refused;
+    da_status open_st = da_atomic_open(&refused, d);
+    CHECK(open_st.code != 0 && strstr(open_st.msg, d) && strstr(open_st.msg, "is a directory"));
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", af.tmp);
     fputs("data", af.fp);
