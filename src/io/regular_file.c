@@ -13,7 +13,7 @@
 #include "diffattn/formats.h"
 
 static const char *kind_of(mode_t m) {
-    if (S_ISDIR(m)) return "a directory";
+    if (S_ISDIR(m)) return "a directory (a folder)";
     if (S_ISFIFO(m)) return "a FIFO (named pipe)";
     if (S_ISCHR(m)) return "a character device";
     if (S_ISBLK(m)) return "a block device";
