@@ -79,7 +79,7 @@ da_status da_read_regular(const char *path, size_t max_bytes, char **data, size_
     struct stat sb;
     if (fstat(fd, &sb) || (uint64_t)sb.st_size > (uint64_t)max_bytes) {
         close(fd);
-        return da_errorf("%s: %lld bytes, over the %zu bytes read from such a file", path, (long long)sb.st_size,
+        return da_errorf("%s: is %lld bytes, over the limit of %zu bytes for this file", path, (long long)sb.st_size,
                          max_bytes);
     }
     /* read to the end, not to st_size: the file may change while it is read */
@@ -89,7 +89,7 @@ da_status da_read_regular(const char *path, size_t max_bytes, char **data, size_
     while (!st.code) {
         if (len == cap) {
             if (cap > max_bytes) {
-                st = da_errorf("%s: grew past the %zu bytes read from such a file while it was read", path, max_bytes);
+                st = da_errorf("%s: grew past the limit of %zu bytes for this file while it was read", path, max_bytes);
                 break;
             }
             char *nb = realloc(buf, 2 * cap + 1);
@@ -108,7 +108,7 @@ da_status da_read_regular(const char *path, size_t max_bytes, char **data, size_
     }
     close(fd);
     if (!st.code && len > max_bytes)
-        st = da_errorf("%s: grew past the %zu bytes read from such a file while it was read", path, max_bytes);
+        st = da_errorf("%s: grew past the limit of %zu bytes for this file while it was read", path, max_bytes);
     if (st.code) {
         free(buf);
         return st;
