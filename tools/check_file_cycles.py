@@ -46,16 +46,21 @@ def scan(path):
     """(functions it defines for others, every function it defines, identifiers used in function bodies) of
     one file: a .c file's functions that are not static; a header's functions all (its inline ones)."""
     with open(path, encoding="utf-8", errors="replace") as fp:
-        code = blank_preprocessor(blank_out(fp.read()))
-    exported, local, used = set(), set(), set()
+        text = fp.read()
     header_file = path.endswith(".h")
+    if header_file:  # a public header's C++ guard is no block: the functions inside it are at file scope
+        text = re.sub(r'extern\s+"C"\s*\{', "", text)
+        text = re.sub(r"#ifdef\s+__cplusplus\s*\n\s*\}\s*\n\s*#endif", "", text)
+    code = blank_preprocessor(blank_out(text))
+    exported, local, used = set(), set(), set()
     for header, _, start, end in definitions(code):
         name = function_name(header)
         if name:
             local.add(name)
             if header_file or not re.search(r"\bstatic\b", header):
                 exported.add(name)
-        used.update(IDENT.findall(code[start:end]))
+        if name or not header_file:  # a header's structs name types and fields, not calls
+            used.update(IDENT.findall(code[start:end]))
     return exported, local, used
 
 
