@@ -1,5 +1,5 @@
 /* Pre-tokeniser regexes run under a bound on their work per byte of text
- * (tok/tokenizer.c match_bounded): a pattern that scans far for a short match
+ * (tok/pretokenizer.c da_tok_match_bounded): a pattern that scans far for a short match
  * or backtracks without bound is refused with its pattern and the limit named,
  * in time linear in the text, and the patterns that stay linear are untouched.
  * Before: a*b|. took 25-32 s on 400 KB of "a" (quadratic), (?:(a|aa)+c)|.

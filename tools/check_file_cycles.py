@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
 """Fails when two source files of src/ depend on each other, directly or round
-a longer loop.
+a longer loop, header inline functions included.
 
-Definitions, per .c file F under src/:
+Definitions, per .c file F under src/ and per header H under src/ and include/:
   - F defines a function when its body is in F at file scope and it is not
     `static` (a static function is F's own business and makes no edge);
-  - F uses a function g when g's name appears inside a brace block of F (a
-    call in a function body, or g's address in a file-scope table of function
-    pointers) and F does not define g itself;
-  - F -> G (F depends on G) when F uses a function that G defines. A name
+  - H defines each function whose body is in H (a `static inline` one): the
+    compiler copies it into every file that calls it, so a call to it is a
+    call into H, and the calls in its body are H's;
+  - a file uses a function g when g's name appears inside a brace block of
+    the file (a call in a function body, or g's address in a file-scope table
+    of function pointers) and the file does not define g itself, static or not;
+  - X -> Y (X depends on Y) when X uses a function that Y defines. A name
     defined in several files (one kernel compiled per instruction set) makes
     no edge, and neither does a variable (the table of attention variants
     names each variant's entry, defined in the variant's file).
 A file-level cycle is a strongly connected component of this graph with two
-or more files: each reaches every other through calls. (Include cycles between
-a .c/.h pair and another are tools/check_layers.py's.)
+or more files: each reaches every other through calls. A header takes part
+when its inline functions call into a file that calls them back, or calls a
+file that reaches one that calls them (variants.c calling an inline of
+variant_common.h that calls variants.c back is such a circle). (Include
+cycles between a .c/.h pair and another are tools/check_layers.py's.)
 
 Each cycle is printed with the calls that close it. A cycle listed in KNOWN
 below is printed with its reason and does not fail the check; any other does,
@@ -29,7 +35,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from longest_functions import blank_out, blank_preprocessor, definitions, function_name  # noqa: E402
 
-# cycles that remain, by their files (relative to src/), with the reason
+# cycles that remain, by their files (relative to src/; include/ headers relative to the repository), with the reason
 KNOWN = {
 }
 
@@ -37,32 +43,49 @@ IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
 def scan(path):
-    """(functions defined and not static, identifiers used in function bodies) of one file."""
+    """(functions it defines for others, every function it defines, identifiers used in function bodies) of
+    one file: a .c file's functions that are not static; a header's functions all (its inline ones)."""
     with open(path, encoding="utf-8", errors="replace") as fp:
-        code = blank_preprocessor(blank_out(fp.read()))
-    defined, used = set(), set()
+        text = fp.read()
+    header_file = path.endswith(".h")
+    if header_file:  # a public header's C++ guard is no block: the functions inside it are at file scope
+        text = re.sub(r'extern\s+"C"\s*\{', "", text)
+        text = re.sub(r"#ifdef\s+__cplusplus\s*\n\s*\}\s*\n\s*#endif", "", text)
+    code = blank_preprocessor(blank_out(text))
+    exported, local, used = set(), set(), set()
     for header, _, start, end in definitions(code):
         name = function_name(header)
-        if name and not re.search(r"\bstatic\b", header):
-            defined.add(name)
-        used.update(IDENT.findall(code[start:end]))
-    return defined, used
+        if name:
+            local.add(name)
+            if header_file or not re.search(r"\bstatic\b", header):
+                exported.add(name)
+        if name or not header_file:  # a header's structs name types and fields, not calls
+            used.update(IDENT.findall(code[start:end]))
+    return exported, local, used
 
 
-def graph(src):
+def source_files(root):
+    """{name: path} of the .c and .h files of src/ (named relative to src/) and the headers of include/ (named
+    relative to the repository)."""
     files = {}
-    for d, _, names in sorted(os.walk(src)):
-        for n in sorted(names):
-            if n.endswith(".c"):
-                path = os.path.join(d, n)
-                files[os.path.relpath(path, src)] = scan(path)
+    for top, ends, base in (("src", (".c", ".h"), "src"), ("include", (".h",), "")):
+        for d, _, names in sorted(os.walk(os.path.join(root, top))):
+            for n in sorted(names):
+                if n.endswith(ends):
+                    path = os.path.join(d, n)
+                    files[os.path.relpath(path, os.path.join(root, base))] = path
+    return files
+
+
+def graph(root):
+    files = {name: scan(path) for name, path in source_files(root).items()}
     owner = {}
-    for f, (defined, _) in files.items():
-        for name in defined:
+    for f, (exported, _, _) in files.items():
+        for name in exported:
             owner.setdefault(name, set()).add(f)
     edges = {f: {} for f in files}  # f -> {g: [names f uses from g]}
-    for f, (defined, used) in files.items():
-        for name in sorted(used - defined):
+    for f, (_, local, used) in files.items():
+        for name in sorted(used - local):
             where = owner.get(name, ())
             if len(where) == 1:
                 g = next(iter(where))
@@ -117,7 +140,7 @@ def describe(comp, edges):
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    edges = graph(os.path.join(root, "src"))
+    edges = graph(root)
     comps = components(edges)
     failures, seen = 0, set()
     for comp in comps:

@@ -1,6 +1,6 @@
 /* diffattn tokenizers: byte-level BPE (GPT-2 style) loading, encoding,
  * decoding, and training a new one on text files.
- * Implemented in src/tok/tokenizer.c, src/tok/tokenizer_embed.c, src/tok/tokenizer_match.c,
+ * Implemented in src/tok/tokenizer.c, src/tok/bpe_encode.c, src/tok/tokenizer_embed.c, src/tok/tokenizer_match.c,
  * src/tok/encode_file.c, src/tok/bpe_train.c. */
 #ifndef DIFFATTN_TOKENIZER_H
 #define DIFFATTN_TOKENIZER_H

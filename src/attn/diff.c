@@ -17,7 +17,7 @@ enum { C_LAMBDA, C_POST, C_INIT }; /* layer consts: lambda_full, the head norm's
 
 static int diff_tensors(const da_config *c, attn_tensor *t) {
     /* A = n_heads * 2d: dim unless head_dim is set */
-    const int C = c->dim, Ckv = attn_kv_cols(c), d = da_attn_head_dim(c), A = da_attn_out_cols(c);
+    const int C = c->dim, Ckv = da_attn_kv_cols(c), d = da_attn_head_dim(c), A = da_attn_out_cols(c);
     t[Q] = attn_in("q_proj.weight", A, C, 1, ATTN_VIEW_Q);
     t[K] = attn_in("k_proj.weight", Ckv, C, 1, ATTN_VIEW_K);
     t[V] = attn_in("v_proj.weight", Ckv, C, 0, ATTN_VIEW_V);

@@ -81,33 +81,13 @@ static inline tvec tv_exp(tvec x) {
 #endif
 }
 
-/* 2^x of every lane, for the x <= 0 of the softmax: 2^round(x) times a
- * degree-6 polynomial of the fraction (Taylor, a few ulp), with x clamped at
- * -126 as ops/vexp.h clamps its exp; libm's exp2f at the scalar level. The
- * kernels work in log2 units (the logits scaled by log2(e)), which spares
- * the exp's range reduction. */
+/* 2^x of every lane, for the x <= 0 of the softmax: the polynomial of
+ * ops/vexp.h, libm's exp2f at the scalar level. */
 static inline tvec tv_exp2(tvec x) {
-#if TV == 16 || TV == 8
-    const tvec v = tv_max(x, tv_set1(-126.0f));
 #if TV == 16
-    const tvec n = (tvec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-#else
-    const tvec n = (tvec)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-#endif
-    const tvec f = v - n;
-    tvec p = tv_set1(1.5403530393381609e-4f);
-    p = tv_fma(p, f, tv_set1(1.3333558146428443e-3f));
-    p = tv_fma(p, f, tv_set1(9.6181291076284772e-3f));
-    p = tv_fma(p, f, tv_set1(5.5504108664821580e-2f));
-    p = tv_fma(p, f, tv_set1(2.4022650695910071e-1f));
-    p = tv_fma(p, f, tv_set1(6.9314718055994531e-1f));
-    p = tv_fma(p, f, tv_set1(1.0f));
-#if TV == 16
-    return (tvec)_mm512_scalef_ps((__m512)p, (__m512)n);
-#else
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32((__m256)n), _mm256_set1_epi32(127)), 23);
-    return p * (tvec)_mm256_castsi256_ps(e);
-#endif
+    return (tvec)exp2_512_ps((__m512)x);
+#elif TV == 8
+    return (tvec)exp2_256_ps((__m256)x);
 #else
     tvec r;
     for (int l = 0; l < TV; l++) r[l] = exp2f(x[l]);

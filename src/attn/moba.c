@@ -15,7 +15,7 @@
 enum { Q, K, V, OUT, N_TENSORS };
 
 static int moba_tensors(const da_config *c, attn_tensor *t) {
-    const int C = c->dim, Ckv = attn_kv_cols(c);
+    const int C = c->dim, Ckv = da_attn_kv_cols(c);
     t[Q] = attn_in("q_proj.weight", C, C, 1, ATTN_VIEW_Q);
     t[K] = attn_in("k_proj.weight", Ckv, C, 1, ATTN_VIEW_K);
     t[V] = attn_in("v_proj.weight", Ckv, C, 0, ATTN_VIEW_V);
@@ -109,7 +109,7 @@ static void moba_backward(const attn_train_ctx *x) {
 static size_t n_sum_rows(const da_config *c, int max_T) { return (size_t)max_T / c->moba_block + 1; }
 
 static size_t moba_cache_floats(const da_config *c, int max_T) {
-    return (size_t)attn_kv_cols(c) * (2 * (size_t)max_T + n_sum_rows(c, max_T));
+    return (size_t)da_attn_kv_cols(c) * (2 * (size_t)max_T + n_sum_rows(c, max_T));
 }
 
 static size_t moba_cache_scratch(const da_config *c, int max_T) {
@@ -118,7 +118,7 @@ static size_t moba_cache_scratch(const da_config *c, int max_T) {
 
 static void moba_cache_step(const attn_cache_step *x) {
     const da_config *c = x->cfg;
-    const int Gd = attn_kv_cols(c), H = c->n_heads, d = c->dim / H, rep = H / c->n_kv_heads, t = x->pos;
+    const int Gd = da_attn_kv_cols(c), H = c->n_heads, d = c->dim / H, rep = H / c->n_kv_heads, t = x->pos;
     const int Bk = c->moba_block, K_ = c->moba_topk, cb = t / Bk;
     float *kc = x->cache, *vc = kc + (size_t)x->max_T * Gd, *ks = vc + (size_t)x->max_T * Gd;
     memcpy(kc + (size_t)t * Gd, x->proj[K], (size_t)Gd * sizeof(float));
@@ -160,13 +160,13 @@ static void moba_cache_step(const attn_cache_step *x) {
 
 /* docs/model.md: 4 G d (2n + n/B + 1) bytes per layer. */
 static double moba_cache_bytes(const da_config *c, int n) {
-    return 4.0 * attn_kv_cols(c) * (2.0 * n + (double)(n / c->moba_block) + 1.0);
+    return 4.0 * da_attn_kv_cols(c) * (2.0 * n + (double)(n / c->moba_block) + 1.0);
 }
 
 /* A step reads every block sum, and the keys and values of at most k blocks. */
 static double moba_cache_read_bytes(const da_config *c, long n) {
     const double kept = (double)c->moba_topk * c->moba_block;
-    return 4.0 * attn_kv_cols(c) * ((double)(n / c->moba_block) + 2.0 * (kept < n ? kept : n));
+    return 4.0 * da_attn_kv_cols(c) * ((double)(n / c->moba_block) + 2.0 * (kept < n ? kept : n));
 }
 
 /* ---------------------------------------------------------------- analysis: a head's chosen keys */
@@ -174,7 +174,7 @@ static double moba_cache_read_bytes(const da_config *c, long n) {
 /* The blocks query t of head h chooses, from the probe's q and k, to sel (k slots); returns their count. */
 static int probe_choice(const attn_probe *p, int h, int t, int *sel, float *score, float *mean) {
     const da_config *c = p->cfg;
-    const int Gd = attn_kv_cols(c), d = c->dim / c->n_heads, g = h / (c->n_heads / c->n_kv_heads);
+    const int Gd = da_attn_kv_cols(c), d = c->dim / c->n_heads, g = h / (c->n_heads / c->n_kv_heads);
     const int Bk = c->moba_block, cb = t / Bk;
     const float *q = p->q + (size_t)t * c->dim + (size_t)h * d;
     for (int j = 0; j < cb; j++) {
@@ -192,7 +192,8 @@ static int moba_logit_maps(const da_config *c) { return c->n_heads; }
  * it has none to give. */
 static int chosen_logits(const attn_probe *p, int s, int t, int j0, float *out, float *row) {
     const da_config *c = p->cfg;
-    const int Gd = attn_kv_cols(c), d = c->dim / c->n_heads, g = s / (c->n_heads / c->n_kv_heads), Bk = c->moba_block;
+    const int Gd = da_attn_kv_cols(c), d = c->dim / c->n_heads, g = s / (c->n_heads / c->n_kv_heads);
+    const int Bk = c->moba_block;
     float *buf = malloc(((size_t)(t / Bk + 1) + (size_t)c->moba_topk + (size_t)d) * sizeof(float));
     if (!buf) return 0;
     float *score = buf, *mean = score + t / Bk + 1; /* then k ints of sel */

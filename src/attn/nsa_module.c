@@ -31,7 +31,7 @@ static int slot(const da_config *c, int r) { return c->nsa_shared_kv ? SHARED_SL
 static int nsa_head_dim(const da_config *c) { return c->dim / c->n_heads; }
 
 static int nsa_tensors(const da_config *c, attn_tensor *t) {
-    const int C = c->dim, Ckv = attn_kv_cols(c), d = nsa_head_dim(c), l = c->nsa_block;
+    const int C = c->dim, Ckv = da_attn_kv_cols(c), d = nsa_head_dim(c), l = c->nsa_block;
     int n = 0;
     t[n++] = attn_in("q_proj.weight", C, C, 1, ATTN_VIEW_Q);
     if (c->nsa_shared_kv) {
@@ -240,14 +240,14 @@ static void nsa_cache_step(const attn_cache_step *x) {
 
 /* docs/model.md: 4 G d (2n + 2 floor(n/s) + 2 + 2w + 2l) bytes per layer. */
 static double nsa_cache_bytes(const da_config *c, int n) {
-    const double Gd = (double)attn_kv_cols(c);
+    const double Gd = (double)da_attn_kv_cols(c);
     return 4.0 * Gd * (2.0 * n + 2.0 * (n / c->nsa_stride) + 2.0 + 2.0 * c->nsa_window + 2.0 * c->nsa_block);
 }
 
 /* A step reads the keys and values of its visible compressed blocks, of at most n l' chosen tokens and of the
  * window. */
 static double nsa_cache_read_bytes(const da_config *c, long n) {
-    const double Gd = (double)attn_kv_cols(c), cmp = n >= c->nsa_block ? (n - c->nsa_block) / c->nsa_stride + 1 : 0;
+    const double Gd = (double)da_attn_kv_cols(c), cmp = n >= c->nsa_block ? (n - c->nsa_block) / c->nsa_stride + 1 : 0;
     const double slc = (double)c->nsa_topn * c->nsa_select, win = c->nsa_window;
     return 8.0 * Gd * (cmp + (slc < n ? slc : n) + (win < n ? win : n));
 }

@@ -13,7 +13,7 @@
 enum { Q, K, V, OUT, SUBLN, N_TENSORS };
 
 static int softmax_tensors(const da_config *c, attn_tensor *t) {
-    const int C = c->dim, Ckv = attn_kv_cols(c), A = da_attn_out_cols(c); /* A = n_heads * d: dim by default */
+    const int C = c->dim, Ckv = da_attn_kv_cols(c), A = da_attn_out_cols(c); /* A = n_heads * d: dim by default */
     t[Q] = attn_in("q_proj.weight", A, C, 1, ATTN_VIEW_Q);
     t[K] = attn_in("k_proj.weight", Ckv, C, 1, ATTN_VIEW_K);
     t[V] = attn_in("v_proj.weight", Ckv, C, 0, ATTN_VIEW_V);

@@ -11,9 +11,6 @@
 #include "attn/flash_attention.h"
 #include "attn/variant.h"
 
-/* Width of a token's keys and values: dim / n_rep, or n_kv_heads * v_subheads * head_dim. */
-static inline int attn_kv_cols(const da_config *c) { return da_attn_kv_cols(c); }
-
 /* An ATTN_IN matrix [rows, cols], N(0, 0.02^2), decayed and quantizable. */
 static inline attn_tensor attn_in(const char *name, int rows, int cols, int rope, attn_view view) {
     attn_tensor t;

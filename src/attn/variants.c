@@ -70,7 +70,7 @@ int da_attn_out_cols(const da_config *c) {
 
 attn_shape da_attn_shape_of(const da_config *c, int B, int T, int n_threads) {
     attn_shape s = {B,         T, c->n_heads, c->n_kv_heads, da_attn_head_dim(c), da_attn_out_cols(c),
-                    attn_kv_cols(c), n_threads, 0, c->window, da_attn_head_norm_on(c), c};
+                    da_attn_kv_cols(c), n_threads, 0, c->window, da_attn_head_norm_on(c), c};
     return s;
 }
 
@@ -102,7 +102,7 @@ static int key_sub_head(const attn_layout *lay, int s, int n_rep) {
 int da_attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out) {
     const da_config *c = p->cfg;
     const attn_layout *lay = &da_attn_variant_of(c->arch)->layout;
-    const int n_rep = c->n_heads / c->n_kv_heads, Ckv = attn_kv_cols(c);
+    const int n_rep = c->n_heads / c->n_kv_heads, Ckv = da_attn_kv_cols(c);
     const int d = da_attn_head_dim(c);
     const int Cq = c->n_heads * lay->maps * d, ks = key_sub_head(lay, s, n_rep);
     const float scale = 1.0f / sqrtf((float)d);

@@ -6,8 +6,8 @@
 
 #include "eval/ppl.h"
 #include "io/atomic_file.h"
-#include "io/checkpoint.h"
 #include "infer/engine.h"
+#include "ops/finite.h"
 #include "train/window_loss.h"
 #include "diffattn/formats.h"
 

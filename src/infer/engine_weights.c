@@ -9,7 +9,7 @@
 
 #include "attn/variant.h"
 #include "infer/engine.h"
-#include "io/checkpoint.h"
+#include "ops/finite.h"
 
 #define ALIGN 64
 

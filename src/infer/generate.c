@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "diffattn/generate.h"
-#include "io/checkpoint.h"
+#include "ops/finite.h"
 
 /* Feeds tokens (n) from the session's position in calls of at most max_batch. */
 static da_status feed_all(da_session *s, const int *tokens, int n, const float **logits) {

@@ -13,6 +13,7 @@
 #include "io/gguf.h"
 #include "io/hf_model.h"
 #include "io/safetensors.h"
+#include "ops/finite.h"
 
 static da_status meta_int(const da_st_file *f, const char *key, int *out) {
     const char *s = da_st_meta_get(f, key);
@@ -84,19 +85,6 @@ da_status da_config_check_file_size(const da_st_file *f, const da_config *c, siz
                      "values; is __metadata__ wrong or the file truncated?",
                      f->path, da_arch_name(c->arch), need, c->dim, c->n_layers, c->n_heads, c->n_kv_heads,
                      c->vocab_size, c->ffn_hidden, c->tie_embeddings ? "true" : "false", values);
-}
-
-/* The index of the first non-finite value of x[0..n), or n. The OR over
- * the exponent test vectorises; the position is looked for only when one is
- * there. */
-size_t da_first_nonfinite(const float *x, size_t n) {
-    const uint32_t *u = (const uint32_t *)(const void *)x;
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) bad |= (u[i] & 0x7f800000u) == 0x7f800000u;
-    if (!bad) return n;
-    size_t i = 0;
-    while ((u[i] & 0x7f800000u) != 0x7f800000u) i++;
-    return i;
 }
 
 da_status da_model_check_finite(const da_model *m, const char *path) {

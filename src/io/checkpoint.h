@@ -21,8 +21,6 @@ typedef struct {
 
 /* Reads and validates the configuration keys; errors name the file and key. */
 da_status da_config_from_meta(const da_st_file *f, da_config *c);
-/* The index of the first NaN or infinity of x[0..n), or n. */
-size_t da_first_nonfinite(const float *x, size_t n);
 /* An error naming the first tensor of m holding a NaN or an infinity (and
  * path), da_model_load calls it unless its options allow them. */
 da_status da_model_check_finite(const da_model *m, const char *path);

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "io/checkpoint.h"
+#include "ops/finite.h"
 #include "serve/server.h"
 
 double srv_now(void) {

@@ -62,8 +62,9 @@ static const char *pre_name(const cJSON *root) {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(split, "type"), *bt = cJSON_GetObjectItemCaseSensitive(bl, "type");
     const cJSON *re = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(split, "pattern"), "Regex");
     const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
-    /* the two spellings the encoder takes (tokenizer.c): Isolated with invert false (Llama 3, Qwen), Removed with
-     * invert true (GPT-4o); with these patterns, which match every character, both cut text into the same pieces */
+    /* the two spellings the encoder takes (tokenizer_json_read.c): Isolated with invert false (Llama 3, Qwen),
+     * Removed with invert true (GPT-4o); with these patterns, which match every character, both cut text into the
+     * same pieces */
     const int inverted = json_bool(split, "invert", 0);
     if (!cJSON_IsString(st) || strcmp(st->valuestring, "Split") || !cJSON_IsString(bt) ||
         strcmp(bt->valuestring, "ByteLevel") || json_bool(bl, "use_regex", 1) || !cJSON_IsString(re) ||
