@@ -1,6 +1,7 @@
-/* The inference engine's internals: a model as typed tensors, and the
- * forward pass over a KV cache (engine.c). The math is da_forward's
- * (model/transformer.c); only the number formats differ. Quantization
+/* The inference engine's internals: a model as typed tensors (qtensor.h), and
+ * the forward pass over a KV cache (engine_forward.c; a session's state:
+ * session.h). The math is da_forward's (model/transformer.c); only the number
+ * formats differ. Quantization
  * (quant/) builds engines; GGUF files (engine_gguf.c) store them. */
 #ifndef DA_INFER_ENGINE_H
 #define DA_INFER_ENGINE_H
@@ -13,21 +14,13 @@
 #include "core/pool.h"
 #include "io/gguf.h"
 #include "ops/ops.h"
+#include "infer/qtensor.h"
 #include "ops/qblock.h"
 
 /* Per layer, the four matmul input sites; then one for the LM head. */
 enum { DA_SITE_ATTN_IN = 0, DA_SITE_ATTN_OUT = 1, DA_SITE_FFN_IN = 2, DA_SITE_FFN_GATE = 3, DA_SITES_PER_LAYER = 4 };
 #define DA_N_SITES(cfg) (DA_SITES_PER_LAYER * (cfg)->n_layers + 1)
 
-typedef struct {
-    char name[96];
-    int type;       /* da_qtype */
-    int rows, cols; /* 1-D tensors: rows = length, cols = 0 (stored as f32) */
-    size_t row_bytes;
-    const unsigned char *data; /* rows * row_bytes */
-    int packed;                /* Q8_0 whose full 16-row groups are in qblock.h's r16 layout (da_engine_pack):
-                                * read its rows through da_qtensor_row or da_qtensor_dequantize_row */
-} da_qtensor;
 
 typedef struct {
     const float *attention_norm, *ffn_norm;            /* (C) (C) */
@@ -61,9 +54,6 @@ struct da_engine {
     da_tokenizer *tok;    /* parsed from it, its vocabulary checked against cfg */
 };
 
-/* Values per scale in the int8 KV cache: 32, or the whole head when its size is not a multiple of 32. */
-static inline int da_kv_scale_block(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
-
 /* ---------------------------------------------------------------- building (engine_weights.c) */
 
 /* Names and shapes of every tensor for cfg, types unset, no data. */
@@ -72,13 +62,6 @@ da_status da_engine_init_table(da_engine *e, const da_config *cfg);
 da_status da_engine_add_head_copy(da_engine *e);
 /* Sets every tensor's row_bytes from its type, allocates the blob and points the data into it. */
 da_status da_engine_alloc_blob(da_engine *e);
-/* Row r of t in its type's own (ggml) layout: t's bytes, or, for a row of a packed group, buf (row_bytes)
- * filled with it. */
-const unsigned char *da_qtensor_row(const da_qtensor *t, int r, unsigned char *buf);
-/* y: (t->cols) row r of t dequantized, packed or not. */
-void da_qtensor_dequantize_row(const da_qtensor *t, int r, float *y);
-/* Rows of t in packed 16-row groups: 0 .. da_qtensor_packed_rows(t) - 1; the rest keep ggml's layout. */
-static inline int da_qtensor_packed_rows(const da_qtensor *t) { return t->packed ? t->rows / 16 * 16 : 0; }
 /* Rearranges e's Q8_0 matrices (the layers' and the LM head) into 16-row groups when ops's qgemm reads that
  * layout faster (ops->q8_0_r16); the same numbers. */
 da_status da_engine_pack(da_engine *e, const da_ops *ops);
@@ -133,7 +116,7 @@ void da_engine_matmul_half(da_pool *pool, const da_ops *ops, const da_qtensor *W
 
 /* Gathered by da_session_feed when attached: per site, the largest |x| and
  * the sums over rows of |x| and x^2 per input channel. */
-typedef struct {
+typedef struct da_qstats {
     float *absmax;    /* (n_sites) */
     double *chan;     /* per site, its width (C or F) channels, concatenated: sum |x| */
     double *chan2;    /* the same layout: sum x^2 */

@@ -598,7 +598,7 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
             q->calib_samples = (int)v;
         /* the type asked for at quantization; a file without the key (llama.cpp's): its first
          * integer-quantized matmul weight's (else the first one's), so its matmuls take integer
-         * activations. Each matrix is multiplied in its own type whatever this says (engine.c qmatmul). */
+         * activations. Each matrix is multiplied in its own type whatever this says (engine_forward.c qmatmul). */
         int first_int = -1, first_float = -1;
         matmul_types(q, &first_int, &first_float);
         q->weight_type = first_int >= 0 ? q->t[first_int].type : first_float >= 0 ? q->t[first_float].type : DA_QT_F32;
