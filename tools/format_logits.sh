@@ -84,7 +84,9 @@ model_outputs() {
   local m=$1 name=$2 out=$DIR/$NAME
   "$BIN" logits --model "$m" --ids "$DIR/ids.txt" --out "$out/$name.npy" >/dev/null 2>"$out/$name.err"
   "$BIN" info --model "$m" >"$out/$name.info" 2>&1
-  "$BIN" sample --model "$m" --prompt "the quick brown" --max-new 12 --temperature 0 >"$out/$name.sample" 2>&1
+  # the text without its timing line
+  "$BIN" sample --model "$m" --prompt "the quick brown" --max-new 12 --temperature 0 2>&1 |
+    sed -E 's/\[[0-9]+ tokens in [^]]*\]//' >"$out/$name.sample"
   [[ -s $out/$name.err ]] || rm -f "$out/$name.err"
 }
 

@@ -13,7 +13,7 @@
  * or let da_generate run that loop.
  * Implemented in src/infer/engine_forward.c, src/infer/session.c, src/infer/engine_load.c, src/infer/engine_weights.c,
  * src/infer/convert_file.c, src/infer/generate.c, src/infer/sample.c,
- * src/infer/tokenizer_choice.c, src/infer/tokenizer_open.c. */
+ * src/infer/tokenizer_read.c. */
 #ifndef DIFFATTN_GENERATE_H
 #define DIFFATTN_GENERATE_H
 

@@ -71,12 +71,6 @@ void da_engine_embed_row(const da_engine *e, int token, float *out);
 void da_engine_bind(da_engine *e);
 /* Frees what e owns and zeroes it (e itself is the caller's). */
 void da_engine_release(da_engine *e);
-/* The tokenizer.json text of a GGUF's tokenizer keys (*json NULL: none):
- * tokenizer.huggingface.json (refused when tokenizer.ggml.tokens or .merges
- * beside it say otherwise), else rebuilt from llama.cpp's arrays. vocab > 0:
- * the model's vocabulary, which tokenizer.ggml.tokens must match (its count
- * compared before the array is read); 0: not checked. */
-da_status da_gguf_tokenizer_json(const da_gguf_file *f, int vocab, char **json);
 /* An error naming the first weight that is NaN or infinite once dequantized
  * (f16/bf16 values, block scales); the loaders call it unless their options allow them. */
 da_status da_engine_check_finite(const da_engine *e, const char *path);
