@@ -88,10 +88,6 @@ da_status da_engine_to_model(const da_engine *e, da_model *m);
  * type is checked. Errors name the file and field. */
 da_status da_engine_load_gguf(da_engine *e, const char *path);
 da_status da_engine_save_gguf(const da_engine *e, const char *path);
-/* llama.cpp's `llama` files (engine_gguf_llama.c): the configuration of the
- * llama.* keys (a softmax model; tied when `output` is absent). The tensor
- * names are io/gguf_llama.h's table. */
-da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c);
 
 /* ---------------------------------------------------------------- integer matmuls (engine_qmatmul.c) */
 

@@ -1,7 +1,7 @@
 /* The family table: how each model family outside diffattn's own files names
  * a model's tensors and hyper-parameters, one row per family (family.c), in
  * the manner of llama.cpp's llama-arch.cpp. The readers and writers of model
- * files (hf_config.c, hf_model.c, hf_export.c, gguf_llama.c, infer/engine_gguf*.c)
+ * files (hf_config.c, hf_model.c, hf_export.c, gguf_config.c, infer/engine_gguf.c)
  * look names and keys up here, in both directions, and branch on a row's
  * columns, never on an attention variant; the containers they read
  * (safetensors.c, st_shards.c, gguf.c) know nothing of models.

@@ -20,7 +20,7 @@ void da_gguf_arch_of(const da_config *c, char *out, size_t n) {
 }
 
 
-static void da_config_gguf_add_rope(da_gguf_writer *w, const da_config *c) {
+static void gguf_diffattn_add_rope(da_gguf_writer *w, const da_config *c) {
     da_gguf_add_str(w, "diffattn.rope.freq_rule", da_rope_freq_name(c->rope_freq));
     da_gguf_add_str(w, "diffattn.rope.scaling.type", da_rope_scale_name(c->rope_scaling));
     if (c->rope_scaling == DA_ROPE_SCALE_NONE) return;
@@ -31,7 +31,7 @@ static void da_config_gguf_add_rope(da_gguf_writer *w, const da_config *c) {
     da_gguf_add_u32(w, "diffattn.rope.scaling.original_context_length", (uint32_t)c->rope_original_max_pos);
 }
 
-static da_status da_config_gguf_get_rope(const da_gguf_file *f, da_config *c) {
+static da_status gguf_diffattn_get_rope(const da_gguf_file *f, da_config *c) {
     const char *s;
     da_status st;
     da_config def;
@@ -66,7 +66,7 @@ static da_status da_config_gguf_get_rope(const da_gguf_file *f, da_config *c) {
     return da_ok();
 }
 
-static void da_config_gguf_add_variant(da_gguf_writer *w, const da_config *c) {
+static void gguf_diffattn_add_variant(da_gguf_writer *w, const da_config *c) {
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *fd = &da_config_fields[i];
         if (!da_config_field_of_variant(i) || !da_config_field_written(c, i)) continue;
@@ -80,7 +80,7 @@ static void da_config_gguf_add_variant(da_gguf_writer *w, const da_config *c) {
     }
 }
 
-static da_status da_config_gguf_get_variant(const da_gguf_file *f, da_config *c) {
+static da_status gguf_diffattn_get_variant(const da_gguf_file *f, da_config *c) {
     da_config def;
     da_config_default(&def);
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
@@ -108,7 +108,7 @@ static da_status da_config_gguf_get_variant(const da_gguf_file *f, da_config *c)
     return da_ok();
 }
 
-static void da_config_gguf_add_options(da_gguf_writer *w, const da_config *c) {
+static void gguf_diffattn_add_options(da_gguf_writer *w, const da_config *c) {
     if (c->head_norm != DA_HEAD_NORM_DEFAULT)
         da_gguf_add_str(w, "diffattn.attention.head_norm", c->head_norm == DA_HEAD_NORM_ON ? "on" : "off");
     if (c->lambda_init > 0.0f) da_gguf_add_f32(w, "diffattn.attention.lambda_init", c->lambda_init);
@@ -117,7 +117,7 @@ static void da_config_gguf_add_options(da_gguf_writer *w, const da_config *c) {
     if (c->lambda_hold > 0.0f) da_gguf_add_f32(w, "diffattn.attention.lambda_hold", c->lambda_hold);
 }
 
-static da_status da_config_gguf_get_options(const da_gguf_file *f, da_config *c) {
+static da_status gguf_diffattn_get_options(const da_gguf_file *f, da_config *c) {
     const char *s;
     da_status st;
     c->head_norm = DA_HEAD_NORM_DEFAULT;
@@ -190,9 +190,9 @@ void da_gguf_config_write(da_gguf_writer *w, const da_config *c) {
     add_llama_keys(w, fam, arch, c);
     /* the exact rule, which the f32 freq_base above only approximates for the DIFF rule */
     da_gguf_add_f32(w, "diffattn.rope.freq_base", c->rope_theta);
-    da_config_gguf_add_rope(w, c);
-    da_config_gguf_add_options(w, c);
-    da_config_gguf_add_variant(w, c);
+    gguf_diffattn_add_rope(w, c);
+    gguf_diffattn_add_options(w, c);
+    gguf_diffattn_add_variant(w, c);
 }
 
 static da_status get_int(const da_gguf_file *f, const char *key, int def, int *out) {
@@ -213,7 +213,7 @@ static da_status get_rope(const da_gguf_file *f, const da_family *fam, const cha
     char k[128];
     if (da_gguf_kv_find(f, "diffattn.rope.freq_base")) {
         da_status st = da_gguf_get_f32(f, "diffattn.rope.freq_base", &c->rope_theta);
-        return st.code ? st : da_config_gguf_get_rope(f, c);
+        return st.code ? st : gguf_diffattn_get_rope(f, c);
     }
     da_config def;
     da_config_default(&def);
@@ -266,8 +266,8 @@ static da_status get_llama_layout(const da_gguf_file *f, const da_family *fam, c
     da_family_to_file(fam, "output.weight", out_name, sizeof out_name);
     c->tie_embeddings = da_gguf_tensor_find(f, out_name) == NULL;
     if ((st = get_rope(f, fam, arch, c)).code) return st;
-    if ((st = da_config_gguf_get_options(f, c)).code) return st;
-    if ((st = da_config_gguf_get_variant(f, c)).code) return st;
+    if ((st = gguf_diffattn_get_options(f, c)).code) return st;
+    if ((st = gguf_diffattn_get_variant(f, c)).code) return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();
@@ -338,11 +338,11 @@ da_status da_gguf_config_read(const da_gguf_file *f, da_config *c, const da_fami
     for (size_t i = 0; i < N_OF(ints); i++)
         if ((st = get_int_range(f, K(ints[i].quantity), 0, 1 << 30, ints[i].dst)).code) return st;
     if ((st = da_gguf_get_f32(f, K("rope_theta"), &c->rope_theta)).code) return st;
-    if ((st = da_config_gguf_get_rope(f, c)).code) return st;
+    if ((st = gguf_diffattn_get_rope(f, c)).code) return st;
     if ((st = da_gguf_get_f32(f, K("norm_eps"), &c->norm_eps)).code) return st;
     if ((st = da_gguf_get_bool(f, "diffattn.tie_embeddings", &c->tie_embeddings)).code) return st;
     if (da_gguf_kv_find(f, K("window")) && (st = get_int_range(f, k, 0, 1 << 30, &c->window)).code) return st;
-    if ((st = da_config_gguf_get_variant(f, c)).code) return st;
+    if ((st = gguf_diffattn_get_variant(f, c)).code) return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();
