@@ -70,7 +70,11 @@ static int test_lookups(void) {
     CHECK((f = da_family_gguf("llama", &a)) && a == DA_ARCH_SOFTMAX && f->plain_only);
     CHECK((f = da_family_gguf("diffattn-diff2", &a)) && a == DA_ARCH_DIFF2 && !f->plain_only);
     CHECK((f = da_family_gguf("diffattn-nsa", &a)) && a == DA_ARCH_NSA);
-    CHECK(!da_family_gguf("diffattn-nope", &a) && !da_family_gguf("diffattn", &a) && !da_family_gguf("diffllama", &a));
+    CHECK(!da_family_gguf("diffattn-nope", &a) && !da_family_gguf("diffllama", &a));
+    /* the older layout: diffattn's own names, the variant in a key, never written */
+    char out[160];
+    CHECK((f = da_family_gguf("diffattn", &a)) && f->names_native && f->read_only);
+    CHECK(!da_family_to_file(f, "layers.2.attn.subln.weight", out, sizeof out) && !strcmp(out, "layers.2.attn.subln.weight"));
     return 0;
 }
 
@@ -86,6 +90,9 @@ static int test_export_rows(void) {
     c.window = 0;
     c.head_norm = DA_HEAD_NORM_ON;
     CHECK(da_family_gguf_of(&c, arch, sizeof arch) && !strcmp(arch, "diffattn-softmax"));
+    c.head_norm = DA_HEAD_NORM_DEFAULT;
+    c.arch = DA_ARCH_DIFF; /* the older layout is read, never written */
+    CHECK(da_family_gguf_of(&c, arch, sizeof arch) && !strcmp(arch, "diffattn-diff"));
     for (int a = 0; a < DA_ARCH_N; a++) {
         da_config_default(&c);
         c.arch = (da_arch)a;
@@ -114,6 +121,7 @@ static int test_keys(void) {
     const da_family *f = da_family_all(&n);
     char buf[128];
     for (int i = 0; i < n; i++) {
+        if (f[i].container == DA_FAMILY_NATIVE) continue; /* its keys are da_config_fields' own */
         const int is_hf = f[i].container == DA_FAMILY_HF;
         const char *const *q = is_hf ? hf : gguf;
         const size_t nq = is_hf ? sizeof hf / sizeof hf[0] : sizeof gguf / sizeof gguf[0];

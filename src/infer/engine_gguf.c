@@ -143,11 +143,11 @@ da_status da_engine_save_gguf(const da_engine *q, const char *path) {
     return st;
 }
 
-/* The file's name of engine tensor i: in the older layout (fam NULL) diffattn's own; in a family's, a tied
- * model's head copy is the embedding itself. */
+/* The file's name of engine tensor i in family fam's names; a tied model's head copy is the embedding itself,
+ * except in the older layout of diffattn's own names, which stored it as output.weight. */
 static void file_name(const da_engine *q, int i, const da_family *fam, char *out, size_t n) {
-    if (fam && q->head_copy && i == q->n_tensors - 1) da_family_to_file(fam, q->t[0].name, out, n);
-    else if (!fam || da_family_to_file(fam, q->t[i].name, out, n)) snprintf(out, n, "%s", q->t[i].name);
+    if (!fam->names_native && q->head_copy && i == q->n_tensors - 1) da_family_to_file(fam, q->t[0].name, out, n);
+    else if (da_family_to_file(fam, q->t[i].name, out, n)) snprintf(out, n, "%s", q->t[i].name);
 }
 
 /* 1 for engine tensor i when it is one of its variant's ATTN_PARAM tensors (NSA's cmp_k, cmp_pe_k, gate, ...),
@@ -304,7 +304,7 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
     if (!(st = da_gguf_config_read(&f, &c, &fam)).code) st = da_engine_init_table(q, &c);
     /* tied: in llama.cpp's layout token_embd is the head, in its own type; diffattn's older layout
      * stored the head's quantized copy as output.weight beside an f32 embedding */
-    if (!st.code && c.tie_embeddings && !fam && da_gguf_tensor_find(&f, "output.weight") != NULL)
+    if (!st.code && c.tie_embeddings && fam->names_native && da_gguf_tensor_find(&f, "output.weight") != NULL)
         st = da_engine_add_head_copy(q);
     if (!st.code) st = check_tensors(q, &f, fam);
     if (!st.code) st = check_unused_tensors(q, &f, fam);

@@ -1,8 +1,9 @@
 /* The family table (family.h): diffattn's own files, Hugging Face Llama and
  * DiffLlama, llama.cpp's GGUF llama and diffattn's GGUF layout for every
- * variant. The mappings of values that a rename cannot express (RoPE row
- * order, DiffLlama's head pairs, the head norm's folding) are the columns
- * documented in docs/formats.md. */
+ * variant. The mappings of values that a rename cannot express (DiffLlama's
+ * head pairs, the head norm's folding) are the columns documented in
+ * docs/formats.md; every Hugging Face family's q and k rows are in
+ * rotate_half order (hf_model.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,12 @@ static const da_family_key GGUF_KEYS[] = {
 /* ---------------------------------------------------------------- the table */
 
 static const da_family FAMILIES[] = {
+    {.name = "diffattn",
+     .container = DA_FAMILY_NATIVE,
+     .tag = "diffattn",
+     .layer_prefix = "layers.%d.",
+     .names_native = 1,
+     .heads_per_native = 1},
     {.name = "hf-diffllama",
      .container = DA_FAMILY_HF,
      .tag = "diffllama",
@@ -121,7 +128,6 @@ static const da_family FAMILIES[] = {
      .keys = HF_KEYS,
      .heads_per_native = 2,
      .folds_head_norm = 1,
-     .rope_rotate_half = 1,
      .default_norm_eps = 1e-5f},
     {.name = "hf-llama",
      .container = DA_FAMILY_HF,
@@ -133,7 +139,6 @@ static const da_family FAMILIES[] = {
      .layer = HF_LAYER,
      .keys = HF_KEYS,
      .heads_per_native = 1,
-     .rope_rotate_half = 1,
      .default_norm_eps = 1e-6f,
      .writes_mlp_bias = 1},
     {.name = "gguf-llama",
@@ -158,6 +163,17 @@ static const da_family FAMILIES[] = {
      .keys_under_arch = 1,
      .keys = GGUF_KEYS,
      .heads_per_native = 1},
+    /* diffattn's GGUF files before llama.cpp's layout: its own names, the same keys under "diffattn.",
+     * the variant in diffattn.variant */
+    {.name = "gguf-diffattn-v1",
+     .container = DA_FAMILY_GGUF,
+     .tag = "diffattn",
+     .layer_prefix = "layers.%d.",
+     .names_native = 1,
+     .keys_under_arch = 1,
+     .keys = GGUF_KEYS,
+     .heads_per_native = 1,
+     .read_only = 1},
 };
 
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
@@ -193,7 +209,8 @@ const da_family *da_family_gguf(const char *arch, da_arch *variant) {
         if (f->container != DA_FAMILY_GGUF) continue;
         const char *hole = strstr(f->tag, "%s");
         if (!hole) {
-            if (!strcmp(f->tag, arch) && !da_family_variant(f, variant)) return f;
+            if (strcmp(f->tag, arch)) continue;
+            if (!f->variant || !da_family_variant(f, variant)) return f;
             continue;
         }
         const size_t pre = (size_t)(hole - f->tag);
@@ -205,7 +222,7 @@ const da_family *da_family_gguf(const char *arch, da_arch *variant) {
 const da_family *da_family_gguf_of(const da_config *c, char *arch, size_t n) {
     for (int i = 0; i < N_FAMILIES; i++) {
         const da_family *f = &FAMILIES[i];
-        if (f->container != DA_FAMILY_GGUF || !maps_variant(f, c)) continue;
+        if (f->container != DA_FAMILY_GGUF || f->read_only || !maps_variant(f, c)) continue;
         if (f->plain_only && (c->window > 0 || da_config_head_norm(c))) continue;
         const char *hole = strstr(f->tag, "%s");
         if (hole) snprintf(arch, n, "%.*s%s%s", (int)(hole - f->tag), f->tag, da_arch_name(c->arch), hole + 2);
@@ -249,6 +266,10 @@ static long layer_of(const char *fmt, const char *name, const char **rest) {
 
 /* from: 0 maps native -> file, 1 file -> native. */
 static int map_name(const da_family *f, const char *name, char *out, size_t n, int from) {
+    if (f->names_native) {
+        snprintf(out, n, "%s", name);
+        return 0;
+    }
     const da_family_name *r = row_of(f->globals, name, from);
     if (r) {
         snprintf(out, n, "%s", from ? r->native : r->file);

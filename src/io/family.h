@@ -17,7 +17,7 @@
 #include "diffattn/model.h"
 
 typedef enum {
-    DA_FAMILY_NATIVE, /* diffattn's safetensors: da_model's names, da_config_fields as __metadata__ */
+    DA_FAMILY_NATIVE, /* diffattn's safetensors: da_model's names, da_config_fields as __metadata__ (checkpoint.c) */
     DA_FAMILY_HF,     /* a Hugging Face folder: config.json and safetensors */
     DA_FAMILY_GGUF,   /* a GGUF file */
 } da_family_container;
@@ -41,8 +41,9 @@ typedef struct da_family {
      * stands for the variant's name (da_arch_name). */
     const char *tag;
     const char *hf_class;           /* HF: config.json's architectures[0] */
-    const char *variant;            /* the attention variant it maps onto; NULL: any (the tag names it) */
+    const char *variant;            /* the attention variant it maps onto; NULL: any (the tag or a key names it) */
     const char *layer_prefix;       /* a layer's tensors: printf format of one int ("model.layers.%d.") */
+    int names_native;               /* tensors keep diffattn's own names (the lists below are unused) */
     const da_family_name *globals;  /* {NULL, NULL}-terminated */
     const da_family_name *layer;    /* the tensors of every variant's layer; {NULL, NULL}-terminated */
     const da_family_name *layer_own; /* the variant's own tensors (DiffLlama's lambdas); NULL: none */
@@ -53,12 +54,12 @@ typedef struct da_family {
     const da_family_key *keys;      /* {NULL, NULL}-terminated */
     int heads_per_native;           /* the family's query heads per native head (DiffLlama 2: heads j, j + H/2) */
     int folds_head_norm;            /* the head norm's weight and eps travel as o_proj and v_proj scales */
-    int rope_rotate_half;           /* q, k rows in rotate_half order (Hugging Face): permuted both ways */
     float default_norm_eps;         /* HF: rms_norm_eps when config.json has none */
     int writes_mlp_bias;            /* HF: config.json says "mlp_bias": false */
     /* GGUF: written only for a model the family's own runtime runs as it is
      * (llama.cpp's llama: no sliding window, no head norm). */
     int plain_only;
+    int read_only;                  /* a layout of older files: read, never written */
 } da_family;
 
 /* Every row, in the order export picks the first that fits; n: their count. */
@@ -69,9 +70,10 @@ const da_family *da_family_hf(const char *model_type);
 /* The Hugging Face family c exports as, or NULL when it has none. */
 const da_family *da_family_hf_of(const da_config *c);
 /* The GGUF family of general.architecture arch, with the variant it names
- * (*variant), or NULL. */
+ * (*variant; untouched for a family whose files name it in a key), or NULL. */
 const da_family *da_family_gguf(const char *arch, da_arch *variant);
-/* The GGUF family c is written as, and its general.architecture (arch). */
+/* The GGUF family c is written as (never a read_only one), and its
+ * general.architecture (arch). */
 const da_family *da_family_gguf_of(const da_config *c, char *arch, size_t n);
 /* The attention variant of a family with one (its variant column); 0 on
  * success, -1 for a family of any variant. */

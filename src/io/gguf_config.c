@@ -312,9 +312,9 @@ da_status da_gguf_config_read(const da_gguf_file *f, da_config *c, const da_fami
     const da_family *fam = *family = da_family_gguf(arch, &c->arch);
     /* a file of the family's own runtime (llama.cpp's llama: no diffattn.* RoPE keys): every key it reads */
     if (fam && fam->plain_only && !da_gguf_kv_find(f, "diffattn.rope.freq_base")) return da_gguf_config_llama_cpp(f, fam, c);
-    if (fam) return get_llama_layout(f, fam, arch, c);
+    if (fam && !fam->names_native) return get_llama_layout(f, fam, arch, c);
     char names[128];
-    if (strcmp(arch, "diffattn"))
+    if (!fam)
         return da_errorf("%s: general.architecture is \"%s\"; diffattn runs llama and diffattn-<arch> for arch %s "
                          "(and diffattn, its files before llama.cpp's layout)",
                          f->path, arch, da_arch_names_all(names, sizeof names, ", "));
@@ -327,8 +327,6 @@ da_status da_gguf_config_read(const da_gguf_file *f, da_config *c, const da_fami
     if (da_arch_parse(variant, &c->arch))
         return da_errorf("%s: diffattn.variant = \"%s\" (expected one of %s)", f->path, variant,
                          da_arch_names_all(names, sizeof names, ", "));
-    /* the same keys as llama.cpp's layout, under "diffattn." */
-    fam = da_family_gguf("llama", &(da_arch){0});
     char k[128];
     const struct { const char *quantity; int *dst; } ints[] = {
         {"max_seq_len", &c->max_seq_len}, {"dim", &c->dim},         {"n_layers", &c->n_layers},

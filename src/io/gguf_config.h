@@ -27,9 +27,9 @@
  * the ablations' options (each only when not the default, so that files
  * without them keep their bytes), a variant's own fields. */
 void da_gguf_config_write(da_gguf_writer *w, const da_config *c);
-/* The configuration of a model GGUF, and its family (*family; NULL for the
- * older "diffattn" architecture, whose tensors have diffattn's own names).
- * Errors name the file and the key. */
+/* The configuration of a model GGUF, and its family (*family; the older
+ * "diffattn" architecture's has diffattn's own names). Errors name the file
+ * and the key. */
 da_status da_gguf_config_read(const da_gguf_file *f, da_config *c, const da_family **family);
 /* A file of llama.cpp's own (fam: a plain_only family, without diffattn's
  * RoPE keys): every key llama.cpp reads, and its rope_freqs tensor. */
