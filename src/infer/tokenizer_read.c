@@ -20,7 +20,7 @@ static int is_model(const char *path) {
     if (stat(path, &sb)) return 0;
     if (S_ISDIR(sb.st_mode) || da_gguf_is_gguf(path)) return 1;
     unsigned char b[9];
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = da_fopen_regular(path, NULL); /* a FIFO is no model, and must not block */
     const size_t got = fp ? fread(b, 1, sizeof b, fp) : 0;
     if (fp) fclose(fp);
     if (got < sizeof b || b[8] != '{') return 0;
