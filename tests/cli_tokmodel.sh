@@ -52,6 +52,11 @@ head -c 3000 "$TMP/text.txt" > "$TMP/small.txt"
 "$BIN" encode --model "$TMP/away/model.gguf" --in "$TMP/small.txt" > "$TMP/ids_model.txt" 2>/dev/null
 [[ -s $TMP/ids_file.txt ]] && cmp -s "$TMP/ids_file.txt" "$TMP/ids_model.txt" && pass "encode --model: the tokenizer file's ids" \
   || fail "encode --model: ids differ from the tokenizer file's"
+# a Hugging Face folder's tokenizer.json is its model's, as sample takes it (da_tokenizer_read)
+"$BIN" export --format hf --model "$TMP/away/model.safetensors" --out "$TMP/hf" >/dev/null 2>&1
+"$BIN" encode --model "$TMP/hf" --in "$TMP/small.txt" > "$TMP/ids_hf.txt" 2>/dev/null
+[[ -s $TMP/ids_hf.txt ]] && cmp -s "$TMP/ids_file.txt" "$TMP/ids_hf.txt" && pass "encode --model: a folder's tokenizer.json" \
+  || fail "encode --model: a folder's tokenizer.json gives other ids"
 "$BIN" decode --model "$TMP/away/model.safetensors" --ids "$TMP/ids_model.txt" --out "$TMP/back.txt" 2>/dev/null
 cmp -s "$TMP/small.txt" "$TMP/back.txt" && pass "decode --model: the text back" || fail "decode --model: not the text"
 

@@ -13,7 +13,7 @@
 #include "experiments/arch_column.h"
 #include "harness.h"
 #include "infer/engine.h"
-#include "io/gguf_llama.h"
+#include "io/gguf_config.h"
 #include "quant/quantize.h"
 
 #define SEQ 20

@@ -1,7 +1,7 @@
 /* diffattn model files: safetensors checkpoints, Hugging Face folders (read
  * and written), the GGUF architecture name, the guard against writing
  * over an input, and opening inputs that are regular files only.
- * Implemented in src/io/checkpoint.c, src/io/hf_model.c, src/io/hf_export.c, src/io/gguf_llama.c,
+ * Implemented in src/io/checkpoint.c, src/io/hf_model.c, src/io/hf_export.c, src/io/gguf_config.c,
  * src/io/atomic_file.c, src/io/regular_file.c. */
 #ifndef DIFFATTN_FORMATS_H
 #define DIFFATTN_FORMATS_H

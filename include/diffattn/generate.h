@@ -11,9 +11,9 @@
  *     ... da_sample_token(logits, ...) ... da_session_feed(s, &tok, 1, 0, &logits);
  *
  * or let da_generate run that loop.
- * Implemented in src/infer/engine.c, src/infer/engine_load.c, src/infer/engine_weights.c,
+ * Implemented in src/infer/engine_forward.c, src/infer/session.c, src/infer/engine_load.c, src/infer/engine_weights.c,
  * src/infer/convert_file.c, src/infer/generate.c, src/infer/sample.c,
- * src/infer/tokenizer_choice.c, src/infer/tokenizer_open.c. */
+ * src/infer/tokenizer_read.c. */
 #ifndef DIFFATTN_GENERATE_H
 #define DIFFATTN_GENERATE_H
 

@@ -139,7 +139,7 @@ typedef struct attn_variant {
     int baseline;       /* 1: the baseline of compare's verdicts */
     int compared;       /* 1: compare runs it without --archs */
     const char *hf_class; /* Hugging Face: the transformers class of the export, or NULL */
-    int hf;             /* 1: Hugging Face export and import (io/hf_export.c, io/hf_model.c) */
+    int hf;             /* 1: a Hugging Face family of io/family.c maps it (test_family checks the two agree) */
     int gguf;           /* 1: the engine (GGUF) runs it */
     const char *field_prefix; /* its own hyper-parameters: the config fields whose keys start so, or NULL */
 

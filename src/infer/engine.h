@@ -1,6 +1,7 @@
-/* The inference engine's internals: a model as typed tensors, and the
- * forward pass over a KV cache (engine.c). The math is da_forward's
- * (model/transformer.c); only the number formats differ. Quantization
+/* The inference engine's internals: a model as typed tensors (qtensor.h), and
+ * the forward pass over a KV cache (engine_forward.c; a session's state:
+ * session.h). The math is da_forward's (model/transformer.c); only the number
+ * formats differ. Quantization
  * (quant/) builds engines; GGUF files (engine_gguf.c) store them. */
 #ifndef DA_INFER_ENGINE_H
 #define DA_INFER_ENGINE_H
@@ -13,21 +14,13 @@
 #include "core/pool.h"
 #include "io/gguf.h"
 #include "ops/ops.h"
+#include "infer/qtensor.h"
 #include "ops/qblock.h"
 
 /* Per layer, the four matmul input sites; then one for the LM head. */
 enum { DA_SITE_ATTN_IN = 0, DA_SITE_ATTN_OUT = 1, DA_SITE_FFN_IN = 2, DA_SITE_FFN_GATE = 3, DA_SITES_PER_LAYER = 4 };
 #define DA_N_SITES(cfg) (DA_SITES_PER_LAYER * (cfg)->n_layers + 1)
 
-typedef struct {
-    char name[96];
-    int type;       /* da_qtype */
-    int rows, cols; /* 1-D tensors: rows = length, cols = 0 (stored as f32) */
-    size_t row_bytes;
-    const unsigned char *data; /* rows * row_bytes */
-    int packed;                /* Q8_0 whose full 16-row groups are in qblock.h's r16 layout (da_engine_pack):
-                                * read its rows through da_qtensor_row or da_qtensor_dequantize_row */
-} da_qtensor;
 
 typedef struct {
     const float *attention_norm, *ffn_norm;            /* (C) (C) */
@@ -61,9 +54,6 @@ struct da_engine {
     da_tokenizer *tok;    /* parsed from it, its vocabulary checked against cfg */
 };
 
-/* Values per scale in the int8 KV cache: 32, or the whole head when its size is not a multiple of 32. */
-static inline int da_kv_scale_block(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
-
 /* ---------------------------------------------------------------- building (engine_weights.c) */
 
 /* Names and shapes of every tensor for cfg, types unset, no data. */
@@ -72,13 +62,6 @@ da_status da_engine_init_table(da_engine *e, const da_config *cfg);
 da_status da_engine_add_head_copy(da_engine *e);
 /* Sets every tensor's row_bytes from its type, allocates the blob and points the data into it. */
 da_status da_engine_alloc_blob(da_engine *e);
-/* Row r of t in its type's own (ggml) layout: t's bytes, or, for a row of a packed group, buf (row_bytes)
- * filled with it. */
-const unsigned char *da_qtensor_row(const da_qtensor *t, int r, unsigned char *buf);
-/* y: (t->cols) row r of t dequantized, packed or not. */
-void da_qtensor_dequantize_row(const da_qtensor *t, int r, float *y);
-/* Rows of t in packed 16-row groups: 0 .. da_qtensor_packed_rows(t) - 1; the rest keep ggml's layout. */
-static inline int da_qtensor_packed_rows(const da_qtensor *t) { return t->packed ? t->rows / 16 * 16 : 0; }
 /* Rearranges e's Q8_0 matrices (the layers' and the LM head) into 16-row groups when ops's qgemm reads that
  * layout faster (ops->q8_0_r16); the same numbers. */
 da_status da_engine_pack(da_engine *e, const da_ops *ops);
@@ -88,12 +71,6 @@ void da_engine_embed_row(const da_engine *e, int token, float *out);
 void da_engine_bind(da_engine *e);
 /* Frees what e owns and zeroes it (e itself is the caller's). */
 void da_engine_release(da_engine *e);
-/* The tokenizer.json text of a GGUF's tokenizer keys (*json NULL: none):
- * tokenizer.huggingface.json (refused when tokenizer.ggml.tokens or .merges
- * beside it say otherwise), else rebuilt from llama.cpp's arrays. vocab > 0:
- * the model's vocabulary, which tokenizer.ggml.tokens must match (its count
- * compared before the array is read); 0: not checked. */
-da_status da_gguf_tokenizer_json(const da_gguf_file *f, int vocab, char **json);
 /* An error naming the first weight that is NaN or infinite once dequantized
  * (f16/bf16 values, block scales); the loaders call it unless their options allow them. */
 da_status da_engine_check_finite(const da_engine *e, const char *path);
@@ -111,10 +88,6 @@ da_status da_engine_to_model(const da_engine *e, da_model *m);
  * type is checked. Errors name the file and field. */
 da_status da_engine_load_gguf(da_engine *e, const char *path);
 da_status da_engine_save_gguf(const da_engine *e, const char *path);
-/* llama.cpp's `llama` files (engine_gguf_llama.c): the configuration of the
- * llama.* keys (a softmax model; tied when `output` is absent). The tensor
- * names are io/gguf_llama.h's table. */
-da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c);
 
 /* ---------------------------------------------------------------- integer matmuls (engine_qmatmul.c) */
 
@@ -133,7 +106,7 @@ void da_engine_matmul_half(da_pool *pool, const da_ops *ops, const da_qtensor *W
 
 /* Gathered by da_session_feed when attached: per site, the largest |x| and
  * the sums over rows of |x| and x^2 per input channel. */
-typedef struct {
+typedef struct da_qstats {
     float *absmax;    /* (n_sites) */
     double *chan;     /* per site, its width (C or F) channels, concatenated: sum |x| */
     double *chan2;    /* the same layout: sum x^2 */

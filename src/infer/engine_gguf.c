@@ -8,12 +8,11 @@
 
 #include "attn/variant.h"
 #include "infer/engine.h"
-#include "io/config_gguf.h"
 #include "io/gguf.h"
-#include "io/gguf_llama.h"
+#include "io/family.h"
+#include "io/gguf_config.h"
 #include "tok/tokenizer_embed.h"
-
-static int is_float_type(int t) { return t == DA_QT_F32 || t == DA_QT_F16 || t == DA_QT_BF16; }
+#include "tok/tokenizer_gguf.h"
 
 /* llama.cpp's general.file_type numbers for "mostly" this type. */
 static uint32_t file_type_of(int t) {
@@ -26,218 +25,6 @@ static uint32_t file_type_of(int t) {
     case DA_QT_BF16: return 32;
     default: return 0;
     }
-}
-
-/* What llama.cpp's add_special must add to give diffattn encode's ids: the
- * tokens the tokenizer.json's post_processor puts before and after a text
- * (probed on one byte). -1: none. */
-static void special_around(const da_tokenizer *t, int *bos, int *eos) {
-    *bos = *eos = -1;
-    int *a = NULL, *b = NULL;
-    size_t na = 0, ca = 0, nb = 0, cb = 0;
-    const uint8_t x = 'a';
-    if (!da_tokenizer_encode(t, &x, 1, &a, &na, &ca).code &&
-        !da_tokenizer_encode_add_special(t, &x, 1, &b, &nb, &cb).code && nb > na) {
-        const int lead = !memcmp(b + 1, a, na * sizeof *a);
-        if (lead) *bos = b[0];
-        if (nb == na + 1 + (size_t)lead && !memcmp(b + lead, a, na * sizeof *a)) *eos = b[nb - 1];
-    }
-    free(a);
-    free(b);
-}
-
-/* llama.cpp's tokenizer keys (tokenizer.ggml.*) and, for an exact round
- * trip of what they cannot say (another pre-tokeniser, a normalizer), the
- * tokenizer.json text itself under tokenizer.huggingface.json. */
-static da_status add_tokenizer(da_gguf_writer *w, const char *json, const da_tokenizer *tok) {
-    da_tok_ggml g;
-    da_status st = da_tok_ggml_from_json(&g, json, strlen(json));
-    if (st.code) return st;
-    int bos, eos;
-    special_around(tok, &bos, &eos);
-    da_gguf_add_str(w, "tokenizer.ggml.model", "gpt2");
-    if (g.pre) da_gguf_add_str(w, "tokenizer.ggml.pre", g.pre);
-    da_gguf_add_str_array(w, "tokenizer.ggml.tokens", (const char *const *)g.tokens, (uint64_t)g.n_tokens);
-    da_gguf_add_i32_array(w, "tokenizer.ggml.token_type", g.types, (uint64_t)g.n_tokens);
-    da_gguf_add_str_array(w, "tokenizer.ggml.merges", (const char *const *)g.merges, (uint64_t)g.n_merges);
-    if (bos >= 0 || g.bos >= 0) da_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)(bos >= 0 ? bos : g.bos));
-    if (eos >= 0 || g.eos >= 0) da_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)(eos >= 0 ? eos : g.eos));
-    da_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", bos >= 0);
-    da_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", eos >= 0);
-    da_gguf_add_str(w, "tokenizer.huggingface.json", json);
-    da_tok_ggml_free(&g);
-    return da_ok();
-}
-
-/* A model without a tokenizer reads bytes: id b is byte b. For llama.cpp that
- * is a byte-level BPE vocabulary without merges whose token b is byte b in
- * GPT-2's byte alphabet, so llama_tokenize gives the bytes; ids from 256 on
- * are unused "[PAD<id>]" entries, and NUL is BOS and EOS (never added).
- * With fewer than 256 ids no text can be tokenized: tokenizer.ggml.model is
- * "none" (ids only). diffattn.byte_level marks either for diffattn's reader. */
-static da_status add_byte_tokenizer(da_gguf_writer *w, int vocab) {
-    da_gguf_add_bool(w, "diffattn.byte_level", 1);
-    if (vocab < 256) {
-        da_gguf_add_str(w, "tokenizer.ggml.model", "none");
-        return da_ok();
-    }
-    char **tokens = calloc((size_t)vocab, sizeof *tokens);
-    int32_t *types = malloc((size_t)vocab * sizeof *types);
-    da_status st = tokens && types ? da_ok() : da_errorf("out of memory");
-    for (int i = 0, extra = 0; !st.code && i < vocab; i++) {
-        char buf[32];
-        if (i < 256) {
-            const int printable = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || i >= 0xAE;
-            const unsigned cp = printable ? (unsigned)i : 256u + (unsigned)extra++; /* GPT-2's bytes_to_unicode */
-            if (cp < 0x80) snprintf(buf, sizeof buf, "%c", (char)cp);
-            else snprintf(buf, sizeof buf, "%c%c", (char)(0xC0 | (cp >> 6)), (char)(0x80 | (cp & 0x3F)));
-            types[i] = DA_TOKTYPE_NORMAL;
-        } else {
-            snprintf(buf, sizeof buf, "[PAD%d]", i);
-            types[i] = DA_TOKTYPE_UNUSED;
-        }
-        if (!(tokens[i] = strdup(buf))) st = da_errorf("out of memory");
-    }
-    if (!st.code) {
-        da_gguf_add_str(w, "tokenizer.ggml.model", "gpt2");
-        da_gguf_add_str(w, "tokenizer.ggml.pre", "gpt-2");
-        da_gguf_add_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tokens, (uint64_t)vocab);
-        da_gguf_add_i32_array(w, "tokenizer.ggml.token_type", types, (uint64_t)vocab);
-        da_gguf_add_str_array(w, "tokenizer.ggml.merges", NULL, 0);
-        da_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 0);
-        da_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 0);
-        da_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", 0);
-        da_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", 0);
-    }
-    for (int i = 0; tokens && i < vocab; i++) free(tokens[i]);
-    free(tokens);
-    free(types);
-    return st;
-}
-
-/* The element count of array key (0 when absent or not an array: the getters then say what is wrong), read
- * from the key's header before anything is allocated for its elements. */
-static uint64_t array_count(const da_gguf_file *f, const char *key) {
-    const da_gguf_kv *kv = da_gguf_kv_find(f, key);
-    return kv && kv->type == DA_GGUF_ARRAY ? kv->arr_n : 0;
-}
-
-/* Merges per vocabulary entry allowed: two pairs may make the same token (Llama 3 has 280,147 merges for
- * 128,256 ids, 2.2 a token), so more merges than tokens is legitimate; many more is a hostile file. */
-#define MAX_MERGES_PER_TOKEN 8
-
-/* tokenizer.ggml.tokens and .merges, when the file has them beside
- * tokenizer.huggingface.json, say what that JSON says: llama.cpp reads the
- * arrays, diffattn the JSON, so a contradiction would give two tokenizers. */
-static da_status check_arrays_match_json(const da_gguf_file *f, const char *json) {
-    static const char *const keys[2] = {"tokenizer.ggml.tokens", "tokenizer.ggml.merges"};
-    if (!da_gguf_kv_find(f, keys[0]) && !da_gguf_kv_find(f, keys[1])) return da_ok();
-    da_tok_ggml g;
-    da_status st = da_tok_ggml_from_json(&g, json, strlen(json));
-    if (st.code) return da_errorf("%s: tokenizer.huggingface.json: %s", f->path, st.msg);
-    for (int k = 0; k < 2 && !st.code; k++) {
-        char **v = NULL;
-        uint64_t n = 0;
-        const int want_n = k ? g.n_merges : g.n_tokens;
-        char **want = k ? g.merges : g.tokens;
-        if (!da_gguf_kv_find(f, keys[k])) continue;
-        if (array_count(f, keys[k]) != (uint64_t)want_n) { /* before the array is read */
-            st = da_errorf("%s: %s has %llu entries, tokenizer.huggingface.json %d (llama.cpp would read one "
-                           "tokenizer, diffattn the other)",
-                           f->path, keys[k], (unsigned long long)array_count(f, keys[k]), want_n);
-            break;
-        }
-        if ((st = da_gguf_get_str_array(f, keys[k], &v, &n)).code) continue;
-        uint64_t i = 0;
-        while (i < n && i < (uint64_t)want_n && !strcmp(v[i], want[i])) i++;
-        if (n != (uint64_t)want_n || i < n)
-            st = da_errorf("%s: %s contradicts tokenizer.huggingface.json (%s; llama.cpp would read one tokenizer, "
-                           "diffattn the other)",
-                           f->path, keys[k],
-                           n != (uint64_t)want_n ? "a different number of entries" : "an entry differs");
-        da_gguf_free_str_array(v, n);
-    }
-    da_tok_ggml_free(&g);
-    return st;
-}
-
-da_status da_gguf_tokenizer_json(const da_gguf_file *f, int vocab, char **json) {
-    *json = NULL;
-    const char *s;
-    const da_gguf_kv *bytes = da_gguf_kv_find(f, "diffattn.byte_level");
-    if (bytes && bytes->type == DA_GGUF_BOOL && bytes->v.u) return da_ok();
-    if (da_gguf_kv_find(f, "tokenizer.huggingface.json")) {
-        da_status st = da_gguf_get_str(f, "tokenizer.huggingface.json", &s);
-        if (st.code) return st;
-        if (!(*json = strdup(s))) return da_errorf("%s: out of memory", f->path);
-        if ((st = check_arrays_match_json(f, s)).code) {
-            free(*json);
-            *json = NULL;
-        }
-        return st;
-    }
-    if (!da_gguf_kv_find(f, "tokenizer.ggml.model")) return da_ok();
-    da_status st = da_gguf_get_str(f, "tokenizer.ggml.model", &s);
-    if (st.code) return st;
-    if (!strcmp(s, "none")) return da_ok(); /* ids only */
-    if (!strcmp(s, "llama"))
-        return da_errorf("%s: tokenizer.ggml.model is \"llama\" (SentencePiece), which diffattn does not encode; "
-                         "diffattn reads byte-level BPE (\"gpt2\") and \"none\" (ids only)",
-                         f->path);
-    if (strcmp(s, "gpt2"))
-        return da_errorf("%s: tokenizer.ggml.model is \"%s\"; diffattn reads byte-level BPE (\"gpt2\") and \"none\" "
-                         "(ids only)",
-                         f->path, s);
-    da_tok_ggml g;
-    memset(&g, 0, sizeof g);
-    g.bos = g.eos = -1;
-    uint64_t n_tok = 0, n_types = 0, n_merges = 0;
-    if (da_gguf_kv_find(f, "tokenizer.ggml.pre") && (st = da_gguf_get_str(f, "tokenizer.ggml.pre", &g.pre)).code)
-        return st;
-    int64_t bos = -1;
-    g.add_bos = -1;
-    if (da_gguf_kv_find(f, "tokenizer.ggml.bos_token_id") &&
-        (st = da_gguf_get_int(f, "tokenizer.ggml.bos_token_id", &bos)).code)
-        return st;
-    if (da_gguf_kv_find(f, "tokenizer.ggml.add_bos_token") &&
-        (st = da_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &g.add_bos)).code)
-        return st;
-    const uint64_t n_ids = array_count(f, "tokenizer.ggml.tokens");
-    if (g.add_bos == 1 && da_gguf_kv_find(f, "tokenizer.ggml.bos_token_id") && (bos < 0 || (uint64_t)bos >= n_ids))
-        return da_errorf("%s: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id %lld is not a token "
-                         "(the vocabulary has %llu)",
-                         f->path, (long long)bos, (unsigned long long)n_ids);
-    g.bos = bos >= 0 && bos < (1 << 24) ? (int)bos : -1;
-    /* the counts against the vocabulary and each other, from the arrays' headers: nothing is allocated for a
-     * file that would be refused (19 MB of tokens took 239 MB before their count was compared) */
-    const uint64_t c_tok = array_count(f, "tokenizer.ggml.tokens"), c_types = array_count(f, "tokenizer.ggml.token_type"),
-                   c_merges = array_count(f, "tokenizer.ggml.merges");
-    if (vocab > 0 && c_tok != (uint64_t)vocab && da_gguf_kv_find(f, "tokenizer.ggml.tokens"))
-        return da_errorf("%s: tokenizer.ggml.tokens has %llu entries but the model's vocabulary is %d (vocab_size, "
-                         "token_embd's rows)",
-                         f->path, (unsigned long long)c_tok, vocab);
-    if (c_types != c_tok && da_gguf_kv_find(f, "tokenizer.ggml.token_type"))
-        return da_errorf("%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %llu", f->path,
-                         (unsigned long long)c_types, (unsigned long long)c_tok);
-    if (c_tok > (1u << 24) || c_merges > (1u << 24) || c_merges > MAX_MERGES_PER_TOKEN * c_tok + 256)
-        return da_errorf("%s: tokenizer.ggml.tokens (%llu) or .merges (%llu) holds too many entries (at most 2^24, "
-                         "and %d merges a token)",
-                         f->path, (unsigned long long)c_tok, (unsigned long long)c_merges, MAX_MERGES_PER_TOKEN);
-    int32_t *types = NULL;
-    if (!(st = da_gguf_get_str_array(f, "tokenizer.ggml.tokens", &g.tokens, &n_tok)).code &&
-        !(st = da_gguf_get_i32_array(f, "tokenizer.ggml.token_type", &types, &n_types)).code &&
-        !(st = da_gguf_get_str_array(f, "tokenizer.ggml.merges", &g.merges, &n_merges)).code && n_types != n_tok)
-        st = da_errorf("%s: tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %llu", f->path,
-                       (unsigned long long)n_types, (unsigned long long)n_tok);
-    g.types = types;
-    g.n_tokens = (int)n_tok;
-    g.n_merges = (int)n_merges;
-    if (!st.code) st = da_tok_ggml_to_json(&g, f->path, json);
-    g.pre = NULL;
-    da_gguf_free_str_array(g.tokens, n_tok);
-    da_gguf_free_str_array(g.merges, n_merges);
-    free(types);
-    return st;
 }
 
 /* t's bytes in ggml's layout: t->data, or for a packed tensor a copy in *buf to free. */
@@ -291,11 +78,13 @@ static da_status embedding_bytes(const da_engine *q, int *type, const void **dat
  * packed tensors (and the embedding's) for the caller to free once the file is written. */
 static da_status add_tensors(da_gguf_writer *w, const da_engine *q, void **bufs, float **rope_freqs) {
     const int n = q->n_tensors - q->head_copy;
+    char arch[64];
+    const da_family *fam = da_family_gguf_of(&q->cfg, arch, sizeof arch);
     for (int i = 0; i < n; i++) {
         const da_qtensor *t = &q->t[i];
         char name[160];
-        if (da_gguf_name_to_llama(t->name, name, sizeof name))
-            return da_errorf("tensor %s has no GGUF name (gguf_llama.c's table)", t->name);
+        if (da_family_to_file(fam, t->name, name, sizeof name))
+            return da_errorf("tensor %s has no name in family %s (io/family.c)", t->name, fam->name);
         int64_t ne[2] = {t->cols ? t->cols : t->rows, t->rows};
         if (i == 0) {
             int type = DA_QT_F32;
@@ -332,7 +121,7 @@ da_status da_engine_save_gguf(const da_engine *q, const char *path) {
     da_gguf_add_str(&w, "general.name", name);
     da_gguf_add_u32(&w, "general.file_type", file_type_of(q->weight_type));
     da_gguf_add_u32(&w, "general.quantization_version", 2);
-    da_config_gguf_add_llama(&w, c);
+    da_gguf_config_write(&w, c);
     da_gguf_add_u32(&w, "diffattn.format_version", DA_FORMAT_VERSION);
     da_gguf_add_str(&w, "diffattn.weight_type", da_qtype_name(q->weight_type));
     da_gguf_add_str(&w, "diffattn.activations", da_act_mode_name(q->act));
@@ -340,7 +129,7 @@ da_status da_engine_save_gguf(const da_engine *q, const char *path) {
     da_gguf_add_u32(&w, "diffattn.calibration_sequences", (uint32_t)q->calib_samples);
     /* llama.cpp refuses a file with tensors it does not expect: the ranges are a key */
     if (q->act_absmax) da_gguf_add_f32_array(&w, "diffattn.act_absmax", q->act_absmax, (uint64_t)DA_N_SITES(c));
-    da_status st = q->tokenizer_json ? add_tokenizer(&w, q->tokenizer_json, q->tok) : add_byte_tokenizer(&w, c->vocab_size);
+    da_status st = q->tokenizer_json ? da_gguf_add_tokenizer(&w, q->tokenizer_json, q->tok) : da_gguf_add_byte_tokenizer(&w, c->vocab_size);
     void **bufs = calloc((size_t)q->n_tensors, sizeof *bufs);
     float *rope_freqs = NULL;
     if (!st.code && !bufs) st = da_errorf("out of memory");
@@ -354,68 +143,11 @@ da_status da_engine_save_gguf(const da_engine *q, const char *path) {
     return st;
 }
 
-static da_status get_int_range(const da_gguf_file *f, const char *key, int lo, int hi, int *out) {
-    int64_t v;
-    da_status st = da_gguf_get_int(f, key, &v);
-    if (st.code) return st;
-    if (v < lo || v > hi) return da_errorf("%s: %s = %lld is out of range (%d..%d)", f->path, key, (long long)v, lo, hi);
-    *out = (int)v;
-    return da_ok();
-}
-
-/* The configuration from the file's keys; *llama: 1 for llama.cpp's layout
- * (gguf_llama.h), 0 for the diffattn architecture of older files. */
-static da_status config_from_gguf(const da_gguf_file *f, da_config *c, int *llama) {
-    memset(c, 0, sizeof *c);
-    const char *arch, *variant;
-    da_status st = da_gguf_get_str(f, "general.architecture", &arch);
-    if (st.code) return da_errorf("%s: general.architecture is missing: not a model GGUF", f->path);
-    da_arch parsed;
-    *llama = da_gguf_arch_parse(arch, &parsed);
-    /* a llama file of llama.cpp's own (no diffattn.* RoPE keys): every llama.* key llama.cpp reads */
-    if (*llama && !strcmp(arch, "llama") && !da_gguf_kv_find(f, "diffattn.rope.freq_base"))
-        return da_llama_gguf_config(f, c);
-    if (*llama) return da_config_gguf_get_llama(f, arch, c);
-    char names[128];
-    if (strcmp(arch, "diffattn"))
-        return da_errorf("%s: general.architecture is \"%s\"; diffattn runs llama and diffattn-<arch> for arch %s "
-                         "(and diffattn, its files before llama.cpp's layout)",
-                         f->path, arch, da_arch_names_all(names, sizeof names, ", "));
-    int fv;
-    if ((st = get_int_range(f, "diffattn.format_version", 0, 1 << 30, &fv)).code) return st;
-    if (fv != DA_FORMAT_VERSION)
-        return da_errorf("%s: diffattn.format_version %d is not supported (this build reads %d)", f->path, fv,
-                         DA_FORMAT_VERSION);
-    if ((st = da_gguf_get_str(f, "diffattn.variant", &variant)).code) return st;
-    if (da_arch_parse(variant, &c->arch))
-        return da_errorf("%s: diffattn.variant = \"%s\" (expected one of %s)", f->path, variant,
-                         da_arch_names_all(names, sizeof names, ", "));
-    struct { const char *key; int *dst; } ints[] = {
-        {"diffattn.context_length", &c->max_seq_len},   {"diffattn.embedding_length", &c->dim},
-        {"diffattn.block_count", &c->n_layers},         {"diffattn.feed_forward_length", &c->ffn_hidden},
-        {"diffattn.attention.head_count", &c->n_heads}, {"diffattn.attention.head_count_kv", &c->n_kv_heads},
-        {"diffattn.vocab_size", &c->vocab_size},
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if ((st = get_int_range(f, ints[i].key, 0, 1 << 30, ints[i].dst)).code) return st;
-    if ((st = da_gguf_get_f32(f, "diffattn.rope.freq_base", &c->rope_theta)).code) return st;
-    if ((st = da_config_gguf_get_rope(f, c)).code) return st;
-    if ((st = da_gguf_get_f32(f, "diffattn.attention.layer_norm_rms_epsilon", &c->norm_eps)).code) return st;
-    if ((st = da_gguf_get_bool(f, "diffattn.tie_embeddings", &c->tie_embeddings)).code) return st;
-    if (da_gguf_kv_find(f, "diffattn.attention.sliding_window") &&
-        (st = get_int_range(f, "diffattn.attention.sliding_window", 0, 1 << 30, &c->window)).code)
-        return st;
-    if ((st = da_config_gguf_get_variant(f, c)).code) return st;
-    st = da_config_validate(c);
-    if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
-    return da_ok();
-}
-
-/* The file's name of engine tensor i: in the older layout diffattn's own; in
- * llama.cpp's, a tied model's head copy is token_embd itself. */
-static void file_name(const da_engine *q, int i, int llama, char *out, size_t n) {
-    if (llama && q->head_copy && i == q->n_tensors - 1) snprintf(out, n, "token_embd.weight");
-    else if (!llama || da_gguf_name_to_llama(q->t[i].name, out, n)) snprintf(out, n, "%s", q->t[i].name);
+/* The file's name of engine tensor i in family fam's names; a tied model's head copy is the embedding itself,
+ * except in the older layout of diffattn's own names, which stored it as output.weight. */
+static void file_name(const da_engine *q, int i, const da_family *fam, char *out, size_t n) {
+    if (!fam->names_native && q->head_copy && i == q->n_tensors - 1) da_family_to_file(fam, q->t[0].name, out, n);
+    else if (da_family_to_file(fam, q->t[i].name, out, n)) snprintf(out, n, "%s", q->t[i].name);
 }
 
 /* 1 for engine tensor i when it is one of its variant's ATTN_PARAM tensors (NSA's cmp_k, cmp_pe_k, gate, ...),
@@ -430,12 +162,12 @@ static int is_attn_param(const da_engine *q, int i) {
 }
 
 /* Every tensor's file entry found and its shape and type checked, before anything is allocated. */
-static da_status check_tensors(da_engine *q, const da_gguf_file *f, int llama) {
+static da_status check_tensors(da_engine *q, const da_gguf_file *f, const da_family *fam) {
     const da_config *c = &q->cfg;
     for (int i = 0; i < q->n_tensors; i++) {
         da_qtensor *t = &q->t[i];
         char name[160];
-        file_name(q, i, llama, name, sizeof name);
+        file_name(q, i, fam, name, sizeof name);
         const da_gguf_tensor *g = da_gguf_tensor_find(f, name);
         if (!g)
             return da_errorf("%s: tensor \"%s\" is missing (the file's keys say %s, dim %d, %d layers)", f->path, name,
@@ -449,7 +181,7 @@ static da_status check_tensors(da_engine *q, const da_gguf_file *f, int llama) {
         /* vectors and the variant's own parameters are f32 (converted as they are read); the matrices keep their
          * type (the embedding's rows are dequantized as they are looked up) */
         t->type = !t->cols || is_attn_param(q, i) ? DA_QT_F32 : g->type;
-        if (!t->cols && !is_float_type(g->type))
+        if (!t->cols && !da_qtype_is_float(g->type))
             return da_errorf("%s: tensor \"%s\" is %s; diffattn expects f32, f16 or bf16 for norms and lambdas",
                              f->path, name, da_qtype_name(g->type));
         if (i == 0) q->embed_type = g->type;
@@ -461,12 +193,12 @@ static da_status check_tensors(da_engine *q, const da_gguf_file *f, int llama) {
  * act_absmax of older files. Anything else (an attention bias, a block past block_count, junk) is refused
  * by name rather than dropped: the answer would differ from that of a reader that uses it (llama.cpp's
  * llama loads blk.N.attn_q.bias). */
-static da_status check_unused_tensors(const da_engine *q, const da_gguf_file *f, int llama) {
+static da_status check_unused_tensors(const da_engine *q, const da_gguf_file *f, const da_family *fam) {
     unsigned char *used = calloc((size_t)f->n_tensors + 1, 1);
     if (!used) return da_errorf("%s: out of memory", f->path);
     for (int i = 0; i < q->n_tensors; i++) {
         char name[160];
-        file_name(q, i, llama, name, sizeof name);
+        file_name(q, i, fam, name, sizeof name);
         const da_gguf_tensor *g = da_gguf_tensor_find(f, name);
         if (g) used[g - f->tensors] = 1;
     }
@@ -524,7 +256,7 @@ static void matmul_types(const da_engine *q, int *first_int, int *first_float) {
     *first_int = *first_float = -1;
     for (int i = 1; i < q->n_tensors; i++) {
         if (!q->t[i].cols) continue;
-        int *slot = is_float_type(q->t[i].type) ? first_float : first_int;
+        int *slot = da_qtype_is_float(q->t[i].type) ? first_float : first_int;
         if (*slot < 0) *slot = i;
     }
 }
@@ -534,7 +266,7 @@ static void matmul_types(const da_engine *q, int *first_int, int *first_float) {
  * in a file whose general.file_type is a quantized one: llama.cpp requantized a diffattn export (its
  * quantizer copies the keys it does not know). *own_keys = 1 (and q->weight_type the key's) when the
  * key is the file's own: general.file_type absent or agreeing. */
-static da_status weight_type_key(da_engine *q, const da_gguf_file *f, int llama, int first_int, int first_float,
+static da_status weight_type_key(da_engine *q, const da_gguf_file *f, const da_family *fam, int first_int, int first_float,
                                  int *own_keys) {
     *own_keys = 0;
     const char *s;
@@ -547,10 +279,10 @@ static da_status weight_type_key(da_engine *q, const da_gguf_file *f, int llama,
     int64_t ft = -1;
     if (da_gguf_kv_find(f, "general.file_type") && (st = da_gguf_get_int(f, "general.file_type", &ft)).code) return st;
     const int ft_float = ft == 0 || ft == 1 || ft == 32;
-    if (ft >= 0 && is_float_type(wt) && !ft_float) return da_ok(); /* requantized by llama.cpp */
-    const int want_int = !is_float_type(wt), other = want_int ? first_float : first_int;
+    if (ft >= 0 && da_qtype_is_float(wt) && !ft_float) return da_ok(); /* requantized by llama.cpp */
+    const int want_int = !da_qtype_is_float(wt), other = want_int ? first_float : first_int;
     char name[160];
-    if (other >= 0) file_name(q, other, llama, name, sizeof name);
+    if (other >= 0) file_name(q, other, fam, name, sizeof name);
     if ((want_int ? first_int : first_float) < 0 && other >= 0)
         return da_errorf("%s: diffattn.weight_type = %s contradicts the tensors: no matmul weight is %s (%s is %s); "
                          "the key was edited or the tensors replaced: remove the key or correct it",
@@ -568,19 +300,19 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
     da_status st = da_gguf_open(&f, path);
     if (st.code) return st;
     da_config c;
-    int llama = 0;
-    if (!(st = config_from_gguf(&f, &c, &llama)).code) st = da_engine_init_table(q, &c);
+    const da_family *fam = NULL;
+    if (!(st = da_gguf_config_read(&f, &c, &fam)).code) st = da_engine_init_table(q, &c);
     /* tied: in llama.cpp's layout token_embd is the head, in its own type; diffattn's older layout
      * stored the head's quantized copy as output.weight beside an f32 embedding */
-    if (!st.code && c.tie_embeddings && !llama && da_gguf_tensor_find(&f, "output.weight") != NULL)
+    if (!st.code && c.tie_embeddings && fam->names_native && da_gguf_tensor_find(&f, "output.weight") != NULL)
         st = da_engine_add_head_copy(q);
-    if (!st.code) st = check_tensors(q, &f, llama);
-    if (!st.code) st = check_unused_tensors(q, &f, llama);
+    if (!st.code) st = check_tensors(q, &f, fam);
+    if (!st.code) st = check_unused_tensors(q, &f, fam);
     if (!st.code) st = da_engine_alloc_blob(q);
     for (int i = 0; !st.code && i < q->n_tensors; i++) {
         da_qtensor *t = &q->t[i];
         char name[160];
-        file_name(q, i, llama, name, sizeof name);
+        file_name(q, i, fam, name, sizeof name);
         const da_gguf_tensor *g = da_gguf_tensor_find(&f, name);
         const unsigned char *src = da_gguf_data(&f, g);
         if (t->type == g->type) memcpy((void *)t->data, src, g->nbytes);
@@ -598,12 +330,12 @@ da_status da_engine_load_gguf(da_engine *q, const char *path) {
             q->calib_samples = (int)v;
         /* the type asked for at quantization; a file without the key (llama.cpp's): its first
          * integer-quantized matmul weight's (else the first one's), so its matmuls take integer
-         * activations. Each matrix is multiplied in its own type whatever this says (engine.c qmatmul). */
+         * activations. Each matrix is multiplied in its own type whatever this says (engine_forward.c qmatmul). */
         int first_int = -1, first_float = -1;
         matmul_types(q, &first_int, &first_float);
         q->weight_type = first_int >= 0 ? q->t[first_int].type : first_float >= 0 ? q->t[first_float].type : DA_QT_F32;
         int own_keys = 0;
-        if (da_gguf_kv_find(&f, "diffattn.weight_type")) st = weight_type_key(q, &f, llama, first_int, first_float, &own_keys);
+        if (da_gguf_kv_find(&f, "diffattn.weight_type")) st = weight_type_key(q, &f, fam, first_int, first_float, &own_keys);
         /* the activations diffattn chose for its own weights; a requantized file (llama.cpp's
          * quantizer copies an f16 export's "f32") takes the default for its new type */
         if (!st.code && own_keys && !da_gguf_get_str(&f, "diffattn.activations", &s).code &&

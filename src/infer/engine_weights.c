@@ -9,6 +9,7 @@
 
 #include "attn/variant.h"
 #include "infer/engine.h"
+#include "infer/session.h"
 #include "ops/finite.h"
 
 #define ALIGN 64
@@ -90,18 +91,6 @@ void da_engine_bind(da_engine *e) {
     e->norm = f32_of(&e->t[i++]);
     /* tied: the head copy, else the f32 embedding */
     e->output = !c->tie_embeddings ? &e->t[i++] : e->head_copy ? &e->t[e->n_tensors - 1] : &e->t[0];
-}
-
-const unsigned char *da_qtensor_row(const da_qtensor *t, int r, unsigned char *buf) {
-    if (r >= da_qtensor_packed_rows(t)) return t->data + (size_t)r * t->row_bytes;
-    da_q8_0_unpack16_row(t->data + (size_t)(r / 16) * 16 * t->row_bytes, t->cols / QK8_0, r % 16, buf);
-    return buf;
-}
-
-void da_qtensor_dequantize_row(const da_qtensor *t, int r, float *y) {
-    if (r < da_qtensor_packed_rows(t))
-        da_q8_0_dequant16_row(t->data + (size_t)(r / 16) * 16 * t->row_bytes, t->cols / QK8_0, r % 16, y);
-    else da_dequantize_row(t->type, t->data + (size_t)r * t->row_bytes, y, t->cols ? t->cols : t->rows);
 }
 
 da_status da_engine_pack(da_engine *e, const da_ops *ops) {

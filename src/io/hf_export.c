@@ -29,6 +29,7 @@
 #include "attn/variant.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
+#include "io/family.h"
 #include "io/hf_model.h"
 #include "io/safetensors.h"
 
@@ -65,33 +66,34 @@ static cJSON *rope_scaling_json(const da_config *c) {
 }
 
 /* The config.json text (malloc'd), or NULL when out of memory. */
-static char *config_text(const da_config *c) {
-    const int diff = c->arch == DA_ARCH_DIFF, d = da_head_dim(c);
-    const int H = diff ? 2 * c->n_heads : c->n_heads, Hkv = diff ? 2 * c->n_kv_heads : c->n_kv_heads;
+static char *config_text(const da_family *fam, const da_config *c) {
+    const int d = da_head_dim(c), H = fam->heads_per_native * c->n_heads, Hkv = fam->heads_per_native * c->n_kv_heads;
     cJSON *o = cJSON_CreateObject(), *arch = cJSON_CreateArray();
     if (!o || !arch) {
         cJSON_Delete(o);
         cJSON_Delete(arch);
         return NULL;
     }
-    cJSON_AddItemToArray(arch, cJSON_CreateString(diff ? "DiffLlamaForCausalLM" : "LlamaForCausalLM"));
+#define KEY(q) da_family_key_of(fam, q, NULL, NULL, 0)
+    cJSON_AddItemToArray(arch, cJSON_CreateString(fam->hf_class));
     cJSON_AddItemToObject(o, "architectures", arch);
-    cJSON_AddStringToObject(o, "model_type", diff ? "diffllama" : "llama");
-    cJSON_AddNumberToObject(o, "hidden_size", c->dim);
-    cJSON_AddNumberToObject(o, "intermediate_size", c->ffn_hidden);
-    cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
-    cJSON_AddNumberToObject(o, "num_attention_heads", H);
-    cJSON_AddNumberToObject(o, "num_key_value_heads", Hkv);
-    cJSON_AddNumberToObject(o, "head_dim", d);
-    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
-    cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_seq_len);
-    cJSON_AddItemToObject(o, "rms_norm_eps", json_float(c->norm_eps));
-    cJSON_AddNumberToObject(o, "rope_theta", hf_rope_theta(c));
+    cJSON_AddStringToObject(o, "model_type", fam->tag);
+    cJSON_AddNumberToObject(o, KEY("dim"), c->dim);
+    cJSON_AddNumberToObject(o, KEY("ffn_hidden"), c->ffn_hidden);
+    cJSON_AddNumberToObject(o, KEY("n_layers"), c->n_layers);
+    cJSON_AddNumberToObject(o, KEY("n_heads"), H);
+    cJSON_AddNumberToObject(o, KEY("n_kv_heads"), Hkv);
+    cJSON_AddNumberToObject(o, KEY("head_dim"), d);
+    cJSON_AddNumberToObject(o, KEY("vocab_size"), c->vocab_size);
+    cJSON_AddNumberToObject(o, KEY("max_seq_len"), c->max_seq_len);
+    cJSON_AddItemToObject(o, KEY("norm_eps"), json_float(c->norm_eps));
+    cJSON_AddNumberToObject(o, KEY("rope_theta"), hf_rope_theta(c));
     cJSON_AddItemToObject(o, "rope_scaling", rope_scaling_json(c));
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    cJSON_AddBoolToObject(o, KEY("tie_embeddings"), c->tie_embeddings);
+#undef KEY
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddBoolToObject(o, "attention_bias", 0);
-    if (!diff) cJSON_AddBoolToObject(o, "mlp_bias", 0);
+    if (fam->writes_mlp_bias) cJSON_AddBoolToObject(o, "mlp_bias", 0);
     cJSON_AddStringToObject(o, "torch_dtype", "float32");
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
@@ -101,6 +103,7 @@ static char *config_text(const da_config *c) {
 /* ------------------------------------------------------------ tensors */
 
 typedef struct {
+    const da_family *fam;
     da_st_write_tensor *t;
     char (*names)[96];
     int n, cap;
@@ -129,9 +132,9 @@ static void rope_head_to_hf(float *dst, const float *src, int d, int C) {
 }
 
 /* Floats of copies one layer needs (layer_tensors' use of buf). */
-static size_t layer_copy_floats(const da_config *c) {
+static size_t layer_copy_floats(const da_family *fam, const da_config *c) {
     const size_t C = (size_t)c->dim, Ckv = (size_t)da_attn_kv_cols(c), A = (size_t)da_attn_out_cols(c);
-    return c->arch == DA_ARCH_DIFF ? 2 * A * C + 2 * Ckv * C : A * C + Ckv * C;
+    return fam->folds_head_norm ? 2 * A * C + 2 * Ckv * C : A * C + Ckv * C;
 }
 
 static void layer_tensors(hf_out *o, const da_model *m, int l, float *buf) {
@@ -140,12 +143,12 @@ static void layer_tensors(hf_out *o, const da_model *m, int l, float *buf) {
     /* A: the attention's width, dim unless head_dim is set */
     const int C = c->dim, d = da_head_dim(c), n_kv = c->n_kv_heads, A = da_attn_out_cols(c);
     const size_t Ckv = (size_t)da_attn_kv_cols(c), hd = (size_t)d * C;
-    /* DIFF: q, k, v, o copies; softmax: q and k (v and o go as they are) */
+    /* paired heads with the head norm folded: q, k, v, o copies; else q and k (v and o go as they are) */
     float *q = buf, *k = q + (size_t)A * C, *v = k + Ckv * C, *wo = v + Ckv * C;
     char n[128];
-#define NAME(s) (snprintf(n, sizeof n, "model.layers.%d.%s", l, s), n)
-    add(o, NAME("input_layernorm.weight"), C, 0, L->attention_norm);
-    if (c->arch == DA_ARCH_DIFF) {
+#define NAME(s) da_family_layer_name(o->fam, l, s, n, sizeof n)
+    add(o, NAME("attention_norm.weight"), C, 0, L->attention_norm);
+    if (o->fam->heads_per_native == 2 && o->fam->folds_head_norm) {
         const int Hn = c->n_heads;
         for (int j = 0; j < Hn; j++) {
             rope_head_to_hf(q + (size_t)j * hd, L->wq + (size_t)(2 * j) * hd, d, C);
@@ -168,20 +171,21 @@ static void layer_tensors(hf_out *o, const da_model *m, int l, float *buf) {
         v = L->wv;
         wo = L->wo;
     }
-    add(o, NAME("self_attn.q_proj.weight"), A, C, q);
-    add(o, NAME("self_attn.k_proj.weight"), (int)Ckv, C, k);
-    add(o, NAME("self_attn.v_proj.weight"), (int)Ckv, C, v);
-    add(o, NAME("self_attn.o_proj.weight"), C, A, wo);
-    if (c->arch == DA_ARCH_DIFF) {
-        add(o, NAME("self_attn.lambda_q1"), d, 0, L->lambda_q1);
-        add(o, NAME("self_attn.lambda_k1"), d, 0, L->lambda_k1);
-        add(o, NAME("self_attn.lambda_q2"), d, 0, L->lambda_q2);
-        add(o, NAME("self_attn.lambda_k2"), d, 0, L->lambda_k2);
+    add(o, NAME("attn.q_proj.weight"), A, C, q);
+    add(o, NAME("attn.k_proj.weight"), (int)Ckv, C, k);
+    add(o, NAME("attn.v_proj.weight"), (int)Ckv, C, v);
+    add(o, NAME("attn.out_proj.weight"), C, A, wo);
+    /* the variant's own tensors the family carries as they are (DiffLlama's lambdas) */
+    for (const da_family_name *r = o->fam->layer_own; r && r->native; r++) {
+        char native[128];
+        snprintf(native, sizeof native, "layers.%d.%s", l, r->native);
+        const da_tensor *t = da_model_find(m, native);
+        if (t) add(o, NAME(r->native), t->shape[0], t->ndim == 2 ? t->shape[1] : 0, m->params + t->offset);
     }
-    add(o, NAME("post_attention_layernorm.weight"), C, 0, L->ffn_norm);
-    add(o, NAME("mlp.gate_proj.weight"), c->ffn_hidden, C, L->w1);
-    add(o, NAME("mlp.up_proj.weight"), c->ffn_hidden, C, L->w3);
-    add(o, NAME("mlp.down_proj.weight"), C, c->ffn_hidden, L->w2);
+    add(o, NAME("ffn_norm.weight"), C, 0, L->ffn_norm);
+    add(o, NAME("feed_forward.w1.weight"), c->ffn_hidden, C, L->w1);
+    add(o, NAME("feed_forward.w3.weight"), c->ffn_hidden, C, L->w3);
+    add(o, NAME("feed_forward.w2.weight"), C, c->ffn_hidden, L->w2);
 #undef NAME
 }
 
@@ -192,11 +196,12 @@ static void out_free(hf_out *o) {
     memset(o, 0, sizeof *o);
 }
 
-static da_status build_tensors(hf_out *o, const da_model *m, const char *path) {
+static da_status build_tensors(hf_out *o, const da_family *fam, const da_model *m, const char *path) {
     const da_config *c = &m->cfg;
     memset(o, 0, sizeof *o);
+    o->fam = fam;
     o->cap = 3 + c->n_layers * 13;
-    const size_t per = layer_copy_floats(c);
+    const size_t per = layer_copy_floats(fam, c);
     o->t = calloc((size_t)o->cap, sizeof *o->t);
     o->names = calloc((size_t)o->cap, sizeof *o->names);
     o->buf = malloc(per * (size_t)c->n_layers * sizeof(float));
@@ -205,21 +210,42 @@ static da_status build_tensors(hf_out *o, const da_model *m, const char *path) {
         return da_errorf("%s: out of memory for the permuted attention weights (%.1f MB)", path,
                          (double)(per * (size_t)c->n_layers * sizeof(float)) / 1e6);
     }
-    add(o, "model.embed_tokens.weight", c->vocab_size, c->dim, m->w.tok_embeddings);
+    char n[128];
+#define GLOBAL(s) (da_family_to_file(fam, s, n, sizeof n), n)
+    add(o, GLOBAL("tok_embeddings.weight"), c->vocab_size, c->dim, m->w.tok_embeddings);
     for (int l = 0; l < c->n_layers; l++) layer_tensors(o, m, l, o->buf + per * (size_t)l);
-    add(o, "model.norm.weight", c->dim, 0, m->w.norm);
-    if (!c->tie_embeddings) add(o, "lm_head.weight", c->vocab_size, c->dim, m->w.output);
+    add(o, GLOBAL("norm.weight"), c->dim, 0, m->w.norm);
+    if (!c->tie_embeddings) add(o, GLOBAL("output.weight"), c->vocab_size, c->dim, m->w.output);
+#undef GLOBAL
     return da_ok();
 }
 
 /* ------------------------------------------------------------ the folder */
 
-static da_status check_exportable(const da_config *c, const char *dir) {
+/* "diff (DiffLlama) or softmax (Llama)": the variants with a Hugging Face family. */
+static void hf_variants(char *out, size_t n) {
+    int count;
+    const da_family *f = da_family_all(&count);
+    out[0] = 0;
+    int k = 0, j = 0;
+    for (int i = 0; i < count; i++) k += f[i].container == DA_FAMILY_HF;
+    for (int i = 0; i < count; i++) {
+        if (f[i].container != DA_FAMILY_HF) continue;
+        const char *sep = !j ? "" : j < k - 1 ? ", " : " or ";
+        const char *cls = f[i].hf_class, *end = strstr(cls, "ForCausalLM");
+        const int len = end ? (int)(end - cls) : (int)strlen(cls);
+        snprintf(out + strlen(out), n - strlen(out), "%s%s (%.*s)", sep, f[i].variant, len, cls);
+        j++;
+    }
+}
+
+static da_status check_exportable(const da_family *fam, const da_config *c, const char *dir) {
     const attn_variant *v = da_attn_variant_of(c->arch);
-    if (!v->hf)
-        return da_errorf("%s: arch %s (%s) has no Hugging Face architecture; export takes diff (DiffLlama) or "
-                         "softmax (Llama)",
-                         dir, v->name, v->about);
+    char which[160];
+    hf_variants(which, sizeof which);
+    if (!fam)
+        return da_errorf("%s: arch %s (%s) has no Hugging Face architecture; export takes %s", dir, v->name, v->about,
+                         which);
     if (c->window > 0)
         return da_errorf("%s: window %d (sliding-window attention) has no field in DiffLlama's or Llama's "
                          "config.json; export takes models that attend to every earlier token",
@@ -228,19 +254,19 @@ static da_status check_exportable(const da_config *c, const char *dir) {
         return da_errorf("%s: head_norm off (a `convert --recipe preserve` model, or --head-norm off): %s always "
                          "applies the per-head norm and its (1 - lambda_init) scale, which would change this model's "
                          "output; only a model with the head norm (e.g. --recipe split) exports as %s",
-                         dir, v->hf_class, v->hf_class);
+                         dir, fam->hf_class, fam->hf_class);
     if (c->lambda_hold > 0.0f)
         return da_errorf("%s: lambda_hold %g (a --lambda-ramp not finished, or a converted model not yet trained): "
                          "%s has no weight on its second map; train past the ramp first",
-                         dir, (double)c->lambda_hold, v->hf_class);
+                         dir, (double)c->lambda_hold, fam->hf_class);
     if (da_attn_head_norm_on(c) != (v->head_norm_option == 2))
         return da_errorf("%s: head_norm %s: %s always %s the per-head norm; export takes the default head_norm",
-                         dir, da_attn_head_norm_on(c) ? "on" : "off", v->hf_class,
+                         dir, da_attn_head_norm_on(c) ? "on" : "off", fam->hf_class,
                          v->head_norm_option == 2 ? "applies" : "lacks");
     if (c->lambda_init > 0.0f)
         return da_errorf("%s: lambda_init %g: %s derives lambda_init from the depth (0.8 - 0.6 exp(-0.3 l)); export "
                          "takes --lambda-init depth",
-                         dir, (double)c->lambda_init, v->hf_class);
+                         dir, (double)c->lambda_init, fam->hf_class);
     return da_ok();
 }
 
@@ -260,17 +286,18 @@ static da_status write_text(const char *path, const char *text) {
  * with the config.json of the other. */
 da_status da_model_export_hf(const da_model *m, const char *dir) {
     const da_config *c = &m->cfg;
-    da_status st = check_exportable(c, dir);
+    const da_family *fam = da_family_hf_of(c);
+    da_status st = check_exportable(fam, c, dir);
     if (st.code) return st;
     char tmp[4200], cfg_path[4300], st_path[4300], tok_path[4300];
     if ((st = da_atomic_folder_open(dir, tmp, sizeof tmp)).code) return st;
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", tmp);
     snprintf(st_path, sizeof st_path, "%s/model.safetensors", tmp);
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", tmp);
-    char *cfg_text = config_text(c);
+    char *cfg_text = config_text(fam, c);
     hf_out o;
     if (!cfg_text) st = da_errorf("%s: out of memory", cfg_path);
-    else if (!(st = build_tensors(&o, m, st_path)).code) {
+    else if (!(st = build_tensors(&o, fam, m, st_path)).code) {
         st = da_st_write(st_path, o.t, o.n, NULL, NULL, 0);
         if (!st.code && m->tokenizer_json) st = write_text(tok_path, m->tokenizer_json);
         if (!st.code) st = write_text(cfg_path, cfg_text);

@@ -1,5 +1,5 @@
-/* Hugging Face model folders: config.json with model_type "diffllama" (DIFF)
- * or "llama" (softmax), and model.safetensors or the shards listed in
+/* Hugging Face model folders: config.json with the model_type of a family of
+ * the family table (family.h: "diffllama" for DIFF, "llama" for softmax), and model.safetensors or the shards listed in
  * model.safetensors.index.json (F32, F16 or BF16 tensors, memory-mapped).
  *
  * The weights are mapped onto diffattn's native layout by permuting rows,
@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "diffattn/model.h"
+#include "io/family.h"
 
 /* 1 when path is a folder holding config.json. */
 int da_hf_is_folder(const char *path);
@@ -33,5 +34,15 @@ int da_hf_is_folder(const char *path);
 da_status da_hf_model_load(da_model *m, const char *dir);
 /* The configuration alone (what da_hf_model_load would build). */
 da_status da_hf_config_load(da_config *c, const char *dir);
+
+/* What config.json says beyond the da_config: the family and its head layout. */
+typedef struct {
+    const da_family *fam; /* the family of model_type */
+    int H, Hkv, d;        /* the family's query heads, KV heads, head size */
+    int n_rep_native;     /* paired heads (heads_per_native 2): diff heads per native KV group */
+    float head_norm_eps;  /* folds_head_norm: rms_norm_eps, the head norm's eps */
+} da_hf_shape;
+/* config.json of folder dir (hf_config.c); errors name the file and the key. */
+da_status da_hf_config_parse(const char *dir, da_config *c, da_hf_shape *hs);
 
 #endif

@@ -5,6 +5,7 @@
 #include "fuzz_tok.h"
 #include "fuzz_util.h"
 #include "infer/engine.h"
+#include "tok/tokenizer_gguf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned char *copy = malloc(size ? size : 1);

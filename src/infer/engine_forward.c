@@ -17,297 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/variant.h"
 #include "infer/engine.h"
+#include "infer/session.h"
 #include "ops/ops.h"
-
-/* From this many tokens in one call (a prompt), an integer-activation matmul
- * dequantizes the weight matrix and the int8 activations and runs one sgemm:
- * the same products up to the order of float sums, 1.4-2x faster than an
- * int8 dot per (row, token) at 200 tokens, where the dequantization is paid
- * once for all of them. Decoding (one token) keeps the int8 dots. */
-#define PREFILL_SGEMM_MIN 16
-
-/* Multiply-adds below which work runs on one thread. With passive waiting
- * (the CLI's default) waking the team costs tens of microseconds, and on a
- * busy machine a team waits for the core another process holds: about 2 M
- * multiply-adds, a millisecond of one core. With spinning threads
- * (OMP_WAIT_POLICY=active, a dedicated machine) a region costs about a
- * microsecond, and 32 K is enough. */
-#define SMALL_WORK_PASSIVE (1L << 21)
-#define SMALL_WORK_ACTIVE (1L << 15)
-
-static long small_work_for_policy(void) {
-    const char *p = getenv("OMP_WAIT_POLICY");
-    return p && (!strcmp(p, "active") || !strcmp(p, "ACTIVE")) ? SMALL_WORK_ACTIVE : SMALL_WORK_PASSIVE;
-}
-
-/* How long an idle thread of the session's team spins before it sleeps:
- * longer than the gaps between the steps of one decoded token (norms,
- * activation rows, sampling), so that decoding never waits for a wake-up,
- * and short enough that an idle team gives its cores back at once. */
-#define POOL_SPIN_US 200
-
-static int is_float_type(int t) { return t == DA_QT_F32 || t == DA_QT_F16 || t == DA_QT_BF16; }
-
-/* ---------------------------------------------------------------- running state */
-
-struct da_session {
-    da_config cfg;
-    const da_engine *q;
-    da_session_opts o; /* resolved: act >= 0, max_T and max_batch set */
-    da_exec exec;              /* da_exec_default(): the kernels' level */
-    const da_ops *ops;         /* kernels of that level */
-    const attn_variant *var;   /* the model's attention variant */
-    int n_attn;
-    attn_tensor spec[ATTN_MAX_TENSORS];
-    /* Resolved once here: the variant's table is rebuilt on each lookup, too slow for every (token, head). */
-    int view_q;                   /* the tensor whose product is the query */
-    int view_k, view_v, view_lam; /* the tensors whose products are the cached keys, values, and lam (or -1) */
-    int attn_out;                 /* the output projection */
-    int max_T, max_n, len;
-    /* Cache rows per layer: max_T; or, with a sliding window shorter than max_seq_len, a ring of
-     * window + max_n - 1 rows (the last window keys of every query of one call), position p in row
-     * p % slots. A ring session takes positions past max_T: a query sees only keys within window
-     * of it, so every RoPE distance stays one the model trained on. */
-    int slots, ring;
-    int kv_layer;     /* the layer attend reads the cache of */
-    int d, Ckv, kb, nkb, n_threads, maxw;
-    int Cao; /* the attention output's width (the output projection's input): dim unless head_dim is set */
-    long small_work;  /* multiply-adds below which a step stays on one thread (small_work_for_policy) */
-    /* The f32 and f16 caches hold each d-wide column block (a head's keys) of a layer contiguously, so that
-     * a head's attention reads one run of memory, not d values in every Ckv-wide row. */
-    float *kf, *vf;   /* f32 cache: (L, Ckv / d, slots, d) each */
-    uint16_t *kh, *vh; /* f16 cache: (L, Ckv / d, slots, d) each */
-    int8_t *k8, *v8;  /* int8 cache: (L, slots, Ckv) each */
-    float *ks, *vs;   /* their scales: (L, slots, nkb) */
-    float *rope_cos, *rope_sin; /* (max_T, d/2); positions past max_T (a ring) are computed into rope_far */
-    float *rope_far;  /* (d): cos then sin of one position */
-    float *x, *xn, *ao, *h1, *h3, *logits; /* (max_n, width) */
-    float *proj[ATTN_MAX_TENSORS]; /* per ATTN_IN tensor: (max_n, rows), the new tokens' products */
-    float *att;       /* (threads, 2, slots) */
-    float *deq;       /* (threads, maxw): a dequantized weight row */
-    float *wdeq;      /* batches (float activations, or int8 ones of >= PREFILL_SGEMM_MIN tokens): one dequantized matrix */
-    float *xr;        /* (max_n, maxw): bf16-rounded activations, or int8 ones dequantized for a prefill sgemm */
-    int8_t *aq;       /* (max_n, maxw) */
-    float *ad;        /* (max_n, maxw / 32) */
-    int32_t *asum;
-    /* the flash prefill (f32 cache only): the variant's saved activations and scratch */
-    float *fl_saved, *fl_scratch;
-    /* a variant with a decoding cache of its own (attn_variant.cache_step): (L, own_floats), and one step's scratch */
-    float *own, *own_scratch;
-    size_t own_floats;
-    const float *site_x; /* the prepared site's float input (n, width) */
-    int site_w;
-    const float *site_xd; /* a prompt in an int8 mode: the site's int8 activations as floats, q * d; else NULL */
-    da_qstats *stats;
-    da_pool *pool;    /* the team of the integer matmuls and decoding's attention (NULL: one thread) */
-    da_qact *xs;      /* (max_n) views of the int8 activation rows */
-};
-
-void da_session_free(da_session *s) {
-    if (!s) return;
-    void *ps[] = {s->kf,  s->vf,   s->kh, s->vh, s->k8, s->v8, s->ks, s->vs,   s->rope_cos, s->rope_sin, s->x,        s->xn,
-                  s->ao,  s->h1,   s->h3, s->logits, s->att, s->deq, s->wdeq, s->xr, s->aq, s->ad, s->asum,
-                  s->fl_saved, s->fl_scratch, s->rope_far, s->own, s->own_scratch};
-    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
-    for (int j = 0; j < ATTN_MAX_TENSORS; j++) free(s->proj[j]);
-    da_pool_free(s->pool);
-    free(s->xs);
-    free(s);
-}
-
-void da_session_reset(da_session *s) { s->len = 0; }
-int da_session_len(const da_session *s) { return s->len; }
-int da_session_capacity(const da_session *s) { return s->ring ? INT_MAX : s->max_T; }
-int da_session_max_batch(const da_session *s) { return s->max_n; }
-int da_session_vocab_size(const da_session *s) { return s->cfg.vocab_size; }
-da_act_mode da_session_act(const da_session *s) { return (da_act_mode)s->o.act; }
-
-da_session_opts da_session_opts_default(void) {
-    da_session_opts o = {-1, 0, 0, 0, 0, 0};
-    return o;
-}
-
-/* The shape of the flash kernel's call for a prompt of n tokens. */
-static attn_shape prompt_shape(const da_session *s, int n) { return da_attn_shape_of(&s->cfg, 1, n, s->n_threads); }
-
-/* Checks the options against the engine and fills in the defaults. */
-static da_status resolve_opts(const da_engine *q, const da_session_opts *in, da_session_opts *o) {
-    const da_config *c = &q->cfg;
-    *o = in ? *in : da_session_opts_default();
-    if (o->act < 0) o->act = q->act;
-    if (o->act > DA_ACTQ_F32) return da_errorf("session: act = %d is not an activation mode", o->act);
-    /* float weights take float activations: their matmuls have no integer path */
-    if (is_float_type(q->weight_type) && o->act <= DA_ACTQ_INT8_STATIC) o->act = DA_ACTQ_F32;
-    if (!o->max_T) o->max_T = c->max_seq_len;
-    if (!o->max_batch) o->max_batch = o->max_T;
-    if (o->max_T < 0 || o->max_T > c->max_seq_len)
-        return da_errorf("session: max_T = %d is out of range (1..max_seq_len=%d)", o->max_T, c->max_seq_len);
-    if (o->max_batch < 0 || o->max_batch > o->max_T)
-        return da_errorf("session: max_batch = %d is out of range (1..max_T=%d)", o->max_batch, o->max_T);
-    if (o->kv_int8 && o->kv_f16) return da_errorf("session: kv_int8 and kv_f16 are both set; pick one KV cache type");
-    if (o->logit_bits < 0 || o->logit_bits == 1 || o->logit_bits > 24)
-        return da_errorf("session: logit_bits = %d is out of range (0 = exact, or 2..24)", o->logit_bits);
-    if (o->act == DA_ACTQ_INT8_STATIC && !q->act_absmax)
-        return da_errorf("session: act int8-static needs calibrated activation ranges (quantize with calibration data)");
-    if (da_attn_variant_of(c->arch)->cache_step && (o->kv_int8 || o->kv_f16 || o->logit_bits))
-        return da_errorf("session: --arch %s keeps a decoding cache of its own, f32 with exact logits; "
-                         "kv_int8, kv_f16 and logit_bits do not apply to it",
-                         da_arch_name(c->arch));
-    if (o->act <= DA_ACTQ_INT8_STATIC && (c->dim % 32 || c->ffn_hidden % 32 || da_attn_out_cols(c) % 32))
-        return da_errorf("session: int8 activations need dim and ffn_hidden multiples of 32 (dim %d, ffn_hidden %d); "
-                         "use act f32",
-                         c->dim, c->ffn_hidden);
-    return da_ok();
-}
-
-/* malloc of n elements, at least one (a zero-sized buffer still gets a pointer). */
-static void *malloc_n(size_t n, size_t size) { return malloc((n ? n : 1) * size); }
-
-/* Allocates every buffer of s for its options (sizes from s's fields). */
-static int alloc_buffers(da_session *s) {
-    const da_config *c = &s->cfg;
-    const da_engine *q = s->q;
-    const size_t L = c->n_layers, N = s->max_n, C = c->dim, F = c->ffn_hidden, V = c->vocab_size;
-    const size_t Ckv = s->Ckv, W = s->maxw, T = s->slots;
-    int fail = 0;
-#define ALLOC(p, n) fail |= !((p) = malloc_n((n), sizeof *(p)))
-    if (s->var->cache_step) {
-        s->own_floats = s->var->cache_floats(c, s->max_T);
-        ALLOC(s->own, L * s->own_floats);
-        ALLOC(s->own_scratch, s->var->cache_scratch_floats(c, s->max_T));
-    } else if (s->o.kv_int8) {
-        ALLOC(s->k8, L * T * Ckv);
-        ALLOC(s->v8, L * T * Ckv);
-        ALLOC(s->ks, L * T * s->nkb);
-        ALLOC(s->vs, L * T * s->nkb);
-    } else {
-        if (s->o.kv_f16) {
-            ALLOC(s->kh, L * T * Ckv);
-            ALLOC(s->vh, L * T * Ckv);
-        } else {
-            ALLOC(s->kf, L * T * Ckv);
-            ALLOC(s->vf, L * T * Ckv);
-        }
-        if (N > 1) {
-            attn_shape as = prompt_shape(s, (int)N);
-            ALLOC(s->fl_saved, s->var->train_floats(&as, 1));
-            ALLOC(s->fl_scratch, da_attn_scratch_floats(s->var, &as, 1));
-        }
-    }
-    ALLOC(s->rope_cos, (size_t)s->max_T * s->d / 2);
-    ALLOC(s->rope_sin, (size_t)s->max_T * s->d / 2);
-    ALLOC(s->rope_far, (size_t)s->d);
-    ALLOC(s->x, N * C);
-    ALLOC(s->xn, N * C);
-    for (int j = 0; j < s->n_attn; j++)
-        if (s->spec[j].role == ATTN_IN) ALLOC(s->proj[j], N * s->spec[j].rows);
-    ALLOC(s->ao, N * s->Cao);
-    ALLOC(s->h1, N * F);
-    ALLOC(s->h3, N * F);
-    ALLOC(s->logits, N * V);
-    if (!s->var->cache_step) ALLOC(s->att, (size_t)s->n_threads * 2 * T);
-    ALLOC(s->deq, (size_t)s->n_threads * W);
-    /* one dequantized matrix, for the batches (N > 1) of the matrices qmatmul multiplies through it: an F16 or
-     * BF16 one always (float activations, whatever the session's mode), an integer-quantized one with float
-     * activations, or with int8 ones from PREFILL_SGEMM_MIN tokens. Each matrix in its own type: a file may mix
-     * them (llama.cpp's --output-tensor-type, --tensor-type). */
-    size_t big = 0;
-    for (int i = 0; i < q->n_tensors; i++) {
-        const da_qtensor *t = &q->t[i];
-        const int via_wdeq = N > 1 && (is_float_type(t->type) || s->o.act >= DA_ACTQ_BF16 || N >= PREFILL_SGEMM_MIN);
-        if (t->cols && t->type != DA_QT_F32 && via_wdeq && (size_t)t->rows * t->cols > big)
-            big = (size_t)t->rows * t->cols;
-    }
-    if (big) ALLOC(s->wdeq, big);
-    ALLOC(s->xr, N * W);
-    ALLOC(s->aq, N * W);
-    ALLOC(s->ad, N * W / 32 + 1);
-    ALLOC(s->asum, N * W / 32 + 1);
-    ALLOC(s->xs, N);
-#undef ALLOC
-    return fail;
-}
-
-da_status da_session_create(da_session **out, const da_engine *q, const da_session_opts *opts) {
-    *out = NULL;
-    da_session_opts o;
-    da_status st = resolve_opts(q, opts, &o);
-    if (st.code) return st;
-    const da_config *c = &q->cfg;
-    da_session *s = calloc(1, sizeof *s);
-    if (!s) return da_errorf("out of memory");
-    s->cfg = *c;
-    s->q = q;
-    s->o = o;
-    s->ops = da_ops_of(da_exec_default().isa);
-    s->max_T = o.max_T;
-    s->max_n = o.max_batch;
-    s->ring = c->window > 0 && c->window < c->max_seq_len;
-    /* a ring needs every key the call's first query sees kept while the call stores its n: window - 1 + n
-     * rows, which may be more than max_T when max_batch is close to it */
-    s->slots = s->ring ? c->window - 1 + s->max_n : s->max_T;
-    s->d = da_head_dim(c);
-    s->Ckv = da_attn_kv_cols(c);
-    s->Cao = da_attn_out_cols(c);
-    s->exec = da_exec_default();
-    s->var = da_attn_variant_of(c->arch);
-    s->n_attn = da_attn_tensors(c, s->spec);
-    s->view_q = da_attn_tensor_with_view(c, ATTN_VIEW_Q);
-    s->view_k = da_attn_tensor_with_view(c, ATTN_VIEW_K);
-    s->view_v = da_attn_tensor_with_view(c, ATTN_VIEW_V);
-    s->view_lam = da_attn_tensor_with_view(c, ATTN_VIEW_LAM);
-    s->attn_out = da_attn_out_tensor(c);
-    s->kb = da_kv_scale_block(s->d);
-    s->nkb = s->Ckv / s->kb;
-    s->n_threads = omp_get_max_threads();
-    s->small_work = small_work_for_policy();
-    s->maxw = c->dim > c->ffn_hidden ? c->dim : c->ffn_hidden;
-    if (s->Cao > s->maxw) s->maxw = s->Cao;
-    if (alloc_buffers(s)) {
-        da_session_free(s);
-        return da_errorf("out of memory allocating the inference state for %d positions", o.max_T);
-    }
-    da_rope_tables(c, s->rope_cos, s->rope_sin, s->max_T);
-    s->pool = da_pool_create(s->n_threads, POOL_SPIN_US); /* NULL for one thread, or when threads cannot be made */
-    *out = s;
-    return da_ok();
-}
-
-da_status da_qstats_create(da_qstats *st, const da_config *cfg) {
-    memset(st, 0, sizeof *st);
-    const int n = DA_N_SITES(cfg);
-    st->absmax = calloc((size_t)n, sizeof *st->absmax);
-    st->chan_off = calloc((size_t)n + 1, sizeof *st->chan_off);
-    if (!st->absmax || !st->chan_off) {
-        da_qstats_free(st);
-        return da_errorf("out of memory");
-    }
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {
-        st->chan_off[i] = off;
-        off += (i < n - 1 && i % DA_SITES_PER_LAYER == DA_SITE_FFN_GATE) ? (size_t)cfg->ffn_hidden : (size_t)cfg->dim;
-    }
-    st->chan_off[n] = off;
-    st->chan = calloc(off, sizeof *st->chan);
-    st->chan2 = calloc(off, sizeof *st->chan2);
-    if (!st->chan || !st->chan2) {
-        da_qstats_free(st);
-        return da_errorf("out of memory");
-    }
-    return da_ok();
-}
-
-void da_qstats_free(da_qstats *st) {
-    free(st->absmax);
-    free(st->chan);
-    free(st->chan2);
-    free(st->chan_off);
-    memset(st, 0, sizeof *st);
-}
-
-void da_session_attach_stats(da_session *s, da_qstats *st) { s->stats = st; }
 
 /* ---------------------------------------------------------------- forward pieces */
 
@@ -372,7 +84,7 @@ static float fdot(const float *a, const float *b, int n) {
  * the output rows; each weight row is read once for all n tokens. */
 static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int accumulate) {
     const int rows = W->rows, cols = W->cols;
-    const int integer = !is_float_type(W->type) && s->o.act <= DA_ACTQ_INT8_STATIC;
+    const int integer = !da_qtype_is_float(W->type) && s->o.act <= DA_ACTQ_INT8_STATIC;
     if (W->type == DA_QT_F32 && n == 1 && (long)rows * cols <= s->small_work) {
         /* decoding a small matrix: one thread, no parallel region to wake */
         const float *Wf = (const float *)(const void *)W->data;
@@ -441,7 +153,7 @@ static void qmatmul(da_session *s, float *out, const da_qtensor *W, int n, int a
 
 /* W goes through qmatmul's integer kernels on the team (the path qmatmul_many merges). */
 static int team_integer(const da_session *s, const da_qtensor *W) {
-    return !is_float_type(W->type) && s->o.act <= DA_ACTQ_INT8_STATIC &&
+    return !da_qtype_is_float(W->type) && s->o.act <= DA_ACTQ_INT8_STATIC &&
            (!s->site_xd || (s->ops->qgemm_tiled >> W->type & 1u));
 }
 
@@ -660,7 +372,7 @@ static int use_flash(const da_session *s, int n) {
 
 static void attend_flash(da_session *s, const da_qlayer *L, int l, int n) {
     float consts[ATTN_LAYER_CONSTS];
-    attn_train_ctx x = {&s->cfg,  &s->exec,  l,        1,           prompt_shape(s, n),
+    attn_train_ctx x = {&s->cfg,  &s->exec,  l,        1,           da_session_prompt_shape(s, n),
                         1,        s->max_n,  (float *const *)L->attn_f32, NULL, s->proj,
                         NULL,     s->fl_saved, s->fl_scratch, consts, s->ao, NULL};
     s->var->forward(&x);
@@ -841,7 +553,7 @@ static void batch_attend(da_session *w, da_session *const *ss, int n, const da_q
  * row through decoding's own products instead, so that they stay decoding's
  * bit for bit (an sgemm sums in another order than sgemv). */
 static void batch_matmul(da_session *w, float *out, const da_qtensor *W, int n, int accumulate) {
-    if (n == 1 || W->type != DA_QT_F32 || is_float_type(w->q->weight_type)) {
+    if (n == 1 || W->type != DA_QT_F32 || da_qtype_is_float(w->q->weight_type)) {
         qmatmul(w, out, W, n, accumulate);
         return;
     }

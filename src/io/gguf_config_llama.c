@@ -1,5 +1,5 @@
-/* llama.cpp's `llama` GGUF files as engines (docs/formats.md): the llama.*
- * keys as a softmax configuration, and llama.cpp's tensor names.
+/* llama.cpp's own `llama` GGUF files (docs/formats.md): the configuration of
+ * the family's keys (gguf_config.h), as llama.cpp reads them.
  *
  * RoPE: llama.cpp's converter permutes Hugging Face's q and k rows so that
  * each head rotates the pairs (2i, 2i+1) (LLAMA_ROPE_TYPE_NORM) at
@@ -11,9 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "infer/engine.h"
-#include "io/gguf_llama.h"
+#include "io/family.h"
+#include "io/gguf_config.h"
 #include "ops/ops.h"
+
+/* The key of quantity q in the family's layout (family.h). */
+#define K(q) da_family_key_of(fam, q, fam->tag, k, sizeof k)
 
 #define MAX_HALF 512 /* pairs of the largest head config.c accepts */
 
@@ -28,16 +31,17 @@ static da_status llama_int(const da_gguf_file *f, const char *key, int required,
 }
 
 /* llama.rope.scaling.*: none, or linear (every frequency / factor); YaRN is refused. */
-static da_status llama_rope_scaling(const da_gguf_file *f, da_config *c) {
+static da_status llama_rope_scaling(const da_gguf_file *f, const da_family *fam, da_config *c) {
+    char k[128];
     const char *type = "linear"; /* llama.cpp's default when only a factor is given */
     float factor = 0.0f;
     da_status st;
-    if (da_gguf_kv_find(f, "llama.rope.scaling.type") && (st = da_gguf_get_str(f, "llama.rope.scaling.type", &type)).code)
+    if (da_gguf_kv_find(f, K("rope_scaling")) && (st = da_gguf_get_str(f, K("rope_scaling"), &type)).code)
         return st;
-    if (da_gguf_kv_find(f, "llama.rope.scaling.factor")) {
-        if ((st = da_gguf_get_f32(f, "llama.rope.scaling.factor", &factor)).code) return st;
-    } else if (da_gguf_kv_find(f, "llama.rope.scale_linear")) {
-        if ((st = da_gguf_get_f32(f, "llama.rope.scale_linear", &factor)).code) return st;
+    if (da_gguf_kv_find(f, K("rope_factor"))) {
+        if ((st = da_gguf_get_f32(f, K("rope_factor"), &factor)).code) return st;
+    } else if (da_gguf_kv_find(f, K("rope_scale_linear"))) {
+        if ((st = da_gguf_get_f32(f, K("rope_scale_linear"), &factor)).code) return st;
     }
     if (strcmp(type, "none") && strcmp(type, "linear"))
         return da_errorf("%s: llama.rope.scaling.type \"%s\" is not supported (none or linear)", f->path, type);
@@ -85,7 +89,8 @@ static void llama3_from_factors(const float *r, const double *x, int half, int O
 /* rope_freqs: all ones is no scaling, one value F everywhere linear scaling
  * by F, and otherwise Llama 3's scaling when its parameters reproduce every
  * factor (checked through the same da_rope_inv_freq the engine uses). */
-static da_status llama_rope_freqs(const da_gguf_file *f, da_config *c) {
+static da_status llama_rope_freqs(const da_gguf_file *f, const da_family *fam, da_config *c) {
+    char k[128];
     const da_gguf_tensor *t = da_gguf_tensor_find(f, "rope_freqs.weight");
     if (!t) return da_ok();
     const int half = da_head_dim(c) / 2, d = 2 * half;
@@ -108,10 +113,10 @@ static da_status llama_rope_freqs(const da_gguf_file *f, da_config *c) {
     if (all_one) return da_ok();
     int ok = 1, O = 8192;
     da_status st;
-    if ((st = llama_int(f, "llama.rope.scaling.original_context_length", 0, 1, 1 << 20, &O)).code) return st;
+    if ((st = llama_int(f, K("rope_original_max_pos"), 0, 1, 1 << 20, &O)).code) return st;
     if (all_same) c->rope_scaling = DA_ROPE_SCALE_LINEAR, c->rope_factor = r[0];
     else llama3_from_factors(r, x, half, O, c, &ok);
-    da_rope_inv_freq_of(c, got); /* c->rope_freq is Llama's rule (da_llama_gguf_config) */
+    da_rope_inv_freq_of(c, got); /* c->rope_freq is Llama's rule (da_gguf_config_llama_cpp) */
     for (int j = 0; ok && j < half; j++) ok = fabs(got[j] * r[j] / base[j] - 1) < 1e-5;
     if (!ok)
         return da_errorf("%s: tensor \"rope_freqs.weight\" holds per-pair rope factors that neither linear nor "
@@ -120,41 +125,41 @@ static da_status llama_rope_freqs(const da_gguf_file *f, da_config *c) {
     return da_ok();
 }
 
-da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c) {
+da_status da_gguf_config_llama_cpp(const da_gguf_file *f, const da_family *fam, da_config *c) {
     da_config_default(c);
-    da_gguf_arch_parse("llama", &c->arch); /* the variant io/gguf_llama.c maps llama.cpp's llama to */
+    da_family_variant(fam, &c->arch);
+    char k[128];
     c->rope_freq = DA_ROPE_FREQ_LLAMA;
     c->rope_scaling = DA_ROPE_SCALE_NONE;
     c->window = 0;
     da_status st;
-    const struct { const char *key; int *dst; int required; } ints[] = {
-        {"llama.context_length", &c->max_seq_len, 1},   {"llama.embedding_length", &c->dim, 1},
-        {"llama.block_count", &c->n_layers, 1},         {"llama.feed_forward_length", &c->ffn_hidden, 1},
-        {"llama.attention.head_count", &c->n_heads, 1}, {"llama.attention.head_count_kv", &c->n_kv_heads, 0},
+    const struct { const char *quantity; int *dst; int required; } ints[] = {
+        {"max_seq_len", &c->max_seq_len, 1}, {"dim", &c->dim, 1},         {"n_layers", &c->n_layers, 1},
+        {"ffn_hidden", &c->ffn_hidden, 1},   {"n_heads", &c->n_heads, 1}, {"n_kv_heads", &c->n_kv_heads, 0},
     };
     c->n_kv_heads = 0;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if ((st = llama_int(f, ints[i].key, ints[i].required, 1, 1 << 30, ints[i].dst)).code) return st;
+        if ((st = llama_int(f, K(ints[i].quantity), ints[i].required, 1, 1 << 30, ints[i].dst)).code) return st;
     if (!c->n_kv_heads) c->n_kv_heads = c->n_heads;
     /* the vocabulary: llama.vocab_size, else token_embd's rows */
     const da_gguf_tensor *emb = da_gguf_tensor_find(f, "token_embd.weight");
     if (!emb || emb->n_dims != 2) return da_errorf("%s: tensor \"token_embd.weight\" is missing or not 2-D", f->path);
     c->vocab_size = (int)emb->ne[1];
-    if ((st = llama_int(f, "llama.vocab_size", 0, 1, 1 << 30, &c->vocab_size)).code) return st;
+    if ((st = llama_int(f, K("vocab_size"), 0, 1, 1 << 30, &c->vocab_size)).code) return st;
     c->rope_theta = 10000.0f;
-    if (da_gguf_kv_find(f, "llama.rope.freq_base") && (st = da_gguf_get_f32(f, "llama.rope.freq_base", &c->rope_theta)).code)
+    if (da_gguf_kv_find(f, K("rope_theta")) && (st = da_gguf_get_f32(f, K("rope_theta"), &c->rope_theta)).code)
         return st;
-    if ((st = da_gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &c->norm_eps)).code) return st;
+    if ((st = da_gguf_get_f32(f, K("norm_eps"), &c->norm_eps)).code) return st;
     c->tie_embeddings = da_gguf_tensor_find(f, "output.weight") == NULL;
-    if ((st = llama_rope_scaling(f, c)).code) return st;
+    if ((st = llama_rope_scaling(f, fam, c)).code) return st;
     if (c->n_heads) {
         /* key_length, when given, may differ from embedding_length / head_count: diffattn's head_dim */
         const int d0 = c->dim % c->n_heads ? 0 : c->dim / c->n_heads;
         int key_len = d0, value_len, rope_dims;
-        if ((st = llama_int(f, "llama.attention.key_length", !d0, 1, 1 << 20, &key_len)).code) return st;
+        if ((st = llama_int(f, K("key_length"), !d0, 1, 1 << 20, &key_len)).code) return st;
         value_len = rope_dims = key_len;
-        if ((st = llama_int(f, "llama.attention.value_length", 0, 1, 1 << 20, &value_len)).code ||
-            (st = llama_int(f, "llama.rope.dimension_count", 0, 1, 1 << 20, &rope_dims)).code)
+        if ((st = llama_int(f, K("value_length"), 0, 1, 1 << 20, &value_len)).code ||
+            (st = llama_int(f, K("rope_dims"), 0, 1, 1 << 20, &rope_dims)).code)
             return st;
         if (value_len != key_len)
             return da_errorf("%s: llama.attention.value_length %d != key_length %d; diffattn's heads have one size",
@@ -164,7 +169,7 @@ da_status da_llama_gguf_config(const da_gguf_file *f, da_config *c) {
                              f->path, rope_dims, key_len);
         c->head_dim = key_len == d0 ? 0 : key_len;
     }
-    if ((st = da_config_validate(c)).code || (st = llama_rope_freqs(f, c)).code || (st = da_config_validate(c)).code)
+    if ((st = da_config_validate(c)).code || (st = llama_rope_freqs(f, fam, c)).code || (st = da_config_validate(c)).code)
         return !strncmp(st.msg, f->path, strlen(f->path)) ? st /* already names the file (rope_freqs) */
                                                             : da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();
