@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "diffattn.h"
-#include "diffattn/experiments.h"
-#include "experiments/arch_column.h"
+#include "experiments/compare.h"
+#include "study/arch_column.h"
 #include "harness.h"
 #include "infer/engine.h"
 #include "io/gguf_llama.h"

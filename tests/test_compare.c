@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include "diffattn.h"
-#include "experiments/arch_column.h"
+#include "study/arch_column.h"
 #include "experiments/task_study.h"
-#include "diffattn/experiments.h"
+#include "experiments/compare.h"
 #include "harness.h"
 
 static int test_mix_answers_are_in_context(void) {

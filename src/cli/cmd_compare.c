@@ -6,8 +6,8 @@
 
 #include "args.h"
 #include "commands.h"
-#include "diffattn/experiments.h"
 #include "diffattn/formats.h"
+#include "experiments/compare.h"
 
 /* The end of a comparison: its error (with the flags that apply to a folder
  * holding one), an interruption (exit 130), or its report.md on standard output. */

@@ -1,7 +1,7 @@
 /* `diffattn compare`: DIFF and the softmax baseline trained at equal
  * parameters, tokens, data and seed, then the same evaluations on both, a
  * study over the cells of a grid with a side-by-side report (see
- * diffattn/experiments.h). */
+ * compare.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,21 +10,21 @@
 #include <string.h>
 
 #include "data/text_data.h"
-#include "experiments/arch_column.h"
-#include "diffattn/experiments.h"
+#include "study/arch_column.h"
+#include "experiments/compare.h"
 #include "train/eval_loss.h"
 #include "eval/needle.h"
 #include "eval/needle_attention.h"
 #include "eval/outliers.h"
 #include "eval/quant_logits.h"
-#include "experiments/grid.h"
-#include "experiments/plot.h"
-#include "experiments/report.h"
-#include "experiments/study.h"
-#include "experiments/stats.h"
+#include "study/grid.h"
+#include "study/plot.h"
+#include "study/report.h"
+#include "study/study.h"
+#include "study/stats.h"
 #include "attn/attention.h"
 #include "io/atomic_file.h"
-#include "experiments/bench.h"
+#include "bench/bench.h"
 #include "core/clock.h"
 #include "diffattn/formats.h"
 

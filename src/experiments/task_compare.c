@@ -1,7 +1,7 @@
 /* compare --task mqar|noisy-recall|icl|counterfactual: the cells of a study,
  * and each run: train on the generated stream from the shared
  * initialisation, score the held-out sequences, analyse the trained model,
- * write the result file (see diffattn/experiments.h and docs/tasks.md). */
+ * write the result file (see compare.h and docs/tasks.md). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "experiments/bench.h"
-#include "experiments/arch_column.h"
-#include "diffattn/experiments.h"
-#include "experiments/grid.h"
+#include "bench/bench.h"
+#include "study/arch_column.h"
+#include "experiments/compare.h"
+#include "study/grid.h"
 #include "io/atomic_file.h"
-#include "experiments/study.h"
+#include "study/study.h"
 #include "experiments/task_study.h"
 
 static const int QBITS[TASK_N_QBITS] = TASK_QBITS;

@@ -4,8 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "diffattn/experiments.h"
-#include "experiments/stats.h"
+#include "experiments/compare.h"
+#include "study/stats.h"
+#include "study/plot.h"
 #include "experiments/task_study.h"
 
 static const double LEVELS[2] = {0.9, 0.5};

@@ -1,5 +1,5 @@
 /* compare --task's names of its columns, in files and in reports (task_study.h). */
-#include "experiments/arch_column.h"
+#include "study/arch_column.h"
 #include "experiments/task_study.h"
 
 const char *task_arch_name(const da_task_compare_config *c, int a) {

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/arch_column.h"
-#include "diffattn/experiments.h"
-#include "experiments/grid.h"
-#include "experiments/plot.h"
-#include "experiments/report.h"
-#include "experiments/stats.h"
+#include "study/arch_column.h"
+#include "experiments/compare.h"
+#include "study/grid.h"
+#include "study/plot.h"
+#include "study/report.h"
+#include "study/stats.h"
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
 

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "diffattn/experiments.h"
+#include "experiments/compare.h"
 #include "eval/outliers.h"
 
 enum { TASK_MAX_EVALS = 512, TASK_MAX_LAYERS = 16, TASK_MAX_CELLS = 256, TASK_MAX_SEEDS = 64 };
@@ -65,16 +65,6 @@ typedef struct {
     task_run *runs; /* (n_cells, n_archs, seeds) */
 } task_study;
 
-/* A task as a data source (task_source.c): its settings and held-out set. */
-struct da_task_source {
-    da_task_config task;
-    int point;                   /* the sweep point: the stream and the held-out set follow it */
-    int n, T, answers;           /* held-out sequences, their length, the answer positions in them */
-    int *tokens, *targets, *src; /* (n, T) the held-out set; src as da_task_sample gives it */
-    int *scratch;                /* (2, T) a window of the stream that another rank keeps */
-};
-/* da_task_source_create with the held-out set drawn from seed. */
-da_status task_source_new(da_task_source **out, const da_task_config *t, int point, int n_held_out, uint64_t seed);
 
 /* The report's table of the columns' parameters and training FLOPs per token
  * (task_columns.c): markdown, and ,"columns":[...] inside report.json's object. */

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "diffattn/experiments.h"
+#include "study/study.h"
 
 enum { REPORT_ROW = 1, REPORT_JSON = 2 }; /* where a metric shows; 0: in figures only */
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/plot.h"
-#include "experiments/report.h"
-#include "experiments/stats.h"
+#include "study/plot.h"
+#include "study/report.h"
+#include "study/stats.h"
 #include "io/atomic_file.h"
 
 enum { NA = DA_COMPARE_MAX_ARCHS, MAX_SERIES_POINTS = 64 };

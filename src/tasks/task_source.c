@@ -1,6 +1,6 @@
 /* A synthetic task as a data source of the training loop: the generated
  * stream, the held-out set, the answer score; and its file in a run folder,
- * from which `train --resume` and `eval` rebuild it (see diffattn/experiments.h). */
+ * from which `train --resume` and `eval` rebuild it (see tasks.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "data/shard.h"
-#include "experiments/task_study.h"
+#include "tasks/tasks.h"
 #include "io/atomic_file.h"
 #include "diffattn/formats.h"
 

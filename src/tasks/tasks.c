@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/tasks.h"
+#include "tasks/tasks.h"
 
 void da_task_config_default(da_task_config *c, da_task_kind kind) {
     memset(c, 0, sizeof *c);
