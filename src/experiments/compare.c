@@ -29,23 +29,12 @@
 #include "diffattn/formats.h"
 
 void da_compare_config_default(da_compare_config *c) {
-    *c = (da_compare_config){.study = {.out_dir = "runs/compare", .jobs = 1}, .steps = 300, .dim = 256, .layers = 4,
-                             .heads = 4, .seq = 512, .batch = 8, .seeds = 1, .needles = 3, .queries = 1};
-    c->n_archs = da_arch_compare_defaults(c->archs);
+    *c = (da_compare_config){.shape = {.study = {.out_dir = "runs/compare", .jobs = 1}, .steps = 300, .dim = 256,
+                                       .layers = 4, .heads = 4, .batch = 8, .seeds = 1},
+                             .seq = 512, .needles = 3, .queries = 1};
+    c->shape.n_archs = da_arch_compare_defaults(c->shape.archs);
 }
 _Static_assert(DA_ARCH_N <= DA_COMPARE_MAX_ARCHS, "da_arch_compare_defaults may fill every architecture");
-
-da_status da_compare_parse_archs(da_compare_config *c, const char *list) {
-    return da_arch_columns_parse(list, c->swa_window, c->archs, c->windows, c->columns, &c->n_archs);
-}
-
-/* Slot a's run-folder and JSON name, and its report label. */
-static const char *slot_name(const da_compare_config *c, int a) {
-    return da_arch_column_name(c->archs[a], c->windows[a], c->columns[a]);
-}
-static const char *slot_label(const da_compare_config *c, int a) {
-    return da_arch_column_label(c->archs[a], c->windows[a], c->columns[a]);
-}
 
 da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_t seed) {
     if (context < 256) return da_errorf("the needle mix needs a context of at least 256 bytes, got %d", context);
@@ -145,15 +134,15 @@ static void on_log(void *ctx, const da_train_log *g) {
 /* Equal parameters: sh->heads counts DIFF heads. */
 static da_status heads_config(const da_compare_config *c, const grid_shape *sh, int a, da_config *cfg) {
     da_config_default(cfg);
-    cfg->arch = c->archs[a];
-    cfg->window = c->windows[a];
+    cfg->arch = c->shape.archs[a];
+    cfg->window = c->shape.windows[a];
     cfg->dim = sh->dim;
     cfg->n_layers = sh->layers;
     cfg->n_heads = sh->heads;
     cfg->n_kv_heads = 0;
     cfg->ffn_hidden = 0;
     cfg->max_seq_len = c->seq;
-    da_status st = c->columns[a][0] ? da_arch_column_apply(c->columns[a], cfg) : da_ok();
+    da_status st = c->shape.columns[a][0] ? da_arch_column_apply(c->shape.columns[a], cfg) : da_ok();
     return st.code ? st : da_config_from_diff_heads(cfg);
 }
 
@@ -161,17 +150,17 @@ static da_status heads_config(const da_compare_config *c, const grid_shape *sh, 
 static grid_shape base_shape(const da_compare_config *c) {
     da_train_config tc;
     da_train_config_default(&tc);
-    return (grid_shape){c->dim, c->layers, c->heads, c->batch, tc.lr};
+    return (grid_shape){c->shape.dim, c->shape.layers, c->shape.heads, c->shape.batch, tc.lr};
 }
 
 /* ... and with --match-params each FFN widened to the largest architecture's parameters. */
 static da_status arch_config(const da_compare_config *c, const grid_shape *sh, int a, da_config *cfg) {
     da_status st = heads_config(c, sh, a, cfg);
-    if (st.code || !c->match_params) return st;
+    if (st.code || !c->shape.match_params) return st;
     da_config all[DA_COMPARE_MAX_ARCHS];
-    for (int i = 0; i < c->n_archs && !st.code; i++) st = heads_config(c, sh, i, &all[i]);
+    for (int i = 0; i < c->shape.n_archs && !st.code; i++) st = heads_config(c, sh, i, &all[i]);
     if (st.code) return st;
-    da_match_params(all, c->n_archs);
+    da_match_params(all, c->shape.n_archs);
     *cfg = all[a];
     return st;
 }
@@ -190,7 +179,7 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
     da_text_data d;
     da_status st = da_text_data_load(&d, data, val_fraction, c->seq);
     if (st.code) return st;
-    if (!c->study.quiet) fprintf(stderr, "compare: evaluating %s: loss", name);
+    if (!c->shape.study.quiet) fprintf(stderr, "compare: evaluating %s: loss", name);
     da_eval_loss_result el, exact, q;
     double t0 = da_now_s();
     st = da_eval_loss(m, &d, c->seq, windows_flash, 4, DA_ATTN_FLASH, &el);
@@ -207,12 +196,12 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
     }
     da_engine_free(e);
     r->loss_ref_s = da_now_s() - t0;
-    if (!c->study.quiet) fprintf(stderr, ", outliers");
+    if (!c->shape.study.quiet) fprintf(stderr, ", outliers");
     t0 = da_now_s();
     if (!st.code) st = da_eval_outliers(m, &d, c->seq, 4, &r->out);
     r->fixed_s = da_now_s() - t0;
     da_text_data_free(&d);
-    if (!c->study.quiet) fprintf(stderr, ", needle retrieval");
+    if (!c->shape.study.quiet) fprintf(stderr, ", needle retrieval");
     t0 = da_now_s();
     da_needle_result nr = {0};
     if (!st.code) st = da_needle_eval_model(m, nc, 0, &nr);
@@ -222,12 +211,12 @@ static da_status evaluate_windows(const da_compare_config *c, da_model *m, const
             r->needle_acc[i][j] = nr.acc[i][j];
             r->needle_ctx[i] += nr.acc[i][j] / nc->n_depths, r->needle_depth[j] += nr.acc[i][j] / nc->n_contexts;
         }
-    if (!c->study.quiet) fprintf(stderr, ", with quantized logits");
+    if (!c->shape.study.quiet) fprintf(stderr, ", with quantized logits");
     for (int i = 0; i < 4 && !st.code; i++) {
         if (!exact_only) st = da_needle_eval_model(m, nc, QBITS[i], &nr);
         r->quant_needle[i] = exact_only ? NAN : nr.overall;
     }
-    if (!c->study.quiet) fprintf(stderr, ", attention\n");
+    if (!c->shape.study.quiet) fprintf(stderr, ", attention\n");
     da_needle_attention_result ar = {0};
     if (!st.code) st = da_eval_needle_attention(m, nc, &ar);
     r->attn_answer = ar.answer_all, r->attn_noise = ar.noise_all, r->digits = ar.digits_all;
@@ -256,21 +245,21 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
     const double t_start = da_now_s();
     double step_s = 0, eval_s = 0;
     da_compare_config quiet = *c;
-    quiet.study.quiet = 1;
+    quiet.shape.study.quiet = 1;
     da_needle_config probe_nc = *nc;
     probe_nc.samples = 1;
     probe_nc.n_depths = 1;
     probe_nc.depths[0] = 50;
     const double prompts = (double)nc->n_contexts * nc->n_depths * nc->samples;
-    if (!c->study.quiet) fprintf(stderr, "compare: timing a training step and a probe evaluation per architecture\n");
-    for (int a = 0; a < c->n_archs; a++) {
+    if (!c->shape.study.quiet) fprintf(stderr, "compare: timing a training step and a probe evaluation per architecture\n");
+    for (int a = 0; a < c->shape.n_archs; a++) {
         da_config cfg;
         const grid_shape sh = base_shape(c);
         da_status st = arch_config(c, &sh, a, &cfg);
         if (st.code) return st;
         da_bench_result b;
         const da_exec x = da_exec_default();
-        if ((st = da_bench_train(&cfg, c->batch, c->seq, 1, 3, DA_ATTN_FLASH, &x, &b)).code) return st;
+        if ((st = da_bench_train(&cfg, c->shape.batch, c->seq, 1, 3, DA_ATTN_FLASH, &x, &b)).code) return st;
         step_s += b.ms_mean / 1000.0;
         da_model m;
         if ((st = da_model_create(&m, &cfg)).code) return st;
@@ -282,19 +271,19 @@ static da_status steps_for_budget(const da_compare_config *c, const char *data, 
         if (st.code) return st;
         const double per_seed = r.loss_flash_s * FLASH_WINDOWS / 4 + r.loss_ref_s * REF_WINDOWS / 4 +
                                 r.per_prompt_s * prompts + r.fixed_s;
-        eval_s += per_seed * c->seeds;
+        eval_s += per_seed * c->shape.seeds;
     }
     const double left = c->budget_minutes * 60.0 - (da_now_s() - t_start) - eval_s;
     /* 10% on top of the timed steps: the validation passes and checkpoints
      * of training, and a shared machine's slower spells (a 6-minute budget
      * ran 13% over without it) */
-    *steps = left > 0 ? (long)(left / (1.1 * step_s * c->seeds)) : 0;
+    *steps = left > 0 ? (long)(left / (1.1 * step_s * c->shape.seeds)) : 0;
     if (*steps < 20)
         return da_errorf("--budget-minutes %g leaves %ld training steps per model: the evaluations take about %.0f s "
                          "and a step of every architecture %.2f s (%d seed(s)); raise the budget or lower --seq, "
                          "--needles, --dim or --seeds",
-                         c->budget_minutes, *steps, eval_s, step_s, c->seeds);
-    if (!c->study.quiet)
+                         c->budget_minutes, *steps, eval_s, step_s, c->shape.seeds);
+    if (!c->shape.study.quiet)
         fprintf(stderr,
                 "compare: %.2f s per step of every architecture, about %.0f s of evaluations: %ld steps per model "
                 "fit %g minutes\n",
@@ -328,16 +317,16 @@ static int read_metrics(const char *dir, double *step, double *train, double *va
 
 /* Run k's folder: an ordinary training run folder, in cells of its own with a grid. */
 static void run_dir(const cmp_study *x, int k, char *buf, size_t n) {
-    const study_slot q = study_slot_of(k, x->c.n_archs, x->c.seeds);
-    study_run_dir(buf, n, x->c.study.out_dir, x->c.n_grid ? q.cell : -1, slot_name(&x->c, q.arch), 1337 + q.seed);
+    const study_slot q = study_slot_of(k, x->c.shape.n_archs, x->c.shape.seeds);
+    study_run_dir(buf, n, x->c.shape.study.out_dir, x->c.shape.n_grid ? q.cell : -1, da_study_column_name(&x->c.shape, q.arch), 1337 + q.seed);
 }
 
 static void cmp_name(void *ctx, int k, char *buf, size_t n) {
     const cmp_study *x = ctx;
-    const study_slot q = study_slot_of(k, x->c.n_archs, x->c.seeds);
+    const study_slot q = study_slot_of(k, x->c.shape.n_archs, x->c.shape.seeds);
     const int ci = q.cell, a = q.arch, s = q.seed;
-    snprintf(buf, n, "%s%s%s seed %d", x->c.n_grid ? x->cells[ci].name : "", x->c.n_grid ? ", " : "",
-             slot_name(&x->c, a), 1337 + s);
+    snprintf(buf, n, "%s%s%s seed %d", x->c.shape.n_grid ? x->cells[ci].name : "", x->c.shape.n_grid ? ", " : "",
+             da_study_column_name(&x->c.shape, a), 1337 + s);
 }
 
 /* Run k's training settings: the cell's batch and lr (min_lr scaled with it). */
@@ -345,19 +334,19 @@ static void train_config(const cmp_study *x, const grid_shape *sh, uint64_t seed
     const da_compare_config *c = &x->c;
     da_train_config_default(tc);
     if (sh->lr != tc->lr) tc->min_lr = tc->min_lr / tc->lr * sh->lr, tc->lr = sh->lr;
-    tc->steps = c->steps;
-    tc->warmup = c->steps / 10;
+    tc->steps = c->shape.steps;
+    tc->warmup = c->shape.steps / 10;
     tc->batch = sh->batch;
     tc->seq = c->seq;
     tc->seed = seed;
-    tc->eval_every = c->steps / 5 > 0 ? c->steps / 5 : 0;
-    tc->save_every = c->steps / 10 > 0 ? c->steps / 10 : 1; /* what --resume can continue from */
+    tc->eval_every = c->shape.steps / 5 > 0 ? c->shape.steps / 5 : 0;
+    tc->save_every = c->shape.steps / 10 > 0 ? c->shape.steps / 10 : 1; /* what --resume can continue from */
 }
 
 /* Trains run k (or continues it, --resume), then evaluates the model its folder holds. */
 static da_status run_arch(const cmp_study *x, int k, arch_result *r) {
     const da_compare_config *c = &x->c;
-    const study_slot q = study_slot_of(k, x->c.n_archs, x->c.seeds);
+    const study_slot q = study_slot_of(k, x->c.shape.n_archs, x->c.shape.seeds);
     const int ci = q.cell, a = q.arch, s = q.seed;
     char dir[4300], model_path[4400], what[256];
     run_dir(x, k, dir, sizeof dir);
@@ -371,7 +360,7 @@ static da_status run_arch(const cmp_study *x, int k, arch_result *r) {
     da_config saved_cfg;
     da_train_config saved_tc;
     long done = -1;
-    if (c->study.resume && !da_train_state_peek(dir, &saved_cfg, &saved_tc, &done).code) {
+    if (c->shape.study.resume && !da_train_state_peek(dir, &saved_cfg, &saved_tc, &done).code) {
         if (saved_cfg.dim != cfg.dim || saved_cfg.n_layers != cfg.n_layers || saved_cfg.n_heads != cfg.n_heads ||
             saved_cfg.max_seq_len != cfg.max_seq_len || saved_tc.batch != tc.batch)
             return da_errorf("%s was trained with dim %d, %d layers, %d heads, seq %d, batch %d, %ld steps; "
@@ -381,14 +370,14 @@ static da_status run_arch(const cmp_study *x, int k, arch_result *r) {
     } else {
         done = -1;
     }
-    if (done >= c->steps) {
-        if (!c->study.quiet) fprintf(stderr, "compare: %s already trained for %ld steps: kept\n", what, c->steps);
+    if (done >= c->shape.steps) {
+        if (!c->shape.study.quiet) fprintf(stderr, "compare: %s already trained for %ld steps: kept\n", what, c->shape.steps);
     } else {
-        if (!c->study.quiet)
-            fprintf(stderr, "compare: training %s for %ld steps%s\n", what, c->steps,
+        if (!c->shape.study.quiet)
+            fprintf(stderr, "compare: training %s for %ld steps%s\n", what, c->shape.steps,
                     done >= 0 ? ", resumed from its checkpoint" : "");
-        da_train_hooks hooks = {.on_log = c->study.quiet ? NULL : on_log, .stop = c->study.stop};
-        st = da_train(&cfg, &tc, x->data, dir, done >= 0 ? DA_RUN_RESUME : c->study.force ? DA_RUN_OVERWRITE : DA_RUN_NEW,
+        da_train_hooks hooks = {.on_log = c->shape.study.quiet ? NULL : on_log, .stop = c->shape.study.stop};
+        st = da_train(&cfg, &tc, x->data, dir, done >= 0 ? DA_RUN_RESUME : c->shape.study.force ? DA_RUN_OVERWRITE : DA_RUN_NEW,
                       &hooks);
         if (st.code == DA_INTERRUPTED) {
             /* da_train's message names its own --resume; this job continues with compare's */
@@ -414,13 +403,13 @@ static da_status run_arch(const cmp_study *x, int k, arch_result *r) {
 /* The settings run k was made with: a result file made with others is not reused. */
 static void run_key(const cmp_study *x, int k, char *buf, size_t n) {
     const da_compare_config *c = &x->c;
-    const study_slot q = study_slot_of(k, x->c.n_archs, x->c.seeds);
+    const study_slot q = study_slot_of(k, x->c.shape.n_archs, x->c.shape.seeds);
     const int ci = q.cell, a = q.arch, s = q.seed;
     const grid_shape *sh = &x->cells[ci].sh;
     size_t len = (size_t)snprintf(buf, n, "compare %s seed %d data %s steps %ld dim %d layers %d heads %d seq %d "
                                           "batch %d lr %g window %d needles %d queries %d samples %d contexts",
-                                  slot_name(c, a), 1337 + s, x->data, c->steps, sh->dim, sh->layers, sh->heads, c->seq,
-                                  sh->batch, (double)sh->lr, c->windows[a], x->nc.needles, x->nc.queries,
+                                  da_study_column_name(&c->shape, a), 1337 + s, x->data, c->shape.steps, sh->dim, sh->layers, sh->heads, c->seq,
+                                  sh->batch, (double)sh->lr, c->shape.windows[a], x->nc.needles, x->nc.queries,
                                   x->nc.samples);
     for (int i = 0; i < x->nc.n_contexts && len < n; i++) len += (size_t)snprintf(buf + len, n - len, " %d", x->nc.contexts[i]);
 }
@@ -480,15 +469,15 @@ static int result_load(const cmp_study *x, int k, arch_result *r, int say) {
 
 static int cmp_done(void *ctx, int k) {
     arch_result r;
-    const int done = !result_load(ctx, k, &r, !((const cmp_study *)ctx)->c.study.quiet);
+    const int done = !result_load(ctx, k, &r, !((const cmp_study *)ctx)->c.shape.study.quiet);
     if (done) free(r.map.map);
     return done;
 }
 
 static double cmp_cost(void *ctx, int k) {
     const cmp_study *x = ctx;
-    const grid_shape *sh = &x->cells[study_slot_of(k, x->c.n_archs, x->c.seeds).cell].sh;
-    return study_train_flops(x->c.steps, sh->batch, x->c.seq, sh->layers, sh->dim, 256);
+    const grid_shape *sh = &x->cells[study_slot_of(k, x->c.shape.n_archs, x->c.shape.seeds).cell].sh;
+    return study_train_flops(x->c.shape.steps, sh->batch, x->c.seq, sh->layers, sh->dim, 256);
 }
 
 static da_status cmp_run(void *ctx, int k) {
@@ -497,7 +486,7 @@ static da_status cmp_run(void *ctx, int k) {
     da_status st = run_arch(x, k, &r);
     if (!st.code) st = result_save(x, k, &r);
     free(r.map.map);
-    if (!st.code && x->c.study.stop && *x->c.study.stop) {
+    if (!st.code && x->c.shape.study.stop && *x->c.shape.study.stop) {
         char what[256];
         cmp_name(ctx, k, what, sizeof what);
         st = da_errorf("interrupted after evaluating %s: run the same compare command with --resume to continue "
@@ -510,19 +499,19 @@ static da_status cmp_run(void *ctx, int k) {
 /* The cells of c's grid, each model of each checked. */
 static da_status study_cells(cmp_study *x) {
     const da_compare_config *c = &x->c;
-    const int n = grid_cells(c->grid, c->n_grid);
+    const int n = grid_cells(c->shape.grid, c->shape.n_grid);
     if (n > MAX_CELLS) return da_errorf("--grid: %d cells; at most %d", n, MAX_CELLS);
     x->n_cells = n;
     da_status st = da_ok();
     for (int i = 0; i < n && !st.code; i++) {
         cmp_cell *cell = &x->cells[i];
         cell->sh = base_shape(c);
-        grid_cell(c->grid, c->n_grid, i, cell->index, &cell->sh, cell->name, sizeof cell->name);
-        if (!c->n_grid) snprintf(cell->name, sizeof cell->name, "all");
-        for (int a = 0; a < c->n_archs && !st.code; a++) {
+        grid_cell(c->shape.grid, c->shape.n_grid, i, cell->index, &cell->sh, cell->name, sizeof cell->name);
+        if (!c->shape.n_grid) snprintf(cell->name, sizeof cell->name, "all");
+        for (int a = 0; a < c->shape.n_archs && !st.code; a++) {
             da_config cfg;
             if ((st = arch_config(c, &cell->sh, a, &cfg)).code || (st = da_config_validate(&cfg)).code)
-                st = da_errorf("%s%s%s: %s", c->n_grid ? cell->name : "", c->n_grid ? ", " : "", slot_name(c, a),
+                st = da_errorf("%s%s%s: %s", c->shape.n_grid ? cell->name : "", c->shape.n_grid ? ", " : "", da_study_column_name(&c->shape, a),
                                st.msg);
         }
     }
@@ -532,14 +521,14 @@ static da_status study_cells(cmp_study *x) {
 /* The checks of c, and x: its cells, needle prompts and data. */
 static da_status compare_setup(const da_compare_config *c, cmp_study *x) {
     x->c = *c;
-    if (c->seeds < 1 || c->seeds > 16) return da_errorf("--seeds must be 1..16");
-    if (c->n_archs < 1 || c->n_archs > DA_COMPARE_MAX_ARCHS)
-        return da_errorf("compare: %d architectures (1..%d)", c->n_archs, DA_COMPARE_MAX_ARCHS);
+    if (c->shape.seeds < 1 || c->shape.seeds > 16) return da_errorf("--seeds must be 1..16");
+    if (c->shape.n_archs < 1 || c->shape.n_archs > DA_COMPARE_MAX_ARCHS)
+        return da_errorf("compare: %d architectures (1..%d)", c->shape.n_archs, DA_COMPARE_MAX_ARCHS);
     if (c->seq < 256) return da_errorf("--seq %d: needle prompts need at least 256", c->seq);
     if (c->needles < 1 || c->needles > 16 || c->queries < 1 || c->queries > c->needles)
         return da_errorf("--needles must be 1..16 and --queries 1..--needles");
     if (!(c->budget_minutes >= 0)) return da_errorf("--budget-minutes must be positive");
-    if (c->budget_minutes > 0 && (c->study.jobs > 1 || c->n_grid))
+    if (c->budget_minutes > 0 && (c->shape.study.jobs > 1 || c->shape.n_grid))
         return da_errorf("--budget-minutes times the steps of one shape in this process: with --jobs or --grid, "
                          "give --steps");
     da_needle_config *nc = &x->nc;
@@ -559,7 +548,7 @@ static da_status compare_setup(const da_compare_config *c, cmp_study *x) {
         nc->contexts[nc->n_contexts++] = c->seq - 64;
     }
     if (c->data) snprintf(x->data, sizeof x->data, "%s", c->data);
-    else snprintf(x->data, sizeof x->data, "%s/needle_mix.txt", c->study.out_dir);
+    else snprintf(x->data, sizeof x->data, "%s/needle_mix.txt", c->shape.study.out_dir);
     return study_cells(x);
 }
 
@@ -571,18 +560,18 @@ static da_status resolve_steps(cmp_study *x, int may_time) {
     da_config first_cfg;
     da_train_config first_tc;
     long first_done;
-    const int have_first = c->study.resume && !da_train_state_peek(first, &first_cfg, &first_tc, &first_done).code;
-    if (have_first && c->steps_given && c->steps != first_tc.steps) {
-        if (!c->study.quiet && may_time)
+    const int have_first = c->shape.study.resume && !da_train_state_peek(first, &first_cfg, &first_tc, &first_done).code;
+    if (have_first && c->steps_given && c->shape.steps != first_tc.steps) {
+        if (!c->shape.study.quiet && may_time)
             fprintf(stderr, "compare: resuming %s with steps %ld (the first run had %ld): every run continues to %ld\n",
-                    c->study.out_dir, c->steps, first_tc.steps, c->steps);
+                    c->shape.study.out_dir, c->shape.steps, first_tc.steps, c->shape.steps);
     } else if (have_first) {
-        c->steps = first_tc.steps;
-        if (!c->study.quiet && may_time) fprintf(stderr, "compare: resuming %s: %ld steps per model\n", c->study.out_dir, c->steps);
+        c->shape.steps = first_tc.steps;
+        if (!c->shape.study.quiet && may_time) fprintf(stderr, "compare: resuming %s: %ld steps per model\n", c->shape.study.out_dir, c->shape.steps);
     } else if (c->budget_minutes > 0 && may_time) {
         da_train_config tc_default; /* run_arch trains with its val_fraction */
         da_train_config_default(&tc_default);
-        return steps_for_budget(c, x->data, tc_default.val_fraction, &x->nc, &c->steps);
+        return steps_for_budget(c, x->data, tc_default.val_fraction, &x->nc, &c->shape.steps);
     }
     return da_ok();
 }
@@ -598,7 +587,7 @@ da_status da_compare_run(const da_compare_config *c, int k) {
     cmp_study *x = malloc(sizeof *x);
     if (!x) return da_errorf("out of memory");
     da_status st = compare_setup(c, x);
-    const int n = x->n_cells * c->n_archs * c->seeds;
+    const int n = x->n_cells * c->shape.n_archs * c->shape.seeds;
     if (!st.code && (k < 0 || k >= n)) st = da_errorf("--run-index %d: the compare has %d runs (0..%d)", k, n, n - 1);
     if (!st.code) st = resolve_steps(x, 0);
     if (!st.code) st = cmp_run(x, k);
@@ -681,7 +670,7 @@ static void json_head(FILE *fp, const report *r) {
     fprintf(fp, "\"data\":\"%s\",\"steps\":%ld,\"budget_minutes\":%g,\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,"
                 "\"seq\":%d,\"batch\":%d,\"seeds\":%d,\"needle\":{\"needles\":%d,\"queries\":%d,\"samples\":%d,"
                 "\"contexts\":[",
-            x->data, c->steps, c->budget_minutes, c->dim, c->layers, c->heads, c->seq, c->batch, c->seeds, nc->needles,
+            x->data, c->shape.steps, c->budget_minutes, c->shape.dim, c->shape.layers, c->shape.heads, c->seq, c->shape.batch, c->shape.seeds, nc->needles,
             nc->queries, nc->samples);
     for (int i = 0; i < nc->n_contexts; i++) fprintf(fp, "%s%d", i ? "," : "", nc->contexts[i]);
     fprintf(fp, "],\"depths\":[");
@@ -735,7 +724,7 @@ static da_status loss_figure(const report *r, const cmp_study *x, int cell) {
     da_series ls[2 * NA];
     for (int a = 0; a < na; a++) {
         char dir[4300];
-        run_dir(x, cell * x->c.seeds * na + a, dir, sizeof dir);
+        run_dir(x, cell * x->c.shape.seeds * na + a, dir, sizeof dir);
         double elapsed;
         const int n = read_metrics(dir, step[a], tr[a], va[a], CAP, &elapsed);
         snprintf(names[a], sizeof names[a], "%s train", r->labels[a]);
@@ -752,7 +741,7 @@ static da_status attention_figure(const report *r, const cmp_study *x, int cell)
     da_attention_band bands[NA];
     for (int a = 0; a < r->n_archs; a++) {
         const da_needle_attention_map *mp = &((const arch_result *)report_run(r, cell, a, 0))->map;
-        bands[a] = (da_attention_band){da_arch_describe(x->c.archs[a]).map_note, mp->map, mp->rows, mp->cols,
+        bands[a] = (da_attention_band){da_arch_describe(x->c.shape.archs[a]).map_note, mp->map, mp->rows, mp->cols,
                                        mp->span_begin, mp->span_end, mp->needle_begin, mp->needle_end};
     }
     char p[4300];
@@ -809,22 +798,22 @@ static void write_md(FILE *fp, const report *r) {
     const cmp_study *x = ((const cmp_report *)r->ctx)->x;
     const da_compare_config *c = &x->c;
     const da_needle_config *nc = &x->nc;
-    const int na = c->n_archs;
+    const int na = c->shape.n_archs;
     fprintf(fp, "# ");
     for (int a = 0; a < na; a++) fprintf(fp, "%s%s", a ? (a + 1 < na ? ", " : " and ") : "", r->labels[a]);
     fprintf(fp, " side by side\n\nEqual tokens, data and seed: dim %d, %d layers, %d DIFF heads (the others have "
                 "their own heads at that size: %d for the baseline, of half the size), %ld steps of %d x %d tokens, "
                 "%d seed(s). Data: %s. DIFF and the baseline have equal parameters; ",
-            c->dim, c->layers, c->heads, da_arch_heads(da_arch_baseline(), c->heads), c->steps, c->batch, c->seq,
-            c->seeds, x->data);
+            c->shape.dim, c->shape.layers, c->shape.heads, da_arch_heads(da_arch_baseline(), c->shape.heads), c->shape.steps, c->shape.batch, c->seq,
+            c->shape.seeds, x->data);
     for (int a = 0; a < na; a++) {
-        const da_arch_info in = da_arch_describe(c->archs[a]);
-        if (in.extra_params_note[0] && !c->windows[a]) fprintf(fp, "%s adds %s; ", in.label, in.extra_params_note);
-        if (c->windows[a]) fprintf(fp, "SWA is the baseline attending to its last %d keys only; ", c->windows[a]);
+        const da_arch_info in = da_arch_describe(c->shape.archs[a]);
+        if (in.extra_params_note[0] && !c->shape.windows[a]) fprintf(fp, "%s adds %s; ", in.label, in.extra_params_note);
+        if (c->shape.windows[a]) fprintf(fp, "SWA is the baseline attending to its last %d keys only; ", c->shape.windows[a]);
     }
     fprintf(fp, "see the parameters row.");
-    grid_describe(fp, c->grid, c->n_grid);
-    if (c->n_grid) fprintf(fp, " %d cells.", r->n_cells);
+    grid_describe(fp, c->shape.grid, c->shape.n_grid);
+    if (c->shape.n_grid) fprintf(fp, " %d cells.", r->n_cells);
     fprintf(fp, "\n\n");
     for (int i = 0; i < r->n_cells; i++) {
         if (r->n_cells > 1) fprintf(fp, "## %s\n\n", x->cells[i].name);
@@ -847,7 +836,7 @@ static void write_md(FILE *fp, const report *r) {
     for (int i = 0; i < nc->n_contexts; i++) fprintf(fp, "%s%d", i ? " and " : "", nc->contexts[i]);
     fprintf(fp, " bytes. Attention shares: from the positions that generate the answer (teacher-forced), mean over "
                 "layers, heads and prompts; each architecture's combined map (");
-    for (int a = 0; a < na; a++) fprintf(fp, "%s%s", a ? "; " : "", da_arch_describe(c->archs[a]).map_note);
+    for (int a = 0; a < na; a++) fprintf(fp, "%s%s", a ? "; " : "", da_arch_describe(c->shape.archs[a]).map_note);
     fprintf(fp, ") divided by its absolute mass, so negative weights subtract (`diffattn eval attention --help`). "
                 "Quantized logits: dynamic absmax per query row, symmetric. Every number is in report.json.\n");
 }
@@ -856,25 +845,25 @@ static void write_md(FILE *fp, const report *r) {
 static da_status compare_report(const cmp_study *x) {
     const da_compare_config *c = &x->c;
     cmp_report *k = calloc(1, sizeof *k);
-    const int n_runs = x->n_cells * c->n_archs * c->seeds;
+    const int n_runs = x->n_cells * c->shape.n_archs * c->shape.seeds;
     arch_result *res = calloc((size_t)n_runs, sizeof *res);
     const char *cell_names[MAX_CELLS];
     da_status st = k && res ? da_ok() : da_errorf("out of memory for the results");
     for (int k_run = 0; k_run < n_runs && !st.code; k_run++) {
-        const study_slot q = study_slot_of(k_run, c->n_archs, c->seeds);
+        const study_slot q = study_slot_of(k_run, c->shape.n_archs, c->shape.seeds);
         char path[4400];
         result_path(x, k_run, path, sizeof path);
-        if (result_load(x, k_run, &res[((size_t)q.cell * c->n_archs + q.arch) * c->seeds + q.seed], 1))
+        if (result_load(x, k_run, &res[((size_t)q.cell * c->shape.n_archs + q.arch) * c->shape.seeds + q.seed], 1))
             st = da_errorf("%s: missing or made with other settings (run the compare with --resume)", path);
     }
     if (!st.code) {
         report *r = &k->r;
         k->x = x;
         for (int i = 0; i < x->n_cells; i++) cell_names[i] = x->cells[i].name;
-        *r = (report){.out_dir = c->study.out_dir, .n_cells = x->n_cells, .n_archs = c->n_archs, .seeds = c->seeds, .seed0 = 1337,
+        *r = (report){.out_dir = c->shape.study.out_dir, .n_cells = x->n_cells, .n_archs = c->shape.n_archs, .seeds = c->shape.seeds, .seed0 = 1337,
                       .cell_names = cell_names};
-        for (int a = 0; a < c->n_archs; a++) r->names[a] = slot_name(c, a), r->labels[a] = slot_label(c, a);
-        r->base = da_arch_baseline_slot(c->archs, c->windows, c->columns, c->n_archs);
+        for (int a = 0; a < c->shape.n_archs; a++) r->names[a] = da_study_column_name(&c->shape, a), r->labels[a] = da_study_column_label(&c->shape, a);
+        r->base = da_study_baseline_slot(&c->shape);
         r->runs = res, r->run_size = sizeof *res, r->ctx = k;
         r->note_header = "paper (DIFF / Transformer)";
         r->json_head = json_head, r->json_cell = json_cell, r->json_run = json_run, r->json_tail = json_tail;
@@ -894,9 +883,9 @@ da_status da_compare(const da_compare_config *cfg) {
     if (!x) return da_errorf("out of memory");
     da_status st = compare_setup(cfg, x);
     /* in this process a stop is the run's own: it checkpoints the run in training, which --resume continues */
-    da_study_opts o = cfg->study;
+    da_study_opts o = cfg->shape.study;
     if (o.jobs <= 1) o.stop = NULL;
-    const da_study plan = {x->n_cells, cfg->n_archs, cfg->seeds, x, cmp_done, cmp_cost, cmp_name, cmp_run, cmp_prepare};
+    const da_study plan = {x->n_cells, cfg->shape.n_archs, cfg->shape.seeds, x, cmp_done, cmp_cost, cmp_name, cmp_run, cmp_prepare};
     if (!st.code) st = da_study_run(&plan, &o);
     if (!st.code) st = compare_report(x);
     free(x);

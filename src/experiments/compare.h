@@ -6,9 +6,7 @@
 
 #include "diffattn/eval.h"
 #include "diffattn/train.h"
-#include "study/arch_column.h"
-#include "study/grid.h"
-#include "study/study.h"
+#include "study/shape.h"
 #include "tasks/tasks.h"
 
 /* ---------------------------------------------------------------- compare */
@@ -20,40 +18,18 @@
  * report writer). */
 
 typedef struct {
-    /* out_dir, --jobs, --resume (finished runs are kept, an interrupted one continues from its last checkpoint,
-     * and the steps are those the first run was started with), --force; in this process a stop checkpoints the
-     * run in training and returns DA_INTERRUPTED */
-    da_study_opts study;
-    const char *data; /* NULL: the built-in needle mix */
-    /* trained and evaluated side by side, in this order (default: da_arch_compare_defaults); each
-     * gets a verdict against the baseline when the baseline is among them */
-    da_arch archs[DA_COMPARE_MAX_ARCHS];
-    int windows[DA_COMPARE_MAX_ARCHS]; /* > 0: that arch with a sliding window of this many keys ("swa") */
-    /* a column with model options: its --archs token ("diff:head-norm=off"), its run folder's and report's
-     * name; "" for a plain architecture */
-    char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
-    int n_archs;
-    int swa_window; /* the window of "swa" in --archs */
-    long steps;
-    double budget_minutes; /* > 0: steps chosen so the whole job fits (overrides steps) */
-    int dim, layers, heads, seq, batch;
-    /* model and training axes (heads, dim, layers, lr, batch), in the order given: each combination is a cell,
-     * whose runs are out_dir/runs/cell<i>_NAME_seedS (without a grid: runs/NAME_seedS) */
-    da_grid_axis grid[DA_GRID_N_KEYS];
-    int n_grid;
-    int seeds;
+    /* --resume keeps finished runs, continues an interrupted one from its last checkpoint, and trains to the
+     * steps the first run was started with unless steps_given */
+    da_study_shape shape;
+    const char *data;      /* NULL: the built-in needle mix */
+    double budget_minutes; /* > 0: steps chosen so the whole job fits (overrides shape.steps) */
+    int seq;               /* the training context */
     int needles, queries;  /* needle prompts: N needles, R asked */
     int n_contexts, contexts[4]; /* needle prompt lengths; 0 contexts: seq/2 - 64 and seq - 64 */
     int steps_given; /* on resume, steps was chosen now: the runs continue to it (else the first run's steps) */
-    int match_params; /* 1: each architecture's FFN widened to the largest one's parameters (da_match_params) */
-    volatile int *stop; /* when it becomes non-zero: checkpoint the run in training and return DA_INTERRUPTED */
 } da_compare_config;
 
 void da_compare_config_default(da_compare_config *c);
-/* --archs into c->archs, c->windows and c->columns, as da_task_parse_archs
- * reads it (every da_arch_name, swa with c->swa_window set first, and
- * "arch:flag=value[:...]" columns). */
-da_status da_compare_parse_archs(da_compare_config *c, const char *list);
 da_status da_compare(const da_compare_config *c);
 /* Run k of da_compare (column k % n_archs, seed (k / n_archs) % seeds, cell
  * k / (n_archs seeds)): trains it, or continues it, and writes its result
@@ -79,17 +55,9 @@ da_status da_compare_run(const da_compare_config *c, int k);
 
 
 typedef struct {
-    da_study_opts study;
-    da_task_config task; /* the kind and the values of every parameter not swept */
-    /* trained side by side in this order (default: da_arch_compare_defaults); the first one's
-     * initialisation is copied into the others; verdicts are against softmax when it is listed */
-    da_arch archs[DA_COMPARE_MAX_ARCHS];
-    int windows[DA_COMPARE_MAX_ARCHS]; /* > 0: that arch with a sliding window of this many keys ("swa") */
-    /* a column with model options: its --archs token ("diff:head-norm=off"), its name in reports and run
-     * files; "" for a plain architecture */
-    char columns[DA_COMPARE_MAX_ARCHS][DA_COLUMN_NAME_MAX];
-    int n_archs;
-    int swa_window;        /* the window of "swa" in --archs */
+    /* the first column's initialisation is copied into the others where shapes agree */
+    da_study_shape shape;
+    da_task_config task;   /* the kind and the values of every parameter not swept */
     int n_pairs, pairs[8]; /* mqar sweep (0: task.pairs) */
     int n_seqs, seqs[8];   /* sweep over sequence lengths (0: task.seq); not icl. With train_seqs: the
                             * evaluation lengths instead (none: the training lengths) */
@@ -99,29 +67,18 @@ typedef struct {
     int n_noises;          /* noisy-recall sweep (0: task.noise) */
     double noises[8];
     int n_demos, demos[8]; /* icl sweep (0: task.demos); seq is 2 demos + 2 */
-    da_grid_axis grid[DA_GRID_N_KEYS]; /* model and training axes, in the order given */
-    int n_grid;
     int perms, perm_episodes; /* icl order robustness: random orders per episode, held-out episodes */
     int cf_episodes;          /* counterfactual: held-out episodes of the faithfulness evaluation */
-    long steps;
     int eval_every, eval_seqs;
-    int dim, layers, heads, batch;
     float lr;
     /* every other training setting (optimizer, clipping, bf16, checkpoints); batch, seq, steps, lr, seed and
      * eval_every come from the fields above and the cell; warmup is steps / 10 and min_lr lr / 10 unless given */
     da_train_config train;
     int warmup_given, min_lr_given;
-    int match_params; /* 1: each cell's columns at its largest column's parameters (da_match_params) */
-    int seeds, seed0; /* seeds seed0, seed0 + 1, ... */
+    int seed0; /* the seeds are seed0, seed0 + 1, ... */
 } da_task_compare_config;
 
 void da_task_compare_config_default(da_task_compare_config *c);
-/* --archs into c->archs, c->windows and c->columns: every da_arch_name,
- * swa (the softmax model with a sliding window of c->swa_window keys, set
- * first), and an architecture with model options, "arch:flag=value[:...]"
- * (flags head-norm and lambda-init: "diff:head-norm=off",
- * "softmax:head-norm=on", "diff:lambda-init=0.5"). */
-da_status da_task_parse_archs(da_task_compare_config *c, const char *list);
 /* The whole study (c->study: in this process or in c->study.jobs
  * processes), with progress and an ETA on stderr; then the report: out_dir/report.md, report.json,
  * accuracy.png (accuracy_<cell>.png with several cells), steps_to_90.png, lambda.png (when DIFF is listed),

@@ -82,19 +82,13 @@ int task_eval_lengths(const da_task_compare_config *c, int *out);
 /* The cells of c (validated settings); *n_points: the task sweep points. */
 da_status task_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points);
 static inline task_run *study_run(const task_study *s, int cell, int arch, int seed) {
-    return &s->runs[((size_t)cell * s->c->n_archs + arch) * s->c->seeds + seed];
+    return &s->runs[((size_t)cell * s->c->shape.n_archs + arch) * s->c->shape.seeds + seed];
 }
-/* The slot of the plain baseline (no window, no options): what the verdicts
- * judge against; -1 when not listed. */
-int task_baseline_slot(const da_task_compare_config *c);
 /* 1 when slot a's architecture has one lambda per layer (da_model_lambda),
  * which the runs record during training. */
 int task_has_lambda(const da_task_compare_config *c, int a);
 /* The first plain slot with a lambda per layer (the lambda figure's), or -1. */
 int task_lambda_slot(const da_task_compare_config *c);
-/* Architecture a's name in files ("swa" for softmax with c->windows[a]) and in reports ("SWA"). */
-const char *task_arch_name(const da_task_compare_config *c, int a);
-const char *task_arch_label(const da_task_compare_config *c, int a);
 /* The threshold whose reaching counts as learning the task. */
 #define TASK_SUCCESS 0.9
 
