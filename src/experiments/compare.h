@@ -1,5 +1,5 @@
 /* The two kinds of study that compare architectures: plain compare (the
- * needle mix or --data text, compare.c) and compare --task (the synthetic
+ * needle mix or --data text, text_compare.c) and compare --task (the synthetic
  * tasks, task_compare.c), both through the study room (src/study/). */
 #ifndef DA_COMPARE_H
 #define DA_COMPARE_H
