@@ -1,7 +1,16 @@
-/* compare --task mqar|noisy-recall|icl|counterfactual: the cells of a study,
- * and each run: train on the generated stream from the shared
- * initialisation, score the held-out sequences, analyse the trained model,
- * write the result file (see compare.h and docs/tasks.md). */
+/* compare --task (a task of tasks/): the cells of a study, and each run:
+ * train on the generated stream from the shared initialisation, score the
+ * held-out sequences, analyse the trained model, write the result file (see
+ * compare.h and docs/tasks.md).
+ *
+ * From `diffattn compare --task mqar` to report.md, in order:
+ *   cli/cmd_compare.c   cmd_compare_task: shape_opts + task_opts, then da_task_compare
+ *   da_task_compare     (end of this file) study_cells: the cells (task_cells, the grid)
+ *   study/study.c       da_study_run: every run not done, through run_one -> da_task_compare_run
+ *                         (this file: run_train on the task's data source, train_stages, evaluate
+ *                          and analyse the model, then task_run_save of task_run_file.c)
+ *   study_report        (this file) loads every result file, then task_write_report
+ *   task_report.c       task_write_report -> write_files: report.json, the figures, report.md */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -317,7 +317,7 @@ static da_status heatmaps(const task_study *S) {
 
 enum { ORDER_MEAN, ORDER_BEST, ORDER_WORST, ORDER_GROUPED, ORDER_ALTERNATING, ORDER_MARGIN, N_ORDER };
 
-/* The report's metrics and what its hooks need. */
+/* The report's metrics and what its parts need. */
 typedef struct {
     const task_study *S;
     double wall_s;
@@ -613,6 +613,22 @@ static da_status figures(const report *rep) {
     return da_plot_lines(path, title, "step", "lambda", ls, L);
 }
 
+/* The report's files in order, each part from this file: report.json (its
+ * head, the cells with their runs, its tail), the figures, report.md. */
+static da_status write_files(const report *r) {
+    report_json j;
+    da_status st = report_json_open(&j, r);
+    if (st.code) return st;
+    json_head(j.fp, r);
+    report_json_cells(&j, r, json_cell, json_run);
+    json_tail(j.fp, r);
+    if ((st = report_json_save(&j, r)).code || (st = figures(r)).code) return st;
+    da_atomic_file md;
+    if ((st = report_md_open(&md, r)).code) return st;
+    write_md(md.fp, r);
+    return report_md_save(&md);
+}
+
 da_status task_write_report(const task_study *S, double wall_s) {
     const da_task_compare_config *c = S->c;
     task_report *k = calloc(1, sizeof *k);
@@ -624,12 +640,11 @@ da_status task_write_report(const task_study *S, double wall_s) {
     for (int i = 0; i < S->n_cells; i++) cell_names[i] = S->cells[i].name;
     report r = {.out_dir = c->shape.study.out_dir, .n_cells = S->n_cells, .n_archs = c->shape.n_archs, .seeds = c->shape.seeds,
                 .seed0 = c->seed0, .cell_names = cell_names, .base = da_study_baseline_slot(&c->shape), .runs = S->runs,
-                .run_size = sizeof *S->runs, .ctx = k, .json_head = json_head, .json_cell = json_cell,
-                .json_run = json_run, .json_tail = json_tail, .markdown = write_md, .figures = figures};
+                .run_size = sizeof *S->runs, .ctx = k};
     for (int a = 0; a < c->shape.n_archs; a++) r.names[a] = da_study_column_name(&c->shape, a), r.labels[a] = da_study_column_label(&c->shape, a);
     k->S = S, k->wall_s = wall_s;
     metrics_of(k, &r);
-    da_status st = report_write(&r);
+    da_status st = write_files(&r);
     free(k), free(cell_names);
     return st;
 }
