@@ -72,11 +72,19 @@ typedef struct {
     double cw_ratio; /* cwe: a common word is about this many times as frequent as an uncommon one (>= 2) */
 } da_task_config;
 
+/* A held-out set's score, as da_data_source.score: adds the answers (or
+ * episodes) scored to *total and the right ones to *right. */
+typedef void (*da_task_score_fn)(void *self, const int *targets, const float *logits, int b, int T, int V,
+                                 long *right, long *total);
+
 /* Zoology's and MAD's defaults, scaled to small models (docs/tasks.md). */
 void da_task_config_default(da_task_config *c, da_task_kind kind);
 da_status da_task_validate(const da_task_config *c);
 const char *da_task_name(da_task_kind k);
 int da_task_parse(const char *s, da_task_kind *out); /* 0 ok, -1 unknown */
+/* The score of a task's held-out set: da_score_argmax for one-token answers,
+ * da_score_episodes (every answer token of an episode) for RULER's tasks. */
+da_task_score_fn da_task_score(da_task_kind k);
 
 /* One sample of c from r: tokens and targets (T) as above. src (T), when not
  * NULL, gets at each answer position t the position of the key that t
