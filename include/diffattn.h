@@ -1,8 +1,9 @@
 /* diffattn: the Differential Transformer (DIFF V1) and its softmax baseline, in C11.
  * This umbrella header offers the library: models and their files, training,
  * the inference engine, tokenizers, data and evaluations. Each subsystem's
- * header can also be included alone. Experiments, figures and benchmarks are
- * not part of it: a program that needs them includes diffattn/experiments.h. */
+ * header can also be included alone. Studies, tasks, benchmarks and figures
+ * are the diffattn program's own (src/experiments, tasks, study, bench), not
+ * part of the library's API. */
 #ifndef DIFFATTN_H
 #define DIFFATTN_H
 

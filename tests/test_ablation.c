@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "diffattn.h"
-#include "diffattn/experiments.h"
-#include "experiments/arch_column.h"
+#include "experiments/compare.h"
+#include "study/arch_column.h"
 #include "harness.h"
 #include "infer/engine.h"
 #include "io/gguf_config.h"
@@ -301,10 +301,10 @@ static int test_files(void) {
 static int test_columns(void) {
     da_task_compare_config c;
     da_task_compare_config_default(&c);
-    CHECK(!da_task_parse_archs(&c, "diff,diff:head-norm=off,diff:lambda-init=0.8,diff:lambda-init=0.5,softmax,"
+    CHECK(!da_study_parse_archs(&c.shape, "diff,diff:head-norm=off,diff:lambda-init=0.8,diff:lambda-init=0.5,softmax,"
                                    "softmax:head-norm=on,diff2").code);
-    CHECK(c.n_archs == 7 && c.archs[1] == DA_ARCH_DIFF && c.archs[5] == DA_ARCH_SOFTMAX && c.archs[6] == DA_ARCH_DIFF2);
-    CHECK(!c.columns[0][0] && !strcmp(c.columns[1], "diff:head-norm=off") && !c.columns[4][0]);
+    CHECK(c.shape.n_archs == 7 && c.shape.archs[1] == DA_ARCH_DIFF && c.shape.archs[5] == DA_ARCH_SOFTMAX && c.shape.archs[6] == DA_ARCH_DIFF2);
+    CHECK(!c.shape.columns[0][0] && !strcmp(c.shape.columns[1], "diff:head-norm=off") && !c.shape.columns[4][0]);
     da_config cfg;
     da_config_default(&cfg);
     CHECK(!da_arch_column_apply("diff:lambda-init=0.5:head-norm=off", &cfg).code);
@@ -318,7 +318,7 @@ static int test_columns(void) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         da_task_compare_config_default(&c);
-        da_status st = da_task_parse_archs(&c, bad[i][0]);
+        da_status st = da_study_parse_archs(&c.shape, bad[i][0]);
         if (!st.code || !strstr(st.msg, bad[i][1])) {
             fprintf(stderr, "  --archs %s: \"%s\" (expected an error with \"%s\")\n", bad[i][0], st.msg, bad[i][1]);
             return 1;

@@ -3,7 +3,7 @@
  * full causal attention. And the bytes a decoding step reads, behind the
  * bandwidth fraction of bench generate. */
 #include "diffattn.h"
-#include "experiments/bench.h"
+#include "bench/bench.h"
 #include "harness.h"
 
 static da_config bench_config(da_arch arch, int window) {

@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include "diffattn.h"
-#include "experiments/arch_column.h"
+#include "study/arch_column.h"
 #include "experiments/task_study.h"
-#include "diffattn/experiments.h"
+#include "experiments/compare.h"
 #include "harness.h"
 
 static int test_mix_answers_are_in_context(void) {
@@ -38,8 +38,8 @@ static int test_compare_tiny(void) {
     CHECK(mkdtemp(dir));
     da_compare_config c;
     da_compare_config_default(&c);
-    c.study.out_dir = dir, c.steps = 10, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 2;
-    c.study.quiet = 1;
+    c.shape.study.out_dir = dir, c.shape.steps = 10, c.shape.dim = 32, c.shape.layers = 1, c.shape.heads = 2, c.seq = 256, c.shape.batch = 2, c.shape.seeds = 2;
+    c.shape.study.quiet = 1;
     da_status st = da_compare(&c);
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
     char p[128];
@@ -156,22 +156,22 @@ static int test_compare_resume(void) {
     CHECK(mkdtemp(whole) && mkdtemp(cut));
     da_compare_config c;
     da_compare_config_default(&c);
-    c.steps = 20, c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2, c.seeds = 1, c.study.quiet = 1;
-    CHECK(!da_compare_parse_archs(&c, "diff,softmax").code); /* two runs are enough to interrupt between */
-    c.study.out_dir = whole;
+    c.shape.steps = 20, c.shape.dim = 32, c.shape.layers = 1, c.shape.heads = 2, c.seq = 256, c.shape.batch = 2, c.shape.seeds = 1, c.shape.study.quiet = 1;
+    CHECK(!da_study_parse_archs(&c.shape, "diff,softmax").code); /* two runs are enough to interrupt between */
+    c.shape.study.out_dir = whole;
     CHECK(!da_compare(&c).code);
     double ref[2], got[2];
     CHECK(!read_val_losses(whole, ref));
 
     volatile int stop = 1; /* as if Ctrl-C came during the first run */
-    c.study.out_dir = cut, c.study.stop = &stop;
+    c.shape.study.out_dir = cut, c.shape.study.stop = &stop;
     da_status st = da_compare(&c);
     CHECK(st.code == DA_INTERRUPTED && strstr(st.msg, "--resume"));
     char p[200];
     snprintf(p, sizeof p, "%s/runs/diff_seed1337/train_state.safetensors", cut);
     CHECK(file_size(p) > 0);
     stop = 0;
-    c.study.resume = 1, c.steps = 999; /* the steps come from the interrupted run */
+    c.shape.study.resume = 1, c.shape.steps = 999; /* the steps come from the interrupted run */
     st = da_compare(&c);
     if (st.code) fprintf(stderr, "  %s\n", st.msg);
     CHECK(!st.code);
@@ -185,7 +185,7 @@ static int test_compare_resume(void) {
     CHECK(!da_compare(&c).code); /* both runs finished: kept, evaluated again */
     CHECK(file_size(p) == before && !read_val_losses(cut, got) && got[0] == ref[0] && got[1] == ref[1]);
 
-    c.dim = 64; /* other flags than the first run's are refused */
+    c.shape.dim = 64; /* other flags than the first run's are refused */
     st = da_compare(&c);
     CHECK(st.code && strstr(st.msg, "--resume needs the flags of the first run"));
     snprintf(p, sizeof p, "rm -rf %s %s", whole, cut);
@@ -197,47 +197,47 @@ static int test_compare_resume(void) {
 static int test_parse_archs(void) {
     da_compare_config c;
     da_compare_config_default(&c);
-    CHECK(c.n_archs == 3 && c.archs[0] == DA_ARCH_DIFF && c.archs[1] == DA_ARCH_DIFF2 && c.archs[2] == DA_ARCH_SOFTMAX);
-    CHECK(!da_compare_parse_archs(&c, "softmax,diff2").code && c.n_archs == 2 && c.archs[0] == DA_ARCH_SOFTMAX &&
-          c.archs[1] == DA_ARCH_DIFF2);
-    CHECK(da_compare_parse_archs(&c, "diff,diff").code);
-    CHECK(c.n_archs == 2 && c.archs[0] == DA_ARCH_SOFTMAX && c.archs[1] == DA_ARCH_DIFF2); /* kept on an error */
-    CHECK(strstr(da_compare_parse_archs(&c, "diff,gpt").msg, "\"gpt\""));
+    CHECK(c.shape.n_archs == 3 && c.shape.archs[0] == DA_ARCH_DIFF && c.shape.archs[1] == DA_ARCH_DIFF2 && c.shape.archs[2] == DA_ARCH_SOFTMAX);
+    CHECK(!da_study_parse_archs(&c.shape, "softmax,diff2").code && c.shape.n_archs == 2 && c.shape.archs[0] == DA_ARCH_SOFTMAX &&
+          c.shape.archs[1] == DA_ARCH_DIFF2);
+    CHECK(da_study_parse_archs(&c.shape, "diff,diff").code);
+    CHECK(c.shape.n_archs == 2 && c.shape.archs[0] == DA_ARCH_SOFTMAX && c.shape.archs[1] == DA_ARCH_DIFF2); /* kept on an error */
+    CHECK(strstr(da_study_parse_archs(&c.shape, "diff,gpt").msg, "\"gpt\""));
     /* the message lists every architecture of the table */
-    CHECK(strstr(da_compare_parse_archs(&c, "gpt").msg, "diff, softmax, diff2, nsa"));
-    CHECK(da_compare_parse_archs(&c, "").code);
-    CHECK(!da_compare_parse_archs(&c, "nsa,diff,diff2,softmax").code && c.n_archs == 4 && c.archs[0] == DA_ARCH_NSA);
+    CHECK(strstr(da_study_parse_archs(&c.shape, "gpt").msg, "diff, softmax, diff2, nsa"));
+    CHECK(da_study_parse_archs(&c.shape, "").code);
+    CHECK(!da_study_parse_archs(&c.shape, "nsa,diff,diff2,softmax").code && c.shape.n_archs == 4 && c.shape.archs[0] == DA_ARCH_NSA);
     /* plain compare reads the columns of compare --task: swa needs its window, options make a column */
-    CHECK(strstr(da_compare_parse_archs(&c, "diff,swa").msg, "--swa-window"));
-    CHECK(c.n_archs == 4 && c.archs[0] == DA_ARCH_NSA);
-    c.swa_window = 32;
-    CHECK(!da_compare_parse_archs(&c, "softmax,swa,diff:head-norm=off").code && c.n_archs == 3 &&
-          c.archs[1] == DA_ARCH_SOFTMAX && c.windows[1] == 32 && c.windows[0] == 0 && c.archs[2] == DA_ARCH_DIFF &&
-          !strcmp(c.columns[2], "diff:head-norm=off") && !c.columns[0][0]);
-    CHECK(strstr(da_compare_parse_archs(&c, "swa,swa").msg, "twice"));
+    CHECK(strstr(da_study_parse_archs(&c.shape, "diff,swa").msg, "--swa-window"));
+    CHECK(c.shape.n_archs == 4 && c.shape.archs[0] == DA_ARCH_NSA);
+    c.shape.swa_window = 32;
+    CHECK(!da_study_parse_archs(&c.shape, "softmax,swa,diff:head-norm=off").code && c.shape.n_archs == 3 &&
+          c.shape.archs[1] == DA_ARCH_SOFTMAX && c.shape.windows[1] == 32 && c.shape.windows[0] == 0 && c.shape.archs[2] == DA_ARCH_DIFF &&
+          !strcmp(c.shape.columns[2], "diff:head-norm=off") && !c.shape.columns[0][0]);
+    CHECK(strstr(da_study_parse_archs(&c.shape, "swa,swa").msg, "twice"));
     /* compare --task: the four-way comparison and swa, five columns */
     da_task_compare_config t;
     da_task_compare_config_default(&t);
-    t.swa_window = 16;
-    CHECK(!da_task_parse_archs(&t, "diff,diff2,softmax,swa,nsa").code && t.n_archs == 5 && t.archs[4] == DA_ARCH_NSA &&
-          t.windows[3] == 16 && t.windows[4] == 0);
+    t.shape.swa_window = 16;
+    CHECK(!da_study_parse_archs(&t.shape, "diff,diff2,softmax,swa,nsa").code && t.shape.n_archs == 5 && t.shape.archs[4] == DA_ARCH_NSA &&
+          t.shape.windows[3] == 16 && t.shape.windows[4] == 0);
     /* a column may set a variant's own hyper-parameters, of that variant only, within its constraints */
-    CHECK(!da_task_parse_archs(&t, "nsa,nsa:nsa-select=32:nsa-topn=4:nsa-window=64").code && t.n_archs == 2);
+    CHECK(!da_study_parse_archs(&t.shape, "nsa,nsa:nsa-select=32:nsa-topn=4:nsa-window=64").code && t.shape.n_archs == 2);
     da_config cfg;
     da_config_default(&cfg);
     cfg.arch = DA_ARCH_NSA;
-    CHECK(!da_arch_column_apply(t.columns[1], &cfg).code && cfg.nsa_select == 32 && cfg.nsa_topn == 4 &&
+    CHECK(!da_arch_column_apply(t.shape.columns[1], &cfg).code && cfg.nsa_select == 32 && cfg.nsa_topn == 4 &&
           cfg.nsa_window == 64 && cfg.nsa_block == 32);
     /* NSA with one shared K/V projection, a flag stored only when set, is a column option too */
-    CHECK(!da_task_parse_archs(&t, "nsa,nsa:nsa-shared-kv=1").code && t.n_archs == 2);
+    CHECK(!da_study_parse_archs(&t.shape, "nsa,nsa:nsa-shared-kv=1").code && t.shape.n_archs == 2);
     da_config_default(&cfg);
     cfg.arch = DA_ARCH_NSA;
-    CHECK(!da_arch_column_apply(t.columns[1], &cfg).code && cfg.nsa_shared_kv == 1);
-    da_status st = da_task_parse_archs(&t, "diff:nsa-topn=4");
+    CHECK(!da_arch_column_apply(t.shape.columns[1], &cfg).code && cfg.nsa_shared_kv == 1);
+    da_status st = da_study_parse_archs(&t.shape, "diff:nsa-topn=4");
     CHECK(st.code && strstr(st.msg, "not a hyper-parameter of --arch diff"));
-    st = da_task_parse_archs(&t, "softmax:nsa-shared-kv=1");
+    st = da_study_parse_archs(&t.shape, "softmax:nsa-shared-kv=1");
     CHECK(st.code && strstr(st.msg, "not a hyper-parameter of --arch softmax"));
-    st = da_task_parse_archs(&t, "nsa:nsa-topn=2");
+    st = da_study_parse_archs(&t.shape, "nsa:nsa-topn=2");
     CHECK(st.code && strstr(st.msg, "nsa_topn"));
     return 0;
 }
@@ -280,13 +280,13 @@ static int test_match_params(void) {
 static int test_rope_scaling_at_longer_length(void) {
     da_task_compare_config t;
     da_task_compare_config_default(&t);
-    CHECK(!da_task_parse_archs(&t, "softmax,softmax:rope-scaling=linear:rope-factor=4").code && t.n_archs == 2);
+    CHECK(!da_study_parse_archs(&t.shape, "softmax,softmax:rope-scaling=linear:rope-factor=4").code && t.shape.n_archs == 2);
     da_config cfg, plain;
     da_config_default(&cfg);
     cfg.arch = DA_ARCH_SOFTMAX, cfg.dim = 32, cfg.n_layers = 1, cfg.n_heads = 2, cfg.n_kv_heads = 2, cfg.vocab_size = 32;
     cfg.ffn_hidden = 64, cfg.max_seq_len = 256;
     plain = cfg;
-    CHECK(!da_arch_column_apply(t.columns[1], &cfg).code && cfg.rope_scaling == DA_ROPE_SCALE_LINEAR &&
+    CHECK(!da_arch_column_apply(t.shape.columns[1], &cfg).code && cfg.rope_scaling == DA_ROPE_SCALE_LINEAR &&
           cfg.rope_factor == 4.0f);
     enum { T = 256, HALF = 8 };
     double inv[HALF];
@@ -324,8 +324,8 @@ static int test_rope_scaling_at_longer_length(void) {
 static int test_budget_too_small(void) {
     da_compare_config c;
     da_compare_config_default(&c);
-    c.study.out_dir = "/tmp/da_compare_budget", c.dim = 32, c.layers = 1, c.heads = 2, c.seq = 256, c.batch = 2;
-    c.budget_minutes = 1e-4, c.study.quiet = 1;
+    c.shape.study.out_dir = "/tmp/da_compare_budget", c.shape.dim = 32, c.shape.layers = 1, c.shape.heads = 2, c.seq = 256, c.shape.batch = 2;
+    c.budget_minutes = 1e-4, c.shape.study.quiet = 1;
     da_status st = da_compare(&c);
     CHECK(st.code && strstr(st.msg, "--budget-minutes"));
     if (system("rm -rf /tmp/da_compare_budget")) {}
@@ -341,8 +341,8 @@ static int test_compare_task_sweep(void) {
     CHECK(mkdtemp(dir));
     da_task_compare_config c;
     da_task_compare_config_default(&c);
-    c.study.out_dir = dir, c.steps = 6, c.eval_every = 3, c.eval_seqs = 8, c.dim = 16, c.layers = 2, c.heads = 1;
-    c.batch = 4, c.seeds = 2, c.study.quiet = 1;
+    c.shape.study.out_dir = dir, c.shape.steps = 6, c.eval_every = 3, c.eval_seqs = 8, c.shape.dim = 16, c.shape.layers = 2, c.shape.heads = 1;
+    c.shape.batch = 4, c.shape.seeds = 2, c.shape.study.quiet = 1;
     c.task.vocab = 32, c.task.pairs = 4;
     c.n_seqs = 2, c.seqs[0] = 16, c.seqs[1] = 32;
     da_status st = da_task_compare(&c);
@@ -414,10 +414,10 @@ static int test_compare_task_icl(void) {
     da_task_compare_config c;
     da_task_compare_config_default(&c);
     da_task_config_default(&c.task, DA_TASK_ICL);
-    c.study.out_dir = dir, c.steps = 4, c.eval_every = 2, c.eval_seqs = 8, c.dim = 16, c.layers = 1, c.heads = 1;
-    c.batch = 4, c.seeds = 2, c.study.quiet = 1, c.perms = 3, c.perm_episodes = 5;
+    c.shape.study.out_dir = dir, c.shape.steps = 4, c.eval_every = 2, c.eval_seqs = 8, c.shape.dim = 16, c.shape.layers = 1, c.shape.heads = 1;
+    c.shape.batch = 4, c.shape.seeds = 2, c.shape.study.quiet = 1, c.perms = 3, c.perm_episodes = 5;
     c.task.demos = 4, c.task.symbols = 6, c.task.classes = 3, c.task.vocab = 12;
-    CHECK(!da_task_parse_archs(&c, "softmax,diff").code);
+    CHECK(!da_study_parse_archs(&c.shape, "softmax,diff").code);
     da_status st = da_task_compare(&c);
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
     char p[160];
@@ -466,7 +466,7 @@ static int test_compare_task_icl(void) {
 static int test_compare_task_refuses_wrong_flags(void) {
     da_task_compare_config c;
     da_task_compare_config_default(&c);
-    c.study.out_dir = "/tmp/da_compare_task_refused", c.study.quiet = 1;
+    c.shape.study.out_dir = "/tmp/da_compare_task_refused", c.shape.study.quiet = 1;
     c.n_noises = 1, c.noises[0] = 0.2;
     da_status st = da_task_compare(&c);
     CHECK(st.code && strstr(st.msg, "--noise"));

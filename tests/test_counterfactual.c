@@ -3,7 +3,7 @@
  * every counterfactual query, one that answers from a hand-set memory leaks
  * on every one, one that answers a neighbour's attribute binds wrongly. */
 #include "diffattn.h"
-#include "experiments/tasks.h"
+#include "tasks/tasks.h"
 #include "harness.h"
 
 static void small_task(da_task_config *c) {

@@ -7,7 +7,7 @@
 
 #include "diffattn.h"
 #include "experiments/task_study.h"
-#include "experiments/tasks.h"
+#include "tasks/tasks.h"
 #include "harness.h"
 
 /* the last: niah-multiquery with --interleave */

@@ -1,7 +1,7 @@
 /* The statistics of studies (src/experiments/stats.c) on cases computed by
  * hand: Wilson intervals, Fisher's exact test, the bootstrap interval of a
  * difference of means, medians, and the verdict rule built on them. */
-#include "experiments/stats.h"
+#include "study/stats.h"
 #include "harness.h"
 
 static int near(double a, double b, double tol) { return fabs(a - b) <= tol; }

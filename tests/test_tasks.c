@@ -2,8 +2,8 @@
  * model, steps-to-threshold, the shared initialisation of compare --task,
  * and the icl task with its order evaluation. */
 #include "diffattn.h"
-#include "diffattn/experiments.h"
-#include "experiments/tasks.h"
+#include "experiments/compare.h"
+#include "tasks/tasks.h"
 #include "harness.h"
 
 enum { N_SAMPLES = 4000 };

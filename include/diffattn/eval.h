@@ -12,11 +12,14 @@
 
 #include "diffattn/data.h"
 #include "diffattn/generate.h"
-#include "diffattn/train.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Validation loss over fixed windows: the result of diffattn/train.h's
+ * da_eval_loss, which the functions below also fill. */
+typedef struct da_eval_loss_result da_eval_loss_result;
 
 /* ---------------------------------------------------------------- loss by position */
 

@@ -42,7 +42,7 @@ float da_lr_schedule(long step, long warmup, long total, float lr_max, float lr_
 /* The mean next-token cross-entropy over n_windows fixed windows spread evenly
  * over the validation split (the same set for every model, so numbers compare
  * across runs and architectures). */
-typedef struct {
+typedef struct da_eval_loss_result {
     double loss, ppl;
     long windows, tokens;
 } da_eval_loss_result;

@@ -4,7 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "diffattn/experiments.h"
+#include "bench/bench.h"
 
 /* The phases' mean ms per step, largest first, and what no probe covers. */
 static void print_profile(const da_bench_result *r, const double *prof_s) {

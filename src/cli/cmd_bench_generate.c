@@ -8,7 +8,7 @@
 #include "commands.h"
 #include "diffattn/quant.h"
 #include "diffattn/eval.h"
-#include "diffattn/experiments.h"
+#include "bench/bench.h"
 
 /* The 1-minute load average, for the record of a timing (-1 when unknown). */
 static double load_average(void) {

@@ -6,8 +6,8 @@
 
 #include "args.h"
 #include "commands.h"
-#include "diffattn/experiments.h"
 #include "diffattn/formats.h"
+#include "experiments/compare.h"
 
 /* The end of a comparison: its error (with the flags that apply to a folder
  * holding one), an interruption (exit 130), or its report.md on standard output. */
@@ -29,6 +29,61 @@ static int compare_finish(da_status st, const char *out_dir, const char *exists_
     return 0;
 }
 
+/* The flags every kind of compare takes (its da_study_shape) that are not
+ * fields of the shape. */
+typedef struct {
+    const char *task, *archs, *grid;
+    int run_index;
+    char def_archs[128], archs_help[256];
+} shape_flags;
+
+/* The options every kind of compare shares, bound to s and f; the kind's
+ * --task, --out and --resume help. Returns how many. */
+static int shape_opts(da_study_shape *s, shape_flags *f, const char *task_help, const char *out_help,
+                      const char *resume_help, cli_opt *opts) {
+    char all[128];
+    da_arch_names_default(f->def_archs, sizeof f->def_archs, ",");
+    snprintf(f->archs_help, sizeof f->archs_help, "comma-separated architectures trained side by side: %s, swa, or "
+             "arch:flag=value columns", da_arch_names_all(all, sizeof all, ", "));
+    f->archs = f->def_archs, f->grid = NULL, f->run_index = -1;
+    const cli_opt table[] = {
+        {"task", OPT_STR, &f->task, task_help, 0},
+        {"out", OPT_STR, &s->study.out_dir, out_help, 0},
+        {"archs", OPT_STR, &f->archs, f->archs_help, 0},
+        {"swa-window", OPT_INT, &s->swa_window, "swa: softmax attention over the last W keys only", 0},
+        {"match-params", OPT_FLAG, &s->match_params, "widen each column's FFN to the largest column's parameters "
+                                                     "(within 1%; the report lists each column's parameters)", 0},
+        {"grid", OPT_STR, &f->grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
+                                 "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
+        {"steps", OPT_LONG, &s->steps, "training steps per model", 0},
+        {"seeds", OPT_INT, &s->seeds, "seeds per column and cell (mean and spread are reported)", 0},
+        {"dim", OPT_INT, &s->dim, "model width", 0},
+        {"layers", OPT_INT, &s->layers, "blocks", 0},
+        {"heads", OPT_INT, &s->heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
+        {"batch", OPT_INT, &s->batch, "sequences per step", 0},
+        {"jobs", OPT_INT, &s->study.jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
+        {"run-index", OPT_INT, &f->run_index, "run only run K of the study and write its result file (what --jobs starts)", 0},
+        {"quiet", OPT_FLAG, &s->study.quiet, "no progress display", 0},
+        {"resume", OPT_FLAG, &s->study.resume, resume_help, 0},
+        {"force", OPT_FLAG, &s->study.force, "replace a comparison already in --out", 0},
+    };
+    memcpy(opts, table, sizeof table);
+    return (int)(sizeof table / sizeof table[0]);
+}
+
+/* The parsed shared flags into s; 0, or 1 after an error line. */
+static int shape_apply(da_study_shape *s, const shape_flags *f) {
+    da_status st = da_study_parse_archs(s, f->archs);
+    if (!st.code && f->grid) st = da_grid_parse(f->grid, s->grid, &s->n_grid);
+    return st.code ? cli_fail(st.msg) : 0;
+}
+
+/* One run of a study, as --jobs starts it (--run-index K): 130 when stopped. */
+static int run_one_finish(da_status st) {
+    if (st.code == DA_INTERRUPTED) return 130;
+    return st.code ? cli_fail(st.msg) : 0;
+}
+
 /* train's fields that compare --task takes as train does: the others are the
  * study's own flags (--batch, --steps, --lr, --eval-every, --seed), or do not
  * apply to a task (the held-out set is --eval-seqs; no mpirun). */
@@ -48,10 +103,9 @@ static int task_train_opts(da_train_config *tc, cli_opt *opts) {
 
 /* The flags of compare --task that are not fields of its configuration. */
 typedef struct {
-    const char *task, *pairs, *seqs, *train_seqs, *noises, *demos, *archs, *grid, *depths, *dump;
+    shape_flags shape;
+    const char *pairs, *seqs, *train_seqs, *noises, *demos, *depths, *dump;
     float alpha, memory_share, cw_ratio;
-    int run_index;
-    char def_archs[128], archs_help[256];
 } task_flags;
 
 /* The options of RULER's tasks (niah*, vt, cwe), bound to c and f; returns how many. */
@@ -77,23 +131,15 @@ static int ruler_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
 
 /* The options of compare --task, bound to c and f; returns how many. */
 static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
-    char all[128];
     memset(f, 0, sizeof *f);
-    da_arch_names_default(f->def_archs, sizeof f->def_archs, ",");
-    snprintf(f->archs_help, sizeof f->archs_help, "comma-separated architectures trained side by side: %s, swa",
-             da_arch_names_all(all, sizeof all, ", "));
-    f->archs = f->def_archs, f->run_index = -1, f->alpha = (float)c->task.alpha, f->memory_share = (float)c->task.memory_share;
+    f->alpha = (float)c->task.alpha, f->memory_share = (float)c->task.memory_share;
+    int n = shape_opts(&c->shape, &f->shape,
+                       "mqar | noisy-recall | icl | counterfactual | niah | niah-multikey | niah-multivalue "
+                       "| niah-multiquery | vt | cwe | needle | text (see docs/tasks.md)",
+                       "folder for report.md, report.json, the figures and runs/ (one run folder per run)",
+                       "continue the study in --out (same flags): runs with a valid result file are kept, the others "
+                       "are done again", opts);
     const cli_opt table[] = {
-        {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl | counterfactual | niah | niah-multikey | niah-multivalue "
-                                    "| niah-multiquery | vt | cwe | needle | text (see docs/tasks.md)", 0},
-        {"out", OPT_STR, &c->study.out_dir, "folder for report.md, report.json, the figures and runs/ (one run folder "
-                                            "per run)", 0},
-        {"archs", OPT_STR, &f->archs, f->archs_help, 0},
-        {"swa-window", OPT_INT, &c->swa_window, "swa: softmax attention over the last W keys only", 0},
-        {"match-params", OPT_FLAG, &c->match_params, "widen each column's FFN to the largest column's parameters "
-                                                     "(within 1%; the report lists each column's parameters and FLOPs)", 0},
-        {"grid", OPT_STR, &f->grid, "a study: model and training axes, e.g. --grid heads=1,2,4 dim=64,128 lr=1e-3,3e-3 "
-                                 "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
         {"pairs", OPT_STR, &f->pairs, "mqar: key-value pairs, or a list to sweep (4,8,16)", 0},
         {"seq", OPT_STR, &f->seqs, "tokens per sequence, or a list to sweep (64,128,256); icl: 2 demos + 2; with "
                                    "--train-seq: the lengths each trained model is evaluated at", 0},
@@ -114,25 +160,13 @@ static int task_opts(da_task_compare_config *c, task_flags *f, cli_opt *opts) {
         {"vocab", OPT_INT, &c->task.vocab, "task and model vocabulary (counterfactual: 2 + entities + attributes)", 0},
         {"alpha", OPT_FLOAT, &f->alpha, "mqar: power-law exponent of the query gaps (Zoology's power_a)", 0},
         {"noise-vocab", OPT_INT, &c->task.noise_vocab, "noisy-recall: tokens in the noise vocabulary", 0},
-        {"steps", OPT_LONG, &c->steps, "training steps per model", 0},
         {"eval-every", OPT_INT, &c->eval_every, "steps between held-out accuracy evaluations", 0},
         {"eval-seqs", OPT_INT, &c->eval_seqs, "held-out evaluation sequences (the same for every model)", 0},
-        {"seeds", OPT_INT, &c->seeds, "seeds per architecture and cell (1..64)", 0},
         {"seed", OPT_INT, &c->seed0, "first seed", 0},
-        {"dim", OPT_INT, &c->dim, "model width", 0},
-        {"layers", OPT_INT, &c->layers, "blocks", 0},
-        {"heads", OPT_INT, &c->heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
-        {"batch", OPT_INT, &c->batch, "sequences per step", 0},
         {"lr", OPT_FLOAT, &c->lr, "peak learning rate (warmup 10% and cosine to a tenth unless --warmup, --min-lr)", 0},
-        {"jobs", OPT_INT, &c->study.jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
-        {"run-index", OPT_INT, &f->run_index, "run only run K of the study and write its result file (what --jobs starts)", 0},
-        {"quiet", OPT_FLAG, &c->study.quiet, "no progress display", 0},
-        {"resume", OPT_FLAG, &c->study.resume, "continue the study in --out (same flags): runs with a valid result "
-                                              "file are kept, the others are done again", 0},
-        {"force", OPT_FLAG, &c->study.force, "replace a comparison already in --out", 0},
     };
-    const int n = (int)(sizeof table / sizeof table[0]);
-    memcpy(opts, table, sizeof table);
+    memcpy(opts + n, table, sizeof table);
+    n += (int)(sizeof table / sizeof table[0]);
     const int r = ruler_opts(c, f, opts + n);
     return n + r + task_train_opts(&c->train, opts + n + r);
 }
@@ -159,9 +193,7 @@ static int task_apply(da_task_compare_config *c, const task_flags *f, const cli_
     if (f->demos &&
         cli_parse_ints("demos", f->demos, c->demos, 8, &c->n_demos, 1, DA_ICL_MAX_DEMOS, "counts", "4,8,16"))
         return 1;
-    da_status st = da_task_parse_archs(c, f->archs);
-    if (!st.code && f->grid) st = da_grid_parse(f->grid, c->grid, &c->n_grid);
-    return st.code ? cli_fail(st.msg) : 0;
+    return shape_apply(&c->shape, &f->shape);
 }
 
 /* compare --task K (a synthetic task of da_task_parse): the retrieval comparison, its sweeps and grids. */
@@ -173,7 +205,7 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
     da_task_compare_config c;
     da_task_compare_config_default(&c);
     da_task_config_default(&c.task, kind);
-    c.study.out_dir = out[kind];
+    c.shape.study.out_dir = out[kind];
     task_flags f;
     cli_opt opts[80];
     const int n_opts = task_opts(&c, &f, opts);
@@ -191,14 +223,10 @@ static int cmd_compare_task(int argc, char **argv, da_task_kind kind) {
         da_status st = da_task_dump_episodes(&c, f.dump);
         return st.code ? cli_fail(st.msg) : 0;
     }
-    c.study.stop = cli_catch_stop_signals();
-    c.study.argc = argc, c.study.argv = argv;
-    if (f.run_index >= 0) { /* one run, as --jobs starts it */
-        da_status st = da_task_compare_run(&c, f.run_index);
-        if (st.code == DA_INTERRUPTED) return 130;
-        return st.code ? cli_fail(st.msg) : 0;
-    }
-    return compare_finish(da_task_compare(&c), c.study.out_dir, "--resume continues it, --force replaces it");
+    c.shape.study.stop = cli_catch_stop_signals();
+    c.shape.study.argc = argc, c.shape.study.argv = argv;
+    if (f.shape.run_index >= 0) return run_one_finish(da_task_compare_run(&c, f.shape.run_index));
+    return compare_finish(da_task_compare(&c), c.shape.study.out_dir, "--resume continues it, --force replaces it");
 }
 
 /* "--grid heads=1,2 dim=64,128" -> "--grid" "heads=1,2 dim=64,128": the axes
@@ -223,56 +251,34 @@ static int join_grid_axes(int argc, char **argv, char *joined, size_t n) {
 
 /* The flags of plain compare that are not fields of its configuration. */
 typedef struct {
-    const char *task, *contexts, *archs, *grid;
+    shape_flags shape;
+    const char *contexts;
     float budget;
-    int run_index;
-    char def_archs[128], archs_help[256];
 } text_flags;
 
 /* The options of plain compare, bound to c and f; returns how many. */
 static int text_opts(da_compare_config *c, text_flags *f, cli_opt *opts) {
-    char all[128];
-    da_arch_names_default(f->def_archs, sizeof f->def_archs, ",");
-    snprintf(f->archs_help, sizeof f->archs_help, "comma-separated architectures trained side by side: %s, swa, or "
-             "arch:flag=value columns", da_arch_names_all(all, sizeof all, ", "));
-    f->contexts = "auto", f->archs = f->def_archs, f->grid = NULL, f->budget = 0, f->run_index = -1;
+    f->contexts = "auto", f->budget = 0;
+    int n = shape_opts(&c->shape, &f->shape,
+                       "mqar | noisy-recall | icl | counterfactual | niah* | vt | cwe (synthetic tasks: see compare "
+                       "--task mqar --help) | needle (the built-in needle mix) | text (--data)",
+                       "folder for runs/ (one run folder per run), report.md, report.json and the figures",
+                       "continue an interrupted compare in --out (same flags): runs with a valid result file are kept, "
+                       "an interrupted one continues from its checkpoint; a new --steps continues every run to it",
+                       opts);
     const cli_opt table[] = {
-        {"task", OPT_STR, &f->task, "mqar | noisy-recall | icl | counterfactual | niah* | vt | cwe (synthetic tasks: "
-                                    "see compare --task mqar --help) | needle (the built-in needle mix) | text (--data)",
-         0},
-        {"out", OPT_STR, &c->study.out_dir, "folder for runs/ (one run folder per run), report.md, report.json and the figures", 0},
         {"data", OPT_STR, &c->data, "training text or shards (default: the built-in needle mix)", 0},
-        {"steps", OPT_LONG, &c->steps, "training steps per model", 0},
         {"budget-minutes", OPT_FLOAT, &f->budget,
          "choose --steps so the whole job takes about this long: timed steps and a probe evaluation per arch "
          "(0: use --steps)", 0},
-        {"seeds", OPT_INT, &c->seeds, "seeds per architecture (mean and spread are reported)", 0},
-        {"dim", OPT_INT, &c->dim, "model width", 0},
-        {"layers", OPT_INT, &c->layers, "blocks", 0},
-        {"heads", OPT_INT, &c->heads, "DIFF heads (the baseline gets twice as many, for equal parameters)", 0},
-        {"archs", OPT_STR, &f->archs, f->archs_help, 0},
-        {"match-params", OPT_FLAG, &c->match_params, "widen each architecture's FFN to the largest one's parameters "
-                                                     "(within 1%)", 0},
-        {"swa-window", OPT_INT, &c->swa_window, "swa: softmax attention over the last W keys only", 0},
-        {"grid", OPT_STR, &f->grid, "a study: model and training axes, e.g. --grid heads=1,2 dim=64,128 lr=1e-3,3e-3 "
-                                 "(heads, dim, layers, lr, batch; every combination is a cell)", 0},
         {"seq", OPT_INT, &c->seq, "training context length", 0},
-        {"batch", OPT_INT, &c->batch, "sequences per step", 0},
         {"needles", OPT_INT, &c->needles, "needle sentences per evaluation prompt (1..16)", 0},
         {"queries", OPT_INT, &c->queries, "needles asked for per prompt", 0},
         {"needle-context", OPT_STR, &f->contexts, "comma-separated needle prompt lengths in bytes, each at most seq - 64 "
                                                  "(auto: seq/2 - 64 and seq - 64)", 0},
-        {"jobs", OPT_INT, &c->study.jobs, "runs at a time, each a process of one thread (1: in this process, --threads apply)", 0},
-        {"run-index", OPT_INT, &f->run_index, "run only run K of the compare and write its result file (what --jobs "
-                                              "starts)", 0},
-        {"quiet", OPT_FLAG, &c->study.quiet, "no progress display", 0},
-        {"resume", OPT_FLAG, &c->study.resume, "continue an interrupted compare in --out (same flags): runs with a valid "
-                                         "result file are kept, an interrupted one continues from its checkpoint; a new "
-                                         "--steps continues every run to it", 0},
-        {"force", OPT_FLAG, &c->study.force, "start a new compare in an --out that holds one, replacing it", 0},
     };
-    memcpy(opts, table, sizeof table);
-    return (int)(sizeof table / sizeof table[0]);
+    memcpy(opts + n, table, sizeof table);
+    return n + (int)(sizeof table / sizeof table[0]);
 }
 
 /* The parsed flags into c; 0, or 1 after an error line. */
@@ -280,11 +286,10 @@ static int text_apply(da_compare_config *c, const text_flags *f, const cli_opt *
     if (f->budget < 0 || (f->budget > 0 && cli_was_set(opts, n_opts, "steps")))
         return cli_fail("--budget-minutes must be positive, and chooses the steps itself: drop --steps");
     c->budget_minutes = f->budget;
-    if (f->task && !strcmp(f->task, "text") != (c->data != NULL))
+    const char *task = f->shape.task;
+    if (task && !strcmp(task, "text") != (c->data != NULL))
         return cli_fail("--task text trains on --data; --task needle on the built-in mix (drop --data)");
-    da_status ast = da_compare_parse_archs(c, f->archs);
-    if (!ast.code && f->grid) ast = da_grid_parse(f->grid, c->grid, &c->n_grid);
-    if (ast.code) return cli_fail(ast.msg);
+    if (shape_apply(&c->shape, &f->shape)) return 1;
     if (strcmp(f->contexts, "auto") && cli_parse_ints("needle-context", f->contexts, c->contexts, 4, &c->n_contexts,
                                                       128, 1 << 20, "lengths", "960,1984"))
         return 1;
@@ -296,7 +301,7 @@ static int text_apply(da_compare_config *c, const text_flags *f, const cli_opt *
 static int cmd_compare_text(int argc, char **argv, const char *task) {
     da_compare_config c;
     da_compare_config_default(&c);
-    text_flags f = {.task = task};
+    text_flags f = {.shape.task = task};
     cli_opt opts[32];
     const int n_opts = text_opts(&c, &f, opts);
     int rc = cli_parse("compare",
@@ -308,14 +313,10 @@ static int cmd_compare_text(int argc, char **argv, const char *task) {
     if (rc) return rc == CLI_HELP ? 0 : 1;
     if (text_apply(&c, &f, opts, n_opts)) return 1;
     /* Ctrl-C: the run in training saves a checkpoint, and --resume continues */
-    c.study.stop = cli_catch_stop_signals();
-    c.study.argc = argc, c.study.argv = argv;
-    if (f.run_index >= 0) { /* one run, as --jobs starts it */
-        da_status st = da_compare_run(&c, f.run_index);
-        if (st.code == DA_INTERRUPTED) return 130;
-        return st.code ? cli_fail(st.msg) : 0;
-    }
-    return compare_finish(da_compare(&c), c.study.out_dir, "--resume, or --force");
+    c.shape.study.stop = cli_catch_stop_signals();
+    c.shape.study.argc = argc, c.shape.study.argv = argv;
+    if (f.shape.run_index >= 0) return run_one_finish(da_compare_run(&c, f.shape.run_index));
+    return compare_finish(da_compare(&c), c.shape.study.out_dir, "--resume, or --force");
 }
 
 int cmd_compare(int argc, char **argv) {

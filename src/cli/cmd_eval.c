@@ -7,7 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "diffattn/eval.h"
-#include "diffattn/experiments.h"
+#include "study/plot.h"
 
 static const char *const DATA_HELP =
     "text file or folder (through the model's tokenizer; bytes when it has none), or a folder of token shards";

@@ -6,7 +6,7 @@
 #include "args.h"
 #include "commands.h"
 #include "diffattn/data.h"
-#include "diffattn/experiments.h"
+#include "tasks/tasks.h"
 #include "diffattn/generate.h"
 
 static void format_duration(char *buf, size_t n, double s) {

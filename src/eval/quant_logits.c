@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diffattn/train.h"
 #include "data/text_data.h"
 #include "eval/quant_logits.h"
 #include "train/window_loss.h"

@@ -1,7 +1,16 @@
-/* compare --task mqar|noisy-recall|icl|counterfactual: the cells of a study,
- * and each run: train on the generated stream from the shared
- * initialisation, score the held-out sequences, analyse the trained model,
- * write the result file (see diffattn/experiments.h and docs/tasks.md). */
+/* compare --task (a task of tasks/): the cells of a study, and each run:
+ * train on the generated stream from the shared initialisation, score the
+ * held-out sequences, analyse the trained model, write the result file (see
+ * compare.h and docs/tasks.md).
+ *
+ * From `diffattn compare --task mqar` to report.md, in order:
+ *   cli/cmd_compare.c   cmd_compare_task: shape_opts + task_opts, then da_task_compare
+ *   da_task_compare     (end of this file) study_cells: the cells (task_cells, the grid)
+ *   study/study.c       da_study_run: every run not done, through run_one -> da_task_compare_run
+ *                         (this file: run_train on the task's data source, train_stages, evaluate
+ *                          and analyse the model, then task_run_save of task_run_file.c)
+ *   study_report        (this file) loads every result file, then task_write_report
+ *   task_report.c       task_write_report -> write_files: report.json, the figures, report.md */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,29 +19,26 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "experiments/bench.h"
-#include "experiments/arch_column.h"
-#include "diffattn/experiments.h"
-#include "experiments/grid.h"
+#include "bench/bench.h"
+#include "study/arch_column.h"
+#include "experiments/compare.h"
+#include "study/grid.h"
 #include "io/atomic_file.h"
-#include "experiments/study.h"
+#include "study/study.h"
 #include "experiments/task_study.h"
 
 static const int QBITS[TASK_N_QBITS] = TASK_QBITS;
 
-da_status da_task_parse_archs(da_task_compare_config *c, const char *list) {
-    return da_arch_columns_parse(list, c->swa_window, c->archs, c->windows, c->columns, &c->n_archs);
-}
-
 void da_task_compare_config_default(da_task_compare_config *c) {
-    *c = (da_task_compare_config){.study = {.out_dir = "runs/compare-task", .jobs = 1}, .steps = 1000, .eval_every = 50,
-                                  .eval_seqs = 256, .dim = 64, .layers = 2, .heads = 1, .batch = 32, .lr = 3e-3f,
-                                  .seeds = 1, .seed0 = 1337, .perms = 10, .perm_episodes = 128, .cf_episodes = 1024};
+    *c = (da_task_compare_config){.shape = {.study = {.out_dir = "runs/compare-task", .jobs = 1}, .steps = 1000,
+                                            .dim = 64, .layers = 2, .heads = 1, .batch = 32, .seeds = 1},
+                                  .eval_every = 50, .eval_seqs = 256, .lr = 3e-3f, .seed0 = 1337, .perms = 10,
+                                  .perm_episodes = 128, .cf_episodes = 1024};
     /* train's defaults, with a checkpoint at the end only: a run that stops is done again */
     da_train_config_default(&c->train);
     c->train.save_every = 0;
     da_task_config_default(&c->task, DA_TASK_MQAR);
-    c->n_archs = da_arch_compare_defaults(c->archs);
+    c->shape.n_archs = da_arch_compare_defaults(c->shape.archs);
 }
 
 /* Adds b sequences' answers (logits (b, T, V)) to the counts: RULER's tasks
@@ -163,10 +169,10 @@ static da_status analyse(da_model *m, const da_task_source *e, int n, task_run *
 
 /* Column a's model in the cell, before --match-params. */
 static void column_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
-    const da_arch arch = c->archs[a];
+    const da_arch arch = c->shape.archs[a];
     da_config_default(cfg);
     cfg->arch = arch;
-    cfg->window = c->windows[a];
+    cfg->window = c->shape.windows[a];
     cfg->dim = cell->dim;
     cfg->n_layers = cell->layers;
     cfg->n_heads = cfg->n_kv_heads = da_arch_heads(arch, cell->heads);
@@ -180,25 +186,25 @@ static void column_config(const da_task_compare_config *c, const task_cell *cell
         for (int i = 0; i < n + c->n_train_seqs; i++)
             if (lengths[i] > cfg->max_seq_len) cfg->max_seq_len = lengths[i];
     }
-    /* checked by da_task_parse_archs; an error shows when the model is created */
-    if (c->columns[a][0] && da_arch_column_apply(c->columns[a], cfg).code) cfg->arch = DA_ARCH_N;
+    /* checked by da_study_parse_archs; an error shows when the model is created */
+    if (c->shape.columns[a][0] && da_arch_column_apply(c->shape.columns[a], cfg).code) cfg->arch = DA_ARCH_N;
 }
 
 /* Column a's model configuration in cell (every field, --match-params applied). */
 static void task_model_config(const da_task_compare_config *c, const task_cell *cell, int a, da_config *cfg) {
-    if (!c->match_params) {
+    if (!c->shape.match_params) {
         column_config(c, cell, a, cfg);
         return;
     }
     da_config all[DA_COMPARE_MAX_ARCHS];
-    for (int i = 0; i < c->n_archs; i++) {
+    for (int i = 0; i < c->shape.n_archs; i++) {
         column_config(c, cell, i, &all[i]);
         if (da_config_validate(&all[i]).code) { /* its own error shows when it is checked or created */
             column_config(c, cell, a, cfg);
             return;
         }
     }
-    da_match_params(all, c->n_archs);
+    da_match_params(all, c->shape.n_archs);
     *cfg = all[a];
 }
 
@@ -218,11 +224,11 @@ int da_copy_shared_init(da_model *dst, const da_model *src) {
 }
 
 static void progress(const da_task_compare_config *c, const char *what, long step, double acc, double loss) {
-    if (c->study.quiet) return;
+    if (c->shape.study.quiet) return;
     if (step == 0) /* no training step yet, so no loss */
-        fprintf(stderr, "\r  %s step 0/%ld  answer accuracy %.3f   ", what, c->steps, acc);
-    else fprintf(stderr, "\r  %s step %ld/%ld  loss %.4f  answer accuracy %.3f   ", what, step, c->steps, loss, acc);
-    if (step == c->steps) fprintf(stderr, "\n");
+        fprintf(stderr, "\r  %s step 0/%ld  answer accuracy %.3f   ", what, c->shape.steps, acc);
+    else fprintf(stderr, "\r  %s step %ld/%ld  loss %.4f  answer accuracy %.3f   ", what, step, c->shape.steps, loss, acc);
+    if (step == c->shape.steps) fprintf(stderr, "\n");
     fflush(stderr);
 }
 
@@ -327,7 +333,7 @@ da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_ce
     da_task_config pts[64];
     char names[64][64];
     const int np = task_points(c, pts, names);
-    const int combos = grid_cells(c->grid, c->n_grid);
+    const int combos = grid_cells(c->shape.grid, c->shape.n_grid);
     if ((long)np * combos > TASK_MAX_CELLS)
         return da_errorf("compare --task: %d cells (task points x grid); at most %d", np * combos, TASK_MAX_CELLS);
     task_cell *cells = calloc((size_t)np * combos, sizeof *cells);
@@ -335,12 +341,12 @@ da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_ce
     for (int p = 0, n = 0; p < np; p++)
         for (int g = 0; g < combos; g++, n++) {
             task_cell *x = &cells[n];
-            grid_shape sh = {c->dim, c->layers, c->heads, c->batch, c->lr};
-            grid_cell(c->grid, c->n_grid, g, x->grid_index, &sh, x->grid_name, sizeof x->grid_name);
+            grid_shape sh = {c->shape.dim, c->shape.layers, c->shape.heads, c->shape.batch, c->lr};
+            grid_cell(c->shape.grid, c->shape.n_grid, g, x->grid_index, &sh, x->grid_name, sizeof x->grid_name);
             x->task = pts[p], x->point = p;
             x->dim = sh.dim, x->layers = sh.layers, x->heads = sh.heads, x->batch = sh.batch, x->lr = sh.lr;
             snprintf(x->point_name, sizeof x->point_name, "%s", names[p]);
-            snprintf(x->name, sizeof x->name, "%s%s%s", x->point_name, c->n_grid ? "; " : "", x->grid_name);
+            snprintf(x->name, sizeof x->name, "%s%s%s", x->point_name, c->shape.n_grid ? "; " : "", x->grid_name);
         }
     *out = cells, *n_cells = np * combos, *n_points = np;
     return da_ok();
@@ -351,16 +357,16 @@ da_status task_cells(const da_task_compare_config *c, task_cell **out, int *n_ce
 /* out_dir/runs/cell<i>_<arch>_seed<s>: an ordinary training run folder, with
  * task.txt (the data source) and result.bin (task_run_file.c). */
 static void run_dir(const da_task_compare_config *c, study_slot q, char *buf, size_t n) {
-    study_run_dir(buf, n, c->study.out_dir, q.cell, task_arch_name(c, q.arch), c->seed0 + q.seed);
+    study_run_dir(buf, n, c->shape.study.out_dir, q.cell, da_study_column_name(&c->shape, q.arch), c->seed0 + q.seed);
 }
 
 /* A cell's training settings: train's fields as given, warmup a tenth of the
  * steps and the final lr a tenth of the peak unless given. */
 static void train_config(const da_task_compare_config *c, const task_cell *x, uint64_t seed, da_train_config *tc) {
     *tc = c->train;
-    tc->batch = x->batch, tc->seq = x->task.seq, tc->steps = c->steps, tc->lr = x->lr, tc->seed = seed;
+    tc->batch = x->batch, tc->seq = x->task.seq, tc->steps = c->shape.steps, tc->lr = x->lr, tc->seed = seed;
     tc->eval_every = c->eval_every;
-    if (!c->warmup_given) tc->warmup = c->steps / 10;
+    if (!c->warmup_given) tc->warmup = c->shape.steps / 10;
     if (!c->min_lr_given) tc->min_lr = x->lr / 10;
 }
 
@@ -389,11 +395,11 @@ static void run_key(const da_task_compare_config *c, const task_cell *x, int arc
              "match_params %d lengths %s",
              da_task_name(t->kind), t->seq, t->vocab, t->pairs, t->alpha, t->noise, t->noise_vocab, t->demos,
              t->classes, t->symbols, t->entities, t->attributes, t->context_pairs, t->memory_share,
-             (unsigned long long)t->facts_seed, task_arch_name(c, arch), task_arch_name(c, 0), c->windows[arch],
+             (unsigned long long)t->facts_seed, da_study_column_name(&c->shape, arch), da_study_column_name(&c->shape, 0), c->shape.windows[arch],
              c->seed0 + seed, x->point, x->dim, x->layers, x->heads, tc.batch, tc.grad_accum, (double)tc.lr,
              (double)tc.min_lr, tc.warmup, tc.steps, (double)tc.weight_decay, (double)tc.clip, (double)tc.beta1,
              (double)tc.beta2, (double)tc.adam_eps, tc.bf16, c->eval_every, c->eval_seqs, c->perms, c->perm_episodes,
-             c->cf_episodes, t->value_len, t->needles, t->hops, t->cw_ratio, depths, c->match_params, lengths);
+             c->cf_episodes, t->value_len, t->needles, t->hops, t->cw_ratio, depths, c->shape.match_params, lengths);
     /* only when set: the keys of the runs made before the field existed stay as they were */
     if (t->interleave) snprintf(key + strlen(key), n - strlen(key), " interleave 1");
 }
@@ -419,10 +425,10 @@ static da_status train_stages(const da_task_compare_config *c, run_ctx *ctx, con
         if ((st = da_task_source_create(src, &t, ctx->x->point, c->eval_seqs)).code) break;
         if ((st = da_task_source_save(*src, dir)).code) break;
         const da_data_source ds = da_task_source_of(*src);
-        da_train_hooks hooks = {.ctx = ctx, .stop = c->study.stop, .on_init = shared_init, .on_eval = record_eval};
-        hooks.stop_at_step = i + 1 < n ? c->steps * (i + 1) / n : 0;
+        da_train_hooks hooks = {.ctx = ctx, .stop = c->shape.study.stop, .on_init = shared_init, .on_eval = record_eval};
+        hooks.stop_at_step = i + 1 < n ? c->shape.steps * (i + 1) / n : 0;
         st = da_train_source(mc, tc, &ds, dir, i ? DA_RUN_RESUME : DA_RUN_OVERWRITE, &hooks);
-        if (st.code == DA_INTERRUPTED && i + 1 < n && !(c->study.stop && *c->study.stop)) st = da_ok(); /* stage end */
+        if (st.code == DA_INTERRUPTED && i + 1 < n && !(c->shape.study.stop && *c->shape.study.stop)) st = da_ok(); /* stage end */
     }
     return st;
 }
@@ -446,11 +452,11 @@ static da_status score_lengths(const da_task_compare_config *c, const task_cell 
 /* Trains run k in its run folder through the training loop, then scores the
  * trained model as the folder holds it. */
 static da_status run_train(const da_task_compare_config *c, const task_cell *cells, int k, task_run *r) {
-    const study_slot q = study_slot_of(k, c->n_archs, c->seeds);
+    const study_slot q = study_slot_of(k, c->shape.n_archs, c->shape.seeds);
     const int a = q.arch;
     const task_cell *x = &cells[q.cell];
     run_ctx ctx = {c, x, a, (uint64_t)(c->seed0 + q.seed), r, ""};
-    snprintf(ctx.what, sizeof ctx.what, "%s %s seed %llu", x->name, task_arch_label(c, a), (unsigned long long)ctx.seed);
+    snprintf(ctx.what, sizeof ctx.what, "%s %s seed %llu", x->name, da_study_column_label(&c->shape, a), (unsigned long long)ctx.seed);
     char dir[4200], path[4300];
     run_dir(c, q, dir, sizeof dir);
     da_config mc;
@@ -474,9 +480,9 @@ static da_status run_train(const da_task_compare_config *c, const task_cell *cel
 }
 
 static da_status check_config(const da_task_compare_config *c) {
-    if (c->seeds < 1 || c->seeds > TASK_MAX_SEEDS) return da_errorf("--seeds must be 1..%d", TASK_MAX_SEEDS);
-    if (c->steps < 1 || c->eval_every < 1 || c->steps / c->eval_every + 2 > TASK_MAX_EVALS)
-        return da_errorf("--steps %ld and --eval-every %d: need steps >= 1 and at most %d evaluations", c->steps,
+    if (c->shape.seeds < 1 || c->shape.seeds > TASK_MAX_SEEDS) return da_errorf("--seeds must be 1..%d", TASK_MAX_SEEDS);
+    if (c->shape.steps < 1 || c->eval_every < 1 || c->shape.steps / c->eval_every + 2 > TASK_MAX_EVALS)
+        return da_errorf("--steps %ld and --eval-every %d: need steps >= 1 and at most %d evaluations", c->shape.steps,
                          c->eval_every, TASK_MAX_EVALS - 2);
     if (c->eval_seqs < 1 || c->eval_seqs > 1 << 20) return da_errorf("--eval-seqs must be 1..%d", 1 << 20);
     const da_task_kind k = c->task.kind;
@@ -486,8 +492,8 @@ static da_status check_config(const da_task_compare_config *c) {
         return da_errorf("--pairs applies to mqar only (noisy-recall's pairs fill the sequence)");
     if (c->n_train_seqs && (k == DA_TASK_ICL || k == DA_TASK_COUNTERFACTUAL))
         return da_errorf("--train-seq: a length curriculum applies to mqar and noisy-recall");
-    if (c->n_train_seqs && c->steps < c->n_train_seqs)
-        return da_errorf("--train-seq: %d lengths need at least as many --steps (%ld)", c->n_train_seqs, c->steps);
+    if (c->n_train_seqs && c->shape.steps < c->n_train_seqs)
+        return da_errorf("--train-seq: %d lengths need at least as many --steps (%ld)", c->n_train_seqs, c->shape.steps);
     if (k == DA_TASK_ICL && c->n_seqs)
         return da_errorf("--pairs, --noise and --seq do not apply to icl (its length is 2 demos + 2: set --demos)");
     if (k != DA_TASK_ICL && c->n_demos) return da_errorf("--demos applies to icl only");
@@ -495,8 +501,8 @@ static da_status check_config(const da_task_compare_config *c) {
         return da_errorf("--perms %d and --perm-episodes %d: need at least 2 orders and 1 episode", c->perms,
                          c->perm_episodes);
     if (k == DA_TASK_COUNTERFACTUAL && c->cf_episodes < 1) return da_errorf("--cf-episodes must be positive");
-    if (c->n_archs < 1 || c->n_archs > DA_COMPARE_MAX_ARCHS)
-        return da_errorf("compare --task: %d architectures (1..%d; --archs)", c->n_archs, DA_COMPARE_MAX_ARCHS);
+    if (c->shape.n_archs < 1 || c->shape.n_archs > DA_COMPARE_MAX_ARCHS)
+        return da_errorf("compare --task: %d architectures (1..%d; --archs)", c->shape.n_archs, DA_COMPARE_MAX_ARCHS);
     return da_ok();
 }
 
@@ -524,7 +530,7 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
             t.seq = lengths[i];
             if ((st = da_task_validate(&t)).code) st = da_errorf("%s, length %d: %s", x->point_name, t.seq, st.msg);
         }
-        for (int a = 0; a < c->n_archs && !st.code; a++) {
+        for (int a = 0; a < c->shape.n_archs && !st.code; a++) {
             da_config mc;
             task_model_config(c, x, a, &mc);
             if ((st = da_config_validate(&mc)).code) st = da_errorf("%s: %s", x->name, st.msg);
@@ -536,7 +542,7 @@ static da_status study_cells(const da_task_compare_config *c, task_cell **cells,
 
 /* Run k's result file and the settings it must hold. */
 static void result_of(const da_task_compare_config *c, const task_cell *cells, int k, char *path, size_t n, char *key) {
-    const study_slot q = study_slot_of(k, c->n_archs, c->seeds);
+    const study_slot q = study_slot_of(k, c->shape.n_archs, c->shape.seeds);
     char dir[4200];
     run_dir(c, q, dir, sizeof dir);
     snprintf(path, n, "%s/result.bin", dir);
@@ -548,9 +554,9 @@ da_status da_task_compare_run(const da_task_compare_config *c, int k) {
     int n_cells, n_points;
     da_status st = study_cells(c, &cells, &n_cells, &n_points);
     if (st.code) return st;
-    if (k < 0 || k >= n_cells * c->n_archs * c->seeds) {
+    if (k < 0 || k >= n_cells * c->shape.n_archs * c->shape.seeds) {
         free(cells);
-        return da_errorf("run %d: the study has %d runs", k, n_cells * c->n_archs * c->seeds);
+        return da_errorf("run %d: the study has %d runs", k, n_cells * c->shape.n_archs * c->shape.seeds);
     }
     task_run *r = calloc(1, sizeof *r); /* calloc: the padding bytes of the file are zero too */
     char key[TASK_KEY_BYTES], path[4300];
@@ -582,14 +588,14 @@ static int study_done(void *ctx, int k) {
 
 static double study_cost(void *ctx, int k) {
     const study_ctx *x = ctx;
-    const task_cell *cell = &x->cells[study_slot_of(k, x->c->n_archs, x->c->seeds).cell];
-    return study_train_flops(x->c->steps, cell->batch, cell->task.seq, cell->layers, cell->dim, cell->task.vocab);
+    const task_cell *cell = &x->cells[study_slot_of(k, x->c->shape.n_archs, x->c->shape.seeds).cell];
+    return study_train_flops(x->c->shape.steps, cell->batch, cell->task.seq, cell->layers, cell->dim, cell->task.vocab);
 }
 
 static void study_name(void *ctx, int k, char *buf, size_t n) {
     const study_ctx *x = ctx;
-    const study_slot q = study_slot_of(k, x->c->n_archs, x->c->seeds);
-    snprintf(buf, n, "%s, %s, seed %d", x->cells[q.cell].name, task_arch_label(x->c, q.arch), x->c->seed0 + q.seed);
+    const study_slot q = study_slot_of(k, x->c->shape.n_archs, x->c->shape.seeds);
+    snprintf(buf, n, "%s, %s, seed %d", x->cells[q.cell].name, da_study_column_label(&x->c->shape, q.arch), x->c->seed0 + q.seed);
 }
 
 static da_status run_one(void *ctx, int k) { return da_task_compare_run(((const study_ctx *)ctx)->c, k); }
@@ -597,11 +603,11 @@ static da_status run_one(void *ctx, int k) { return da_task_compare_run(((const 
 /* The report from the result files, every one of which must be there. */
 static da_status study_report(const da_task_compare_config *c, const study_ctx *x, int n_points, double wall_s) {
     task_study s = {c, x->n_cells, n_points, x->cells, NULL};
-    const size_t n = (size_t)x->n_cells * c->n_archs * c->seeds;
+    const size_t n = (size_t)x->n_cells * c->shape.n_archs * c->shape.seeds;
     da_status st = da_ok();
     if (!(s.runs = calloc(n, sizeof *s.runs))) st = da_errorf("out of memory for %zu runs' results", n);
     for (size_t k = 0; k < n && !st.code; k++) {
-        const study_slot q = study_slot_of((int)k, c->n_archs, c->seeds);
+        const study_slot q = study_slot_of((int)k, c->shape.n_archs, c->shape.seeds);
         char key[TASK_KEY_BYTES], path[4300];
         result_of(c, x->cells, (int)k, path, sizeof path, key);
         if (task_run_load(path, key, study_run(&s, q.cell, q.arch, q.seed), 0))
@@ -617,9 +623,9 @@ da_status da_task_compare(const da_task_compare_config *c) {
     int n_points;
     da_status st = study_cells(c, &x.cells, &x.n_cells, &n_points);
     if (st.code) return st;
-    const da_study plan = {x.n_cells, c->n_archs, c->seeds, &x, study_done, study_cost, study_name, run_one, NULL};
+    const da_study plan = {x.n_cells, c->shape.n_archs, c->shape.seeds, &x, study_done, study_cost, study_name, run_one, NULL};
     const double t0 = da_now_s();
-    st = da_study_run(&plan, &c->study);
+    st = da_study_run(&plan, &c->shape.study);
     if (!st.code) st = study_report(c, &x, n_points, da_now_s() - t0);
     free(x.cells);
     return st;

@@ -1,6 +1,6 @@
 /* compare --task ... --dump-episodes FILE: the held-out episodes the runs
  * score, as JSON lines another program (an external model, a tokenizer-free
- * evaluator) can read (see diffattn/experiments.h). */
+ * evaluator) can read (see compare.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,8 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "diffattn/experiments.h"
-#include "experiments/stats.h"
+#include "experiments/compare.h"
+#include "study/stats.h"
+#include "study/plot.h"
 #include "experiments/task_study.h"
 
 static const double LEVELS[2] = {0.9, 0.5};
@@ -15,8 +16,8 @@ static int mean_by_length(const task_study *s, int i, int a, double *acc, double
     const task_run *r0 = study_run(s, i, a, 0);
     for (int k = 0; k < r0->n_lengths; k++) {
         double v[TASK_MAX_SEEDS];
-        for (int sd_i = 0; sd_i < s->c->seeds; sd_i++) v[sd_i] = study_run(s, i, a, sd_i)->length_acc[k];
-        da_mean_sd(v, s->c->seeds, &acc[k], &sd[k]);
+        for (int sd_i = 0; sd_i < s->c->shape.seeds; sd_i++) v[sd_i] = study_run(s, i, a, sd_i)->length_acc[k];
+        da_mean_sd(v, s->c->shape.seeds, &acc[k], &sd[k]);
     }
     return r0->n_lengths;
 }
@@ -37,16 +38,16 @@ void task_lengths_md(FILE *fp, const task_study *s) {
     for (int i = 0; i < c->n_train_seqs; i++) fprintf(fp, "%s%d", i ? ", " : " ", c->train_seqs[i]);
     fprintf(fp, " (equal step shares, in order); answer accuracy at each evaluation length, mean over %d seed(s). "
                 "Effective length: the longest evaluated length with accuracy ≥ 0.9 (≥ 0.5); – when none.\n\n| cell "
-                "| arch |", c->seeds);
+                "| arch |", c->shape.seeds);
     for (int k = 0; k < r0->n_lengths; k++) fprintf(fp, " %d |", r0->length[k]);
     fprintf(fp, " effective length (≥ 0.9) | (≥ 0.5) |\n|---|---|");
     for (int k = 0; k < r0->n_lengths + 2; k++) fprintf(fp, "---|");
     fprintf(fp, "\n");
     for (int i = 0; i < s->n_cells; i++)
-        for (int a = 0; a < c->n_archs; a++) {
+        for (int a = 0; a < c->shape.n_archs; a++) {
             double acc[8], sd[8];
             const int n = mean_by_length(s, i, a, acc, sd);
-            fprintf(fp, "| %s | %s |", s->cells[i].point_name, task_arch_label(c, a));
+            fprintf(fp, "| %s | %s |", s->cells[i].point_name, da_study_column_label(&c->shape, a));
             for (int k = 0; k < n; k++) fprintf(fp, " %.3f |", acc[k]);
             for (int e = 0; e < 2; e++) {
                 const int L = effective_length(r0->length, acc, n, LEVELS[e]);
@@ -56,9 +57,9 @@ void task_lengths_md(FILE *fp, const task_study *s) {
             fprintf(fp, "\n");
         }
     fprintf(fp, "\n");
-    for (int a = 0; a < c->n_archs; a++)
-        fprintf(fp, "![accuracy by length and cell, %s](length_%s.png)\n\n", task_arch_label(c, a),
-                task_arch_name(c, a));
+    for (int a = 0; a < c->shape.n_archs; a++)
+        fprintf(fp, "![accuracy by length and cell, %s](length_%s.png)\n\n", da_study_column_label(&c->shape, a),
+                da_study_column_name(&c->shape, a));
 }
 
 /* length_<arch>.png: one heatmap per column, the cells (task points: noise,
@@ -80,20 +81,20 @@ da_status task_lengths_heatmaps(const task_study *s) {
     for (int k = 0; k < n_cols && !st.code; k++)
         snprintf(col_label[k], 16, "%d", r0->length[k]), cols[k] = col_label[k];
     for (int i = 0; i < n_rows && !st.code; i++) rows[i] = s->cells[i].point_name;
-    for (int a = 0; a < c->n_archs && !st.code; a++) {
+    for (int a = 0; a < c->shape.n_archs && !st.code; a++) {
         for (int i = 0; i < n_rows; i++) {
             double sd[8];
             mean_by_length(s, i, a, v + (size_t)i * n_cols, sd);
             for (int k = 0; k < n_cols; k++) {
                 const size_t at = (size_t)i * n_cols + k;
-                snprintf(note[at], 32, c->seeds > 1 ? "± %.2f" : "one seed", sd[k]);
+                snprintf(note[at], 32, c->shape.seeds > 1 ? "± %.2f" : "one seed", sd[k]);
                 notes[at] = note[at];
             }
         }
         char path[4300], title[200];
-        snprintf(path, sizeof path, "%s/length_%s.png", c->study.out_dir, task_arch_name(c, a));
+        snprintf(path, sizeof path, "%s/length_%s.png", c->shape.study.out_dir, da_study_column_name(&c->shape, a));
         snprintf(title, sizeof title, "%s: answer accuracy by evaluation length (mean ± sd over %d seed%s)",
-                 task_arch_label(c, a), c->seeds, c->seeds > 1 ? "s" : "");
+                 da_study_column_label(&c->shape, a), c->shape.seeds, c->shape.seeds > 1 ? "s" : "");
         st = da_plot_heatmap(path, title, "evaluation length (tokens)", "cell", rows, n_rows, cols, n_cols, v, notes, 0,
                              1, 0);
     }
@@ -111,13 +112,13 @@ void task_lengths_json(FILE *fp, const task_study *s) {
     for (int k = 0; k < r0->n_lengths; k++) fprintf(fp, "%s%d", k ? "," : "", r0->length[k]);
     fprintf(fp, "],\"columns\":[");
     for (int i = 0; i < s->n_cells; i++)
-        for (int a = 0; a < c->n_archs; a++) {
+        for (int a = 0; a < c->shape.n_archs; a++) {
             double acc[8], sd[8];
             const int n = mean_by_length(s, i, a, acc, sd);
-            fprintf(fp, "%s{\"cell\":%d,\"arch\":\"%s\",\"accuracy\":[", i || a ? "," : "", i, task_arch_name(c, a));
+            fprintf(fp, "%s{\"cell\":%d,\"arch\":\"%s\",\"accuracy\":[", i || a ? "," : "", i, da_study_column_name(&c->shape, a));
             for (int k = 0; k < n; k++) fprintf(fp, "%s%.4f", k ? "," : "", acc[k]);
             fprintf(fp, "],\"seeds\":[");
-            for (int sd = 0; sd < c->seeds; sd++) {
+            for (int sd = 0; sd < c->shape.seeds; sd++) {
                 const task_run *r = study_run(s, i, a, sd);
                 fprintf(fp, "%s[", sd ? "," : "");
                 for (int k = 0; k < n; k++) fprintf(fp, "%s%.4f", k ? "," : "", r->length_acc[k]);

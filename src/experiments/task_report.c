@@ -7,24 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/arch_column.h"
-#include "diffattn/experiments.h"
-#include "experiments/grid.h"
-#include "experiments/plot.h"
-#include "experiments/report.h"
-#include "experiments/stats.h"
+#include "study/arch_column.h"
+#include "experiments/compare.h"
+#include "study/grid.h"
+#include "study/plot.h"
+#include "study/report.h"
+#include "study/stats.h"
 #include "experiments/task_study.h"
 #include "io/atomic_file.h"
 
-int task_baseline_slot(const da_task_compare_config *c) {
-    return da_arch_baseline_slot(c->archs, c->windows, c->columns, c->n_archs);
-}
-
-int task_has_lambda(const da_task_compare_config *c, int a) { return da_arch_describe(c->archs[a]).per_layer_lambda; }
+int task_has_lambda(const da_task_compare_config *c, int a) { return da_arch_describe(c->shape.archs[a]).per_layer_lambda; }
 
 int task_lambda_slot(const da_task_compare_config *c) {
-    for (int i = 0; i < c->n_archs; i++)
-        if (task_has_lambda(c, i) && !c->windows[i] && !c->columns[i][0]) return i;
+    for (int i = 0; i < c->shape.n_archs; i++)
+        if (task_has_lambda(c, i) && !c->shape.windows[i] && !c->shape.columns[i][0]) return i;
     return -1;
 }
 
@@ -52,7 +48,7 @@ typedef struct {
 static double median_steps(const task_study *S, int cell, int arch, double thr) {
     double v[TASK_MAX_SEEDS];
     int n = 0;
-    for (int s = 0; s < S->c->seeds; s++) {
+    for (int s = 0; s < S->c->shape.seeds; s++) {
         const task_run *r = study_run(S, cell, arch, s);
         const long k = da_steps_to_threshold(r->step, r->acc, r->n_evals, thr);
         if (k >= 0) v[n++] = (double)k;
@@ -62,7 +58,7 @@ static double median_steps(const task_study *S, int cell, int arch, double thr) 
 
 static void stats_of(const task_study *S, int cell, int arch, cell_stats *cs) {
     memset(cs, 0, sizeof *cs);
-    cs->n = S->c->seeds;
+    cs->n = S->c->shape.seeds;
     for (int s = 0; s < cs->n; s++) {
         const task_run *r = study_run(S, cell, arch, s);
         const long k = da_steps_to_threshold(r->step, r->acc, r->n_evals, TASK_SUCCESS);
@@ -85,35 +81,35 @@ static void print_steps(FILE *fp, double v) {
 static void write_md_head(FILE *fp, const task_study *S, double wall_s) {
     const da_task_compare_config *c = S->c;
     fprintf(fp, "# Retrieval: %s, each architecture against the softmax baseline\n\n", da_task_name(c->task.kind));
-    fprintf(fp, "dim %d, %d layers, %d DIFF heads (at equal parameters:", c->dim, c->layers, c->heads);
-    for (int a = 0; a < c->n_archs; a++)
-        fprintf(fp, "%s %s %d", a ? "," : "", task_arch_label(c, a), da_arch_heads(c->archs[a], c->heads));
+    fprintf(fp, "dim %d, %d layers, %d DIFF heads (at equal parameters:", c->shape.dim, c->shape.layers, c->shape.heads);
+    for (int a = 0; a < c->shape.n_archs; a++)
+        fprintf(fp, "%s %s %d", a ? "," : "", da_study_column_label(&c->shape, a), da_arch_heads(c->shape.archs[a], c->shape.heads));
     fprintf(fp, " heads per layer");
-    for (int a = 0; a < c->n_archs; a++)
-        if (c->windows[a]) fprintf(fp, "; SWA: softmax over the last %d keys", c->windows[a]);
+    for (int a = 0; a < c->shape.n_archs; a++)
+        if (c->shape.windows[a]) fprintf(fp, "; SWA: softmax over the last %d keys", c->shape.windows[a]);
     fprintf(fp, "); batch %d, %ld steps, lr %g, %d seed(s) (%d..%d); held-out evaluation on %d "
                 "sequences every %d steps.",
-            c->batch, c->steps, (double)c->lr, c->seeds, c->seed0, c->seed0 + c->seeds - 1, c->eval_seqs, c->eval_every);
-    grid_describe(fp, c->grid, c->n_grid);
-    fprintf(fp, " %d cell(s), %d runs. Wall time %.0f s%s.\n\n", S->n_cells, S->n_cells * c->n_archs * c->seeds, wall_s,
-            c->study.resume ? " in this invocation (--resume: the runs saved before it are loaded, not timed)" : "");
+            c->shape.batch, c->shape.steps, (double)c->lr, c->shape.seeds, c->seed0, c->seed0 + c->shape.seeds - 1, c->eval_seqs, c->eval_every);
+    grid_describe(fp, c->shape.grid, c->shape.n_grid);
+    fprintf(fp, " %d cell(s), %d runs. Wall time %.0f s%s.\n\n", S->n_cells, S->n_cells * c->shape.n_archs * c->shape.seeds, wall_s,
+            c->shape.study.resume ? " in this invocation (--resume: the runs saved before it are loaded, not timed)" : "");
 }
 
 /* The study table: per cell and architecture, success with its interval,
  * speed, final accuracy and the verdict against softmax. */
 static void write_md_study(FILE *fp, const task_study *S) {
     const da_task_compare_config *c = S->c;
-    const int base = task_baseline_slot(c);
+    const int base = da_study_baseline_slot(&c->shape);
     fprintf(fp, "## Success, speed and final accuracy\n\n| cell | arch | parameters | learned (≥ 90%%) | 95%% interval "
                 "| median steps to 50%% | to 90%% | to 99%% | final accuracy | vs softmax: Fisher p | Δ final accuracy "
                 "[95%% bootstrap] | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < S->n_cells; i++) {
         cell_stats b;
         if (base >= 0) stats_of(S, i, base, &b);
-        for (int a = 0; a < c->n_archs; a++) {
+        for (int a = 0; a < c->shape.n_archs; a++) {
             cell_stats cs;
             stats_of(S, i, a, &cs);
-            fprintf(fp, "| %s | %s | %zu | %d/%d | %.2f–%.2f |", S->cells[i].name, task_arch_label(c, a),
+            fprintf(fp, "| %s | %s | %zu | %d/%d | %.2f–%.2f |", S->cells[i].name, da_study_column_label(&c->shape, a),
                     cs.n_params, cs.k, cs.n, cs.lo, cs.hi);
             print_steps(fp, cs.median50), print_steps(fp, cs.median90), print_steps(fp, cs.median99);
             fprintf(fp, " %.3f ± %.3f |", cs.acc_mean, cs.acc_sd);
@@ -144,21 +140,21 @@ static void write_md_study(FILE *fp, const task_study *S) {
  * its best cell, and whether the verdict changes with the shape. */
 static void write_md_summary(FILE *fp, const task_study *S) {
     const da_task_compare_config *c = S->c;
-    const int base = task_baseline_slot(c);
+    const int base = da_study_baseline_slot(&c->shape);
     if (S->n_cells < 2) return;
     fprintf(fp, "## What the grid shows\n\nOver the %d cells, the seed runs that learned the task (≥ 90%%):", S->n_cells);
-    for (int a = 0; a < c->n_archs; a++) {
+    for (int a = 0; a < c->shape.n_archs; a++) {
         int k = 0;
         for (int i = 0; i < S->n_cells; i++) {
             cell_stats cs;
             stats_of(S, i, a, &cs);
             k += cs.k;
         }
-        fprintf(fp, "%s %s %d of %d", a ? (a + 1 < c->n_archs ? "," : " and") : "", task_arch_label(c, a), k,
-                S->n_cells * c->seeds);
+        fprintf(fp, "%s %s %d of %d", a ? (a + 1 < c->shape.n_archs ? "," : " and") : "", da_study_column_label(&c->shape, a), k,
+                S->n_cells * c->shape.seeds);
     }
     fprintf(fp, ".");
-    for (int a = 0; a < c->n_archs; a++) {
+    for (int a = 0; a < c->shape.n_archs; a++) {
         int best = 0, best_k = -1, better = 0, worse = 0, mixed = 0, none = 0;
         double best_acc = -1;
         for (int i = 0; i < S->n_cells; i++) {
@@ -175,10 +171,10 @@ static void write_md_summary(FILE *fp, const task_study *S) {
             else if (!strcmp(v.verdict, "mixed")) mixed++;
             else none++;
         }
-        const char *label = task_arch_label(c, a);
+        const char *label = da_study_column_label(&c->shape, a);
         if (best_k > 0)
             fprintf(fp, " %s learns best at %s (%d/%d, final accuracy %.3f)", label, S->cells[best].name, best_k,
-                    c->seeds, best_acc);
+                    c->shape.seeds, best_acc);
         else
             fprintf(fp, " %s learns in no cell (its best final accuracy, %.3f, at %s)", label, best_acc,
                     S->cells[best].name);
@@ -188,7 +184,7 @@ static void write_md_summary(FILE *fp, const task_study *S) {
         }
         char tail[160];
         if (better && worse) snprintf(tail, sizeof tail, ": the verdict depends on the shape; no single verdict holds over the grid");
-        else if (!better && !worse) snprintf(tail, sizeof tail, ": no cell separates it from softmax at %d seeds", c->seeds);
+        else if (!better && !worse) snprintf(tail, sizeof tail, ": no cell separates it from softmax at %d seeds", c->shape.seeds);
         else snprintf(tail, sizeof tail, ": where a difference shows, it favours %s", better ? label : "softmax");
         fprintf(fp, "; against softmax it is better in %d cell(s), worse in %d, mixed in %d, with no difference shown in "
                     "%d%s.",
@@ -212,20 +208,20 @@ static void write_md_counterfactual(FILE *fp, const task_study *S) {
                 "absent: right (memory) | absent: binding error | lookback ratio (counterfactual / agreeing / absent) "
                 "| faithful per seed, mean ± sd |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < S->n_cells; i++)
-        for (int a = 0; a < c->n_archs; a++) {
+        for (int a = 0; a < c->shape.n_archs; a++) {
             da_cf_counts t;
             memset(&t, 0, sizeof t);
             double look[3] = {0}, fr[TASK_MAX_SEEDS], m, sd;
-            for (int s = 0; s < c->seeds; s++) {
+            for (int s = 0; s < c->shape.seeds; s++) {
                 const da_cf_counts *x = &study_run(S, i, a, s)->cf;
                 for (int k = 0; k < 3; k++)
                     t.n[k] += x->n[k], t.right[k] += x->right[k], t.binding[k] += x->binding[k],
-                        look[k] += x->lookback[k] / c->seeds;
+                        look[k] += x->lookback[k] / c->shape.seeds;
                 t.leak += x->leak;
                 fr[s] = x->n[0] ? (double)x->right[0] / x->n[0] : 0;
             }
-            da_mean_sd(fr, c->seeds, &m, &sd);
-            fprintf(fp, "| %s | %s |", S->cells[i].name, task_arch_label(c, a));
+            da_mean_sd(fr, c->shape.seeds, &m, &sd);
+            fprintf(fp, "| %s | %s |", S->cells[i].name, da_study_column_label(&c->shape, a));
             print_rate(fp, t.right[0], t.n[0]), print_rate(fp, t.leak, t.n[0]), print_rate(fp, t.binding[0], t.n[0]);
             print_rate(fp, t.n[0] - t.right[0] - t.leak - t.binding[0], t.n[0]);
             print_rate(fp, t.right[1], t.n[1]), print_rate(fp, t.binding[1], t.n[1]);
@@ -249,7 +245,7 @@ static da_status heatmaps(const task_study *S) {
     const da_task_compare_config *c = S->c;
     if (S->n_cells < 2) return da_ok();
     const char *const *keys = DA_GRID_KEY_NAMES;
-    const int n_cols = c->n_grid ? c->grid[0].n : S->n_cells, n_rows = S->n_cells / n_cols;
+    const int n_cols = c->shape.n_grid ? c->shape.grid[0].n : S->n_cells, n_rows = S->n_cells / n_cols;
     char (*rl)[168] = calloc((size_t)n_rows, sizeof *rl), (*cl)[64] = calloc((size_t)n_cols, sizeof *cl);
     char (*notes)[48] = calloc((size_t)S->n_cells, sizeof *notes);
     const char **rows = calloc((size_t)n_rows, sizeof *rows), **cols = calloc((size_t)n_cols, sizeof *cols);
@@ -261,19 +257,19 @@ static da_status heatmaps(const task_study *S) {
     if (!at) st = da_errorf("out of memory for the heatmaps");
     for (int i = 0; i < S->n_cells && !st.code; i++) {
         const task_cell *x = &S->cells[i];
-        const int col = c->n_grid ? x->grid_index[0] : i;
+        const int col = c->shape.n_grid ? x->grid_index[0] : i;
         int row = 0, len = 0;
         char *lab = rl[0];
-        if (c->n_grid) { /* row: the point, then the other axes, in mixed radix */
+        if (c->shape.n_grid) { /* row: the point, then the other axes, in mixed radix */
             row = x->point;
-            for (int g = 1; g < c->n_grid; g++) row = row * c->grid[g].n + x->grid_index[g];
+            for (int g = 1; g < c->shape.n_grid; g++) row = row * c->shape.grid[g].n + x->grid_index[g];
             lab = rl[row];
             if (S->n_points > 1) len = snprintf(lab, 168, "%s", x->point_name);
-            for (int g = 1; g < c->n_grid; g++)
-                len += snprintf(lab + len, 168 - (size_t)len, "%s%s %g", len ? ", " : "", keys[c->grid[g].key],
-                                c->grid[g].values[x->grid_index[g]]);
+            for (int g = 1; g < c->shape.n_grid; g++)
+                len += snprintf(lab + len, 168 - (size_t)len, "%s%s %g", len ? ", " : "", keys[c->shape.grid[g].key],
+                                c->shape.grid[g].values[x->grid_index[g]]);
             if (!len) snprintf(lab, 168, "all");
-            snprintf(cl[col], 64, "%s %g", keys[c->grid[0].key], c->grid[0].values[col]);
+            snprintf(cl[col], 64, "%s %g", keys[c->shape.grid[0].key], c->shape.grid[0].values[col]);
         } else {
             snprintf(rl[0], 168, "all");
             snprintf(cl[col], 64, "%s", x->point_name);
@@ -282,10 +278,10 @@ static da_status heatmaps(const task_study *S) {
     }
     for (int r = 0; r < n_rows; r++) rows[r] = rl[r];
     for (int j = 0; j < n_cols; j++) cols[j] = cl[j];
-    const int base = task_baseline_slot(c);
-    const char *xlabel = c->n_grid ? keys[c->grid[0].key] : "task point", *ylabel = n_rows > 1 ? "cell" : "";
+    const int base = da_study_baseline_slot(&c->shape);
+    const char *xlabel = c->shape.n_grid ? keys[c->shape.grid[0].key] : "task point", *ylabel = n_rows > 1 ? "cell" : "";
     for (int pass = base >= 0 ? 0 : 1; pass < 2 && !st.code; pass++) /* pass 0: the baseline's rates first */
-        for (int a = 0; a < c->n_archs && !st.code; a++) {
+        for (int a = 0; a < c->shape.n_archs && !st.code; a++) {
             if (pass == 0 && a != base) continue;
             for (int i = 0; i < S->n_cells; i++) {
                 cell_stats cs;
@@ -296,8 +292,8 @@ static da_status heatmaps(const task_study *S) {
             }
             if (pass == 0) continue;
             char path[4300], title[200];
-            const char *label = task_arch_label(c, a);
-            snprintf(path, sizeof path, "%s/success_%s.png", c->study.out_dir, task_arch_name(c, a));
+            const char *label = da_study_column_label(&c->shape, a);
+            snprintf(path, sizeof path, "%s/success_%s.png", c->shape.study.out_dir, da_study_column_name(&c->shape, a));
             snprintf(title, sizeof title, "%s: seeds reaching 90%% answer accuracy (rate; k/n, mean final accuracy)", label);
             st = da_plot_heatmap(path, title, xlabel, ylabel, rows, n_rows, cols, n_cols, v, np, 0, 1, 0);
             if (st.code || base < 0 || a == base) continue;
@@ -309,7 +305,7 @@ static da_status heatmaps(const task_study *S) {
                 v[at[i]] -= base_v[at[i]];
                 snprintf(notes[at[i]], 48, "%s (p %.2g)", vd.verdict, vd.p_fisher);
             }
-            snprintf(path, sizeof path, "%s/success_%s_vs_softmax.png", c->study.out_dir, task_arch_name(c, a));
+            snprintf(path, sizeof path, "%s/success_%s_vs_softmax.png", c->shape.study.out_dir, da_study_column_name(&c->shape, a));
             snprintf(title, sizeof title, "%s minus softmax: learned rate (verdict, Fisher p)", label);
             st = da_plot_heatmap(path, title, xlabel, ylabel, rows, n_rows, cols, n_cols, v, np, -1, 1, 1);
         }
@@ -321,7 +317,7 @@ static da_status heatmaps(const task_study *S) {
 
 enum { ORDER_MEAN, ORDER_BEST, ORDER_WORST, ORDER_GROUPED, ORDER_ALTERNATING, ORDER_MARGIN, N_ORDER };
 
-/* The report's metrics and what its hooks need. */
+/* The report's metrics and what its parts need. */
 typedef struct {
     const task_study *S;
     double wall_s;
@@ -384,9 +380,9 @@ static void write_md_orders(FILE *fp, const report *r) {
             report_mean_sd(r, k->order0 + ORDER_MARGIN, p, base, &bm, &bsd);
             report_mean_sd(r, k->order0 + ORDER_GROUPED, p, base, &bg, &bgsd);
         }
-        for (int a = 0; a < c->n_archs; a++) {
+        for (int a = 0; a < c->shape.n_archs; a++) {
             double m[6], sd[6];
-            fprintf(fp, "| %s | %s |", S->cells[p].name, task_arch_label(c, a));
+            fprintf(fp, "| %s | %s |", S->cells[p].name, da_study_column_label(&c->shape, a));
             for (int i = 0; i < 6; i++) {
                 report_mean_sd(r, k->order0 + cols[i], p, a, &m[i], &sd[i]);
                 fprintf(fp, " %.3f ± %.3f |", m[i], sd[i]);
@@ -395,8 +391,8 @@ static void write_md_orders(FILE *fp, const report *r) {
             else if (base < 0) fprintf(fp, " no softmax baseline listed | – |\n");
             else {
                 char v1[64], v2[64];
-                da_verdict_spread(v1, sizeof v1, task_arch_label(c, a), c->seeds, m[3], sd[3], bm, bsd, 0.0005);
-                da_verdict_spread(v2, sizeof v2, task_arch_label(c, a), c->seeds, m[4], sd[4], bg, bgsd, 0.0005);
+                da_verdict_spread(v1, sizeof v1, da_study_column_label(&c->shape, a), c->shape.seeds, m[3], sd[3], bm, bsd, 0.0005);
+                da_verdict_spread(v2, sizeof v2, da_study_column_label(&c->shape, a), c->shape.seeds, m[4], sd[4], bg, bgsd, 0.0005);
                 fprintf(fp, " %s | %s |\n", v1, v2);
             }
         }
@@ -430,10 +426,10 @@ static void write_md(FILE *fp, const report *r) {
         if (S->n_cells > 1) fprintf(fp, "### %s\n\n", S->cells[p].name);
         report_table(fp, r, p);
         int n = 0;
-        for (int a = 0; a < c->n_archs; a++) {
+        for (int a = 0; a < c->shape.n_archs; a++) {
             if (!task_has_lambda(c, a)) continue;
             const task_run *r0 = study_run(S, p, a, 0);
-            fprintf(fp, "%s %s", n++ ? ";" : "\nλ per layer at the end of training (first seed):", task_arch_label(c, a));
+            fprintf(fp, "%s %s", n++ ? ";" : "\nλ per layer at the end of training (first seed):", da_study_column_label(&c->shape, a));
             for (int l = 0; l < S->cells[p].layers && l < TASK_MAX_LAYERS; l++)
                 fprintf(fp, "%s%.3f", l ? ", " : " ", r0->lambda[r0->n_evals - 1][l]);
         }
@@ -461,7 +457,7 @@ static void json_head(FILE *fp, const report *r) {
     const da_task_compare_config *c = k->S->c;
     fprintf(fp, "\"task\":\"%s\",\"dim\":%d,\"layers\":%d,\"diff_heads\":%d,\"batch\":%d,\"steps\":%ld,\"lr\":%g,"
                 "\"seeds\":%d,\"eval_seqs\":%d,\"eval_every\":%d,\"wall_seconds\":%.1f,",
-            da_task_name(c->task.kind), c->dim, c->layers, c->heads, c->batch, c->steps, (double)c->lr, c->seeds,
+            da_task_name(c->task.kind), c->shape.dim, c->shape.layers, c->shape.heads, c->shape.batch, c->shape.steps, (double)c->lr, c->shape.seeds,
             c->eval_seqs, c->eval_every, k->wall_s);
 }
 
@@ -478,11 +474,11 @@ static void json_cell(FILE *fp, const report *r, int p) {
         fprintf(fp, "\"entities\":%d,\"attributes\":%d,\"context_pairs\":%d,\"memory_share\":%g,\"cf_episodes\":%d,",
                 t->entities, t->attributes, t->context_pairs, t->memory_share, c->cf_episodes);
     fprintf(fp, "\"learned\":{");
-    for (int a = 0; a < c->n_archs; a++) {
+    for (int a = 0; a < c->shape.n_archs; a++) {
         cell_stats cs;
         stats_of(S, p, a, &cs);
         fprintf(fp, "%s\"%s\":{\"seeds\":%d,\"reached_90\":%d,\"wilson_95\":[%.4f,%.4f],\"median_steps_to_90\":",
-                a ? "," : "", task_arch_name(c, a), cs.n, cs.k, cs.lo, cs.hi);
+                a ? "," : "", da_study_column_name(&c->shape, a), cs.n, cs.k, cs.lo, cs.hi);
         da_json_number(fp, "%.0f", cs.median90);
         fprintf(fp, ",\"final_accuracy_mean\":%.4f,\"final_accuracy_sd\":%.4f}", cs.acc_mean, cs.acc_sd);
     }
@@ -553,30 +549,30 @@ static da_status figures(const report *rep) {
         double x[TASK_MAX_EVALS], y[DA_COMPARE_MAX_ARCHS][3][TASK_MAX_EVALS];
         const int n = (*study_run(S, p, 0, 0)).n_evals;
         da_series s[DA_COMPARE_MAX_ARCHS];
-        for (int a = 0; a < c->n_archs; a++) {
+        for (int a = 0; a < c->shape.n_archs; a++) {
             for (int i = 0; i < n; i++) {
                 double v[TASK_MAX_SEEDS], m, sd;
-                for (int k = 0; k < c->seeds; k++) v[k] = (*study_run(S, p, a, k)).acc[i];
-                da_mean_sd(v, c->seeds, &m, &sd);
+                for (int k = 0; k < c->shape.seeds; k++) v[k] = (*study_run(S, p, a, k)).acc[i];
+                da_mean_sd(v, c->shape.seeds, &m, &sd);
                 x[i] = (double)(*study_run(S, p, 0, 0)).step[i];
                 y[a][0][i] = m, y[a][1][i] = fmax(m - sd, 0), y[a][2][i] = fmin(m + sd, 1); /* accuracies */
             }
         }
         const double *lo[DA_COMPARE_MAX_ARCHS], *hi[DA_COMPARE_MAX_ARCHS];
-        for (int a = 0; a < c->n_archs; a++) {
-            s[a] = (da_series){task_arch_label(c, a), x, y[a][0], n};
-            lo[a] = c->seeds > 1 ? y[a][1] : NULL, hi[a] = c->seeds > 1 ? y[a][2] : NULL;
+        for (int a = 0; a < c->shape.n_archs; a++) {
+            s[a] = (da_series){da_study_column_label(&c->shape, a), x, y[a][0], n};
+            lo[a] = c->shape.seeds > 1 ? y[a][1] : NULL, hi[a] = c->shape.seeds > 1 ? y[a][2] : NULL;
         }
         report_figure(rep, "accuracy", p, path, sizeof path, NULL, 0);
         snprintf(title, sizeof title, "%s (%s): held-out answer accuracy%s", da_task_name(c->task.kind), pts[p].name,
-                 c->seeds > 1 ? ", mean ± sd over seeds" : "");
-        st = da_plot_lines_band(path, title, "step", "answer accuracy", s, lo, hi, c->n_archs);
+                 c->shape.seeds > 1 ? ", mean ± sd over seeds" : "");
+        st = da_plot_lines_band(path, title, "step", "answer accuracy", s, lo, hi, c->shape.n_archs);
     }
     if (st.code) return st;
     /* steps to 90% against difficulty (the sweep point's index); NAN where a seed did not reach it */
     double px[TASK_MAX_CELLS], py[DA_COMPARE_MAX_ARCHS][TASK_MAX_CELLS];
     da_series s90[DA_COMPARE_MAX_ARCHS];
-    for (int a = 0; a < c->n_archs; a++) {
+    for (int a = 0; a < c->shape.n_archs; a++) {
         for (int p = 0; p < n_pts; p++) { /* the mean when every seed reached 90% */
             cell_stats cs;
             double sd;
@@ -584,18 +580,18 @@ static da_status figures(const report *rep) {
             da_mean_sd(cs.steps90, cs.n, &py[a][p], &sd);
             px[p] = p, py[a][p] = cs.k == cs.n ? py[a][p] : NAN;
         }
-        s90[a] = (da_series){task_arch_label(c, a), px, py[a], n_pts};
+        s90[a] = (da_series){da_study_column_label(&c->shape, a), px, py[a], n_pts};
     }
-    snprintf(path, sizeof path, "%s/steps_to_90.png", c->study.out_dir);
+    snprintf(path, sizeof path, "%s/steps_to_90.png", c->shape.study.out_dir);
     if ((st = da_plot_lines(path, "Steps to 90% answer accuracy by sweep point (report.md lists them)",
-                            "sweep point", "steps", s90, c->n_archs)).code)
+                            "sweep point", "steps", s90, c->shape.n_archs)).code)
         return st;
     static const int orders[5] = {ORDER_MEAN, ORDER_BEST, ORDER_WORST, ORDER_GROUPED, ORDER_ALTERNATING};
     int om[5];
     for (int i = 0; i < 5; i++) om[i] = k->order0 + orders[i];
     for (int p = 0; p < n_pts && c->task.kind == DA_TASK_ICL && !st.code; p++) { /* the seed means of the order figures */
         snprintf(title, sizeof title, "Accuracy by demo order, %s (mean over episodes%s)", pts[p].name,
-                 c->seeds > 1 ? " and seeds" : "");
+                 c->shape.seeds > 1 ? " and seeds" : "");
         st = report_bars(rep, p, "permutation_margin", title, "accuracy", NULL, om, 5);
     }
     if (st.code || (st = heatmaps(S)).code || (st = task_lengths_heatmaps(S)).code) return st;
@@ -612,9 +608,25 @@ static da_status figures(const report *rep) {
         snprintf(lnames[l], sizeof lnames[l], "layer %d", l);
         ls[l] = (da_series){lnames[l], lx, ly[l], r->n_evals};
     }
-    snprintf(path, sizeof path, "%s/lambda.png", c->study.out_dir);
+    snprintf(path, sizeof path, "%s/lambda.png", c->shape.study.out_dir);
     snprintf(title, sizeof title, "DIFF lambda per layer during training (%s, first seed)", pts[0].name);
     return da_plot_lines(path, title, "step", "lambda", ls, L);
+}
+
+/* The report's files in order, each part from this file: report.json (its
+ * head, the cells with their runs, its tail), the figures, report.md. */
+static da_status write_files(const report *r) {
+    report_json j;
+    da_status st = report_json_open(&j, r);
+    if (st.code) return st;
+    json_head(j.fp, r);
+    report_json_cells(&j, r, json_cell, json_run);
+    json_tail(j.fp, r);
+    if ((st = report_json_save(&j, r)).code || (st = figures(r)).code) return st;
+    da_atomic_file md;
+    if ((st = report_md_open(&md, r)).code) return st;
+    write_md(md.fp, r);
+    return report_md_save(&md);
 }
 
 da_status task_write_report(const task_study *S, double wall_s) {
@@ -626,14 +638,13 @@ da_status task_write_report(const task_study *S, double wall_s) {
         return da_errorf("out of memory for the report");
     }
     for (int i = 0; i < S->n_cells; i++) cell_names[i] = S->cells[i].name;
-    report r = {.out_dir = c->study.out_dir, .n_cells = S->n_cells, .n_archs = c->n_archs, .seeds = c->seeds,
-                .seed0 = c->seed0, .cell_names = cell_names, .base = task_baseline_slot(c), .runs = S->runs,
-                .run_size = sizeof *S->runs, .ctx = k, .json_head = json_head, .json_cell = json_cell,
-                .json_run = json_run, .json_tail = json_tail, .markdown = write_md, .figures = figures};
-    for (int a = 0; a < c->n_archs; a++) r.names[a] = task_arch_name(c, a), r.labels[a] = task_arch_label(c, a);
+    report r = {.out_dir = c->shape.study.out_dir, .n_cells = S->n_cells, .n_archs = c->shape.n_archs, .seeds = c->shape.seeds,
+                .seed0 = c->seed0, .cell_names = cell_names, .base = da_study_baseline_slot(&c->shape), .runs = S->runs,
+                .run_size = sizeof *S->runs, .ctx = k};
+    for (int a = 0; a < c->shape.n_archs; a++) r.names[a] = da_study_column_name(&c->shape, a), r.labels[a] = da_study_column_label(&c->shape, a);
     k->S = S, k->wall_s = wall_s;
     metrics_of(k, &r);
-    da_status st = report_write(&r);
+    da_status st = write_files(&r);
     free(k), free(cell_names);
     return st;
 }

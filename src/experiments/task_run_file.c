@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "experiments/task_study.h"
-#include "experiments/study.h"
+#include "study/study.h"
 
 da_status task_run_save(const char *path, const char *key, const task_run *r) {
     return study_result_save(path, "DASTUDY2", key, r, sizeof *r, NULL, 0);

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "diffattn/experiments.h"
+#include "experiments/compare.h"
 #include "eval/outliers.h"
 
 enum { TASK_MAX_EVALS = 512, TASK_MAX_LAYERS = 16, TASK_MAX_CELLS = 256, TASK_MAX_SEEDS = 64 };
@@ -65,16 +65,6 @@ typedef struct {
     task_run *runs; /* (n_cells, n_archs, seeds) */
 } task_study;
 
-/* A task as a data source (task_source.c): its settings and held-out set. */
-struct da_task_source {
-    da_task_config task;
-    int point;                   /* the sweep point: the stream and the held-out set follow it */
-    int n, T, answers;           /* held-out sequences, their length, the answer positions in them */
-    int *tokens, *targets, *src; /* (n, T) the held-out set; src as da_task_sample gives it */
-    int *scratch;                /* (2, T) a window of the stream that another rank keeps */
-};
-/* da_task_source_create with the held-out set drawn from seed. */
-da_status task_source_new(da_task_source **out, const da_task_config *t, int point, int n_held_out, uint64_t seed);
 
 /* The report's table of the columns' parameters and training FLOPs per token
  * (task_columns.c): markdown, and ,"columns":[...] inside report.json's object. */
@@ -92,19 +82,13 @@ int task_eval_lengths(const da_task_compare_config *c, int *out);
 /* The cells of c (validated settings); *n_points: the task sweep points. */
 da_status task_cells(const da_task_compare_config *c, task_cell **cells, int *n_cells, int *n_points);
 static inline task_run *study_run(const task_study *s, int cell, int arch, int seed) {
-    return &s->runs[((size_t)cell * s->c->n_archs + arch) * s->c->seeds + seed];
+    return &s->runs[((size_t)cell * s->c->shape.n_archs + arch) * s->c->shape.seeds + seed];
 }
-/* The slot of the plain baseline (no window, no options): what the verdicts
- * judge against; -1 when not listed. */
-int task_baseline_slot(const da_task_compare_config *c);
 /* 1 when slot a's architecture has one lambda per layer (da_model_lambda),
  * which the runs record during training. */
 int task_has_lambda(const da_task_compare_config *c, int a);
 /* The first plain slot with a lambda per layer (the lambda figure's), or -1. */
 int task_lambda_slot(const da_task_compare_config *c);
-/* Architecture a's name in files ("swa" for softmax with c->windows[a]) and in reports ("SWA"). */
-const char *task_arch_name(const da_task_compare_config *c, int a);
-const char *task_arch_label(const da_task_compare_config *c, int a);
 /* The threshold whose reaching counts as learning the task. */
 #define TASK_SUCCESS 0.9
 

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "diffattn/model.h"
-#include "experiments/arch_column.h"
+#include "study/arch_column.h"
 
 /* the paper's ablations, and the RoPE scaling a column trains and is evaluated with (at every length) */
 static const char *const OPTION_FLAGS[] = {"head-norm", "lambda-init", "rope-scaling", "rope-factor", NULL};

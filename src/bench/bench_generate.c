@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "experiments/bench_generate.h"
+#include "bench/bench.h"
 #include "ops/qblock.h"
 
 static int argmax(const float *x, int n) {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "experiments/study.h"
+#include "study/study.h"
 #include "io/atomic_file.h"
 #include "io/run_lock.h"
 #include "diffattn/formats.h"

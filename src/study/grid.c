@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/grid.h"
+#include "study/grid.h"
 
 const char *const DA_GRID_KEY_NAMES[DA_GRID_N_KEYS] = {"heads", "dim", "layers", "lr", "batch"};
 

@@ -1,9 +1,9 @@
 /* The counterfactual task: contextual faithfulness without a judge (see
- * diffattn/experiments.h and docs/tasks.md). */
+ * tasks.h and docs/tasks.md). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/tasks.h"
+#include "tasks/tasks.h"
 
 static int uniform(da_rng *r, int n) { return (int)(da_rng_next(r) % (uint64_t)n); }
 

@@ -1,6 +1,6 @@
 /* compare's --match-params: every column at the largest column's parameter
- * count, by widening its SwiGLU FFN (diffattn/experiments.h). */
-#include "diffattn/experiments.h"
+ * count, by widening its SwiGLU FFN (arch_column.h). */
+#include "study/arch_column.h"
 
 void da_match_params(da_config *cfgs, int n) {
     size_t most = 0;

@@ -5,7 +5,10 @@
 #ifndef DA_ARCH_COLUMN_H
 #define DA_ARCH_COLUMN_H
 
-#include "diffattn/experiments.h"
+#include "diffattn/model.h"
+#include "study/study.h"
+
+#define DA_COLUMN_NAME_MAX 48 /* a column token of --archs: "diff:lambda-init=0.5:head-norm=off" */
 
 /* The flags a column may set: the model options of the paper's ablations. */
 #define ARCH_COLUMN_OPTIONS \
@@ -31,5 +34,11 @@ const char *da_arch_column_label(da_arch arch, int window, const char *column);
 /* The slot of the plain baseline (no window, no options) among columns, or
  * -1: what every report's verdicts are against. */
 int da_arch_baseline_slot(const da_arch *archs, const int *windows, const char (*columns)[DA_COLUMN_NAME_MAX], int n);
+
+/* --match-params: widens the SwiGLU FFN (ffn_hidden) of each of the n
+ * configurations to the width whose parameter count is nearest the largest
+ * one's (within 3 dim n_layers / 2 parameters, far inside 1% at any useful
+ * width); the largest keeps its own. */
+void da_match_params(da_config *cfgs, int n);
 
 #endif

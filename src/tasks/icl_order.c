@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/tasks.h"
+#include "tasks/tasks.h"
 
 void da_icl_order_summary(const double *acc, int episodes, int perms, da_icl_order_result *r) {
     memset(r, 0, sizeof *r);

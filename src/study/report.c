@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/plot.h"
-#include "experiments/report.h"
-#include "experiments/stats.h"
+#include "study/plot.h"
+#include "study/report.h"
+#include "study/stats.h"
 #include "io/atomic_file.h"
 
 enum { NA = DA_COMPARE_MAX_ARCHS, MAX_SERIES_POINTS = 64 };
@@ -123,13 +123,21 @@ da_status report_lines(const report *r, int cell, const char *stem, const char *
     return da_plot_lines(path, title, xlabel, ylabel, s, ns);
 }
 
-static void write_json(FILE *fp, const report *r) {
-    fprintf(fp, "{");
-    if (r->json_head) r->json_head(fp, r);
+da_status report_json_open(report_json *j, const report *r) {
+    *j = (report_json){0};
+    j->fp = open_memstream(&j->text, &j->n);
+    if (!j->fp) return da_errorf("%s/report.json: out of memory", r->out_dir);
+    fprintf(j->fp, "{");
+    return da_ok();
+}
+
+void report_json_cells(const report_json *j, const report *r, void (*cell)(FILE *fp, const report *r, int cell),
+                       void (*run)(FILE *fp, const report *r, int cell, int arch, int seed)) {
+    FILE *fp = j->fp;
     fprintf(fp, "\"cells\":[");
     for (int i = 0; i < r->n_cells; i++) {
         fprintf(fp, "%s{\"name\":\"%s\",", i ? "," : "", r->cell_names[i]);
-        if (r->json_cell) r->json_cell(fp, r, i);
+        if (cell) cell(fp, r, i);
         fprintf(fp, "\"archs\":{");
         for (int a = 0; a < r->n_archs; a++) {
             fprintf(fp, "%s\"%s\":[", a ? "," : "", r->names[a]);
@@ -141,7 +149,7 @@ static void write_json(FILE *fp, const report *r) {
                     fprintf(fp, ",\"%s\":", x->key);
                     da_json_number(fp, x->jfmt ? x->jfmt : x->fmt, report_value(r, m, i, a, s));
                 }
-                if (r->json_run) r->json_run(fp, r, i, a, s);
+                if (run) run(fp, r, i, a, s);
                 fprintf(fp, "}");
             }
             fprintf(fp, "]");
@@ -149,26 +157,26 @@ static void write_json(FILE *fp, const report *r) {
         fprintf(fp, "}}");
     }
     fprintf(fp, "]");
-    if (r->json_tail) r->json_tail(fp, r);
-    fprintf(fp, "}\n");
 }
 
-da_status report_write(const report *r) {
+da_status report_json_save(report_json *j, const report *r) {
     char path[4300];
-    da_atomic_file af;
     snprintf(path, sizeof path, "%s/report.json", r->out_dir);
-    char *json = NULL; /* written whole, then without bare nan or inf */
-    size_t json_n = 0;
-    FILE *ms = open_memstream(&json, &json_n);
-    if (!ms) return da_errorf("%s: out of memory", path);
-    write_json(ms, r);
-    da_status st = fclose(ms) ? da_errorf("%s: out of memory", path) : da_atomic_open(&af, path);
-    if (!st.code) st = da_json_write_finite(af.fp, json) ? da_atomic_fail(&af, errno ? errno : EIO) : da_atomic_commit(&af);
-    free(json);
-    if (!st.code && r->figures) st = r->figures(r);
-    if (st.code) return st;
-    snprintf(path, sizeof path, "%s/report.md", r->out_dir);
-    if ((st = da_atomic_open(&af, path)).code) return st;
-    r->markdown(af.fp, r);
-    return da_atomic_commit(&af);
+    fprintf(j->fp, "}\n");
+    da_status st = fclose(j->fp) ? da_errorf("%s: out of memory", path) : da_ok();
+    j->fp = NULL;
+    da_atomic_file af;
+    if (!st.code) st = da_atomic_open(&af, path);
+    if (!st.code) st = da_json_write_finite(af.fp, j->text) ? da_atomic_fail(&af, errno ? errno : EIO) : da_atomic_commit(&af);
+    free(j->text);
+    j->text = NULL;
+    return st;
 }
+
+da_status report_md_open(da_atomic_file *md, const report *r) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/report.md", r->out_dir);
+    return da_atomic_open(md, path);
+}
+
+da_status report_md_save(da_atomic_file *md) { return da_atomic_commit(md); }

@@ -7,7 +7,21 @@
 
 #include <stdint.h>
 
-#include "diffattn/experiments.h"
+#include "diffattn/train.h" /* DA_INTERRUPTED, da_refuse_existing */
+
+/* The most columns (architectures, with options) a study trains side by side. */
+#define DA_COMPARE_MAX_ARCHS 8
+
+typedef struct {
+    const char *out_dir;
+    int jobs;    /* 1: the runs one after another in this process; N: N single-thread processes at a time */
+    int argc;    /* jobs > 1: the command line (without the program) that names this study; each process */
+    char **argv; /* runs it with --run-index K --quiet --threads 1 and dies with the study */
+    int quiet;
+    int force;  /* replace a study already in out_dir (its runs/ is removed) */
+    int resume; /* continue the study in out_dir: runs with a valid result file are kept */
+    volatile int *stop; /* non-zero: return DA_INTERRUPTED (the run in training is lost; finished ones are kept) */
+} da_study_opts;
 
 /* Run k of a study of n_cells x n_archs x seeds: its cell, architecture
  * and seed (the architecture varies fastest, then the seed). */

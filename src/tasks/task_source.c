@@ -1,6 +1,6 @@
 /* A synthetic task as a data source of the training loop: the generated
  * stream, the held-out set, the answer score; and its file in a run folder,
- * from which `train --resume` and `eval` rebuild it (see diffattn/experiments.h). */
+ * from which `train --resume` and `eval` rebuild it (see tasks.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "data/shard.h"
-#include "experiments/task_study.h"
+#include "tasks/tasks.h"
 #include "io/atomic_file.h"
 #include "diffattn/formats.h"
 
@@ -38,9 +38,7 @@ static void held_out(void *self, long i, long n, int T, int *tokens, int *target
 }
 
 da_data_source da_task_source_of(da_task_source *s) {
-    /* RULER's tasks score an episode (all of its answer tokens) as one */
-    return (da_data_source){s, s->task.vocab, s->T, s->n, stream_seed, next, held_out,
-                            da_task_is_ruler(s->task.kind) ? da_score_episodes : da_score_argmax};
+    return (da_data_source){s, s->task.vocab, s->T, s->n, stream_seed, next, held_out, da_task_score(s->task.kind)};
 }
 
 da_status da_task_source_create(da_task_source **out, const da_task_config *t, int point, int n_held_out) {

@@ -8,7 +8,7 @@
 
 #include "core/clock.h"
 #include "attn/variant.h"
-#include "experiments/bench.h"
+#include "bench/bench.h"
 #include "ops/ops.h"
 #include "core/profile.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/tasks.h"
+#include "tasks/tasks.h"
 
 void da_ruler_layout_of(int vocab, da_ruler_layout *l) {
     const int k = vocab > DA_RULER_RESERVED ? (vocab - DA_RULER_RESERVED) / 4 : 0;

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "experiments/plot.h"
+#include "study/plot.h"
 
 /* the first four: tab10's; then four more for the ablation columns (compare --archs diff:head-norm=off ...) */
 static const double COLORS[][3] = {{0.12, 0.47, 0.71}, {1.0, 0.50, 0.05}, {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16},

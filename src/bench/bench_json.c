@@ -3,7 +3,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
-#include "diffattn/experiments.h"
+#include "bench/bench.h"
 #include "io/json_out.h"
 
 char *da_bench_json(const char *bench, const char *kernel, const da_config *c, int batch, int seq, const da_exec *x,

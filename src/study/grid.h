@@ -7,7 +7,23 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "diffattn/experiments.h"
+#include "diffattn/core.h"
+
+/* combination of the axes' values is a cell, the last axis varying fastest;
+ * plain compare and compare --task read it alike. */
+typedef enum { DA_GRID_HEADS = 0, DA_GRID_DIM, DA_GRID_LAYERS, DA_GRID_LR, DA_GRID_BATCH, DA_GRID_N_KEYS } da_grid_key;
+#define DA_GRID_MAX_VALUES 8
+
+typedef struct {
+    da_grid_key key;
+    int n;
+    double values[DA_GRID_MAX_VALUES];
+} da_grid_axis;
+
+/* "heads=1,2,4 dim=64,128 lr=1e-3,3e-3" (axes separated by spaces or
+ * semicolons; keys heads, dim, layers, lr, batch) into grid (DA_GRID_N_KEYS
+ * long) and *n_grid. */
+da_status da_grid_parse(const char *spec, da_grid_axis *grid, int *n_grid);
 
 extern const char *const DA_GRID_KEY_NAMES[DA_GRID_N_KEYS]; /* "heads", "dim", "layers", "lr", "batch" */
 

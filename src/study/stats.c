@@ -6,7 +6,7 @@
 
 #include "diffattn/core.h"
 #include "diffattn/rng.h"
-#include "experiments/stats.h"
+#include "study/stats.h"
 
 void da_mean_sd(const double *x, int n, double *mean, double *sd) {
     double s = 0, ss = 0;

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/tasks.h"
+#include "tasks/tasks.h"
 
 void da_task_config_default(da_task_config *c, da_task_kind kind) {
     memset(c, 0, sizeof *c);
@@ -37,61 +37,6 @@ void da_task_config_default(da_task_config *c, da_task_kind kind) {
     c->hops = 4;
     c->cw_ratio = 6; /* RULER's cwe below 4K: common words 6 times, the others once */
     if (da_task_is_ruler(kind)) c->seq = 256, c->vocab = 256, c->noise = 0;
-}
-
-static const char *const TASK_NAMES[DA_TASK_N_KINDS] = {
-    "mqar", "noisy-recall", "icl", "counterfactual", "niah", "niah-multikey", "niah-multivalue", "niah-multiquery",
-    "vt", "cwe"};
-
-const char *da_task_name(da_task_kind k) { return k >= 0 && k < DA_TASK_N_KINDS ? TASK_NAMES[k] : "unknown"; }
-
-int da_task_parse(const char *s, da_task_kind *out) {
-    for (int k = 0; k < DA_TASK_N_KINDS; k++)
-        if (!strcmp(s, TASK_NAMES[k])) {
-            *out = (da_task_kind)k;
-            return 0;
-        }
-    return -1;
-}
-
-da_status da_task_validate(const da_task_config *c) {
-    if (c->interleave != 0 && (c->interleave != 1 || c->kind != DA_TASK_NIAH_MULTIQUERY))
-        return da_errorf("%s: interleave %d (--interleave) applies to niah-multiquery only, and is 0 or 1",
-                         da_task_name(c->kind), c->interleave);
-    if (c->kind == DA_TASK_COUNTERFACTUAL) return da_cf_validate(c);
-    if (da_task_is_ruler(c->kind)) return da_ruler_validate(c, da_task_name(c->kind));
-    if (c->kind == DA_TASK_ICL) {
-        if (c->demos < 1 || c->demos > DA_ICL_MAX_DEMOS)
-            return da_errorf("icl: demos %d must lie in 1..%d", c->demos, DA_ICL_MAX_DEMOS);
-        if (c->seq != 2 * c->demos + 2)
-            return da_errorf("icl: seq %d must be 2 demos + 2 = %d (the demos' pairs, then the query and its label)",
-                             c->seq, 2 * c->demos + 2);
-        if (c->classes < 2 || c->symbols < 2 || c->symbols > DA_ICL_MAX_SYMBOLS)
-            return da_errorf("icl: classes %d must be at least 2 and symbols %d in 2..%d", c->classes, c->symbols,
-                             DA_ICL_MAX_SYMBOLS);
-        if (c->symbols + c->classes > c->vocab)
-            return da_errorf("icl: vocab %d is smaller than symbols + classes = %d (labels follow the symbols)",
-                             c->vocab, c->symbols + c->classes);
-        return da_ok();
-    }
-    if (c->seq < 8 || c->seq % 2) return da_errorf("task: seq %d must be even and at least 8", c->seq);
-    if (c->kind == DA_TASK_MQAR) {
-        if (c->pairs < 1 || 4 * c->pairs > c->seq || c->pairs > 512)
-            return da_errorf("mqar: pairs %d must lie in 1..min(512, seq/4 = %d) (the queries need as many slots as the pairs)",
-                             c->pairs, c->seq / 4);
-        if (c->vocab / 2 - 1 < c->pairs || c->vocab - c->vocab / 2 < c->pairs)
-            return da_errorf("mqar: vocab %d has too few keys or values for %d distinct pairs (need vocab >= %d)",
-                             c->vocab, c->pairs, 2 * c->pairs + 2);
-        if (!(c->alpha > 0 && c->alpha <= 1))
-            return da_errorf("mqar: alpha %g must lie in (0, 1] (1: uniform gaps)", c->alpha);
-        return da_ok();
-    }
-    if (c->kind != DA_TASK_NOISY_RECALL) return da_errorf("task: unknown kind %d", (int)c->kind);
-    if (!(c->noise >= 0 && c->noise < 1)) return da_errorf("noisy-recall: noise %g must lie in [0, 1)", c->noise);
-    if (c->noise_vocab < 1 || c->vocab - c->noise_vocab < 4)
-        return da_errorf("noisy-recall: noise_vocab %d must lie in 1..vocab - 4 = %d (keys and values need the rest)",
-                         c->noise_vocab, c->vocab - 4);
-    return da_ok();
 }
 
 int da_task_is_noise(const da_task_config *c, int token) {
@@ -282,9 +227,103 @@ static int sample_icl(const da_task_config *c, da_rng *r, int *tok, int *tgt, in
     return 1;
 }
 
-int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src) {
-    if (c->kind == DA_TASK_ICL) return sample_icl(c, r, tokens, targets, src);
-    if (c->kind == DA_TASK_COUNTERFACTUAL) return da_cf_sample(c, r, tokens, targets, src);
-    if (da_task_is_ruler(c->kind)) return da_ruler_sample(c, r, tokens, targets, src);
-    return c->kind == DA_TASK_MQAR ? sample_mqar(c, r, tokens, targets, src) : sample_noisy(c, r, tokens, targets, src);
+/* ---------------------------------------------------------------- checks */
+
+static da_status validate_icl(const da_task_config *c) {
+    if (c->demos < 1 || c->demos > DA_ICL_MAX_DEMOS)
+        return da_errorf("icl: demos %d must lie in 1..%d", c->demos, DA_ICL_MAX_DEMOS);
+    if (c->seq != 2 * c->demos + 2)
+        return da_errorf("icl: seq %d must be 2 demos + 2 = %d (the demos' pairs, then the query and its label)",
+                         c->seq, 2 * c->demos + 2);
+    if (c->classes < 2 || c->symbols < 2 || c->symbols > DA_ICL_MAX_SYMBOLS)
+        return da_errorf("icl: classes %d must be at least 2 and symbols %d in 2..%d", c->classes, c->symbols,
+                         DA_ICL_MAX_SYMBOLS);
+    if (c->symbols + c->classes > c->vocab)
+        return da_errorf("icl: vocab %d is smaller than symbols + classes = %d (labels follow the symbols)",
+                         c->vocab, c->symbols + c->classes);
+    return da_ok();
 }
+
+/* mqar and noisy-recall: key-value slots of two tokens. */
+static da_status validate_slots(const da_task_config *c) {
+    if (c->seq < 8 || c->seq % 2) return da_errorf("task: seq %d must be even and at least 8", c->seq);
+    return da_ok();
+}
+
+static da_status validate_mqar(const da_task_config *c) {
+    da_status st = validate_slots(c);
+    if (st.code) return st;
+    if (c->pairs < 1 || 4 * c->pairs > c->seq || c->pairs > 512)
+        return da_errorf("mqar: pairs %d must lie in 1..min(512, seq/4 = %d) (the queries need as many slots as the pairs)",
+                         c->pairs, c->seq / 4);
+    if (c->vocab / 2 - 1 < c->pairs || c->vocab - c->vocab / 2 < c->pairs)
+        return da_errorf("mqar: vocab %d has too few keys or values for %d distinct pairs (need vocab >= %d)",
+                         c->vocab, c->pairs, 2 * c->pairs + 2);
+    if (!(c->alpha > 0 && c->alpha <= 1))
+        return da_errorf("mqar: alpha %g must lie in (0, 1] (1: uniform gaps)", c->alpha);
+    return da_ok();
+}
+
+static da_status validate_noisy(const da_task_config *c) {
+    da_status st = validate_slots(c);
+    if (st.code) return st;
+    if (!(c->noise >= 0 && c->noise < 1)) return da_errorf("noisy-recall: noise %g must lie in [0, 1)", c->noise);
+    if (c->noise_vocab < 1 || c->vocab - c->noise_vocab < 4)
+        return da_errorf("noisy-recall: noise_vocab %d must lie in 1..vocab - 4 = %d (keys and values need the rest)",
+                         c->noise_vocab, c->vocab - 4);
+    return da_ok();
+}
+
+static da_status validate_ruler(const da_task_config *c) { return da_ruler_validate(c, da_task_name(c->kind)); }
+
+/* ---------------------------------------------------------------- the tasks */
+
+/* A task is one row: its name, its checks, the generator of its data
+ * source's sequences (da_task_source), and the score of its held-out set. */
+typedef struct {
+    const char *name;
+    da_status (*validate)(const da_task_config *c);
+    int (*sample)(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src);
+    da_task_score_fn score;
+} task_row;
+
+/* In da_task_kind order. RULER's tasks score an episode (all of its answer tokens) as one. */
+static const task_row TASKS[DA_TASK_N_KINDS] = {
+    {"mqar", validate_mqar, sample_mqar, da_score_argmax},
+    {"noisy-recall", validate_noisy, sample_noisy, da_score_argmax},
+    {"icl", validate_icl, sample_icl, da_score_argmax},
+    {"counterfactual", da_cf_validate, da_cf_sample, da_score_argmax},
+    {"niah", validate_ruler, da_ruler_sample, da_score_episodes},
+    {"niah-multikey", validate_ruler, da_ruler_sample, da_score_episodes},
+    {"niah-multivalue", validate_ruler, da_ruler_sample, da_score_episodes},
+    {"niah-multiquery", validate_ruler, da_ruler_sample, da_score_episodes},
+    {"vt", validate_ruler, da_ruler_sample, da_score_episodes},
+    {"cwe", validate_ruler, da_ruler_sample, da_score_episodes},
+};
+
+static int known(da_task_kind k) { return k >= 0 && k < DA_TASK_N_KINDS; }
+
+const char *da_task_name(da_task_kind k) { return known(k) ? TASKS[k].name : "unknown"; }
+
+int da_task_parse(const char *s, da_task_kind *out) {
+    for (int k = 0; k < DA_TASK_N_KINDS; k++)
+        if (!strcmp(s, TASKS[k].name)) {
+            *out = (da_task_kind)k;
+            return 0;
+        }
+    return -1;
+}
+
+da_status da_task_validate(const da_task_config *c) {
+    if (!known(c->kind)) return da_errorf("task: unknown kind %d", (int)c->kind);
+    if (c->interleave != 0 && (c->interleave != 1 || c->kind != DA_TASK_NIAH_MULTIQUERY))
+        return da_errorf("%s: interleave %d (--interleave) applies to niah-multiquery only, and is 0 or 1",
+                         da_task_name(c->kind), c->interleave);
+    return TASKS[c->kind].validate(c);
+}
+
+int da_task_sample(const da_task_config *c, da_rng *r, int *tokens, int *targets, int *src) {
+    return TASKS[c->kind].sample(c, r, tokens, targets, src);
+}
+
+da_task_score_fn da_task_score(da_task_kind k) { return TASKS[k].score; }
