@@ -42,9 +42,14 @@ else
       [ "$(json "$TMP/slow.json" "r['$kind']['closed'] == 550 and r['$kind']['first_close_s'] > 9.5 and r['$kind']['last_close_s'] < 13")" = True ]
   done
 fi
-# a kept-alive connection has --request-timeout for its next request too
 out=$($HOSTILE raw "$PORT" 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n')
 check "a kept-alive connection stays open for its next request (got: $out)" [ "$out" = "200 OPEN" ]
+stop_server
+start_server short --model "$TMP/m.safetensors" --request-timeout 2 || { fail "the server starts"; finish; }
+out=$($HOSTILE raw "$PORT" 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n')
+check "a kept-alive connection is closed --request-timeout (2 s) after its answer (got: $out)" [ "$out" = "200 EOF" ]
+out=$($HOSTILE raw "$PORT" 'POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"content"')
+check "a body that stops short is closed unanswered after --request-timeout (got: $out)" [ "$out" = " EOF" ]
 stop_server
 
 # ---------------------------------------------------------------- request smuggling (RFC 9112 section 6.3)
