@@ -307,14 +307,14 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 
 /* poll(), not select(): no ceiling of FD_SETSIZE (1,024) descriptors. A thread
  * per connection, as a handler may wait for its job (api.c). addr NULL: no
- * listening socket, connections come through MHD_add_connection. */
+ * listening socket, connections come through MHD_add_connection, and no log. */
 static da_status start_daemon(srv *S, const struct sockaddr_in *addr) {
     da_status st = srv_conns_start(&S->conns, S->o.request_timeout_s);
     if (st.code) return st;
     struct MHD_OptionItem bind[] = {{addr ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END, 0, (void *)addr},
                                     {MHD_OPTION_END, 0, NULL}};
-    const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
-                           (addr ? 0 : MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC);
+    const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
+                           (addr ? MHD_USE_ERROR_LOG : MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC);
     S->mhd = MHD_start_daemon(flags, (uint16_t)S->o.port, NULL, NULL, handle, S, MHD_OPTION_ARRAY, bind,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)S->o.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
                               srv_conns_limit(), MHD_OPTION_NOTIFY_COMPLETED, completed, S,

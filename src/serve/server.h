@@ -89,7 +89,7 @@ void srv_top(const float *lsm, int V, int n, int *ids, float *lps);
 void srv_schedule(srv *S);
 /* http.c */
 da_status srv_http_start(srv *S);
-/* No listening socket: connections are given with MHD_add_connection (the HTTP fuzz target). */
+/* No listening socket, no log: connections are given with MHD_add_connection (the HTTP fuzz target). */
 da_status srv_http_start_unbound(srv *S);
 void srv_http_stop(srv *S);
 /* page.c: the chat page */

@@ -1,6 +1,6 @@
 /* Fuzz target: diffattn serve's HTTP layer (serve/http.c, conns.c, reply.c and
  * the endpoints behind them) on libmicrohttpd, fed raw bytes. The input is
- * what a client sends on one connection (a socket pair handed to the daemon);
+ * what a client sends on one connection (a loopback TCP pair handed to the daemon);
  * the harness then half-closes its end and reads until the server closes.
  *
  * The server has no model: its vocabulary is bytes (256 ids, a context of 64),
@@ -51,14 +51,33 @@ static int starts_with_status(const char *p, size_t n) {
     return n >= 13 && (!memcmp(p, "HTTP/1.1 ", 9) || !memcmp(p, "HTTP/1.0 ", 9)) && p[9] >= '1' && p[9] <= '5';
 }
 
+/* A connected pair of TCP sockets on the loopback: the client's end in *client. */
+static int tcp_pair(int *client, struct sockaddr_in *peer) {
+    static int listener = -1;
+    static struct sockaddr_in at;
+    if (listener < 0) {
+        listener = socket(AF_INET, SOCK_STREAM, 0);
+        memset(&at, 0, sizeof at);
+        at.sin_family = AF_INET;
+        at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t n = sizeof at;
+        if (listener < 0 || bind(listener, (struct sockaddr *)&at, sizeof at) || listen(listener, 16) ||
+            getsockname(listener, (struct sockaddr *)&at, &n))
+            abort();
+    }
+    *client = socket(AF_INET, SOCK_STREAM, 0);
+    if (*client < 0 || connect(*client, (struct sockaddr *)&at, sizeof at)) abort();
+    socklen_t n = sizeof *peer;
+    const int server_end = accept(listener, (struct sockaddr *)peer, &n);
+    if (server_end < 0) abort();
+    return server_end;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     srv *S = server();
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) abort();
     struct sockaddr_in peer;
-    memset(&peer, 0, sizeof peer);
-    peer.sin_family = AF_INET;
-    peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sv[1] = tcp_pair(&sv[0], &peer);
     if (MHD_add_connection(S->mhd, sv[1], (struct sockaddr *)&peer, sizeof peer) != MHD_YES) abort();
     /* written while answers are read, so that a large input never blocks on a full socket */
     size_t off = 0, n_out = 0, cap = 1 << 16;
