@@ -27,6 +27,8 @@ typedef struct {
     const char *api_key;        /* NULL: none; else every endpoint but / and /health needs "Authorization: Bearer K" */
     long max_body;              /* request bodies over this many bytes get 413 */
     int timeout_s;              /* an idle connection is closed after this many seconds */
+    int request_timeout_s;      /* a connection that has not sent a whole request this many seconds after
+                                   its accept (or its previous answer) is closed */
     int prefill_chunk;          /* prompt tokens fed to one slot between two decoding steps */
     volatile int *stop;         /* when *stop becomes non-zero (a signal handler may set it): refuse new
                                    requests, finish the running ones, return. NULL: run until an error */

@@ -19,6 +19,7 @@ da_serve_opts da_serve_opts_default(void) {
     o.parallel = 4;
     o.max_body = 1 << 20;
     o.timeout_s = 600;
+    o.request_timeout_s = 10;
     o.prefill_chunk = 64;
     return o;
 }
@@ -30,6 +31,8 @@ static da_status check_opts(const da_serve_opts *o) {
     if (o->ctx < 0) return da_errorf("serve: ctx %d must be >= 0 (0: the model's max_seq_len)", o->ctx);
     if (o->max_body < 64) return da_errorf("serve: max_body %ld is under 64 bytes", o->max_body);
     if (o->timeout_s < 1) return da_errorf("serve: timeout %d must be >= 1 second", o->timeout_s);
+    if (o->request_timeout_s < 1 || o->request_timeout_s > 86400)
+        return da_errorf("serve: request_timeout %d is out of range (1..86400 seconds)", o->request_timeout_s);
     if (o->prefill_chunk < 1) return da_errorf("serve: prefill_chunk %d must be >= 1", o->prefill_chunk);
     return da_ok();
 }

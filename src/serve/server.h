@@ -76,6 +76,7 @@ typedef struct {
     long tokens_in, tokens_out, decode_steps;
     double decode_tokens_per_s, t_start;
     struct MHD_Daemon *mhd;
+    struct srv_conns *conns; /* request deadlines (conns.c) */
 } srv;
 
 double srv_now(void);
@@ -88,6 +89,8 @@ void srv_top(const float *lsm, int V, int n, int *ids, float *lps);
 void srv_schedule(srv *S);
 /* http.c */
 da_status srv_http_start(srv *S);
+/* No listening socket, no log: connections are given with MHD_add_connection (the HTTP fuzz target). */
+da_status srv_http_start_unbound(srv *S);
 void srv_http_stop(srv *S);
 /* page.c: the chat page */
 extern const char srv_chat_page[];
