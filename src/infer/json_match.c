@@ -470,3 +470,13 @@ int da_json_min_left(const da_json_schema *s, const da_json_state *st) {
     }
     return best >= JS_INF ? -1 : (int)best;
 }
+
+int da_json_in_string(const da_json_schema *s, const da_json_state *st, int *count, int *min, int *max) {
+    if (st->n_alts != 1 || !st->alt[0].depth) return 0;
+    const da_json_frame *f = &st->alt[0].f[st->alt[0].depth - 1];
+    if (f->kind != K_STR || (f->phase & ~STR_KEY) != STR_TEXT) return 0;
+    const js_node *n = js_node_at(s, f->node);
+    int key = f->phase & STR_KEY;
+    *count = (int)f->count, *min = key ? 0 : n->min_len, *max = key ? -1 : n->max_len;
+    return 1;
+}

@@ -75,6 +75,10 @@ int da_json_closed(const da_json_schema *s, const da_json_state *st);
 /* The fewest bytes that complete a valid answer from here (0 when done); -1 when dead. */
 int da_json_min_left(const da_json_schema *s, const da_json_state *st);
 
+/* 1 when the text is inside a string's characters (no escape or UTF-8 sequence open) in the one
+ * alternative: *count its characters so far, *min and *max its limits (max -1: none). */
+int da_json_in_string(const da_json_schema *s, const da_json_state *st, int *count, int *min, int *max);
+
 /* The vocabulary as byte strings, in a trie, for masks over every token at once. */
 typedef struct da_token_mask da_token_mask;
 /* bytes[i], len[i]: token i's bytes (len 0: a token that is never allowed, e.g. BOS);
