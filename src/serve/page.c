@@ -1,54 +1,20 @@
-/* GET /: one static chat page, no build step. It streams /v1/chat/completions
- * and shows the reply as it arrives; /?q=TEXT sends TEXT on load. */
+/* GET /: the chat page, src/serve/chat_page.html, compiled into the binary
+ * as it is (a NUL-terminated string), so the page stays one readable file
+ * with no build step and the server reads no file at run time. CMake passes
+ * the file's path as DA_CHAT_PAGE_PATH and rebuilds this file when the page
+ * changes. */
 #include "serve/server.h"
 
-const char srv_chat_page[] =
-    "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>diffattn chat</title>\n"
-    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-    "<style>body{font:15px/1.45 system-ui,sans-serif;max-width:46em;margin:2em auto;padding:0 1em;color:#222}"
-    "#log div{margin:.5em 0;padding:.5em .7em;border-radius:6px;white-space:pre-wrap;overflow-wrap:anywhere}"
-    ".user{background:#e8f0fe}.assistant{background:#f3f3f3}.error{background:#fde8e8}"
-    "form{display:flex;gap:.5em;margin-top:1em}#msg{flex:1;padding:.5em}button{padding:.5em 1em}"
-    "#key{width:12em}</style></head>\n<body>\n<h1>diffattn chat</h1>\n<p id=\"model\">model: …</p>\n"
-    "<div id=\"log\"></div>\n"
-    "<form id=\"f\"><input id=\"msg\" autocomplete=\"off\" placeholder=\"Say something\">"
-    "<input id=\"key\" placeholder=\"API key (if set)\"><button id=\"send\">Send</button></form>\n"
-    "<script>\n"
-    "const log = document.getElementById('log'), msgs = [];\n"
-    "function headers() { const k = document.getElementById('key').value, h = {'Content-Type': 'application/json'};"
-    " if (k) h.Authorization = 'Bearer ' + k; return h; }\n"
-    "function add(cls, text) { const d = document.createElement('div'); d.className = cls; d.textContent = text;"
-    " log.appendChild(d); return d; }\n"
-    "fetch('/v1/models', {headers: headers()}).then(r => r.json()).then(j => {"
-    " document.getElementById('model').textContent = 'model: ' + j.data[0].id; }).catch(() => {});\n"
-    "document.getElementById('f').onsubmit = async (ev) => {\n"
-    "  ev.preventDefault();\n"
-    "  const input = document.getElementById('msg'), text = input.value.trim();\n"
-    "  if (!text) return;\n"
-    "  input.value = ''; add('user', text); msgs.push({role: 'user', content: text});\n"
-    "  const out = add('assistant', ''); out.dataset.done = '0';\n"
-    "  try {\n"
-    "    const r = await fetch('/v1/chat/completions', {method: 'POST', headers: headers(),"
-    " body: JSON.stringify({messages: msgs, stream: true, max_tokens: 256})});\n"
-    "    if (!r.ok) throw new Error((await r.json()).error.message);\n"
-    "    const reader = r.body.getReader(), dec = new TextDecoder(); let buf = '';\n"
-    "    for (;;) {\n"
-    "      const {value, done} = await reader.read(); if (done) break;\n"
-    "      buf += dec.decode(value, {stream: true}); let i;\n"
-    "      while ((i = buf.indexOf('\\n\\n')) >= 0) {\n"
-    "        const ev = buf.slice(0, i); buf = buf.slice(i + 2);\n"
-    "        if (!ev.startsWith('data: ')) continue;\n"
-    "        const data = ev.slice(6); if (data === '[DONE]') continue;\n"
-    "        const j = JSON.parse(data); if (j.error) throw new Error(j.error.message);\n"
-    "        const d = j.choices[0].delta; if (d && d.content) out.textContent += d.content;\n"
-    "        out.dataset.chunks = String(Number(out.dataset.chunks || 0) + 1);\n"
-    "      }\n"
-    "    }\n"
-    "    msgs.push({role: 'assistant', content: out.textContent});\n"
-    "  } catch (e) { out.className = 'error'; out.textContent = String(e); }\n"
-    "  out.dataset.done = '1';\n"
-    "};\n"
-    "/* /?q=TEXT sends TEXT at once: a link that opens a chat with its question */\n"
-    "const q = new URLSearchParams(location.search).get('q');\n"
-    "if (q) { document.getElementById('msg').value = q; document.getElementById('f').requestSubmit(); }\n"
-    "</script>\n</body></html>\n";
+#ifndef DA_CHAT_PAGE_PATH
+#error "DA_CHAT_PAGE_PATH: the path of src/serve/chat_page.html (set by CMakeLists.txt)"
+#endif
+
+__asm__(".section .rodata\n"
+        ".global srv_chat_page\n"
+        ".type srv_chat_page, @object\n"
+        ".balign 16\n"
+        "srv_chat_page:\n"
+        ".incbin \"" DA_CHAT_PAGE_PATH "\"\n"
+        ".byte 0\n"
+        ".size srv_chat_page, . - srv_chat_page\n"
+        ".previous\n");
