@@ -1,9 +1,9 @@
 /* diffattn: the Differential Transformer (DIFF V1) and its softmax baseline, in C11.
  * This umbrella header offers the library: models and their files, training,
- * the inference engine, tokenizers, data and evaluations. Each subsystem's
- * header can also be included alone. Studies, tasks, benchmarks and figures
- * are the diffattn program's own (src/experiments, tasks, study, bench), not
- * part of the library's API. */
+ * the inference engine, tokenizers and data. Each subsystem's header can also
+ * be included alone. Evaluations, studies, tasks, benchmarks, figures and the
+ * server are the diffattn program's own (src/eval, experiments, tasks, study,
+ * bench, serve), not part of the library's API. */
 #ifndef DIFFATTN_H
 #define DIFFATTN_H
 
@@ -18,6 +18,5 @@
 #include "diffattn/generate.h"
 #include "diffattn/tokenizer.h"
 #include "diffattn/data.h"
-#include "diffattn/eval.h"
 
 #endif

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 #include "harness.h"
 #include "io/gguf.h"
 #include "io/npy.h"

@@ -22,6 +22,7 @@
 #include "data/text_data.h"
 #include "diffattn.h"
 #include "diffattn/quant.h"
+#include "eval/eval.h"
 #include "harness.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"

@@ -37,7 +37,7 @@ LAYERS = {
 }
 # the rooms whose headers are internal (not in include/) but that the CLI
 # drives: it may include their headers; examples/ may not
-CLI_INTERNAL = {"experiments", "tasks", "study", "bench"}
+CLI_INTERNAL = {"eval", "experiments", "tasks", "study", "bench", "serve"}
 # public headers -> the layer that implements them
 PUBLIC = {
     "diffattn/core.h": "core",
@@ -54,8 +54,6 @@ PUBLIC = {
     "diffattn/train.h": "train",
     "diffattn/generate.h": "infer",
     "diffattn/quant.h": "quant",
-    "diffattn/eval.h": "eval",
-    "diffattn/serve.h": "serve",
     "diffattn.h": "cli",
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -7,7 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "diffattn/quant.h"
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 #include "bench/bench.h"
 
 /* The 1-minute load average, for the record of a timing (-1 when unknown). */

@@ -6,7 +6,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 #include "study/plot.h"
 
 static const char *const DATA_HELP =

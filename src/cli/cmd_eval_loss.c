@@ -5,7 +5,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 
 typedef struct {
     const char *model, *data, *ids, *distract, *rates;

@@ -7,7 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "diffattn/quant.h"
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 
 int cmd_eval_ppl(int argc, char **argv) {
     const char *model = NULL, *base = NULL, *data = NULL, *act_s = NULL, *kv_s = NULL, *cache = NULL;

@@ -4,7 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *ids_path = NULL, *out = NULL;

@@ -5,7 +5,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "diffattn/serve.h"
+#include "serve/serve_opts.h"
 
 int cmd_serve(int argc, char **argv) {
     da_serve_opts o = da_serve_opts_default();

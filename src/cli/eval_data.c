@@ -1,7 +1,7 @@
 /* The model and validation data that eval loss and eval outliers share (commands.h). */
 #include "args.h"
 #include "commands.h"
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 
 da_status cli_eval_model_data(const char *model, const char *data, float val_fraction, int *seq, da_model *m,
                               da_text_data *d) {

@@ -1,7 +1,7 @@
 /* The validation data of an evaluation, checked against the model (da_eval_data_load). */
 #include <stdio.h>
 
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 
 da_status da_eval_data_load(da_text_data *d, const char *data, float val_fraction, int seq, const char *model,
                             const da_tokenizer *tok, int vocab_size) {

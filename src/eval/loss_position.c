@@ -1,10 +1,10 @@
-/* The loss by position and its power-of-two bins (see diffattn/eval.h): an observer of the one window loop. */
+/* The loss by position and its power-of-two bins (see eval/eval.h): an observer of the one window loop. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 #include "io/json_out.h"
 #include "train/window_loss.h"
 

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 
 /* Answers one prompt: writes the continuation (at most cap-1 bytes, NUL-
  * terminated). A model, or a test's oracle. */

@@ -23,8 +23,8 @@
 #ifndef DA_NEEDLE_ATTENTION_H
 #define DA_NEEDLE_ATTENTION_H
 
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 #include "eval/needle.h"
 
-/* The types and functions are in diffattn/eval.h. */
+/* The types and functions are in eval/eval.h. */
 #endif

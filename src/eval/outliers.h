@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "data/text_data.h"
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 
 /* Statistics of |x| over x[0..n); scratch: n floats (reordered). */
 void da_outlier_stats_of(const float *x, size_t n, float *scratch, da_outlier_stats *s);

@@ -2,6 +2,6 @@
 #ifndef DA_EVAL_PPL_H
 #define DA_EVAL_PPL_H
 
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 
 #endif

@@ -4,6 +4,6 @@
 #ifndef DA_EVAL_QUANT_LOGITS_H
 #define DA_EVAL_QUANT_LOGITS_H
 
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 
 #endif

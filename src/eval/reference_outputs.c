@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "data/ids_file.h"
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 

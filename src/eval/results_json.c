@@ -1,6 +1,6 @@
 /* Each evaluation's result as one JSON object (the --json lines of
  * diffattn eval), through the one writer of io/json_out.h. */
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 #include "diffattn/train.h"
 #include "io/json_out.h"
 

@@ -4,7 +4,7 @@
 #ifndef DA_COMPARE_H
 #define DA_COMPARE_H
 
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 #include "diffattn/train.h"
 #include "study/shape.h"
 #include "tasks/tasks.h"

@@ -5,7 +5,7 @@
 #ifndef DA_TEXT_STUDY_H
 #define DA_TEXT_STUDY_H
 
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 #include "experiments/compare.h"
 
 /* One run's results: what its result file holds. */

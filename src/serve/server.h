@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "diffattn/generate.h"
-#include "diffattn/serve.h"
+#include "serve/serve_opts.h"
 #include "diffattn/tokenizer.h"
 #include "serve/chat.h"
 #include "serve/request.h"

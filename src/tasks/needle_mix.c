@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "diffattn/eval.h"
+#include "eval/eval.h"
 #include "eval/needle.h"
 #include "io/atomic_file.h"
 #include "tasks/tasks.h"
