@@ -8,6 +8,7 @@
  * each frame adds what it still needs once the frame above it is done. */
 #include <string.h>
 
+#include "infer/json_schema.h"
 #include "infer/json_schema_node.h"
 
 enum { K_VALUE, K_OBJ, K_ARR, K_STR, K_NUM, K_LIT };

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infer/json_schema.h"
 #include "infer/json_schema_node.h"
 
 typedef struct {

@@ -6,7 +6,9 @@
 
 #include <stdint.h>
 
-#include "infer/json_schema.h"
+/* The handle json_schema.h declares, named here without including it: json_schema.c
+ * includes this header, and the two including each other would be a module circle. */
+typedef struct da_json_schema da_json_schema;
 
 /* JSON types a node admits (js_node.types). */
 enum { JT_NULL = 1, JT_BOOL = 2, JT_INT = 4, JT_NUM = 8, JT_STR = 16, JT_ARR = 32, JT_OBJ = 64, JT_ALL = 127 };
