@@ -110,6 +110,12 @@ for f in '"tools":[{"type":"function","function":{"name":"f"}}]' '"tool_choice":
 done
 refused "chat: an image part is refused" "messages[0].content[1].type:" /v1/chat/completions \
   '{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"http://x"}}]}]}'
+refused "chat: an assistant's tool_calls are refused" "messages[0].tool_calls:" /v1/chat/completions \
+  '{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]}'
+refused "chat: max_tokens and max_completion_tokens that disagree are refused" "max_completion_tokens:" /v1/chat/completions \
+  '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"max_completion_tokens":5}'
+refused "/tokenize: add_special with messages is refused" "add_special:" /tokenize \
+  '{"messages":[{"role":"user","content":"x"}],"add_special":true}'
 s=$(post /v1/completions '{"prompt":"x","max_tokens":1,"n":1,"best_of":1,"presence_penalty":0,"frequency_penalty":0,"logit_bias":{},"suffix":null,"top_k":-1,"stream_options":null,"response_format":{"type":"text"},"user":"u"}')
 check "the same fields at their neutral values are taken ($s)" [ "$s" = 200 ]
 

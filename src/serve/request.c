@@ -248,6 +248,9 @@ static da_status parse_messages(srv_request *r, const str_lens *L, const cJSON *
         if (!cJSON_IsObject(e) || !cJSON_IsString(role))
             return da_errorf("messages[%d].role: expected a string (system, user or assistant)", i);
         r->n_messages = i + 1; /* from here srv_request_free frees message i, whatever fails next */
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(e, "tool_calls");
+        if (calls && !cJSON_IsNull(calls) && !(cJSON_IsArray(calls) && !calls->child))
+            return da_errorf("messages[%d].tool_calls: not rendered by this server's chat templates; leave them out", i);
         char field[40];
         snprintf(field, sizeof field, "messages[%d].role", i);
         da_status st = dup_name(L, role, field, &r->messages[i].role);
@@ -298,10 +301,14 @@ static da_status parse_sampling(srv_request *r, const str_lens *L, const cJSON *
     double v;
     da_status st;
     v = -1;
-    if ((st = get_num(o, r->kind == SRV_CHAT && cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens")
-                             ? "max_completion_tokens" : "max_tokens",
-                      0, 1 << 30, 1, &v)).code)
-        return st;
+    if ((st = get_num(o, "max_tokens", 0, 1 << 30, 1, &v)).code) return st;
+    if (r->kind == SRV_CHAT) { /* OpenAI's newer name; both given must agree */
+        double w = v;
+        if ((st = get_num(o, "max_completion_tokens", 0, 1 << 30, 1, &w)).code) return st;
+        if (v != -1 && w != v)
+            return da_errorf("max_completion_tokens: %.0f, but max_tokens says %.0f: send one", w, v);
+        v = w;
+    }
     r->max_tokens = (int)v;
     v = 1.0;
     if ((st = get_num(o, "temperature", 0, 100, 0, &v)).code) return st;
@@ -439,6 +446,8 @@ static da_status parse_object(srv_request *r, const str_lens *L, const cJSON *o)
             st = dup_text(L, content, &r->prompts->text, &r->prompts->n_text);
         }
         if (st.code) return st;
+        if (m && cJSON_GetObjectItemCaseSensitive(o, "add_special"))
+            return da_errorf("add_special: not read with \"messages\" (the template's own special tokens are kept)");
         r->add_special = 1;
         return get_bool(o, "add_special", &r->add_special);
     }
