@@ -1,12 +1,12 @@
 """Concurrent raw-socket clients of diffattn serve for the SIGTERM tests (tests/cli_serve_lifecycle.sh).
 
-    python3 serve_clients.py PORT PID SCENARIO
+    python3 serve_clients.py PORT PID SCENARIO TOKENS
 
 sends the scenario's requests from threads, sends SIGTERM to PID when the scenario says, and prints each
 answer's status, seconds after the signal, completion tokens and error message as JSON.
   running: every one of 3 slots busy: a large echo with 20 alternatives per position (read slowly) and
-           two plain answers of 1,500 tokens
-  queued:  one slot busy with 3,000 tokens; a completion, a stream and a chat wait in the queue
+           two plain answers, TOKENS tokens each
+  queued:  one slot busy with TOKENS tokens; a completion, a stream and a chat wait in the queue
 """
 import json
 import os
@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-port, pid, scenario = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+port, pid, scenario, tokens = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 out = {}
 
 
@@ -69,13 +69,13 @@ def start(*a, **k):
 threads = []
 if scenario == 'running':
     ids = [72, 101, 108, 108, 111] * 4
-    threads.append(start('big', '/v1/completions', {"prompt": ids, "max_tokens": 1500, "ignore_eos": True,
+    threads.append(start('big', '/v1/completions', {"prompt": ids, "max_tokens": tokens, "ignore_eos": True,
                                                      "echo": True, "logprobs": 20}, slow=True))
     for k in ('p1', 'p2'):
-        threads.append(start(k, '/v1/completions', {"prompt": k, "max_tokens": 1500, "ignore_eos": True}))
+        threads.append(start(k, '/v1/completions', {"prompt": k, "max_tokens": tokens, "ignore_eos": True}))
     time.sleep(0.5)
 else:
-    threads.append(start('run', '/v1/completions', {"prompt": "P", "max_tokens": 3000, "ignore_eos": True}))
+    threads.append(start('run', '/v1/completions', {"prompt": "P", "max_tokens": tokens, "ignore_eos": True}))
     time.sleep(0.3)
     threads += [start('q1', '/v1/completions', {"prompt": "Q", "max_tokens": 1500, "ignore_eos": True}),
                 start('q2', '/v1/completions', {"prompt": "R", "max_tokens": 1500, "ignore_eos": True,
@@ -86,7 +86,7 @@ else:
 t_term = time.time()
 os.kill(pid, signal.SIGTERM)
 for t in threads:
-    t.join(120)
+    t.join(600)
 res = {}
 for k, v in out.items():
     j = v.get('json') or {}
