@@ -76,6 +76,7 @@ def one(i):
         data = b'{"prompt": "' + b"a" * (MAX_BODY + 100) + b'"}'
     t0 = time.time()
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    r = None
     try:
         c.request("POST", path, data, {"Content-Type": "application/json"})
         r = c.getresponse()
@@ -96,8 +97,8 @@ def one(i):
             ok = j["usage"]["completion_tokens"] == n
         return kind, ok, time.time() - t0
     except (OSError, http.client.HTTPException, ValueError) as e:
-        if term["t"] and kind == "good" and isinstance(e, ConnectionRefusedError):
-            return "after_exit", False, time.time() - t0
+        if term["t"] and kind == "good" and r is None and isinstance(e, (OSError, http.client.RemoteDisconnected)):
+            return "after_exit", False, time.time() - t0  # no answer begun: refused or reset as the server went
         # a 413 may close the connection before the whole body is sent
         return kind, kind == "oversized" and isinstance(e, (BrokenPipeError, ConnectionResetError)), time.time() - t0
     finally:
@@ -143,7 +144,7 @@ at200 = next((kb for n, kb in rss if n >= 200 and kb), None)
 print(f"{N} requests, {C} at a time, {wall:.1f} s; server alive: {alive}")
 print(f"well-formed: {sum(r[1] for r in good)} of {len(good)} answered completely")
 if TERM_AT:
-    print("after SIGTERM: %d refused with 503, %d found the server gone; %d others (cut or failed)"
+    print("after SIGTERM: %d refused with 503, %d found the server gone (no status line); %d others (cut or failed)"
           % (sum(r[0] == "refused" for r in results), sum(r[0] == "after_exit" for r in results),
              sum(not r[1] for r in good)))
 if ABANDON:
