@@ -468,7 +468,7 @@ static da_status parse_tree(srv_request *r, const cJSON *o, const char *body, co
         free(L.s);
         return da_errorf("out of memory");
     }
-    qsort(L.s, L.n, sizeof *L.s, cmp_at);
+    if (L.n) qsort(L.s, L.n, sizeof *L.s, cmp_at); /* an object without strings has no table */
     int has_nul = 0, oom = 0;
     const char *bad = bad_key(o, &L, &has_nul, &oom);
     da_status st = oom             ? da_errorf("out of memory")
