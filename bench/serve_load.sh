@@ -8,7 +8,10 @@
 #   bench/serve_load.sh [BINARY]              (default build/diffattn)
 #
 # Environment: MODEL (default: a small q8_0 model made here, dim 256, 2 layers,
-# byte vocabulary, so that the run is about the server), N, C, PARALLEL (8).
+# byte vocabulary, so that the run is about the server), N, C, PARALLEL (8);
+# ABANDON=1: one request in twenty a whole answer whose client hangs up; TERM_AT=K:
+# SIGTERM once K requests are done (serve_load.py). Sanitizer reports in the
+# server's log are printed (a build with -DDA_SANITIZE=ON).
 set -euo pipefail
 BIN=$(realpath "${1:-build/diffattn}")
 N=${N:-2000}
@@ -29,8 +32,18 @@ spid=$!
 until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do sleep 0.2; kill -0 $spid || { cat "$T/serve.log"; exit 1; }; done
 echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc); model $MODEL; $PARALLEL slots"
 rc=0
-python3 "$(dirname "$0")/serve_load.py" "$port" "$spid" "$N" "$C" 65536 || rc=$?
-curl -s "http://127.0.0.1:$port/metrics" | grep -E '^diffattn_(requests_total|generated|prompt|decode_steps)'
-kill -TERM $spid
+TERM_AT=${TERM_AT:-0}
+python3 "$(dirname "$0")/serve_load.py" "$port" "$spid" "$N" "$C" 65536 "${ABANDON:-0}" "$TERM_AT" || rc=$?
+if [[ $TERM_AT == 0 ]]; then
+  curl -s "http://127.0.0.1:$port/metrics" | grep -E '^diffattn_(requests_total|generated|prompt|decode_steps|slots_busy|queue)'
+  kill -TERM $spid
+fi
 wait $spid && echo "server exited 0 after SIGTERM" || { echo "server exit code $?"; rc=1; }
+grep -E '^serve: (stopping|stopped|[0-9]+ answers)' "$T/serve.log" || true
+if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T/serve.log"; then
+  grep -E -A20 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T/serve.log" | head -80
+  rc=1
+else
+  echo "no sanitizer report in the server's log"
+fi
 exit $rc

@@ -585,6 +585,26 @@ static int test_sample_greedy(void) {
     return 0;
 }
 
+/* A temperature whose inverse overflows float (1e-40) is greedy, not NaN probabilities and token -1; logits
+ * that are not finite still give a token of the vocabulary. */
+static int test_sample_tiny_temperature(void) {
+    float scratch[2 * SV];
+    da_rng rng;
+    da_rng_seed(&rng, 5);
+    for (int i = 0; i < 100; i++) {
+        CHECK(da_sample_token(sample_logits, SV, 1e-40f, 1.0f, &rng, scratch) == 2);
+        CHECK(da_sample_token(sample_logits, SV, 1e-40f, 0.5f, &rng, scratch) == 2);
+        CHECK(da_sample_token(sample_logits, SV, 1e-30f, 1.0f, &rng, scratch) == 2);
+    }
+    float nan_logits[SV];
+    for (int i = 0; i < SV; i++) nan_logits[i] = NAN;
+    for (int i = 0; i < 100; i++) {
+        const int t = da_sample_token(nan_logits, SV, 0.7f, 0.9f, &rng, scratch);
+        CHECK(t >= 0 && t < SV);
+    }
+    return 0;
+}
+
 /* 20000 draws at temperature 1, top_p 1 against softmax; then temperature 2. */
 static int test_sample_distribution(void) {
     float scratch[2 * SV];
@@ -697,6 +717,7 @@ int main(void) {
     RUN(test_generate_greedy);
     RUN(test_int8_cache_on_f32_weights);
     RUN(test_sample_greedy);
+    RUN(test_sample_tiny_temperature);
     RUN(test_sample_distribution);
     RUN(test_sample_nucleus);
     TH_SUMMARY();

@@ -31,11 +31,13 @@ static int cmp_desc(const void *a, const void *b) {
 
 int da_sample_token(const float *logits, int V, float temperature, float top_p, da_rng *rng, float *scratch) {
     if (V <= 0) return -1;
-    if (!(temperature > 0.0f)) return argmax(logits, V);
+    /* A temperature so small that 1/temperature overflows is greedy: inf * 0 at the maximum would make every
+     * probability NaN. */
+    const float inv_t = 1.0f / temperature;
+    if (!(temperature > 0.0f) || !isfinite(inv_t)) return argmax(logits, V);
 
     /* probs: (V) = softmax(logits / temperature) */
     float *probs = scratch, *sorted = scratch + V;
-    const float inv_t = 1.0f / temperature;
     float mx = logits[0];
     for (int i = 1; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
     double sum = 0.0;
@@ -81,5 +83,7 @@ int da_sample_token(const float *logits, int V, float temperature, float top_p, 
         acc += sorted[i];
         if (u < acc) return i;
     }
-    return last; /* u landed on the rounding edge of the last member */
+    /* u landed on the rounding edge of the last member; no member at all (logits that are not finite) is
+     * greedy, never an id outside the vocabulary */
+    return last >= 0 ? last : argmax(logits, V);
 }

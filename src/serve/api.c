@@ -1,8 +1,10 @@
 /* The JSON endpoints: /tokenize, /detokenize, /v1/completions and
  * /v1/chat/completions (whole answers and server-sent event streams). */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "serve/http.h"
@@ -10,7 +12,7 @@
 
 /* ---------------------------------------------------------------- tokens and text */
 
-static da_status encode(const srv *S, const char *text, int add_special, int **ids, int *n) {
+static da_status encode(const srv *S, const char *text, size_t len, int add_special, int **ids, int *n) {
     size_t nn = 0, cap = 0;
     *ids = NULL;
     *n = 0;
@@ -18,21 +20,23 @@ static da_status encode(const srv *S, const char *text, int add_special, int **i
         return da_errorf("prompt: this model carries no tokenizer and its tokens are not bytes; send token ids "
                          "(or start the server with --tokenizer)");
     if (!S->tok) {
-        nn = strlen(text);
+        nn = len;
         if (!(*ids = malloc((nn ? nn : 1) * sizeof **ids))) return da_errorf("out of memory");
         for (size_t i = 0; i < nn; i++) (*ids)[i] = (unsigned char)text[i];
         *n = (int)nn;
         return da_ok();
     }
-    da_status st = add_special ? da_tokenizer_encode_add_special(S->tok, (const uint8_t *)text, strlen(text), ids, &nn, &cap)
-                               : da_tokenizer_encode(S->tok, (const uint8_t *)text, strlen(text), ids, &nn, &cap);
+    da_status st = add_special ? da_tokenizer_encode_add_special(S->tok, (const uint8_t *)text, len, ids, &nn, &cap)
+                               : da_tokenizer_encode(S->tok, (const uint8_t *)text, len, ids, &nn, &cap);
     *n = (int)nn;
     return st;
 }
 
-/* The text of ids (malloc'ed, NUL-terminated); an id the model does not have is an error. */
-static da_status decode(const srv *S, const int *ids, int n, char **out, const char *field) {
+/* The text of ids (malloc'ed, *n_out bytes, which may hold NULs, then a NUL); an id the model does not have is an
+ * error. */
+static da_status decode(const srv *S, const int *ids, int n, char **out, size_t *n_out, const char *field) {
     *out = NULL;
+    *n_out = 0;
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= S->V)
             return da_errorf("%s[%d]: token %d is out of range (the model has %d tokens)", field, i, ids[i], S->V);
@@ -57,21 +61,24 @@ static da_status decode(const srv *S, const int *ids, int n, char **out, const c
     }
     s[nb] = 0;
     *out = s;
+    *n_out = nb;
     return da_ok();
 }
 
 /* The ids of a chat: the template's text, its special tokens recognised, nothing added. */
 static da_status chat_ids(const srv *S, const srv_request *r, int **ids, int *n) {
     char *text = NULL;
-    da_status st = srv_chat_render(S->tmpl, r->messages, r->n_messages, S->bos, &text);
-    if (!st.code) st = encode(S, text, 0, ids, n);
+    size_t len = 0;
+    da_status st = srv_chat_render(S->tmpl, r->messages, r->n_messages, S->bos, &text, &len);
+    if (!st.code) st = encode(S, text, len, 0, ids, n);
     free(text);
     return st;
 }
 
 static enum MHD_Result tokenize(srv *S, struct MHD_Connection *c, const char *url, const srv_request *r) {
     int *ids = NULL, n = 0;
-    da_status st = r->n_messages ? chat_ids(S, r, &ids, &n) : encode(S, r->prompts[0].text, r->add_special, &ids, &n);
+    da_status st = r->n_messages ? chat_ids(S, r, &ids, &n)
+                                 : encode(S, r->prompts[0].text, r->prompts[0].n_text, r->add_special, &ids, &n);
     if (st.code) {
         free(ids);
         return srv_send_error(S, c, 400, st.msg, "POST", url);
@@ -84,10 +91,11 @@ static enum MHD_Result tokenize(srv *S, struct MHD_Connection *c, const char *ur
 
 static enum MHD_Result detokenize(srv *S, struct MHD_Connection *c, const char *url, const srv_request *r) {
     char *text = NULL;
-    da_status st = decode(S, r->tokens, r->n_tokens, &text, "tokens");
+    size_t len = 0;
+    da_status st = decode(S, r->tokens, r->n_tokens, &text, &len, "tokens");
     if (st.code) return srv_send_error(S, c, 400, st.msg, "POST", url);
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "content", text);
+    cJSON_AddItemToObject(j, "content", srv_json_text(text, len));
     free(text);
     return srv_send_json(S, c, 200, j, "POST", url);
 }
@@ -112,8 +120,9 @@ static srv_job *make_job(const srv *S, const srv_request *r, int *ids, int n_ids
     j->refs = 2; /* the HTTP side's and the scheduler's */
     j->finish_length = 1;
     for (int i = 0; i < r->n_stop; i++) {
-        if (!(j->stop[i] = malloc(strlen(r->stop[i]) + 1))) goto oom;
-        strcpy(j->stop[i], r->stop[i]);
+        if (!(j->stop[i] = malloc(r->stop_len[i] + 1))) goto oom;
+        memcpy(j->stop[i], r->stop[i], r->stop_len[i] + 1);
+        j->stop_len[i] = r->stop_len[i];
         j->n_stop = i + 1;
     }
     const size_t np = (size_t)n_ids + (size_t)j->max_new;
@@ -136,7 +145,7 @@ oom:
 static da_status prompt_ids(const srv *S, const srv_request *r, int i, int **ids, int *n) {
     da_status st = da_ok();
     if (r->kind == SRV_CHAT) st = chat_ids(S, r, ids, n);
-    else if (r->prompts[i].text) st = encode(S, r->prompts[i].text, 1, ids, n);
+    else if (r->prompts[i].text) st = encode(S, r->prompts[i].text, r->prompts[i].n_text, 1, ids, n);
     else {
         *n = r->prompts[i].n_ids;
         if (!(*ids = malloc((size_t)*n * sizeof **ids))) return da_errorf("out of memory");
@@ -162,12 +171,46 @@ static void release_all(srv *S, srv_job **jobs, int n) {
 
 /* ---------------------------------------------------------------- answers */
 
-static cJSON *token_text(const srv *S, int id) {
+/* The text of token id as a JSON item; *len its length in bytes. */
+static cJSON *token_text(const srv *S, int id, size_t *len) {
     char *t = NULL;
-    if (decode(S, &id, 1, &t, "token").code) return cJSON_CreateString("");
-    cJSON *s = cJSON_CreateString(t);
+    size_t n = 0;
+    if (decode(S, &id, 1, &t, &n, "token").code) n = 0;
+    cJSON *s = srv_json_text(t ? t : "", n);
     free(t);
+    if (len) *len = n;
     return s;
+}
+
+/* {"text of token": logprob, ...} of the top alternatives at position p, keys that may hold NULs escaped (cJSON
+ * would cut them). */
+static cJSON *top_object(const srv *S, const srv_job *j, int p) {
+    size_t n = 1, cap = 256;
+    char *o = malloc(cap);
+    if (o) o[0] = '{';
+    for (int k = 0; k < j->top_n && o; k++) {
+        const int id = j->top_id[(size_t)p * j->top_n + k];
+        char *t = NULL;
+        size_t len = 0;
+        if (decode(S, &id, 1, &t, &len, "token").code) len = 0;
+        char *key = srv_json_quote(t ? t : "", len);
+        free(t);
+        cJSON *num = cJSON_CreateNumber(j->top_lp[(size_t)p * j->top_n + k]);
+        char *v = num ? cJSON_PrintUnformatted(num) : NULL;
+        cJSON_Delete(num);
+        const size_t need = key && v ? n + strlen(key) + strlen(v) + 4 : 0; /* ',' ':' '}' NUL */
+        char *grown = !need ? NULL : need > cap ? realloc(o, cap = 2 * need) : o;
+        if (!grown) free(o);
+        o = grown;
+        if (o) n += (size_t)sprintf(o + n, "%s%s:%s", k ? "," : "", key, v);
+        free(key);
+        free(v);
+    }
+    if (!o) return cJSON_CreateObject();
+    o[n] = '}', o[n + 1] = 0;
+    cJSON *raw = cJSON_CreateRaw(o);
+    free(o);
+    return raw;
 }
 
 /* OpenAI's legacy logprobs: tokens, token_logprobs, top_logprobs, text_offset, from position `from`. */
@@ -178,9 +221,10 @@ static cJSON *legacy_logprobs(const srv *S, const srv_job *j, int from) {
     long off = 0;
     for (int p = from; p < j->n_ids + j->n_out; p++) {
         const int id = p < j->n_ids ? j->ids[p] : j->out[p - j->n_ids];
-        cJSON *t = token_text(S, id);
+        size_t len = 0;
+        cJSON *t = token_text(S, id, &len);
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-        off += (long)strlen(cJSON_GetStringValue(t) ? cJSON_GetStringValue(t) : "");
+        off += (long)len;
         cJSON_AddItemToArray(toks, t);
         if (p == 0 || (p < j->n_ids && !j->prompt_lp)) {
             cJSON_AddItemToArray(lps, cJSON_CreateNull());
@@ -188,14 +232,7 @@ static cJSON *legacy_logprobs(const srv *S, const srv_job *j, int from) {
             continue;
         }
         cJSON_AddItemToArray(lps, cJSON_CreateNumber(j->lp[p]));
-        cJSON *top = cJSON_CreateObject();
-        for (int k = 0; k < j->top_n; k++) {
-            cJSON *tt = token_text(S, j->top_id[(size_t)p * j->top_n + k]);
-            cJSON_AddNumberToObject(top, cJSON_GetStringValue(tt) ? cJSON_GetStringValue(tt) : "",
-                                    j->top_lp[(size_t)p * j->top_n + k]);
-            cJSON_Delete(tt);
-        }
-        cJSON_AddItemToArray(tops, top);
+        cJSON_AddItemToArray(tops, top_object(S, j, p));
     }
     return o;
 }
@@ -206,11 +243,11 @@ static cJSON *chat_logprobs(const srv *S, const srv_job *j) {
     for (int g = 0; g < j->n_out; g++) {
         const int p = j->n_ids + g;
         cJSON *e = cJSON_CreateObject(), *top = cJSON_CreateArray();
-        cJSON_AddItemToObject(e, "token", token_text(S, j->out[g]));
+        cJSON_AddItemToObject(e, "token", token_text(S, j->out[g], NULL));
         cJSON_AddNumberToObject(e, "logprob", j->lp[p]);
         for (int k = 0; k < j->top_n; k++) {
             cJSON *t = cJSON_CreateObject();
-            cJSON_AddItemToObject(t, "token", token_text(S, j->top_id[(size_t)p * j->top_n + k]));
+            cJSON_AddItemToObject(t, "token", token_text(S, j->top_id[(size_t)p * j->top_n + k], NULL));
             cJSON_AddNumberToObject(t, "logprob", j->top_lp[(size_t)p * j->top_n + k]);
             cJSON_AddItemToArray(top, t);
         }
@@ -240,15 +277,19 @@ static cJSON *answer(const srv *S, const srv_request *r, srv_job **jobs, int n, 
         if (r->kind == SRV_CHAT) {
             cJSON *m = cJSON_AddObjectToObject(ch, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
-            cJSON_AddStringToObject(m, "content", j->text ? j->text : "");
+            cJSON_AddItemToObject(m, "content", srv_json_text(j->text ? j->text : "", j->n_text));
             if (j->top_n >= 0) cJSON_AddItemToObject(ch, "logprobs", chat_logprobs(S, j));
             else cJSON_AddNullToObject(ch, "logprobs");
         } else {
             char *echo = NULL;
-            if (r->echo) decode(S, j->ids, j->n_ids, &echo, "prompt");
-            char *text = malloc((echo ? strlen(echo) : 0) + j->n_text + 1);
-            if (text) sprintf(text, "%s%s", echo ? echo : "", j->text ? j->text : "");
-            cJSON_AddStringToObject(ch, "text", text ? text : "");
+            size_t n_echo = 0;
+            if (r->echo && decode(S, j->ids, j->n_ids, &echo, &n_echo, "prompt").code) n_echo = 0;
+            char *text = malloc(n_echo + j->n_text + 1);
+            if (text) {
+                if (n_echo) memcpy(text, echo, n_echo);
+                if (j->n_text) memcpy(text + n_echo, j->text, j->n_text);
+            }
+            cJSON_AddItemToObject(ch, "text", srv_json_text(text ? text : "", text ? n_echo + j->n_text : 0));
             free(text);
             free(echo);
             if (j->top_n >= 0) cJSON_AddItemToObject(ch, "logprobs", legacy_logprobs(S, j, r->echo ? 0 : j->n_ids));
@@ -276,7 +317,8 @@ typedef struct {
     size_t sent;     /* bytes of j->text sent */
     char *buf;       /* the event being sent */
     size_t n, off;
-    char *echo;      /* completions with echo: the prompt's text, sent first */
+    char *echo;      /* completions with echo: the prompt's text (n_echo bytes), sent first */
+    size_t n_echo;
     int counted;     /* 1 while it counts in S->streams: until its last byte is sent, or it is dropped */
 } stream;
 
@@ -293,16 +335,13 @@ static char *event_of(const stream *st, const char *text, size_t n, const char *
     answer_head(st->S, o, st->id, st->chat ? "chat.completion.chunk" : "text_completion");
     choices = cJSON_AddArrayToObject(o, "choices");
     cJSON_AddNumberToObject(ch, "index", 0);
-    char *t = malloc(n + 1);
-    if (t) memcpy(t, text, n), t[n] = 0;
     if (st->chat) {
         cJSON *d = cJSON_AddObjectToObject(ch, "delta");
         if (st->phase == 0) cJSON_AddStringToObject(d, "role", "assistant");
-        if (!finish) cJSON_AddStringToObject(d, "content", t ? t : "");
+        if (!finish) cJSON_AddItemToObject(d, "content", srv_json_text(text, n));
     } else {
-        cJSON_AddStringToObject(ch, "text", t ? t : "");
+        cJSON_AddItemToObject(ch, "text", srv_json_text(text, n));
     }
-    free(t);
     cJSON_AddNullToObject(ch, "logprobs");
     if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
     else cJSON_AddNullToObject(ch, "finish_reason");
@@ -333,7 +372,7 @@ static char *next_event(stream *st) {
     srv *S = st->S;
     srv_job *j = st->j;
     if (st->phase == 0) {
-        char *ev = event_of(st, st->echo ? st->echo : "", st->echo ? strlen(st->echo) : 0, NULL);
+        char *ev = event_of(st, st->echo ? st->echo : "", st->echo ? st->n_echo : 0, NULL);
         st->phase = 1;
         return ev;
     }
@@ -388,12 +427,15 @@ static void stream_free(void *cls) {
     }
     stream_uncount(st);
     srv_job_release(S, st->j);
+    S->answers--;
+    pthread_cond_broadcast(&S->out_cv);
     pthread_mutex_unlock(&S->mu);
     free(st->buf);
     free(st->echo);
     free(st);
 }
 
+/* Streams j, whose slot has taken it; the stream holds the job's reference and an answer in flight. */
 static enum MHD_Result send_stream(srv *S, struct MHD_Connection *c, const char *url, const srv_request *r,
                                    srv_job *j, const char *id) {
     stream *st = calloc(1, sizeof *st);
@@ -403,9 +445,10 @@ static enum MHD_Result send_stream(srv *S, struct MHD_Connection *c, const char 
     }
     st->S = S, st->j = j, st->chat = r->kind == SRV_CHAT;
     snprintf(st->id, sizeof st->id, "%s", id);
-    if (r->echo) decode(S, j->ids, j->n_ids, &st->echo, "prompt");
+    if (r->echo && decode(S, j->ids, j->n_ids, &st->echo, &st->n_echo, "prompt").code) st->n_echo = 0;
     pthread_mutex_lock(&S->mu);
     S->streams++;
+    S->answers++;
     st->counted = 1;
     pthread_mutex_unlock(&S->mu);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
@@ -427,33 +470,71 @@ static enum MHD_Result send_stream(srv *S, struct MHD_Connection *c, const char 
 
 /* ---------------------------------------------------------------- completions */
 
-static enum MHD_Result generate(srv *S, struct MHD_Connection *c, const char *url, const srv_request *r) {
-    const int n = r->kind == SRV_CHAT ? 1 : r->n_prompts;
-    srv_job **jobs = calloc((size_t)n, sizeof *jobs);
-    if (!jobs) return MHD_NO;
-    static _Atomic unsigned long counter;
-    const unsigned long serial = ++counter;
-    da_status st = da_ok();
-    for (int i = 0; i < n && !st.code; i++) {
+/* The client closed its end of the connection (read end of file), while its handler waits: nothing it sends
+ * is read until the answer is out, so the socket holds either more requests (pipelined) or the hang-up. */
+static int client_gone(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLHUP | POLLERR)) return 1;
+    char b;
+    return (p.revents & POLLIN) && recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/* Under mu: waits until every job is done (or, for a stream, has left the queue), looking at the client every
+ * 100 ms. 0, or -1 when the client hung up (its jobs are then cancelled: the scheduler drops them within a
+ * step, whether queued or running). */
+static int wait_jobs(srv *S, struct MHD_Connection *c, srv_job **jobs, int n, int until_started) {
+    for (;;) {
+        int waiting = 0;
+        for (int i = 0; i < n; i++) waiting |= !jobs[i]->done && !(until_started && jobs[i]->started);
+        if (!waiting) return 0;
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 100000000L;
+        if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&S->out_cv, &S->mu, &t);
+        if (client_gone(c)) {
+            for (int i = 0; i < n; i++) jobs[i]->cancelled = 1;
+            pthread_cond_broadcast(&S->work_cv);
+            return -1;
+        }
+    }
+}
+
+/* The jobs of r: each prompt (or the chat) times "n", choice k of a prompt seeded seed + k. NULL when one fails
+ * (*st says why). */
+static srv_job **make_jobs(srv *S, const srv_request *r, int n_jobs, unsigned long serial, da_status *st) {
+    srv_job **jobs = calloc((size_t)n_jobs, sizeof *jobs);
+    if (!jobs) {
+        *st = da_errorf("out of memory");
+        return NULL;
+    }
+    const uint64_t seed = r->has_seed ? r->seed : (uint64_t)time(NULL) * 1000003u + serial * 7919u;
+    for (int i = 0; i < n_jobs && !st->code; i++) {
         int *ids = NULL, n_ids = 0;
-        st = prompt_ids(S, r, i, &ids, &n_ids);
-        const uint64_t seed = r->has_seed ? r->seed : (uint64_t)time(NULL) * 1000003u + serial * 7919u + (uint64_t)i;
-        if (!st.code && !(jobs[i] = make_job(S, r, ids, n_ids, seed))) st = da_errorf("out of memory");
+        const int prompt = i / r->n_choices, choice = i % r->n_choices;
+        *st = prompt_ids(S, r, prompt, &ids, &n_ids);
+        const uint64_t s = seed + (r->has_seed ? (uint64_t)choice : (uint64_t)i);
+        if (!st->code && !(jobs[i] = make_job(S, r, ids, n_ids, s))) *st = da_errorf("out of memory");
         if (!jobs[i]) free(ids);
     }
-    if (st.code) {
-        for (int i = 0; i < n; i++)
-            if (jobs[i]) jobs[i]->refs = 1;
-        release_all(S, jobs, n);
-        free(jobs);
-        return srv_send_error(S, c, 400, st.msg, "POST", url);
-    }
+    if (!st->code) return jobs;
+    for (int i = 0; i < n_jobs; i++)
+        if (jobs[i]) jobs[i]->refs = 1;
+    release_all(S, jobs, n_jobs);
+    free(jobs);
+    return NULL;
+}
+
+/* Queues the jobs (each then owes an answer, S->answers); 0, or -1 when the server is stopping. */
+static int enqueue(srv *S, srv_job **jobs, int n) {
     pthread_mutex_lock(&S->mu);
     if (S->draining) {
         for (int i = 0; i < n; i++) jobs[i]->refs = 1, srv_job_release(S, jobs[i]);
         pthread_mutex_unlock(&S->mu);
-        free(jobs);
-        return srv_send_error(S, c, 503, "the server is shutting down", "POST", url);
+        return -1;
     }
     const double now = srv_now();
     for (int i = 0; i < n; i++) {
@@ -463,25 +544,50 @@ static enum MHD_Result generate(srv *S, struct MHD_Connection *c, const char *ur
         S->queue_tail = jobs[i];
         S->queued++;
     }
+    S->answers++;
     pthread_cond_broadcast(&S->work_cv);
     pthread_mutex_unlock(&S->mu);
+    return 0;
+}
+
+static enum MHD_Result generate(srv *S, struct MHD_Connection *c, const char *url, const srv_request *r) {
+    const int n = (r->kind == SRV_CHAT ? 1 : r->n_prompts) * r->n_choices;
+    static _Atomic unsigned long counter;
+    const unsigned long serial = ++counter;
+    da_status st = da_ok();
+    srv_job **jobs = make_jobs(S, r, n, serial, &st);
+    if (!jobs) return srv_send_error(S, c, 400, st.msg, "POST", url);
+    if (enqueue(S, jobs, n)) {
+        free(jobs);
+        return srv_send_error(S, c, 503, "the server is shutting down", "POST", url);
+    }
     char id[48];
     snprintf(id, sizeof id, "%s-%lu", r->kind == SRV_CHAT ? "chatcmpl" : "cmpl", serial);
-    if (r->stream) {
+    pthread_mutex_lock(&S->mu);
+    const int gone = wait_jobs(S, c, jobs, n, r->stream);
+    int refused = 0;
+    for (int i = 0; i < n; i++) refused |= jobs[i]->refused;
+    if (refused)
+        for (int i = 0; i < n; i++) jobs[i]->cancelled = 1; /* a list of prompts partly running: all or nothing */
+    pthread_mutex_unlock(&S->mu);
+    enum MHD_Result ret = MHD_NO; /* the client hung up: the connection closes */
+    if (!gone && refused) {
+        ret = srv_send_error(S, c, 503, "the server is shutting down; the request was still queued", "POST", url);
+    } else if (!gone && r->stream) {
         srv_job *j = jobs[0];
         free(jobs);
-        return send_stream(S, c, url, r, j, id);
+        ret = send_stream(S, c, url, r, j, id);
+        srv_answer_done(S);
+        return ret;
+    } else if (!gone) {
+        for (int i = 0; i < n; i++)
+            if (jobs[i]->err.code) st = jobs[i]->err;
+        ret = st.code ? srv_send_error(S, c, 500, st.msg, "POST", url)
+                      : srv_send_json(S, c, 200, answer(S, r, jobs, n, id), "POST", url);
     }
-    pthread_mutex_lock(&S->mu);
-    for (int i = 0; i < n; i++)
-        while (!jobs[i]->done) pthread_cond_wait(&S->out_cv, &S->mu);
-    pthread_mutex_unlock(&S->mu);
-    for (int i = 0; i < n; i++)
-        if (jobs[i]->err.code) st = jobs[i]->err;
-    enum MHD_Result ret = st.code ? srv_send_error(S, c, 500, st.msg, "POST", url)
-                                  : srv_send_json(S, c, 200, answer(S, r, jobs, n, id), "POST", url);
     release_all(S, jobs, n);
     free(jobs);
+    srv_answer_done(S);
     return ret;
 }
 

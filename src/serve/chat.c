@@ -51,7 +51,7 @@ static void strip_range(const char *s, size_t *lo, size_t *hi, int l, int r, int
 /* Meta's Llama 3 template: a header per message, its content trimmed, BOS before the first. */
 static void render_llama3(sbuf *b, const srv_message *m, int n, const char *bos) {
     for (int i = 0; i < n; i++) {
-        size_t lo = 0, hi = strlen(m[i].content);
+        size_t lo = 0, hi = m[i].n_content;
         strip_range(m[i].content, &lo, &hi, 1, 1, 0);
         if (i == 0) put(b, bos);
         put(b, "<|start_header_id|>");
@@ -63,24 +63,31 @@ static void render_llama3(sbuf *b, const srv_message *m, int n, const char *bos)
     put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-static int starts_ends(const char *s, const char *pre, const char *suf) {
-    const size_t n = strlen(s), a = strlen(pre), z = strlen(suf);
-    return n >= a && n >= z && !strncmp(s, pre, a) && !strcmp(s + n - z, suf);
+static int starts_ends(const char *s, size_t n, const char *pre, const char *suf) {
+    const size_t a = strlen(pre), z = strlen(suf);
+    return n >= a && n >= z && !memcmp(s, pre, a) && !memcmp(s + n - z, suf, z);
 }
 
 /* Finds the last occurrence of needle in s[0..n), or NULL. */
 static const char *last_of(const char *s, size_t n, const char *needle) {
     const size_t k = strlen(needle);
     for (size_t i = n >= k ? n - k + 1 : 0; i-- > 0;)
-        if (!strncmp(s + i, needle, k)) return s + i;
+        if (!memcmp(s + i, needle, k)) return s + i;
+    return NULL;
+}
+
+/* Finds the first occurrence of needle in s[0..n) (which may hold NULs), or NULL. */
+static const char *first_of(const char *s, size_t n, const char *needle) {
+    const size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(s + i, needle, k)) return s + i;
     return NULL;
 }
 
 /* An assistant message of Qwen3's template: its reasoning (between <think>
  * and </think>) dropped before the last user query, kept in a think block after it. */
-static void render_chatml_assistant(sbuf *b, const char *content, int after_query, int last) {
-    const size_t n = strlen(content);
-    const char *close = strstr(content, "</think>");
+static void render_chatml_assistant(sbuf *b, const char *content, size_t n, int after_query, int last) {
+    const char *close = first_of(content, n, "</think>");
     size_t c_lo = 0, c_hi = n, r_lo = 0, r_hi = 0;
     const char *rs = content;
     if (close) {
@@ -109,13 +116,13 @@ static void render_chatml_assistant(sbuf *b, const char *content, int after_quer
 static void render_chatml(sbuf *b, const srv_message *m, int n) {
     int last_query = n - 1;
     for (int i = n - 1; i >= 0; i--)
-        if (!strcmp(m[i].role, "user") && !starts_ends(m[i].content, "<tool_response>", "</tool_response>")) {
+        if (!strcmp(m[i].role, "user") && !starts_ends(m[i].content, m[i].n_content, "<tool_response>", "</tool_response>")) {
             last_query = i;
             break;
         }
     if (!strcmp(m[0].role, "system")) {
         put(b, "<|im_start|>system\n");
-        put(b, m[0].content);
+        put_n(b, m[0].content, m[0].n_content);
         put(b, "<|im_end|>\n");
     }
     for (int i = 0; i < n; i++) {
@@ -124,14 +131,14 @@ static void render_chatml(sbuf *b, const srv_message *m, int n) {
             put(b, "<|im_start|>");
             put(b, role);
             put(b, "\n");
-            put(b, m[i].content);
+            put_n(b, m[i].content, m[i].n_content);
             put(b, "<|im_end|>\n");
         } else if (!strcmp(role, "assistant")) {
-            render_chatml_assistant(b, m[i].content, i > last_query, i == n - 1);
+            render_chatml_assistant(b, m[i].content, m[i].n_content, i > last_query, i == n - 1);
         } else if (!strcmp(role, "tool")) {
             if (i == 0 || strcmp(m[i - 1].role, "tool")) put(b, "<|im_start|>user");
             put(b, "\n<tool_response>\n");
-            put(b, m[i].content);
+            put_n(b, m[i].content, m[i].n_content);
             put(b, "\n</tool_response>");
             if (i == n - 1 || strcmp(m[i + 1].role, "tool")) put(b, "<|im_end|>\n");
         }
@@ -144,14 +151,15 @@ static void render_plain(sbuf *b, const srv_message *m, int n) {
     for (int i = 0; i < n; i++) {
         put(b, m[i].role);
         put(b, ": ");
-        put(b, m[i].content);
+        put_n(b, m[i].content, m[i].n_content);
         put(b, "\n");
     }
     put(b, "assistant:");
 }
 
-da_status srv_chat_render(srv_template t, const srv_message *m, int n, const char *bos, char **out) {
+da_status srv_chat_render(srv_template t, const srv_message *m, int n, const char *bos, char **out, size_t *n_out) {
     *out = NULL;
+    *n_out = 0;
     if (n < 1) return da_errorf("messages: the conversation is empty");
     static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
     for (int i = 0; i < n; i++) {
@@ -171,5 +179,6 @@ da_status srv_chat_render(srv_template t, const srv_message *m, int n, const cha
         return da_errorf("out of memory rendering the chat");
     }
     *out = b.p;
+    *n_out = b.n;
     return da_ok();
 }

@@ -17,7 +17,8 @@ const char *srv_template_name(srv_template t);
 
 /* The conversation m[0..n) rendered, with the prompt of the assistant's
  * reply at the end. bos: the text of the beginning-of-text token (Llama 3
- * puts it first). *out: malloc'ed, NUL-terminated. */
-da_status srv_chat_render(srv_template t, const srv_message *m, int n, const char *bos, char **out);
+ * puts it first). *out: malloc'ed, *n_out bytes (NULs of the messages kept)
+ * and a terminating NUL. */
+da_status srv_chat_render(srv_template t, const srv_message *m, int n, const char *bos, char **out, size_t *n_out);
 
 #endif

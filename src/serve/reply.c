@@ -18,13 +18,41 @@ static void log_request(srv *S, struct MHD_Connection *c, const char *method, co
     if (!S->o.quiet) fprintf(stderr, "serve: %s %s %u\n", method, url, status);
 }
 
+/* A queued response's text, and the server whose count of answers in flight it is in. */
+typedef struct {
+    srv *S;
+    char *text;
+} sent_text;
+
+static void text_sent(void *cls) {
+    sent_text *t = cls;
+    srv_answer_done(t->S);
+    free(t->text);
+    free(t);
+}
+
+void srv_answer_done(srv *S) {
+    pthread_mutex_lock(&S->mu);
+    S->answers--;
+    pthread_cond_broadcast(&S->out_cv);
+    pthread_mutex_unlock(&S->mu);
+}
+
 enum MHD_Result srv_send_text(srv *S, struct MHD_Connection *c, unsigned status, const char *type, char *text,
                                  const char *method, const char *url) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    sent_text *t = malloc(sizeof *t);
+    struct MHD_Response *r =
+        t ? MHD_create_response_from_buffer_with_free_callback_cls(strlen(text), text, text_sent, t) : NULL;
     if (!r) {
+        free(t);
         free(text);
         return MHD_NO;
     }
+    /* counted until MHD frees it, its last byte sent or its client gone: the server exits after that */
+    t->S = S, t->text = text;
+    pthread_mutex_lock(&S->mu);
+    S->answers++;
+    pthread_mutex_unlock(&S->mu);
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
     enum MHD_Result ret = MHD_queue_response(c, status, r);
@@ -59,3 +87,32 @@ enum MHD_Result srv_send_error(srv *S, struct MHD_Connection *c, unsigned status
     return srv_send_json(S, c, status, j, method, url);
 }
 
+
+char *srv_json_quote(const char *s, size_t n) {
+    char *q = malloc(6 * n + 3), *o = q;
+    if (!q) return NULL;
+    *o++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)s[i];
+        const char *esc = ch == '"' ? "\\\"" : ch == '\\' ? "\\\\" : ch == '\b' ? "\\b" : ch == '\f' ? "\\f"
+                        : ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : ch == '\t' ? "\\t" : NULL;
+        if (esc) {
+            memcpy(o, esc, 2);
+            o += 2;
+        } else if (ch < 0x20) {
+            o += sprintf(o, "\\u%04x", ch);
+        } else {
+            *o++ = (char)ch;
+        }
+    }
+    *o++ = '"';
+    *o = 0;
+    return q;
+}
+
+cJSON *srv_json_text(const char *s, size_t n) {
+    char *q = srv_json_quote(s, n);
+    cJSON *j = q ? cJSON_CreateRaw(q) : NULL;
+    free(q);
+    return j ? j : cJSON_CreateString("");
+}

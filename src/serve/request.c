@@ -25,11 +25,144 @@ void srv_request_free(srv_request *r) {
     memset(r, 0, sizeof *r);
 }
 
-static char *dup_str(const char *s) {
-    size_t n = strlen(s);
+/* ---------------------------------------------------------------- string lengths
+ * cJSON keeps every byte of a string, \u0000 included, but no length: the
+ * lengths come from a scan of the body, its strings in document order, which
+ * is the order of a pre-order walk of the tree (each key, then its value). */
+
+typedef struct {
+    const char *at; /* a key or a valuestring of the tree */
+    size_t n;       /* its decoded length in bytes */
+} str_len;
+
+typedef struct {
+    str_len *s;
+    size_t n, cap;
+} str_lens;
+
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static unsigned hex4(const char *p, const char *end) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        const int h = p + i < end ? hexval(p[i]) : -1;
+        if (h < 0) return 0xFFFFFFFFu;
+        v = v << 4 | (unsigned)h;
+    }
+    return v;
+}
+
+/* The decoded length of the string literal whose opening quote is at *p; *p is moved past its closing quote.
+ * The body is valid JSON (cJSON took it), so escapes are whole. */
+static size_t literal_len(const char **p, const char *end) {
+    size_t n = 0;
+    const char *q = *p + 1;
+    while (q < end && *q != '"') {
+        if (*q != '\\') {
+            n++, q++;
+            continue;
+        }
+        if (q + 1 < end && q[1] == 'u') {
+            const unsigned cp = hex4(q + 2, end);
+            if (cp >= 0xD800 && cp <= 0xDBFF && q + 11 < end && q[6] == '\\' && q[7] == 'u') {
+                n += 4, q += 12; /* a surrogate pair: one 4-byte character */
+                continue;
+            }
+            n += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+            q += 6;
+        } else {
+            n++, q += 2;
+        }
+    }
+    *p = q + 1;
+    return n;
+}
+
+/* Pairs the tree's strings with the lengths of the literals of body[0..end), in document order. */
+static int collect(const cJSON *o, str_lens *L, const char **p, const char *end) {
+    for (const cJSON *e = o; e; e = e->next) {
+        const char *texts[2] = {e->string, cJSON_IsString(e) ? e->valuestring : NULL};
+        for (int k = 0; k < 2; k++) {
+            if (!texts[k]) continue;
+            while (*p < end && **p != '"') (*p)++;
+            if (*p >= end) return -1;
+            if (L->n == L->cap) {
+                const size_t cap = L->cap ? 2 * L->cap : 64;
+                str_len *s = realloc(L->s, cap * sizeof *s);
+                if (!s) return -1;
+                L->s = s, L->cap = cap;
+            }
+            L->s[L->n].at = texts[k];
+            L->s[L->n++].n = literal_len(p, end);
+        }
+        if ((cJSON_IsObject(e) || cJSON_IsArray(e)) && collect(e->child, L, p, end)) return -1;
+    }
+    return 0;
+}
+
+static int cmp_at(const void *a, const void *b) {
+    const char *x = ((const str_len *)a)->at, *y = ((const str_len *)b)->at;
+    return (x > y) - (x < y);
+}
+
+/* The length of a key or valuestring of the tree (strlen if the scan missed it, which a valid body never does). */
+static size_t len_of(const str_lens *L, const char *s) {
+    const str_len key = {s, 0}, *f = L->n ? bsearch(&key, L->s, L->n, sizeof *L->s, cmp_at) : NULL;
+    return f ? f->n : strlen(s);
+}
+
+/* ---------------------------------------------------------------- keys */
+
+static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A key that holds a NUL (cJSON's lookups would match it by its first part) or appears twice in one object of
+ * the tree at o, or NULL. *oom is set when the check could not be made. */
+static const char *bad_key(const cJSON *o, const str_lens *L, int *has_nul, int *oom) {
+    if (!cJSON_IsObject(o) && !cJSON_IsArray(o)) return NULL;
+    int n = 0;
+    for (const cJSON *e = o->child; e; e = e->next, n++) {
+        if (e->string && len_of(L, e->string) != strlen(e->string)) {
+            *has_nul = 1;
+            return e->string;
+        }
+        const char *d = bad_key(e, L, has_nul, oom);
+        if (d || *oom) return d;
+    }
+    if (!cJSON_IsObject(o) || n < 2) return NULL;
+    const char **names = malloc((size_t)n * sizeof *names);
+    if (!names) {
+        *oom = 1;
+        return NULL;
+    }
+    n = 0;
+    for (const cJSON *e = o->child; e; e = e->next) names[n++] = e->string;
+    qsort(names, (size_t)n, sizeof *names, cmp_key);
+    const char *dup = NULL;
+    for (int i = 1; i < n && !dup; i++)
+        if (!strcmp(names[i - 1], names[i])) dup = names[i];
+    free(names);
+    return dup;
+}
+
+static char *dup_n(const char *s, size_t n) {
     char *d = malloc(n + 1);
-    if (d) memcpy(d, s, n + 1);
+    if (d) memcpy(d, s, n), d[n] = 0;
     return d;
+}
+
+/* A string field's text and length (malloc'ed). */
+static da_status dup_text(const str_lens *L, const cJSON *e, char **out, size_t *n) {
+    *n = len_of(L, e->valuestring);
+    return (*out = dup_n(e->valuestring, *n)) ? da_ok() : da_errorf("out of memory");
+}
+
+/* A name (model, role): a string without NUL. */
+static da_status dup_name(const str_lens *L, const cJSON *e, const char *field, char **out) {
+    const size_t n = len_of(L, e->valuestring);
+    if (n != strlen(e->valuestring)) return da_errorf("%s: holds a NUL character (\\u0000)", field);
+    return (*out = dup_n(e->valuestring, n)) ? da_ok() : da_errorf("out of memory");
 }
 
 /* An array of token ids: integers in 0 .. INT32_MAX. */
@@ -48,13 +181,13 @@ static da_status parse_ids(const cJSON *a, const char *field, int **ids, int *n)
 }
 
 /* "prompt": a string, token ids, or a list of either. */
-static da_status parse_prompt(srv_request *r, const cJSON *p) {
+static da_status parse_prompt(srv_request *r, const str_lens *L, const cJSON *p) {
     if (!p) return da_errorf("prompt: missing (a string, or a list of token ids)");
     const int list = cJSON_IsArray(p) && p->child && (cJSON_IsString(p->child) || cJSON_IsArray(p->child));
     const int n = list ? cJSON_GetArraySize(p) : 1;
     if (!cJSON_IsString(p) && !cJSON_IsArray(p))
         return da_errorf("prompt: expected a string, a list of token ids, or a list of those");
-    if (n > 256) return da_errorf("prompt: %d prompts in one request; at most 256", n);
+    if (n > SRV_MAX_CHOICES) return da_errorf("prompt: %d prompts in one request; at most %d", n, SRV_MAX_CHOICES);
     r->prompts = calloc((size_t)n, sizeof *r->prompts);
     if (!r->prompts) return da_errorf("out of memory");
     r->n_prompts = n;
@@ -63,7 +196,8 @@ static da_status parse_prompt(srv_request *r, const cJSON *p) {
         char field[32];
         snprintf(field, sizeof field, list ? "prompt[%d]" : "prompt", i);
         if (cJSON_IsString(e)) {
-            if (!(r->prompts[i].text = dup_str(e->valuestring))) return da_errorf("out of memory");
+            da_status st = dup_text(L, e, &r->prompts[i].text, &r->prompts[i].n_text);
+            if (st.code) return st;
         } else if (cJSON_IsArray(e)) {
             da_status st = parse_ids(e, field, &r->prompts[i].ids, &r->prompts[i].n_ids);
             if (st.code) return st;
@@ -76,23 +210,34 @@ static da_status parse_prompt(srv_request *r, const cJSON *p) {
 }
 
 /* The content of a message: a string, or OpenAI's list of {"type":"text","text":...} parts. */
-static da_status parse_content(const cJSON *c, int i, char **out) {
-    if (cJSON_IsString(c)) return (*out = dup_str(c->valuestring)) ? da_ok() : da_errorf("out of memory");
-    if (cJSON_IsNull(c) || !c) return (*out = dup_str("")) ? da_ok() : da_errorf("out of memory");
+static da_status parse_content(const str_lens *L, const cJSON *c, int i, char **out, size_t *n) {
+    if (cJSON_IsString(c)) return dup_text(L, c, out, n);
+    *n = 0;
+    if (cJSON_IsNull(c) || !c) return (*out = dup_n("", 0)) ? da_ok() : da_errorf("out of memory");
     if (!cJSON_IsArray(c)) return da_errorf("messages[%d].content: expected a string or a list of text parts", i);
     size_t len = 0;
-    for (const cJSON *p = c->child; p; p = p->next) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "text");
-        if (!cJSON_IsString(t)) return da_errorf("messages[%d].content: each part needs a string \"text\"", i);
-        len += strlen(t->valuestring);
+    int k = 0;
+    for (const cJSON *p = c->child; p; p = p->next, k++) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "text"),
+                    *type = cJSON_GetObjectItemCaseSensitive(p, "type");
+        if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "text") &&
+                      len_of(L, type->valuestring) == 4))
+            return da_errorf("messages[%d].content[%d].type: only \"text\" parts are read (this model takes text)", i, k);
+        if (!cJSON_IsString(t)) return da_errorf("messages[%d].content[%d]: each part needs a string \"text\"", i, k);
+        len += len_of(L, t->valuestring);
     }
     if (!(*out = malloc(len + 1))) return da_errorf("out of memory");
-    (*out)[0] = 0;
-    for (const cJSON *p = c->child; p; p = p->next) strcat(*out, cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring);
+    for (const cJSON *p = c->child; p; p = p->next) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+        const size_t m = len_of(L, t);
+        memcpy(*out + *n, t, m);
+        *n += m;
+    }
+    (*out)[*n] = 0;
     return da_ok();
 }
 
-static da_status parse_messages(srv_request *r, const cJSON *m) {
+static da_status parse_messages(srv_request *r, const str_lens *L, const cJSON *m) {
     if (!cJSON_IsArray(m) || !m->child) return da_errorf("messages: expected a non-empty list of {role, content}");
     const int n = cJSON_GetArraySize(m);
     r->messages = calloc((size_t)n, sizeof *r->messages);
@@ -103,8 +248,15 @@ static da_status parse_messages(srv_request *r, const cJSON *m) {
         if (!cJSON_IsObject(e) || !cJSON_IsString(role))
             return da_errorf("messages[%d].role: expected a string (system, user or assistant)", i);
         r->n_messages = i + 1; /* from here srv_request_free frees message i, whatever fails next */
-        if (!(r->messages[i].role = dup_str(role->valuestring))) return da_errorf("out of memory");
-        da_status st = parse_content(cJSON_GetObjectItemCaseSensitive(e, "content"), i, &r->messages[i].content);
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(e, "tool_calls");
+        if (calls && !cJSON_IsNull(calls) && !(cJSON_IsArray(calls) && !calls->child))
+            return da_errorf("messages[%d].tool_calls: not rendered by this server's chat templates; leave them out", i);
+        char field[40];
+        snprintf(field, sizeof field, "messages[%d].role", i);
+        da_status st = dup_name(L, role, field, &r->messages[i].role);
+        if (!st.code)
+            st = parse_content(L, cJSON_GetObjectItemCaseSensitive(e, "content"), i, &r->messages[i].content,
+                               &r->messages[i].n_content);
         if (st.code) return st;
     }
     return da_ok();
@@ -130,27 +282,33 @@ static da_status get_bool(const cJSON *o, const char *key, int *v) {
     return da_ok();
 }
 
-static da_status parse_stop(srv_request *r, const cJSON *s) {
+static da_status parse_stop(srv_request *r, const str_lens *L, const cJSON *s) {
     if (!s || cJSON_IsNull(s)) return da_ok();
     const int list = cJSON_IsArray(s);
     if (!list && !cJSON_IsString(s)) return da_errorf("stop: expected a string or a list of up to 4 strings");
     if (list && cJSON_GetArraySize(s) > SRV_MAX_STOP) return da_errorf("stop: at most %d strings", SRV_MAX_STOP);
     for (const cJSON *e = list ? s->child : s; e; e = list ? e->next : NULL) {
-        if (!cJSON_IsString(e) || !e->valuestring[0]) return da_errorf("stop: each entry must be a non-empty string");
-        if (!(r->stop[r->n_stop++] = dup_str(e->valuestring))) return da_errorf("out of memory");
+        if (!cJSON_IsString(e) || !len_of(L, e->valuestring)) return da_errorf("stop: each entry must be a non-empty string");
+        da_status st = dup_text(L, e, &r->stop[r->n_stop], &r->stop_len[r->n_stop]);
+        if (st.code) return st;
+        r->n_stop++;
     }
     return da_ok();
 }
 
 /* The fields every generating endpoint shares. */
-static da_status parse_sampling(srv_request *r, const cJSON *o) {
+static da_status parse_sampling(srv_request *r, const str_lens *L, const cJSON *o) {
     double v;
     da_status st;
     v = -1;
-    if ((st = get_num(o, r->kind == SRV_CHAT && cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens")
-                             ? "max_completion_tokens" : "max_tokens",
-                      0, 1 << 30, 1, &v)).code)
-        return st;
+    if ((st = get_num(o, "max_tokens", 0, 1 << 30, 1, &v)).code) return st;
+    if (r->kind == SRV_CHAT) { /* OpenAI's newer name; both given must agree */
+        double w = v;
+        if ((st = get_num(o, "max_completion_tokens", 0, 1 << 30, 1, &w)).code) return st;
+        if (v != -1 && w != v)
+            return da_errorf("max_completion_tokens: %.0f, but max_tokens says %.0f: send one", w, v);
+        v = w;
+    }
     r->max_tokens = (int)v;
     v = 1.0;
     if ((st = get_num(o, "temperature", 0, 100, 0, &v)).code) return st;
@@ -162,16 +320,30 @@ static da_status parse_sampling(srv_request *r, const cJSON *o) {
     if ((st = get_num(o, "seed", -9007199254740991.0, 9007199254740991.0, 1, &v)).code) return st;
     r->has_seed = v != -1 || cJSON_GetObjectItemCaseSensitive(o, "seed") != NULL;
     r->seed = (uint64_t)(int64_t)v;
+    v = 1;
+    if ((st = get_num(o, "n", 1, SRV_MAX_CHOICES, 1, &v)).code) return st;
+    r->n_choices = (int)v;
+    const int prompts = r->kind == SRV_CHAT ? 1 : r->n_prompts;
+    if ((long)prompts * r->n_choices > SRV_MAX_CHOICES)
+        return da_errorf("n: %d choices of %d prompts are %ld sequences; at most %d", r->n_choices, prompts,
+                         (long)prompts * r->n_choices, SRV_MAX_CHOICES);
     if ((st = get_bool(o, "stream", &r->stream)).code) return st;
+    if (r->stream && r->n_choices > 1) return da_errorf("n: %d choices are answered without streaming (stream: false)", r->n_choices);
+    if (r->stream && prompts > 1) return da_errorf("stream: a list of prompts is answered without streaming");
+    if (r->stream && r->logprobs >= 0)
+        return da_errorf("logprobs: not sent in streams; ask without streaming (stream: false) for log-probabilities");
     if ((st = get_bool(o, "ignore_eos", &r->ignore_eos)).code) return st;
-    return parse_stop(r, cJSON_GetObjectItemCaseSensitive(o, "stop"));
+    return parse_stop(r, L, cJSON_GetObjectItemCaseSensitive(o, "stop"));
 }
 
 /* "logprobs": completions take a number of alternatives (0..20); chat takes
  * true/false with "top_logprobs". */
 static da_status parse_logprobs(srv_request *r, const cJSON *o) {
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(o, "top_logprobs");
     r->logprobs = -1;
+    if (r->kind == SRV_CHAT && top && !cJSON_IsNull(top) && !cJSON_IsTrue(e))
+        return da_errorf("top_logprobs: needs \"logprobs\": true");
     if (!e || cJSON_IsNull(e)) return da_ok();
     if (r->kind == SRV_CHAT) {
         if (!cJSON_IsBool(e)) return da_errorf("logprobs: expected true or false (chat completions)");
@@ -187,33 +359,95 @@ static da_status parse_logprobs(srv_request *r, const cJSON *o) {
     return st;
 }
 
-static da_status parse_object(srv_request *r, const cJSON *o) {
+/* OpenAI's fields (and llama.cpp's and vLLM's common ones) that change an answer and that this server does not
+ * implement: taken at their neutral value, refused otherwise, so that no client gets an answer that silently
+ * differs from what it asked. */
+typedef enum { NEUTRAL_NUMBER, NEUTRAL_EMPTY, NEUTRAL_TEXT_FORMAT, NEUTRAL_NO_TOOL } neutral_kind;
+static const struct {
+    const char *key;
+    neutral_kind kind;
+    double value, value2; /* NEUTRAL_NUMBER: either value is neutral */
+    int chat_only;
+} unimplemented[] = {
+    {"best_of", NEUTRAL_NUMBER, 1, 1, 0},
+    {"presence_penalty", NEUTRAL_NUMBER, 0, 0, 0},
+    {"frequency_penalty", NEUTRAL_NUMBER, 0, 0, 0},
+    {"repetition_penalty", NEUTRAL_NUMBER, 1, 1, 0},
+    {"top_k", NEUTRAL_NUMBER, 0, -1, 0},
+    {"min_p", NEUTRAL_NUMBER, 0, 0, 0},
+    {"min_tokens", NEUTRAL_NUMBER, 0, 0, 0},
+    {"logit_bias", NEUTRAL_EMPTY, 0, 0, 0},
+    {"suffix", NEUTRAL_EMPTY, 0, 0, 0},
+    {"stream_options", NEUTRAL_EMPTY, 0, 0, 0},
+    {"tools", NEUTRAL_EMPTY, 0, 0, 1},
+    {"functions", NEUTRAL_EMPTY, 0, 0, 1},
+    {"tool_choice", NEUTRAL_NO_TOOL, 0, 0, 1},
+    {"function_call", NEUTRAL_NO_TOOL, 0, 0, 1},
+    {"response_format", NEUTRAL_TEXT_FORMAT, 0, 0, 0},
+};
+
+static int is_neutral(const cJSON *e, neutral_kind kind, double v1, double v2) {
+    if (!e || cJSON_IsNull(e)) return 1;
+    switch (kind) {
+    case NEUTRAL_NUMBER: return cJSON_IsNumber(e) && (e->valuedouble == v1 || e->valuedouble == v2);
+    case NEUTRAL_EMPTY:
+        return ((cJSON_IsObject(e) || cJSON_IsArray(e)) && !e->child) || (cJSON_IsString(e) && !e->valuestring[0]) ||
+               (cJSON_IsObject(e) && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(e, "include_usage")) &&
+                cJSON_GetArraySize(e) == 1);
+    case NEUTRAL_TEXT_FORMAT: {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "type");
+        return cJSON_IsObject(e) && cJSON_GetArraySize(e) == 1 && cJSON_IsString(t) && !strcmp(t->valuestring, "text");
+    }
+    case NEUTRAL_NO_TOOL:
+        return cJSON_IsString(e) && (!strcmp(e->valuestring, "none") || !strcmp(e->valuestring, "auto"));
+    }
+    return 0;
+}
+
+static da_status check_unimplemented(const srv_request *r, const cJSON *o) {
+    for (size_t i = 0; i < sizeof unimplemented / sizeof unimplemented[0]; i++) {
+        if (unimplemented[i].chat_only && r->kind != SRV_CHAT) continue;
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, unimplemented[i].key);
+        if (!is_neutral(e, unimplemented[i].kind, unimplemented[i].value, unimplemented[i].value2))
+            return da_errorf("%s: not implemented by this server; leave it out (docs/serving.md lists the fields "
+                             "read)",
+                             unimplemented[i].key);
+    }
+    return da_ok();
+}
+
+static da_status parse_object(srv_request *r, const str_lens *L, const cJSON *o) {
     da_status st;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(o, "model");
     if (model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model)) return da_errorf("model: expected a string (see GET /v1/models)");
-        if (!(r->model = dup_str(model->valuestring))) return da_errorf("out of memory");
+        if ((st = dup_name(L, model, "model", &r->model)).code) return st;
     }
     switch (r->kind) {
     case SRV_COMPLETION:
-        if ((st = parse_prompt(r, cJSON_GetObjectItemCaseSensitive(o, "prompt"))).code) return st;
+        if ((st = parse_prompt(r, L, cJSON_GetObjectItemCaseSensitive(o, "prompt"))).code) return st;
         if ((st = get_bool(o, "echo", &r->echo)).code) return st;
         if ((st = parse_logprobs(r, o)).code) return st;
-        if (r->n_prompts > 1 && r->stream) return da_errorf("stream: a list of prompts is answered without streaming");
-        return parse_sampling(r, o);
+        if ((st = check_unimplemented(r, o)).code) return st;
+        return parse_sampling(r, L, o);
     case SRV_CHAT:
-        if ((st = parse_messages(r, cJSON_GetObjectItemCaseSensitive(o, "messages"))).code) return st;
+        if ((st = parse_messages(r, L, cJSON_GetObjectItemCaseSensitive(o, "messages"))).code) return st;
         if ((st = parse_logprobs(r, o)).code) return st;
-        return parse_sampling(r, o);
+        if ((st = check_unimplemented(r, o)).code) return st;
+        return parse_sampling(r, L, o);
     case SRV_TOKENIZE: {
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "messages");
-        if (m) st = parse_messages(r, m);
-        else if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "content")))
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "messages"), *content;
+        if (m) st = parse_messages(r, L, m);
+        else if (!cJSON_IsString(content = cJSON_GetObjectItemCaseSensitive(o, "content")))
             return da_errorf("content: expected a string (or \"messages\": a chat to render with the template)");
-        else st = (r->prompts = calloc(1, sizeof *r->prompts)) && (r->n_prompts = 1) &&
-                          (r->prompts->text = dup_str(cJSON_GetObjectItemCaseSensitive(o, "content")->valuestring))
-                      ? da_ok() : da_errorf("out of memory");
+        else if (!(r->prompts = calloc(1, sizeof *r->prompts))) return da_errorf("out of memory");
+        else {
+            r->n_prompts = 1;
+            st = dup_text(L, content, &r->prompts->text, &r->prompts->n_text);
+        }
         if (st.code) return st;
+        if (m && cJSON_GetObjectItemCaseSensitive(o, "add_special"))
+            return da_errorf("add_special: not read with \"messages\" (the template's own special tokens are kept)");
         r->add_special = 1;
         return get_bool(o, "add_special", &r->add_special);
     }
@@ -226,6 +460,27 @@ static da_status parse_object(srv_request *r, const cJSON *o) {
     return da_errorf("unknown request kind");
 }
 
+/* The lengths of o's strings and its keys checked, then its fields. */
+static da_status parse_tree(srv_request *r, const cJSON *o, const char *body, const char *end) {
+    str_lens L = {0};
+    const char *p = body;
+    if (collect(o, &L, &p, end)) {
+        free(L.s);
+        return da_errorf("out of memory");
+    }
+    if (L.n) qsort(L.s, L.n, sizeof *L.s, cmp_at); /* an object without strings has no table */
+    int has_nul = 0, oom = 0;
+    const char *bad = bad_key(o, &L, &has_nul, &oom);
+    da_status st = oom             ? da_errorf("out of memory")
+                   : bad && has_nul ? da_errorf("key \"%.80s\\u0000...\": a key holds a NUL character", bad)
+                   : bad            ? da_errorf("%.80s: the key appears twice in one object (readers disagree on "
+                                                "which one counts): send it once",
+                                                bad)
+                                    : parse_object(r, &L, o);
+    free(L.s);
+    return st;
+}
+
 da_status srv_request_parse(srv_request *r, srv_kind k, const char *body, size_t n) {
     memset(r, 0, sizeof *r);
     r->kind = k;
@@ -233,13 +488,15 @@ da_status srv_request_parse(srv_request *r, srv_kind k, const char *body, size_t
     r->logprobs = -1;
     r->temperature = 1.0f;
     r->top_p = 1.0f;
+    r->n_choices = 1;
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(body, n, &end, 0);
     if (!o) {
         const size_t at = end && end >= body ? (size_t)(end - body) : 0;
         return da_errorf("the body is not valid JSON (near byte %zu of %zu)", at, n);
     }
-    da_status st = cJSON_IsObject(o) ? parse_object(r, o) : da_errorf("the body must be a JSON object");
+    da_status st = cJSON_IsObject(o) ? parse_tree(r, o, body, end && end >= body && end <= body + n ? end : body + n)
+                                     : da_errorf("the body must be a JSON object");
     cJSON_Delete(o);
     return st;
 }

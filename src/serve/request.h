@@ -11,16 +11,21 @@
 
 #define SRV_MAX_STOP 4      /* OpenAI's limit on stop strings */
 #define SRV_MAX_LOGPROBS 20 /* top alternatives per position */
+#define SRV_MAX_CHOICES 256 /* sequences one request may ask for: prompts times "n" */
 
 typedef enum { SRV_COMPLETION = 0, SRV_CHAT = 1, SRV_TOKENIZE = 2, SRV_DETOKENIZE = 3 } srv_kind;
 
+/* Texts carry their length: JSON's \u0000 is a byte of the text like any other. */
 typedef struct {
-    char *role, *content;
+    char *role;       /* no NUL (refused) */
+    char *content;
+    size_t n_content;
 } srv_message;
 
 /* One prompt: a string, or token ids. */
 typedef struct {
     char *text; /* NULL when ids */
+    size_t n_text;
     int *ids;
     int n_ids;
 } srv_prompt;
@@ -37,7 +42,9 @@ typedef struct {
     uint64_t seed;
     int has_seed;
     char *stop[SRV_MAX_STOP];
+    size_t stop_len[SRV_MAX_STOP];
     int n_stop;
+    int n_choices;          /* "n": choices per prompt (1..SRV_MAX_CHOICES) */
     int stream, echo;
     int logprobs;           /* top alternatives per position; -1: none */
     int ignore_eos;         /* 1: generate past the end-of-text token (vLLM's field) */
@@ -47,7 +54,9 @@ typedef struct {
 } srv_request;
 
 /* Parses body[0..n) for an endpoint of kind k into r (zeroed first; free it
- * with srv_request_free even on error). */
+ * with srv_request_free even on error). A key twice in one object, a key or a
+ * name (model, role, part type) holding a NUL, and an OpenAI field this
+ * server does not implement set to anything but its neutral value are errors. */
 da_status srv_request_parse(srv_request *r, srv_kind k, const char *body, size_t n);
 void srv_request_free(srv_request *r);
 

@@ -79,7 +79,7 @@ static int append_text(srv_job *j, const uint8_t *b, size_t n) {
 static void cut_at_stop(srv_job *j, size_t from) {
     size_t longest = 0;
     for (int s = 0; s < j->n_stop; s++) {
-        const size_t k = strlen(j->stop[s]);
+        const size_t k = j->stop_len[s];
         longest = k > longest ? k : longest;
         const size_t start = from >= k - 1 ? from - (k - 1) : 0;
         for (size_t i = start; i + k <= j->n_text; i++)
@@ -130,6 +130,14 @@ static void take_token(srv *S, srv_slot *sl, const float *logits) {
         return;
     }
     const int tok = da_sample_token(logits, S->V, j->temperature, j->top_p, &sl->rng, S->scratch);
+    if (tok < 0 || tok >= S->V) { /* this job alone fails: the batch's other slots go on */
+        pthread_mutex_lock(&S->mu);
+        j->err = da_errorf("sampling gave token %d, outside the vocabulary of %d (temperature %g, top_p %g)", tok, S->V,
+                           (double)j->temperature, (double)j->top_p);
+        finish_slot(S, sl);
+        pthread_mutex_unlock(&S->mu);
+        return;
+    }
     if (j->top_n >= 0) {
         srv_log_softmax(logits, S->V, S->lsm);
         j->lp[pos] = S->lsm[tok];
@@ -224,8 +232,32 @@ static void decode(srv *S) {
     for (int i = 0; i < n; i++) take_token(S, which[i], S->logits + (size_t)i * S->V);
 }
 
+/* Under mu: takes the jobs off the queue that will never run: all of them once the server is stopping
+ * (refused: their requests get 503 at once), else those whose client hung up. */
+static void sweep_queue(srv *S) {
+    srv_job **link = &S->queue_head, *last = NULL;
+    int dropped = 0;
+    while (*link) {
+        srv_job *j = *link;
+        if (!S->draining && !j->cancelled) {
+            last = j;
+            link = &j->next;
+            continue;
+        }
+        *link = j->next;
+        S->queued--;
+        j->refused = S->draining && !j->cancelled;
+        j->done = 1;
+        srv_job_release(S, j);
+        dropped = 1;
+    }
+    S->queue_tail = last;
+    if (dropped) pthread_cond_broadcast(&S->out_cv);
+}
+
 /* Under mu: drops cancelled jobs, fills free slots from the queue. */
 static void assign(srv *S) {
+    sweep_queue(S);
     for (int i = 0; i < S->o.parallel; i++) {
         srv_slot *sl = &S->slots[i];
         if (sl->job && sl->job->cancelled) finish_slot(S, sl);
@@ -234,16 +266,13 @@ static void assign(srv *S) {
             S->queue_head = j->next;
             if (!S->queue_head) S->queue_tail = NULL;
             S->queued--;
-            if (j->cancelled) {
-                j->done = 1;
-                srv_job_release(S, j);
-                continue;
-            }
             sl->job = j;
+            j->started = 1;
             sl->fed = 0;
             da_session_reset(sl->s);
             da_rng_seed(&sl->rng, j->seed);
             S->busy++;
+            pthread_cond_broadcast(&S->out_cv); /* a stream waits for its job to start before it answers */
         }
     }
 }
@@ -253,7 +282,8 @@ void srv_schedule(srv *S) {
     for (;;) {
         if (S->o.stop && *S->o.stop && !S->draining) {
             S->draining = 1;
-            fprintf(stderr, "serve: stopping: %d running, %d queued; new requests get 503\n", S->busy, S->queued);
+            fprintf(stderr, "serve: stopping: %d running, %d queued; the queued and new requests get 503\n", S->busy,
+                    S->queued);
         }
         assign(S);
         if (!S->busy) {

@@ -187,15 +187,16 @@ da_status da_serve(const da_serve_opts *o) {
         S->ready = 1;
         pthread_mutex_unlock(&S->mu);
         srv_schedule(S);
-        /* every job is done; the streams send their last events */
+        /* every job is done or refused; the answers (streamed or whole, 503s included) reach their clients */
         pthread_mutex_lock(&S->mu);
-        for (int waited = 0; S->streams > 0 && waited < 600; waited++) {
+        for (int waited = 0; S->answers > 0 && waited < 600; waited++) {
             struct timespec t;
             clock_gettime(CLOCK_REALTIME, &t);
             t.tv_nsec += 100000000L;
             if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
             pthread_cond_timedwait(&S->out_cv, &S->mu, &t);
         }
+        if (S->answers > 0) fprintf(stderr, "serve: %d answers still unsent after 60 s; closing\n", S->answers);
         pthread_mutex_unlock(&S->mu);
         fprintf(stderr, "serve: stopped\n");
     }

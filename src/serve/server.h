@@ -24,6 +24,7 @@ typedef struct srv_job {
     int top_n;        /* alternatives per position; -1: no log-probabilities */
     int prompt_lp;    /* 1: the prompt's log-probabilities too (echo with logprobs) */
     char *stop[SRV_MAX_STOP];
+    size_t stop_len[SRV_MAX_STOP];
     int n_stop;
     /* written by the scheduler under the server's lock */
     int *out, n_out, cap_out;     /* generated ids (the stopping token excluded) */
@@ -35,6 +36,8 @@ typedef struct srv_job {
     int done, finish_length;      /* finish_length: 1 "length", 0 "stop" */
     da_status err;
     int cancelled;                /* the client went away: the slot drops it */
+    int started;                  /* a slot took it from the queue */
+    int refused;                  /* still queued when the server began to stop: never run (503) */
     int refs;
     struct srv_job *next;         /* in the queue */
     double t_queued;
@@ -70,6 +73,7 @@ typedef struct {
     pthread_cond_t work_cv, out_cv;
     srv_job *queue_head, *queue_tail;
     int queued, busy, draining, streams;
+    int answers; /* answers owed: requests queued and not yet answered, plus responses MHD has not finished sending */
     _Atomic int ready; /* the model is loaded (read by the HTTP threads without mu) */
     /* metrics, under mu */
     long requests[6]; /* 2xx, 400, 401, 404, 413, other */

@@ -3,6 +3,7 @@
  * (its low 2 bits) and the template (the next 2); the rest is the JSON body. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "serve/chat.h"
 #include "serve/request.h"
@@ -14,7 +15,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     srv_request r;
     if (!srv_request_parse(&r, kind, (const char *)data + 1, size - 1).code && r.n_messages) {
         char *text = NULL;
-        if (!srv_chat_render(tmpl, r.messages, r.n_messages, "<|begin_of_text|>", &text).code && !text) abort();
+        size_t n = 0, plain = strlen("assistant:");
+        for (int i = 0; i < r.n_messages; i++) plain += strlen(r.messages[i].role) + 3 + r.messages[i].n_content;
+        /* the plain template keeps every byte of every content, NULs included */
+        if (!srv_chat_render(tmpl, r.messages, r.n_messages, "<|begin_of_text|>", &text, &n).code &&
+            (!text || text[n] || (tmpl == SRV_TMPL_PLAIN && n != plain)))
+            abort();
         free(text);
     }
     srv_request_free(&r);
