@@ -125,6 +125,14 @@ static srv_job *make_job(const srv *S, const srv_request *r, int *ids, int n_ids
         j->stop_len[i] = r->stop_len[i];
         j->n_stop = i + 1;
     }
+    if (r->json == SRV_JSON_OBJECT && da_json_schema_any_object(&j->schema).code) goto oom;
+    if (r->json == SRV_JSON_SCHEMA) { /* the request compiled this text once already */
+        cJSON *schema = cJSON_Parse(r->schema_json);
+        da_status st = schema ? da_json_schema_compile(&j->schema, schema, "json_schema") : da_errorf("out of memory");
+        cJSON_Delete(schema);
+        if (st.code) goto oom;
+    }
+    if (j->schema) da_json_start(j->schema, &j->json);
     const size_t np = (size_t)n_ids + (size_t)j->max_new;
     if (!(j->out = malloc(((size_t)j->max_new + 1) * sizeof *j->out))) goto oom;
     if (j->top_n >= 0) {
@@ -519,6 +527,9 @@ static srv_job **make_jobs(srv *S, const srv_request *r, int n_jobs, unsigned lo
         const uint64_t s = seed + (r->has_seed ? (uint64_t)choice : (uint64_t)i);
         if (!st->code && !(jobs[i] = make_job(S, r, ids, n_ids, s))) *st = da_errorf("out of memory");
         if (!jobs[i]) free(ids);
+        else if (jobs[i]->schema && jobs[i]->max_new < da_json_min_left(jobs[i]->schema, &jobs[i]->json))
+            *st = da_errorf("max_tokens: %d tokens are fewer than the shortest answer the schema allows (%d tokens)",
+                            jobs[i]->max_new, da_json_min_left(jobs[i]->schema, &jobs[i]->json));
     }
     if (!st->code) return jobs;
     for (int i = 0; i < n_jobs; i++)

@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "infer/json_schema.h"
 #include "serve/request.h"
 
 void srv_request_free(srv_request *r) {
@@ -22,6 +23,7 @@ void srv_request_free(srv_request *r) {
     free(r->messages);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->tokens);
+    free(r->schema_json);
     memset(r, 0, sizeof *r);
 }
 
@@ -362,7 +364,7 @@ static da_status parse_logprobs(srv_request *r, const cJSON *o) {
 /* OpenAI's fields (and llama.cpp's and vLLM's common ones) that change an answer and that this server does not
  * implement: taken at their neutral value, refused otherwise, so that no client gets an answer that silently
  * differs from what it asked. */
-typedef enum { NEUTRAL_NUMBER, NEUTRAL_EMPTY, NEUTRAL_TEXT_FORMAT, NEUTRAL_NO_TOOL } neutral_kind;
+typedef enum { NEUTRAL_NUMBER, NEUTRAL_EMPTY, NEUTRAL_NO_TOOL } neutral_kind;
 static const struct {
     const char *key;
     neutral_kind kind;
@@ -383,7 +385,7 @@ static const struct {
     {"functions", NEUTRAL_EMPTY, 0, 0, 1},
     {"tool_choice", NEUTRAL_NO_TOOL, 0, 0, 1},
     {"function_call", NEUTRAL_NO_TOOL, 0, 0, 1},
-    {"response_format", NEUTRAL_TEXT_FORMAT, 0, 0, 0},
+    {"grammar", NEUTRAL_EMPTY, 0, 0, 0},
 };
 
 static int is_neutral(const cJSON *e, neutral_kind kind, double v1, double v2) {
@@ -394,10 +396,6 @@ static int is_neutral(const cJSON *e, neutral_kind kind, double v1, double v2) {
         return ((cJSON_IsObject(e) || cJSON_IsArray(e)) && !e->child) || (cJSON_IsString(e) && !e->valuestring[0]) ||
                (cJSON_IsObject(e) && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(e, "include_usage")) &&
                 cJSON_GetArraySize(e) == 1);
-    case NEUTRAL_TEXT_FORMAT: {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "type");
-        return cJSON_IsObject(e) && cJSON_GetArraySize(e) == 1 && cJSON_IsString(t) && !strcmp(t->valuestring, "text");
-    }
     case NEUTRAL_NO_TOOL:
         return cJSON_IsString(e) && (!strcmp(e->valuestring, "none") || !strcmp(e->valuestring, "auto"));
     }
@@ -416,6 +414,72 @@ static da_status check_unimplemented(const srv_request *r, const cJSON *o) {
     return da_ok();
 }
 
+/* A string anywhere in the schema holding a NUL: cJSON would read only its first part. */
+static const char *nul_string(const str_lens *L, const cJSON *o) {
+    for (const cJSON *e = o; e; e = e->next) {
+        if (cJSON_IsString(e) && len_of(L, e->valuestring) != strlen(e->valuestring)) return e->valuestring;
+        const char *in = e->child ? nul_string(L, e->child) : NULL;
+        if (in) return in;
+    }
+    return NULL;
+}
+
+/* The schema at `where`: compiled once to check it (a keyword outside the subset is refused by name), kept as text
+ * for the jobs, which each compile their own. */
+static da_status take_schema(srv_request *r, const str_lens *L, const cJSON *schema, const char *where) {
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema)) return da_errorf("%s: expected a JSON schema (an object)", where);
+    if (cJSON_IsObject(schema) && schema->child && nul_string(L, schema->child))
+        return da_errorf("%s: a string holds a NUL character, which the schema cannot hold here", where);
+    da_json_schema *s = NULL;
+    da_status st = da_json_schema_compile(&s, schema, where);
+    da_json_schema_free(s);
+    if (st.code) return st;
+    r->json = SRV_JSON_SCHEMA;
+    return (r->schema_json = cJSON_PrintUnformatted(schema)) ? da_ok() : da_errorf("out of memory");
+}
+
+/* OpenAI's response_format ({"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema",
+ * "strict", "description"}}) and llama-server's "json_schema" (a schema). */
+static da_status parse_format(srv_request *r, const str_lens *L, const cJSON *o) {
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(o, "response_format");
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(o, "json_schema");
+    if (js && !cJSON_IsNull(js)) {
+        if (rf && !cJSON_IsNull(rf)) return da_errorf("json_schema: give response_format or json_schema, not both");
+        return take_schema(r, L, js, "json_schema");
+    }
+    if (!rf || cJSON_IsNull(rf)) return da_ok();
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+    if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
+        return da_errorf("response_format: expected {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}");
+    const char *t = type->valuestring;
+    for (const cJSON *k = rf->child; k; k = k->next)
+        if (strcmp(k->string, "type") && !(!strcmp(t, "json_schema") && !strcmp(k->string, "json_schema")) &&
+            !(!strcmp(t, "json_object") && !strcmp(k->string, "schema")))
+            return da_errorf("response_format.%s: not read with type \"%s\"", k->string, t);
+    if (!strcmp(t, "text")) return da_ok();
+    if (!strcmp(t, "json_object")) { /* llama-server's json_object may carry a schema */
+        const cJSON *schema = cJSON_GetObjectItemCaseSensitive(rf, "schema");
+        if (schema) return take_schema(r, L, schema, "response_format.schema");
+        r->json = SRV_JSON_OBJECT;
+        return da_ok();
+    }
+    if (strcmp(t, "json_schema"))
+        return da_errorf("response_format.type: \"%.40s\" is not one of text, json_object, json_schema", t);
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+    if (!cJSON_IsObject(w)) return da_errorf("response_format.json_schema: expected {\"name\", \"schema\", \"strict\"}");
+    for (const cJSON *k = w->child; k; k = k->next) {
+        const int known = !strcmp(k->string, "name") || !strcmp(k->string, "schema") || !strcmp(k->string, "strict") ||
+                          !strcmp(k->string, "description");
+        if (!known) return da_errorf("response_format.json_schema.%s: not a field of json_schema", k->string);
+    }
+    const cJSON *strict = cJSON_GetObjectItemCaseSensitive(w, "strict");
+    if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
+        return da_errorf("response_format.json_schema.strict: expected true or false (answers fit the schema either way)");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(w, "schema");
+    if (!schema) return da_errorf("response_format.json_schema.schema: missing (the JSON schema answers must fit)");
+    return take_schema(r, L, schema, "response_format.json_schema.schema");
+}
+
 static da_status parse_object(srv_request *r, const str_lens *L, const cJSON *o) {
     da_status st;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(o, "model");
@@ -429,11 +493,13 @@ static da_status parse_object(srv_request *r, const str_lens *L, const cJSON *o)
         if ((st = get_bool(o, "echo", &r->echo)).code) return st;
         if ((st = parse_logprobs(r, o)).code) return st;
         if ((st = check_unimplemented(r, o)).code) return st;
+        if ((st = parse_format(r, L, o)).code) return st;
         return parse_sampling(r, L, o);
     case SRV_CHAT:
         if ((st = parse_messages(r, L, cJSON_GetObjectItemCaseSensitive(o, "messages"))).code) return st;
         if ((st = parse_logprobs(r, o)).code) return st;
         if ((st = check_unimplemented(r, o)).code) return st;
+        if ((st = parse_format(r, L, o)).code) return st;
         return parse_sampling(r, L, o);
     case SRV_TOKENIZE: {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "messages"), *content;

@@ -22,6 +22,9 @@ typedef struct {
     size_t n_content;
 } srv_message;
 
+/* The answer's form: free text, any JSON object, or JSON that fits a schema (docs/serving.md). */
+typedef enum { SRV_JSON_NONE = 0, SRV_JSON_OBJECT = 1, SRV_JSON_SCHEMA = 2 } srv_json_mode;
+
 /* One prompt: a string, or token ids. */
 typedef struct {
     char *text; /* NULL when ids */
@@ -51,6 +54,8 @@ typedef struct {
     int add_special;        /* tokenize: add the tokenizer's special tokens (default 1) */
     int *tokens;            /* detokenize */
     int n_tokens;
+    srv_json_mode json;     /* completions and chat: the answer's form (response_format, json_schema) */
+    char *schema_json;      /* SRV_JSON_SCHEMA: the schema's text, already compiled once (so it compiles) */
 } srv_request;
 
 /* Parses body[0..n) for an endpoint of kind k into r (zeroed first; free it

@@ -26,6 +26,7 @@ void srv_job_release(srv *S, srv_job *j) {
     free(j->top_id);
     free(j->top_lp);
     free(j->text);
+    da_json_schema_free(j->schema);
     free(j);
 }
 
@@ -116,6 +117,54 @@ static int is_eos(const srv *S, int tok) {
     return 0;
 }
 
+/* The token mask over the vocabulary's bytes, made once: a byte model's tokens 0..255 are bytes, a tokenizer's
+ * its decoded bytes; special tokens (but the end tokens) are never allowed. */
+static const char *make_mask(srv *S) {
+    uint8_t **bytes = calloc((size_t)S->V, sizeof *bytes);
+    int *len = calloc((size_t)S->V, sizeof *len);
+    const char *why = bytes && len ? NULL : "out of memory";
+    for (int i = 0; i < S->V && !why; i++) {
+        size_t n = 0, cap = 0;
+        if (S->tok) {
+            if (da_tokenizer_decode(S->tok, &i, 1, &bytes[i], &n, &cap).code || !bytes[i]) n = 0;
+            char *text = n ? malloc(n + 1) : NULL;
+            if (text) {
+                memcpy(text, bytes[i], n);
+                text[n] = 0;
+                if (da_tokenizer_special_id(S->tok, text) == i) n = 0;
+                free(text);
+            }
+        } else if (i < 256 && (bytes[i] = malloc(1))) {
+            bytes[i][0] = (uint8_t)i, n = 1;
+        }
+        len[i] = (int)n;
+    }
+    if (!why && da_token_mask_build(&S->mask, (const uint8_t *const *)bytes, len, S->V, S->eos, S->n_eos).code)
+        why = "out of memory";
+    for (int i = 0; bytes && i < S->V; i++) free(bytes[i]);
+    free(bytes);
+    free(len);
+    if (!why && (!(S->allowed = malloc((size_t)S->V)) || !(S->masked = malloc((size_t)S->V * sizeof(float)))))
+        why = "out of memory";
+    return why;
+}
+
+/* logits with every token the schema does not allow next at -inf (in S->masked); NULL (and *why) when none is
+ * allowed. The budget: the answer must be whole within the tokens left. */
+static const float *constrained_logits(srv *S, srv_job *j, const float *logits, const char **why) {
+    if (!S->mask && (*why = make_mask(S))) return NULL;
+    const int left = j->max_new - j->n_out;
+    int n = da_token_mask_allowed(S->mask, j->schema, &j->json, left, S->allowed);
+    if (j->ignore_eos && n > 1) /* an end token only where nothing else fits */
+        for (int i = 0; i < S->n_eos; i++) n -= S->allowed[S->eos[i]], S->allowed[S->eos[i]] = 0;
+    if (n <= 0) {
+        *why = "no token of the vocabulary continues the answer within the schema";
+        return NULL;
+    }
+    for (int i = 0; i < S->V; i++) S->masked[i] = S->allowed[i] ? logits[i] : -INFINITY;
+    return S->masked;
+}
+
 /* The next token of sl's job from logits (V): its log-probabilities when
  * asked, the sample, and the text it adds. */
 static void take_token(srv *S, srv_slot *sl, const float *logits) {
@@ -129,7 +178,16 @@ static void take_token(srv *S, srv_slot *sl, const float *logits) {
         pthread_mutex_unlock(&S->mu);
         return;
     }
-    const int tok = da_sample_token(logits, S->V, j->temperature, j->top_p, &sl->rng, S->scratch);
+    const char *why = NULL;
+    const float *pick_from = j->schema ? constrained_logits(S, j, logits, &why) : logits;
+    if (!pick_from) {
+        pthread_mutex_lock(&S->mu);
+        j->err = da_errorf("structured output: %s", why);
+        finish_slot(S, sl);
+        pthread_mutex_unlock(&S->mu);
+        return;
+    }
+    const int tok = da_sample_token(pick_from, S->V, j->temperature, j->top_p, &sl->rng, S->scratch);
     if (tok < 0 || tok >= S->V) { /* this job alone fails: the batch's other slots go on */
         pthread_mutex_lock(&S->mu);
         j->err = da_errorf("sampling gave token %d, outside the vocabulary of %d (temperature %g, top_p %g)", tok, S->V,
@@ -151,15 +209,21 @@ static void take_token(srv *S, srv_slot *sl, const float *logits) {
         nb = S->text_cap ? (S->text[0] = (uint8_t)tok, 1) : 0;
     }
     const uint8_t *bytes = S->text;
+    /* the mask allowed only tokens that keep the text a prefix of a valid answer; once it is whole and nothing
+     * can extend it, the answer ends here */
+    const int json_closed = j->schema && !is_eos(S, tok) && da_json_feed_bytes(j->schema, &j->json, bytes, nb) &&
+                            da_json_closed(j->schema, &j->json);
     pthread_mutex_lock(&S->mu);
     S->tokens_out++;
-    if (is_eos(S, tok) && !j->ignore_eos) {
+    if (is_eos(S, tok) && (!j->ignore_eos || j->schema)) {
+        j->finish_length = 0;
         finish_slot(S, sl);
     } else {
         const size_t from = j->n_text;
         j->out[j->n_out++] = tok;
         if (append_text(j, bytes, nb)) j->err = da_errorf("out of memory");
         cut_at_stop(j, from);
+        if (json_closed) j->done = 1;
         j->finish_length = !j->done;
         if (j->done || j->n_out >= j->max_new || j->err.code) finish_slot(S, sl);
         /* Only a stream waits on each token; a waiter woken for nothing takes a core from the decoding threads

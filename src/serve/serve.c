@@ -156,6 +156,9 @@ static void release(srv *S) {
     free(S->logits);
     free(S->scratch);
     free(S->lsm);
+    da_token_mask_free(S->mask);
+    free(S->allowed);
+    free(S->masked);
     free(S->text);
     da_tokenizer_free(S->tok_owned);
     da_engine_free(S->e);

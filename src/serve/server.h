@@ -10,6 +10,7 @@
 #include "diffattn/generate.h"
 #include "serve/serve_opts.h"
 #include "diffattn/tokenizer.h"
+#include "infer/json_schema.h"
 #include "serve/chat.h"
 #include "serve/request.h"
 
@@ -25,6 +26,7 @@ typedef struct srv_job {
     int prompt_lp;    /* 1: the prompt's log-probabilities too (echo with logprobs) */
     char *stop[SRV_MAX_STOP];
     size_t stop_len[SRV_MAX_STOP];
+    da_json_schema *schema;       /* NULL: free text; else the answer is JSON fitting it (its own copy) */
     int n_stop;
     /* written by the scheduler under the server's lock */
     int *out, n_out, cap_out;     /* generated ids (the stopping token excluded) */
@@ -34,6 +36,7 @@ typedef struct srv_job {
     char *text;                   /* the generated text, cut at a stop string */
     size_t n_text, cap_text, n_safe; /* n_safe: bytes that may be streamed (no stop string or character cut) */
     int done, finish_length;      /* finish_length: 1 "length", 0 "stop" */
+    da_json_state json;           /* with a schema: the matcher's state after the generated text (scheduler's) */
     da_status err;
     int cancelled;                /* the client went away: the slot drops it */
     int started;                  /* a slot took it from the queue */
@@ -66,6 +69,10 @@ typedef struct {
     srv_slot *slots;
     da_session *work;
     float *logits, *scratch, *lsm; /* (parallel, V), (2V), (V) */
+    /* structured output, made at the first request that asks for it (the scheduler's alone) */
+    da_token_mask *mask;           /* the vocabulary's bytes */
+    uint8_t *allowed;              /* (V) the tokens the schema allows next */
+    float *masked;                 /* (V) logits with the others at -inf */
     uint8_t *text;                 /* one sampled token's bytes (text_cap of them): no allocation a token */
     size_t text_cap;
     /* shared, under mu */
