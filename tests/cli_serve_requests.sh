@@ -97,10 +97,11 @@ refused "a list of prompts with stream is refused" "stream:" /v1/completions '{"
 refused "n: 0 is refused" "n:" /v1/completions '{"prompt":"x","n":0}'
 refused "logprobs with stream is refused (completions)" "logprobs:" /v1/completions '{"prompt":"x","logprobs":2,"stream":true}'
 refused "logprobs with stream is refused (chat)" "logprobs:" /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"logprobs":true,"stream":true}'
+refused "response_format of an unknown type is refused naming it" "response_format.type:" /v1/completions '{"prompt":"x","response_format":{"type":"yaml"}}'
 refused "chat: top_logprobs without logprobs is refused" "top_logprobs:" /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"top_logprobs":3}'
 for f in '"presence_penalty":0.5' '"frequency_penalty":-1' '"logit_bias":{"65":100}' '"best_of":3' '"suffix":"end"' \
          '"top_k":40' '"min_p":0.1' '"repetition_penalty":1.2' '"stream_options":{"include_usage":true}' \
-         '"response_format":{"type":"json_object"}'; do
+         '"grammar":"root ::= [a-z]+"'; do
   name=${f%%\":*}; name=${name#\"}
   refused "$name set is refused naming it" "$name:" /v1/completions "{\"prompt\":\"x\",$f}"
 done
