@@ -135,6 +135,7 @@ typedef struct attn_variant {
     int head_norm_option;   /* the per-head norm (da_config.head_norm): 0 none, an explicit value refused;
                              * 1 off unless on; 2 on unless off */
     int lambda_init_option; /* 1: da_config.lambda_init applies */
+    int lambda_depth_shift; /* the depth schedule's depth is layer - this (0: DIFF's; GDA's 1: Motif's) */
     int head_dim_option;    /* 1: da_config.head_dim may be set (the kernels read widths from attn_shape) */
     int baseline;       /* 1: the baseline of compare's verdicts */
     int compared;       /* 1: compare runs it without --archs */
@@ -226,7 +227,8 @@ void da_attn_init_tensor(const da_config *c, const attn_tensor *t, float *w);
 
 /* DIFF's lambda_init at 0-based depth: 0.8 - 0.6 exp(-0.3 depth). */
 float da_attn_lambda_init(int depth);
-/* lambda_init of layer l under c: c->lambda_init when set, else the depth schedule. */
+/* lambda_init of layer l under c: c->lambda_init when set, else the depth schedule at depth
+ * l - the variant's lambda_depth_shift. */
 float da_attn_layer_lambda_init(const da_config *c, int layer);
 /* 1 when c's variant applies its per-head norm (c->head_norm against the variant's default). */
 int da_attn_head_norm_on(const da_config *c);

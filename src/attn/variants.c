@@ -7,10 +7,10 @@
 #include "attn/variant.h"
 #include "attn/variant_common.h"
 
-extern const attn_variant attn_diff, attn_softmax, attn_diff2, attn_nsa, attn_moba;
+extern const attn_variant attn_diff, attn_softmax, attn_diff2, attn_nsa, attn_moba, attn_gda;
 
 static const attn_variant *const VARIANTS[DA_ARCH_N] = {&attn_diff, &attn_softmax, &attn_diff2, &attn_nsa,
-                                                            &attn_moba};
+                                                            &attn_moba, &attn_gda};
 
 const attn_variant *da_attn_variant_of(da_arch a) { return (unsigned)a < DA_ARCH_N ? VARIANTS[a] : VARIANTS[0]; }
 
@@ -83,7 +83,8 @@ int da_attn_head_norm_on(const da_config *c) {
 float da_attn_lambda_init(int depth) { return 0.8f - 0.6f * expf(-0.3f * (float)depth); }
 
 float da_attn_layer_lambda_init(const da_config *c, int layer) {
-    return c->lambda_init > 0.0f ? c->lambda_init : da_attn_lambda_init(layer);
+    return c->lambda_init > 0.0f ? c->lambda_init
+                                 : da_attn_lambda_init(layer - da_attn_variant_of(c->arch)->lambda_depth_shift);
 }
 
 size_t da_attn_scratch_floats(const attn_variant *v, const attn_shape *s, int flash) {
