@@ -142,7 +142,27 @@ static int test_motif_v1(void) { return check_fixture("motif_v1"); }
 /* GDA with the SwiGLU MLP */
 static int test_motif_gda_silu(void) { return check_fixture("motif_gda_silu"); }
 
+/* --kv-heads left 0: one K/V pair per group (Motif-2-12.7B's 8 groups over 8 pairs); a pair count that does
+ * not divide the groups is refused naming the field. */
+static int test_gda_kv_heads(void) {
+    da_config c;
+    da_config_default(&c);
+    c.arch = DA_ARCH_GDA;
+    c.dim = 64, c.n_heads = 8, c.gda_noise_heads = 2, c.n_kv_heads = 0, c.head_dim = 4;
+    CHECK(!da_config_from_diff_heads(&c).code);
+    int fail = c.n_kv_heads != 2;
+    if (fail) fprintf(stderr, "  default n_kv_heads %d, expected 2\n", c.n_kv_heads);
+    c.n_kv_heads = 4;
+    da_status st = da_config_validate(&c);
+    if (!st.code || !strstr(st.msg, "n_kv_heads")) {
+        fprintf(stderr, "  4 pairs over 2 groups: \"%s\"\n", st.msg);
+        fail = 1;
+    }
+    return fail;
+}
+
 int main(void) {
+    RUN(test_gda_kv_heads);
     RUN(test_motif_gda);
     RUN(test_motif_gda_gqa);
     RUN(test_motif_v1);

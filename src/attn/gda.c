@@ -38,6 +38,9 @@ static int gda_tensors(const da_config *c, attn_tensor *t) {
     return attn_diff_tensors(c, (c->n_heads + noise_heads(c)) * da_attn_head_dim(c), t);
 }
 
+/* One K/V pair per group, as Motif-2-12.7B has. */
+static int gda_default_kv_heads(const da_config *c) { return noise_heads(c); }
+
 static da_status gda_validate(const da_config *c) {
     const int S = c->n_heads, G = noise_heads(c);
     if (G > S || S % G)
@@ -192,6 +195,7 @@ const attn_variant attn_gda = {
     .hf = 0,
     .gguf = 1,
     .field_prefix = "gda_",
+    .default_kv_heads = gda_default_kv_heads,
     .tensors = gda_tensors,
     .validate = gda_validate,
     .layer_consts = gda_layer_consts,

@@ -147,6 +147,8 @@ typedef struct attn_variant {
     /* The layer's tensors, in their checkpoint order (the first is q_proj):
      * writes them to out (ATTN_MAX_TENSORS) and returns their count. */
     int (*tensors)(const da_config *c, attn_tensor *out);
+    /* n_kv_heads when the configuration leaves it 0 (counted as n_heads is); NULL: n_heads, plain MHA. */
+    int (*default_kv_heads)(const da_config *c);
     /* Relations of c's fields this variant needs beyond the schema's ranges;
      * the message names the field. NULL: none. */
     da_status (*validate)(const da_config *c);
@@ -216,6 +218,8 @@ const attn_variant *da_attn_variant_at(int i);
 
 /* The layer's tensors of c's variant: count, written to out. */
 int da_attn_tensors(const da_config *c, attn_tensor *out);
+/* n_kv_heads for a configuration that leaves it 0 (before da_config_from_diff_heads scales the counts). */
+int da_attn_default_kv_heads(const da_config *c);
 /* The index of the tensor with role r (ATTN_OUT) or view v, or -1. */
 int da_attn_tensor_with_view(const da_config *c, attn_view v);
 int da_attn_out_tensor(const da_config *c);

@@ -18,6 +18,11 @@ const attn_variant *da_attn_variant_at(int i) { return i >= 0 && i < DA_ARCH_N ?
 
 int da_attn_tensors(const da_config *c, attn_tensor *out) { return da_attn_variant_of(c->arch)->tensors(c, out); }
 
+int da_attn_default_kv_heads(const da_config *c) {
+    const attn_variant *v = da_attn_variant_of(c->arch);
+    return v->default_kv_heads ? v->default_kv_heads(c) : c->n_heads;
+}
+
 int da_attn_tensor_with_view(const da_config *c, attn_view v) {
     attn_tensor t[ATTN_MAX_TENSORS];
     const int n = da_attn_tensors(c, t);

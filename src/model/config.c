@@ -48,7 +48,7 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
       "signal heads"),
     F("n_kv_heads", "kv-heads", n_kv_heads, DA_FIELD_INT, 0, 0, DA_MAX_DIM, "[]",
       "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax, diff2, nsa and moba; "
-      "--arch gda: its K/V pairs"),
+      "--arch gda: its K/V pairs (0 = one per group)"),
     F("vocab_size", "vocab", vocab_size, DA_FIELD_INT, 256, 1, DA_MAX_VOCAB, "[]", "vocabulary size (256 = bytes)"),
     F("ffn_hidden", "ffn", ffn_hidden, DA_FIELD_INT, 0, 0, 8 * DA_MAX_DIM, "[]",
       "SwiGLU hidden size (0 = 8*dim/3 rounded up to a multiple of 64)"),
@@ -303,7 +303,7 @@ da_status da_config_from_diff_heads(da_config *c) {
     /* ranges first, on the counts as given, so a message quotes them */
     da_status st = da_fields_check(da_config_fields, DA_CONFIG_N_FIELDS, c);
     if (st.code) return st;
-    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
+    if (c->n_kv_heads == 0) c->n_kv_heads = da_attn_default_kv_heads(c);
     c->n_heads = da_arch_heads(c->arch, c->n_heads);
     c->n_kv_heads = da_arch_heads(c->arch, c->n_kv_heads);
     if (c->ffn_hidden == 0) c->ffn_hidden = da_default_ffn_hidden(c->dim);
