@@ -97,7 +97,7 @@ static int check_parity(const char *name, da_attn_kernel kernel) {
 }
 
 /* The engine (da_engine_from_model: the variant's decode_head over the KV cache, and the PolyNorm gate)
- * fed one token at a time, against da_forward's logits of the whole sequence. */
+ * fed one token at a time, and the whole sequence as one prompt, against da_forward's logits. */
 static int check_decode(const char *name) {
     fixture f;
     if (fixture_open(&f, name)) return 1;
@@ -119,8 +119,15 @@ static int check_decode(const char *name) {
     char what[160];
     snprintf(what, sizeof what, "%s decode", name);
     int fail = expect_close_rel(what, got, da_acts_logits(a), (size_t)T * V, LOGIT_TOL, 0);
-    printf("     %s: decode against the training forward, rel err %.2e\n", name,
-           max_rel_error(got, da_acts_logits(a), (size_t)T * V, 0));
+    const double step_err = max_rel_error(got, da_acts_logits(a), (size_t)T * V, 0);
+    /* the prompt path: all T tokens in one call (the variant's forward with B = 1) */
+    const float *all;
+    da_session_reset(s);
+    CHECK(!da_session_feed(s, f.ids, T, 1, &all).code);
+    snprintf(what, sizeof what, "%s prompt", name);
+    fail |= expect_close_rel(what, all, da_acts_logits(a), (size_t)T * V, LOGIT_TOL, 0);
+    printf("     %s: engine against the training forward, rel err %.2e token by token, %.2e as one prompt\n", name,
+           step_err, max_rel_error(all, da_acts_logits(a), (size_t)T * V, 0));
     free(got);
     da_session_free(s);
     da_engine_free(e);

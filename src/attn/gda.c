@@ -38,8 +38,11 @@ static int gda_tensors(const da_config *c, attn_tensor *t) {
     return attn_diff_tensors(c, (c->n_heads + noise_heads(c)) * da_attn_head_dim(c), t);
 }
 
-/* One K/V pair per group, as Motif-2-12.7B has. */
-static int gda_default_kv_heads(const da_config *c) { return noise_heads(c); }
+/* One K/V pair per group, as Motif-2-12.7B has (groups that do not divide the heads are gda_validate's to name). */
+static int gda_default_kv_heads(const da_config *c) {
+    const int G = noise_heads(c);
+    return G <= c->n_heads && c->n_heads % G == 0 ? G : c->n_heads;
+}
 
 static da_status gda_validate(const da_config *c) {
     const int S = c->n_heads, G = noise_heads(c);
