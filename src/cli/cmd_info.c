@@ -59,7 +59,7 @@ static void print_config(const da_config *c, const da_arch_info *info) {
         }
         if (!strcmp(f->key, "lambda_init") && info->per_layer_lambda) {
             da_field_format(f, c, v, sizeof v);
-            /* the schedule's depth is the layer (DIFF) or one less (GDA, Motif's) */
+            /* the schedule's depth is the layer (DIFF) or one less (GDA) */
             const char *schedule = da_config_lambda_init(c, 1) == da_lambda_init(1) ? " (0.8 - 0.6 exp(-0.3 layer))"
                                                                                    : " (0.8 - 0.6 exp(-0.3 (layer - 1)))";
             printf("%-14s %s%s\n", f->key, v, c->lambda_init > 0.0f ? " (every layer)" : schedule);
