@@ -416,6 +416,69 @@ static int test_swiglu_grad(void) {
     return report_end(&r);
 }
 
+/* ---------------------------------------------------------------- polynorm */
+
+typedef struct {
+    float *gate, *h1, *h3, *w, *b, *R;
+    int N, F;
+} polynorm_ctx;
+
+static double polynorm_obj(void *p) {
+    polynorm_ctx *c = p;
+    da_polynorm_forward(c->gate, c->h1, c->h3, c->w, c->b, c->N, c->F);
+    return dot_d(c->gate, c->R, (size_t)c->N * c->F);
+}
+
+/* dh1, dh3 overwritten; dw, db accumulated (they start at 77 and -77 and must end there plus the gradient). */
+static int test_polynorm_grad(void) {
+    da_rng rng;
+    da_rng_seed(&rng, 451);
+    polynorm_ctx c = {.N = 3, .F = 11};
+    const size_t n = (size_t)c.N * c.F;
+    c.gate = xalloc(n), c.h1 = xalloc(n), c.h3 = xalloc(n), c.R = xalloc(n), c.w = xalloc(3), c.b = xalloc(1);
+    fill_normal(c.h1, n, 0.3f, 1.5f, &rng); /* off zero, so u^2's row mean is not all of its norm */
+    fill_normal(c.h3, n, 0, 1, &rng);
+    fill_normal(c.R, n, 0, 1, &rng);
+    fill_normal(c.w, 3, 0.3f, 0.5f, &rng);
+    c.b[0] = 0.4f;
+    float *dh1 = xalloc(n), *dh3 = xalloc(n), *n1 = xalloc(n), *n3 = xalloc(n), dw[3], db[1], nw[3], nb[1];
+    fill_const(dh1, n, 77.0f);
+    fill_const(dh3, n, -77.0f);
+    fill_const(dw, 3, 77.0f);
+    db[0] = -77.0f;
+    da_polynorm_backward(dh1, dh3, dw, db, c.R, c.h1, c.h3, c.w, c.b, c.N, c.F);
+    for (int i = 0; i < 3; i++) dw[i] -= 77.0f;
+    db[0] += 77.0f;
+    fd_grad(n1, c.h1, n, 1e-3, polynorm_obj, &c);
+    fd_grad(n3, c.h3, n, 1e-3, polynorm_obj, &c);
+    fd_grad(nw, c.w, 3, 1e-3, polynorm_obj, &c);
+    fd_grad(nb, c.b, 1, 1e-3, polynorm_obj, &c);
+    report r;
+    report_start(&r, "polynorm");
+    compare(&r, "dh1", dh1, n1, n, GC_TOL);
+    compare(&r, "dh3", dh3, n3, n, GC_TOL);
+    compare(&r, "dw (+=)", dw, nw, 3, GC_TOL);
+    compare(&r, "db (+=)", db, nb, 1, GC_TOL);
+    free(c.gate), free(c.h1), free(c.h3), free(c.R), free(c.w), free(c.b), free(dh1), free(dh3), free(n1), free(n3);
+    return report_end(&r);
+}
+
+/* gate may be h1: the in-place forward (the engine's) equals the out-of-place one. */
+static int test_polynorm_in_place(void) {
+    da_rng rng;
+    da_rng_seed(&rng, 452);
+    const int N = 2, F = 9;
+    float h1[18], h3[18], gate[18], w[3] = {0.2f, -0.4f, 0.7f}, b[1] = {0.1f};
+    fill_normal(h1, 18, 0, 1, &rng);
+    fill_normal(h3, 18, 0, 1, &rng);
+    da_polynorm_forward(gate, h1, h3, w, b, N, F);
+    da_polynorm_forward(h1, h1, h3, w, b, N, F);
+    report r;
+    report_start(&r, "polynorm in place");
+    compare(&r, "gate", h1, gate, 18, EXACT_TOL);
+    return report_end(&r);
+}
+
 /* ---------------------------------------------------------------- cross-entropy */
 
 enum { CE_N = 6, CE_V = 9 };
@@ -866,13 +929,13 @@ static da_config model_config(da_arch arch, int n_heads, int n_kv_heads, int tie
 }
 
 /* A model, its acts and a batch, ready for da_forward; 0 on success. */
-static int model_setup(const char *name, da_model *m, da_acts **a, const da_config *cfg, uint64_t seed,
-                       int *tokens, int *targets) {
+static int model_setup_kernel(const char *name, da_model *m, da_acts **a, const da_config *cfg, uint64_t seed,
+                              int *tokens, int *targets, da_attn_kernel kernel) {
     *a = NULL;
     da_status st = da_model_create(m, cfg);
     if (st.code) { fprintf(stderr, "  %s: %s\n", name, st.msg); return 1; }
     st = da_model_alloc_grads(m);
-    if (!st.code) st = da_acts_create(a, cfg, MODEL_B, MODEL_T);
+    if (!st.code) st = da_acts_create_ex(a, cfg, MODEL_B, MODEL_T, kernel, NULL);
     if (st.code) { fprintf(stderr, "  %s: %s\n", name, st.msg); da_model_free(m); return 1; }
     da_rng rng;
     da_rng_seed(&rng, seed);
@@ -886,13 +949,18 @@ static int model_setup(const char *name, da_model *m, da_acts **a, const da_conf
     return 0;
 }
 
+static int model_setup(const char *name, da_model *m, da_acts **a, const da_config *cfg, uint64_t seed,
+                       int *tokens, int *targets) {
+    return model_setup_kernel(name, m, a, cfg, seed, tokens, targets, DA_ATTN_FLASH);
+}
+
 /* ~20 random entries of every tensor: da_backward's gradient of the mean
  * loss against central differences of the loss. */
-static int check_model(const char *name, da_config cfg, uint64_t seed) {
+static int check_model_kernel(const char *name, da_config cfg, uint64_t seed, da_attn_kernel kernel) {
     da_model m;
     da_acts *a;
     int tokens[MODEL_B * MODEL_T], targets[MODEL_B * MODEL_T];
-    if (model_setup(name, &m, &a, &cfg, seed, tokens, targets)) return 1;
+    if (model_setup_kernel(name, &m, &a, &cfg, seed, tokens, targets, kernel)) return 1;
     da_rng rng;
     da_rng_seed(&rng, seed ^ 0x5eed);
 
@@ -960,6 +1028,10 @@ static int check_model(const char *name, da_config cfg, uint64_t seed) {
     da_acts_free(a);
     da_model_free(&m);
     return report_end(&r);
+}
+
+static int check_model(const char *name, da_config cfg, uint64_t seed) {
+    return check_model_kernel(name, cfg, seed, DA_ATTN_FLASH);
 }
 
 static int test_model_grad_diff_mha(void) {
@@ -1044,6 +1116,42 @@ static int test_model_grad_nsa_shared_kv(void) {
     return check_model("model nsa shared kv gqa h4kv2", c, 924);
 }
 
+/* Grouped differential attention: S signal heads in G groups over P K/V pairs. The noise
+ * head's gradient sums its group's signal heads'; d = 4 (head_dim) so that 4 signal heads fit dim 16. */
+static da_config gda_config(int signal, int noise, int pairs, int tie) {
+    da_config c = model_config(DA_ARCH_GDA, signal, pairs, tie);
+    c.gda_noise_heads = noise;
+    c.head_dim = 4;
+    return c;
+}
+static int test_model_grad_gda_groups2_kv1(void) {
+    return check_model("model gda S4 G2 P1", gda_config(4, 2, 1, 0), 931);
+}
+static int test_model_grad_gda_groups2_kv2_tied(void) {
+    return check_model("model gda S4 G2 P2 tied", gda_config(4, 2, 2, 1), 932);
+}
+static int test_model_grad_gda_one_group(void) {
+    return check_model("model gda S4 G1 P1", gda_config(4, 1, 1, 0), 933);
+}
+/* G = S: Motif-2.6B's DIFF V1 (q already in DIFF's layout), Motif's lambda_init schedule */
+static int test_model_grad_gda_v1(void) {
+    return check_model("model gda V1 S2 G2 P1", gda_config(2, 0, 1, 0), 934);
+}
+/* --mlp polynorm: PolyNorm's weights and bias, and through it w1 and w3, under a DIFF and a GDA model */
+static int test_model_grad_diff_polynorm(void) {
+    da_config c = model_config(DA_ARCH_DIFF, 2, 1, 0);
+    c.mlp = DA_MLP_POLYNORM;
+    return check_model("model diff polynorm h2kv1", c, 937);
+}
+static int test_model_grad_gda_polynorm(void) {
+    da_config c = gda_config(4, 2, 1, 0);
+    c.mlp = DA_MLP_POLYNORM;
+    return check_model("model gda S4 G2 P1 polynorm", c, 938);
+}
+static int test_model_grad_gda_reference_kernel(void) {
+    return check_model_kernel("model gda S4 G2 P1 reference kernel", gda_config(4, 2, 1, 0), 935,
+                              DA_ATTN_REFERENCE);
+}
 /* da_backward accumulates (+=) into m->grads: two backwards of the same
  * batch give twice the gradient of one. */
 static int test_model_backward_accumulates(void) {
@@ -1082,6 +1190,8 @@ int main(void) {
     RUN(test_rope_backward_is_transpose);
     RUN(test_rope_preserves_norms);
     RUN(test_swiglu_grad);
+    RUN(test_polynorm_grad);
+    RUN(test_polynorm_in_place);
     RUN(test_cross_entropy_losses);
     RUN(test_cross_entropy_grad);
     RUN(test_cross_entropy_masked);
@@ -1113,6 +1223,13 @@ int main(void) {
     RUN(test_model_grad_nsa_gqa);
     RUN(test_model_grad_nsa_tied_rep4);
     RUN(test_model_grad_nsa_shared_kv);
+    RUN(test_model_grad_gda_groups2_kv1);
+    RUN(test_model_grad_gda_groups2_kv2_tied);
+    RUN(test_model_grad_gda_one_group);
+    RUN(test_model_grad_gda_v1);
+    RUN(test_model_grad_gda_reference_kernel);
+    RUN(test_model_grad_diff_polynorm);
+    RUN(test_model_grad_gda_polynorm);
     RUN(test_model_backward_accumulates);
     TH_SUMMARY();
 }

@@ -17,13 +17,17 @@ extern "C" {
  * Sparse Attention (DeepSeek 2025, arXiv 2502.11089), softmax's heads over
  * three gated branches (compressed blocks, selected blocks, a window). MOBA:
  * Mixture of Block Attention (Kimi 2025, arXiv 2502.13189), softmax's heads and
- * tensors, each query attending to its own block and its top-scoring earlier ones. */
+ * tensors, each query attending to its own block and its top-scoring earlier ones. GDA: grouped
+ * differential attention (arXiv 2510.06949): n_heads signal heads in gda_noise_heads groups, each
+ * group's one noise map subtracted from its signal heads' maps; DIFF V1 when every group has one
+ * signal head (src/attn/gda.c). */
 typedef enum {
     DA_ARCH_DIFF = 0,
     DA_ARCH_SOFTMAX = 1,
     DA_ARCH_DIFF2 = 2,
     DA_ARCH_NSA = 3,
     DA_ARCH_MOBA = 4,
+    DA_ARCH_GDA = 5,
     DA_ARCH_N
 } da_arch;
 
@@ -33,6 +37,10 @@ typedef enum { DA_ROPE_FREQ_DIFF = 0, DA_ROPE_FREQ_LLAMA = 1 } da_rope_freq;
 /* Hugging Face rope_scaling: none; linear (every frequency / factor); llama3
  * (low frequencies / factor, high ones kept, a smooth ramp between). */
 typedef enum { DA_ROPE_SCALE_NONE = 0, DA_ROPE_SCALE_LINEAR = 1, DA_ROPE_SCALE_LLAMA3 = 2 } da_rope_scale;
+
+/* The MLP's gate between w1/w3 and w2: SwiGLU, silu(h1) * h3; or PolyNorm (arXiv 2411.03884),
+ * PolyNorm(h1) * h3 with PolyNorm's three weights and bias per layer. */
+typedef enum { DA_MLP_SWIGLU = 0, DA_MLP_POLYNORM = 1 } da_mlp;
 
 /* The per-head norm of the attention output (the paper's GroupNorm, Table 6's
  * ablations): DEFAULT is the variant's own (DIFF on, softmax off; DIFF2 has
@@ -82,6 +90,10 @@ typedef struct {
     /* MoBA's (docs/model.md), stored for MoBA only: B, the block length; k, the blocks
      * a query attends to, its own included */
     int moba_block, moba_topk;
+    /* GDA's (docs/model.md), stored for GDA only: G, the noise heads (groups); 0 = n_heads, one
+     * noise head per signal head (DIFF V1) */
+    int gda_noise_heads;
+    da_mlp mlp; /* the MLP's gate; SwiGLU unless set (stored only when set) */
 } da_config;
 
 #ifdef __cplusplus

@@ -20,7 +20,7 @@ extern "C" {
 /* The schema of da_config: one row per field, in checkpoint-metadata order
  * (src/model/config.c). n_kv_heads and ffn_hidden default to 0 there, meaning
  * "derived" (see da_config_from_diff_heads). */
-#define DA_CONFIG_N_FIELDS 30
+#define DA_CONFIG_N_FIELDS 32
 extern const da_field da_config_fields[DA_CONFIG_N_FIELDS];
 
 /* The small default model (byte vocabulary, DIFF, dim 256, 4 layers, 4 heads),
@@ -145,6 +145,7 @@ typedef struct {
     };
     float *ffn_norm;                                     /* (C) */
     float *w1, *w2, *w3;                                 /* (F,C) (C,F) (F,C) */
+    float *poly_w, *poly_b;                              /* (3) (1): --mlp polynorm's; else NULL */
 } da_layer_weights;
 
 /* Pointers into one flat buffer (the parameters or their gradients). */

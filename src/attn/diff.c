@@ -8,17 +8,19 @@
  * factor; lambda_init X replaces the depth schedule in every layer. */
 #include <math.h>
 
+#include "attn/diff.h"
 #include "attn/variant.h"
 #include "attn/variant_common.h"
 #include "core/profile.h"
 
-enum { Q, K, V, OUT, LQ1, LK1, LQ2, LK2, SUBLN, N_TENSORS };
-enum { C_LAMBDA, C_POST, C_INIT }; /* layer consts: lambda_full, the head norm's scale (1 - lambda_init), lambda_init */
+enum { Q = DIFF_Q, K = DIFF_K, V = DIFF_V, OUT = DIFF_OUT, LQ1 = DIFF_LQ1, LK1 = DIFF_LK1, LQ2 = DIFF_LQ2,
+       LK2 = DIFF_LK2, SUBLN = DIFF_SUBLN, N_TENSORS = DIFF_N_TENSORS };
+enum { C_LAMBDA = DIFF_C_LAMBDA, C_POST = DIFF_C_POST, C_INIT = DIFF_C_INIT };
 
-static int diff_tensors(const da_config *c, attn_tensor *t) {
+int attn_diff_tensors(const da_config *c, int q_rows, attn_tensor *t) {
     /* A = n_heads * 2d: dim unless head_dim is set */
     const int C = c->dim, Ckv = da_attn_kv_cols(c), d = da_attn_head_dim(c), A = da_attn_out_cols(c);
-    t[Q] = attn_in("q_proj.weight", A, C, 1, ATTN_VIEW_Q);
+    t[Q] = attn_in("q_proj.weight", q_rows, C, 1, ATTN_VIEW_Q);
     t[K] = attn_in("k_proj.weight", Ckv, C, 1, ATTN_VIEW_K);
     t[V] = attn_in("v_proj.weight", Ckv, C, 0, ATTN_VIEW_V);
     t[OUT] = attn_out_proj(C, A);
@@ -30,6 +32,8 @@ static int diff_tensors(const da_config *c, attn_tensor *t) {
     return da_attn_head_norm_on(c) ? N_TENSORS : SUBLN; /* the head norm's gain is the last tensor */
 }
 
+static int diff_tensors(const da_config *c, attn_tensor *t) { return attn_diff_tensors(c, da_attn_out_cols(c), t); }
+
 static da_status diff_validate(const da_config *c) {
     if (!c->head_dim && c->dim % (2 * c->n_heads))
         return da_errorf("dim: %d is not divisible by 2*n_heads=%d (each DIFF head holds two sub-heads)", c->dim,
@@ -37,42 +41,49 @@ static da_status diff_validate(const da_config *c) {
     return da_ok();
 }
 
-static void diff_layer_consts(const da_config *c, int layer, const float *const *w, float *consts) {
+void attn_diff_lambda_consts(const da_config *c, float init, const float *const *w, float *consts) {
     const int d = da_attn_head_dim(c);
     float a = 0, b = 0;
     for (int i = 0; i < d; i++) {
         a += w[LQ1][i] * w[LK1][i];
         b += w[LQ2][i] * w[LK2][i];
     }
-    const float init = da_attn_layer_lambda_init(c, layer);
     /* a ramp (lambda_hold) scales the weight the maps see, and so the lambda vectors' gradient */
     consts[C_LAMBDA] = da_attn_lambda_scale(c) * (expf(a) - expf(b) + init);
     consts[C_POST] = da_attn_head_norm_on(c) ? 1.0f - init : 1.0f;
     consts[C_INIT] = init;
 }
 
+static void diff_layer_consts(const da_config *c, int layer, const float *const *w, float *consts) {
+    attn_diff_lambda_consts(c, da_attn_layer_lambda_init(c, layer), w, consts);
+}
+
 static const attn_layout LAYOUT = {2, 1, 2};
 
-static void diff_forward(const attn_train_ctx *x) {
+void attn_diff_maps_forward(const attn_train_ctx *x, const float *q) {
     const attn_shape *s = &x->shape;
     const da_attn_ops *at = da_attn_ops_of(x->exec->isa);
     attn_saved sv = attn_saved_layout(x, &LAYOUT, s->head_norm);
-    diff_layer_consts(x->cfg, x->layer, (const float *const *)x->w, x->consts);
     const float lambda = x->consts[C_LAMBDA];
     /* without the head norm the kernel writes the output itself */
     float *opre = s->head_norm ? sv.opre : x->out;
     const float *subln = s->head_norm ? x->w[SUBLN] : NULL;
     if (x->flash) {
-        at->flash_forward(opre, sv.o1, sv.o2, sv.lse, x->proj[Q], x->proj[K], x->proj[V], lambda, NULL, &LAYOUT, s,
+        at->flash_forward(opre, sv.o1, sv.o2, sv.lse, q, x->proj[K], x->proj[V], lambda, NULL, &LAYOUT, s,
                           x->scratch);
         if (s->head_norm)
             DA_PROF(x->exec->prof_s, DA_PROF_HEAD_NORM,
                     at->head_norm_forward(x->out, sv.sub_rstd, opre, subln, x->consts[C_POST],
                                           s->B * s->T * s->n_heads, 2 * s->d));
     } else {
-        at->diff_forward(x->out, opre, sv.sub_rstd, sv.att, x->proj[Q], x->proj[K], x->proj[V], subln, lambda,
+        at->diff_forward(x->out, opre, sv.sub_rstd, sv.att, q, x->proj[K], x->proj[V], subln, lambda,
                          x->consts[C_INIT], s, x->scratch);
     }
+}
+
+static void diff_forward(const attn_train_ctx *x) {
+    diff_layer_consts(x->cfg, x->layer, (const float *const *)x->w, x->consts);
+    attn_diff_maps_forward(x, x->proj[Q]);
 }
 
 /* d lambda_full -> the four lambda vectors: lambda = exp(q1.k1) - exp(q2.k2) + init. */
@@ -94,7 +105,7 @@ static void lambda_backward(const attn_train_ctx *x, float dlambda) {
     }
 }
 
-static void diff_backward(const attn_train_ctx *x) {
+void attn_diff_maps_backward(const attn_train_ctx *x, const float *q, float *dq) {
     const attn_shape *s = &x->shape;
     const da_attn_ops *at = da_attn_ops_of(x->exec->isa);
     attn_saved sv = attn_saved_layout(x, &LAYOUT, s->head_norm);
@@ -112,31 +123,33 @@ static void diff_backward(const attn_train_ctx *x) {
                                            s->B * s->T * s->n_heads, 2 * s->d));
             dopre = dn;
         }
-        at->flash_backward(x->dproj[Q], x->dproj[K], x->dproj[V], &dlambda, NULL, dopre, opre, sv.o1, sv.o2,
-                           sv.lse, x->proj[Q], x->proj[K], x->proj[V], lambda, NULL, &LAYOUT, s, x->scratch);
+        at->flash_backward(dq, x->dproj[K], x->dproj[V], &dlambda, NULL, dopre, opre, sv.o1, sv.o2,
+                           sv.lse, q, x->proj[K], x->proj[V], lambda, NULL, &LAYOUT, s, x->scratch);
     } else {
-        at->diff_backward(x->dproj[Q], x->dproj[K], x->dproj[V], dsubln, &dlambda, x->dout, opre, sv.sub_rstd,
-                          sv.att, x->proj[Q], x->proj[K], x->proj[V], subln, lambda, x->consts[C_INIT], s,
+        at->diff_backward(dq, x->dproj[K], x->dproj[V], dsubln, &dlambda, x->dout, opre, sv.sub_rstd,
+                          sv.att, q, x->proj[K], x->proj[V], subln, lambda, x->consts[C_INIT], s,
                           x->scratch);
     }
     lambda_backward(x, dlambda);
 }
 
-static size_t diff_train_floats(const attn_shape *cap, int flash) {
+static void diff_backward(const attn_train_ctx *x) { attn_diff_maps_backward(x, x->proj[Q], x->dproj[Q]); }
+
+size_t attn_diff_train_floats(const attn_shape *cap, int flash) {
     return attn_saved_floats(cap, &LAYOUT, flash, cap->head_norm);
 }
 
-static size_t diff_scratch_floats(const attn_shape *s, int flash) {
+size_t attn_diff_scratch_floats(const attn_shape *s, int flash) {
     return attn_kernel_scratch(s, &LAYOUT, flash) + (flash && s->head_norm ? (size_t)s->B * s->T * s->C : 0);
 }
 
-static void diff_decode_head(const attn_decode_head *x) {
+void attn_diff_decode_pair(const attn_decode_head *x, const float *q1, const float *q2) {
     const int d = x->d, d2 = 2 * d, h = x->h, g = x->g, len = x->len;
     const float scale = 1.0f / sqrtf((float)d), lambda = x->consts[C_LAMBDA], post = x->consts[C_POST];
     const float *subln = da_attn_head_norm_on(x->cfg) ? x->w[SUBLN] : NULL;
     float *A1 = x->att, *A2 = A1 + x->slots;
-    x->kv->scores(x->kv->self, A1, x->q + (size_t)(2 * h) * d, 2 * g * d, x->p0, len, scale);
-    x->kv->scores(x->kv->self, A2, x->q + (size_t)(2 * h + 1) * d, (2 * g + 1) * d, x->p0, len, scale);
+    x->kv->scores(x->kv->self, A1, q1, 2 * g * d, x->p0, len, scale);
+    x->kv->scores(x->kv->self, A2, q2, (2 * g + 1) * d, x->p0, len, scale);
     for (int i = 0; i < len; i++) A1[i] -= lambda * A2[i];
     float *oh = x->o + (size_t)h * d2;
     x->kv->mix(x->kv->self, oh, A1, g * d2, x->p0, len, d2);
@@ -145,6 +158,10 @@ static void diff_decode_head(const attn_decode_head *x) {
     for (int i = 0; i < d2; i++) ss += oh[i] * oh[i];
     const float r = 1.0f / sqrtf(ss / d2 + DA_SUBLN_EPS);
     for (int i = 0; i < d2; i++) oh[i] = oh[i] * r * subln[i] * post;
+}
+
+static void diff_decode_head(const attn_decode_head *x) {
+    attn_diff_decode_pair(x, x->q + (size_t)(2 * x->h) * x->d, x->q + (size_t)(2 * x->h + 1) * x->d);
 }
 
 /* QK^T: 2 flops per key per query column (dim); PV: 2 maps x 2 per key per value column (dim). */
@@ -174,8 +191,8 @@ const attn_variant attn_diff = {
     .tensors = diff_tensors,
     .validate = diff_validate,
     .layer_consts = diff_layer_consts,
-    .train_floats = diff_train_floats,
-    .scratch_floats = diff_scratch_floats,
+    .train_floats = attn_diff_train_floats,
+    .scratch_floats = attn_diff_scratch_floats,
     .forward = diff_forward,
     .backward = diff_backward,
     .decode_head = diff_decode_head,

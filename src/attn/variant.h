@@ -135,6 +135,7 @@ typedef struct attn_variant {
     int head_norm_option;   /* the per-head norm (da_config.head_norm): 0 none, an explicit value refused;
                              * 1 off unless on; 2 on unless off */
     int lambda_init_option; /* 1: da_config.lambda_init applies */
+    int lambda_depth_shift; /* the depth schedule's depth is layer - this (0: DIFF's; GDA's 1: Motif's) */
     int head_dim_option;    /* 1: da_config.head_dim may be set (the kernels read widths from attn_shape) */
     int baseline;       /* 1: the baseline of compare's verdicts */
     int compared;       /* 1: compare runs it without --archs */
@@ -146,6 +147,8 @@ typedef struct attn_variant {
     /* The layer's tensors, in their checkpoint order (the first is q_proj):
      * writes them to out (ATTN_MAX_TENSORS) and returns their count. */
     int (*tensors)(const da_config *c, attn_tensor *out);
+    /* n_kv_heads when the configuration leaves it 0 (counted as n_heads is); NULL: n_heads, plain MHA. */
+    int (*default_kv_heads)(const da_config *c);
     /* Relations of c's fields this variant needs beyond the schema's ranges;
      * the message names the field. NULL: none. */
     da_status (*validate)(const da_config *c);
@@ -215,6 +218,8 @@ const attn_variant *da_attn_variant_at(int i);
 
 /* The layer's tensors of c's variant: count, written to out. */
 int da_attn_tensors(const da_config *c, attn_tensor *out);
+/* n_kv_heads for a configuration that leaves it 0 (before da_config_from_diff_heads scales the counts). */
+int da_attn_default_kv_heads(const da_config *c);
 /* The index of the tensor with role r (ATTN_OUT) or view v, or -1. */
 int da_attn_tensor_with_view(const da_config *c, attn_view v);
 int da_attn_out_tensor(const da_config *c);
@@ -226,7 +231,8 @@ void da_attn_init_tensor(const da_config *c, const attn_tensor *t, float *w);
 
 /* DIFF's lambda_init at 0-based depth: 0.8 - 0.6 exp(-0.3 depth). */
 float da_attn_lambda_init(int depth);
-/* lambda_init of layer l under c: c->lambda_init when set, else the depth schedule. */
+/* lambda_init of layer l under c: c->lambda_init when set, else the depth schedule at depth
+ * l - the variant's lambda_depth_shift. */
 float da_attn_layer_lambda_init(const da_config *c, int layer);
 /* 1 when c's variant applies its per-head norm (c->head_norm against the variant's default). */
 int da_attn_head_norm_on(const da_config *c);

@@ -7,16 +7,21 @@
 #include "attn/variant.h"
 #include "attn/variant_common.h"
 
-extern const attn_variant attn_diff, attn_softmax, attn_diff2, attn_nsa, attn_moba;
+extern const attn_variant attn_diff, attn_softmax, attn_diff2, attn_nsa, attn_moba, attn_gda;
 
 static const attn_variant *const VARIANTS[DA_ARCH_N] = {&attn_diff, &attn_softmax, &attn_diff2, &attn_nsa,
-                                                            &attn_moba};
+                                                            &attn_moba, &attn_gda};
 
 const attn_variant *da_attn_variant_of(da_arch a) { return (unsigned)a < DA_ARCH_N ? VARIANTS[a] : VARIANTS[0]; }
 
 const attn_variant *da_attn_variant_at(int i) { return i >= 0 && i < DA_ARCH_N ? VARIANTS[i] : NULL; }
 
 int da_attn_tensors(const da_config *c, attn_tensor *out) { return da_attn_variant_of(c->arch)->tensors(c, out); }
+
+int da_attn_default_kv_heads(const da_config *c) {
+    const attn_variant *v = da_attn_variant_of(c->arch);
+    return v->default_kv_heads ? v->default_kv_heads(c) : c->n_heads;
+}
 
 int da_attn_tensor_with_view(const da_config *c, attn_view v) {
     attn_tensor t[ATTN_MAX_TENSORS];
@@ -83,7 +88,8 @@ int da_attn_head_norm_on(const da_config *c) {
 float da_attn_lambda_init(int depth) { return 0.8f - 0.6f * expf(-0.3f * (float)depth); }
 
 float da_attn_layer_lambda_init(const da_config *c, int layer) {
-    return c->lambda_init > 0.0f ? c->lambda_init : da_attn_lambda_init(layer);
+    return c->lambda_init > 0.0f ? c->lambda_init
+                                 : da_attn_lambda_init(layer - da_attn_variant_of(c->arch)->lambda_depth_shift);
 }
 
 size_t da_attn_scratch_floats(const attn_variant *v, const attn_shape *s, int flash) {

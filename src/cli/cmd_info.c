@@ -59,7 +59,10 @@ static void print_config(const da_config *c, const da_arch_info *info) {
         }
         if (!strcmp(f->key, "lambda_init") && info->per_layer_lambda) {
             da_field_format(f, c, v, sizeof v);
-            printf("%-14s %s%s\n", f->key, v, c->lambda_init > 0.0f ? " (every layer)" : " (0.8 - 0.6 exp(-0.3 layer))");
+            /* the schedule's depth is the layer (DIFF) or one less (GDA) */
+            const char *schedule = da_config_lambda_init(c, 1) == da_lambda_init(1) ? " (0.8 - 0.6 exp(-0.3 layer))"
+                                                                                   : " (0.8 - 0.6 exp(-0.3 (layer - 1)))";
+            printf("%-14s %s%s\n", f->key, v, c->lambda_init > 0.0f ? " (every layer)" : schedule);
             continue;
         }
         if (!da_config_field_written(c, i)) continue;

@@ -28,6 +28,7 @@ typedef struct {
     const float *attn_f32[DA_ATTN_MAX_TENSORS];        /* its ATTN_PARAM tensors (always f32); others NULL */
     float attn_consts[4];                              /* the variant's layer_consts */
     const da_qtensor *w1, *w2, *w3;
+    const float *poly_w, *poly_b; /* --mlp polynorm: (3) (1); else NULL */
 } da_qlayer;
 
 struct da_engine {

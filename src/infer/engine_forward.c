@@ -442,7 +442,9 @@ static void ffn_block(da_session *s, const da_qlayer *L, int l, int n) {
     const da_qtensor *W[2] = {L->w1, L->w3};
     float *out[2] = {s->h1, s->h3};
     qmatmul_many(s, out, W, 2, n, qmatmul);
-    s->ops->swiglu_forward(s->h1, s->h1, s->h3, (size_t)n * F); /* the gate, in h1: training's own kernel */
+    /* the gate, in h1: training's own kernel */
+    if (L->poly_w) da_polynorm_forward(s->h1, s->h1, s->h3, L->poly_w, L->poly_b, n, F);
+    else s->ops->swiglu_forward(s->h1, s->h1, s->h3, (size_t)n * F);
     prep_site(s, s->h1, n, F, site + DA_SITE_FFN_GATE);
     qmatmul(s, s->x, L->w2, n, 1);
 }

@@ -87,6 +87,8 @@ void da_engine_bind(da_engine *e) {
         L->w1 = &e->t[i++];
         L->w2 = &e->t[i++];
         L->w3 = &e->t[i++];
+        L->poly_w = c->mlp == DA_MLP_POLYNORM ? f32_of(&e->t[i++]) : NULL;
+        L->poly_b = c->mlp == DA_MLP_POLYNORM ? f32_of(&e->t[i++]) : NULL;
     }
     e->norm = f32_of(&e->t[i++]);
     /* tied: the head copy, else the f32 embedding */

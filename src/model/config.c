@@ -16,7 +16,7 @@
 #define DA_MAX_HEAD_DIM 1024 /* d; the DIFF head rows are 2d wide */
 
 /* da_arch order, the variant table's names (da_arch_parse checks the two agree) */
-static const char *const ARCH_NAMES[] = {"diff", "softmax", "diff2", "nsa", "moba", NULL};
+static const char *const ARCH_NAMES[] = {"diff", "softmax", "diff2", "nsa", "moba", "gda", NULL};
 _Static_assert(sizeof ARCH_NAMES / sizeof ARCH_NAMES[0] == DA_ARCH_N + 1, "ARCH_NAMES out of step with da_arch");
 _Static_assert(sizeof(da_arch) == sizeof(int), "DA_FIELD_ENUM stores an int");
 static const char *const ROPE_FREQ_NAMES[] = {"diff", "llama", NULL};
@@ -25,6 +25,8 @@ _Static_assert(sizeof(da_rope_freq) == sizeof(int) && sizeof(da_rope_scale) == s
                "DA_FIELD_ENUM stores an int");
 static const char *const HEAD_NORM_NAMES[] = {"auto", "on", "off", NULL}; /* auto: the variant's default */
 _Static_assert(sizeof(da_head_norm) == sizeof(int) && DA_HEAD_NORM_OFF == 2, "HEAD_NORM_NAMES out of step");
+static const char *const MLP_NAMES[] = {"swiglu", "polynorm", NULL};
+_Static_assert(sizeof(da_mlp) == sizeof(int) && DA_MLP_POLYNORM == 1, "MLP_NAMES out of step");
 static const char *const LAMBDA_INIT_NAMES[] = {"depth", NULL}; /* the spelling of 0 */
 
 #define F(key, flag, field, type, def, lo, hi, bounds, help) \
@@ -35,16 +37,18 @@ static const char *const LAMBDA_INIT_NAMES[] = {"depth", NULL}; /* the spelling 
  * depend on it). */
 const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
     {"arch", "arch", offsetof(da_config, arch), DA_FIELD_ENUM, DA_ARCH_DIFF, 0, DA_ARCH_N - 1, "[]", DA_RESUME_FIXED, 1,
-     "diff (Differential Transformer), diff2 (DIFF V2), softmax (the baseline), nsa (Native Sparse Attention) or "
-     "moba (Mixture of Block Attention)",
+     "diff (Differential Transformer), diff2 (DIFF V2), softmax (the baseline), nsa (Native Sparse Attention), "
+     "moba (Mixture of Block Attention) or gda (grouped differential attention)",
      ARCH_NAMES},
     F("dim", "dim", dim, DA_FIELD_INT, 256, 1, DA_MAX_DIM, "[]", "model width"),
     F("n_layers", "layers", n_layers, DA_FIELD_INT, 4, 1, DA_MAX_LAYERS, "[]", "number of blocks"),
     F("n_heads", "heads", n_heads, DA_FIELD_INT, 4, 1, DA_MAX_DIM, "[]",
       "DIFF heads; --arch softmax gets twice as many plain heads, for equal parameters, and --arch diff2 as "
-      "many output heads as softmax (each with two query heads); --arch nsa and moba as softmax"),
+      "many output heads as softmax (each with two query heads); --arch nsa and moba as softmax; --arch gda: its "
+      "signal heads"),
     F("n_kv_heads", "kv-heads", n_kv_heads, DA_FIELD_INT, 0, 0, DA_MAX_DIM, "[]",
-      "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax, diff2, nsa and moba"),
+      "KV groups in DIFF heads (GQA; 0 = --heads, plain MHA); doubled for softmax, diff2, nsa and moba; "
+      "--arch gda: its K/V pairs (0 = one per group)"),
     F("vocab_size", "vocab", vocab_size, DA_FIELD_INT, 256, 1, DA_MAX_VOCAB, "[]", "vocabulary size (256 = bytes)"),
     F("ffn_hidden", "ffn", ffn_hidden, DA_FIELD_INT, 0, 0, 8 * DA_MAX_DIM, "[]",
       "SwiGLU hidden size (0 = 8*dim/3 rounded up to a multiple of 64)"),
@@ -94,6 +98,10 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
       "diff: lambda_init (and the (1 - lambda_init) factor): depth (0.8 - 0.6 exp(-0.3 layer)) or a number in "
       "(0, 1) for every layer",
       LAMBDA_INIT_NAMES),
+    R("mlp", "mlp", mlp, DA_FIELD_ENUM, DA_MLP_SWIGLU, 0, 1, "[]",
+      "the MLP's gate: swiglu (silu(x W1) * x W3) or polynorm (PolyNorm(x W1) * x W3, PolyNorm(u) = w0 n(u^3) + "
+      "w1 n(u^2) + w2 n(u) + b with n the RMS normalisation of a row)",
+      MLP_NAMES),
 #undef R
     /* NSA's own (stored for --arch nsa only, at every value: da_config_field_written). The ranges admit 0,
      * the value of a configuration other archs build field by field; NSA's variant checks 1 <= s <= l <= l',
@@ -114,6 +122,9 @@ const da_field da_config_fields[DA_CONFIG_N_FIELDS] = {
     /* MoBA's own, as NSA's (its variant checks B >= 1, k >= 1) */
     N("moba_block", "moba-block", moba_block, 64, 0, DA_MAX_SEQ, "MoBA: B, the length of a key block"),
     N("moba_topk", "moba-topk", moba_topk, 4, 0, 65536, "MoBA: k, the blocks a query attends to, its own included"),
+    /* GDA's own (its variant checks that G divides --heads and --kv-heads divides G) */
+    N("gda_noise_heads", "noise-heads", gda_noise_heads, 0, 0, DA_MAX_DIM,
+      "GDA: G, the noise heads, one per group of --heads/G signal heads (0 = --heads: DIFF V1)"),
 #undef N
 };
 _Static_assert(sizeof da_config_fields / sizeof da_config_fields[0] == DA_CONFIG_N_FIELDS,
@@ -292,7 +303,7 @@ da_status da_config_from_diff_heads(da_config *c) {
     /* ranges first, on the counts as given, so a message quotes them */
     da_status st = da_fields_check(da_config_fields, DA_CONFIG_N_FIELDS, c);
     if (st.code) return st;
-    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
+    if (c->n_kv_heads == 0) c->n_kv_heads = da_attn_default_kv_heads(c);
     c->n_heads = da_arch_heads(c->arch, c->n_heads);
     c->n_kv_heads = da_arch_heads(c->arch, c->n_kv_heads);
     if (c->ffn_hidden == 0) c->ffn_hidden = da_default_ffn_hidden(c->dim);

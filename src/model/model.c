@@ -53,6 +53,10 @@ static void map_weights(const da_model *m, float *base, da_weights *w) {
         L->w1 = NEXT();
         L->w2 = NEXT();
         L->w3 = NEXT();
+        if (c->mlp == DA_MLP_POLYNORM) {
+            L->poly_w = NEXT();
+            L->poly_b = NEXT();
+        }
     }
     w->norm = NEXT();
     w->output = c->tie_embeddings ? w->tok_embeddings : NEXT();
@@ -86,6 +90,10 @@ da_status da_model_create_table(da_model *m, const da_config *cfg) {
         ADD("feed_forward.w1.weight", F, C, 1);
         ADD("feed_forward.w2.weight", C, F, 1);
         ADD("feed_forward.w3.weight", F, C, 1);
+        if (cfg->mlp == DA_MLP_POLYNORM) {
+            ADD("feed_forward.poly.weight", 3, 0, 0);
+            ADD("feed_forward.poly.bias", 1, 0, 0);
+        }
 #undef ADD
     }
     if (!fail) fail = table_add(&b, "norm.weight", C, 0, 0);
@@ -150,6 +158,7 @@ static int ends_with(const char *s, const char *suffix) {
 
 /* Initialisation (documented in docs/model.md):
  *   norms                      1
+ *   PolyNorm's weights, bias   1/3, 0 (the PolyNorm paper's init)
  *   w2                         N(0, 0.02^2 / (2 * n_layers))  (GPT-2 residual scaling)
  *   every other matrix         N(0, 0.02^2)
  *   attention tensors          as their variant's table says (attn/variant.h: attn_init) */
@@ -165,7 +174,10 @@ void da_model_init(da_model *m, uint64_t seed) {
         attn_init init = a ? a->init : t->ndim == 1 ? ATTN_INIT_ONES
                                      : ends_with(t->name, "w2.weight") ? ATTN_INIT_RESIDUAL : ATTN_INIT_NORMAL;
         const float std = a ? a->std : 0.02f;
-        if (init == ATTN_INIT_VARIANT) {
+        if (!a && strstr(t->name, "feed_forward.poly.")) {
+            const int bias = strstr(t->name, ".bias") != NULL;
+            for (size_t k = 0; k < t->numel; k++) p[k] = bias ? 0.0f : 1.0f / 3.0f;
+        } else if (init == ATTN_INIT_VARIANT) {
             da_attn_init_tensor(&m->cfg, a, p);
         } else if (init == ATTN_INIT_ONES || init == ATTN_INIT_ZEROS) {
             for (size_t k = 0; k < t->numel; k++) p[k] = init == ATTN_INIT_ONES ? 1.0f : 0.0f;
@@ -192,7 +204,7 @@ size_t da_config_param_count(const da_config *c) {
     const uint64_t C = (uint64_t)c->dim, F = (uint64_t)c->ffn_hidden, V = (uint64_t)c->vocab_size;
     attn_tensor t[ATTN_MAX_TENSORS];
     const int n_attn = da_attn_tensors(c, t);
-    uint64_t layer = C + C + 3 * F * C; /* norms, ffn */
+    uint64_t layer = C + C + 3 * F * C + (c->mlp == DA_MLP_POLYNORM ? 4 : 0); /* norms, ffn */
     for (int j = 0; j < n_attn; j++) layer += (uint64_t)t[j].rows * (uint64_t)(t[j].cols ? t[j].cols : 1);
     uint64_t n = V * C + (uint64_t)c->n_layers * layer + C + (c->tie_embeddings ? 0 : V * C);
     return n > SIZE_MAX ? SIZE_MAX : (size_t)n;

@@ -276,7 +276,10 @@ float da_forward(da_model *m, da_acts *a, const int *tokens, const int *targets,
                 op->rmsnorm_forward(la->xn2, la->rstd2, la->resid_mid, w->ffn_norm, N, C, c->norm_eps));
         DA_PROF(prof, DA_PROF_MATMUL_FWD, da_matmul_forward(ex, la->h1, la->xn2, w->w1, N, C, F, 0));
         DA_PROF(prof, DA_PROF_MATMUL_FWD, da_matmul_forward(ex, la->h3, la->xn2, w->w3, N, C, F, 0));
-        DA_PROF(prof, DA_PROF_SWIGLU, op->swiglu_forward(la->gate, la->h1, la->h3, (size_t)N * F));
+        if (w->poly_w)
+            DA_PROF(prof, DA_PROF_SWIGLU, da_polynorm_forward(la->gate, la->h1, la->h3, w->poly_w, w->poly_b, N, F));
+        else
+            DA_PROF(prof, DA_PROF_SWIGLU, op->swiglu_forward(la->gate, la->h1, la->h3, (size_t)N * F));
         DA_PROF(prof, DA_PROF_RESIDUAL, memcpy(next, la->resid_mid, (size_t)N * C * sizeof(float)));
         DA_PROF(prof, DA_PROF_MATMUL_FWD, da_matmul_forward(ex, next, la->gate, w->w2, N, F, C, 1));
     }
@@ -314,8 +317,12 @@ void da_backward(da_model *m, da_acts *a) {
         /* feed-forward: dresid holds d loss / d block output */
         DA_PROF(prof, DA_PROF_MATMUL_BWD,
                 da_matmul_backward(ex, a->dgate, g->w2, a->dresid, la->gate, w->w2, N, F, C, 0));
-        DA_PROF(prof, DA_PROF_SWIGLU,
-                op->swiglu_backward(a->dh1, a->dh3, a->dgate, la->h1, la->h3, (size_t)N * F));
+        if (w->poly_w)
+            DA_PROF(prof, DA_PROF_SWIGLU, da_polynorm_backward(a->dh1, a->dh3, g->poly_w, g->poly_b, a->dgate, la->h1,
+                                                               la->h3, w->poly_w, w->poly_b, N, F));
+        else
+            DA_PROF(prof, DA_PROF_SWIGLU,
+                    op->swiglu_backward(a->dh1, a->dh3, a->dgate, la->h1, la->h3, (size_t)N * F));
         DA_PROF(prof, DA_PROF_MATMUL_BWD, da_matmul_backward(ex, a->dxn, g->w1, a->dh1, la->xn2, w->w1, N, C, F, 0));
         DA_PROF(prof, DA_PROF_MATMUL_BWD, da_matmul_backward(ex, a->dxn, g->w3, a->dh3, la->xn2, w->w3, N, C, F, 1));
         DA_PROF(prof, DA_PROF_RMSNORM,

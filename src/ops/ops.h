@@ -134,4 +134,14 @@ void da_rope_inv_freq(double *inv_freq, int d, const rope_freq_spec *f);
 /* cos_tab, sin_tab: (T, d/2), angle = t * inv_freq[j]. */
 void da_rope_tables_freq(float *cos_tab, float *sin_tab, int T, int d, const double *inv_freq);
 
+/* The PolyNorm gate (arXiv 2411.03884), the MLP activation of --mlp polynorm:
+ *     gate = PolyNorm(h1) * h3,  PolyNorm(u) = w0 n(u^3) + w1 n(u^2) + w2 n(u) + b,
+ *     n(z) = z / sqrt(mean(z^2) + DA_POLYNORM_EPS) over each F-wide row.
+ * gate, h1, h3: (N, F); gate may be h1. w: (3), b: (1). */
+#define DA_POLYNORM_EPS 1e-6
+void da_polynorm_forward(float *gate, const float *h1, const float *h3, const float *w, const float *b, int N, int F);
+/* dh1, dh3: (N, F) overwritten; dw: (3), db: (1) +=. dgate: (N, F). */
+void da_polynorm_backward(float *dh1, float *dh3, float *dw, float *db, const float *dgate, const float *h1,
+                          const float *h3, const float *w, const float *b, int N, int F);
+
 #endif

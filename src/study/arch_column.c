@@ -61,6 +61,7 @@ da_status da_arch_column_parse(const char *tok, da_arch *arch, int *has_options)
     da_config c;
     da_config_default(&c);
     c.arch = *arch;
+    c.n_kv_heads = 0; /* as compare's cells leave it: the variant's default */
     if ((st = apply_options(tok, rest, &c)).code) return st;
     /* the variant offers the options and their values lie in range (default shapes) */
     if ((st = da_config_from_diff_heads(&c)).code) return da_errorf("--archs: \"%s\": %s", tok, st.msg);
