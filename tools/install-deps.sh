@@ -12,6 +12,8 @@ PKGS+=(qemu-user)
 # PyTorch and numpy: cli_hf_export runs the PyTorch port of transformers' DiffLlama and Llama
 # (tools/make_hf_fixtures.py) on an exported folder
 PKGS+=(python3-numpy python3-torch)
+# jsonschema: cli_serve_json validates structured-output answers with a validator written apart from the decoder
+PKGS+=(python3-jsonschema)
 # node and npm run the reference tokenizers (tools/tokref) and GGUF reader (tools/ggufref) of the tests
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()
