@@ -10,8 +10,11 @@
 # Environment: MODEL (default: a small q8_0 model made here, dim 256, 2 layers,
 # byte vocabulary, so that the run is about the server), N, C, PARALLEL (8);
 # ABANDON=1: one request in twenty a whole answer whose client hangs up; TERM_AT=K:
-# SIGTERM once K requests are done (serve_load.py). Sanitizer reports in the
-# server's log are printed (a build with -DDA_SANITIZE=ON).
+# SIGTERM once K requests are done (serve_load.py); SLOW=1: 1,100 slow
+# connections (550 silent, 550 sending a header byte every 3 s) held against the
+# server round after round while the load runs (tests/serve_hostile.py flood),
+# each round's /health time printed. Sanitizer reports in the server's log are
+# printed (a build with -DDA_SANITIZE=ON).
 set -euo pipefail
 BIN=$(realpath "${1:-build/diffattn}")
 N=${N:-2000}
@@ -33,7 +36,24 @@ until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do sleep 0.2; kill -0
 echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc); model $MODEL; $PARALLEL slots"
 rc=0
 TERM_AT=${TERM_AT:-0}
+if [[ ${SLOW:-0} == 1 ]]; then
+  (while kill -0 $spid 2>/dev/null && [[ ! -e $T/load.done ]]; do
+     python3 "$(dirname "$0")/../tests/serve_hostile.py" flood "$port" 550 550 12 >> "$T/flood.jsonl" 2>/dev/null || break
+   done) &
+  fpid=$!
+fi
 python3 "$(dirname "$0")/serve_load.py" "$port" "$spid" "$N" "$C" 65536 "${ABANDON:-0}" "$TERM_AT" || rc=$?
+if [[ ${SLOW:-0} == 1 ]]; then
+  touch "$T/load.done"
+  wait $fpid || true
+  python3 - "$T/flood.jsonl" <<'PY'
+import json, sys
+rounds = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print("slow connections: %d rounds of 1,100 held; /health (status, s): %s; closed by the server %s of 1,100 a round" % (
+    len(rounds), [(r.get("health_status"), r.get("health_s")) for r in rounds],
+    [r["silent"]["closed"] + r["trickle"]["closed"] for r in rounds if "silent" in r]))
+PY
+fi
 if [[ $TERM_AT == 0 ]]; then
   curl -s "http://127.0.0.1:$port/metrics" | grep -E '^diffattn_(requests_total|generated|prompt|decode_steps|slots_busy|queue)'
   kill -TERM $spid
