@@ -106,6 +106,9 @@ da_session_opts da_session_opts_default(void);
 da_status da_session_create(da_session **out, const da_engine *e, const da_session_opts *o); /* o NULL: defaults */
 void da_session_free(da_session *s);
 void da_session_reset(da_session *s); /* empty the cache; the next token is position 0 */
+/* Keeps positions 0 .. n-1 (the next token is position n): 1, or 0 when this session cannot (a variant
+ * with a decoding cache of its own, or a sliding-window ring) or n > len; then nothing changes. */
+int da_session_truncate(da_session *s, int n);
 int da_session_len(const da_session *s);
 int da_session_capacity(const da_session *s);  /* positions it holds (max_T) */
 int da_session_max_batch(const da_session *s); /* tokens one call may take */

@@ -43,6 +43,14 @@ void da_session_free(da_session *s) {
 }
 
 void da_session_reset(da_session *s) { s->len = 0; }
+
+int da_session_truncate(da_session *s, int n) {
+    if (n < 0 || n > s->len) return 0;
+    /* a variant's own decoding cache, or a ring's rows, hold what positions past n made */
+    if (n < s->len && (s->own || s->ring)) return 0;
+    s->len = n;
+    return 1;
+}
 int da_session_len(const da_session *s) { return s->len; }
 int da_session_capacity(const da_session *s) { return s->ring ? INT_MAX : s->max_T; }
 int da_session_max_batch(const da_session *s) { return s->max_n; }

@@ -117,6 +117,7 @@ static srv_job *make_job(const srv *S, const srv_request *r, int *ids, int n_ids
     j->seed = seed;
     j->top_n = r->logprobs;
     j->prompt_lp = r->echo && r->logprobs >= 0;
+    j->cache_prompt = r->cache_prompt && !j->prompt_lp; /* the prompt's log-probabilities need every row fed */
     j->refs = 2; /* the HTTP side's and the scheduler's */
     j->finish_length = 1;
     for (int i = 0; i < r->n_stop; i++) {

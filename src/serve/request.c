@@ -334,6 +334,7 @@ static da_status parse_sampling(srv_request *r, const str_lens *L, const cJSON *
     if (r->stream && prompts > 1) return da_errorf("stream: a list of prompts is answered without streaming");
     if (r->stream && r->logprobs >= 0)
         return da_errorf("logprobs: not sent in streams; ask without streaming (stream: false) for log-probabilities");
+    if ((st = get_bool(o, "cache_prompt", &r->cache_prompt)).code) return st;
     if ((st = get_bool(o, "ignore_eos", &r->ignore_eos)).code) return st;
     return parse_stop(r, L, cJSON_GetObjectItemCaseSensitive(o, "stop"));
 }
@@ -555,6 +556,7 @@ da_status srv_request_parse(srv_request *r, srv_kind k, const char *body, size_t
     r->temperature = 1.0f;
     r->top_p = 1.0f;
     r->n_choices = 1;
+    r->cache_prompt = 1;
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(body, n, &end, 0);
     if (!o) {

@@ -100,9 +100,26 @@ static void cut_at_stop(srv_job *j, size_t from) {
     if (safe > j->n_safe) j->n_safe = safe;
 }
 
+/* What the slot's session holds after j: its prompt, then what it generated, as far as the cache goes (nothing
+ * after an error, when the cache may hold a chunk half fed). */
+static void keep_cache(srv_slot *sl, const srv_job *j) {
+    int n = j->err.code ? 0 : da_session_len(sl->s);
+    if (n > j->n_ids + j->n_out) n = 0; /* never: the cache holds only what was fed */
+    if (n > sl->cap_cached) {
+        int *p = realloc(sl->cached, (size_t)n * sizeof *p);
+        if (!p) n = 0;
+        else sl->cached = p, sl->cap_cached = n;
+    }
+    const int from_prompt = n < j->n_ids ? n : j->n_ids;
+    if (n) memcpy(sl->cached, j->ids, (size_t)from_prompt * sizeof *j->ids);
+    if (n > from_prompt) memcpy(sl->cached + from_prompt, j->out, (size_t)(n - from_prompt) * sizeof *j->out);
+    sl->n_cached = n;
+}
+
 /* Ends the job: the slot is free for the next. Under mu. */
 static void finish_slot(srv *S, srv_slot *sl) {
     srv_job *j = sl->job;
+    keep_cache(sl, j);
     j->done = 1;
     j->n_safe = j->n_text;
     sl->job = NULL;
@@ -319,25 +336,57 @@ static void sweep_queue(srv *S) {
     if (dropped) pthread_cond_broadcast(&S->out_cv);
 }
 
+/* The tokens a and b share from their start. */
+static int common_prefix(const int *a, int na, const int *b, int nb) {
+    int n = 0;
+    while (n < na && n < nb && a[n] == b[n]) n++;
+    return n;
+}
+
+/* The free slot for j: the one whose cache shares the longest start with j's prompt, the least recently used
+ * among ties (so a prompt that shares nothing takes the cache least likely to be asked for again), or NULL when
+ * every slot is busy. */
+static srv_slot *pick_slot(srv *S, const srv_job *j) {
+    srv_slot *best = NULL;
+    int best_n = -1;
+    for (int i = 0; i < S->o.parallel; i++) {
+        srv_slot *sl = &S->slots[i];
+        if (sl->job) continue;
+        const int n = j->cache_prompt ? common_prefix(sl->cached, sl->n_cached, j->ids, j->n_ids) : 0;
+        if (n > best_n || (n == best_n && sl->used < best->used)) best = sl, best_n = n;
+    }
+    return best;
+}
+
+/* Keeps the cached start that j shares (all but its last token, whose logits give the first sample), or
+ * empties the cache. Under mu. */
+static void start_from_cache(srv *S, srv_slot *sl, const srv_job *j) {
+    int keep = j->cache_prompt ? common_prefix(sl->cached, sl->n_cached, j->ids, j->n_ids) : 0;
+    if (keep > j->n_ids - 1) keep = j->n_ids - 1;
+    if (keep <= 0 || !da_session_truncate(sl->s, keep)) keep = 0, da_session_reset(sl->s);
+    sl->fed = keep;
+    sl->n_cached = keep;
+    S->tokens_cached += keep;
+}
+
 /* Under mu: drops cancelled jobs, fills free slots from the queue. */
 static void assign(srv *S) {
     sweep_queue(S);
-    for (int i = 0; i < S->o.parallel; i++) {
-        srv_slot *sl = &S->slots[i];
-        if (sl->job && sl->job->cancelled) finish_slot(S, sl);
-        while (!sl->job && S->queue_head) {
-            srv_job *j = S->queue_head;
-            S->queue_head = j->next;
-            if (!S->queue_head) S->queue_tail = NULL;
-            S->queued--;
-            sl->job = j;
-            j->started = 1;
-            sl->fed = 0;
-            da_session_reset(sl->s);
-            da_rng_seed(&sl->rng, j->seed);
-            S->busy++;
-            pthread_cond_broadcast(&S->out_cv); /* a stream waits for its job to start before it answers */
-        }
+    for (int i = 0; i < S->o.parallel; i++)
+        if (S->slots[i].job && S->slots[i].job->cancelled) finish_slot(S, &S->slots[i]);
+    srv_slot *sl;
+    while (S->queue_head && (sl = pick_slot(S, S->queue_head))) {
+        srv_job *j = S->queue_head;
+        S->queue_head = j->next;
+        if (!S->queue_head) S->queue_tail = NULL;
+        S->queued--;
+        sl->job = j;
+        j->started = 1;
+        start_from_cache(S, sl, j);
+        sl->used = ++S->slot_clock;
+        da_rng_seed(&sl->rng, j->seed);
+        S->busy++;
+        pthread_cond_broadcast(&S->out_cv); /* a stream waits for its job to start before it answers */
     }
 }
 

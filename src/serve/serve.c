@@ -145,6 +145,7 @@ static void release(srv *S) {
     for (int i = 0; S->slots && i < S->o.parallel; i++) {
         if (S->slots[i].job) srv_job_release(S, S->slots[i].job);
         da_session_free(S->slots[i].s);
+        free(S->slots[i].cached);
     }
     while (S->queue_head) {
         srv_job *j = S->queue_head;

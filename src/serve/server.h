@@ -24,6 +24,7 @@ typedef struct srv_job {
     uint64_t seed;
     int top_n;        /* alternatives per position; -1: no log-probabilities */
     int prompt_lp;    /* 1: the prompt's log-probabilities too (echo with logprobs) */
+    int cache_prompt; /* 1: may start from a slot's cached tokens (llama-server's cache_prompt, default true) */
     char *stop[SRV_MAX_STOP];
     size_t stop_len[SRV_MAX_STOP];
     da_json_schema *schema;       /* NULL: free text; else the answer is JSON fitting it (its own copy) */
@@ -52,6 +53,10 @@ typedef struct {
     int fed;      /* prompt tokens in the cache */
     int last;     /* the token to feed next (decoding) */
     da_rng rng;
+    /* the prompt cache: the tokens whose keys and values the session holds, kept after a job ends, so
+     * that the next job with the same start feeds only the rest */
+    int *cached, n_cached, cap_cached;
+    unsigned long used; /* when it last took a job (S->slot_clock): among equals, the least recent is taken */
 } srv_slot;
 
 typedef struct {
@@ -85,6 +90,8 @@ typedef struct {
     /* metrics, under mu */
     long requests[6]; /* 2xx, 400, 401, 404, 413, other */
     long tokens_in, tokens_out, decode_steps;
+    long tokens_cached; /* prompt tokens taken from a slot's cache instead of fed */
+    unsigned long slot_clock;
     double decode_tokens_per_s, t_start;
     struct MHD_Daemon *mhd;
     struct srv_conns *conns; /* request deadlines (conns.c) */
