@@ -8,29 +8,11 @@
 //   turns, reloaded, after_stop: the page's messages [{cls, text, done, stopped, chunks}]
 //   bodies: the message counts of the requests the page sent (from a wrapped fetch)
 //   node page_chat.mjs CHROMIUM URL SHOT_TURNS.png SHOT_STOPPED.png PROFILE_DIR
-import { spawn } from "child_process";
 import fs from "fs";
+import { openPage } from "./cdp.mjs";
 const [, , chromium, url, shotTurns, shotStopped, profile] = process.argv;
-const p = spawn(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-  `--user-data-dir=${profile}`, "--window-size=900,900", "about:blank"], { stdio: ["ignore", "ignore", "ignore", "pipe", "pipe"] });
-const toBrowser = p.stdio[3], fromBrowser = p.stdio[4];
-let next = 0, buf = "";
-const pending = new Map();
-fromBrowser.on("data", (d) => {
-  buf += d;
-  for (let i; (i = buf.indexOf("\0")) >= 0; buf = buf.slice(i + 1)) {
-    const m = JSON.parse(buf.slice(0, i));
-    if (m.id && pending.has(m.id)) { pending.get(m.id)(m); pending.delete(m.id); }
-  }
-});
-const send = (method, params = {}, sessionId) => new Promise((resolve) => {
-  const id = ++next;
-  pending.set(id, resolve);
-  toBrowser.write(JSON.stringify({ id, method, params, sessionId }) + "\0");
-});
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const { result: { targetId } } = await send("Target.createTarget", { url: "about:blank" });
-const { result: { sessionId } } = await send("Target.attachToTarget", { targetId, flatten: true });
+const { send, sessionId, close } = await openPage(chromium, profile, "900,900");
 const evaluate = async (expression) => {
   const r = await send("Runtime.evaluate", { expression, returnByValue: true, awaitPromise: true }, sessionId);
   if (r.result?.exceptionDetails) throw new Error(JSON.stringify(r.result.exceptionDetails));
@@ -93,5 +75,4 @@ const stopped = await evaluate(`new Promise((resolve) => {
 const afterStop = await waitDone(8);
 await shot(shotStopped);
 process.stdout.write(JSON.stringify({ turns, bodies, rendered, reloaded, stopped, after_stop: afterStop }) + "\n");
-await send("Browser.close");
-p.kill();
+await close();
