@@ -54,6 +54,11 @@ static int test_known_names(void) {
     /* Hugging Face has no such rule, nor a name for another variant's tensor */
     CHECK(da_family_to_file(hf, "layers.1.attn.gate_proj.weight", out, sizeof out) == -1);
     CHECK(da_family_to_file(da_family_hf("llama"), "layers.0.attn.lambda_q1", out, sizeof out) == -1);
+    /* Motif's PolyNorm weights and learned head norm */
+    CHECK(!da_family_to_file(da_family_hf("motif"), "layers.2.feed_forward.poly.bias", out, sizeof out));
+    CHECK(!strcmp(out, "model.layers.2.mlp.act_fn.bias"));
+    CHECK(!da_family_from_file(da_family_hf("motif"), "model.layers.0.self_attn.subln.weight", out, sizeof out));
+    CHECK(!strcmp(out, "layers.0.attn.subln.weight"));
     CHECK(da_family_from_file(gg, "blk.x.attn_q.weight", out, sizeof out) == -1);
     CHECK(da_family_from_file(gg, "layers.0.attn_q.weight", out, sizeof out) == -1);
     CHECK(da_family_to_file(gg, "tok_embeddings", out, sizeof out) == -1);
@@ -66,6 +71,8 @@ static int test_lookups(void) {
     CHECK(f && !da_family_variant(f, &a) && a == DA_ARCH_DIFF && f->heads_per_native == 2 && f->folds_head_norm);
     f = da_family_hf("llama");
     CHECK(f && !da_family_variant(f, &a) && a == DA_ARCH_SOFTMAX && f->heads_per_native == 1);
+    f = da_family_hf("motif"); /* Motif's heads map one to one; its config keys are its rule's (hf_motif.c) */
+    CHECK(f && !da_family_variant(f, &a) && a == DA_ARCH_GDA && f->heads_per_native == 1 && f->hf_rule);
     CHECK(!da_family_hf("mistral") && !da_family_hf("diffattn-diff"));
     CHECK((f = da_family_gguf("llama", &a)) && a == DA_ARCH_SOFTMAX && f->plain_only);
     CHECK((f = da_family_gguf("diffattn-diff2", &a)) && a == DA_ARCH_DIFF2 && !f->plain_only);

@@ -4,7 +4,8 @@
  * mapped to diffattn's tensors, the reference's logits, and the gradients of
  * the mean loss in diffattn's tensors. Logits within 1e-5 and gradients
  * within 1e-4 (relative to the largest), with both attention kernels; and
- * the inference engine's token-by-token decode equal to the training forward. */
+ * the inference engine's token-by-token decode equal to the training forward. The same for tiny Hugging Face
+ * folders in Motif's published layout (tests/fixtures/hf_motif_*), loaded through the family table. */
 #include "data/ids_file.h"
 #include "diffattn.h"
 #include "harness.h"
@@ -19,9 +20,11 @@ typedef struct {
     int *ids, T;
 } fixture;
 
+/* name: tests/fixtures/NAME.model.safetensors, or the Hugging Face folder tests/fixtures/NAME/ for an hf_ name */
 static int fixture_open(fixture *f, const char *name) {
     char path[256];
-    snprintf(path, sizeof path, "tests/fixtures/%s.model.safetensors", name);
+    if (!strncmp(name, "hf_", 3)) snprintf(path, sizeof path, "tests/fixtures/%s", name);
+    else snprintf(path, sizeof path, "tests/fixtures/%s.model.safetensors", name);
     da_status st = da_model_load(&f->m, path);
     if (st.code) { fprintf(stderr, "  %s\n", st.msg); return 1; }
     snprintf(path, sizeof path, "tests/fixtures/%s.ids.txt", name);
@@ -149,6 +152,17 @@ static int test_motif_v1(void) { return check_fixture("motif_v1"); }
 /* GDA with the SwiGLU MLP */
 static int test_motif_gda_silu(void) { return check_fixture("motif_gda_silu"); }
 
+/* Motif's Hugging Face folders as published (tools/motif_reference.py FOLDERS), through the hf-motif row of the
+ * family table: the float64 reference's logits of the weights as stored, and its gradients in diffattn's tensors.
+ * GDA over 2 K/V pairs, untied, BF16 in 2 shards */
+static int test_hf_motif_gda(void) { return check_fixture("hf_motif_gda"); }
+/* GDA over one K/V pair, tied, F32 in 3 shards, attn_rms_norm_eps 1e-6 (v_proj rescaled) */
+static int test_hf_motif_gda_gqa(void) { return check_fixture("hf_motif_gda_gqa"); }
+/* Motif-2.6B's DIFF V1 (no num_noise_heads), GQA, untied, F32 */
+static int test_hf_motif_v1(void) { return check_fixture("hf_motif_v1"); }
+/* DIFF V1, a K/V pair per head pair, tied, BF16 */
+static int test_hf_motif_v1_tied(void) { return check_fixture("hf_motif_v1_tied"); }
+
 /* --kv-heads left 0: one K/V pair per group (Motif-2-12.7B's 8 groups over 8 pairs); a pair count that does
  * not divide the groups is refused naming the field. */
 static int test_gda_kv_heads(void) {
@@ -174,5 +188,9 @@ int main(void) {
     RUN(test_motif_gda_gqa);
     RUN(test_motif_v1);
     RUN(test_motif_gda_silu);
+    RUN(test_hf_motif_gda);
+    RUN(test_hf_motif_gda_gqa);
+    RUN(test_hf_motif_v1);
+    RUN(test_hf_motif_v1_tied);
     TH_SUMMARY();
 }

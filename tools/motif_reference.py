@@ -34,11 +34,12 @@ diffattn's interleaved RoPE pairs (dot products unchanged), and v_proj scaled
 by sqrt(1e-5 / attn_rms_norm_eps) when that eps is not diffattn's fixed 1e-5
 (an RMSNorm of c x with eps e is one of x with eps e / c^2).
 
-    /usr/bin/python3 tools/motif_reference.py          # write tests/fixtures/motif_*, checking on the way
+    /usr/bin/python3 tools/motif_reference.py          # write tests/fixtures/motif_* and hf_motif_*, checking on the way
     /usr/bin/python3 tools/motif_reference.py --check  # the checks only
 """
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -384,6 +385,87 @@ def write(name, do_write):
     print("[%s] wrote %s.* (loss %.6f, ln V = %.3f)" % (name, name, loss, math.log(cfg["vocab_size"])))
 
 
+# ----------------------------------------------------------------- Hugging Face folders as published
+
+# Motif folders as Motif Technologies publish them (config.json with the published keys, the features the
+# models do not use written as off, safetensors shards with an index), byte-sized vocabularies so that the
+# CLI can sample and fine-tune them on byte-level text (tests/cli_motif_hf.sh). name: (config, dtype, shards).
+_FOLDER_BASE = dict(_BASE, vocab_size=256, max_position_embeddings=256)
+FOLDERS = {
+    # Motif-2-12.7B's form: 10 heads in 2 groups over 2 K/V pairs, untied, BF16
+    "hf_motif_gda": (dict(_FOLDER_BASE, num_attention_heads=10, num_noise_heads=2, num_key_value_heads=4), "BF16", 2),
+    # GDA over one K/V pair (GQA), tied, F32, attn_rms_norm_eps 1e-6 (v_proj rescaled on the way in)
+    "hf_motif_gda_gqa": (dict(_FOLDER_BASE, num_attention_heads=10, num_noise_heads=2, num_key_value_heads=2,
+                              attn_rms_norm_eps=1e-6, tie_word_embeddings=True), "F32", 3),
+    # Motif-2.6B's DIFF V1 (no num_noise_heads), 4 maps pairs over 2 K/V pairs (GQA), untied, F32, 3 layers
+    "hf_motif_v1": (dict(_FOLDER_BASE, num_attention_heads=8, num_key_value_heads=4, num_hidden_layers=3), "F32", 2),
+    # DIFF V1 with one K/V pair per head pair, tied, BF16
+    "hf_motif_v1_tied": (dict(_FOLDER_BASE, num_attention_heads=4, num_key_value_heads=4, head_dim=8,
+                              tie_word_embeddings=True), "BF16", 2),
+}
+FOLDER_SEEDS = {"hf_motif_gda": 4511, "hf_motif_gda_gqa": 4512, "hf_motif_v1": 4513, "hf_motif_v1_tied": 4514}
+
+
+def published_config(cfg, dtype):
+    """config.json as the published folders write it (Motif-2.6B has no num_noise_heads)."""
+    out = {"architectures": ["MotifForCausalLM"], "model_type": "motif",
+           "auto_map": {"AutoConfig": "configuration_motif.MotifConfig",
+                        "AutoModelForCausalLM": "modeling_motif.MotifForCausalLM"}}
+    out.update({k: v for k, v in cfg.items() if k != "num_noise_heads"})
+    if cfg.get("num_noise_heads"):
+        out["num_noise_heads"] = cfg["num_noise_heads"]
+        out["k_ratio"] = 1
+    out.update({"rope_scaling": None, "use_bias": False, "use_sliding_window": False, "sliding_window": None,
+                "max_window_layers": cfg["num_hidden_layers"], "attention_dropout": 0.0, "bos_token_id": 1,
+                "eos_token_id": 2, "initializer_range": 0.02,
+                "torch_dtype": "bfloat16" if dtype == "BF16" else "float32"})
+    return out
+
+
+def write_folder(name, do_write):
+    """OUT_DIR/NAME/ (the folder) and OUT_DIR/NAME.{ids.txt, logits.npy, grads.safetensors}: the reference's
+    logits of the folder's weights as stored, and the gradient of the mean loss in diffattn's tensors."""
+    import make_hf_fixtures as hfx
+    cfg, dtype, shards = FOLDERS[name]
+    P, stored = {}, []
+    for key, t in random_hf_params(cfg, FOLDER_SEEDS[name]).items():
+        b, back = hfx.to_dtype(t.numpy(), dtype)
+        P[key] = torch.from_numpy(back)
+        stored.append((key, dtype, tuple(t.shape), b))
+    ids = np.random.default_rng(FOLDER_SEEDS[name] + 1).integers(0, cfg["vocab_size"], size=T)
+    logits = forward(cfg, P, ids)
+    loss, grads = loss_and_grads(cfg, diffattn_from_hf(cfg, P), ids)
+    # the diffattn mapping of the stored weights gives the folder's logits
+    back = forward(cfg, hf_from_diffattn(cfg, diffattn_from_hf(cfg, P)), ids)
+    check(float((back - logits).abs().max()) <= 1e-12 * float(logits.abs().max()),
+          "%s: diffattn's tensors give the folder's logits" % name)
+    if not do_write:
+        return
+    folder = os.path.join(OUT_DIR, name)
+    os.makedirs(folder, exist_ok=True)
+    for f in os.listdir(folder):
+        os.remove(os.path.join(folder, f))
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(published_config(cfg, dtype), f, indent=2)
+    per, weight_map = math.ceil(len(stored) / shards), {}
+    for s in range(shards):
+        fn = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
+        part = stored[s * per:(s + 1) * per]
+        hfx.write_safetensors(os.path.join(folder, fn), part)
+        weight_map.update({n: fn for n, *_ in part})
+    total = sum(len(b) for *_, b in stored)
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    base = os.path.join(OUT_DIR, name)
+    with open(base + ".ids.txt", "w") as f:
+        f.write(" ".join(str(int(i)) for i in ids) + "\n")
+    np.save(base + ".logits.npy", logits.detach().numpy().astype("<f4"))
+    out = dict(grads)
+    out["loss"] = np.array(loss)
+    ref.write_safetensors(base + ".grads.safetensors", out)
+    print("[%s] wrote %s/ (%s, %d shards) and %s.* (loss %.6f)" % (name, name, dtype, shards, name, loss))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="run the checks, write nothing")
@@ -392,6 +474,8 @@ def main(argv=None):
     self_checks()
     for name in CONFIGS:
         write(name, not a.check)
+    for name in FOLDERS:
+        write_folder(name, not a.check)
 
 
 if __name__ == "__main__":

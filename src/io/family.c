@@ -1,6 +1,6 @@
-/* The family table (family.h): diffattn's own files, Hugging Face Llama and
- * DiffLlama, llama.cpp's GGUF llama and diffattn's GGUF layout for every
- * variant. The mappings of values that a rename cannot express (DiffLlama's
+/* The family table (family.h): diffattn's own files, Hugging Face Llama,
+ * DiffLlama and Motif, llama.cpp's GGUF llama and diffattn's GGUF layout for
+ * every variant. The mappings of values that a rename cannot express (DiffLlama's
  * head pairs, the head norm's folding) are the columns documented in
  * docs/formats.md; every Hugging Face family's q and k rows are in
  * rotate_half order (hf_model.h). */
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "io/family.h"
+#include "io/hf_model.h"
 
 /* ---------------------------------------------------------------- Hugging Face */
 
@@ -39,6 +40,21 @@ static const da_family_name DIFFLLAMA_LAYER[] = {
     {"attn.lambda_k2", "self_attn.lambda_k2"},
     {NULL, NULL},
 };
+
+/* Motif's own tensors: DIFF's lambdas and learned head norm, PolyNorm's weights */
+static const da_family_name MOTIF_LAYER[] = {
+    {"attn.lambda_q1", "self_attn.lambda_q1"},
+    {"attn.lambda_k1", "self_attn.lambda_k1"},
+    {"attn.lambda_q2", "self_attn.lambda_q2"},
+    {"attn.lambda_k2", "self_attn.lambda_k2"},
+    {"attn.subln.weight", "self_attn.subln.weight"},
+    {"feed_forward.poly.weight", "mlp.act_fn.weight"},
+    {"feed_forward.poly.bias", "mlp.act_fn.bias"},
+    {NULL, NULL},
+};
+
+/* Motif's head counts, num_noise_heads and attn_rms_norm_eps (hf_motif.c) */
+extern const da_hf_config_rule da_hf_motif_rule;
 
 /* n_heads and n_kv_heads count the family's heads (heads_per_native each native head). */
 static const da_family_key HF_KEYS[] = {
@@ -141,6 +157,20 @@ static const da_family FAMILIES[] = {
      .heads_per_native = 1,
      .default_norm_eps = 1e-6f,
      .writes_mlp_bias = 1},
+    /* Motif-2.6B (DIFF V1) and Motif-2-12.7B (grouped differential attention) */
+    {.name = "hf-motif",
+     .container = DA_FAMILY_HF,
+     .tag = "motif",
+     .hf_class = "MotifForCausalLM",
+     .variant = "gda",
+     .layer_prefix = "model.layers.%d.",
+     .globals = HF_GLOBALS,
+     .layer = HF_LAYER,
+     .layer_own = MOTIF_LAYER,
+     .keys = HF_KEYS,
+     .heads_per_native = 1,
+     .default_norm_eps = 1e-6f,
+     .hf_rule = &da_hf_motif_rule},
     {.name = "gguf-llama",
      .container = DA_FAMILY_GGUF,
      .tag = "llama",

@@ -60,6 +60,10 @@ typedef struct da_family {
      * (llama.cpp's llama: no sliding window, no head norm). */
     int plain_only;
     int read_only;                  /* a layout of older files: read, never written */
+    /* HF: config.json's keys that no column above maps (head counts of another
+     * layout, the family's own options), read and written by the family's own
+     * file (hf_model.h); NULL: none */
+    const struct da_hf_config_rule *hf_rule;
 } da_family;
 
 /* Every row, in the order export picks the first that fits; n: their count. */

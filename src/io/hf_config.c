@@ -241,14 +241,15 @@ da_status da_hf_config_parse(const char *dir, da_config *c, da_hf_shape *hs) {
     if (!st.code && (bias || mlp_bias))
         st = da_errorf("%s: %s is true; diffattn's projections have no biases", path,
                        bias ? "attention_bias" : "mlp_bias");
-    if (!st.code) {
+    const da_hf_config_rule *rule = fam ? fam->hf_rule : NULL;
+    if (!st.code && !rule) {
         const cJSON *act = get(root, "hidden_act");
         if (act && !(cJSON_IsString(act) && !strcmp(act->valuestring, "silu")))
             st = da_errorf("%s: hidden_act \"%s\" is not supported (diffattn's feed-forward is SwiGLU: \"silu\")",
                            path, cJSON_IsString(act) ? act->valuestring : "(not a string)");
     }
-    if (!st.code && Hkv > H) st = da_errorf("%s: num_key_value_heads %d exceeds num_attention_heads %d", path, Hkv, H);
-    if (!st.code && H % Hkv)
+    if (!st.code && !rule && Hkv > H) st = da_errorf("%s: num_key_value_heads %d exceeds num_attention_heads %d", path, Hkv, H);
+    if (!st.code && !rule && H % Hkv)
         st = da_errorf("%s: num_key_value_heads %d does not divide num_attention_heads %d", path, Hkv, H);
     /* head_dim, when given, may differ from hidden_size / num_attention_heads (diffattn's explicit head size) */
     if (!st.code) st = cfg_int(path, root, KEY("head_dim"), hidden % H ? 0 : hidden / H, &head_dim);
@@ -262,22 +263,29 @@ da_status da_hf_config_parse(const char *dir, da_config *c, da_hf_shape *hs) {
     if (!st.code && !(eps >= 1e-10 && eps < 1))
         st = da_errorf("%s: rms_norm_eps %g must lie in [1e-10, 1) (smaller, a zero row's norm overflows)", path, eps);
     if (!st.code) st = parse_rope(path, root, c);
-    cJSON_Delete(root);
-    if (st.code) return st;
+    if (st.code) {
+        cJSON_Delete(root);
+        return st;
+    }
     c->dim = hidden;
     c->norm_eps = (float)eps;
     hs->fam = fam;
     hs->H = H;
     hs->Hkv = Hkv;
     hs->d = head_dim;
+    hs->A = H * head_dim;
+    hs->v_scale = 1.0f;
     c->head_dim = head_dim * H == hidden ? 0 : head_dim; /* a DIFF head's sub-heads are HF's heads: the same d */
     da_family_variant(fam, &c->arch);
-    if (fam->heads_per_native == 2) {
+    if (rule) st = rule->read(path, root, c, hs); /* the heads of a family with its own layout */
+    cJSON_Delete(root);
+    if (st.code) return st;
+    if (!rule && fam->heads_per_native == 2) {
         c->n_heads = H / 2;
         hs->n_rep_native = diff_native_rep(H, Hkv);
         c->n_kv_heads = c->n_heads / hs->n_rep_native;
         hs->head_norm_eps = (float)eps;
-    } else {
+    } else if (!rule) {
         c->n_heads = H;
         c->n_kv_heads = Hkv;
     }

@@ -95,6 +95,10 @@ static char *config_text(const da_family *fam, const da_config *c) {
     cJSON_AddBoolToObject(o, "attention_bias", 0);
     if (fam->writes_mlp_bias) cJSON_AddBoolToObject(o, "mlp_bias", 0);
     cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    if (fam->hf_rule && fam->hf_rule->write(o, c)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
     return s;
@@ -137,6 +141,14 @@ static size_t layer_copy_floats(const da_family *fam, const da_config *c) {
     return fam->folds_head_norm ? 2 * A * C + 2 * Ckv * C : A * C + Ckv * C;
 }
 
+/* The rows of layer l's native tensor suffix (a q or k projection). */
+static int tensor_rows(const da_model *m, int l, const char *suffix) {
+    char native[128];
+    snprintf(native, sizeof native, "layers.%d.%s", l, suffix);
+    const da_tensor *t = da_model_find(m, native);
+    return t ? (int)t->shape[0] : 0;
+}
+
 static void layer_tensors(hf_out *o, const da_model *m, int l, float *buf) {
     const da_config *c = &m->cfg;
     const da_layer_weights *L = &m->w.layers[l];
@@ -145,6 +157,7 @@ static void layer_tensors(hf_out *o, const da_model *m, int l, float *buf) {
     const size_t Ckv = (size_t)da_attn_kv_cols(c), hd = (size_t)d * C;
     /* paired heads with the head norm folded: q, k, v, o copies; else q and k (v and o go as they are) */
     float *q = buf, *k = q + (size_t)A * C, *v = k + Ckv * C, *wo = v + Ckv * C;
+    int qrows = A, krows = (int)Ckv;
     char n[128];
 #define NAME(s) da_family_layer_name(o->fam, l, s, n, sizeof n)
     add(o, NAME("attention_norm.weight"), C, 0, L->attention_norm);
@@ -166,13 +179,15 @@ static void layer_tensors(hf_out *o, const da_model *m, int l, float *buf) {
             for (int col = 0; col < A; col++)
                 wo[(size_t)r * A + col] = L->wo[(size_t)r * A + col] * L->subln[col % (2 * d)];
     } else {
-        for (int h = 0; h < c->n_heads; h++) rope_head_to_hf(q + (size_t)h * hd, L->wq + (size_t)h * hd, d, C);
-        for (int g = 0; g < n_kv; g++) rope_head_to_hf(k + (size_t)g * hd, L->wk + (size_t)g * hd, d, C);
+        /* q and k as many d-wide heads as the native tensors hold (GDA's q: signal and noise heads) */
+        qrows = tensor_rows(m, l, "attn.q_proj.weight"), krows = tensor_rows(m, l, "attn.k_proj.weight");
+        for (int h = 0; h < qrows / d; h++) rope_head_to_hf(q + (size_t)h * hd, L->wq + (size_t)h * hd, d, C);
+        for (int g = 0; g < krows / d; g++) rope_head_to_hf(k + (size_t)g * hd, L->wk + (size_t)g * hd, d, C);
         v = L->wv;
         wo = L->wo;
     }
-    add(o, NAME("attn.q_proj.weight"), A, C, q);
-    add(o, NAME("attn.k_proj.weight"), (int)Ckv, C, k);
+    add(o, NAME("attn.q_proj.weight"), qrows, C, q);
+    add(o, NAME("attn.k_proj.weight"), krows, C, k);
     add(o, NAME("attn.v_proj.weight"), (int)Ckv, C, v);
     add(o, NAME("attn.out_proj.weight"), C, A, wo);
     /* the variant's own tensors the family carries as they are (DiffLlama's lambdas) */
@@ -200,7 +215,9 @@ static da_status build_tensors(hf_out *o, const da_family *fam, const da_model *
     const da_config *c = &m->cfg;
     memset(o, 0, sizeof *o);
     o->fam = fam;
-    o->cap = 3 + c->n_layers * 13;
+    int own = 0;
+    for (const da_family_name *r = fam->layer_own; r && r->native; r++) own++;
+    o->cap = 3 + c->n_layers * (9 + own);
     const size_t per = layer_copy_floats(fam, c);
     o->t = calloc((size_t)o->cap, sizeof *o->t);
     o->names = calloc((size_t)o->cap, sizeof *o->names);
@@ -263,6 +280,10 @@ static da_status check_exportable(const da_family *fam, const da_config *c, cons
         return da_errorf("%s: head_norm %s: %s always %s the per-head norm; export takes the default head_norm",
                          dir, da_attn_head_norm_on(c) ? "on" : "off", fam->hf_class,
                          v->head_norm_option == 2 ? "applies" : "lacks");
+    char poly[128];
+    if (c->mlp == DA_MLP_POLYNORM && da_family_to_file(fam, "layers.0.feed_forward.poly.weight", poly, sizeof poly))
+        return da_errorf("%s: mlp polynorm: %s's MLP is SwiGLU; export takes --mlp swiglu models", dir,
+                         fam->hf_class);
     if (c->lambda_init > 0.0f)
         return da_errorf("%s: lambda_init %g: %s derives lambda_init from the depth (0.8 - 0.6 exp(-0.3 l)); export "
                          "takes --lambda-init depth",

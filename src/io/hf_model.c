@@ -99,6 +99,20 @@ static const char *global_name(const da_family *f, const char *native, char *out
     return out;
 }
 
+/* The family's own tensors of layer l (its layer_own rows) that m has, as they are. */
+static da_status copy_own(da_shards *F, da_model *m, const da_family *fam, int l) {
+    for (const da_family_name *r = fam->layer_own; r && r->native; r++) {
+        char native[128], n[192];
+        snprintf(native, sizeof native, "layers.%d.%s", l, r->native);
+        const da_tensor *t = da_model_find(m, native);
+        if (!t) continue; /* an option off (SwiGLU: no PolyNorm weights); a tensor in the file is then unexpected */
+        da_family_layer_name(fam, l, r->native, n, sizeof n);
+        da_status st = copy_plain(F, n, t->shape[0], t->ndim == 2 ? t->shape[1] : 0, m->params + t->offset);
+        if (st.code) return st;
+    }
+    return da_ok();
+}
+
 static da_status load_layer(da_shards *F, da_model *m, const da_hf_shape *hs, int l) {
     const da_config *c = &m->cfg;
     da_layer_weights *L = &m->w.layers[l];
@@ -112,14 +126,15 @@ static da_status load_layer(da_shards *F, da_model *m, const da_hf_shape *hs, in
     if ((st = copy_plain(F, NAME("feed_forward.w1.weight"), Fh, C, L->w1)).code) return st;
     if ((st = copy_plain(F, NAME("feed_forward.w3.weight"), Fh, C, L->w3)).code) return st;
     if ((st = copy_plain(F, NAME("feed_forward.w2.weight"), C, Fh, L->w2)).code) return st;
-    if ((st = copy_plain(F, NAME("attn.out_proj.weight"), C, (int64_t)H * d, L->wo)).code) return st;
+    if ((st = copy_plain(F, NAME("attn.out_proj.weight"), C, hs->A, L->wo)).code) return st;
     if ((st = take(F, NAME("attn.q_proj.weight"), (int64_t)H * d, C, &q)).code) return st;
     if ((st = take(F, NAME("attn.k_proj.weight"), (int64_t)Hkv * d, C, &k)).code) return st;
     if ((st = take(F, NAME("attn.v_proj.weight"), (int64_t)Hkv * d, C, &v)).code) return st;
     if (hs->fam->heads_per_native == 1) {
         for (int h = 0; h < H; h++) copy_rope_head(L->wq + (size_t)h * d * C, q, h, d, C);
         for (int g = 0; g < Hkv; g++) copy_rope_head(L->wk + (size_t)g * d * C, k, g, d, C);
-        da_shard_convert(L->wv, v, 0, (size_t)Hkv * d * C, 1.0f);
+        da_shard_convert(L->wv, v, 0, (size_t)Hkv * d * C, hs->v_scale);
+        if ((st = copy_own(F, m, hs->fam, l)).code) return st;
     } else {
         const int Hn = H / 2, r = hs->n_rep_native, n_kv = Hn / r;
         for (int j = 0; j < Hn; j++) {
@@ -166,7 +181,7 @@ static da_status check_shapes(da_shards *F, const da_config *c, const da_hf_shap
                     {"feed_forward.w1.weight", Fh, C},
                     {"feed_forward.w3.weight", Fh, C},
                     {"feed_forward.w2.weight", C, Fh},
-                    {"attn.out_proj.weight", C, (int64_t)H * d},
+                    {"attn.out_proj.weight", C, hs->A},
                     {"attn.q_proj.weight", (int64_t)H * d, C},
                     {"attn.k_proj.weight", (int64_t)Hkv * d, C},
                     {"attn.v_proj.weight", (int64_t)Hkv * d, C}};

@@ -1,5 +1,6 @@
 /* Hugging Face model folders: config.json with the model_type of a family of
- * the family table (family.h: "diffllama" for DIFF, "llama" for softmax), and model.safetensors or the shards listed in
+ * the family table (family.h: "diffllama" for DIFF, "llama" for softmax, a
+ * family with its own config rule below for GDA), and model.safetensors or the shards listed in
  * model.safetensors.index.json (F32, F16 or BF16 tensors, memory-mapped).
  *
  * The weights are mapped onto diffattn's native layout by permuting rows,
@@ -39,10 +40,30 @@ da_status da_hf_config_load(da_config *c, const char *dir);
 typedef struct {
     const da_family *fam; /* the family of model_type */
     int H, Hkv, d;        /* the family's query heads, KV heads, head size */
+    int A;                /* o_proj's columns: H * d unless the family's rule says otherwise */
     int n_rep_native;     /* paired heads (heads_per_native 2): diff heads per native KV group */
     float head_norm_eps;  /* folds_head_norm: rms_norm_eps, the head norm's eps */
+    float v_scale;        /* heads_per_native 1: v_proj's factor on the way in (a head norm eps folded), else 1 */
 } da_hf_shape;
 /* config.json of folder dir (hf_config.c); errors name the file and the key. */
 da_status da_hf_config_parse(const char *dir, da_config *c, da_hf_shape *hs);
+
+/* A family's config.json keys beyond the common ones (family.h: hf_rule),
+ * for a family whose tensors map one to one onto diffattn's (q and k rows
+ * in rotate_half order, v_proj scaled by v_scale, its own tensors in the
+ * row's layer_own list). */
+struct cJSON;
+typedef struct da_hf_config_rule {
+    /* After the common keys: hs holds H, Hkv, d as read and c the common
+     * fields; sets c's variant, heads and options, hs->A and hs->v_scale,
+     * and refuses a key turning on what diffattn does not implement (a
+     * one-line error naming path and the key). It owns hidden_act and the
+     * head counts' checks. */
+    da_status (*read)(const char *path, const struct cJSON *root, da_config *c, da_hf_shape *hs);
+    /* c's keys written into config.json's object o (after the common ones,
+     * which it may replace: the head counts, hidden_act); 0 on success, -1
+     * out of memory. */
+    int (*write)(struct cJSON *o, const da_config *c);
+} da_hf_config_rule;
 
 #endif
