@@ -20,8 +20,7 @@ has "10 query heads = 8 signal heads in 2 groups" "$(last_out)" "gda_noise_heads
 tensors_equal() { # DIR1 DIR2: every tensor of the two folders, as float32, equal
   python3 - "$1" "$2" <<'PY'
 import json, os, struct, sys
-import numpy as np
-def load(d):
+def load(d):  # name -> (shape, float32 bytes); BF16 widened exactly (its two bytes on top of two zeros)
     out = {}
     for f in sorted(os.listdir(d)):
         if not f.endswith(".safetensors"): continue
@@ -30,12 +29,12 @@ def load(d):
         for k, t in h.items():
             if k == "__metadata__": continue
             lo, hi = t["data_offsets"]; raw = b[8 + n + lo:8 + n + hi]
-            if t["dtype"] == "BF16": a = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
-            else: a = np.frombuffer(raw, "<f4")
-            out[k] = a.reshape(t["shape"])
+            if t["dtype"] == "BF16": raw = b"".join(b"\0\0" + raw[i:i + 2] for i in range(0, len(raw), 2))
+            elif t["dtype"] != "F32": sys.exit("%s: dtype %s" % (k, t["dtype"]))
+            out[k] = (t["shape"], raw)
     return out
 a, b = load(sys.argv[1]), load(sys.argv[2])
-bad = sorted(set(a) ^ set(b)) + [k for k in set(a) & set(b) if a[k].shape != b[k].shape or not np.array_equal(a[k], b[k])]
+bad = sorted(set(a) ^ set(b)) + sorted(k for k in set(a) & set(b) if a[k] != b[k])
 print("%d tensors; differing: %s" % (len(a), bad[:4]))
 sys.exit(1 if bad else 0)
 PY

@@ -390,7 +390,7 @@ def write(name, do_write):
 # Motif folders as Motif Technologies publish them (config.json with the published keys, the features the
 # models do not use written as off, safetensors shards with an index), byte-sized vocabularies so that the
 # CLI can sample and fine-tune them on byte-level text (tests/cli_motif_hf.sh). name: (config, dtype, shards).
-_FOLDER_BASE = dict(_BASE, vocab_size=256, max_position_embeddings=256)
+_FOLDER_BASE = dict(_BASE, vocab_size=256, max_position_embeddings=512)
 FOLDERS = {
     # Motif-2-12.7B's form: 10 heads in 2 groups over 2 K/V pairs, untied, BF16
     "hf_motif_gda": (dict(_FOLDER_BASE, num_attention_heads=10, num_noise_heads=2, num_key_value_heads=4), "BF16", 2),
