@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "io/family.h"
-#include "io/hf_model.h"
 
 /* ---------------------------------------------------------------- Hugging Face */
 
@@ -54,7 +53,7 @@ static const da_family_name MOTIF_LAYER[] = {
 };
 
 /* Motif's head counts, num_noise_heads and attn_rms_norm_eps (hf_motif.c) */
-extern const da_hf_config_rule da_hf_motif_rule;
+extern const struct da_hf_config_rule da_hf_motif_rule;
 
 /* n_heads and n_kv_heads count the family's heads (heads_per_native each native head). */
 static const da_family_key HF_KEYS[] = {
