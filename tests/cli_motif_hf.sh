@@ -68,6 +68,8 @@ refused "a rope_scaling type" 's/"rope_scaling": null/"rope_scaling": {"rope_typ
 refused "hidden_act gelu" 's/"hidden_act": "poly_norm"/"hidden_act": "gelu"/' 'config.json: hidden_act "gelu" is not supported'
 refused "num_noise_heads not dividing the heads" 's/"num_noise_heads": 2/"num_noise_heads": 3/' \
   "config.json: num_noise_heads 3 must divide num_attention_heads 10"
+refused "no num_noise_heads: V1's H/2 groups do not fit the K/V pairs" '/"num_noise_heads"/d' \
+  "divides num_noise_heads 5 (not given: H/2)"
 refused "attention_bias true" 's/"use_bias": false/"attention_bias": true/' "config.json: attention_bias is true"
 sed 's/"hidden_act": "poly_norm"/"hidden_act": "silu"/' $GDA/config.json >"$TMP/bad/config.json"
 expect_one_line_error "silu with PolyNorm's tensors in the files" "unexpected tensor model.layers.0.mlp.act_fn" \

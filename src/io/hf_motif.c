@@ -61,6 +61,9 @@ static da_status refuse_features(const char *path, const cJSON *root) {
     return da_ok();
 }
 
+/* 1 when config.json gives num_noise_heads (else V1's G = H/2 was derived). */
+static int noise_heads_given(const cJSON *root) { return !absent(get(root, "num_noise_heads")); }
+
 static da_status motif_read(const char *path, const cJSON *root, da_config *c, da_hf_shape *hs) {
     const int H = hs->H, KV = hs->Hkv, d = hs->d;
     da_status st = refuse_features(path, root);
@@ -88,7 +91,7 @@ static da_status motif_read(const char *path, const cJSON *root, da_config *c, d
                          "heads per group)", path, ratio, H, G, H / G - 1);
     if (KV % 2 || G % (KV / 2))
         return da_errorf("%s: num_key_value_heads %d must be an even number of K/V heads (pairs) whose pair count "
-                         "divides num_noise_heads %d", path, KV, G);
+                         "divides num_noise_heads %d%s", path, KV, G, noise_heads_given(root) ? "" : " (not given: H/2)");
     double eps = DA_SUBLN_EPS;
     const cJSON *e = get(root, "attn_rms_norm_eps");
     if (!absent(e)) {
