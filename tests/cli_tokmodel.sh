@@ -59,6 +59,25 @@ head -c 3000 "$TMP/text.txt" > "$TMP/small.txt"
   || fail "encode --model: a folder's tokenizer.json gives other ids"
 "$BIN" decode --model "$TMP/away/model.safetensors" --ids "$TMP/ids_model.txt" --out "$TMP/back.txt" 2>/dev/null
 cmp -s "$TMP/small.txt" "$TMP/back.txt" && pass "decode --model: the text back" || fail "decode --model: not the text"
+# --tokenizer reads a tokenizer from any file, as --model does (da_tokenizer_read): a model file's own
+for m in model.gguf model.safetensors; do
+  "$BIN" encode --tokenizer "$TMP/away/$m" --in "$TMP/small.txt" > "$TMP/ids_tokm.txt" 2>"$TMP/err.txt"
+  [[ -s $TMP/ids_tokm.txt ]] && cmp -s "$TMP/ids_file.txt" "$TMP/ids_tokm.txt" \
+    && pass "encode --tokenizer $m: the ids of the tokenizer it carries" \
+    || fail "encode --tokenizer $m: ids differ from the tokenizer file's" "$(head -c 300 "$TMP/err.txt")"
+done
+# an older model without its tokenizer, the files saved beside it: encode and sample take the same ones
+mkdir -p "$TMP/old"
+"$BIN" init --out "$TMP/old/model.safetensors" --dim 32 --layers 1 --heads 2 --seq 32 --vocab 512 >/dev/null
+cp "$TMP/tok.json" "$TMP/old/tokenizer.json"
+"$BIN" encode --model "$TMP/old/model.safetensors" --in "$TMP/small.txt" > "$TMP/ids_old.txt" 2>/dev/null
+[[ -s $TMP/ids_old.txt ]] && cmp -s "$TMP/ids_file.txt" "$TMP/ids_old.txt" \
+  && pass "encode --model: the tokenizer saved beside an older model" || fail "encode --model: not the files beside"
+want=$("$BIN" sample --model "$TMP/old/model.safetensors" --tokenizer "$TMP/tok.json" --prompt "The license" \
+  --max-new 8 --temperature 0 2>/dev/null)
+got=$("$BIN" sample --model "$TMP/old/model.safetensors" --prompt "The license" --max-new 8 --temperature 0 2>/dev/null)
+[[ -n $want && $got == "$want" ]] && pass "sample: the tokenizer saved beside an older model" \
+  || fail "sample: beside an older model \"$got\", expected \"$want\""
 
 # Another tokenizer than the model's, or bytes for a BPE model: errors naming both sizes
 "$BIN" tokenizer train --vocab-size 512 --in "$TMP/small.txt" --out "$TMP/other.json" --quiet >/dev/null 2>&1

@@ -68,9 +68,10 @@ const da_tokenizer *da_engine_tokenizer(const da_engine *e);
  * vocabulary. *owned: what the caller frees (NULL when *use is e's own). */
 da_status da_engine_choose_tokenizer(const da_engine *e, const char *model_path, const char *given_path,
                                      da_tokenizer **owned, const da_tokenizer **use);
-/* The tokenizer of tok_path, or the one the model at model carries, or, with
- * both, tok_path's once it matches the model's (da_tokenizer_match). A model
- * that carries none needs tok_path. *out: the caller frees. */
+/* The tokenizer of tok_path (a tokenizer file or folder, or a model's), or
+ * the one sample takes with the model at model, or, with both, tok_path's
+ * once it matches the model's (da_tokenizer_match). A model that carries
+ * none needs tok_path. *out: the caller frees. */
 da_status da_tokenizer_open(const char *tok_path, const char *model, const da_load_opts *lo, da_tokenizer **out);
 /* The type of the layer matmuls ("f32", "q8_0", ...), the activation mode
  * the file asks for, and the bytes of all tensor data. */

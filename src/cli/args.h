@@ -79,8 +79,8 @@ da_status cli_model_config(cli_model_flags *f, const cli_opt *opts, int n_opts, 
 
 /* The --tokenizer and --model flags of encode and decode (da_tokenizer_open). */
 #define CLI_TOKENIZER_HELP                                                                                             \
-    "tokenizer.json (Hugging Face byte-level BPE), GPT-2's encoder.json (vocab.bpe beside it), or a folder holding "   \
-    "either"
+    "tokenizer.json (Hugging Face byte-level BPE), GPT-2's encoder.json (vocab.bpe beside it), a folder holding "     \
+    "either, or a model file or folder (the tokenizer it goes with)"
 #define CLI_TOKENIZER_MODEL_HELP "a model file: use the tokenizer it carries (default when --tokenizer is not given)"
 
 /* --flag's "1024,2048" -> up to max ints in [lo, hi]; "0,0.2" -> doubles.

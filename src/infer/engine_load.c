@@ -79,22 +79,20 @@ da_status da_model_load_any_with(da_model *m, const char *path, const da_load_op
 da_status da_model_take_folder_tokenizer(da_model *m, const char *src_path) {
     char path[4200];
     if (m->tokenizer_json || !da_model_tokenizer_path(src_path, path, sizeof path)) return da_ok();
-    /* The text is carried in the model file's header, escaped: half the
-     * header's bound keeps the file loadable whatever the text holds. */
-    char *json = NULL;
-    size_t n = 0;
-    da_status st = da_read_regular(path, DA_ST_MAX_HEADER / 2, &json, &n);
-    if (st.code) return da_errorf("%s (a model file carries its tokenizer in its header; give a smaller one)", st.msg);
     /* parsed as a load of the written model would parse it, before anything is written */
     da_tokenizer *t = NULL;
-    st = da_tokenizer_from_json(&t, json, n, path);
+    da_status st = da_tokenizer_load(&t, path);
+    size_t n = 0;
+    const char *json = st.code ? NULL : da_tokenizer_json(t, &n);
+    /* The text is carried in the model file's header, escaped: half the
+     * header's bound keeps the file loadable whatever the text holds. */
+    if (!st.code && n > DA_ST_MAX_HEADER / 2)
+        st = da_errorf("%s: %zu bytes, over the %u a model file's header carries for its tokenizer; give a smaller "
+                       "one",
+                       path, n, DA_ST_MAX_HEADER / 2);
+    if (!st.code && !(m->tokenizer_json = strdup(json))) st = da_errorf("%s: out of memory", path);
     da_tokenizer_free(t);
-    if (st.code) {
-        free(json);
-        return st;
-    }
-    m->tokenizer_json = json;
-    return da_ok();
+    return st;
 }
 
 da_status da_model_load_float(da_model *m, const char *path, const da_load_opts *o) {
