@@ -164,8 +164,7 @@ static void diff_decode_head(const attn_decode_head *x) {
     attn_diff_decode_pair(x, x->q + (size_t)(2 * x->h) * x->d, x->q + (size_t)(2 * x->h + 1) * x->d);
 }
 
-/* QK^T: 2 flops per key per query column (dim); PV: 2 maps x 2 per key per value column (dim). */
-static double diff_flops(const da_config *c, int T) {
+double attn_diff_flops(const da_config *c, int T) {
     const double keys = attn_mean_keys(c, T), C = da_attn_out_cols(c);
     return 3.0 * (2.0 * keys * C + 2.0 * keys * 2.0 * C);
 }
@@ -199,7 +198,7 @@ const attn_variant attn_diff = {
     .logit_maps = da_attn_maps_logit_maps,
     .logits = da_attn_maps_logits,
     .attention_row = da_attn_maps_row,
-    .attn_flops_per_token = diff_flops,
+    .attn_flops_per_token = attn_diff_flops,
     .heads_note = " (differential)",
     .head_dim_note = " (per sub-head; values 2x)",
     .extra_params_note = "",

@@ -33,4 +33,11 @@ size_t attn_diff_scratch_floats(const attn_shape *s, int flash);
  * against K sub-head 2g, A2 from q2 against 2g + 1, V the group's 2d columns. */
 void attn_diff_decode_pair(const attn_decode_head *x, const float *q1, const float *q2);
 
+/* attn_flops_per_token of DIFF and GDA. QK^T: 2 flops per key per query
+ * column (dim); PV: 2 maps x 2 per key per value column (dim). GDA's are
+ * counted as DIFF's kernels compute them: per signal head, two d-wide maps
+ * against a 2d-wide value (the noise map recomputed for each of its group's
+ * signal heads). */
+double attn_diff_flops(const da_config *c, int T);
+
 #endif

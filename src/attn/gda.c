@@ -134,17 +134,9 @@ static int gda_logit_maps(const da_config *c) { return c->n_heads + noise_heads(
 static int gda_logits(const attn_probe *p, int s, int t, int j0, float *out) {
     const da_config *c = p->cfg;
     const int G = noise_heads(c), gr = c->n_heads / G, d = da_attn_head_dim(c);
-    const int Cq = (c->n_heads + G) * d, Ckv = da_attn_kv_cols(c);
+    const int Cq = (c->n_heads + G) * d;
     const int group = s / (gr + 1), pair = group / (G / c->n_kv_heads), ks = 2 * pair + (s % (gr + 1) == gr);
-    const float scale = 1.0f / sqrtf((float)d);
-    const float *qv = p->q + (size_t)t * Cq + (size_t)s * d;
-    for (int j = j0; j <= t; j++) {
-        const float *kv = p->k + (size_t)j * Ckv + (size_t)ks * d;
-        float dot = 0.0f;
-        for (int e = 0; e < d; e++) dot += qv[e] * kv[e];
-        out[j - j0] = dot * scale;
-    }
-    return t - j0 + 1;
+    return da_attn_probe_dots(p, p->q + (size_t)t * Cq + (size_t)s * d, ks, d, t, j0, out);
 }
 
 static void softmax_row(float *a, int lo, int t) {
@@ -169,13 +161,6 @@ static void gda_attention_row(const attn_probe *p, int h, int t, float *row, flo
     double mass = 0;
     for (int j = 0; j <= t; j++) mass += fabsf(row[j] -= p->lambda * tmp[j]);
     for (int j = 0; j <= t; j++) row[j] = mass > 0 ? (float)(row[j] / mass) : 0.0f;
-}
-
-/* As DIFF's kernels compute it: per signal head, two d-wide maps against a 2d-wide value
- * (the noise map is recomputed for each of its group's signal heads). */
-static double gda_flops(const da_config *c, int T) {
-    const double keys = attn_mean_keys(c, T), C = da_attn_out_cols(c);
-    return 3.0 * (2.0 * keys * C + 2.0 * keys * 2.0 * C);
 }
 
 const attn_variant attn_gda = {
@@ -210,7 +195,7 @@ const attn_variant attn_gda = {
     .logit_maps = gda_logit_maps,
     .logits = gda_logits,
     .attention_row = gda_attention_row,
-    .attn_flops_per_token = gda_flops,
+    .attn_flops_per_token = attn_diff_flops,
     .heads_note = " (signal heads)",
     .head_dim_note = " (per query head; values 2x)",
     .extra_params_note = "",

@@ -250,6 +250,9 @@ static inline float da_attn_lambda_scale(const da_config *c) { return 1.0f - c->
 int da_attn_maps_logit_maps(const da_config *c);
 int da_attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out);
 void da_attn_maps_row(const attn_probe *p, int h, int t, float *row, float *tmp);
+/* The logits hook's dot products: out[j - j0] = q . k_j / sqrt(d) for the
+ * keys j0..t of key sub-head ks, q the query sub-head at qv; their count. */
+int da_attn_probe_dots(const attn_probe *p, const float *qv, int ks, int d, int t, int j0, float *out);
 
 /* The floats of attn_train_ctx.scratch variant v needs for shape s and kernel flash. */
 size_t da_attn_scratch_floats(const attn_variant *v, const attn_shape *s, int flash);

@@ -108,11 +108,14 @@ static int key_sub_head(const attn_layout *lay, int s, int n_rep) {
 int da_attn_maps_logits(const attn_probe *p, int s, int t, int j0, float *out) {
     const da_config *c = p->cfg;
     const attn_layout *lay = &da_attn_variant_of(c->arch)->layout;
-    const int n_rep = c->n_heads / c->n_kv_heads, Ckv = da_attn_kv_cols(c);
-    const int d = da_attn_head_dim(c);
+    const int n_rep = c->n_heads / c->n_kv_heads, d = da_attn_head_dim(c);
     const int Cq = c->n_heads * lay->maps * d, ks = key_sub_head(lay, s, n_rep);
+    return da_attn_probe_dots(p, p->q + (size_t)t * Cq + (size_t)s * d, ks, d, t, j0, out);
+}
+
+int da_attn_probe_dots(const attn_probe *p, const float *qv, int ks, int d, int t, int j0, float *out) {
+    const int Ckv = da_attn_kv_cols(p->cfg);
     const float scale = 1.0f / sqrtf((float)d);
-    const float *qv = p->q + (size_t)t * Cq + (size_t)s * d;
     for (int j = j0; j <= t; j++) {
         const float *kv = p->k + (size_t)j * Ckv + (size_t)ks * d;
         float dot = 0.0f;
