@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "io/family.h"
+#include "io/json_keys.h"
 #include "io/hf_model.h"
 #include "io/st_shards.h"
 
@@ -78,33 +79,16 @@ static da_status check_rope_agree(const char *path, const cJSON *root, const cJS
     return da_ok();
 }
 
-static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
-/* A key that appears twice in one object of the tree at o, or NULL (sorted:
- * O(n log n) per object). cJSON would take the first, Python the last.
- * *oom is set when the check could not be made. */
+/* A key that appears twice in one object of the tree at o, or NULL. cJSON
+ * would take the first, Python the last. *oom is set when the check could
+ * not be made. */
 static const char *duplicate_key(const cJSON *o, int *oom) {
     if (!cJSON_IsObject(o) && !cJSON_IsArray(o)) return NULL;
-    int n = 0;
     for (const cJSON *e = o->child; e; e = e->next) {
         const char *d = duplicate_key(e, oom);
         if (d || *oom) return d;
-        n++;
     }
-    if (!cJSON_IsObject(o) || n < 2) return NULL;
-    const char **names = malloc((size_t)n * sizeof *names);
-    if (!names) {
-        *oom = 1;
-        return NULL;
-    }
-    n = 0;
-    for (const cJSON *e = o->child; e; e = e->next) names[n++] = e->string;
-    qsort(names, (size_t)n, sizeof *names, cmp_key);
-    const char *dup = NULL;
-    for (int i = 1; i < n && !dup; i++)
-        if (!strcmp(names[i - 1], names[i])) dup = names[i];
-    free(names);
-    return dup;
+    return da_json_duplicate_key(o, oom);
 }
 
 /* rope_scaling (older files) or rope_parameters (newer transformers). */

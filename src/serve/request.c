@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "infer/json_schema.h"
+#include "io/json_keys.h"
 #include "serve/request.h"
 
 void srv_request_free(srv_request *r) {
@@ -117,14 +118,11 @@ static size_t len_of(const str_lens *L, const char *s) {
 
 /* ---------------------------------------------------------------- keys */
 
-static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
 /* A key that holds a NUL (cJSON's lookups would match it by its first part) or appears twice in one object of
  * the tree at o, or NULL. *oom is set when the check could not be made. */
 static const char *bad_key(const cJSON *o, const str_lens *L, int *has_nul, int *oom) {
     if (!cJSON_IsObject(o) && !cJSON_IsArray(o)) return NULL;
-    int n = 0;
-    for (const cJSON *e = o->child; e; e = e->next, n++) {
+    for (const cJSON *e = o->child; e; e = e->next) {
         if (e->string && len_of(L, e->string) != strlen(e->string)) {
             *has_nul = 1;
             return e->string;
@@ -132,20 +130,7 @@ static const char *bad_key(const cJSON *o, const str_lens *L, int *has_nul, int 
         const char *d = bad_key(e, L, has_nul, oom);
         if (d || *oom) return d;
     }
-    if (!cJSON_IsObject(o) || n < 2) return NULL;
-    const char **names = malloc((size_t)n * sizeof *names);
-    if (!names) {
-        *oom = 1;
-        return NULL;
-    }
-    n = 0;
-    for (const cJSON *e = o->child; e; e = e->next) names[n++] = e->string;
-    qsort(names, (size_t)n, sizeof *names, cmp_key);
-    const char *dup = NULL;
-    for (int i = 1; i < n && !dup; i++)
-        if (!strcmp(names[i - 1], names[i])) dup = names[i];
-    free(names);
-    return dup;
+    return da_json_duplicate_key(o, oom);
 }
 
 static char *dup_n(const char *s, size_t n) {
