@@ -124,6 +124,15 @@ static const da_family_key GGUF_KEYS[] = {
 
 /* ---------------------------------------------------------------- the table */
 
+/* The columns every row of one container's layout shares: its names, keys and
+ * the prefix of a layer's tensors. */
+#define HF_LAYOUT                                                                                                   \
+    .container = DA_FAMILY_HF, .layer_prefix = "model.layers.%d.", .globals = HF_GLOBALS, .layer = HF_LAYER,       \
+    .keys = HF_KEYS
+#define GGUF_LAYOUT                                                                                                 \
+    .container = DA_FAMILY_GGUF, .layer_prefix = "blk.%d.", .globals = GGUF_GLOBALS, .layer = GGUF_LAYER,          \
+    .other_attn_kept = 1, .keys_under_arch = 1, .keys = GGUF_KEYS
+
 static const da_family FAMILIES[] = {
     {.name = "diffattn",
      .container = DA_FAMILY_NATIVE,
@@ -132,27 +141,19 @@ static const da_family FAMILIES[] = {
      .names_native = 1,
      .heads_per_native = 1},
     {.name = "hf-diffllama",
-     .container = DA_FAMILY_HF,
+     HF_LAYOUT,
      .tag = "diffllama",
      .hf_class = "DiffLlamaForCausalLM",
      .variant = "diff",
-     .layer_prefix = "model.layers.%d.",
-     .globals = HF_GLOBALS,
-     .layer = HF_LAYER,
      .layer_own = DIFFLLAMA_LAYER,
-     .keys = HF_KEYS,
      .heads_per_native = 2,
      .folds_head_norm = 1,
      .default_norm_eps = 1e-5f},
     {.name = "hf-llama",
-     .container = DA_FAMILY_HF,
+     HF_LAYOUT,
      .tag = "llama",
      .hf_class = "LlamaForCausalLM",
      .variant = "softmax",
-     .layer_prefix = "model.layers.%d.",
-     .globals = HF_GLOBALS,
-     .layer = HF_LAYER,
-     .keys = HF_KEYS,
      .heads_per_native = 1,
      .default_norm_eps = 1e-6f,
      .writes_mlp_bias = 1},
@@ -171,26 +172,14 @@ static const da_family FAMILIES[] = {
      .default_norm_eps = 1e-6f,
      .hf_rule = &da_hf_motif_rule},
     {.name = "gguf-llama",
-     .container = DA_FAMILY_GGUF,
+     GGUF_LAYOUT,
      .tag = "llama",
      .variant = "softmax",
-     .layer_prefix = "blk.%d.",
-     .globals = GGUF_GLOBALS,
-     .layer = GGUF_LAYER,
-     .other_attn_kept = 1,
-     .keys_under_arch = 1,
-     .keys = GGUF_KEYS,
      .heads_per_native = 1,
      .plain_only = 1},
     {.name = "gguf-diffattn",
-     .container = DA_FAMILY_GGUF,
+     GGUF_LAYOUT,
      .tag = "diffattn-%s",
-     .layer_prefix = "blk.%d.",
-     .globals = GGUF_GLOBALS,
-     .layer = GGUF_LAYER,
-     .other_attn_kept = 1,
-     .keys_under_arch = 1,
-     .keys = GGUF_KEYS,
      .heads_per_native = 1},
     /* diffattn's GGUF files before llama.cpp's layout: its own names, the same keys under "diffattn.",
      * the variant in diffattn.variant */
