@@ -6,6 +6,7 @@
 # system's own /dev/null and /dev/full are never written.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/tok_lib.sh"
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # a command that hung before the fix gets 20 s, then counts as failed
@@ -17,24 +18,8 @@ reap() {
   wait "$1" 2>/dev/null
 }
 
-# a byte-level tokenizer.json of 258 tokens (256 bytes, <|endoftext|>, one merge) and a model of that vocabulary
-python3 - "$TMP/tok.json" <<'PY'
-import json, sys
-bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-cs, n = bs[:], 0
-for b in range(256):
-    if b not in bs:
-        bs.append(b); cs.append(256 + n); n += 1
-vocab = {chr(c): b for b, c in zip(bs, cs)}
-vocab["<|endoftext|>"] = 256
-vocab["he"] = 257
-eot = {"id": 256, "content": "<|endoftext|>", "single_word": False, "lstrip": False, "rstrip": False,
-       "normalized": False, "special": True}
-j = {"version": "1.0", "added_tokens": [eot], "normalizer": None,
-     "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-     "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": vocab, "merges": ["h e"]}}
-json.dump(j, open(sys.argv[1], "w"))
-PY
+# a byte-level tokenizer.json of 258 tokens (tok_lib.sh) and a model of that vocabulary
+write_byte_tokenizer "$TMP/tok.json"
 M=$TMP/m.safetensors
 ok "init a softmax model of 258 tokens" "$BIN" init --arch softmax --vocab 258 --dim 32 --layers 1 --heads 2 --ffn 64 \
   --seq 32 --out "$M"

@@ -10,6 +10,7 @@
 # (docs/formats.md: NSA files store their fields at every value).
 # The GGUF cases exit 77 without python3-numpy or node-llama-cpp's gguf-py.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/tok_lib.sh"
 
 # --grid batch=1000000000: out of range, not "positive integers"
 expect_error "--grid batch=1000000000 is out of range" "batch=1000000000 is out of range (1..1048576)" \
@@ -31,24 +32,12 @@ PY
 expect_error "an NSA checkpoint without nsa_select is refused" 'lacks "nsa_select"' \
   "$BIN" info --model "$TMP/nsa_nosel.safetensors"
 
-# a normalizer type that is a number; an empty added token (a byte-level tokenizer.json of 256 tokens,
-# <|endoftext|> and one merge, made here)
+# a normalizer type that is a number; an empty added token (variants of tok_lib.sh's tokenizer)
+write_byte_tokenizer "$TMP/tok.json"
 python3 - "$TMP" <<'PY'
 import json, sys
-bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-cs, n = bs[:], 0
-for b in range(256):
-    if b not in bs:
-        bs.append(b); cs.append(256 + n); n += 1
-vocab = {chr(c): b for b, c in zip(bs, cs)}
-vocab["<|endoftext|>"] = 256
-vocab["he"] = 257
-eot = {"id": 256, "content": "<|endoftext|>", "single_word": False, "lstrip": False, "rstrip": False,
-       "normalized": False, "special": True}
-j = {"version": "1.0", "added_tokens": [eot], "normalizer": None,
-     "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-     "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": vocab, "merges": ["h e"]}}
-json.dump(j, open(sys.argv[1] + "/tok.json", "w"))
+j = json.load(open(sys.argv[1] + "/tok.json"))
+eot = j["added_tokens"][0]
 a = dict(j); a["normalizer"] = {"type": 5}
 json.dump(a, open(sys.argv[1] + "/norm.json", "w"))
 b = dict(j); b["added_tokens"] = [eot, {"id": 100, "content": "", "special": False}]
