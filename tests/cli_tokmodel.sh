@@ -57,6 +57,11 @@ head -c 3000 "$TMP/text.txt" > "$TMP/small.txt"
 "$BIN" encode --model "$TMP/hf" --in "$TMP/small.txt" > "$TMP/ids_hf.txt" 2>/dev/null
 [[ -s $TMP/ids_hf.txt ]] && cmp -s "$TMP/ids_file.txt" "$TMP/ids_hf.txt" && pass "encode --model: a folder's tokenizer.json" \
   || fail "encode --model: a folder's tokenizer.json gives other ids"
+# eval loss on text takes a folder's tokenizer.json too, as sample and encode do
+a=$(loss_of "$TMP/away/model.safetensors" "$TMP/text.txt"); b=$(loss_of "$TMP/hf" "$TMP/text.txt")
+if [[ -n $a && -n $b ]] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }'; then
+  pass "eval loss: a folder's text through its tokenizer.json ($b), as the model file's ($a)"
+else fail "eval loss: a folder's text \"$b\", the model file's \"$a\"" "$("$BIN" eval loss --model "$TMP/hf" --data "$TMP/text.txt" 2>&1 | tail -1)"; fi
 "$BIN" decode --model "$TMP/away/model.safetensors" --ids "$TMP/ids_model.txt" --out "$TMP/back.txt" 2>/dev/null
 cmp -s "$TMP/small.txt" "$TMP/back.txt" && pass "decode --model: the text back" || fail "decode --model: not the text"
 # --tokenizer reads a tokenizer from any file, as --model does (da_tokenizer_read): a model file's own

@@ -7,6 +7,11 @@ da_status cli_eval_model_data(const char *model, const char *data, float val_fra
                               da_text_data *d) {
     da_status st = da_model_load_any_with(m, model, cli_load_opts());
     if (st.code) return st;
+    /* a Hugging Face folder's text goes through its tokenizer.json, as sample and encode take it */
+    if ((st = da_model_take_folder_tokenizer(m, model)).code) {
+        da_model_free(m);
+        return st;
+    }
     da_tokenizer *tok = NULL;
     if (*seq == 0) *seq = m->cfg.max_seq_len;
     if (*seq <= 0) st = da_errorf("--seq must be positive");
