@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diffattn/experiments.h"
+#include "study/plot.h"
 
 enum { MAX_SERIES = 16, MAX_POINTS = 64 };
 

@@ -64,7 +64,7 @@ export OMP_NUM_THREADS=$THREADS
 plot_program() {
   local lib blas=/usr/lib/x86_64-linux-gnu/openblas-openmp
   lib=$(dirname "$BIN")/libdiffattn.a
-  gcc -O2 -fopenmp -I"$ROOT/include" "$ROOT/bench/position_noise_plot.c" "$lib" -L"$blas" -Wl,-rpath,"$blas" \
+  gcc -O2 -fopenmp -I"$ROOT/src" -I"$ROOT/include" "$ROOT/bench/position_noise_plot.c" "$lib" -L"$blas" -Wl,-rpath,"$blas" \
     -lopenblas -lcjson -lpcre2-8 $(pkg-config --libs icu-uc cairo) -lm -o "$1"
 }
 
