@@ -11,10 +11,12 @@ The seeds analysed are those every budget column (diff, diff2, softmax) finished
 column (one the study's ARCHS adds, such as gda-noise-heads1) is analysed on those of them it finished too.
 A difference from softmax is paired by seed (the same data order, initialisation seed and evaluation
 windows). Intervals are 95% percentile bootstrap intervals over seeds: the seeds resampled with
-replacement DRAWS = 4,000 times by Python's random.Random(BOOT_SEED = 47), reseeded for every statistic,
-so the report is the same on every run; the interval is the 101st and 3,900th of the sorted draws.
+replacement DRAWS = 4,000 times by Python's random.Random(BOOT_SEED = 47), the same resamples for every
+statistic over the same number of seeds, so the report is the same on every run; the interval is the
+101st and 3,900th of the sorted draws.
 With fewer than MIN_SEEDS = 3 such seeds the report says the study is incomplete, lists the runs present,
 and prints the curves and differences it has without any interval."""
+import functools
 import json
 import math
 import os
@@ -53,6 +55,14 @@ def usable(v):
     return v is not None and not math.isnan(v)
 
 
+@functools.lru_cache(maxsize=None)
+def resamples(n):
+    """The DRAWS resamples of n seeds (their indices): the same for every statistic over n seeds, as if the
+    generator were reseeded with BOOT_SEED for each."""
+    rng = random.Random(BOOT_SEED)
+    return tuple(tuple(rng.randrange(n) for _ in range(n)) for _ in range(DRAWS))
+
+
 def bootstrap(per_seed, intervals=True):
     """The mean of per_seed and its 95% percentile bootstrap interval over seeds (nan, nan without
     intervals or with fewer than MIN_SEEDS values); None and nan values (a bin without a scored token)
@@ -63,8 +73,7 @@ def bootstrap(per_seed, intervals=True):
     n = len(per_seed)
     if not intervals or n < MIN_SEEDS:
         return mean(per_seed), NAN, NAN
-    rng = random.Random(BOOT_SEED)
-    draws = sorted(mean([per_seed[rng.randrange(n)] for _ in range(n)]) for _ in range(DRAWS))
+    draws = sorted(sum(per_seed[i] for i in idx) / n for idx in resamples(n))
     return mean(per_seed), draws[int(0.025 * DRAWS)], draws[int(0.975 * DRAWS) - 1]
 
 

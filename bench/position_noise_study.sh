@@ -57,14 +57,17 @@ BIN=$(realpath "${1:-build/diffattn}")
 OUT=${OUT:-runs/position-noise}
 JOBS=${JOBS:-1} THREADS=${THREADS:-2}
 STEPS=${STEPS:-1000} SEEDS=${SEEDS:-5} WINDOWS=${WINDOWS:-64} SEQ=${SEQ:-1024} BATCH=${BATCH:-8} DIM=${DIM:-128}
-LAYERS=4 HEADS=2 SPAN=32 TRAIN_RATES=0,0.3,0.6 EVAL_RATES="0 0.3 0.6" ARCHS="diff diff2 softmax"
+LAYERS=4 HEADS=2 SPAN=32 TRAIN_RATES=0,0.3,0.6 EVAL_RATES="0 0.3 0.6" BUDGET_ARCHS="diff diff2 softmax"
+ARCHS=${ARCHS:-$BUDGET_ARCHS}
 export OMP_NUM_THREADS=$THREADS
 
 # The plotting program: bench/position_noise_plot.c against the binary's library.
 plot_program() {
   local lib blas=/usr/lib/x86_64-linux-gnu/openblas-openmp
   lib=$(dirname "$BIN")/libdiffattn.a
-  gcc -O2 -fopenmp -I"$ROOT/src" -I"$ROOT/include" "$ROOT/bench/position_noise_plot.c" "$lib" -L"$blas" -Wl,-rpath,"$blas" \
+  local san=() # a sanitized library (DA_SANITIZE) needs its runtime
+  if nm "$lib" 2>/dev/null | grep __asan_init >/dev/null; then san=(-fsanitize=address,undefined); fi
+  gcc -O2 -fopenmp "${san[@]}" -I"$ROOT/src" -I"$ROOT/include" "$ROOT/bench/position_noise_plot.c" "$lib" -L"$blas" -Wl,-rpath,"$blas" \
     -lopenblas -lcjson -lpcre2-8 $(pkg-config --libs icu-uc cairo) -lm -o "$1"
 }
 
@@ -91,29 +94,50 @@ if [[ ! -s $NOISE ]]; then
   rm "$OUT/data/corpus.txt"
 fi
 
-# --match-params: each column's FFN widened to the largest column's parameter count.
+# A column: an arch, or arch:flag=value,... (gda:noise-heads=1: --arch gda --noise-heads 1), named in file
+# names by its label (gda-noise-heads1).
+label() { local c=${1//:/-}; c=${c//,/-}; echo "${c//=/}"; }
+arch_flags() { # the train/init flags of column $1
+  local a=${1%%:*} f=() kv
+  if [[ $1 == *:* ]]; then
+    IFS=, read -ra kv <<< "${1#*:}"
+    for x in "${kv[@]}"; do f+=("--${x%%=*}" "${x#*=}"); done
+  fi
+  echo "--arch $a ${f[*]}"
+}
+
+# --match-params: each column's FFN widened to the largest budget column's parameter count (a column that
+# ARCHS adds is matched to the same count, its FFN narrowed if it is larger).
 SHAPE=(--dim "$DIM" --layers $LAYERS --heads $HEADS --seq "$SEQ")
-if [[ ! -s $OUT/data/ffn.txt ]]; then
-  for a in $ARCHS; do
-    p=$("$BIN" init --arch "$a" "${SHAPE[@]}" --out "$OUT/data/init.safetensors" | grep -o '[0-9]* parameters' | cut -d' ' -f1)
-    echo "$a $p"
-  done > "$OUT/data/params.txt"
-  python3 - "$OUT/data/params.txt" "$DIM" $LAYERS > "$OUT/data/ffn.txt" <<'PY'
+ffn_widths() { # COLUMN...: append their parameter counts to params.txt and their FFN widths to ffn.txt
+  for c in "$@"; do
+    p=$("$BIN" init $(arch_flags "$c") "${SHAPE[@]}" --out "$OUT/data/init.safetensors" | grep -o '[0-9]* parameters' | cut -d' ' -f1)
+    echo "$(label "$c") $p"
+  done >> "$OUT/data/params.txt"
+  python3 - "$OUT/data/params.txt" "$DIM" $LAYERS "$BUDGET_ARCHS" "$(for c in "$@"; do label "$c"; done)" \
+    >> "$OUT/data/ffn.txt" <<'PY'
 import math, sys
 rows = [l.split() for l in open(sys.argv[1])]
-dim, layers = int(sys.argv[2]), int(sys.argv[3])
+dim, layers, budget, new = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(), sys.argv[5].split()
 ffn0 = -(-math.ceil(8 * dim / 3) // 64) * 64  # 8 dim / 3 rounded up to a multiple of 64, train's default
-most = max(int(p) for _, p in rows)
+most = max(int(p) for a, p in rows if a in budget)
 for a, p in rows:
-    print(a, ffn0 + int((most - int(p)) / (3 * dim * layers) + 0.5))
+    if a in new:
+        print(a, ffn0 + int((most - int(p)) / (3 * dim * layers) + 0.5))
 PY
   rm -f "$OUT/data/init.safetensors"
-fi
+}
+[[ -s $OUT/data/ffn.txt ]] || { rm -f "$OUT/data/params.txt"; ffn_widths $BUDGET_ARCHS; }
+missing=()
+for c in $ARCHS; do grep -q "^$(label "$c") " "$OUT/data/ffn.txt" || missing+=("$c"); done
+(( ${#missing[@]} == 0 )) || ffn_widths "${missing[@]}"
 
 # One column and seed: train (or resume it from its last checkpoint), score it at each rate, then write its
 # train file, which marks the run finished (a finished run is kept by a rerun, its model no longer needed).
 one() {
-  local a=$1 s=$2 dir=$OUT/train/$1_seed$2 ffn mode=()
+  local c=$1 s=$2 a ffn mode=()
+  a=$(label "$c")
+  local dir=$OUT/train/${a}_seed$s
   [[ -f $OUT/runs/${a}_seed${s}_train.json ]] && return 0
   ffn=$(awk -v a="$a" '$1 == a {print $2}' "$OUT/data/ffn.txt")
   local RUN=(--data "$DATA" --distract "$NOISE" --distract-rate $TRAIN_RATES --distract-span $SPAN
@@ -124,7 +148,7 @@ one() {
     else
       [[ -d $dir ]] && mode=(--force) # started, stopped before its first checkpoint
       mkdir -p "$dir"
-      "$BIN" train --arch "$a" "${SHAPE[@]}" --ffn "$ffn" --seed "$s" "${RUN[@]}" --out "$dir" "${mode[@]}" \
+      "$BIN" train $(arch_flags "$c") "${SHAPE[@]}" --ffn "$ffn" --seed "$s" "${RUN[@]}" --out "$dir" "${mode[@]}" \
         >>"$dir/log.txt" 2>&1
     fi
   fi
@@ -158,8 +182,8 @@ PY
 
 start=$(date +%s)
 for s in $(seq 1 "$SEEDS"); do
-  for a in $ARCHS; do
-    one "$a" "$s" &
+  for c in $ARCHS; do
+    one "$c" "$s" &
     while (( $(jobs -rp | wc -l) >= JOBS )); do wait -n; done
   done
 done
