@@ -277,8 +277,9 @@ def report_md(evals, trains, out):
                 v = verdict(x['lo'], x['hi'], "the difference grows in the column's favour with the rate",
                             'the difference moves against the column with the rate')
                 md.append(f"- rate ({g['high']} vs {g['low']}), {a} at positions {name}: {v}.")
-    md += ['', 'Figures: loss_rate*.png (loss by position, one line per column), diff_*.png (the difference from '
-           'softmax by position, one line per rate); bands only where there are intervals.', '']
+    md += ['', 'Figures: loss_rate*.png (loss by position, one line per column), loss_COLUMN.png (loss by position, '
+           'one line per rate), diff_COLUMN.png (the difference from softmax by position, one line per rate); bands '
+           'only where there are intervals.', '']
     return '\n'.join(md)
 
 
@@ -289,6 +290,11 @@ def plots(out, dest, plot):
                                                  for b in out['curves'][f'{a}@{r}'] if usable(b['loss']))
                        for a in out['columns'] if f'{a}@{r}' in out['curves'])
         figs.append((f'loss_rate{r}.png', f'Loss by position, distractor rate {r}', spec, 'loss (nats per token)'))
+    for a in out['columns']:
+        spec = ''.join(f'series rate {r}\n' + ''.join(f"{log_mid(b)} {b['loss']} {b['lo']} {b['hi']}\n"
+                                                      for b in out['curves'][f'{a}@{r}'] if usable(b['loss']))
+                       for r in out['rates'] if f'{a}@{r}' in out['curves'])
+        figs.append((f'loss_{a}.png', f'{a}: loss by position per distractor rate', spec, 'loss (nats per token)'))
     for a in out['columns']:
         spec = ''.join(f'series rate {r}\n' + ''.join(f"{log_mid(b)} {b['diff']} {b['lo']} {b['hi']}\n"
                                                       for b in out['diffs'][f'{a}@{r}'] if usable(b['diff']))
