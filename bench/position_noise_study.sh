@@ -48,7 +48,11 @@
 # Environment: OUT (default runs/position-noise; rerunning continues a study
 # there: finished runs are kept, an interrupted one resumes from its last
 # checkpoint), JOBS (1: runs at a time), THREADS (2: OMP_NUM_THREADS per run),
-# and for a check of the script STEPS, SEEDS, WINDOWS, SEQ, BATCH, DIM.
+# ARCHS (the columns, default the budget's "diff diff2 softmax"; a column beyond
+# the budget, e.g. ARCHS="gda:noise-heads=1" once the budget's runs are done:
+# --arch gda --noise-heads 1, files named gda-noise-heads1, its FFN matched to
+# the budget columns' largest parameter count), and for a check of the script
+# STEPS, SEEDS, WINDOWS, SEQ, BATCH, DIM.
 # Result files (small, committed): $OUT/runs/ARCH_seedS_rateR.json and
 # ARCH_seedS_train.json; the report: $OUT/report/.
 set -euo pipefail
