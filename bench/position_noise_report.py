@@ -267,6 +267,8 @@ def report_md(evals, trains, out):
     if not out['complete']:
         md.append(f'None yet: fewer than {MIN_SEEDS} seeds with every budget column finished.')
     else:
+        md += ['Each line reads one 95% interval of many (per column, rate and position group), none adjusted for '
+               'the others: one in twenty may exclude zero by chance.', '']
         for key, s in out['slopes'].items():
             a, r = key.split('@')
             v = verdict(s['lo'], s['hi'], "the difference grows in the column's favour with position",
@@ -276,7 +278,8 @@ def report_md(evals, trains, out):
             for name, x in g['groups'].items():
                 v = verdict(x['lo'], x['hi'], "the difference grows in the column's favour with the rate",
                             'the difference moves against the column with the rate')
-                md.append(f"- rate ({g['high']} vs {g['low']}), {a} at positions {name}: {v}.")
+                where = 'all positions' if name == 'all' else f'positions {name}'
+                md.append(f"- rate ({g['high']} vs {g['low']}), {a} at {where}: {v}.")
     md += ['', 'Figures: loss_rate*.png (loss by position, one line per column), loss_COLUMN.png (loss by position, '
            'one line per rate), diff_COLUMN.png (the difference from softmax by position, one line per rate); bands '
            'only where there are intervals.', '']
