@@ -36,10 +36,13 @@ def check_stat(what, values, got, complete):
     values = [v for v in values if v is not None]
     check(f'{what}: mean {got[0]} != {np.mean(values)}', abs(got[0] - np.mean(values)) < 1e-9)
     if complete:
-        check(f'{what}: lower end {got[1]} is not the exact bootstrap 2.5% quantile', exact_quantile_ok(values, got[1], 0.025))
-        check(f'{what}: upper end {got[2]} is not the exact bootstrap 97.5% quantile', exact_quantile_ok(values, got[2], 0.975))
+        check(f'{what}: lower end {got[1]} is not the exact bootstrap 2.5% quantile',
+              exact_quantile_ok(values, got[1], 0.025))
+        check(f'{what}: upper end {got[2]} is not the exact bootstrap 97.5% quantile',
+              exact_quantile_ok(values, got[2], 0.975))
     else:
-        check(f'{what}: an interval ({got[1]}, {got[2]}) in an incomplete study', math.isnan(got[1]) and math.isnan(got[2]))
+        check(f'{what}: an interval ({got[1]}, {got[2]}) in an incomplete study',
+              math.isnan(got[1]) and math.isnan(got[2]))
 
 
 def main():
