@@ -11,9 +11,9 @@
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # Debian's python3 has numpy and torch (tools/README.md); another python3 first on PATH may not
-PY=python3
+PY=python3 TORCH=
 for p in /usr/bin/python3 python3; do
-  if "$p" -c 'import torch, numpy' 2>/dev/null; then PY=$p; break; fi
+  if "$p" -c 'import torch, numpy' 2>/dev/null; then PY=$p TORCH=1; break; fi
   if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; fi
 done
 # max |a - b| / max |b| of two .npy files, within tol
@@ -73,11 +73,16 @@ expect_one_line_error "another format refused" '--format "onnx" is not supported
   "$BIN" export --format onnx --model "$TMP/w.safetensors" --out "$TMP/x"
 [ -e "$TMP/x" ] && fail "a refused export left $TMP/x" || pass "a refused export writes nothing"
 
-if ((TESTS_FAILED == 0)) && ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
+if ((TESTS_FAILED == 0)) && [[ -z $TORCH ]]; then
   skip "$TESTS_PASSED passed; python3-torch is missing: the PyTorch comparison skipped"
 fi
+# the four folders in one run of the port (torch is imported once); a line "ok   FOLDER ..." for each that matches
+args=()
+for m in diff soft diff_hd soft_hd; do args+=("$TMP/hf_$m" "$TMP/ids.txt" "$TMP/$m.npy"); done
+r=$("$PY" tools/make_hf_fixtures.py --check "${args[@]}" 1e-4 2>&1)
 for m in diff soft diff_hd soft_hd; do
-  if r=$("$PY" tools/make_hf_fixtures.py --check "$TMP/hf_$m" "$TMP/ids.txt" "$TMP/$m.npy" 1e-4); then pass "PyTorch port: $r"
-  else fail "PyTorch port: $r"; fi
+  line=$(grep -F -- " $TMP/hf_$m " <<<"$r")
+  if [[ $line == "ok   $TMP/hf_$m "* ]]; then pass "PyTorch port: $line"
+  else fail "PyTorch port on hf_$m: ${line:-$(tail -c 600 <<<"$r")}"; fi
 done
 finish

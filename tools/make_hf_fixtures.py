@@ -13,11 +13,12 @@ Usage: tools/make_hf_fixtures.py [OUT_DIR]   (default tests/fixtures)
 Writes OUT_DIR/hf_NAME/{config.json, model.safetensors or shards +
 model.safetensors.index.json, expected.json}. Deterministic (fixed seeds).
 
-       tools/make_hf_fixtures.py --check DIR IDS.txt LOGITS.npy [TOL]
+       tools/make_hf_fixtures.py --check DIR IDS.txt LOGITS.npy [DIR IDS.txt LOGITS.npy]... [TOL]
 Runs the port on the Hugging Face folder DIR (for instance one that
 `diffattn export --format hf` wrote) over the token ids in IDS.txt and
 compares its logits with LOGITS.npy (`diffattn logits`, float32 [T, V]):
-prints max error / max |logit| and exits 1 when it exceeds TOL (1e-4)."""
+prints max error / max |logit|, one line per folder, and exits 1 when one
+exceeds TOL (1e-4). Several folders in one run pay for importing torch once."""
 import json
 import math
 import os
@@ -298,9 +299,11 @@ LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_fr
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--check":
-        if len(sys.argv) not in (5, 6):
-            sys.exit("usage: make_hf_fixtures.py --check DIR IDS.txt LOGITS.npy [TOL]")
-        sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]) if len(sys.argv) == 6 else 1e-4))
+        args = sys.argv[2:]
+        tol = float(args.pop()) if len(args) % 3 == 1 else 1e-4
+        if not args or len(args) % 3:
+            sys.exit("usage: make_hf_fixtures.py --check DIR IDS.txt LOGITS.npy [DIR IDS.txt LOGITS.npy]... [TOL]")
+        sys.exit(max(check(*args[i:i + 3], tol) for i in range(0, len(args), 3)))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures")
     # MHA, default RoPE, untied, F32
     make(out, "hf_diffllama_mha", base("diffllama"), "F32", seed=1)
