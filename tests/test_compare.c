@@ -12,7 +12,8 @@
 #include "harness.h"
 
 static int test_mix_answers_are_in_context(void) {
-    const char *p = "/tmp/da_mix_test.txt";
+    char p[64]; /* the pid: suites of two builds may run at once */
+    snprintf(p, sizeof p, "/tmp/da_mix_test_%ld.txt", (long)getpid());
     CHECK(!da_needle_mix_write(p, 20000, 512, 3).code);
     char *s = (char *)th_read_file(p, NULL);
     CHECK(s && strlen(s) >= 20000);
@@ -324,11 +325,15 @@ static int test_rope_scaling_at_longer_length(void) {
 static int test_budget_too_small(void) {
     da_compare_config c;
     da_compare_config_default(&c);
-    c.shape.study.out_dir = "/tmp/da_compare_budget", c.shape.dim = 32, c.shape.layers = 1, c.shape.heads = 2, c.seq = 256, c.shape.batch = 2;
+    char dir[] = "/tmp/da_compare_budget_XXXXXX";
+    CHECK(mkdtemp(dir));
+    c.shape.study.out_dir = dir, c.shape.dim = 32, c.shape.layers = 1, c.shape.heads = 2, c.seq = 256, c.shape.batch = 2;
     c.budget_minutes = 1e-4, c.shape.study.quiet = 1;
     da_status st = da_compare(&c);
     CHECK(st.code && strstr(st.msg, "--budget-minutes"));
-    if (system("rm -rf /tmp/da_compare_budget")) {}
+    char rm[64];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    if (system(rm)) {}
     return 0;
 }
 
@@ -466,7 +471,9 @@ static int test_compare_task_icl(void) {
 static int test_compare_task_refuses_wrong_flags(void) {
     da_task_compare_config c;
     da_task_compare_config_default(&c);
-    c.shape.study.out_dir = "/tmp/da_compare_task_refused", c.shape.study.quiet = 1;
+    char dir[] = "/tmp/da_compare_task_refused_XXXXXX";
+    CHECK(mkdtemp(dir));
+    c.shape.study.out_dir = dir, c.shape.study.quiet = 1;
     c.n_noises = 1, c.noises[0] = 0.2;
     da_status st = da_task_compare(&c);
     CHECK(st.code && strstr(st.msg, "--noise"));
@@ -484,6 +491,9 @@ static int test_compare_task_refuses_wrong_flags(void) {
     c.n_seqs = 0, c.perms = 1;
     st = da_task_compare(&c);
     CHECK(st.code && strstr(st.msg, "--perms"));
+    char rm[64];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    if (system(rm)) {}
     return 0;
 }
 

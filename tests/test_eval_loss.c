@@ -8,7 +8,7 @@
 #include "eval/quant_logits.h"
 #include "harness.h"
 
-static const char *corpus = "/tmp/da_eval_loss_corpus.txt";
+static char corpus[64]; /* /tmp/da_eval_loss_corpus_<pid>.txt: suites of two builds may run at once */
 
 static int write_corpus(void) {
     FILE *fp = fopen(corpus, "w");
@@ -172,6 +172,7 @@ static int test_quant_decode_softmax(void) { return decode_case(DA_ARCH_SOFTMAX)
 static int test_quant_decode_diff2(void) { return decode_case(DA_ARCH_DIFF2); }
 
 int main(void) {
+    snprintf(corpus, sizeof corpus, "/tmp/da_eval_loss_corpus_%ld.txt", (long)getpid());
     if (write_corpus()) return 1;
     RUN(test_zero_logits_give_log_vocab);
     RUN(test_matches_train_loop);

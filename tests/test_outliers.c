@@ -45,7 +45,8 @@ static int test_random_against_sort(void) {
 }
 
 static int test_hand_built_model(void) {
-    const char *corpus = "/tmp/da_outliers_corpus.txt";
+    char corpus[64]; /* the pid: suites of two builds may run at once */
+    snprintf(corpus, sizeof corpus, "/tmp/da_outliers_corpus_%ld.txt", (long)getpid());
     FILE *fp = fopen(corpus, "w");
     for (int i = 0; i < 200; i++) fprintf(fp, "outlier %d? ABC xyz.\n", i);
     fclose(fp);
@@ -89,7 +90,8 @@ static int test_hand_built_model(void) {
  * tokens, the window. l 4, s 2, l' 4, n 3, w 5 over T = 16: from t = 12 on,
  * the three forced blocks (0, 2, 3) leave block 1 out. */
 static int test_nsa_logits(void) {
-    const char *corpus = "/tmp/da_outliers_corpus3.txt";
+    char corpus[64]; /* the pid: suites of two builds may run at once */
+    snprintf(corpus, sizeof corpus, "/tmp/da_outliers_corpus3_%ld.txt", (long)getpid());
     FILE *fp = fopen(corpus, "w");
     for (int i = 0; i < 200; i++) fprintf(fp, "nsa %d: three branches %d.\n", i, i * 7);
     fclose(fp);
@@ -124,7 +126,8 @@ static int test_nsa_logits(void) {
  * equals a brute-force scan that pairs query head j with KV group
  * j / (2H / n_kv), flash_attn's GQA rule in the official module. */
 static int test_diff2_window_logits(void) {
-    const char *corpus = "/tmp/da_outliers_corpus2.txt";
+    char corpus[64]; /* the pid: suites of two builds may run at once */
+    snprintf(corpus, sizeof corpus, "/tmp/da_outliers_corpus2_%ld.txt", (long)getpid());
     FILE *fp = fopen(corpus, "w");
     for (int i = 0; i < 200; i++) fprintf(fp, "window %d: diff2 GQA %d.\n", i, i * 7);
     fclose(fp);
