@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # diffattn serve's structured output, through OpenAI's own client library
 # (tools/serveref/structured.mjs): on a byte model and on a model with Llama
-# 3's BPE tokenizer, 20 chat requests per schema at temperature 0 and 20 at
-# temperature 1 with response_format json_schema, every answer validated by
-# Python's jsonschema (a validator written apart from the decoder) with
-# finish_reason "stop"; 20 completions with json_object, each a JSON object.
+# 3's BPE tokenizer, 20 chat requests per schema at temperature 1 and 2 at
+# temperature 0 (the seed does not matter there: the second reads the first's
+# cached prompt, and both answers must be identical) with response_format
+# json_schema, every answer validated by Python's jsonschema (a validator
+# written apart from the decoder) with finish_reason "stop"; 20 + 2
+# completions with json_object, each a JSON object.
 # Then what a client gets for a keyword outside the subset, for GBNF, and for
 # a max_tokens below the shortest answer. Prints the tokens/s with and
 # without the constraint. Skips (77) without node, the npm packages or
@@ -22,6 +24,7 @@ AUTH=()
 # 20 requests a cell; 4 under the sanitizers (make test-asan sets ASAN_OPTIONS), where decoding is ~10x slower
 [[ -n ${ASAN_OPTIONS:-} ]] && N=${N:-4}
 N=${N:-20}
+N0=2 # requests at temperature 0, where every repeat gives the same answer
 cat > "$TMP/schemas.json" <<'JSON'
 [
  {"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 12},
@@ -40,13 +43,16 @@ validate() { # $1: the client's output; prints "ok" or what failed
   "$PYJS" - "$1" "$TMP/schemas.json" <<'PY'
 import json, sys, jsonschema
 out = json.load(open(sys.argv[1])); schemas = json.load(open(sys.argv[2]))
-bad = []
+bad, greedy = [], {}
 for a in out["answers"]:
     try:
         v = json.loads(a["content"])
         if a["kind"] == "json_schema": jsonschema.validate(v, schemas[a["schema"]], cls=jsonschema.Draft202012Validator)
         elif not isinstance(v, dict): raise ValueError("not an object")
         if a["finish"] != "stop": raise ValueError("finish_reason " + str(a["finish"]))
+        if a["temperature"] == 0:
+            first = greedy.setdefault((a["kind"], a.get("schema")), a["content"])
+            if a["content"] != first: raise ValueError("differs from the first greedy answer %r" % first[:80])
     except Exception as e:
         bad.append("%s t=%s %r: %s" % (a["kind"], a["temperature"], a["content"][:80], str(e)[:120]))
 print("ok" if not bad else "%d of %d: %s" % (len(bad), len(out["answers"]), bad[0]))
@@ -61,12 +67,12 @@ for m in bytes bpe; do
   model=$TMP/bytes.safetensors
   [[ $m == bpe ]] && model=$TMP/bpe/model.safetensors
   start_server $m --model "$model" --parallel 2 || { fail "$m: the server starts"; continue; }
-  timeout 900 node tools/serveref/structured.mjs "http://127.0.0.1:$PORT/v1" "$TMP/schemas.json" "$N" 120 \
+  timeout 900 node tools/serveref/structured.mjs "http://127.0.0.1:$PORT/v1" "$TMP/schemas.json" "$N" 120 "$N0" \
     > "$TMP/$m.json" 2>"$TMP/$m.err" || fail "$m: the client ran" "$(tail -c 300 "$TMP/$m.err")"
   verdict=$(validate "$TMP/$m.json")
   n=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["answers"]))' "$TMP/$m.json" 2>/dev/null)
-  check "$m: all $n answers parse, fit their schema (json_schema) or are objects (json_object), finish \"stop\" ($verdict)" \
-    [ "$verdict" = ok -a "${n:-0}" = $((N * 6)) ]
+  check "$m: all $n answers parse, fit their schema (json_schema) or are objects (json_object), finish \"stop\", the greedy ones alike ($verdict)" \
+    [ "$verdict" = ok -a "${n:-0}" = $((N * 3 + N0 * 3)) ]
   echo "  $m: tokens/s $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["speed"]; print("free %.0f, constrained %.0f (%.2fx)" % (s["free"], s["constrained"], s["constrained"] / s["free"]))' "$TMP/$m.json")"
   if [[ $m == bytes ]]; then
     code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"string","pattern":"a+"}}}}')
