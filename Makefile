@@ -4,6 +4,10 @@
 # under qemu-x86_64 -cpu Haswell, on an emulated CPU without AVX-512, and an
 # install into a temporary prefix that examples/ build against.
 JOBS ?= $(shell nproc)
+# Tests run JOBS at a time: most are one process (node, python, a server and
+# its client) that cannot fill the cores alone; each takes its own temporary
+# folder and a free port.
+CTEST = ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all test test-fast test-asan demo clean fuzz
 
@@ -15,14 +19,14 @@ build-asan/CMakeCache.txt:
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDA_SANITIZE=ON >/dev/null
 
 test-fast: all
-	cd build && ctest --output-on-failure
+	cd build && $(CTEST)
 
 test-asan: build-asan/CMakeCache.txt
 	@cmake --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 $(CTEST)
 
 test: all test-asan
-	cd build && ctest --output-on-failure
+	cd build && $(CTEST)
 
 # `make fuzz`: every libFuzzer target of tests/fuzz (or FUZZ_TARGETS) for
 # FUZZ_SECONDS each on one core, FUZZ_JOBS targets at a time, built with clang
