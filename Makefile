@@ -8,6 +8,8 @@ JOBS ?= $(shell nproc)
 # its client) that cannot fill the cores alone; each takes its own temporary
 # folder and a free port.
 CTEST = ctest --output-on-failure -j $(JOBS)
+# The reference tokenizers' ids (node), computed once for both builds' suites (tests/ref_cache_lib.sh)
+export DA_REF_CACHE ?= $(CURDIR)/build/ref-cache
 
 .PHONY: all test test-fast test-asan demo clean fuzz
 

