@@ -118,6 +118,7 @@ static int test_nsa_logits(void) {
     CHECK(r.logits.top[0] > 1.0);
     da_text_data_free(&d);
     da_model_free(&m);
+    unlink(corpus);
     return 0;
 }
 
