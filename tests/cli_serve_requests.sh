@@ -100,8 +100,7 @@ refused "logprobs with stream is refused (chat)" "logprobs:" /v1/chat/completion
 refused "response_format of an unknown type is refused naming it" "response_format.type:" /v1/completions '{"prompt":"x","response_format":{"type":"yaml"}}'
 refused "chat: top_logprobs without logprobs is refused" "top_logprobs:" /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"top_logprobs":3}'
 for f in '"presence_penalty":0.5' '"frequency_penalty":-1' '"logit_bias":{"65":100}' '"best_of":3' '"suffix":"end"' \
-         '"top_k":40' '"min_p":0.1' '"repetition_penalty":1.2' '"stream_options":{"include_usage":true}' \
-         '"grammar":"root ::= [a-z]+"'; do
+         '"top_k":40' '"min_p":0.1' '"repetition_penalty":1.2' '"grammar":"root ::= [a-z]+"'; do
   name=${f%%\":*}; name=${name#\"}
   refused "$name set is refused naming it" "$name:" /v1/completions "{\"prompt\":\"x\",$f}"
 done
@@ -117,6 +116,26 @@ refused "chat: max_tokens and max_completion_tokens that disagree are refused" "
   '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"max_completion_tokens":5}'
 refused "/tokenize: add_special with messages is refused" "add_special:" /tokenize \
   '{"messages":[{"role":"user","content":"x"}],"add_special":true}'
+# stream_options.include_usage: every chunk "usage": null, then one chunk with no choices and the usage, as OpenAI
+usage_stream() { # PATH BODY: the stream's events checked; prints ok or what is wrong
+  curl -sN "$U$1" -d "$2" | python3 -c "import json, sys
+ev = [l[6:] for l in sys.stdin.read().split('\n') if l.startswith('data: ')]
+js = [json.loads(e) for e in ev[:-1]]
+last, body = js[-1], js[:-1]
+ok = ev[-1] == '[DONE]' and last['choices'] == [] and all('usage' in j and j['usage'] is None for j in body) \
+  and body[-1]['choices'][0]['finish_reason'] == 'length' and last['usage']['completion_tokens'] == 7 \
+  and last['usage']['prompt_tokens'] == $3 and last['usage']['total_tokens'] == 7 + $3 and last['object'] == body[0]['object']
+print('ok' if ok else 'wrong: %s' % ev[-3:])"
+}
+v=$(usage_stream /v1/completions '{"prompt":"abcd","max_tokens":7,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}' 4)
+check "completions: stream_options.include_usage ends the stream with a chunk holding the usage ($v)" [ "$v" = ok ]
+post /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":7,"ignore_eos":true}' >/dev/null
+v=$(usage_stream /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":7,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}' "$(py "r['usage']['prompt_tokens']")")
+check "chat: stream_options.include_usage gives the usage of the whole answer ($v)" [ "$v" = ok ]
+refused "stream_options.include_usage without stream is refused" "stream_options:" /v1/completions \
+  '{"prompt":"x","stream_options":{"include_usage":true}}'
+refused "stream_options with another key is refused naming it" "stream_options.continuous_usage_stats:" /v1/completions \
+  '{"prompt":"x","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}'
 s=$(post /v1/completions '{"prompt":"x","max_tokens":1,"n":1,"best_of":1,"presence_penalty":0,"frequency_penalty":0,"logit_bias":{},"suffix":null,"top_k":-1,"stream_options":null,"response_format":{"type":"text"},"user":"u"}')
 check "the same fields at their neutral values are taken ($s)" [ "$s" = 200 ]
 

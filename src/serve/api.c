@@ -329,6 +329,7 @@ typedef struct {
     char *echo;      /* completions with echo: the prompt's text (n_echo bytes), sent first */
     size_t n_echo;
     int counted;     /* 1 while it counts in S->streams: until its last byte is sent, or it is dropped */
+    int usage;       /* stream_options.include_usage: "usage": null in each chunk, then a chunk with the usage */
 } stream;
 
 /* The stream has sent everything or is gone: the server need not wait for it to stop. */
@@ -337,6 +338,23 @@ static void stream_uncount(stream *st) {
     st->counted = 0;
     st->S->streams--;
     pthread_cond_broadcast(&st->S->out_cv);
+}
+
+/* The chunk after the last choice's, as OpenAI sends it: no choices, the request's usage. */
+static char *usage_event(const stream *st) {
+    cJSON *o = cJSON_CreateObject();
+    answer_head(st->S, o, st->id, st->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(o, "choices");
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", st->j->n_ids);
+    cJSON_AddNumberToObject(u, "completion_tokens", st->j->n_out);
+    cJSON_AddNumberToObject(u, "total_tokens", st->j->n_ids + st->j->n_out);
+    char *json = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    char *ev = json ? malloc(strlen(json) + 16) : NULL;
+    if (ev) sprintf(ev, "data: %s\n\n", json);
+    free(json);
+    return ev;
 }
 
 static char *event_of(const stream *st, const char *text, size_t n, const char *finish) {
@@ -355,12 +373,14 @@ static char *event_of(const stream *st, const char *text, size_t n, const char *
     if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
     else cJSON_AddNullToObject(ch, "finish_reason");
     cJSON_AddItemToArray(choices, ch);
+    if (st->usage) cJSON_AddNullToObject(o, "usage");
     char *json = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    if (!json) return NULL;
-    char *ev = malloc(strlen(json) + 40);
-    if (ev) sprintf(ev, "data: %s\n\n%s", json, finish ? "data: [DONE]\n\n" : "");
+    char *usage = finish && st->usage ? usage_event(st) : NULL;
+    char *ev = json && (usage || !(finish && st->usage)) ? malloc(strlen(json) + (usage ? strlen(usage) : 0) + 40) : NULL;
+    if (ev) sprintf(ev, "data: %s\n\n%s%s", json, usage ? usage : "", finish ? "data: [DONE]\n\n" : "");
     free(json);
+    free(usage);
     return ev;
 }
 
@@ -452,7 +472,7 @@ static enum MHD_Result send_stream(srv *S, struct MHD_Connection *c, const char 
         release_all(S, &j, 1);
         return MHD_NO;
     }
-    st->S = S, st->j = j, st->chat = r->kind == SRV_CHAT;
+    st->S = S, st->j = j, st->chat = r->kind == SRV_CHAT, st->usage = r->include_usage;
     snprintf(st->id, sizeof st->id, "%s", id);
     if (r->echo && decode(S, j->ids, j->n_ids, &st->echo, &st->n_echo, "prompt").code) st->n_echo = 0;
     pthread_mutex_lock(&S->mu);

@@ -283,6 +283,22 @@ static da_status parse_stop(srv_request *r, const str_lens *L, const cJSON *s) {
     return da_ok();
 }
 
+/* OpenAI's stream_options: include_usage, a last chunk with the usage and no choices. OpenAI refuses
+ * it without stream; include_usage false without stream stays accepted, as it changes nothing. */
+static da_status parse_stream_options(srv_request *r, const cJSON *o) {
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");
+    if (!so || cJSON_IsNull(so)) return da_ok();
+    if (!cJSON_IsObject(so)) return da_errorf("stream_options: expected an object such as {\"include_usage\": true}");
+    for (const cJSON *e = so->child; e; e = e->next)
+        if (strcmp(e->string, "include_usage"))
+            return da_errorf("stream_options.%s: not implemented by this server; include_usage is", e->string);
+    da_status st = get_bool(so, "include_usage", &r->include_usage);
+    if (st.code) return da_errorf("stream_options.include_usage: expected true or false");
+    if (r->include_usage && !r->stream)
+        return da_errorf("stream_options: only with stream: true (a whole answer always has its usage)");
+    return da_ok();
+}
+
 /* The fields every generating endpoint shares. */
 static da_status parse_sampling(srv_request *r, const str_lens *L, const cJSON *o) {
     double v;
@@ -319,6 +335,7 @@ static da_status parse_sampling(srv_request *r, const str_lens *L, const cJSON *
     if (r->stream && prompts > 1) return da_errorf("stream: a list of prompts is answered without streaming");
     if (r->stream && r->logprobs >= 0)
         return da_errorf("logprobs: not sent in streams; ask without streaming (stream: false) for log-probabilities");
+    if ((st = parse_stream_options(r, o)).code) return st;
     if ((st = get_bool(o, "cache_prompt", &r->cache_prompt)).code) return st;
     if ((st = get_bool(o, "ignore_eos", &r->ignore_eos)).code) return st;
     return parse_stop(r, L, cJSON_GetObjectItemCaseSensitive(o, "stop"));
@@ -366,7 +383,6 @@ static const struct {
     {"min_tokens", NEUTRAL_NUMBER, 0, 0, 0},
     {"logit_bias", NEUTRAL_EMPTY, 0, 0, 0},
     {"suffix", NEUTRAL_EMPTY, 0, 0, 0},
-    {"stream_options", NEUTRAL_EMPTY, 0, 0, 0},
     {"tools", NEUTRAL_EMPTY, 0, 0, 1},
     {"functions", NEUTRAL_EMPTY, 0, 0, 1},
     {"tool_choice", NEUTRAL_NO_TOOL, 0, 0, 1},
@@ -379,9 +395,7 @@ static int is_neutral(const cJSON *e, neutral_kind kind, double v1, double v2) {
     switch (kind) {
     case NEUTRAL_NUMBER: return cJSON_IsNumber(e) && (e->valuedouble == v1 || e->valuedouble == v2);
     case NEUTRAL_EMPTY:
-        return ((cJSON_IsObject(e) || cJSON_IsArray(e)) && !e->child) || (cJSON_IsString(e) && !e->valuestring[0]) ||
-               (cJSON_IsObject(e) && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(e, "include_usage")) &&
-                cJSON_GetArraySize(e) == 1);
+        return ((cJSON_IsObject(e) || cJSON_IsArray(e)) && !e->child) || (cJSON_IsString(e) && !e->valuestring[0]);
     case NEUTRAL_NO_TOOL:
         return cJSON_IsString(e) && (!strcmp(e->valuestring, "none") || !strcmp(e->valuestring, "auto"));
     }

@@ -51,6 +51,7 @@ typedef struct {
     int stream, echo;
     int logprobs;           /* top alternatives per position; -1: none */
     int ignore_eos;         /* 1: generate past the end-of-text token (vLLM's field) */
+    int include_usage;      /* stream_options.include_usage: a last chunk with the usage */
     int cache_prompt;       /* 0: feed the whole prompt anew (llama-server's field; default 1) */
     int add_special;        /* tokenize: add the tokenizer's special tokens (default 1) */
     int *tokens;            /* detokenize */
