@@ -152,6 +152,7 @@ if ABANDON:
 for k in bad_ok:
     print(f"{k}: {bad_ok[k]} of {bad_n[k]} got the expected answer")
 print("latency of the well-formed (s): p50 %.3f  p90 %.3f  p99 %.3f  max %.3f" % (pct(50), pct(90), pct(99), lat[-1]))
+print("RSS samples (requests done: MB): " + ", ".join("%d: %.1f" % (n, kb / 1024) for n, kb in rss if kb and n % 200 == 0))
 if at200 and after:
     print(f"RSS: {at200 / 1024:.1f} MB after 200 requests, peak after that {max(after) / 1024:.1f} MB "
           f"({100 * (max(after) - at200) / at200:+.1f} %), at the end {after[-1] / 1024:.1f} MB")
