@@ -4,9 +4,9 @@
  * start) and inside a string (after `{"name":"ab`), and the cost of building
  * the trie once, in CPU time. The vocabulary is a tokenizer.json's decoded tokens (special
  * tokens never allowed, as the server's make_mask does), or bytes (V 256)
- * without one. Built and run by bench/serve_cache.sh (MASK=1) or by hand:
+ * without one. bench/json_mask.sh builds and runs it:
  *
- *     json_mask [TOKENIZER.json] [REPS]
+ *     json_mask [TOKENIZER.json | -] [REPS]
  */
 #include <stdio.h>
 #include <stdlib.h>
