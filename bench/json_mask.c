@@ -1,7 +1,7 @@
 /* The per-token cost of structured output's token mask (docs/serving.md,
- * "Structured output"): da_token_mask_allowed over a vocabulary at two
- * points of an answer, between values (after `{"name":`, where a value may
- * start) and inside a string (after `{"name":"ab`), and the cost of building
+ * "Structured output"): da_token_mask_allowed over a vocabulary at five
+ * points of an answer (before it, between values, in a key, inside a string,
+ * inside a bounded integer), and the cost of building
  * the trie once, in CPU time. The vocabulary is a tokenizer.json's decoded tokens (special
  * tokens never allowed, as the server's make_mask does), or bytes (V 256)
  * without one. bench/json_mask.sh builds and runs it:
