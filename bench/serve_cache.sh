@@ -12,7 +12,8 @@
 #   bench/serve_cache.sh [BINARY]              (default build/diffattn)
 #
 # Environment: KEEP (a folder to keep the models in), ROUNDS (3), PREFIX (1500), CONVS (8), TURNS (6),
-# PARTS ("ttft turns"), SHAPE=tiny (small models that check the script in seconds).
+# PARTS ("ttft turns"), SHAPE=small (dim 512, 4 layers: for a loaded machine) or tiny (checks the script in
+# seconds).
 set -euo pipefail
 BIN=$(realpath "${1:-build/diffattn}")
 ROUNDS=${ROUNDS:-3}
@@ -26,8 +27,9 @@ mkdir -p "$T"
 unset OMP_WAIT_POLICY OMP_NUM_THREADS
 case ${SHAPE:-220m} in
 220m) ARGS=(--arch softmax --dim 1024 --layers 12 --heads 8 --ffn 2816) ;;
+small) ARGS=(--arch softmax --dim 512 --layers 4 --heads 8 --ffn 1408) ;;
 tiny) ARGS=(--arch softmax --dim 128 --layers 2 --heads 4 --ffn 384) ;;
-*) echo "SHAPE must be 220m or tiny" >&2; exit 2 ;;
+*) echo "SHAPE must be 220m, small or tiny" >&2; exit 2 ;;
 esac
 model() { # VOCAB: the q8_0 model of that vocabulary, made once in $T
   local m=$T/serve_${SHAPE:-220m}_v$1_s2048.q8_0.gguf

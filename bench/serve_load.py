@@ -115,7 +115,7 @@ def worker():
             nxt[0] += 1
         if i >= N:
             return
-        results[i] = one(i)
+        results[i] = one(i) + (time.time(),)
         with lock:
             done = sum(r is not None for r in results)
             if TERM_AT and done >= TERM_AT and not term["t"]:
@@ -151,6 +151,10 @@ if ABANDON:
     print(f"abandoned whole requests: {sum(r[0] == 'abandoned' for r in results)}")
 for k in bad_ok:
     print(f"{k}: {bad_ok[k]} of {bad_n[k]} got the expected answer")
+if TERM_AT:  # after SIGTERM a malformed or oversized request may find the server gone, a dropped stream 503
+    print("malformed, oversized or dropped without the expected answer: %d before SIGTERM, %d after" % (
+        sum(1 for r in results if r[0] in bad_ok and not r[1] and r[3] < term["t"]),
+        sum(1 for r in results if r[0] in bad_ok and not r[1] and r[3] >= term["t"])))
 print("latency of the well-formed (s): p50 %.3f  p90 %.3f  p99 %.3f  max %.3f" % (pct(50), pct(90), pct(99), lat[-1]))
 print("RSS samples (requests done: MB): " + ", ".join("%d: %.1f" % (n, kb / 1024) for n, kb in rss if kb and n % 200 == 0))
 if at200 and after:
