@@ -41,10 +41,10 @@ def post(port, body, stream=False):
         return time.monotonic() - t0, None, data
     first, text = None, b""
     while True:
-        line = r.fp.readline()
-        if not line:
+        line = r.readline()  # the chunked framing undone; the connection stays open after [DONE]
+        if not line or line.startswith(b"data: [DONE]"):
             break
-        if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+        if not line.startswith(b"data: "):
             continue
         piece = json.loads(line[6:].decode("utf-8", "surrogateescape"))["choices"][0]["text"]
         if piece and first is None:

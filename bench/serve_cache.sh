@@ -47,8 +47,8 @@ start() { # MODEL: a server with 4 slots
   spid=$!
   until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do sleep 0.2; kill -0 $spid || { cat "$T/serve.log"; exit 1; }; done
 }
-stop() { kill -TERM $spid; wait $spid || true; }
-trap '[[ -n $spid ]] && kill $spid 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$T"' EXIT
+stop() { kill -TERM $spid; wait $spid || true; spid=; }
+trap 'rc=$?; [[ -z $spid ]] || kill $spid 2>/dev/null || true; [[ -n ${KEEP:-} ]] || rm -rf "$T"; exit $rc' EXIT
 PY=$(dirname "$0")/serve_cache.py
 echo "# $(nproc) cores, $(date -u +%FT%TZ); $("$BIN" info --system 2>&1 | grep -E '^best level|OpenBLAS core' | tr -s ' ' | paste -sd';')"
 if [[ " $PARTS " == *" ttft "* ]]; then
