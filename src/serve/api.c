@@ -9,6 +9,7 @@
 
 #include "serve/http.h"
 #include "serve/reply.h"
+#include "serve/tools.h"
 
 /* ---------------------------------------------------------------- tokens and text */
 
@@ -65,11 +66,21 @@ static da_status decode(const srv *S, const int *ids, int n, char **out, size_t 
     return da_ok();
 }
 
+/* A required or named tool call: decoding is constrained, and starts after the template's opening of a call. */
+static int tool_forced(const srv_request *r) {
+    return r->kind == SRV_CHAT && (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED);
+}
+
 /* The ids of a chat: the template's text, its special tokens recognised, nothing added. */
 static da_status chat_ids(const srv *S, const srv_request *r, int **ids, int *n) {
     char *text = NULL;
     size_t len = 0;
-    da_status st = srv_chat_render(S->tmpl, r->messages, r->n_messages, S->bos, &text, &len);
+    da_status st = srv_chat_render(S->tmpl, r->messages, r->n_messages, r->tools, r->n_tools, S->bos, &text, &len);
+    const char *opening = tool_forced(r) ? srv_tools_opening(S->tmpl) : "";
+    char *grown = !st.code && opening[0] ? realloc(text, len + strlen(opening) + 1) : text;
+    if (!grown) st = da_errorf("out of memory");
+    else text = grown;
+    if (!st.code && opening[0]) memcpy(text + len, opening, strlen(opening) + 1), len += strlen(opening);
     if (!st.code) st = encode(S, text, len, 0, ids, n);
     free(text);
     return st;
@@ -273,6 +284,26 @@ static void answer_head(const srv *S, cJSON *o, const char *id, const char *obje
     cJSON_AddStringToObject(o, "model", S->model_id);
 }
 
+/* OpenAI's tool_calls of a message: [{id, type: "function", function: {name, arguments}}], ids from the
+ * answer's id and the choice; with `index` for a stream's delta. */
+static cJSON *tool_calls_json(const srv_parsed_call *calls, int n, const char *answer_id, int choice, int k0,
+                              int index) {
+    cJSON *a = cJSON_CreateArray();
+    for (int k = 0; k < n; k++) {
+        cJSON *c = cJSON_CreateObject(), *f;
+        char id[96];
+        snprintf(id, sizeof id, "call_%s_%d_%d", answer_id, choice, k0 + k);
+        if (index) cJSON_AddNumberToObject(c, "index", k0 + k);
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+        f = cJSON_AddObjectToObject(c, "function");
+        cJSON_AddStringToObject(f, "name", calls[k].name);
+        cJSON_AddStringToObject(f, "arguments", calls[k].arguments);
+        cJSON_AddItemToArray(a, c);
+    }
+    return a;
+}
+
 /* The whole answer of finished jobs. */
 static cJSON *answer(const srv *S, const srv_request *r, srv_job **jobs, int n, const char *id) {
     cJSON *o = cJSON_CreateObject(), *choices;
@@ -283,10 +314,21 @@ static cJSON *answer(const srv *S, const srv_request *r, srv_job **jobs, int n, 
         const srv_job *j = jobs[i];
         cJSON *ch = cJSON_CreateObject();
         cJSON_AddNumberToObject(ch, "index", i);
+        const char *finish = j->finish_length ? "length" : "stop";
         if (r->kind == SRV_CHAT) {
             cJSON *m = cJSON_AddObjectToObject(ch, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
-            cJSON_AddItemToObject(m, "content", srv_json_text(j->text ? j->text : "", j->n_text));
+            srv_parsed_call *calls = NULL;
+            size_t content = j->n_text;
+            const int n_calls = srv_tools_parse(r, S->tmpl, tool_forced(r), j->text ? j->text : "", j->n_text, &calls,
+                                                &content);
+            if (n_calls > 0 && !content) cJSON_AddNullToObject(m, "content");
+            else cJSON_AddItemToObject(m, "content", srv_json_text(j->text ? j->text : "", content));
+            if (n_calls > 0) {
+                cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(calls, n_calls, id, i, 0, 0));
+                finish = "tool_calls";
+            }
+            srv_parsed_calls_free(calls, n_calls);
             if (j->top_n >= 0) cJSON_AddItemToObject(ch, "logprobs", chat_logprobs(S, j));
             else cJSON_AddNullToObject(ch, "logprobs");
         } else {
@@ -304,7 +346,7 @@ static cJSON *answer(const srv *S, const srv_request *r, srv_job **jobs, int n, 
             if (j->top_n >= 0) cJSON_AddItemToObject(ch, "logprobs", legacy_logprobs(S, j, r->echo ? 0 : j->n_ids));
             else cJSON_AddNullToObject(ch, "logprobs");
         }
-        cJSON_AddStringToObject(ch, "finish_reason", j->finish_length ? "length" : "stop");
+        cJSON_AddStringToObject(ch, "finish_reason", finish);
         cJSON_AddItemToArray(choices, ch);
         in += j->n_ids;
         out += j->n_out;
@@ -330,6 +372,8 @@ typedef struct {
     size_t n_echo;
     int counted;     /* 1 while it counts in S->streams: until its last byte is sent, or it is dropped */
     int usage;       /* stream_options.include_usage: "usage": null in each chunk, then a chunk with the usage */
+    srv_request tools; /* a chat with tools: their names and tool_choice, to read the calls at the end */
+    int forced;
 } stream;
 
 /* The stream has sent everything or is gone: the server need not wait for it to stop. */
@@ -396,6 +440,70 @@ static char *error_event(const char *msg) {
     return ev;
 }
 
+/* The rest of a chat stream with tools, once the reply is whole (its calls can only be read then): each call's
+ * name, then its arguments in fragments, as OpenAI streams them, and the finish "tool_calls"; or the text as
+ * one content delta. Several events in one buffer. */
+static char *tool_events(const stream *st) {
+    const srv_job *j = st->j;
+    srv_parsed_call *calls = NULL;
+    size_t content = 0;
+    const int n = srv_tools_parse(&st->tools, st->S->tmpl, st->forced, j->text ? j->text : "", j->n_text, &calls,
+                                  &content);
+    size_t len = 0, cap = 0;
+    char *all = NULL;
+    for (int step = 0;; step++) {
+        cJSON *o = cJSON_CreateObject(), *ch = cJSON_CreateObject(), *d = cJSON_AddObjectToObject(ch, "delta");
+        answer_head(st->S, o, st->id, "chat.completion.chunk");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), ch);
+        cJSON_AddNumberToObject(ch, "index", 0);
+        int last = 0;
+        if (step == 0) { /* the text before any call */
+            if (content) cJSON_AddItemToObject(d, "content", srv_json_text(j->text, content));
+        } else if (n > 0 && step <= n) { /* call step-1's header */
+            cJSON *a = tool_calls_json(calls + step - 1, 1, st->id, 0, step - 1, 1);
+            cJSON_SetValuestring(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a->child, "function"), "arguments"), "");
+            cJSON_AddItemToObject(d, "tool_calls", a);
+        } else if (n > 0 && step <= 2 * n) { /* call k's arguments, 8 bytes a fragment (whole UTF-8 characters) */
+            const int k = step - n - 1;
+            const char *args = calls[k].arguments;
+            cJSON *a = cJSON_AddArrayToObject(d, "tool_calls");
+            for (size_t at = 0, m = strlen(args); at < m;) {
+                size_t end = at + 8 < m ? at + 8 : m;
+                while (end < m && ((unsigned char)args[end] & 0xC0) == 0x80) end++;
+                char frag[16];
+                memcpy(frag, args + at, end - at);
+                frag[end - at] = 0;
+                cJSON *c = cJSON_CreateObject(), *f = cJSON_AddObjectToObject(c, "function");
+                cJSON_AddNumberToObject(c, "index", k);
+                cJSON_AddStringToObject(f, "arguments", frag);
+                cJSON_AddItemToArray(a, c);
+                at = end;
+            }
+        } else {
+            last = 1;
+        }
+        cJSON_AddNullToObject(ch, "logprobs");
+        if (last) cJSON_AddStringToObject(ch, "finish_reason", n > 0 ? "tool_calls" : j->finish_length ? "length" : "stop");
+        else cJSON_AddNullToObject(ch, "finish_reason");
+        char *json = step == 0 && !content ? NULL : cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (json) {
+            const size_t need = len + strlen(json) + 40;
+            char *grown = need > cap ? realloc(all, cap = need * 2) : all;
+            if (!grown) {
+                free(json);
+                break;
+            }
+            all = grown;
+            len += (size_t)sprintf(all + len, "data: %s\n\n%s", json, last ? "data: [DONE]\n\n" : "");
+            free(json);
+        }
+        if (last) break;
+    }
+    srv_parsed_calls_free(calls, n);
+    return all;
+}
+
 /* The next event: waits for text from the scheduler. NULL at the end. */
 static char *next_event(stream *st) {
     srv *S = st->S;
@@ -407,9 +515,12 @@ static char *next_event(stream *st) {
     }
     if (st->phase == 2) return NULL;
     pthread_mutex_lock(&S->mu);
-    while (!j->done && j->n_safe == st->sent) pthread_cond_wait(&S->out_cv, &S->mu);
+    while (!j->done && (j->n_safe == st->sent || st->tools.n_tools)) pthread_cond_wait(&S->out_cv, &S->mu);
     char *ev;
-    if (j->n_safe > st->sent) {
+    if (st->tools.n_tools && !j->err.code) {
+        ev = tool_events(st);
+        st->phase = 2;
+    } else if (j->n_safe > st->sent) {
         ev = event_of(st, j->text + st->sent, j->n_safe - st->sent, NULL);
         st->sent = j->n_safe;
     } else if (j->err.code) {
@@ -461,6 +572,8 @@ static void stream_free(void *cls) {
     pthread_mutex_unlock(&S->mu);
     free(st->buf);
     free(st->echo);
+    for (int k = 0; k < st->tools.n_tools; k++) free(st->tools.tools[k].name);
+    free(st->tools.tools);
     free(st);
 }
 
@@ -475,6 +588,12 @@ static enum MHD_Result send_stream(srv *S, struct MHD_Connection *c, const char 
     st->S = S, st->j = j, st->chat = r->kind == SRV_CHAT, st->usage = r->include_usage;
     snprintf(st->id, sizeof st->id, "%s", id);
     if (r->echo && decode(S, j->ids, j->n_ids, &st->echo, &st->n_echo, "prompt").code) st->n_echo = 0;
+    if (r->kind == SRV_CHAT && r->tool_choice != SRV_TOOLS_NONE && (st->tools.tools = calloc((size_t)r->n_tools, sizeof *r->tools))) {
+        st->tools.tool_choice = r->tool_choice;
+        st->forced = tool_forced(r);
+        for (int k = 0; k < r->n_tools; k++, st->tools.n_tools = k)
+            if (!(st->tools.tools[k].name = strdup(r->tools[k].name))) break;
+    }
     pthread_mutex_lock(&S->mu);
     S->streams++;
     S->answers++;
@@ -634,11 +753,14 @@ enum MHD_Result srv_post(srv *S, struct MHD_Connection *c, const char *url, srv_
         snprintf(msg, sizeof msg, "model \"%.200s\" is not served here; this server serves \"%.200s\" (GET /v1/models)",
                  r.model, S->model_id);
         ret = srv_send_error(S, c, 404, msg, "POST", url);
+    } else if (k == SRV_CHAT && (st = srv_tools_constraint(&r, S->tmpl, &r.schema_json)).code) {
+        ret = srv_send_error(S, c, 400, st.msg, "POST", url);
     } else if (k == SRV_TOKENIZE) {
         ret = tokenize(S, c, url, &r);
     } else if (k == SRV_DETOKENIZE) {
         ret = detokenize(S, c, url, &r);
     } else {
+        if (r.schema_json && tool_forced(&r)) r.json = SRV_JSON_SCHEMA;
         ret = generate(S, c, url, &r);
     }
     srv_request_free(&r);

@@ -1,5 +1,6 @@
 /* The chat templates of serve/chat.h: each a loop over the messages that
  * writes what the model's Jinja writes. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,8 @@
 
 srv_template srv_template_detect(const char *jinja) {
     if (!jinja || !jinja[0]) return SRV_TMPL_PLAIN;
+    if (strstr(jinja, "<|start_header_id|>") && strstr(jinja, "Cutting Knowledge") && strstr(jinja, "tools_in_user_message"))
+        return SRV_TMPL_LLAMA31;
     if (strstr(jinja, "<|start_header_id|>") && strstr(jinja, "<|eot_id|>") && !strstr(jinja, "Cutting Knowledge"))
         return SRV_TMPL_LLAMA3;
     if (strstr(jinja, "<|im_start|>") && strstr(jinja, "<|im_end|>")) return SRV_TMPL_CHATML;
@@ -14,7 +17,7 @@ srv_template srv_template_detect(const char *jinja) {
 }
 
 const char *srv_template_name(srv_template t) {
-    return t == SRV_TMPL_LLAMA3 ? "llama3" : t == SRV_TMPL_CHATML ? "chatml" : "plain";
+    return t == SRV_TMPL_LLAMA3 ? "llama3" : t == SRV_TMPL_LLAMA31 ? "llama3.1" : t == SRV_TMPL_CHATML ? "chatml" : "plain";
 }
 
 typedef struct {
@@ -40,6 +43,21 @@ static void put_n(sbuf *b, const char *s, size_t n) {
 }
 static void put(sbuf *b, const char *s) { put_n(b, s, strlen(s)); }
 
+/* s[0..n) as a JSON string the way Jinja's tojson writes it (serve/tojson.h). */
+static void put_json_string(sbuf *b, const char *s, size_t n) {
+    put(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        if (!e && c < 0x20) snprintf(esc, sizeof esc, "\\u%04x", c), e = esc;
+        if (e) put(b, e);
+        else put_n(b, s + i, 1);
+    }
+    put(b, "\"");
+}
+
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 /* s[lo, hi) with chars of set taken off the left (l) and right (r) ends: Python's strip / lstrip / rstrip. */
@@ -61,6 +79,65 @@ static void render_llama3(sbuf *b, const srv_message *m, int n, const char *bos)
         put(b, "<|eot_id|>");
     }
     put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+/* Meta's Llama 3.1 template: a system header with the knowledge and today's dates (the template's default
+ * date), tools (when given) inside the first user message, a tool call as {"name", "parameters"} and a tool's
+ * answer under the ipython header, its content written by tojson. NULL, or what the template would raise. */
+static const char *render_llama31(sbuf *b, const srv_message *m, int n, const srv_tool *tools, int n_tools,
+                                  const char *bos) {
+    int i = 0;
+    size_t lo = 0, hi = 0;
+    if (!strcmp(m[0].role, "system")) {
+        hi = m[0].n_content;
+        strip_range(m[0].content, &lo, &hi, 1, 1, 0);
+        i = 1;
+    }
+    put(b, bos);
+    put(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+    if (n_tools) put(b, "Environment: ipython\n");
+    put(b, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+    if (i) put_n(b, m[0].content + lo, hi - lo);
+    put(b, "<|eot_id|>");
+    if (n_tools) {
+        if (i >= n) return "Cannot put tools in the first user message when there's no first user message!";
+        put(b, "<|start_header_id|>user<|end_header_id|>\n\n"
+               "Given the following functions, please respond with a JSON for a function call with its proper "
+               "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, "
+               "\"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n");
+        for (int k = 0; k < n_tools; k++) {
+            put(b, tools[k].tojson_indent);
+            put(b, "\n\n");
+        }
+        lo = 0, hi = m[i].n_content;
+        strip_range(m[i].content, &lo, &hi, 1, 1, 0);
+        put_n(b, m[i].content + lo, hi - lo);
+        put(b, "<|eot_id|>");
+        i++;
+    }
+    for (; i < n; i++) {
+        if (!strcmp(m[i].role, "tool") || !strcmp(m[i].role, "ipython")) {
+            put(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            put_json_string(b, m[i].content, m[i].n_content);
+        } else if (m[i].n_tool_calls) {
+            if (m[i].n_tool_calls != 1) return "This model only supports single tool-calls at once!";
+            put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+            put(b, m[i].tool_calls[0].name);
+            put(b, "\", \"parameters\": ");
+            put(b, m[i].tool_calls[0].arguments_json);
+            put(b, "}");
+        } else {
+            lo = 0, hi = m[i].n_content;
+            strip_range(m[i].content, &lo, &hi, 1, 1, 0);
+            put(b, "<|start_header_id|>");
+            put(b, m[i].role);
+            put(b, "<|end_header_id|>\n\n");
+            put_n(b, m[i].content + lo, hi - lo);
+        }
+        put(b, "<|eot_id|>");
+    }
+    put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return NULL;
 }
 
 static int starts_ends(const char *s, size_t n, const char *pre, const char *suf) {
@@ -86,7 +163,9 @@ static const char *first_of(const char *s, size_t n, const char *needle) {
 
 /* An assistant message of Qwen3's template: its reasoning (between <think>
  * and </think>) dropped before the last user query, kept in a think block after it. */
-static void render_chatml_assistant(sbuf *b, const char *content, size_t n, int after_query, int last) {
+static void render_chatml_assistant(sbuf *b, const srv_message *msg, int after_query, int last) {
+    const char *content = msg->content;
+    const size_t n = msg->n_content;
     const char *close = first_of(content, n, "</think>");
     size_t c_lo = 0, c_hi = n, r_lo = 0, r_hi = 0;
     const char *rs = content;
@@ -100,6 +179,7 @@ static void render_chatml_assistant(sbuf *b, const char *content, size_t n, int 
         if (open) r_lo = (size_t)(open - content) + strlen("<think>");
         strip_range(content, &r_lo, &r_hi, 1, 0, 1);
     }
+    const int has_content = c_hi > c_lo;
     put(b, "<|im_start|>assistant\n");
     if (after_query && (last || r_hi > r_lo)) {
         strip_range(rs, &r_lo, &r_hi, 1, 1, 1);
@@ -109,18 +189,42 @@ static void render_chatml_assistant(sbuf *b, const char *content, size_t n, int 
         strip_range(content, &c_lo, &c_hi, 1, 0, 1);
     }
     put_n(b, content + c_lo, c_hi - c_lo);
+    for (int k = 0; k < msg->n_tool_calls; k++) {
+        const srv_tool_call *tc = &msg->tool_calls[k];
+        if (k || has_content) put(b, "\n");
+        put(b, "<tool_call>\n{\"name\": \"");
+        put(b, tc->name);
+        put(b, "\", \"arguments\": ");
+        put(b, tc->arguments ? tc->arguments : tc->arguments_json);
+        put(b, "}\n</tool_call>");
+    }
     put(b, "<|im_end|>\n");
 }
 
-/* Qwen3's ChatML template (without tools): system first, tool results as a user turn. */
-static void render_chatml(sbuf *b, const srv_message *m, int n) {
+/* Qwen3's ChatML template: system first (the tools' signatures in it when given), tool results as a user turn. */
+static void render_chatml(sbuf *b, const srv_message *m, int n, const srv_tool *tools, int n_tools) {
     int last_query = n - 1;
     for (int i = n - 1; i >= 0; i--)
         if (!strcmp(m[i].role, "user") && !starts_ends(m[i].content, m[i].n_content, "<tool_response>", "</tool_response>")) {
             last_query = i;
             break;
         }
-    if (!strcmp(m[0].role, "system")) {
+    if (n_tools) {
+        put(b, "<|im_start|>system\n");
+        if (!strcmp(m[0].role, "system")) {
+            put_n(b, m[0].content, m[0].n_content);
+            put(b, "\n\n");
+        }
+        put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
+               "with function signatures within <tools></tools> XML tags:\n<tools>");
+        for (int k = 0; k < n_tools; k++) {
+            put(b, "\n");
+            put(b, tools[k].tojson);
+        }
+        put(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+               "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+               "<args-json-object>}\n</tool_call><|im_end|>\n");
+    } else if (!strcmp(m[0].role, "system")) {
         put(b, "<|im_start|>system\n");
         put_n(b, m[0].content, m[0].n_content);
         put(b, "<|im_end|>\n");
@@ -134,7 +238,7 @@ static void render_chatml(sbuf *b, const srv_message *m, int n) {
             put_n(b, m[i].content, m[i].n_content);
             put(b, "<|im_end|>\n");
         } else if (!strcmp(role, "assistant")) {
-            render_chatml_assistant(b, m[i].content, m[i].n_content, i > last_query, i == n - 1);
+            render_chatml_assistant(b, &m[i], i > last_query, i == n - 1);
         } else if (!strcmp(role, "tool")) {
             if (i == 0 || strcmp(m[i - 1].role, "tool")) put(b, "<|im_start|>user");
             put(b, "\n<tool_response>\n");
@@ -157,7 +261,8 @@ static void render_plain(sbuf *b, const srv_message *m, int n) {
     put(b, "assistant:");
 }
 
-da_status srv_chat_render(srv_template t, const srv_message *m, int n, const char *bos, char **out, size_t *n_out) {
+da_status srv_chat_render(srv_template t, const srv_message *m, int n, const srv_tool *tools, int n_tools,
+                          const char *bos, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
     if (n < 1) return da_errorf("messages: the conversation is empty");
@@ -169,11 +274,24 @@ da_status srv_chat_render(srv_template t, const srv_message *m, int n, const cha
             return da_errorf("messages[%d].role: \"%.40s\" is not one of system, user, assistant, tool, developer", i,
                              m[i].role);
     }
+    if (n_tools && (t == SRV_TMPL_PLAIN || t == SRV_TMPL_LLAMA3))
+        return da_errorf("tools: this model's chat template (%s) has no place for tools (Llama 3.1's and Qwen3's do)",
+                         srv_template_name(t));
+    for (int i = 0; i < n; i++)
+        if (m[i].n_tool_calls && (t == SRV_TMPL_PLAIN || t == SRV_TMPL_LLAMA3))
+            return da_errorf("messages[%d].tool_calls: this model's chat template (%s) does not render tool calls", i,
+                             srv_template_name(t));
     sbuf b = {0};
+    const char *raised = NULL;
     put(&b, "");
     if (t == SRV_TMPL_LLAMA3) render_llama3(&b, m, n, bos ? bos : "");
-    else if (t == SRV_TMPL_CHATML) render_chatml(&b, m, n);
+    else if (t == SRV_TMPL_LLAMA31) raised = render_llama31(&b, m, n, tools, n_tools, bos ? bos : "");
+    else if (t == SRV_TMPL_CHATML) render_chatml(&b, m, n, tools, n_tools);
     else render_plain(&b, m, n);
+    if (raised) {
+        free(b.p);
+        return da_errorf("messages: the chat template (%s) refuses this conversation: %s", srv_template_name(t), raised);
+    }
     if (b.oom) {
         free(b.p);
         return da_errorf("out of memory rendering the chat");

@@ -9,6 +9,7 @@
 #include "infer/json_schema.h"
 #include "io/json_keys.h"
 #include "serve/request.h"
+#include "serve/tojson.h"
 
 void srv_request_free(srv_request *r) {
     free(r->model);
@@ -20,8 +21,21 @@ void srv_request_free(srv_request *r) {
     for (int i = 0; i < r->n_messages; i++) {
         free(r->messages[i].role);
         free(r->messages[i].content);
+        for (int k = 0; k < r->messages[i].n_tool_calls; k++) {
+            free(r->messages[i].tool_calls[k].name);
+            free(r->messages[i].tool_calls[k].arguments);
+            free(r->messages[i].tool_calls[k].arguments_json);
+        }
+        free(r->messages[i].tool_calls);
     }
     free(r->messages);
+    for (int i = 0; i < r->n_tools; i++) {
+        free(r->tools[i].name);
+        free(r->tools[i].tojson);
+        free(r->tools[i].tojson_indent);
+        free(r->tools[i].parameters);
+    }
+    free(r->tools);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->tokens);
     free(r->schema_json);
@@ -224,6 +238,48 @@ static da_status parse_content(const str_lens *L, const cJSON *c, int i, char **
     return da_ok();
 }
 
+/* A string anywhere in the tree from o holding a NUL: cJSON would read only its first part. */
+static const char *nul_string(const str_lens *L, const cJSON *o) {
+    for (const cJSON *e = o; e; e = e->next) {
+        if (cJSON_IsString(e) && len_of(L, e->valuestring) != strlen(e->valuestring)) return e->valuestring;
+        const char *in = e->child ? nul_string(L, e->child) : NULL;
+        if (in) return in;
+    }
+    return NULL;
+}
+
+/* An assistant message's "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}], the
+ * arguments a JSON string (OpenAI's form) or an object. */
+static da_status parse_tool_calls(const str_lens *L, srv_message *msg, const cJSON *calls, int i) {
+    if (!calls || cJSON_IsNull(calls)) return da_ok();
+    if (!cJSON_IsArray(calls)) return da_errorf("messages[%d].tool_calls: expected a list of tool calls", i);
+    if (strcmp(msg->role, "assistant") && calls->child)
+        return da_errorf("messages[%d].tool_calls: only assistant messages carry tool calls", i);
+    const int n = cJSON_GetArraySize(calls);
+    if (!n) return da_ok();
+    if (!(msg->tool_calls = calloc((size_t)n, sizeof *msg->tool_calls))) return da_errorf("out of memory");
+    int k = 0;
+    for (const cJSON *c = calls->child; c; c = c->next, k++) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "type"), *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name"), *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
+        if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function")))
+            return da_errorf("messages[%d].tool_calls[%d].type: expected \"function\"", i, k);
+        if (!cJSON_IsObject(f) || !cJSON_IsString(name) || !name->valuestring[0])
+            return da_errorf("messages[%d].tool_calls[%d].function: expected {\"name\", \"arguments\"}", i, k);
+        if (!cJSON_IsString(args) && !cJSON_IsObject(args))
+            return da_errorf("messages[%d].tool_calls[%d].function.arguments: expected a JSON string (or an object)", i, k);
+        if (nul_string(L, f->child))
+            return da_errorf("messages[%d].tool_calls[%d].function: a string holds a NUL character", i, k);
+        srv_tool_call *tc = &msg->tool_calls[k];
+        msg->n_tool_calls = k + 1;
+        tc->name = dup_n(name->valuestring, strlen(name->valuestring));
+        tc->arguments = cJSON_IsString(args) ? dup_n(args->valuestring, strlen(args->valuestring)) : NULL;
+        tc->arguments_json = srv_tojson(args, 0);
+        if (!tc->name || !tc->arguments_json || (cJSON_IsString(args) && !tc->arguments)) return da_errorf("out of memory");
+    }
+    return da_ok();
+}
+
 static da_status parse_messages(srv_request *r, const str_lens *L, const cJSON *m) {
     if (!cJSON_IsArray(m) || !m->child) return da_errorf("messages: expected a non-empty list of {role, content}");
     const int n = cJSON_GetArraySize(m);
@@ -235,15 +291,13 @@ static da_status parse_messages(srv_request *r, const str_lens *L, const cJSON *
         if (!cJSON_IsObject(e) || !cJSON_IsString(role))
             return da_errorf("messages[%d].role: expected a string (system, user or assistant)", i);
         r->n_messages = i + 1; /* from here srv_request_free frees message i, whatever fails next */
-        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(e, "tool_calls");
-        if (calls && !cJSON_IsNull(calls) && !(cJSON_IsArray(calls) && !calls->child))
-            return da_errorf("messages[%d].tool_calls: not rendered by this server's chat templates; leave them out", i);
         char field[40];
         snprintf(field, sizeof field, "messages[%d].role", i);
         da_status st = dup_name(L, role, field, &r->messages[i].role);
         if (!st.code)
             st = parse_content(L, cJSON_GetObjectItemCaseSensitive(e, "content"), i, &r->messages[i].content,
                                &r->messages[i].n_content);
+        if (!st.code) st = parse_tool_calls(L, &r->messages[i], cJSON_GetObjectItemCaseSensitive(e, "tool_calls"), i);
         if (st.code) return st;
     }
     return da_ok();
@@ -383,9 +437,7 @@ static const struct {
     {"min_tokens", NEUTRAL_NUMBER, 0, 0, 0},
     {"logit_bias", NEUTRAL_EMPTY, 0, 0, 0},
     {"suffix", NEUTRAL_EMPTY, 0, 0, 0},
-    {"tools", NEUTRAL_EMPTY, 0, 0, 1},
     {"functions", NEUTRAL_EMPTY, 0, 0, 1},
-    {"tool_choice", NEUTRAL_NO_TOOL, 0, 0, 1},
     {"function_call", NEUTRAL_NO_TOOL, 0, 0, 1},
     {"grammar", NEUTRAL_EMPTY, 0, 0, 0},
 };
@@ -412,16 +464,6 @@ static da_status check_unimplemented(const srv_request *r, const cJSON *o) {
                              unimplemented[i].key);
     }
     return da_ok();
-}
-
-/* A string anywhere in the schema holding a NUL: cJSON would read only its first part. */
-static const char *nul_string(const str_lens *L, const cJSON *o) {
-    for (const cJSON *e = o; e; e = e->next) {
-        if (cJSON_IsString(e) && len_of(L, e->valuestring) != strlen(e->valuestring)) return e->valuestring;
-        const char *in = e->child ? nul_string(L, e->child) : NULL;
-        if (in) return in;
-    }
-    return NULL;
 }
 
 /* The schema at `where`: compiled once to check it (a keyword outside the subset is refused by name), kept as text
@@ -480,6 +522,78 @@ static da_status parse_format(srv_request *r, const str_lens *L, const cJSON *o)
     return take_schema(r, L, schema, "response_format.json_schema.schema");
 }
 
+/* "tools": [{"type": "function", "function": {"name", "description", "parameters"}}]; each kept as the template
+ * writes it. A parameters schema is compiled when decoding is constrained to it (serve/tools.c), not here: with
+ * "auto" the model only reads it. */
+static da_status parse_tools(srv_request *r, const str_lens *L, const cJSON *t) {
+    if (!t || cJSON_IsNull(t)) return da_ok();
+    if (!cJSON_IsArray(t)) return da_errorf("tools: expected a list of {\"type\": \"function\", \"function\": {...}}");
+    const int n = cJSON_GetArraySize(t);
+    if (!n) return da_ok();
+    if (!(r->tools = calloc((size_t)n, sizeof *r->tools))) return da_errorf("out of memory");
+    int i = 0;
+    for (const cJSON *e = t->child; e; e = e->next, i++) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(e, "type"), *f = cJSON_GetObjectItemCaseSensitive(e, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name"), *desc = cJSON_GetObjectItemCaseSensitive(f, "description"),
+                    *params = cJSON_GetObjectItemCaseSensitive(f, "parameters");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+            return da_errorf("tools[%d].type: expected \"function\" (the only kind of tool)", i);
+        if (!cJSON_IsObject(f)) return da_errorf("tools[%d].function: expected {\"name\", \"description\", \"parameters\"}", i);
+        if (!cJSON_IsString(name) || !name->valuestring[0] || strlen(name->valuestring) > 64 ||
+            strspn(name->valuestring, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+                strlen(name->valuestring))
+            return da_errorf("tools[%d].function.name: expected 1 to 64 letters, digits, '_', '-' or '.'", i);
+        if (desc && !cJSON_IsString(desc)) return da_errorf("tools[%d].function.description: expected a string", i);
+        if (params && !cJSON_IsObject(params))
+            return da_errorf("tools[%d].function.parameters: expected a JSON schema (an object)", i);
+        if (nul_string(L, e->child)) return da_errorf("tools[%d]: a string holds a NUL character", i);
+        for (int k = 0; k < i; k++)
+            if (!strcmp(r->tools[k].name, name->valuestring))
+                return da_errorf("tools[%d].function.name: \"%s\" is also tools[%d]'s; names must differ", i,
+                                 name->valuestring, k);
+        srv_tool *tool = &r->tools[i];
+        r->n_tools = i + 1;
+        tool->name = dup_n(name->valuestring, strlen(name->valuestring));
+        tool->tojson = srv_tojson(e, 0);
+        tool->tojson_indent = srv_tojson(e, 4);
+        tool->parameters = params ? cJSON_PrintUnformatted(params) : NULL;
+        if (!tool->name || !tool->tojson || !tool->tojson_indent || (params && !tool->parameters))
+            return da_errorf("out of memory");
+    }
+    return da_ok();
+}
+
+/* "tool_choice": "none", "auto", "required", or {"type": "function", "function": {"name"}}. */
+static da_status parse_tool_choice(srv_request *r, const cJSON *o) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "tool_choice");
+    r->tool_choice = r->n_tools ? SRV_TOOLS_AUTO : SRV_TOOLS_NONE;
+    if (!c || cJSON_IsNull(c)) return da_ok();
+    if (cJSON_IsString(c)) {
+        const char *v = c->valuestring;
+        if (!strcmp(v, "none")) r->tool_choice = SRV_TOOLS_NONE;
+        else if (!strcmp(v, "auto")) r->tool_choice = r->n_tools ? SRV_TOOLS_AUTO : SRV_TOOLS_NONE;
+        else if (!strcmp(v, "required")) r->tool_choice = SRV_TOOLS_REQUIRED;
+        else return da_errorf("tool_choice: \"%.40s\" is not one of none, auto, required (or {\"type\": \"function\", ...})", v);
+    } else {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "type"), *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+        if (!cJSON_IsObject(c) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsString(name))
+            return da_errorf("tool_choice: expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                             "\"function\": {\"name\": ...}}");
+        r->tool_choice = SRV_TOOLS_NAMED;
+        r->tool_named = -1;
+        for (int k = 0; k < r->n_tools; k++)
+            if (!strcmp(r->tools[k].name, name->valuestring)) r->tool_named = k;
+        if (r->tool_named < 0)
+            return da_errorf("tool_choice.function.name: \"%.64s\" is not one of the tools' names", name->valuestring);
+    }
+    if (r->tool_choice >= SRV_TOOLS_REQUIRED && !r->n_tools)
+        return da_errorf("tool_choice: \"required\" needs \"tools\" (a non-empty list)");
+    if (r->tool_choice >= SRV_TOOLS_REQUIRED && r->json != SRV_JSON_NONE)
+        return da_errorf("tool_choice: a required tool call is its own JSON; leave out response_format/json_schema");
+    return da_ok();
+}
+
 static da_status parse_object(srv_request *r, const str_lens *L, const cJSON *o) {
     da_status st;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(o, "model");
@@ -500,6 +614,8 @@ static da_status parse_object(srv_request *r, const str_lens *L, const cJSON *o)
         if ((st = parse_logprobs(r, o)).code) return st;
         if ((st = check_unimplemented(r, o)).code) return st;
         if ((st = parse_format(r, L, o)).code) return st;
+        if ((st = parse_tools(r, L, cJSON_GetObjectItemCaseSensitive(o, "tools"))).code) return st;
+        if ((st = parse_tool_choice(r, o)).code) return st;
         return parse_sampling(r, L, o);
     case SRV_TOKENIZE: {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "messages"), *content;
@@ -512,6 +628,7 @@ static da_status parse_object(srv_request *r, const str_lens *L, const cJSON *o)
             st = dup_text(L, content, &r->prompts->text, &r->prompts->n_text);
         }
         if (st.code) return st;
+        if (m && (st = parse_tools(r, L, cJSON_GetObjectItemCaseSensitive(o, "tools"))).code) return st;
         if (m && cJSON_GetObjectItemCaseSensitive(o, "add_special"))
             return da_errorf("add_special: not read with \"messages\" (the template's own special tokens are kept)");
         r->add_special = 1;

@@ -15,12 +15,33 @@
 
 typedef enum { SRV_COMPLETION = 0, SRV_CHAT = 1, SRV_TOKENIZE = 2, SRV_DETOKENIZE = 3 } srv_kind;
 
+/* A tool call of an assistant message (OpenAI's {id, type: "function", function: {name, arguments}}). */
+typedef struct {
+    char *name;           /* no NUL */
+    char *arguments;      /* the arguments as the client sent them when a string (OpenAI's form), else NULL */
+    char *arguments_json; /* the arguments value as Jinja's tojson writes it (a string is quoted) */
+} srv_tool_call;
+
 /* Texts carry their length: JSON's \u0000 is a byte of the text like any other. */
 typedef struct {
     char *role;       /* no NUL (refused) */
     char *content;
     size_t n_content;
+    srv_tool_call *tool_calls; /* assistant messages; a null or empty list is none */
+    int n_tool_calls;
 } srv_message;
+
+/* A function the model may call: OpenAI's {"type": "function", "function": {name, description, parameters}}. */
+typedef struct {
+    char *name;
+    char *tojson;        /* the whole tool object as Jinja's tojson writes it: compact, and indented by 4 */
+    char *tojson_indent;
+    char *parameters;    /* the parameters schema as JSON text; NULL when not given (any object) */
+} srv_tool;
+
+/* tool_choice: "none" (the tools are shown, no call is read), "auto" (calls the model writes are read),
+ * "required" (one call, constrained), or a named function (that one, constrained). */
+typedef enum { SRV_TOOLS_NONE = 0, SRV_TOOLS_AUTO = 1, SRV_TOOLS_REQUIRED = 2, SRV_TOOLS_NAMED = 3 } srv_tool_choice;
 
 /* The answer's form: free text, any JSON object, or JSON that fits a schema (docs/serving.md). */
 typedef enum { SRV_JSON_NONE = 0, SRV_JSON_OBJECT = 1, SRV_JSON_SCHEMA = 2 } srv_json_mode;
@@ -58,6 +79,10 @@ typedef struct {
     int n_tokens;
     srv_json_mode json;     /* completions and chat: the answer's form (response_format, json_schema) */
     char *schema_json;      /* SRV_JSON_SCHEMA: the schema's text, already compiled once (so it compiles) */
+    srv_tool *tools;        /* chat: the functions the model may call */
+    int n_tools;
+    srv_tool_choice tool_choice; /* auto when tools are given, else none */
+    int tool_named;         /* SRV_TOOLS_NAMED: the index in tools */
 } srv_request;
 
 /* Parses body[0..n) for an endpoint of kind k into r (zeroed first; free it

@@ -95,7 +95,7 @@ static void load_chat(srv *S) {
     if (S->tmpl == SRV_TMPL_PLAIN)
         fprintf(stderr, "serve: warning: %s; chats are rendered by the plain fallback (\"role: content\" lines, then "
                         "\"assistant:\"; docs/serving.md)\n",
-                jinja ? "the model's chat template is neither Llama 3's nor ChatML's" : "the model has no chat template");
+                jinja ? "the model's chat template is not Llama 3's, Llama 3.1's or ChatML's" : "the model has no chat template");
     free(jinja);
     static const char *const ends[] = {"<|eot_id|>", "<|end_of_text|>", "<|im_end|>", "<|endoftext|>"};
     for (size_t i = 0; S->tok && i < sizeof ends / sizeof ends[0]; i++) {

@@ -11,14 +11,14 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     const srv_kind kind = (srv_kind)(data[0] & 3);
-    const srv_template tmpl = (srv_template)((data[0] >> 2) % 3);
+    const srv_template tmpl = (srv_template)((data[0] >> 2) % 4);
     srv_request r;
     if (!srv_request_parse(&r, kind, (const char *)data + 1, size - 1).code && r.n_messages) {
         char *text = NULL;
         size_t n = 0, plain = strlen("assistant:");
         for (int i = 0; i < r.n_messages; i++) plain += strlen(r.messages[i].role) + 3 + r.messages[i].n_content;
         /* the plain template keeps every byte of every content, NULs included */
-        if (!srv_chat_render(tmpl, r.messages, r.n_messages, "<|begin_of_text|>", &text, &n).code &&
+        if (!srv_chat_render(tmpl, r.messages, r.n_messages, r.tools, r.n_tools, "<|begin_of_text|>", &text, &n).code &&
             (!text || text[n] || (tmpl == SRV_TMPL_PLAIN && n != plain)))
             abort();
         free(text);
