@@ -104,13 +104,14 @@ for f in '"presence_penalty":0.5' '"frequency_penalty":-1' '"logit_bias":{"65":1
   name=${f%%\":*}; name=${name#\"}
   refused "$name set is refused naming it" "$name:" /v1/completions "{\"prompt\":\"x\",$f}"
 done
-for f in '"tools":[{"type":"function","function":{"name":"f"}}]' '"tool_choice":"required"'; do
-  name=${f%%\":*}; name=${name#\"}
-  refused "chat: $name set is refused naming it" "$name:" /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],$f}"
-done
+# the plain template has no place for tools (cli_serve_tools.sh drives the templates that have one)
+refused "chat: tools on the plain template are refused naming it" "tools:" /v1/chat/completions \
+  '{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}'
+refused "chat: tool_choice required without tools is refused naming it" "tool_choice:" /v1/chat/completions \
+  '{"messages":[{"role":"user","content":"x"}],"tool_choice":"required"}'
 refused "chat: an image part is refused" "messages[0].content[1].type:" /v1/chat/completions \
   '{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"http://x"}}]}]}'
-refused "chat: an assistant's tool_calls are refused" "messages[0].tool_calls:" /v1/chat/completions \
+refused "chat: an assistant's tool_calls on the plain template are refused" "messages[0].tool_calls:" /v1/chat/completions \
   '{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]}'
 refused "chat: max_tokens and max_completion_tokens that disagree are refused" "max_completion_tokens:" /v1/chat/completions \
   '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"max_completion_tokens":5}'

@@ -77,10 +77,11 @@ static da_status chat_ids(const srv *S, const srv_request *r, int **ids, int *n)
     size_t len = 0;
     da_status st = srv_chat_render(S->tmpl, r->messages, r->n_messages, r->tools, r->n_tools, S->bos, &text, &len);
     const char *opening = tool_forced(r) ? srv_tools_opening(S->tmpl) : "";
-    char *grown = !st.code && opening[0] ? realloc(text, len + strlen(opening) + 1) : text;
-    if (!grown) st = da_errorf("out of memory");
-    else text = grown;
-    if (!st.code && opening[0]) memcpy(text + len, opening, strlen(opening) + 1), len += strlen(opening);
+    if (!st.code && opening[0]) {
+        char *grown = realloc(text, len + strlen(opening) + 1);
+        if (!grown) st = da_errorf("out of memory");
+        else memcpy(grown + len, opening, strlen(opening) + 1), text = grown, len += strlen(opening);
+    }
     if (!st.code) st = encode(S, text, len, 0, ids, n);
     free(text);
     return st;
