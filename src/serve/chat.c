@@ -8,7 +8,9 @@
 
 srv_template srv_template_detect(const char *jinja) {
     if (!jinja || !jinja[0]) return SRV_TMPL_PLAIN;
-    if (strstr(jinja, "<|start_header_id|>") && strstr(jinja, "Cutting Knowledge") && strstr(jinja, "tools_in_user_message"))
+    /* Llama 3.1's date is fixed in its template; 3.2's and 3.3's ask strftime_now for today's (not this family) */
+    if (strstr(jinja, "<|start_header_id|>") && strstr(jinja, "Cutting Knowledge") && strstr(jinja, "tools_in_user_message") &&
+        strstr(jinja, "26 Jul 2024") && !strstr(jinja, "strftime_now"))
         return SRV_TMPL_LLAMA31;
     if (strstr(jinja, "<|start_header_id|>") && strstr(jinja, "<|eot_id|>") && !strstr(jinja, "Cutting Knowledge"))
         return SRV_TMPL_LLAMA3;
