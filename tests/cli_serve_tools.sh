@@ -167,5 +167,7 @@ PY
     check "tool_calls on a user message get 400" [ "$code" = 400 ] && grep -q 'only assistant' "$TMP/resp"
   fi
   stop_server
+  check "$fam: the server exits 0 on SIGTERM (under ASan: no leak, no error)" [ "$SRC" = 0 ]
+  [[ $SRC == 0 ]] || grep -m3 -E "ERROR|SUMMARY" "$TMP/$fam.log"
 done
 finish
