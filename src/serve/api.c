@@ -745,6 +745,7 @@ static enum MHD_Result generate(srv *S, struct MHD_Connection *c, const char *ur
 
 enum MHD_Result srv_post(srv *S, struct MHD_Connection *c, const char *url, srv_kind k, const char *body, size_t n) {
     srv_request r;
+    char *call_schema = NULL;
     da_status st = srv_request_parse(&r, k, body, n);
     enum MHD_Result ret;
     if (st.code) {
@@ -754,16 +755,20 @@ enum MHD_Result srv_post(srv *S, struct MHD_Connection *c, const char *url, srv_
         snprintf(msg, sizeof msg, "model \"%.200s\" is not served here; this server serves \"%.200s\" (GET /v1/models)",
                  r.model, S->model_id);
         ret = srv_send_error(S, c, 404, msg, "POST", url);
-    } else if (k == SRV_CHAT && (st = srv_tools_constraint(&r, S->tmpl, &r.schema_json)).code) {
+    } else if (k == SRV_CHAT && (st = srv_tools_constraint(&r, S->tmpl, &call_schema)).code) {
         ret = srv_send_error(S, c, 400, st.msg, "POST", url);
     } else if (k == SRV_TOKENIZE) {
         ret = tokenize(S, c, url, &r);
     } else if (k == SRV_DETOKENIZE) {
         ret = detokenize(S, c, url, &r);
     } else {
-        if (r.schema_json && tool_forced(&r)) r.json = SRV_JSON_SCHEMA;
+        if (call_schema) { /* a required call: parse_tool_choice refused response_format beside it */
+            free(r.schema_json);
+            r.schema_json = call_schema, r.json = SRV_JSON_SCHEMA, call_schema = NULL;
+        }
         ret = generate(S, c, url, &r);
     }
+    free(call_schema);
     srv_request_free(&r);
     return ret;
 }
