@@ -9,7 +9,7 @@
 
 int cmd_serve(int argc, char **argv) {
     da_serve_opts o = da_serve_opts_default();
-    const char *model = NULL, *host = o.host, *api_key = NULL, *tok_path = NULL;
+    const char *model = NULL, *host = o.host, *api_key = NULL, *tok_path = NULL, *slot_path = NULL;
     int port = o.port, parallel = o.parallel, ctx = 0, timeout = o.timeout_s, chunk = o.prefill_chunk;
     int request_timeout = o.request_timeout_s;
     long max_body = o.max_body;
@@ -26,17 +26,19 @@ int cmd_serve(int argc, char **argv) {
          "seconds a connection has to send a whole request, from its accept or its previous answer", 0},
         {"prefill-chunk", OPT_INT, &chunk, "prompt tokens fed between two decoding steps", 0},
         {"tokenizer", OPT_STR, &tok_path, "tokenizer.json (default: as sample chooses)", 0},
+        {"slot-save-path", OPT_STR, &slot_path,
+         "folder for POST /slots/{id}?action=save|restore (made if missing; without it those answer 501)", 0},
     };
     const char *req[] = {"model", NULL};
     int rc = cli_parse("serve",
                        "An OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, /v1/models, "
-                       "/tokenize, /detokenize, /health, /metrics and a chat page at / (docs/serving.md). "
+                       "/tokenize, /detokenize, /health, /metrics, /slots and a chat page at / (docs/serving.md). "
                        "SIGTERM or Ctrl-C finishes the running requests, refuses new ones and exits.",
-                       argc, argv, opts, 11, req);
+                       argc, argv, opts, 12, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     o.model_path = model, o.host = host, o.port = port, o.parallel = parallel, o.ctx = ctx, o.api_key = api_key;
     o.max_body = max_body, o.timeout_s = timeout, o.prefill_chunk = chunk, o.tokenizer_path = tok_path;
-    o.request_timeout_s = request_timeout;
+    o.request_timeout_s = request_timeout, o.slot_save_path = slot_path;
     o.stop = cli_catch_stop_signals();
     /* each connection holds a descriptor: the soft limit (often 1,024) up to the hard one */
     struct rlimit nofile;

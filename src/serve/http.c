@@ -17,6 +17,7 @@
 #include "serve/conns.h"
 #include "serve/http.h"
 #include "serve/reply.h"
+#include "serve/slots.h"
 
 /* What one request gathers across the calls of the access handler. */
 typedef struct {
@@ -121,7 +122,8 @@ static enum MHD_Result route_get(srv *S, struct MHD_Connection *c, const char *u
     if (!strcmp(url, "/v1/models") || !strcmp(url, "/models"))
         return S->ready ? get_models(S, c, url) : srv_send_error(S, c, 503, "the model is loading", "GET", url);
     if (!strcmp(url, "/metrics")) return get_metrics(S, c, url);
-    return srv_send_error(S, c, 404, "no such endpoint (GET /, /health, /v1/models, /metrics)", "GET", url);
+    if (srv_slots_url(url)) return srv_slots_get(S, c, url);
+    return srv_send_error(S, c, 404, "no such endpoint (GET /, /health, /v1/models, /metrics, /slots)", "GET", url);
 }
 
 static int post_kind(const char *url) {
@@ -206,10 +208,10 @@ static enum MHD_Result refuse_post(srv *S, struct MHD_Connection *c, const char 
 /* The first call of a POST: a refusal decided before its body is read when it cannot succeed. */
 static enum MHD_Result post_first(srv *S, struct MHD_Connection *c, const char *url, conn_ctx *cc) {
     const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-    if (post_kind(url) < 0) {
+    if (post_kind(url) < 0 && !srv_slots_url(url)) {
         cc->refuse = 404;
         snprintf(cc->refuse_msg, sizeof cc->refuse_msg,
-                 "no such endpoint (POST /v1/completions, /v1/chat/completions, /tokenize, /detokenize)");
+                 "no such endpoint (POST /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /slots/{id})");
     } else if (!authorized(S, c)) {
         cc->refuse = 401;
         snprintf(cc->refuse_msg, sizeof cc->refuse_msg, "missing or wrong API key (Authorization: Bearer KEY)");
@@ -293,6 +295,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return srv_send_error(S, c, 413, msg, "POST", url);
     }
     if (!S->ready) return srv_send_error(S, c, 503, "the model is loading; try again when /health answers 200", "POST", url);
+    if (srv_slots_url(url)) return srv_slots_post(S, c, url, cc->body ? cc->body : "", cc->n);
     return srv_post(S, c, url, (srv_kind)post_kind(url), cc->body ? cc->body : "", cc->n);
 }
 

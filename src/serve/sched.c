@@ -351,7 +351,7 @@ static srv_slot *pick_slot(srv *S, const srv_job *j) {
     int best_n = -1;
     for (int i = 0; i < S->o.parallel; i++) {
         srv_slot *sl = &S->slots[i];
-        if (sl->job) continue;
+        if (sl->job || sl->held) continue;
         const int n = j->cache_prompt ? common_prefix(sl->cached, sl->n_cached, j->ids, j->n_ids) : 0;
         if (n > best_n || (n == best_n && sl->used < best->used)) best = sl, best_n = n;
     }

@@ -7,6 +7,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "infer/slot_file.h"
+#include "io/atomic_file.h"
 #include "io/gguf.h"
 #include "serve/server.h"
 #include "diffattn/formats.h"
@@ -34,6 +36,10 @@ static da_status check_opts(const da_serve_opts *o) {
     if (o->request_timeout_s < 1 || o->request_timeout_s > 86400)
         return da_errorf("serve: request_timeout %d is out of range (1..86400 seconds)", o->request_timeout_s);
     if (o->prefill_chunk < 1) return da_errorf("serve: prefill_chunk %d must be >= 1", o->prefill_chunk);
+    if (o->slot_save_path && *o->slot_save_path) {
+        da_status st = da_make_dirs(o->slot_save_path);
+        if (st.code) return da_errorf("serve: --slot-save-path: %s", st.msg);
+    }
     return da_ok();
 }
 
@@ -138,6 +144,7 @@ static da_status load(srv *S) {
     so.max_T = wb < c->max_seq_len ? wb : c->max_seq_len;
     so.max_batch = so.max_T;
     if (!st.code) st = da_session_create(&S->work, S->e, &so);
+    if (!st.code && S->o.slot_save_path && *S->o.slot_save_path) S->fingerprint = da_engine_fingerprint(S->e);
     return st;
 }
 

@@ -33,6 +33,8 @@ typedef struct {
     volatile int *stop;         /* when *stop becomes non-zero (a signal handler may set it): refuse new
                                    requests, finish the running ones, return. NULL: run until an error */
     int quiet;                  /* 1: no request log on stderr */
+    const char *slot_save_path; /* NULL: no /slots actions (501); else the folder slot files are saved in and
+                                   restored from (made if missing) */
 } da_serve_opts;
 
 da_serve_opts da_serve_opts_default(void);

@@ -57,6 +57,7 @@ typedef struct {
      * that the next job with the same start feeds only the rest */
     int *cached, n_cached, cap_cached;
     unsigned long used; /* when it last took a job (S->slot_clock): among equals, the least recent is taken */
+    int held;           /* a slot operation (slots.c) has it: no job may take it */
 } srv_slot;
 
 typedef struct {
@@ -70,6 +71,7 @@ typedef struct {
     char bos[64];
     int eos[4], n_eos;
     int V, ctx;
+    uint64_t fingerprint; /* the model's, in slot files (da_engine_fingerprint); with --slot-save-path */
     int ids_only; /* no tokenizer for a vocabulary that is not bytes: prompts must be token ids */
     srv_slot *slots;
     da_session *work;
