@@ -99,7 +99,8 @@ static da_status body_filename(const char *body, size_t n, char **name) {
     return st;
 }
 
-/* Under no lock: takes slot id for an operation (held), or the status why not (msg). */
+/* Takes slot id for an operation (held), or the status why not (msg). A held slot counts as an answer owed
+ * (S->answers), so that a server told to stop waits for the operation before it frees the slots. */
 static unsigned hold_slot(srv *S, int id, char *msg, size_t cap) {
     unsigned status = 0;
     pthread_mutex_lock(&S->mu);
@@ -108,7 +109,7 @@ static unsigned hold_slot(srv *S, int id, char *msg, size_t cap) {
     else if (sl->job || sl->held)
         status = 409, snprintf(msg, cap, "slot %d is %s; try again when it is idle (GET /slots)", id,
                                sl->job ? "processing a request" : "busy with another slot operation");
-    else sl->held = 1;
+    else sl->held = 1, S->answers++;
     pthread_mutex_unlock(&S->mu);
     return status;
 }
@@ -266,6 +267,7 @@ enum MHD_Result srv_slots_post(srv *S, struct MHD_Connection *c, const char *url
     }
     const unsigned busy = hold_slot(S, id, msg, sizeof msg);
     enum MHD_Result r = busy ? srv_send_error(S, c, busy, msg, "POST", url) : act(S, c, url, id, action, name);
+    if (!busy) srv_answer_done(S);
     free(name);
     return r;
 }
