@@ -5,7 +5,8 @@
 # with the same greedy text as without it; GET /slots shows what each slot
 # holds; names that leave the folder, a symlink out of it, a file of another
 # model (the same shape, another seed), a truncated, damaged or newer-version
-# file are refused; a save that hits the file size limit leaves no file; and
+# file are refused; a slot running a request answers 409; a save that hits
+# the file size limit leaves no file; and
 # without --slot-save-path the actions answer 501.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
@@ -111,6 +112,21 @@ start_server o --model "$TMP/o.gguf" --parallel 2 --ctx 512 --slot-save-path "$D
 check "another model's file: 400" [ "$(slot 1 restore a.bin)" = 400 ]
 has "the message names the file and the model" "$(py "r['error']['message']")" "a.bin" "another model" "fingerprint"
 check "and its slot stays empty" [ "$(slots_field 1 n_cached)" = 0 ]
+stop_server
+
+# a slot that is running a request answers 409 (a long greedy stream of a wider model, caught mid-way)
+"$BIN" init --dim 256 --layers 4 --heads 4 --seq 2048 --out "$TMP/big.safetensors" >/dev/null 2>&1 || fail "init (big)"
+start_server busy --model "$TMP/big.safetensors" --parallel 2 --ctx 2048 --slot-save-path "$DIR" || fail "the server starts"
+curl -sN "http://127.0.0.1:$PORT/v1/completions" -d '{"prompt": "Once", "max_tokens": 2000, "temperature": 0, "stream": true}' \
+  >"$TMP/stream.out" 2>/dev/null &
+CPID=$!
+for _ in $(seq 1 300); do grep -q '^data:' "$TMP/stream.out" 2>/dev/null && break; sleep 0.02; done
+st=$(slot 0 save busy.bin)
+check "save of a slot running a request: 409" [ "$st" = 409 ]
+has "the message says why" "$(py "r['error']['message']")" "slot 0 is processing a request"
+check "and nothing was written" [ ! -e "$DIR/busy.bin" ]
+kill "$CPID" 2>/dev/null
+wait "$CPID" 2>/dev/null
 stop_server
 
 # a save that runs into the file size limit (a full disk) leaves no file, not even a partial one
