@@ -127,18 +127,21 @@ static int test_full_device(void) {
     return 0;
 }
 
-/* Seeds for fuzz_slot_file: a kind byte, then a file of that kind at 0, 3 and 12 positions. */
+/* Seeds for fuzz_slot_file: a kind byte, then a file of that kind at 0, 3 and 12 positions; at 3 also with the
+ * byte's checksum bit (8) set. */
 static int write_seeds(const char *out) {
     for (int k = 0; k < SLOT_KINDS; k++)
         for (int len = 0; len <= 12; len += len ? 9 : 3) {
             unsigned char *data = NULL;
             size_t n = 0;
             if (save_kind(k, len, k + len, "seed.slot", &data, &n)) return 1;
-            char path[512];
-            snprintf(path, sizeof path, "%s/kind%d_len%d", out, k, len);
-            FILE *fp = fopen(path, "wb");
-            const unsigned char kb = (unsigned char)k;
-            CHECK(fp && fwrite(&kb, 1, 1, fp) == 1 && fwrite(data, 1, n, fp) == n && !fclose(fp));
+            for (int fix = 0; fix <= (len == 3) * 8; fix += 8) {
+                char path[512];
+                snprintf(path, sizeof path, "%s/kind%d_len%d%s", out, k, len, fix ? "_sum" : "");
+                FILE *fp = fopen(path, "wb");
+                const unsigned char kb = (unsigned char)(k | fix);
+                CHECK(fp && fwrite(&kb, 1, 1, fp) == 1 && fwrite(data, 1, n, fp) == n && !fclose(fp));
+            }
             free(data);
         }
     return 0;
