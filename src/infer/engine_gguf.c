@@ -151,14 +151,11 @@ static void file_name(const da_engine *q, int i, const da_family *fam, char *out
 }
 
 /* 1 for engine tensor i when it is one of its variant's ATTN_PARAM tensors (NSA's cmp_k, cmp_pe_k, gate, ...),
- * which the kernels read as f32 (da_engine_bind's layout: the embedding, then per layer the attention norm,
- * the variant's tensors, the FFN norm and three matrices). */
+ * which the kernels read as f32; found by name, since a layer's other tensors (the MLP's) vary in count. */
 static int is_attn_param(const da_engine *q, int i) {
-    attn_tensor spec[ATTN_MAX_TENSORS];
-    const int n_attn = da_attn_tensors(&q->cfg, spec), per_layer = n_attn + 5;
-    if (i < 1 || i >= 1 + q->cfg.n_layers * per_layer) return 0;
-    const int j = (i - 1) % per_layer - 1; /* the index among the layer's attention tensors */
-    return j >= 0 && j < n_attn && spec[j].role == ATTN_PARAM;
+    attn_tensor spec;
+    const attn_tensor *a = da_attn_tensor_named(&q->cfg, q->t[i].name, &spec);
+    return a && a->role == ATTN_PARAM;
 }
 
 /* Every tensor's file entry found and its shape and type checked, before anything is allocated. */

@@ -1,5 +1,6 @@
 /* The family table (family.h): diffattn's own files, Hugging Face Llama,
- * DiffLlama and Motif, llama.cpp's GGUF llama and diffattn's GGUF layout for
+ * DiffLlama and Motif, llama.cpp's GGUF llama, Motif's GGUF (grouped
+ * differential attention with PolyNorm MLPs) and diffattn's GGUF layout for
  * every variant. The mappings of values that a rename cannot express (DiffLlama's
  * head pairs, the head norm's folding) are the columns documented in
  * docs/formats.md; every Hugging Face family's q and k rows are in
@@ -97,6 +98,8 @@ static const da_family_name GGUF_LAYER[] = {
     {"feed_forward.w1.weight", "ffn_gate.weight"},
     {"feed_forward.w2.weight", "ffn_down.weight"},
     {"feed_forward.w3.weight", "ffn_up.weight"},
+    {"feed_forward.poly.weight", "ffn_act_norm.weight"}, /* --mlp polynorm: PolyNorm's w0 w1 w2, b */
+    {"feed_forward.poly.bias", "ffn_act_norm.bias"},
     {NULL, NULL},
 };
 
@@ -119,6 +122,12 @@ static const da_family_key GGUF_KEYS[] = {
     {"norm_eps", "attention.layer_norm_rms_epsilon"},
     {"vocab_size", "vocab_size"},
     {"window", "attention.sliding_window"},
+    {NULL, NULL},
+};
+
+/* Motif's own, under "motif." (G of grouped differential attention; V1 when it is the signal heads') */
+static const da_family_key MOTIF_GGUF_KEYS[] = {
+    {"gda_noise_heads", "attention.noise_head_count"},
     {NULL, NULL},
 };
 
@@ -173,6 +182,14 @@ static const da_family FAMILIES[] = {
      .variant = "softmax",
      .heads_per_native = 1,
      .plain_only = 1},
+    /* Motif-2.6B (V1) and Motif-2-12.7B (grouped): GDA with PolyNorm MLPs, in llama.cpp's layout */
+    {.name = "gguf-motif",
+     GGUF_LAYOUT,
+     .tag = "motif",
+     .variant = "gda",
+     .keys_own = MOTIF_GGUF_KEYS,
+     .heads_per_native = 1,
+     .mlp = "polynorm"},
     {.name = "gguf-diffattn",
      GGUF_LAYOUT,
      .tag = "diffattn-%s",
@@ -199,9 +216,18 @@ const da_family *da_family_all(int *n) {
 
 int da_family_variant(const da_family *f, da_arch *out) { return f->variant ? da_arch_parse(f->variant, out) : -1; }
 
-/* 1 when f maps c's variant (any, for a family of every variant). */
+int da_family_mlp(const da_family *f, da_config *c) {
+    if (!f->mlp) return -1;
+    return da_field_parse(da_fields_find(da_config_fields, DA_CONFIG_N_FIELDS, "mlp"), c, f->mlp).code ? -1 : 0;
+}
+
+/* 1 when f maps c's variant (any, for a family of every variant) and its MLP gate (any, for a family of none). */
 static int maps_variant(const da_family *f, const da_config *c) {
     da_arch a;
+    if (f->mlp) {
+        da_config m = *c;
+        if (da_family_mlp(f, &m) || m.mlp != c->mlp) return 0;
+    }
     return !f->variant || (!da_family_variant(f, &a) && a == c->arch);
 }
 
@@ -237,7 +263,7 @@ const da_family *da_family_gguf_of(const da_config *c, char *arch, size_t n) {
     for (int i = 0; i < N_FAMILIES; i++) {
         const da_family *f = &FAMILIES[i];
         if (f->container != DA_FAMILY_GGUF || f->read_only || !maps_variant(f, c)) continue;
-        if (f->plain_only && (c->window > 0 || da_config_head_norm(c))) continue;
+        if (f->plain_only && (c->window > 0 || da_config_head_norm(c) || c->mlp != DA_MLP_SWIGLU)) continue;
         const char *hole = strstr(f->tag, "%s");
         if (hole) snprintf(arch, n, "%.*s%s%s", (int)(hole - f->tag), f->tag, da_arch_name(c->arch), hole + 2);
         else snprintf(arch, n, "%s", f->tag);
@@ -246,14 +272,19 @@ const da_family *da_family_gguf_of(const da_config *c, char *arch, size_t n) {
     return NULL;
 }
 
-const char *da_family_key_of(const da_family *f, const char *quantity, const char *arch, char *buf, size_t n) {
-    for (const da_family_key *k = f->keys; k && k->quantity; k++) {
-        if (strcmp(k->quantity, quantity)) continue;
-        if (!f->keys_under_arch) return k->key;
-        snprintf(buf, n, "%s.%s", arch, k->key);
-        return buf;
-    }
+static const da_family_key *key_row(const da_family_key *list, const char *quantity) {
+    for (const da_family_key *k = list; k && k->quantity; k++)
+        if (!strcmp(k->quantity, quantity)) return k;
     return NULL;
+}
+
+const char *da_family_key_of(const da_family *f, const char *quantity, const char *arch, char *buf, size_t n) {
+    const da_family_key *k = key_row(f->keys, quantity);
+    if (!k) k = key_row(f->keys_own, quantity);
+    if (!k) return NULL;
+    if (!f->keys_under_arch) return k->key;
+    snprintf(buf, n, "%s.%s", arch, k->key);
+    return buf;
 }
 
 /* ---------------------------------------------------------------- tensor names */

@@ -52,18 +52,22 @@ typedef struct da_family {
     int other_attn_kept;
     int keys_under_arch;            /* GGUF: a key is "<general.architecture>." and the listed one */
     const da_family_key *keys;      /* {NULL, NULL}-terminated */
+    const da_family_key *keys_own;  /* the family's own keys (Motif's noise heads), after keys; NULL: none */
     int heads_per_native;           /* the family's query heads per native head (DiffLlama 2: heads j, j + H/2) */
     int folds_head_norm;            /* the head norm's weight and eps travel as o_proj and v_proj scales */
     float default_norm_eps;         /* HF: rms_norm_eps when config.json has none */
     int writes_mlp_bias;            /* HF: config.json says "mlp_bias": false */
     /* GGUF: written only for a model the family's own runtime runs as it is
-     * (llama.cpp's llama: no sliding window, no head norm). */
+     * (llama.cpp's llama: no sliding window, no head norm, SwiGLU). */
     int plain_only;
     int read_only;                  /* a layout of older files: read, never written */
     /* HF: config.json's keys that no column above maps (head counts of another
      * layout, the family's own options), read and written by the family's own
      * file (hf_model.h); NULL: none */
     const struct da_hf_config_rule *hf_rule;
+    /* The MLP gate the family maps and implies (da_config.mlp's spelling, "polynorm"); NULL: any, named in
+     * the file where it is not SwiGLU (GGUF: diffattn.mlp) */
+    const char *mlp;
 } da_family;
 
 /* Every row, in the order export picks the first that fits; n: their count. */
@@ -82,6 +86,9 @@ const da_family *da_family_gguf_of(const da_config *c, char *arch, size_t n);
 /* The attention variant of a family with one (its variant column); 0 on
  * success, -1 for a family of any variant. */
 int da_family_variant(const da_family *f, da_arch *out);
+
+/* The MLP gate the family implies, into c->mlp; 0 on success, -1 for a family of any gate. */
+int da_family_mlp(const da_family *f, da_config *c);
 
 /* The family's key of a quantity ("dim" -> "hidden_size"); NULL when it has
  * none. Under the architecture (keys_under_arch), written into buf as

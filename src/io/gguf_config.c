@@ -66,29 +66,36 @@ static da_status gguf_diffattn_get_rope(const da_gguf_file *f, da_config *c) {
     return da_ok();
 }
 
-static void gguf_diffattn_add_variant(da_gguf_writer *w, const da_config *c) {
+/* The key of config field fd: the family's own (Motif's noise heads), else diffattn.<field>. */
+static const char *variant_key(const da_family *fam, const char *arch, const da_field *fd, char *key, size_t n) {
+    if (fam && da_family_key_of(fam, fd->key, arch, key, n)) return key;
+    snprintf(key, n, "diffattn.%s", fd->key);
+    return key;
+}
+
+static void gguf_diffattn_add_variant(da_gguf_writer *w, const da_family *fam, const char *arch, const da_config *c) {
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *fd = &da_config_fields[i];
         if (!da_config_field_of_variant(i) || !da_config_field_written(c, i)) continue;
         if (fd->type != DA_FIELD_INT && fd->type != DA_FIELD_BOOL) continue;
-        char key[96];
+        char key[128];
         int v;
         memcpy(&v, (const char *)c + fd->offset, sizeof v);
-        snprintf(key, sizeof key, "diffattn.%s", fd->key);
+        variant_key(fam, arch, fd, key, sizeof key);
         if (fd->type == DA_FIELD_BOOL) da_gguf_add_bool(w, key, v);
         else da_gguf_add_u32(w, key, (uint32_t)v);
     }
 }
 
-static da_status gguf_diffattn_get_variant(const da_gguf_file *f, da_config *c) {
+static da_status gguf_diffattn_get_variant(const da_gguf_file *f, const da_family *fam, const char *arch, da_config *c) {
     da_config def;
     da_config_default(&def);
     for (int i = 0; i < DA_CONFIG_N_FIELDS; i++) {
         const da_field *fd = &da_config_fields[i];
         if (!da_config_field_of_variant(i) || (fd->type != DA_FIELD_INT && fd->type != DA_FIELD_BOOL)) continue;
         da_field_copy(fd, c, &def);
-        char key[96];
-        snprintf(key, sizeof key, "diffattn.%s", fd->key);
+        char key[128];
+        variant_key(fam, arch, fd, key, sizeof key);
         if (!da_gguf_kv_find(f, key)) {
             if (!da_config_field_written(c, i)) continue; /* another variant's field */
             return da_errorf("%s: %s is missing (a %s file stores its variant's fields at every value: was the file "
@@ -105,6 +112,25 @@ static da_status gguf_diffattn_get_variant(const da_gguf_file *f, da_config *c) 
         const int iv = (int)v;
         memcpy((char *)c + fd->offset, &iv, sizeof iv);
     }
+    return da_ok();
+}
+
+/* The MLP gate, when the family does not imply it and it is not SwiGLU: diffattn.mlp. */
+static void gguf_add_mlp(da_gguf_writer *w, const da_family *fam, const da_config *c) {
+    if (fam->mlp || c->mlp == DA_MLP_SWIGLU) return;
+    char v[32];
+    da_field_format(da_fields_find(da_config_fields, DA_CONFIG_N_FIELDS, "mlp"), c, v, sizeof v);
+    da_gguf_add_str(w, "diffattn.mlp", v);
+}
+
+static da_status gguf_get_mlp(const da_gguf_file *f, const da_family *fam, da_config *c) {
+    c->mlp = DA_MLP_SWIGLU;
+    if (!da_family_mlp(fam, c) || !da_gguf_kv_find(f, "diffattn.mlp")) return da_ok();
+    const char *s;
+    da_status st = da_gguf_get_str(f, "diffattn.mlp", &s);
+    if (st.code) return st;
+    if (da_field_parse(da_fields_find(da_config_fields, DA_CONFIG_N_FIELDS, "mlp"), c, s).code)
+        return da_errorf("%s: diffattn.mlp = \"%s\" (expected swiglu or polynorm)", f->path, s);
     return da_ok();
 }
 
@@ -192,7 +218,8 @@ void da_gguf_config_write(da_gguf_writer *w, const da_config *c) {
     da_gguf_add_f32(w, "diffattn.rope.freq_base", c->rope_theta);
     gguf_diffattn_add_rope(w, c);
     gguf_diffattn_add_options(w, c);
-    gguf_diffattn_add_variant(w, c);
+    gguf_add_mlp(w, fam, c);
+    gguf_diffattn_add_variant(w, fam, arch, c);
 }
 
 static da_status get_int(const da_gguf_file *f, const char *key, int def, int *out) {
@@ -267,7 +294,8 @@ static da_status get_llama_layout(const da_gguf_file *f, const da_family *fam, c
     c->tie_embeddings = da_gguf_tensor_find(f, out_name) == NULL;
     if ((st = get_rope(f, fam, arch, c)).code) return st;
     if ((st = gguf_diffattn_get_options(f, c)).code) return st;
-    if ((st = gguf_diffattn_get_variant(f, c)).code) return st;
+    if ((st = gguf_get_mlp(f, fam, c)).code) return st;
+    if ((st = gguf_diffattn_get_variant(f, fam, arch, c)).code) return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();
@@ -340,7 +368,7 @@ da_status da_gguf_config_read(const da_gguf_file *f, da_config *c, const da_fami
     if ((st = da_gguf_get_f32(f, K("norm_eps"), &c->norm_eps)).code) return st;
     if ((st = da_gguf_get_bool(f, "diffattn.tie_embeddings", &c->tie_embeddings)).code) return st;
     if (da_gguf_kv_find(f, K("window")) && (st = get_int_range(f, k, 0, 1 << 30, &c->window)).code) return st;
-    if ((st = gguf_diffattn_get_variant(f, c)).code) return st;
+    if ((st = gguf_diffattn_get_variant(f, NULL, arch, c)).code) return st;
     st = da_config_validate(c);
     if (st.code) return da_errorf("%s: impossible configuration: %s", f->path, st.msg);
     return da_ok();

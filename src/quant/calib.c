@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/variant.h"
 #include "quant/calib.h"
 
 da_status da_calibrate(const da_model *m, const da_text_data *data, int n_seq, int T, uint64_t seed, da_qstats *st) {
@@ -131,15 +132,22 @@ static da_status awq_site(float *const *Ws, const int *rows, int nW, int cols, f
 
 da_status da_awq_apply(da_model *m, const da_qstats *st, int type, float *alpha_out) {
     const da_config *c = &m->cfg;
-    const int C = c->dim, F = c->ffn_hidden, Ckv = C / (c->n_heads / c->n_kv_heads);
+    const int C = c->dim, F = c->ffn_hidden;
     if (!da_qtype_block(type) || type == DA_QT_F32) return da_ok();
+    /* every matrix that reads the normed attention input (q, k, v, and a variant's own such as DIFF V2's
+     * lambda_proj), at its own height (GQA, head_dim, GDA's noise heads) */
+    attn_tensor spec[ATTN_MAX_TENSORS];
+    const int n_attn = da_attn_tensors(c, spec);
+    int in_idx[ATTN_MAX_TENSORS], in_rows[ATTN_MAX_TENSORS], n_in = 0;
+    for (int j = 0; j < n_attn; j++)
+        if (spec[j].role == ATTN_IN) in_idx[n_in] = j, in_rows[n_in++] = spec[j].rows;
     da_status s = da_ok();
     for (int l = 0; l < c->n_layers && !s.code; l++) {
         da_layer_weights *w = &m->w.layers[l];
         const int site = DA_SITES_PER_LAYER * l;
-        float *qkv[3] = {w->wq, w->wk, w->wv};
-        int qkv_rows[3] = {C, Ckv, Ckv};
-        s = awq_site(qkv, qkv_rows, 3, C, w->attention_norm, NULL, 0, st, site + DA_SITE_ATTN_IN, type,
+        float *in[ATTN_MAX_TENSORS];
+        for (int k = 0; k < n_in; k++) in[k] = w->attn[in_idx[k]];
+        s = awq_site(in, in_rows, n_in, C, w->attention_norm, NULL, 0, st, site + DA_SITE_ATTN_IN, type,
                      &alpha_out[site + DA_SITE_ATTN_IN]);
         float *up[2] = {w->w1, w->w3};
         int up_rows[2] = {F, F};
