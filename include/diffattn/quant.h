@@ -60,6 +60,13 @@ void da_quantize_report_free(da_quantize_report *r);
  * type "f32", "f16" or "bf16" for every matrix, the embedding included;
  * norms stay f32. A softmax model is a "llama" llama.cpp runs. */
 da_status da_model_export_gguf(const da_model *m, const char *out_path, const char *type);
+/* 1 when model_path is a Hugging Face folder, which da_folder_export_gguf converts without loading it. */
+int da_export_gguf_streams(const char *model_path);
+/* The folder dir as da_model_export_gguf writes it, read and written one tensor at a time (about one layer
+ * in f32 is held, whatever the model's size), with the folder's tokenizer.json. cfg: the model's
+ * configuration; tokenizer: 0 none (bytes), 1 written, 2 written without a llama.cpp pre-tokeniser name. */
+da_status da_folder_export_gguf(const char *dir, const char *out_path, const char *type, const da_load_opts *o,
+                                da_config *cfg, int *tokenizer);
 
 #ifdef __cplusplus
 }

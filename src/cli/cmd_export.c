@@ -39,11 +39,21 @@ int cmd_export(int argc, char **argv) {
     snprintf(files[2], sizeof files[2], "%s/tokenizer.json", out);
     da_status st = da_check_outputs_not_inputs(outputs, gguf ? 1 : 3, &model, 1);
     if (st.code) return cli_fail(st.msg);
+    char arch[64];
+    if (gguf && da_export_gguf_streams(model)) { /* a folder: converted one tensor at a time */
+        da_config c;
+        int tok = 0;
+        if ((st = da_folder_export_gguf(model, out, type, cli_load_opts(), &c, &tok)).code) return cli_fail(st.msg);
+        if (tok == 2) cli_warn_unnamed_pre("export", out);
+        da_gguf_arch_of(&c, arch, sizeof arch);
+        printf("wrote %s: %s weights, architecture %s, %zu parameters, tokenizer %s\n", out, type, arch,
+               da_config_param_count(&c), tok ? "in tokenizer.ggml.*" : "none (bytes: docs/formats.md)");
+        return 0;
+    }
     da_model m;
     st = da_model_load_any_with(&m, model, cli_load_opts());
     if (st.code) return cli_fail(st.msg);
     if (!(st = da_model_take_folder_tokenizer(&m, model)).code) st = gguf ? da_model_export_gguf(&m, out, type) : da_model_export_hf(&m, out);
-    char arch[64];
     da_gguf_arch_of(&m.cfg, arch, sizeof arch);
     if (!st.code && gguf && m.tokenizer_json && !da_tokenizer_llama_pre(m.tokenizer_json, strlen(m.tokenizer_json)))
         cli_warn_unnamed_pre("export", out);

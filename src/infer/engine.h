@@ -89,6 +89,11 @@ da_status da_engine_to_model(const da_engine *e, da_model *m);
  * type is checked. Errors name the file and field. */
 da_status da_engine_load_gguf(da_engine *e, const char *path);
 da_status da_engine_save_gguf(const da_engine *e, const char *path);
+/* The same file from an engine of types alone (its table and types, no tensor data): source writes tensor
+ * i's bytes (engine tensor i: the embedding in da_engine_file_embed_type's type, the others in their own). */
+da_status da_engine_save_gguf_streamed(const da_engine *e, const char *path, da_gguf_tensor_source source, void *ctx);
+/* The type token_embd is written in: a tied model's head copy's, else the embedding's. */
+int da_engine_file_embed_type(const da_engine *e);
 
 /* ---------------------------------------------------------------- integer matmuls (engine_qmatmul.c) */
 

@@ -76,7 +76,7 @@ static da_status embedding_bytes(const da_engine *q, int *type, const void **dat
 
 /* Every tensor under llama.cpp's name; the head copy is token_embd itself. bufs: (n_tensors) copies of
  * packed tensors (and the embedding's) for the caller to free once the file is written. */
-static da_status add_tensors(da_gguf_writer *w, const da_engine *q, void **bufs, float **rope_freqs) {
+static da_status add_tensors(da_gguf_writer *w, const da_engine *q, void **bufs, float **rope_freqs, int streamed) {
     const int n = q->n_tensors - q->head_copy;
     char arch[64];
     const da_family *fam = da_family_gguf_of(&q->cfg, arch, sizeof arch);
@@ -86,7 +86,11 @@ static da_status add_tensors(da_gguf_writer *w, const da_engine *q, void **bufs,
         if (da_family_to_file(fam, t->name, name, sizeof name))
             return da_errorf("tensor %s has no name in family %s (io/family.c)", t->name, fam->name);
         int64_t ne[2] = {t->cols ? t->cols : t->rows, t->rows};
-        if (i == 0) {
+        if (streamed) { /* the source writes the bytes: the types and sizes are the table's */
+            const int type = i == 0 ? da_engine_file_embed_type(q) : t->type;
+            da_gguf_add_tensor(w, name, type, t->cols ? 2 : 1, ne, NULL,
+                               t->cols ? da_qtype_row_bytes(type, t->cols) * (size_t)t->rows : (size_t)t->rows * 4);
+        } else if (i == 0) {
             int type = DA_QT_F32;
             const void *data = NULL;
             size_t nbytes = 0;
@@ -108,7 +112,12 @@ static da_status add_tensors(da_gguf_writer *w, const da_engine *q, void **bufs,
     return da_ok();
 }
 
-da_status da_engine_save_gguf(const da_engine *q, const char *path) {
+int da_engine_file_embed_type(const da_engine *q) {
+    if (q->head_copy) return q->t[q->n_tensors - 1].type;
+    return q->embed_type == DA_QT_F32 || q->t[0].cols % da_qtype_block(q->embed_type) ? DA_QT_F32 : q->embed_type;
+}
+
+static da_status save(const da_engine *q, const char *path, da_gguf_tensor_source source, void *ctx) {
     const da_config *c = &q->cfg;
     da_gguf_writer w;
     da_gguf_writer_init(&w);
@@ -133,14 +142,20 @@ da_status da_engine_save_gguf(const da_engine *q, const char *path) {
     void **bufs = calloc((size_t)q->n_tensors, sizeof *bufs);
     float *rope_freqs = NULL;
     if (!st.code && !bufs) st = da_errorf("out of memory");
-    if (!st.code) st = add_tensors(&w, q, bufs, &rope_freqs);
+    if (!st.code) st = add_tensors(&w, q, bufs, &rope_freqs, source != NULL);
     if (st.code) st = da_errorf("%s: %s", path, st.msg);
-    else st = da_gguf_write(&w, path);
+    else st = da_gguf_write_from(&w, path, source, ctx);
     da_gguf_writer_free(&w);
     for (int i = 0; bufs && i < q->n_tensors; i++) free(bufs[i]);
     free(bufs);
     free(rope_freqs);
     return st;
+}
+
+da_status da_engine_save_gguf(const da_engine *q, const char *path) { return save(q, path, NULL, NULL); }
+
+da_status da_engine_save_gguf_streamed(const da_engine *q, const char *path, da_gguf_tensor_source source, void *ctx) {
+    return save(q, path, source, ctx);
 }
 
 /* The file's name of engine tensor i in family fam's names; a tied model's head copy is the embedding itself,

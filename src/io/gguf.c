@@ -581,7 +581,9 @@ void da_gguf_add_tensor(da_gguf_writer *w, const char *name, int type, int n_dim
 
 static size_t pad_to(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-da_status da_gguf_write(da_gguf_writer *w, const char *path) {
+da_status da_gguf_write(da_gguf_writer *w, const char *path) { return da_gguf_write_from(w, path, NULL, NULL); }
+
+da_status da_gguf_write_from(da_gguf_writer *w, const char *path, da_gguf_tensor_source source, void *ctx) {
     da_gguf_add_u32(w, "general.alignment", DA_GGUF_DEFAULT_ALIGNMENT);
     if (w->oom) return da_errorf("%s: out of memory building the GGUF header", path);
     da_atomic_file af;
@@ -616,8 +618,24 @@ da_status da_gguf_write(da_gguf_writer *w, const char *path) {
     }
     static const unsigned char zeros[DA_GGUF_DEFAULT_ALIGNMENT];
     W(zeros, pad_to(pos, DA_GGUF_DEFAULT_ALIGNMENT) - pos);
-    for (int i = 0; i < w->n_t; i++) {
-        W(w->t[i].data, w->t[i].nbytes);
+    for (int i = 0; i < w->n_t && ok; i++) {
+        if (w->t[i].data || !w->t[i].nbytes) {
+            W(w->t[i].data, w->t[i].nbytes);
+        } else {
+            const long before = ftell(fp);
+            st = source ? source(ctx, i, fp) : da_errorf("%s: tensor %s has no data", path, w->t[i].name);
+            const long after = ftell(fp);
+            /* a pipe or device written through has no position: its count goes unchecked */
+            if (!st.code && (ferror(fp) || (before >= 0 && (size_t)(after - before) != w->t[i].nbytes)))
+                st = ferror(fp) ? da_errorf("%s: writing tensor %s failed", path, w->t[i].name)
+                                : da_errorf("%s: tensor %s: %ld bytes written, its header says %zu", path,
+                                            w->t[i].name, after - before, w->t[i].nbytes);
+            if (st.code) {
+                da_atomic_abort(&af);
+                return st;
+            }
+            pos += w->t[i].nbytes;
+        }
         W(zeros, pad_to(w->t[i].nbytes, DA_GGUF_DEFAULT_ALIGNMENT) - w->t[i].nbytes);
     }
 #undef W

@@ -13,6 +13,7 @@
 #define DA_IO_GGUF_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "diffattn/model.h"
@@ -116,7 +117,7 @@ typedef struct {
     int n_dims;
     int64_t ne[DA_GGUF_MAX_DIMS];
     int type;
-    const void *data; /* the caller's, alive until da_gguf_write returns */
+    const void *data; /* the caller's, alive until da_gguf_write returns; NULL: the source writes it */
     size_t nbytes;
 } da_gguf_wtensor;
 
@@ -143,5 +144,11 @@ void da_gguf_add_tensor(da_gguf_writer *w, const char *name, int type, int n_dim
                         const void *data, size_t nbytes);
 /* Writes the file atomically, alignment 32 (general.alignment is added). */
 da_status da_gguf_write(da_gguf_writer *w, const char *path);
+/* Writes tensor index's nbytes bytes to fp (the tensors added with data NULL, in order, one at a time:
+ * a conversion that holds one tensor). */
+typedef da_status (*da_gguf_tensor_source)(void *ctx, int index, FILE *fp);
+/* da_gguf_write, with source writing the tensors added without data; a source that fails or writes
+ * another count of bytes leaves no file. */
+da_status da_gguf_write_from(da_gguf_writer *w, const char *path, da_gguf_tensor_source source, void *ctx);
 
 #endif

@@ -255,3 +255,142 @@ done:
     return st;
 }
 
+
+/* ---------------------------------------------------------------- streaming */
+
+struct da_hf_stream {
+    char dir[4200];
+    da_shards F;
+    da_hf_shape hs;
+    da_model table;     /* the tensor table alone (no parameters) */
+    da_model win;       /* m->cfg and layer pointers into layer, for load_layer */
+    float *layer;       /* one layer's tensors in f32, table order */
+    int loaded;         /* the layer in layer, or -1 */
+    size_t layer_base;  /* the table offset of layer 0's first tensor */
+    size_t layer_span;  /* floats per layer */
+};
+
+/* The layer of table tensor i ("layers.N."), or -1 outside the layers. */
+static int tensor_layer(const da_hf_stream *s, int i) {
+    int l;
+    return sscanf(s->table.tensors[i].name, "layers.%d.", &l) == 1 ? l : -1;
+}
+
+da_status da_hf_stream_open(da_hf_stream **out, const char *dir, da_config *cfg) {
+    da_hf_stream *s = *out = calloc(1, sizeof *s);
+    if (!s) return da_errorf("out of memory");
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    s->loaded = -1;
+    da_status st = da_hf_config_parse(dir, cfg, &s->hs);
+    if (!st.code) st = da_shards_open(&s->F, dir);
+    if (!st.code) st = check_shapes(&s->F, cfg, &s->hs);
+    if (!st.code) st = check_declared_size(&s->F, cfg, dir);
+    if (!st.code) st = da_model_create_table(&s->table, cfg);
+    if (!st.code) {
+        /* a layer's tensors are contiguous in the table, layer after layer, the same span each */
+        int first = -1, next = -1;
+        for (int i = 0; i < s->table.n_tensors; i++) {
+            const int l = tensor_layer(s, i);
+            if (l == 0 && first < 0) first = i;
+            if (l == 1 && next < 0) next = i;
+        }
+        s->layer_base = s->table.tensors[first].offset;
+        s->layer_span = (next >= 0 ? s->table.tensors[next].offset : s->table.n_params) - s->layer_base;
+        if (next < 0) /* one layer: up to the tensor after it */
+            for (int i = first; i < s->table.n_tensors; i++)
+                if (tensor_layer(s, i) != 0) {
+                    s->layer_span = s->table.tensors[i].offset - s->layer_base;
+                    break;
+                }
+        /* the window: the table's names, the loaded layer's offsets made relative to s->layer (copy_own finds
+         * a family's own tensors by name) */
+        s->win.cfg = *cfg;
+        s->layer = malloc(s->layer_span * sizeof(float));
+        s->win.w.layers = calloc((size_t)cfg->n_layers, sizeof *s->win.w.layers);
+        s->win.tensors = malloc((size_t)s->table.n_tensors * sizeof *s->win.tensors);
+        if (!s->layer || !s->win.w.layers || !s->win.tensors) st = da_errorf("out of memory");
+        else memcpy(s->win.tensors, s->table.tensors, (size_t)s->table.n_tensors * sizeof *s->win.tensors);
+        s->win.n_tensors = s->table.n_tensors;
+        s->win.params = s->layer;
+    }
+    if (st.code && strncmp(st.msg, dir, strlen(dir))) st = da_errorf("%s: %s", dir, st.msg);
+    if (st.code) {
+        da_hf_stream_close(s);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Layer l into s->layer, through load_layer on pointers into it (the table's order, as model.c lays out a layer). */
+static da_status stream_load_layer(da_hf_stream *s, int l) {
+    da_layer_weights *L = &s->win.w.layers[l];
+    memset(L, 0, sizeof *L);
+    float **slots[DA_ATTN_MAX_TENSORS + 8], *at[DA_ATTN_MAX_TENSORS + 8];
+    int n = 0;
+    for (int i = 0; i < s->table.n_tensors && n < DA_ATTN_MAX_TENSORS + 8; i++)
+        if (tensor_layer(s, i) == l) {
+            s->win.tensors[i].offset = s->table.tensors[i].offset - s->layer_base - (size_t)l * s->layer_span;
+            at[n++] = s->layer + s->win.tensors[i].offset;
+        }
+    const int n_mlp = 4 + (s->win.cfg.mlp == DA_MLP_POLYNORM ? 2 : 0), n_attn = n - 1 - n_mlp;
+    int k = 0;
+    slots[k++] = &L->attention_norm;
+    for (int j = 0; j < n_attn; j++) slots[k++] = &L->attn[j];
+    slots[k++] = &L->ffn_norm;
+    slots[k++] = &L->w1;
+    slots[k++] = &L->w2;
+    slots[k++] = &L->w3;
+    if (n_mlp == 6) {
+        slots[k++] = &L->poly_w;
+        slots[k++] = &L->poly_b;
+    }
+    for (int j = 0; j < n; j++) *slots[j] = at[j];
+    memset(s->layer, 0, s->layer_span * sizeof(float));
+    da_status st = load_layer(&s->F, &s->win, &s->hs, l);
+    s->loaded = st.code ? -1 : l;
+    return st;
+}
+
+da_status da_hf_stream_rows(da_hf_stream *s, int i, int64_t row0, int64_t n_rows, float *dst) {
+    const da_tensor *t = &s->table.tensors[i];
+    const size_t width = t->ndim == 2 ? (size_t)t->shape[1] : (size_t)t->shape[0];
+    const int l = tensor_layer(s, i);
+    da_status st = da_ok();
+    if (l >= 0) {
+        if (s->loaded != l && (st = stream_load_layer(s, l)).code) return da_errorf("%s: %s", s->dir, st.msg);
+        memcpy(dst, s->layer + (t->offset - s->layer_base - (size_t)l * s->layer_span) + (size_t)row0 * width,
+               (size_t)n_rows * width * sizeof(float));
+        return da_ok();
+    }
+    char name[192];
+    da_shard_tensor *src;
+    global_name(s->hs.fam, t->name, name, sizeof name);
+    if ((st = take(&s->F, name, t->shape[0], t->ndim == 2 ? t->shape[1] : 0, &src)).code)
+        return da_errorf("%s: %s", s->dir, st.msg);
+    da_shard_convert(dst, src, (size_t)row0 * width, (size_t)n_rows * width, 1.0f);
+    da_shard_release(src);
+    return da_ok();
+}
+
+da_status da_hf_stream_finish(da_hf_stream *s) {
+    char name[192];
+    da_shard_tensor *head = da_shards_find(&s->F, global_name(s->hs.fam, "output.weight", name, sizeof name));
+    if (head && s->win.cfg.tie_embeddings) head->used = 1; /* transformers ignores a saved copy of a tied head */
+    for (int i = 0; i < s->F.n; i++) {
+        if (s->F.t[i].used || strstr(s->F.t[i].name, "rotary_emb.inv_freq")) continue;
+        return da_errorf("%s: unexpected tensor %s in %s for a %s model with %d layers%s", s->dir, s->F.t[i].name,
+                         s->F.shard[s->F.t[i].shard].path, s->hs.fam->tag, s->win.cfg.n_layers,
+                         strstr(s->F.t[i].name, "bias") ? " (biases are not supported)" : "");
+    }
+    return da_ok();
+}
+
+void da_hf_stream_close(da_hf_stream *s) {
+    if (!s) return;
+    da_shards_close(&s->F);
+    da_model_free(&s->table);
+    free(s->win.w.layers);
+    free(s->win.tensors);
+    free(s->layer);
+    free(s);
+}

@@ -24,6 +24,7 @@
 #define DA_IO_HF_MODEL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "diffattn/model.h"
 #include "io/family.h"
@@ -65,5 +66,17 @@ typedef struct da_hf_config_rule {
      * out of memory. */
     int (*write)(struct cJSON *o, const da_config *c);
 } da_hf_config_rule;
+
+/* A folder read one tensor at a time, for a conversion that never holds the model (quantize and export to
+ * GGUF): tensors in da_model_create_table's order, each as f32 rows; a layer's tensors come from one layer
+ * loaded in f32 (its permutations are those of da_hf_model_load), the others straight from the files. */
+typedef struct da_hf_stream da_hf_stream;
+/* Opens folder dir, checks every shape as da_hf_model_load does, and gives its configuration. */
+da_status da_hf_stream_open(da_hf_stream **s, const char *dir, da_config *cfg);
+/* Rows [row0, row0 + n_rows) of table tensor i (a vector: row 0 of 1) into dst, in f32. */
+da_status da_hf_stream_rows(da_hf_stream *s, int i, int64_t row0, int64_t n_rows, float *dst);
+/* Every tensor read: one of the files that no tensor of the model used is refused, naming it. */
+da_status da_hf_stream_finish(da_hf_stream *s);
+void da_hf_stream_close(da_hf_stream *s);
 
 #endif

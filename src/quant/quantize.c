@@ -52,12 +52,17 @@ static da_status table_for(da_engine *e, const da_config *cfg, const da_quantize
  * or, tied, as the head (its quantized copy, or f32). The engine looks rows up in f32, so they are
  * rounded through that type here, and the engine in memory computes what
  * the file it is saved to does. */
+static int embed_type(const da_engine *q, const da_quantize_types *o) {
+    const da_qtensor *t = &q->t[0], *src = q->head_copy ? &q->t[q->n_tensors - 1] : NULL;
+    int type = src ? src->type : q->cfg.tie_embeddings ? head_type(o, t->cols) : o->type;
+    if (!src && t->cols % da_qtype_block(type)) type = t->cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
+    return type;
+}
+
 static void round_embedding(da_engine *q, const da_quantize_types *o) {
     da_qtensor *t = &q->t[0];
     const da_qtensor *src = q->head_copy ? &q->t[q->n_tensors - 1] : NULL;
-    int type = src ? src->type : q->cfg.tie_embeddings ? head_type(o, t->cols) : o->type;
-    if (!src && t->cols % da_qtype_block(type)) type = t->cols % QK8_0 ? DA_QT_F32 : DA_QT_Q8_0;
-    q->embed_type = type;
+    const int type = q->embed_type = embed_type(q, o);
     if (type == DA_QT_F32) return;
     const size_t rb = da_qtype_row_bytes(type, t->cols);
     float *x = (float *)(void *)t->data;
@@ -104,6 +109,21 @@ da_status da_quantize_check(const da_config *cfg, const da_quantize_types *o, in
     if (!st.code) st = assign_types(&e, o, n_fallback);
     da_engine_release(&e);
     return st;
+}
+
+da_status da_quantize_plan(da_engine *q, const da_config *cfg, const da_quantize_types *o) {
+    memset(q, 0, sizeof *q);
+    if (!da_qtype_name(o->type)) return da_errorf("quantize: unknown weight type %d", o->type);
+    da_status st = table_for(q, cfg, o);
+    if (!st.code) st = assign_types(q, o, NULL);
+    if (st.code) {
+        da_engine_release(q);
+        return st;
+    }
+    q->weight_type = o->type;
+    q->embed_type = embed_type(q, o);
+    q->act = DA_ACTQ_Q8;
+    return da_ok();
 }
 
 da_status da_engine_quantize(da_engine *q, const da_model *m, const da_quantize_types *o) {

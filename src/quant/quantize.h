@@ -20,4 +20,13 @@ da_status da_engine_quantize(da_engine *e, const da_model *m, const da_quantize_
 /* The same checks on the shapes of cfg alone, before any work is done; *n_fallback: the matmuls that fall back. */
 da_status da_quantize_check(const da_config *cfg, const da_quantize_types *o, int *n_fallback);
 
+/* q: the table and types da_engine_quantize would give a model of cfg, without tensor data (the plan of a
+ * streamed conversion). */
+da_status da_quantize_plan(da_engine *q, const da_config *cfg, const da_quantize_types *o);
+/* The Hugging Face folder dir as a GGUF at out_path, read and written one tensor at a time (quantize_stream.c):
+ * peak memory is about one layer in f32, whatever the model's size. plan: the engine of types alone, for the
+ * caller's report (da_engine_release it). check_finite: refuse a non-finite weight, naming it. */
+da_status da_quantize_folder(const char *dir, const char *out_path, const da_quantize_types *types, da_act_mode act,
+                             int check_finite, da_engine *plan);
+
 #endif

@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "io/gguf.h"
+#include "io/hf_model.h"
 #include "quant/calib.h"
 #include "quant/quantize.h"
 #include "tok/tokenizer.h"
@@ -115,6 +116,35 @@ static da_status parse_opts(const da_quantize_opts *o, da_quantize_types *types,
     return da_ok();
 }
 
+/* The report's sizes and types from the plan of a streamed conversion. */
+static void report_plan(const da_engine *q, const char *out_path, da_quantize_report *r) {
+    r->n_layers = q->cfg.n_layers;
+    r->n_params = da_config_param_count(&q->cfg);
+    r->tokenizer_unnamed = q->tokenizer_json && !da_tokenizer_llama_pre(q->tokenizer_json, strlen(q->tokenizer_json));
+    int head = da_engine_file_embed_type(q);
+    for (int i = 0; i < q->n_tensors; i++)
+        if (!strcmp(q->t[i].name, "output.weight")) head = q->t[i].type;
+    snprintf(r->weight_type, sizeof r->weight_type, "%s", da_qtype_name(q->weight_type));
+    snprintf(r->output_type, sizeof r->output_type, "%s", da_qtype_name(head));
+    snprintf(r->act, sizeof r->act, "%s", da_act_mode_name(q->act));
+    FILE *fp = da_fopen_regular(out_path, NULL);
+    r->file_bytes = fp && !fseek(fp, 0, SEEK_END) ? ftell(fp) : -1;
+    if (fp) fclose(fp);
+}
+
+static da_status quantize_folder(const char *dir, const char *out_path, const da_quantize_types *types,
+                                 da_act_mode act, const da_quantize_opts *o, da_quantize_report *r) {
+    da_config cfg;
+    da_status st = da_hf_config_load(&cfg, dir);
+    if (!st.code && (st = da_quantize_check(&cfg, types, &r->n_fallback)).code) st = da_errorf("%s: %s", dir, st.msg);
+    da_engine plan;
+    if (!st.code && !(st = da_quantize_folder(dir, out_path, types, act, !o->load.allow_nonfinite, &plan)).code) {
+        report_plan(&plan, out_path, r);
+        da_engine_release(&plan);
+    }
+    return st;
+}
+
 da_status da_quantize_file(const char *model_path, const char *out_path, const da_quantize_opts *o,
                            da_quantize_report *r) {
     da_quantize_report scratch;
@@ -128,6 +158,8 @@ da_status da_quantize_file(const char *model_path, const char *out_path, const d
     if ((st = da_check_outputs_not_inputs(&out_path, 1, inputs, 2)).code) return st;
     if (da_gguf_is_gguf(model_path))
         return da_errorf("%s: already a GGUF; quantize the full-precision .safetensors it came from", model_path);
+    /* a folder without calibration is converted tensor by tensor (AWQ and the static ranges need the model) */
+    if (da_hf_is_folder(model_path) && !o->calib_data) return quantize_folder(model_path, out_path, &types, act, o, r);
     da_model m;
     if ((st = da_model_load_with(&m, model_path, &o->load)).code) return st;
     r->n_layers = m.cfg.n_layers;
@@ -176,4 +208,25 @@ da_status da_model_export_gguf(const da_model *m, const char *out_path, const ch
     st = da_engine_save_gguf(&q, out_path);
     da_engine_release(&q);
     return st;
+}
+
+int da_export_gguf_streams(const char *model_path) { return da_hf_is_folder(model_path); }
+
+da_status da_folder_export_gguf(const char *dir, const char *out_path, const char *type, const da_load_opts *o,
+                                da_config *cfg, int *tokenizer) {
+    da_qtype t;
+    if (!type || da_qtype_parse(type, &t) || (t != DA_QT_F32 && t != DA_QT_F16 && t != DA_QT_BF16))
+        return da_errorf("export: type \"%s\" is not one of f32, f16, bf16 (quantized types: diffattn quantize)",
+                         type ? type : "(null)");
+    da_quantize_types types = {t, t, 0};
+    const char *inputs[1] = {dir};
+    da_status st = da_check_outputs_not_inputs(&out_path, 1, inputs, 1);
+    da_engine plan;
+    if (!st.code) st = da_quantize_folder(dir, out_path, &types, DA_ACTQ_F32, !(o && o->allow_nonfinite), &plan);
+    if (st.code) return st;
+    *cfg = plan.cfg;
+    *tokenizer = !plan.tokenizer_json ? 0
+                 : da_tokenizer_llama_pre(plan.tokenizer_json, strlen(plan.tokenizer_json)) ? 1 : 2;
+    da_engine_release(&plan);
+    return da_ok();
 }
