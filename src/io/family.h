@@ -52,7 +52,7 @@ typedef struct da_family {
     int other_attn_kept;
     int keys_under_arch;            /* GGUF: a key is "<general.architecture>." and the listed one */
     const da_family_key *keys;      /* {NULL, NULL}-terminated */
-    const da_family_key *keys_own;  /* the family's own keys (Motif's noise heads), after keys; NULL: none */
+    const da_family_key *keys_own;  /* the family's own keys (a variant field such as GDA's noise heads), after keys; NULL: none */
     int heads_per_native;           /* the family's query heads per native head (DiffLlama 2: heads j, j + H/2) */
     int folds_head_norm;            /* the head norm's weight and eps travel as o_proj and v_proj scales */
     float default_norm_eps;         /* HF: rms_norm_eps when config.json has none */

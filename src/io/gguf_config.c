@@ -66,7 +66,7 @@ static da_status gguf_diffattn_get_rope(const da_gguf_file *f, da_config *c) {
     return da_ok();
 }
 
-/* The key of config field fd: the family's own (Motif's noise heads), else diffattn.<field>. */
+/* The key of config field fd: the family's own (keys_own), else diffattn.<field>. */
 static const char *variant_key(const da_family *fam, const char *arch, const da_field *fd, char *key, size_t n) {
     if (fam && da_family_key_of(fam, fd->key, arch, key, n)) return key;
     snprintf(key, n, "diffattn.%s", fd->key);
