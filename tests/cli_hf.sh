@@ -22,6 +22,10 @@ has "bench generate reports the folder's size" "$(last_out)" "$(awk -v b="$shard
 ok "quantize a folder" $BIN quantize --model $F --type f16 --out "$TMP/m.gguf"
 ok "info on its GGUF" $BIN info --model "$TMP/m.gguf"
 has "the GGUF keeps the llama3 rule" "$(last_out)" "rope_original_max_pos 64"
+# export --format gguf reads the folder one tensor at a time: its f32 file gives the folder's logits, bit for bit
+ok "export a folder to GGUF" $BIN export --model $F --format gguf --type f32 --out "$TMP/e.gguf"
+ok "logits of the export" $BIN logits --model "$TMP/e.gguf" --ids "$TMP/ids.txt" --out "$TMP/le.npy"
+cmp -s "$TMP/l.npy" "$TMP/le.npy" && pass "the export's logits are the folder's" || fail "the export's logits are the folder's"
 
 # fine-tuning a folder: byte-level text for its 256-token vocabulary
 for i in $(seq 1 300); do echo "line $i: the quick brown fox jumps over the lazy dog."; done >"$TMP/text.txt"
