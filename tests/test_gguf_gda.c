@@ -237,13 +237,31 @@ static int test_quantized(void) {
 }
 
 /* AWQ scales every matrix reading the normed input by s and the norm by 1/s: exact in f32, also where q_proj
- * is (S + G) d and k_proj 2 d per pair tall rather than dim */
-static int test_awq_exact(void) {
+ * is (S + G) d and k_proj 2 d per pair tall rather than dim, and for DIFF2's lambda_proj and NSA's gates,
+ * which read the same input */
+static int awq_exact(da_arch arch) {
     enum { T = 16 };
     int tok[T];
     for (int i = 0; i < T; i++) tok[i] = (i * 17 + 5) % 256;
     da_model m;
-    CHECK(!make_model(&m, 6, 2, 2, 0));
+    if (arch == DA_ARCH_GDA) {
+        CHECK(!make_model(&m, 6, 2, 2, 0));
+    } else {
+        da_config c;
+        da_config_default(&c);
+        c.arch = arch;
+        c.dim = 64;
+        c.n_layers = 2;
+        c.n_heads = 2;
+        c.n_kv_heads = 0;
+        c.ffn_hidden = 128;
+        c.max_seq_len = 64;
+        da_status st = da_config_from_diff_heads(&c);
+        if (!st.code) st = da_model_create(&m, &c);
+        if (st.code) fprintf(stderr, "  %s: %s\n", da_arch_name(arch), st.msg);
+        CHECK(!st.code);
+        da_model_init(&m, 5);
+    }
     const size_t n = (size_t)T * m.cfg.vocab_size;
     float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
     float *alpha = calloc((size_t)DA_N_SITES(&m.cfg), sizeof *alpha);
@@ -258,12 +276,19 @@ static int test_awq_exact(void) {
     }
     CHECK(!da_awq_apply(&m, &st, DA_QT_Q4_0, alpha).code);
     CHECK(!ref_logits(&m, tok, T, got));
-    const int rc = expect_close_rel("AWQ-scaled f32 model vs the model", got, ref, n, 1e-4, 1e-3);
+    const int rc = expect_close_rel(da_arch_name(arch), got, ref, n, 1e-4, 1e-3);
     da_qstats_free(&st);
     free(alpha);
     free(ref);
     free(got);
     da_model_free(&m);
+    return rc;
+}
+
+static int test_awq_exact(void) {
+    const da_arch archs[] = {DA_ARCH_GDA, DA_ARCH_DIFF, DA_ARCH_DIFF2, DA_ARCH_NSA};
+    int rc = 0;
+    for (int k = 0; k < 4; k++) rc |= awq_exact(archs[k]);
     return rc;
 }
 
