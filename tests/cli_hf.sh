@@ -26,6 +26,14 @@ has "the GGUF keeps the llama3 rule" "$(last_out)" "rope_original_max_pos 64"
 ok "export a folder to GGUF" $BIN export --model $F --format gguf --type f32 --out "$TMP/e.gguf"
 ok "logits of the export" $BIN logits --model "$TMP/e.gguf" --ids "$TMP/ids.txt" --out "$TMP/le.npy"
 cmp -s "$TMP/l.npy" "$TMP/le.npy" && pass "the export's logits are the folder's" || fail "the export's logits are the folder's"
+for mf in hf_motif_gda hf_motif_v1_tied; do
+  ok "logits of $mf" $BIN logits --model tests/fixtures/$mf --ids "$TMP/ids.txt" --out "$TMP/lm.npy"
+  ok "export $mf to GGUF" $BIN export --model tests/fixtures/$mf --format gguf --type f32 --out "$TMP/$mf.gguf"
+  has "$mf: architecture motif" "$(last_out)" "architecture motif"
+  ok "logits of its GGUF" $BIN logits --model "$TMP/$mf.gguf" --ids "$TMP/ids.txt" --out "$TMP/lme.npy"
+  cmp -s "$TMP/lm.npy" "$TMP/lme.npy" && pass "$mf: the GGUF's logits are the folder's" \
+    || fail "$mf: the GGUF's logits are the folder's"
+done
 
 # fine-tuning a folder: byte-level text for its 256-token vocabulary
 for i in $(seq 1 300); do echo "line $i: the quick brown fox jumps over the lazy dog."; done >"$TMP/text.txt"
