@@ -1,9 +1,7 @@
-/* diffattn quantization: a full-precision model's matmul weights rounded to
- * ggml's block types (q8_0, q4_0, q4_k; or f16, bf16, f32) and written as a
- * GGUF v3 file that da_engine_load runs. With calibration data, AWQ scales
- * each weight's input channels by their activation size first, and static
- * int8 activation ranges are stored (docs/quantization.md).
- * Implemented in src/quant/quantize_file.c. */
+/* diffattn quantization: a full-precision model's matmul weights rounded to ggml's block types (q8_0, q4_0, q4_k;
+ * or f16, bf16, f32) and written as a GGUF v3 file that da_engine_load runs. With calibration data, AWQ scales each
+ * weight's input channels by their activation size first, and static int8 activation ranges are stored
+ * (docs/quantization.md). Implemented in src/quant/quantize_file.c. */
 #ifndef DIFFATTN_QUANT_H
 #define DIFFATTN_QUANT_H
 
@@ -49,22 +47,17 @@ typedef struct {
     size_t n_params;
 } da_quantize_report;
 
-/* Reads the safetensors model at model_path, quantizes it as o says and
- * writes out_path (atomically). r (may be NULL) is filled; free it with
- * da_quantize_report_free. Errors name the file and the field. */
+/* Reads the safetensors model at model_path, quantizes it as o says and writes out_path (atomically). r (may be
+ * NULL) is filled; free it with da_quantize_report_free. Errors name the file and the field. */
 da_status da_quantize_file(const char *model_path, const char *out_path, const da_quantize_opts *o,
                            da_quantize_report *r);
 void da_quantize_report_free(da_quantize_report *r);
 
-/* m as a GGUF of float weights in llama.cpp's layout (docs/formats.md):
- * type "f32", "f16" or "bf16" for every matrix, the embedding included;
- * norms stay f32. A softmax model is a "llama" llama.cpp runs. */
+/* m as a GGUF of float weights in llama.cpp's layout (docs/formats.md): type "f32", "f16" or "bf16" for every
+ * matrix, the embedding included; norms stay f32. A softmax model is a "llama" llama.cpp runs. */
 da_status da_model_export_gguf(const da_model *m, const char *out_path, const char *type);
-/* 1 when model_path is a Hugging Face folder, which da_folder_export_gguf converts without loading it. */
-int da_export_gguf_streams(const char *model_path);
-/* The folder dir as da_model_export_gguf writes it, read and written one tensor at a time (about one layer
- * in f32 is held, whatever the model's size), with the folder's tokenizer.json. cfg: the model's
- * configuration; tokenizer: 0 none (bytes), 1 written, 2 written without a llama.cpp pre-tokeniser name. */
+/* The Hugging Face folder dir as da_model_export_gguf writes it, one tensor at a time (about one layer held in
+ * f32), with its tokenizer.json. cfg: its configuration; tokenizer: 0 none (bytes), 1 written, 2 unnamed pre-tokeniser. */
 da_status da_folder_export_gguf(const char *dir, const char *out_path, const char *type, const da_load_opts *o,
                                 da_config *cfg, int *tokenizer);
 

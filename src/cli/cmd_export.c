@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "commands.h"
@@ -40,7 +41,8 @@ int cmd_export(int argc, char **argv) {
     da_status st = da_check_outputs_not_inputs(outputs, gguf ? 1 : 3, &model, 1);
     if (st.code) return cli_fail(st.msg);
     char arch[64];
-    if (gguf && da_export_gguf_streams(model)) { /* a folder: converted one tensor at a time */
+    struct stat model_st;
+    if (gguf && !stat(model, &model_st) && S_ISDIR(model_st.st_mode)) { /* a folder: converted one tensor at a time */
         da_config c;
         int tok = 0;
         if ((st = da_folder_export_gguf(model, out, type, cli_load_opts(), &c, &tok)).code) return cli_fail(st.msg);

@@ -210,8 +210,6 @@ da_status da_model_export_gguf(const da_model *m, const char *out_path, const ch
     return st;
 }
 
-int da_export_gguf_streams(const char *model_path) { return da_hf_is_folder(model_path); }
-
 da_status da_folder_export_gguf(const char *dir, const char *out_path, const char *type, const da_load_opts *o,
                                 da_config *cfg, int *tokenizer) {
     da_qtype t;
