@@ -8,6 +8,11 @@
 #include "commands.h"
 #include "diffattn/quant.h"
 
+static int is_folder(const char *path) {
+    struct stat sb;
+    return !stat(path, &sb) && S_ISDIR(sb.st_mode);
+}
+
 int cmd_export(int argc, char **argv) {
     const char *model = NULL, *format = NULL, *out = NULL, *type = "f16";
     cli_opt opts[] = {
@@ -41,8 +46,7 @@ int cmd_export(int argc, char **argv) {
     da_status st = da_check_outputs_not_inputs(outputs, gguf ? 1 : 3, &model, 1);
     if (st.code) return cli_fail(st.msg);
     char arch[64];
-    struct stat model_st;
-    if (gguf && !stat(model, &model_st) && S_ISDIR(model_st.st_mode)) { /* a folder: converted one tensor at a time */
+    if (gguf && is_folder(model)) { /* a folder: converted one tensor at a time */
         da_config c;
         int tok = 0;
         if ((st = da_folder_export_gguf(model, out, type, cli_load_opts(), &c, &tok)).code) return cli_fail(st.msg);
