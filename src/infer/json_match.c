@@ -412,7 +412,10 @@ static long frame_left(const da_json_schema *s, const da_json_alt *a, const da_j
     const js_node *n = js_node_at(s, f->node);
     switch (f->kind) {
     case K_VALUE: return n->min_bytes;
-    case K_NUM: return js_num_min_left(n, a->num, a->num_len) < 0 ? JS_INF : js_num_min_left(n, a->num, a->num_len);
+    case K_NUM: {
+        int left = js_num_min_left(n, a->num, a->num_len);
+        return left < 0 ? JS_INF : left;
+    }
     case K_LIT: {
         int at = lit_at(s, f);
         long best = JS_INF;

@@ -107,6 +107,10 @@ static int grid_hits(const js_node *n, int neg, long long glo, long long ghi, in
     for (int i = 0; i < nc; i++) {
         long long g = cand[i];
         if (g < glo || g > ghi) continue;
+        if (!j) { /* an integer below 10^15 is exact in a double: strtold of its text would give the same */
+            if (in_bounds(n, (double)(sign * (long double)g))) return 1;
+            continue;
+        }
         char buf[64];
         long long p = pow10ll(j);
         if (j) snprintf(buf, sizeof buf, "%lld.%0*lld", g / p, j, g % p);
@@ -151,6 +155,12 @@ static int completes_in(const js_node *n, const num_shape *s, int L) {
     return grid_hits(n, s->neg, base, base + p - 1, s->n_frac + j);
 }
 
+/* The largest magnitude a value of n with this sign may have (HUGE_VAL: none). */
+static double magnitude_cap(const js_node *n, int neg) {
+    if (!neg) return n->has_hi ? n->hi : HUGE_VAL;
+    return n->has_lo ? -n->lo : HUGE_VAL;
+}
+
 int js_num_min_left(const js_node *n, const char *text, int len) {
     num_shape s;
     if (!num_parse(text, len, &s) || !shape_allowed(n, &s)) return -1;
@@ -158,7 +168,14 @@ int js_num_min_left(const js_node *n, const char *text, int len) {
         if (shape_complete(&s)) return 0;
         return 1; /* one digit completes any other prefix */
     }
+    /* Every completion's magnitude is at least the integer part's, and with L more integer digits (an
+     * integer has nothing else to add) at least int_val * 10^L: past the cap, no longer L helps either.
+     * This ends the search for the many dead digit prefixes a vocabulary offers, after one or two L. */
+    const double cap = magnitude_cap(n, s.neg);
+    const int integer_only = (n->types & (JT_INT | JT_NUM)) == JT_INT;
+    if (s.n_int > 0 && (long double)s.int_val > cap) return -1;
     for (int L = 0; L <= JS_MAX_DIGITS + 2; L++) {
+        if (integer_only && s.n_int > 0 && !s.dot && (long double)s.int_val * (long double)pow10ll(L) > cap) return -1;
         if (L == 0) {
             if (js_num_complete(n, text, len)) return 0;
             continue;
