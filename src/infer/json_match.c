@@ -328,9 +328,13 @@ int da_json_feed(const da_json_schema *s, da_json_state *st, uint8_t byte) {
     da_json_state forks;
     forks.n_alts = 0;
     int n = 0;
-    for (int i = 0; i < st->n_alts; i++) {
-        da_json_alt a = st->alt[i];
-        if (feed_alt(s, &a, byte, &forks)) st->alt[n++] = a;
+    if (st->n_alts == 1) { /* the usual case: in place, no copy of the alternative (a dead one is dropped anyway) */
+        n = feed_alt(s, &st->alt[0], byte, &forks) ? 1 : 0;
+    } else {
+        for (int i = 0; i < st->n_alts; i++) {
+            da_json_alt a = st->alt[i];
+            if (feed_alt(s, &a, byte, &forks)) st->alt[n++] = a;
+        }
     }
     for (int i = 0; i < forks.n_alts && n < DA_JSON_MAX_ALTS; i++) st->alt[n++] = forks.alt[i];
     /* alternatives that reached the same state are one */
