@@ -24,6 +24,10 @@ struct da_token_mask {
     trie_node *nodes;   /* two tries: every token from node 0, the tokens that are not plain from `other` */
     int n_nodes, other, V, max_len;
     int *chars;         /* (V): a plain token's characters; -1: not plain (or never allowed) */
+    int *by_chars;      /* (n_plain): the plain tokens, fewest characters first */
+    int *chars_at;      /* (max_chars + 2): by_chars[chars_at[c] ..] have c or more characters */
+    uint8_t *plain;     /* (V): 1 for the plain tokens, the mask of a string that may take them all */
+    int n_plain, max_chars;
     int *next_same;   /* (V): the next token with the same bytes in the first trie, -1 none */
     int *other_next;  /* (V): the same in the second trie */
     int *end_ids, n_end;
@@ -70,6 +74,22 @@ static void insert(da_token_mask *m, int root, const uint8_t *b, int n, int toke
     m->nodes[at].token = token;
 }
 
+/* Counting sort of the plain tokens by characters (at most one a byte, so at most max_len). */
+static void sort_plain(da_token_mask *m) {
+    memset(m->chars_at, 0, (size_t)(m->max_len + 2) * sizeof(int));
+    m->max_chars = 0;
+    for (int t = 0; t < m->V; t++)
+        if (m->chars[t] >= 0) {
+            m->chars_at[m->chars[t] + 1]++, m->plain[t] = 1, m->n_plain++;
+            m->max_chars = m->chars[t] > m->max_chars ? m->chars[t] : m->max_chars;
+        }
+    for (int c = 0; c <= m->max_len; c++) m->chars_at[c + 1] += m->chars_at[c];
+    for (int t = 0; t < m->V; t++)
+        if (m->chars[t] >= 0) m->by_chars[m->chars_at[m->chars[t]]++] = t;
+    for (int c = m->max_len; c > 0; c--) m->chars_at[c] = m->chars_at[c - 1];
+    m->chars_at[0] = 0;
+}
+
 da_status da_token_mask_build(da_token_mask **out, const uint8_t *const *bytes, const int *len, int V,
                               const int *end_ids, int n_end) {
     *out = NULL;
@@ -86,10 +106,13 @@ da_status da_token_mask_build(da_token_mask **out, const uint8_t *const *bytes, 
         m->next_same = malloc((size_t)(V > 0 ? V : 1) * sizeof(int));
         m->other_next = malloc((size_t)(V > 0 ? V : 1) * sizeof(int));
         m->chars = malloc((size_t)(V > 0 ? V : 1) * sizeof(int));
+        m->by_chars = malloc((size_t)(V > 0 ? V : 1) * sizeof(int));
+        m->chars_at = malloc((size_t)(max_len + 2) * sizeof(int));
+        m->plain = calloc((size_t)(V > 0 ? V : 1), 1);
         m->end_ids = malloc((size_t)(n_end > 0 ? n_end : 1) * sizeof(int));
         m->states = malloc((size_t)(max_len + 1) * sizeof(da_json_state));
     }
-    if (!m || !m->nodes || !m->next_same || !m->other_next || !m->chars || !m->end_ids || !m->states) {
+    if (!m || !m->nodes || !m->next_same || !m->other_next || !m->chars || !m->by_chars || !m->chars_at || !m->plain || !m->end_ids || !m->states) {
         da_token_mask_free(m);
         return da_errorf("the token mask of %d tokens: out of memory", V);
     }
@@ -109,6 +132,7 @@ da_status da_token_mask_build(da_token_mask **out, const uint8_t *const *bytes, 
             m->nodes[at].token = i;
         }
     }
+    sort_plain(m);
     *out = m;
     return da_ok();
 }
@@ -119,6 +143,9 @@ void da_token_mask_free(da_token_mask *m) {
     free(m->next_same);
     free(m->other_next);
     free(m->chars);
+    free(m->by_chars);
+    free(m->chars_at);
+    free(m->plain);
     free(m->end_ids);
     free(m->states);
     free(m);
@@ -163,14 +190,24 @@ static void visit(walk *w, int node, int depth) {
 static int plain_in_string(walk *w, const da_json_state *st) {
     int count, min, max;
     if (!da_json_in_string(w->s, st, &count, &min, &max)) return 0;
+    const da_token_mask *m = w->m;
     const int left = da_json_min_left(w->s, st), need = min > count ? min - count : 0;
-    for (int t = 0; t < w->m->V; t++) {
-        int c = w->m->chars[t];
-        if (c < 0 || (max >= 0 && count + c > max)) continue;
-        int after = left - need + (need > c ? need - c : 0);
-        if (w->budget >= 0 && after > w->budget) continue;
-        w->allowed[t] = 1, w->n_allowed++;
+    /* the bytes left after c characters, left - need + max(need - c, 0), fall as c grows: the allowed
+     * counts are one range [lo, hi], and the tokens sorted by count are one run */
+    int lo = 1, hi = m->max_chars;
+    if (max >= 0 && max - count < hi) hi = max - count;
+    if (w->budget >= 0) {
+        if (left - need > w->budget) return 1;
+        int short_by = need - (w->budget - (left - need)); /* the fewest characters that fit: need - slack */
+        if (short_by > lo) lo = short_by;
     }
+    if (lo > hi) return 1;
+    if (lo <= 1 && hi >= m->max_chars) { /* all of them: the mask starts as the plain tokens' */
+        memcpy(w->allowed, m->plain, (size_t)m->V);
+        w->n_allowed += m->n_plain;
+        return 1;
+    }
+    for (int i = m->chars_at[lo]; i < m->chars_at[hi + 1]; i++) w->allowed[m->by_chars[i]] = 1, w->n_allowed++;
     return 1;
 }
 
