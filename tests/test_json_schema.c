@@ -284,6 +284,54 @@ static int test_random_answers_validate(void) {
     return 0;
 }
 
+/* Walks of random allowed tokens, each step's mask (under a random token budget) checked against feeding
+ * every token on its own. */
+static int mask_walks(const da_json_schema *s, const uint8_t *const *bytes, const int *len, int V, int end,
+                      uint64_t seed, int walks) {
+    da_token_mask *m = NULL;
+    CHECK(!da_token_mask_build(&m, bytes, len, V, &end, 1).code);
+    da_rng rng;
+    da_rng_seed(&rng, seed);
+    uint8_t *allowed = malloc((size_t)V);
+    CHECK(allowed);
+    int bad = 0;
+    for (int walk = 0; walk < walks && !bad; walk++) {
+        da_json_state st;
+        da_json_start(s, &st);
+        for (int steps = 0; steps < 40 && !bad; steps++) {
+            int left = (int)(da_rng_next(&rng) % 40) - 5;
+            int n = da_token_mask_allowed(m, s, &st, left, allowed);
+            int count = 0;
+            for (int t = 0; t < V && !bad; t++) {
+                int want;
+                if (t == end) want = da_json_done(s, &st);
+                else {
+                    da_json_state next = st;
+                    int l = da_json_feed_bytes(s, &next, bytes[t], (size_t)len[t]) ? da_json_min_left(s, &next) : -1;
+                    want = len[t] > 0 && l >= 0 && (left <= 0 || l <= left - 1);
+                }
+                if (want != allowed[t]) {
+                    fprintf(stderr, "  token %d (\"%.*s\"), budget %d: mask %d, brute force %d\n", t, len[t],
+                            (const char *)bytes[t], left, allowed[t], want);
+                    bad = 1;
+                }
+                count += want;
+            }
+            if (!bad && count != n) fprintf(stderr, "  mask counts %d, brute force %d\n", n, count), bad = 1;
+            /* move on by a random allowed token of the unbudgeted mask */
+            da_token_mask_allowed(m, s, &st, 0, allowed);
+            int pick = -1, seen = 0;
+            for (int t = 0; t < V; t++)
+                if (allowed[t] && t != end && da_rng_next(&rng) % (uint64_t)++seen == 0) pick = t;
+            if (pick < 0) break;
+            if (!bad && !da_json_feed_bytes(s, &st, bytes[pick], (size_t)len[pick])) bad = 1;
+        }
+    }
+    free(allowed);
+    da_token_mask_free(m);
+    return bad;
+}
+
 /* The trie walk gives the mask a token-by-token check gives. */
 static int test_mask_matches_brute_force(void) {
     const char *words[] = {"{", "}", "\"", "\"name", "\":", "\": \"", "ab", "abc", "\\u00", "e9", "1", "13", "0",
@@ -298,47 +346,65 @@ static int test_mask_matches_brute_force(void) {
     int end = -1; /* the empty word stands for an end token */
     for (int i = 0; i < NW; i++)
         if (!len[256 + i]) end = 256 + i;
-    da_token_mask *m = NULL;
-    CHECK(!da_token_mask_build(&m, bytes, len, NW + 256, &end, 1).code);
     da_json_schema *s = compile(schemas[0]);
     CHECK(s);
-    da_rng rng;
-    da_rng_seed(&rng, 3);
-    uint8_t allowed[NW + 256];
-    for (int walk = 0; walk < 20; walk++) {
-        da_json_state st;
-        da_json_start(s, &st);
-        for (int steps = 0; steps < 40; steps++) {
-            int left = (int)(da_rng_next(&rng) % 40) - 5;
-            int n = da_token_mask_allowed(m, s, &st, left, allowed);
-            int count = 0;
-            for (int t = 0; t < NW + 256; t++) {
-                int want;
-                if (t == end) want = da_json_done(s, &st);
-                else {
-                    da_json_state next = st;
-                    int l = da_json_feed_bytes(s, &next, bytes[t], (size_t)len[t]) ? da_json_min_left(s, &next) : -1;
-                    want = len[t] > 0 && l >= 0 && (left <= 0 || l <= left - 1);
-                }
-                if (want != allowed[t]) {
-                    fprintf(stderr, "  token %d (\"%.*s\"), budget %d: mask %d, brute force %d\n", t, len[t],
-                            (const char *)bytes[t], left, allowed[t], want);
-                    return 1;
-                }
-                count += want;
-            }
-            CHECK(count == n);
-            /* move on by a random allowed token of the unbudgeted mask */
-            da_token_mask_allowed(m, s, &st, 0, allowed);
-            int pick = -1, seen = 0;
-            for (int t = 0; t < NW + 256; t++)
-                if (allowed[t] && t != end && da_rng_next(&rng) % (uint64_t)++seen == 0) pick = t;
-            if (pick < 0) break;
-            CHECK(da_json_feed_bytes(s, &st, bytes[pick], (size_t)len[pick]));
+    int bad = mask_walks(s, bytes, len, NW + 256, end, 3, 20);
+    da_json_schema_free(s);
+    return bad;
+}
+
+/* The same over a vocabulary shaped like a BPE one (Llama 3's: every number of 1 to 3 digits, digits glued to
+ * punctuation and spaces, words of many lengths, UTF-8 pieces), on the schemas whose masks take shortcuts:
+ * bounded integers and numbers (dead digit prefixes end early), strings with min/maxLength (the plain tokens
+ * by character count). */
+static int test_mask_bpe_like_vocabulary(void) {
+    static const char *const pieces[] = {
+        "\"", "\",", "\"}", "\":", "\": ", "\":\"", "\", \"", "\"]", "\"},", "},", "}", "{\"", "{", "[", "]", ",",
+        ", ", " ", "  ", "\n", "-", ".", "e", "E", "e+", "e-", ".5", ".0", "-1", "-0", " -", "1.", "0.", "00",
+        "1e", "a", "ab", "abc", "abcd", "abcde", "abcdefgh", "name", "age", "\"name", "\"age", "h\xc3\xa9", "\xc3\xa9",
+        "\xc3", "\xa9", "\xe2\x80", "\xe2\x80\x94", "\x94", "\xf0\x9f\x98\x80", "\\", "\\n", "\\\"", "\\u", "\\u00e9",
+        "x\"", "ab\"", "abc\",", "true", "false", "null", "nu", "tr", "ue", ""};
+    enum { NP = sizeof pieces / sizeof pieces[0], ND = 10 + 100 + 1000, NV = 256 + NP + 3 * ND };
+    static uint8_t store[NV][8];
+    static const uint8_t *bytes[NV];
+    static int len[NV];
+    int V = 0, end = -1;
+    for (int i = 0; i < 256; i++, V++) store[V][0] = (uint8_t)i, len[V] = 1;
+    for (int i = 0; i < NP; i++, V++) {
+        len[V] = (int)strlen(pieces[i]);
+        memcpy(store[V], pieces[i], (size_t)len[V]);
+        if (!len[V]) end = V;
+    }
+    for (int digits = 1; digits <= 3; digits++) /* 0..9, 00..99, 000..999; each bare, after a space, before a comma */
+        for (int v = 0; v < (digits == 1 ? 10 : digits == 2 ? 100 : 1000); v++) {
+            char d[8];
+            snprintf(d, sizeof d, "%0*d", digits, v);
+            len[V] = snprintf((char *)store[V], 8, "%s", d), V++;
+            len[V] = snprintf((char *)store[V], 8, " %s", d), V++;
+            len[V] = snprintf((char *)store[V], 8, "%s,", d), V++;
+        }
+    CHECK(V == NV);
+    for (int i = 0; i < V; i++) bytes[i] = store[i];
+    const char *const masked[] = {
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\",\"minimum\":0,"
+        "\"maximum\":150}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":-120,\"exclusiveMaximum\":7}}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":95,\"maximum\":1005}}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"number\",\"exclusiveMinimum\":-2.5,\"maximum\":31.25}}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"number\",\"minimum\":0.5}}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":8}}",
+        "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":6}},\"required\":[\"s\"]}",
+        schemas[0]};
+    for (size_t i = 0; i < sizeof masked / sizeof masked[0]; i++) {
+        da_json_schema *s = compile(masked[i]);
+        CHECK(s);
+        int bad = mask_walks(s, bytes, len, V, end, 11 + i, 12);
+        da_json_schema_free(s);
+        if (bad) {
+            fprintf(stderr, "  schema %s\n", masked[i]);
+            return 1;
         }
     }
-    da_json_schema_free(s);
-    da_token_mask_free(m);
     return 0;
 }
 
@@ -361,5 +427,6 @@ int main(void) {
     RUN(test_any_object);
     RUN(test_random_answers_validate);
     RUN(test_mask_matches_brute_force);
+    RUN(test_mask_bpe_like_vocabulary);
     TH_SUMMARY();
 }
