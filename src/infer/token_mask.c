@@ -151,12 +151,15 @@ void da_token_mask_free(da_token_mask *m) {
     free(m);
 }
 
-/* Only the frames in use: a state is mostly empty stack. */
+/* Only the frames in use: a state is mostly empty stack. Fixed-size copies (the header, then frame by
+ * frame) compile to plain moves; one memcpy of the variable length was a string copy's startup a trie node. */
 static void state_copy(da_json_state *dst, const da_json_state *src) {
     dst->n_alts = src->n_alts;
     for (int i = 0; i < src->n_alts; i++) {
         const da_json_alt *a = &src->alt[i];
-        memcpy(&dst->alt[i], a, offsetof(da_json_alt, f) + a->depth * sizeof a->f[0]);
+        da_json_alt *d = &dst->alt[i];
+        memcpy(d, a, offsetof(da_json_alt, f));
+        for (int k = 0; k < a->depth; k++) d->f[k] = a->f[k];
     }
 }
 
