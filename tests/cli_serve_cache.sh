@@ -5,7 +5,11 @@
 # (cache_prompt false) and cold, on a q8_0 GGUF and on the float model; a chat
 # turn reuses the conversation before it; two interleaved prompts each find
 # their own slot; /metrics counts the cached tokens; a sliding-window model
-# (whose ring cannot be cut back) still answers alike.
+# (whose ring cannot be cut back) still answers alike. Three conversations at
+# once on two slots keep most of their history cached (a finished slot waits
+# --cache-hold for the conversation's next turn instead of going to the queue's
+# head), answer alike without the cache, and a request that shares nothing is
+# not kept waiting by conversations that keep passing it.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 AUTH=()
@@ -67,4 +71,29 @@ PY
   fi
   stop_server
 done
+
+# more conversations than slots: each turn's slot is kept for its next turn (held up to --cache-hold, generous
+# here for a loaded or sanitized build), so most of the history comes from a cache; the greedy answers are those
+# without the cache
+TURNS=$(dirname "$0")/serve_turns.py
+start_server turns --model "$TMP/m.gguf" --parallel 2 --ctx 1024 --cache-hold 1000 || fail "turns: the server starts"
+python3 "$TURNS" "$PORT" 3 6 1 >"$TMP/turns.cache" || fail "turns: the conversations with the cache"
+fed=$(curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^diffattn_prompt_tokens_total //p')
+from=$(cached)
+python3 "$TURNS" "$PORT" 3 6 0 >"$TMP/turns.off" || fail "turns: the conversations without the cache"
+check "3 conversations of 6 turns on 2 slots: $from of $((fed + from)) prompt tokens from a cache (at least half)" \
+  [ -n "$from" -a "$((2 * from))" -ge "$((fed + from))" ]
+check "3 conversations on 2 slots: greedy answers alike with and without the cache" \
+  python3 -c 'import json,sys; a, b = (json.load(open(f))["answers"] for f in sys.argv[1:]); sys.exit(not (a == b and len(a) == 18))' \
+  "$TMP/turns.cache" "$TMP/turns.off"
+# 3 conversations of 12 turns on 2 slots, each turn's slot kept for the next: a prompt sharing nothing is passed
+# over at most 2 x 2 times: the turns that end before its answer are the 2 running when it came, the queued one
+# ahead of it, those 4, and those of the other slot while it runs (12 allows for a slow run); without that bound
+# it waits for the conversations to end (some 23 turns)
+python3 "$TURNS" "$PORT" 3 12 1 stranger >"$TMP/turns.stranger" || fail "turns: the stranger run"
+waited=$(python3 -c 'import json,sys; r = json.load(open(sys.argv[1])); print(r["turns_at_answer"] - r["turns_at_send"])' \
+  "$TMP/turns.stranger")
+check "a request sharing nothing is answered within 12 turns of 3 conversations on 2 slots (took $waited)" \
+  [ -n "$waited" -a "${waited:-99}" -le 12 ]
+stop_server
 finish

@@ -11,7 +11,7 @@ int cmd_serve(int argc, char **argv) {
     da_serve_opts o = da_serve_opts_default();
     const char *model = NULL, *host = o.host, *api_key = NULL, *tok_path = NULL, *slot_path = NULL;
     int port = o.port, parallel = o.parallel, ctx = 0, timeout = o.timeout_s, chunk = o.prefill_chunk;
-    int request_timeout = o.request_timeout_s;
+    int request_timeout = o.request_timeout_s, cache_hold = o.cache_hold_ms;
     long max_body = o.max_body;
     cli_opt opts[] = {
         {"model", OPT_STR, &model, "model file (any that sample takes: .safetensors, .gguf, a Hugging Face folder)", 0},
@@ -25,6 +25,8 @@ int cmd_serve(int argc, char **argv) {
         {"request-timeout", OPT_INT, &request_timeout,
          "seconds a connection has to send a whole request, from its accept or its previous answer", 0},
         {"prefill-chunk", OPT_INT, &chunk, "prompt tokens fed between two decoding steps", 0},
+        {"cache-hold", OPT_INT, &cache_hold,
+         "ms a finished slot keeps its cache for the request that continues it while others queue (0: none)", 0},
         {"tokenizer", OPT_STR, &tok_path, "tokenizer.json (default: as sample chooses)", 0},
         {"slot-save-path", OPT_STR, &slot_path,
          "folder for POST /slots/{id}?action=save|restore (made if missing; without it those answer 501)", 0},
@@ -34,11 +36,11 @@ int cmd_serve(int argc, char **argv) {
                        "An OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, /v1/models, "
                        "/tokenize, /detokenize, /health, /metrics, /slots and a chat page at / (docs/serving.md). "
                        "SIGTERM or Ctrl-C finishes the running requests, refuses new ones and exits.",
-                       argc, argv, opts, 12, req);
+                       argc, argv, opts, 13, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     o.model_path = model, o.host = host, o.port = port, o.parallel = parallel, o.ctx = ctx, o.api_key = api_key;
     o.max_body = max_body, o.timeout_s = timeout, o.prefill_chunk = chunk, o.tokenizer_path = tok_path;
-    o.request_timeout_s = request_timeout, o.slot_save_path = slot_path;
+    o.request_timeout_s = request_timeout, o.slot_save_path = slot_path, o.cache_hold_ms = cache_hold;
     o.stop = cli_catch_stop_signals();
     /* each connection holds a descriptor: the soft limit (often 1,024) up to the hard one */
     struct rlimit nofile;

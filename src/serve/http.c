@@ -88,6 +88,9 @@ static enum MHD_Result get_metrics(srv *S, struct MHD_Connection *c, const char 
         "diffattn_prompt_tokens_total %ld\n"
         "# HELP diffattn_prompt_tokens_cached_total Prompt tokens taken from a slot's cache (not fed).\n"
         "# TYPE diffattn_prompt_tokens_cached_total counter\ndiffattn_prompt_tokens_cached_total %ld\n"
+        "# HELP diffattn_requests_started_ahead_total Requests started before an earlier queued one, for the start "
+        "a slot's cache holds.\n# TYPE diffattn_requests_started_ahead_total counter\n"
+        "diffattn_requests_started_ahead_total %ld\n"
         "# HELP diffattn_generated_tokens_total Tokens generated.\n# TYPE diffattn_generated_tokens_total counter\n"
         "diffattn_generated_tokens_total %ld\n"
         "# HELP diffattn_decode_steps_total Batched decoding steps.\n# TYPE diffattn_decode_steps_total counter\n"
@@ -102,7 +105,7 @@ static enum MHD_Result get_metrics(srv *S, struct MHD_Connection *c, const char 
         "diffattn_queue_length %d\n"
         "# HELP diffattn_uptime_seconds Seconds since start.\n# TYPE diffattn_uptime_seconds gauge\n"
         "diffattn_uptime_seconds %.3f\n",
-        S->tokens_in, S->tokens_cached, S->tokens_out, S->decode_steps, S->decode_tokens_per_s, S->busy, S->o.parallel, S->queued,
+        S->tokens_in, S->tokens_cached, S->jobs_ahead, S->tokens_out, S->decode_steps, S->decode_tokens_per_s, S->busy, S->o.parallel, S->queued,
         srv_now() - S->t_start);
     pthread_mutex_unlock(&S->mu);
     return srv_send_text(S, c, 200, "text/plain; version=0.0.4", t, "GET", url);

@@ -120,6 +120,10 @@ static void keep_cache(srv_slot *sl, const srv_job *j) {
 static void finish_slot(srv *S, srv_slot *sl) {
     srv_job *j = sl->job;
     keep_cache(sl, j);
+    /* with others waiting, the request that continues this one (a chat's next turn, sent when this answer
+     * arrives) would find the slot taken and its cache gone; it gets a moment to come */
+    sl->hold_until = S->queued && sl->n_cached && j->cache_prompt ? srv_now() + S->o.cache_hold_ms * 1e-3 : 0;
+    sl->hold_for = j->n_ids < sl->n_cached ? j->n_ids : sl->n_cached;
     j->done = 1;
     j->n_safe = j->n_text;
     sl->job = NULL;
@@ -343,25 +347,91 @@ static int common_prefix(const int *a, int na, const int *b, int nb) {
     return n;
 }
 
-/* The free slot for j: the one whose cache shares the longest start with j's prompt, the least recently used
- * among ties (so a prompt that shares nothing takes the cache least likely to be asked for again), or NULL when
- * every slot is busy. */
-static srv_slot *pick_slot(srv *S, const srv_job *j) {
+/* The queue's head may be passed over by a later job with a longer cached start this many times per slot; after
+ * that it takes the first free slot, held or not: no request waits forever. */
+#define PASS_OVER_PER_SLOT 2
+/* A later job passes the head only when its cached start is this many tokens longer than the head's: a few
+ * tokens are not worth the head's wait. */
+#define MIN_GAIN 16
+/* Queued jobs looked at past the head, each against every free slot. */
+#define SCAN 64
+
+/* The tokens of j's prompt that sl's cache holds (none without cache_prompt). */
+static int shared(const srv_slot *sl, const srv_job *j) {
+    return j->cache_prompt ? common_prefix(sl->cached, sl->n_cached, j->ids, j->n_ids) : 0;
+}
+
+/* The longest start a queued job other than j shares with sl's cache: what taking sl for j costs the others. */
+static int claim(const srv *S, const srv_slot *sl, const srv_job *j) {
+    int most = 0, k = 0;
+    for (const srv_job *q = S->queue_head; q && k <= SCAN; q = q->next, k++) {
+        const int n = q == j ? 0 : shared(sl, q);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* Whether j may take sl now: free and not held by a slot operation; while it keeps its cache for the request
+ * that continues its last one (hold_until), only that request may, or a head whose turn is owed (force). */
+static int may_take(const srv_slot *sl, int n_shared, double now, int force) {
+    if (sl->job || sl->held) return 0;
+    return force || sl->hold_until <= now || (sl->hold_for > 0 && n_shared >= sl->hold_for);
+}
+
+/* The free slot for j, or NULL: the one whose cache shares the longest start with j's prompt; among ties (with
+ * by_claim) the one whose cache fewer queued jobs need, then the least recently used (the cache least likely to
+ * be asked for again). *n: the tokens shared. */
+static srv_slot *best_slot(const srv *S, const srv_job *j, double now, int force, int by_claim, int *n) {
     srv_slot *best = NULL;
-    int best_n = -1;
+    int best_n = -1, best_claim = 0;
     for (int i = 0; i < S->o.parallel; i++) {
         srv_slot *sl = &S->slots[i];
-        if (sl->job || sl->held) continue;
-        const int n = j->cache_prompt ? common_prefix(sl->cached, sl->n_cached, j->ids, j->n_ids) : 0;
-        if (n > best_n || (n == best_n && sl->used < best->used)) best = sl, best_n = n;
+        const int k = shared(sl, j);
+        if (!may_take(sl, k, now, force)) continue;
+        const int c = by_claim ? claim(S, sl, j) : 0;
+        if (k > best_n || (k == best_n && (c < best_claim || (c == best_claim && sl->used < best->used))))
+            best = sl, best_n = k, best_claim = c;
     }
+    *n = best_n;
     return best;
+}
+
+/* The next job to start and its slot (NULL: none now). The head of the queue, unless a later job shares a start
+ * longer by MIN_GAIN with a free slot's cache and the head has not been passed over its share of times. */
+static srv_slot *choose(srv *S, srv_job **job) {
+    const double now = srv_now();
+    srv_job *head = S->queue_head;
+    const int force = head->passed_over >= PASS_OVER_PER_SLOT * S->o.parallel;
+    int head_n, n;
+    srv_slot *pick = best_slot(S, head, now, force, 1, &head_n);
+    *job = head;
+    if (force) return pick;
+    int best_n = pick ? head_n + MIN_GAIN - 1 : MIN_GAIN - 1, k = 0;
+    for (srv_job *q = head->next; q && k < SCAN; q = q->next, k++) {
+        srv_slot *sl = best_slot(S, q, now, 0, 0, &n);
+        if (sl && n > best_n) pick = sl, best_n = n, *job = q;
+    }
+    return pick;
+}
+
+/* Under mu: takes j off the queue; the jobs before it were passed over. */
+static void dequeue(srv *S, srv_job *j) {
+    srv_job **link = &S->queue_head, *prev = NULL;
+    while (*link != j) {
+        (*link)->passed_over++;
+        prev = *link;
+        link = &(*link)->next;
+    }
+    *link = j->next;
+    if (S->queue_tail == j) S->queue_tail = prev;
+    S->queued--;
+    if (prev) S->jobs_ahead++;
 }
 
 /* Keeps the cached start that j shares (all but its last token, whose logits give the first sample), or
  * empties the cache. Under mu. */
 static void start_from_cache(srv *S, srv_slot *sl, const srv_job *j) {
-    int keep = j->cache_prompt ? common_prefix(sl->cached, sl->n_cached, j->ids, j->n_ids) : 0;
+    int keep = shared(sl, j);
     if (keep > j->n_ids - 1) keep = j->n_ids - 1;
     if (keep <= 0 || !da_session_truncate(sl->s, keep)) keep = 0, da_session_reset(sl->s);
     sl->fed = keep;
@@ -375,12 +445,11 @@ static void assign(srv *S) {
     for (int i = 0; i < S->o.parallel; i++)
         if (S->slots[i].job && S->slots[i].job->cancelled) finish_slot(S, &S->slots[i]);
     srv_slot *sl;
-    while (S->queue_head && (sl = pick_slot(S, S->queue_head))) {
-        srv_job *j = S->queue_head;
-        S->queue_head = j->next;
-        if (!S->queue_head) S->queue_tail = NULL;
-        S->queued--;
+    srv_job *j;
+    while (S->queue_head && (sl = choose(S, &j))) {
+        dequeue(S, j);
         sl->job = j;
+        sl->hold_until = 0;
         j->started = 1;
         start_from_cache(S, sl, j);
         sl->used = ++S->slot_clock;
@@ -388,6 +457,18 @@ static void assign(srv *S) {
         S->busy++;
         pthread_cond_broadcast(&S->out_cv); /* a stream waits for its job to start before it answers */
     }
+}
+
+/* Seconds the idle scheduler may sleep: 0.1, or less when queued jobs wait for a held slot to expire. */
+static double idle_wait(const srv *S) {
+    double wait = 0.1;
+    if (!S->queue_head) return wait;
+    const double now = srv_now();
+    for (int i = 0; i < S->o.parallel; i++) {
+        const double left = S->slots[i].hold_until - now;
+        if (!S->slots[i].job && left > 0 && left < wait) wait = left;
+    }
+    return wait > 1e-3 ? wait : 1e-3;
 }
 
 void srv_schedule(srv *S) {
@@ -403,7 +484,7 @@ void srv_schedule(srv *S) {
             if (S->draining) break;
             struct timespec t;
             clock_gettime(CLOCK_REALTIME, &t);
-            t.tv_nsec += 100000000L;
+            t.tv_nsec += (long)(idle_wait(S) * 1e9);
             if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
             pthread_cond_timedwait(&S->work_cv, &S->mu, &t);
             continue;

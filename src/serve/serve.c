@@ -23,6 +23,7 @@ da_serve_opts da_serve_opts_default(void) {
     o.timeout_s = 600;
     o.request_timeout_s = 10;
     o.prefill_chunk = 64;
+    o.cache_hold_ms = 100;
     return o;
 }
 
@@ -36,6 +37,8 @@ static da_status check_opts(const da_serve_opts *o) {
     if (o->request_timeout_s < 1 || o->request_timeout_s > 86400)
         return da_errorf("serve: request_timeout %d is out of range (1..86400 seconds)", o->request_timeout_s);
     if (o->prefill_chunk < 1) return da_errorf("serve: prefill_chunk %d must be >= 1", o->prefill_chunk);
+    if (o->cache_hold_ms < 0 || o->cache_hold_ms > 10000)
+        return da_errorf("serve: cache_hold_ms %d is out of range (0..10000; 0: no hold)", o->cache_hold_ms);
     if (o->slot_save_path && *o->slot_save_path) {
         da_status st = da_make_dirs(o->slot_save_path);
         if (st.code) return da_errorf("serve: --slot-save-path: %s", st.msg);

@@ -30,6 +30,8 @@ typedef struct {
     int request_timeout_s;      /* a connection that has not sent a whole request this many seconds after
                                    its accept (or its previous answer) is closed */
     int prefill_chunk;          /* prompt tokens fed to one slot between two decoding steps */
+    int cache_hold_ms;          /* while requests queue, a slot that just finished keeps its cache this long for
+                                   the request that continues it (a chat's next turn); 0: never held */
     volatile int *stop;         /* when *stop becomes non-zero (a signal handler may set it): refuse new
                                    requests, finish the running ones, return. NULL: run until an error */
     int quiet;                  /* 1: no request log on stderr */

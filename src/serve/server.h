@@ -43,6 +43,7 @@ typedef struct srv_job {
     int started;                  /* a slot took it from the queue */
     int refused;                  /* still queued when the server began to stop: never run (503) */
     int refs;
+    int passed_over;              /* times a job behind it in the queue took a slot first (bounded: never starved) */
     struct srv_job *next;         /* in the queue */
     double t_queued;
 } srv_job;
@@ -58,6 +59,9 @@ typedef struct {
     int *cached, n_cached, cap_cached;
     unsigned long used; /* when it last took a job (S->slot_clock): among equals, the least recent is taken */
     int held;           /* a slot operation (slots.c) has it: no job may take it */
+    double hold_until;  /* srv_now() until which only a job continuing its cache may take it (cache_hold_ms) */
+    int hold_for;       /* tokens such a job shares with the cache: its last job's prompt (a reply may come
+                           back tokenized otherwise than it was generated) */
 } srv_slot;
 
 typedef struct {
@@ -93,6 +97,7 @@ typedef struct {
     long requests[6]; /* 2xx, 400, 401, 404, 413, other */
     long tokens_in, tokens_out, decode_steps;
     long tokens_cached; /* prompt tokens taken from a slot's cache instead of fed */
+    long jobs_ahead;    /* jobs started before an earlier queued one, for their cached start */
     unsigned long slot_clock;
     double decode_tokens_per_s, t_start;
     struct MHD_Daemon *mhd;

@@ -1,7 +1,7 @@
 /* Saved slots (docs/serving.md "Saved slots"): a slot's KV cache to a file in
  * --slot-save-path and back, into the same slot or another, in this process or
  * the next. The scheduler owns a slot while it runs a job; an operation holds
- * an idle slot (sl->held, which pick_slot skips) for its duration, so it never
+ * an idle slot (sl->held, which the scheduler skips) for its duration, so it never
  * races a step, and a slot that is running a job answers 409. */
 #define _GNU_SOURCE
 #include <errno.h>
