@@ -9,6 +9,7 @@
 
 #include "serve/http.h"
 #include "serve/reply.h"
+#include "serve/tool_stream.h"
 #include "serve/tools.h"
 
 /* ---------------------------------------------------------------- tokens and text */
@@ -286,15 +287,13 @@ static void answer_head(const srv *S, cJSON *o, const char *id, const char *obje
 }
 
 /* OpenAI's tool_calls of a message: [{id, type: "function", function: {name, arguments}}], ids from the
- * answer's id and the choice; with `index` for a stream's delta. */
-static cJSON *tool_calls_json(const srv_parsed_call *calls, int n, const char *answer_id, int choice, int k0,
-                              int index) {
+ * answer's id and the choice. */
+static cJSON *tool_calls_json(const srv_parsed_call *calls, int n, const char *answer_id, int choice) {
     cJSON *a = cJSON_CreateArray();
     for (int k = 0; k < n; k++) {
         cJSON *c = cJSON_CreateObject(), *f;
         char id[96];
-        snprintf(id, sizeof id, "call_%s_%d_%d", answer_id, choice, k0 + k);
-        if (index) cJSON_AddNumberToObject(c, "index", k0 + k);
+        snprintf(id, sizeof id, "call_%s_%d_%d", answer_id, choice, k);
         cJSON_AddStringToObject(c, "id", id);
         cJSON_AddStringToObject(c, "type", "function");
         f = cJSON_AddObjectToObject(c, "function");
@@ -326,7 +325,7 @@ static cJSON *answer(const srv *S, const srv_request *r, srv_job **jobs, int n, 
             if (n_calls > 0 && !content) cJSON_AddNullToObject(m, "content");
             else cJSON_AddItemToObject(m, "content", srv_json_text(j->text ? j->text : "", content));
             if (n_calls > 0) {
-                cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(calls, n_calls, id, i, 0, 0));
+                cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(calls, n_calls, id, i));
                 finish = "tool_calls";
             }
             srv_parsed_calls_free(calls, n_calls);
@@ -373,8 +372,7 @@ typedef struct {
     size_t n_echo;
     int counted;     /* 1 while it counts in S->streams: until its last byte is sent, or it is dropped */
     int usage;       /* stream_options.include_usage: "usage": null in each chunk, then a chunk with the usage */
-    srv_request tools; /* a chat with tools: their names and tool_choice, to read the calls at the end */
-    int forced;
+    srv_tool_stream *ts; /* a chat with tools: its calls, read as they come */
 } stream;
 
 /* The stream has sent everything or is gone: the server need not wait for it to stop. */
@@ -441,67 +439,33 @@ static char *error_event(const char *msg) {
     return ev;
 }
 
-/* The rest of a chat stream with tools, once the reply is whole (its calls can only be read then): each call's
- * name, then its arguments in fragments, as OpenAI streams them, and the finish "tool_calls"; or the text as
- * one content delta. Several events in one buffer. */
-static char *tool_events(const stream *st) {
+/* A chat stream with tools: the deltas text[0..n_safe) makes due, one chunk each, and at the end the finish. */
+static char *tool_events(stream *st) {
     const srv_job *j = st->j;
-    srv_parsed_call *calls = NULL;
-    size_t content = 0;
-    const int n = srv_tools_parse(&st->tools, st->S->tmpl, st->forced, j->text ? j->text : "", j->n_text, &calls,
-                                  &content);
-    size_t len = 0, cap = 0;
-    char *all = NULL;
-    for (int step = 0;; step++) {
-        cJSON *o = cJSON_CreateObject(), *ch = cJSON_CreateObject(), *d = cJSON_AddObjectToObject(ch, "delta");
+    cJSON *deltas = cJSON_CreateArray();
+    srv_tool_stream_feed(st->ts, j->text ? j->text : "", j->n_safe, j->done, deltas);
+    size_t len = 0, cap = 1;
+    char *all = calloc(1, cap);
+    for (const cJSON *d = deltas ? deltas->child : NULL; d && all; d = d->next) {
+        cJSON *o = cJSON_CreateObject(), *ch = cJSON_CreateObject();
         answer_head(st->S, o, st->id, "chat.completion.chunk");
         cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), ch);
         cJSON_AddNumberToObject(ch, "index", 0);
-        int last = 0;
-        if (step == 0) { /* the text before any call */
-            if (content) cJSON_AddItemToObject(d, "content", srv_json_text(j->text, content));
-        } else if (n > 0 && step <= n) { /* call step-1's header */
-            cJSON *a = tool_calls_json(calls + step - 1, 1, st->id, 0, step - 1, 1);
-            cJSON_SetValuestring(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a->child, "function"), "arguments"), "");
-            cJSON_AddItemToObject(d, "tool_calls", a);
-        } else if (n > 0 && step <= 2 * n) { /* call k's arguments, 8 bytes a fragment (whole UTF-8 characters) */
-            const int k = step - n - 1;
-            const char *args = calls[k].arguments;
-            cJSON *a = cJSON_AddArrayToObject(d, "tool_calls");
-            for (size_t at = 0, m = strlen(args); at < m;) {
-                size_t end = at + 8 < m ? at + 8 : m;
-                while (end < m && ((unsigned char)args[end] & 0xC0) == 0x80) end++;
-                char frag[16];
-                memcpy(frag, args + at, end - at);
-                frag[end - at] = 0;
-                cJSON *c = cJSON_CreateObject(), *f = cJSON_AddObjectToObject(c, "function");
-                cJSON_AddNumberToObject(c, "index", k);
-                cJSON_AddStringToObject(f, "arguments", frag);
-                cJSON_AddItemToArray(a, c);
-                at = end;
-            }
-        } else {
-            last = 1;
-        }
+        cJSON_AddItemToObject(ch, "delta", cJSON_Duplicate(d, 1));
         cJSON_AddNullToObject(ch, "logprobs");
-        if (last) cJSON_AddStringToObject(ch, "finish_reason", n > 0 ? "tool_calls" : j->finish_length ? "length" : "stop");
-        else cJSON_AddNullToObject(ch, "finish_reason");
-        char *json = step == 0 && !content ? NULL : cJSON_PrintUnformatted(o);
+        cJSON_AddNullToObject(ch, "finish_reason");
+        if (st->usage) cJSON_AddNullToObject(o, "usage");
+        char *json = cJSON_PrintUnformatted(o), *grown = json && len + strlen(json) + 9 > cap ?
+                                                          realloc(all, cap = 2 * (len + strlen(json) + 9)) : all;
+        if (json && grown) len += (size_t)sprintf((all = grown) + len, "data: %s\n\n", json);
         cJSON_Delete(o);
-        if (json) {
-            const size_t need = len + strlen(json) + 40;
-            char *grown = need > cap ? realloc(all, cap = need * 2) : all;
-            if (!grown) {
-                free(json);
-                break;
-            }
-            all = grown;
-            len += (size_t)sprintf(all + len, "data: %s\n\n%s", json, last ? "data: [DONE]\n\n" : "");
-            free(json);
-        }
-        if (last) break;
+        free(json);
     }
-    srv_parsed_calls_free(calls, n);
+    cJSON_Delete(deltas);
+    char *end = j->done ? event_of(st, "", 0, srv_tool_stream_finish(st->ts, j->finish_length)) : NULL;
+    char *grown = end && all ? realloc(all, len + strlen(end) + 1) : all;
+    if (end && grown) strcpy((all = grown) + len, end);
+    free(end);
     return all;
 }
 
@@ -516,11 +480,12 @@ static char *next_event(stream *st) {
     }
     if (st->phase == 2) return NULL;
     pthread_mutex_lock(&S->mu);
-    while (!j->done && (j->n_safe == st->sent || st->tools.n_tools)) pthread_cond_wait(&S->out_cv, &S->mu);
+    while (!j->done && j->n_safe == st->sent) pthread_cond_wait(&S->out_cv, &S->mu);
     char *ev;
-    if (st->tools.n_tools && !j->err.code) {
+    if (st->ts && !j->err.code) {
         ev = tool_events(st);
-        st->phase = 2;
+        st->sent = j->n_safe;
+        if (j->done) st->phase = 2;
     } else if (j->n_safe > st->sent) {
         ev = event_of(st, j->text + st->sent, j->n_safe - st->sent, NULL);
         st->sent = j->n_safe;
@@ -573,8 +538,7 @@ static void stream_free(void *cls) {
     pthread_mutex_unlock(&S->mu);
     free(st->buf);
     free(st->echo);
-    for (int k = 0; k < st->tools.n_tools; k++) free(st->tools.tools[k].name);
-    free(st->tools.tools);
+    free(st->ts);
     free(st);
 }
 
@@ -589,12 +553,9 @@ static enum MHD_Result send_stream(srv *S, struct MHD_Connection *c, const char 
     st->S = S, st->j = j, st->chat = r->kind == SRV_CHAT, st->usage = r->include_usage;
     snprintf(st->id, sizeof st->id, "%s", id);
     if (r->echo && decode(S, j->ids, j->n_ids, &st->echo, &st->n_echo, "prompt").code) st->n_echo = 0;
-    if (r->kind == SRV_CHAT && r->tool_choice != SRV_TOOLS_NONE && (st->tools.tools = calloc((size_t)r->n_tools, sizeof *r->tools))) {
-        st->tools.tool_choice = r->tool_choice;
-        st->forced = tool_forced(r);
-        for (int k = 0; k < r->n_tools; k++, st->tools.n_tools = k)
-            if (!(st->tools.tools[k].name = strdup(r->tools[k].name))) break;
-    }
+    if (r->kind == SRV_CHAT && r->tool_choice != SRV_TOOLS_NONE && (S->tmpl == SRV_TMPL_CHATML || S->tmpl == SRV_TMPL_LLAMA31) &&
+        (st->ts = malloc(sizeof *st->ts)))
+        srv_tool_stream_init(st->ts, S->tmpl, tool_forced(r), id);
     pthread_mutex_lock(&S->mu);
     S->streams++;
     S->answers++;

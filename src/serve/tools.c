@@ -73,6 +73,70 @@ void srv_parsed_calls_free(srv_parsed_call *calls, int n) {
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+static size_t skip_space(const char *s, size_t i, size_t n) {
+    while (i < n && is_space(s[i])) i++;
+    return i;
+}
+
+/* Just past the JSON string that starts at s[i] == '"'; 0 when s ends first. */
+static size_t string_end(const char *s, size_t i, size_t n) {
+    for (i++; i < n; i++) {
+        if (s[i] == '\\') i++;
+        else if (s[i] == '"') return i + 1;
+    }
+    return 0;
+}
+
+/* Just past the JSON value that starts at s[i]; 0 when s ends first (a number could go on). */
+static size_t value_end(const char *s, size_t i, size_t n) {
+    if (s[i] == '"') return string_end(s, i, n);
+    if (s[i] == '{' || s[i] == '[') {
+        for (int depth = 0; i < n;) {
+            if (s[i] == '"') {
+                if (!(i = string_end(s, i, n))) return 0;
+                continue;
+            }
+            if (s[i] == '{' || s[i] == '[') depth++;
+            else if ((s[i] == '}' || s[i] == ']') && --depth == 0) return i + 1;
+            i++;
+        }
+        return 0;
+    }
+    while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ']' && !is_space(s[i])) i++;
+    return i < n ? i : 0;
+}
+
+static int key_is(const char *s, size_t lo, size_t hi, const char *key) {
+    return hi - lo == strlen(key) + 2 && !memcmp(s + lo + 1, key, strlen(key));
+}
+
+void srv_tools_scan_call(srv_template t, const char *s, size_t lo, size_t n, srv_call_scan *c) {
+    memset(c, 0, sizeof *c);
+    size_t i = skip_space(s, lo, n);
+    if (i == n) return;
+    if (s[i] != '{') {
+        c->bad = 1;
+        return;
+    }
+    i = skip_space(s, i + 1, n);
+    if (i < n && s[i] == '}') c->end = i + 1;
+    while (i < n && !c->end) {
+        size_t k = s[i] == '"' ? string_end(s, i, n) : 0, v = k ? skip_space(s, k, n) : 0;
+        if (s[i] != '"' || (v < n && k && s[v] != ':')) c->bad = 1;
+        if (!k || v == n || c->bad || (v = skip_space(s, v + 1, n)) == n) return;
+        const size_t e = value_end(s, v, n);
+        if (key_is(s, i, k, "name") && s[v] == '"') {
+            c->name_lo = e ? v : 0, c->name_hi = e;
+        } else if (key_is(s, i, k, "arguments") || (t == SRV_TMPL_LLAMA31 && key_is(s, i, k, "parameters"))) {
+            c->args_lo = v, c->args_hi = e ? e : n, c->args_whole = e != 0;
+        }
+        if (!e || (i = skip_space(s, e, n)) == n) return;
+        if (s[i] == '}') c->end = i + 1;
+        else if (s[i] != ',') c->bad = 1;
+        else i = skip_space(s, i + 1, n);
+    }
+}
+
 /* One call's JSON text[0..n) (surrounding whitespace allowed): {"name": one of the tools, ARGS: {...}} into *c.
  * 1 when it is one, 0 when not, -1 when out of memory. */
 static int read_call(const srv_request *r, srv_template t, const char *text, size_t n, srv_parsed_call *c) {
@@ -85,9 +149,11 @@ static int read_call(const srv_request *r, srv_template t, const char *text, siz
     int known = 0;
     for (int k = 0; cJSON_IsString(name) && k < r->n_tools; k++) known |= !strcmp(r->tools[k].name, name->valuestring);
     int ok = cJSON_IsObject(o) && end == text + n && known && cJSON_IsObject(args) && cJSON_GetArraySize(o) == 2;
+    srv_call_scan at;
+    if (ok) srv_tools_scan_call(t, text, 0, n, &at);
     if (ok) {
         c->name = strdup(name->valuestring);
-        c->arguments = cJSON_PrintUnformatted(args);
+        c->arguments = at.args_whole ? strndup(text + at.args_lo, at.args_hi - at.args_lo) : NULL;
         if (!c->name || !c->arguments) ok = -1;
     }
     cJSON_Delete(o);

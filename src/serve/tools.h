@@ -25,8 +25,20 @@ da_status srv_tools_constraint(const srv_request *r, srv_template t, char **sche
 
 typedef struct {
     char *name;
-    char *arguments; /* the arguments object as compact JSON text */
+    char *arguments; /* the arguments object's text as the model wrote it (what a stream sends) */
 } srv_parsed_call;
+
+/* Where the parts of one call's JSON object lie in s[lo..n), a text that may
+ * stop anywhere (a reply being generated): offsets into s, 0 while unknown. */
+typedef struct {
+    size_t name_lo, name_hi; /* the "name" value, a JSON string with its quotes, once whole */
+    size_t args_lo, args_hi; /* the arguments' value ("parameters" too for Llama 3.1), as far as it goes */
+    int args_whole;          /* the arguments' value is closed */
+    size_t end;              /* just past the object's closing brace, once there */
+    int bad;                 /* s[lo..n) cannot begin an object of string keys */
+} srv_call_scan;
+
+void srv_tools_scan_call(srv_template t, const char *s, size_t lo, size_t n, srv_call_scan *c);
 
 /* The calls in text[0..n): forced, the text is one call's JSON (the opening
  * was in the prompt); else the template's form, each call to one of r's tools
