@@ -10,8 +10,9 @@
 # (tools/serveref/tools_client.mjs) asks with tool_choice "required" and
 # naming each tool: every call is one of the tools, its arguments parse and
 # fit the tool's parameters (Python's jsonschema, written apart from the
-# decoder), finish_reason "tool_calls"; streamed, the deltas put back
-# together are the same call; the call and the tool's answer go back in a
+# decoder), finish_reason "tool_calls"; streamed, the arguments come in
+# chunks as they are generated, and the deltas put back together are
+# the same call; the call and the tool's answer go back in a
 # second turn. Last, the 400s of bad tools and tool_choice. Skips (77)
 # without node, the npm packages, python3-jinja2 or python3-jsonschema.
 source "$(dirname "$0")/lib.sh"
@@ -148,6 +149,10 @@ PY
     [ "${verdict%%/*}" = "${n_calls:-x}" -a "${n_calls:-0}" = $((3 * 2 * (N + S))) ]
   check "$fam: each streamed call's deltas put back together are the unstreamed call ($(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["streamed_same"]; print("%d of %d" % (sum(s), len(s)))' "$TMP/$fam.calls" 2>/dev/null))" \
     python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["streamed_same"]; sys.exit(not (s and all(s)))' "$TMP/$fam.calls"
+  # the chunks come as the stream's thread wakes, after one token or several on a loaded machine: at least
+  # one call comes in several (the whole-reply form sent every call's arguments in one chunk)
+  check "$fam: streamed arguments come in several chunks, as generated (chunks per call: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["arg_chunks"])' "$TMP/$fam.calls" 2>/dev/null))" \
+    python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["arg_chunks"]; sys.exit(not (a and max(a) >= 2))' "$TMP/$fam.calls"
   check "$fam: the call and the tool's answer go back as a second turn" \
     python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["second_turn"]; sys.exit(t["finish"] not in ("stop", "length"))' "$TMP/$fam.calls"
   if [[ $fam == qwen3 ]]; then
