@@ -195,10 +195,63 @@ static int test_hand_built_model_scores_one(void) {
     return 0;
 }
 
+/* The prompt (the question not included) stays within its context for
+ * every needle count, so that the question and the answer fit the 64 bytes
+ * that compare and quant-logits leave after it: with one needle the filler
+ * used to run past it, and a model of max_seq_len 256 refused the prompt. */
+static int test_prompt_fits_context(void) {
+    const int contexts[] = {128, 192, 448, 1024};
+    for (int ci = 0; ci < 4; ci++)
+        for (int needles = 1; needles <= 16; needles++) {
+            da_needle_config c;
+            da_needle_config_default(&c);
+            c.needles = needles, c.queries = 1, c.contexts[0] = contexts[ci];
+            for (int di = 0; di < c.n_depths; di++)
+                for (int s = 0; s < 8; s++) {
+                    uint8_t *text;
+                    size_t n;
+                    char keys[16][16], values[16][16];
+                    da_status st = da_needle_prompt(&c, 0, di, s, &text, &n, keys, values);
+                    if (st.code) { /* only when the needle sentences alone (44..46 bytes each) overflow */
+                        CHECK(needles * 46 > contexts[ci] && strstr(st.msg, "--needles"));
+                        continue;
+                    }
+                    if (n > (size_t)contexts[ci]) {
+                        fprintf(stderr, "  N=%d context %d: %zu bytes\n", needles, contexts[ci], n);
+                        return 1;
+                    }
+                    free(text);
+                }
+        }
+    /* end to end: one needle, context seq - 64 on a model of max_seq_len 256 */
+    da_config cfg;
+    da_config_default(&cfg);
+    cfg.dim = 32, cfg.n_layers = 1, cfg.n_heads = 2, cfg.n_kv_heads = 2, cfg.ffn_hidden = 64, cfg.max_seq_len = 256;
+    da_model m;
+    CHECK(!da_model_create(&m, &cfg).code);
+    da_model_init(&m, 1);
+    da_needle_config c;
+    da_needle_config_default(&c);
+    c.contexts[0] = 256 - 64, c.samples = 8, c.queries = 1;
+    da_needle_result r;
+    for (int needles = 1; needles <= 4; needles++) {
+        c.needles = needles;
+        da_status st = da_needle_eval_model(&m, &c, 0, &r);
+        if (st.code) fprintf(stderr, "  N=%d: %s\n", needles, st.msg);
+        CHECK(!st.code && r.asked == 8L * 5);
+    }
+    c.needles = 16; /* the most needles cannot fit 192 bytes: a clear error, before any model call */
+    da_status st = da_needle_eval_model(&m, &c, 0, &r);
+    CHECK(st.code && strstr(st.msg, "needle context of 192 bytes"));
+    da_model_free(&m);
+    return 0;
+}
+
 int main(void) {
     RUN(test_oracle_scores_one);
     RUN(test_prompt_layout);
     RUN(test_model_runs);
+    RUN(test_prompt_fits_context);
     RUN(test_hand_built_model_scores_one);
     TH_SUMMARY();
 }

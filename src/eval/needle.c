@@ -39,8 +39,18 @@ static int put(uint8_t **b, size_t *n, size_t *cap, const char *s) {
     return 0;
 }
 
-da_status da_needle_prompt(const da_needle_config *c, int ci, int di, int sample, uint8_t **text, size_t *n,
-                           char keys[][16], char values[][16]) {
+/* The needle sentence of key and value, as it stands in the prompt. */
+static int needle_sentence(char *out, size_t cap, const char *key, const char *value) {
+    return snprintf(out, cap, "The special magic %s number is: %s.", key, value);
+}
+
+/* The haystack of one sample. fit: at most the context's bytes (filler
+ * sentences dropped from the end until it fits), so that the question and
+ * the answer fit in the room the callers leave after the context; otherwise
+ * the filler may run past the context by about one sentence (the training
+ * mix, whose documents need only be about that long). */
+static da_status needle_text(const da_needle_config *c, int ci, int di, int sample, int fit, uint8_t **text,
+                             size_t *n, char keys[][16], char values[][16]) {
     if (c->needles < 1 || c->needles > 16 || c->queries < 1 || c->queries > c->needles)
         return da_errorf("--needles must be 1..16 and --queries 1..needles");
     da_rng r;
@@ -64,10 +74,21 @@ da_status da_needle_prompt(const da_needle_config *c, int ci, int di, int sample
         fill_len += strlen(FILLER[fill_idx[n_fill]]) + 1;
         n_fill++;
     }
+    if (fit) {
+        /* the needle sentences and their spaces: the values always have 7 digits */
+        size_t needle_len = 0;
+        for (int i = 0; i < c->needles; i++) needle_len += (size_t)needle_sentence(NULL, 0, KEYS[order[i]], "0000000") + 1;
+        if (needle_len > (size_t)target)
+            return da_errorf("%d needle sentences take %zu bytes, more than the needle context of %d bytes: use fewer "
+                             "--needles or a longer context",
+                             c->needles, needle_len, target);
+        while (n_fill > 0 && fill_len + needle_len > (size_t)target)
+            fill_len -= strlen(FILLER[fill_idx[--n_fill]]) + 1;
+    }
     for (int i = 0; i < c->needles; i++) {
         snprintf(keys[i], 16, "%s", KEYS[order[i]]);
         snprintf(values[i], 16, "%07u", (unsigned)(da_rng_next(&r) % 10000000u));
-        snprintf(sentence[i], sizeof sentence[i], "The special magic %s number is: %s.", keys[i], values[i]);
+        needle_sentence(sentence[i], sizeof sentence[i], keys[i], values[i]);
         /* the asked needles (the first `queries`) at the depth; the others anywhere */
         int depth = i < c->queries ? c->depths[di] : (int)(da_rng_next(&r) % 101);
         where[i] = n_fill * depth / 100;
@@ -87,6 +108,16 @@ da_status da_needle_prompt(const da_needle_config *c, int ci, int di, int sample
     *text = b;
     *n = len;
     return da_ok();
+}
+
+da_status da_needle_prompt(const da_needle_config *c, int ci, int di, int sample, uint8_t **text, size_t *n,
+                           char keys[][16], char values[][16]) {
+    return needle_text(c, ci, di, sample, 1, text, n, keys, values);
+}
+
+da_status da_needle_document(const da_needle_config *c, int ci, int di, int sample, uint8_t **text, size_t *n,
+                             char keys[][16], char values[][16]) {
+    return needle_text(c, ci, di, sample, 0, text, n, keys, values);
 }
 
 da_status da_needle_eval(const da_needle_config *c, da_needle_predict predict, void *ctx, da_needle_result *r) {

@@ -15,10 +15,16 @@
  * terminated). A model, or a test's oracle. */
 typedef da_status (*da_needle_predict)(void *ctx, const uint8_t *prompt, size_t n, char *out, size_t cap);
 
-/* Builds the prompt of one sample: text (malloc'd) and the asked keys and
- * values, deterministic in (config, context, depth, sample). */
+/* Builds the prompt of one sample: text (malloc'd, at most contexts[ctx_i]
+ * bytes, the question not included) and the asked keys and values,
+ * deterministic in (config, context, depth, sample). An error when the
+ * needle sentences alone do not fit the context. */
 da_status da_needle_prompt(const da_needle_config *c, int ctx_i, int depth_i, int sample, uint8_t **text, size_t *n,
                            char keys[][16], char values[][16]);
+/* The same text for a training document: the filler may run past the
+ * context by up to one sentence, and the needles alone may too. */
+da_status da_needle_document(const da_needle_config *c, int ctx_i, int depth_i, int sample, uint8_t **text,
+                             size_t *n, char keys[][16], char values[][16]);
 da_status da_needle_eval(const da_needle_config *c, da_needle_predict predict, void *ctx, da_needle_result *r);
 
 /* The predictor for a model: the prompt in one batched forward into the KV

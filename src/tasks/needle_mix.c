@@ -35,7 +35,7 @@ da_status da_needle_mix_write(const char *path, long bytes, int context, uint64_
         uint8_t *text;
         size_t n;
         char keys[16][16], values[16][16];
-        st = da_needle_prompt(&nc, 0, s % 11, s, &text, &n, keys, values);
+        st = da_needle_document(&nc, 0, s % 11, s, &text, &n, keys, values);
         if (st.code) break;
         fwrite(text, 1, n, af.fp);
         written += (long)n;
