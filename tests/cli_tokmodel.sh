@@ -62,6 +62,17 @@ a=$(loss_of "$TMP/away/model.safetensors" "$TMP/text.txt"); b=$(loss_of "$TMP/hf
 if [[ -n $a && -n $b ]] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }'; then
   pass "eval loss: a folder's text through its tokenizer.json ($b), as the model file's ($a)"
 else fail "eval loss: a folder's text \"$b\", the model file's \"$a\"" "$("$BIN" eval loss --model "$TMP/hf" --data "$TMP/text.txt" 2>&1 | tail -1)"; fi
+# quantize --calib reads a folder's calibration text through its tokenizer.json, as the other commands do: the
+# GGUF (AWQ scales, int8 ranges) is the one calibrated on that text's token shards (q4_0: dim 32 is off q4_k's block)
+"$BIN" prepare --tokenizer "$TMP/tok.json" --in "$TMP/small.txt" --out "$TMP/calib_shards" --val-fraction 0.1 \
+  >/dev/null 2>&1 || fail "prepare the calibration shards"
+for c in small.txt calib_shards; do
+  "$BIN" quantize --model "$TMP/hf" --type q4_0 --calib "$TMP/$c" --calib-samples 8 --act int8-static \
+    --out "$TMP/calib_$c.gguf" >/dev/null 2>"$TMP/err.txt" || fail "quantize --calib $c" "$(tail -1 "$TMP/err.txt")"
+done
+[[ -s $TMP/calib_small.txt.gguf ]] && cmp -s "$TMP/calib_small.txt.gguf" "$TMP/calib_calib_shards.gguf" \
+  && pass "quantize --calib: a folder's text through its tokenizer.json, as its token shards" \
+  || fail "quantize --calib: a folder's text gives another GGUF than its token shards"
 "$BIN" decode --model "$TMP/away/model.safetensors" --ids "$TMP/ids_model.txt" --out "$TMP/back.txt" 2>/dev/null
 cmp -s "$TMP/small.txt" "$TMP/back.txt" && pass "decode --model: the text back" || fail "decode --model: not the text"
 # --tokenizer reads a tokenizer from any file, as --model does (da_tokenizer_read): a model file's own

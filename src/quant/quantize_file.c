@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "infer/tokenizer_read.h"
 #include "io/gguf.h"
 #include "io/hf_model.h"
 #include "quant/calib.h"
@@ -50,14 +51,11 @@ static void summarise_ranges(const da_qstats *stats, const float *absmax, int n_
 
 /* AWQ on m (when asked and the type rounds), then the static ranges of the
  * model that will run: *absmax (DA_N_SITES) malloc'd. */
-static da_status calibrate(da_model *m, const da_quantize_opts *o, int type, float **absmax, da_quantize_report *r) {
+static da_status calibrate(da_model *m, const da_tokenizer *tok, const da_quantize_opts *o, int type, float **absmax,
+                           da_quantize_report *r) {
     const int T = o->calib_seq ? o->calib_seq : m->cfg.max_seq_len, n_sites = DA_N_SITES(&m->cfg);
     da_text_data d;
-    da_tokenizer *tok = NULL;
-    /* calibration text goes through the model's tokenizer, as its training text did */
-    da_status st = da_model_tokenizer(m, &tok);
-    if (!st.code) st = da_text_data_load_tok(&d, o->calib_data, 0.1f, T, tok);
-    da_tokenizer_free(tok);
+    da_status st = da_text_data_load_tok(&d, o->calib_data, 0.1f, T, tok);
     if (!st.code && (st = da_text_data_check_vocab(&d, o->calib_data, m->cfg.vocab_size)).code) da_text_data_free(&d);
     if (st.code) return st;
     da_qstats stats;
@@ -160,18 +158,28 @@ da_status da_quantize_file(const char *model_path, const char *out_path, const d
         return da_errorf("%s: already a GGUF; quantize the full-precision .safetensors it came from", model_path);
     /* a folder without calibration is converted tensor by tensor (AWQ and the static ranges need the model) */
     if (da_hf_is_folder(model_path) && !o->calib_data) return quantize_folder(model_path, out_path, &types, act, o, r);
+    /* calibration text goes through the model's tokenizer, as its training text did: the one every command
+     * reads for a model path (a Hugging Face folder's tokenizer.json, else the one the model carries), read
+     * before the model is loaded so that the two never sit in memory together */
+    da_tokenizer *tok = NULL;
+    if (o->calib_data && (st = da_tokenizer_read(model_path, &o->load, &tok)).code) return st;
     da_model m;
-    if ((st = da_model_load_with(&m, model_path, &o->load)).code) return st;
+    if ((st = da_model_load_with(&m, model_path, &o->load)).code) {
+        da_tokenizer_free(tok);
+        return st;
+    }
     r->n_layers = m.cfg.n_layers;
     r->n_params = m.n_params;
     r->few_calib_samples = o->calib_data && o->calib_samples < DA_CALIB_MIN_SEQUENCES;
     r->tokenizer_unnamed = m.tokenizer_json && !da_tokenizer_llama_pre(m.tokenizer_json, strlen(m.tokenizer_json));
     if ((st = da_quantize_check(&m.cfg, &types, &r->n_fallback)).code) { /* before any calibration */
+        da_tokenizer_free(tok);
         da_model_free(&m);
         return da_errorf("%s: %s", model_path, st.msg);
     }
     float *absmax = NULL;
-    if (o->calib_data) st = calibrate(&m, o, types.type, &absmax, r);
+    if (o->calib_data) st = calibrate(&m, tok, o, types.type, &absmax, r);
+    da_tokenizer_free(tok);
     da_engine q;
     if (!st.code && !(st = da_engine_quantize(&q, &m, &types)).code) {
         q.act = act;
