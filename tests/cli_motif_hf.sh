@@ -85,7 +85,7 @@ if [[ -n ${SPID:-} ]]; then
 fi
 
 for i in $(seq 1 120); do echo "line $i: the quick brown fox jumps over the lazy dog."; done >"$TMP/text.txt"
-ok "eval needle" "$BIN" eval needle --model $GDA --context 128 --samples 1 --depths 0,100
+ok "eval needle" "$BIN" eval needle --model $GDA --context 128 --needles 2 --queries 1 --samples 1 --depths 0,100
 ok "eval attention" "$BIN" eval attention --model $GDA --context 128 --needles 1 --queries 1 --samples 1 --depths 0,100
 ok "eval outliers" "$BIN" eval outliers --model $GDA --data "$TMP/text.txt" --seq 32 --windows 2
 ok "eval quant-logits" "$BIN" eval quant-logits --model $V1 --data "$TMP/text.txt" --seq 64 --windows 2 --bits 8 \
