@@ -3,7 +3,7 @@
 # concurrent greedy streams each equal their answer when run alone (the
 # batched decoding pass gives every slot the numbers it gets by itself); and
 # OpenAI's own client (the pinned npm `openai`, tools/serveref) through
-# models, a completion, a streamed chat and an unknown model's 404.
+# models, a completion, a streamed chat and an unknown model's 404; --kv f16 and int8 caches as sample's.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 
@@ -65,6 +65,31 @@ if [[ -d tools/serveref/node_modules/openai ]] && command -v node >/dev/null; th
 else
   fail "openai client" "tools/serveref/node_modules is missing (tools/install-deps.sh installs it)"
 fi
+lp_body='{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"logprobs":1}'
+post /v1/completions "$lp_body" >/dev/null
+cp "$TMP/resp" "$TMP/kv.f32.json"
 stop_server
 check "the server exits 0 on SIGTERM" [ "$SRC" = 0 ]
+
+# --kv: every slot's cache in f16 or int8: greedy text equals `sample --kv` of the same file, and the tokens'
+# log-probabilities move off the f32 cache's (the cache type is in use, not ignored)
+for kv in f16 int8; do
+  start_server kv_$kv --model "$TMP/m.gguf" --parallel 2 --kv $kv || { fail "the server starts with --kv $kv"; continue; }
+  post /v1/completions "$lp_body" >/dev/null
+  cp "$TMP/resp" "$TMP/kv.$kv.json"
+  stop_server
+  "$BIN" sample --model "$TMP/m.gguf" --kv $kv --prompt "Once upon a time" --max-new 40 --temperature 0 2>/dev/null \
+    | head -c -1 | tail -c +17 > "$TMP/kv.$kv.sampled"
+  read -r same moved < <(python3 - "$TMP/kv.$kv.json" "$TMP/kv.f32.json" "$TMP/kv.$kv.sampled" <<'PY'
+import json, sys
+load = lambda f: json.loads(open(f, 'rb').read().decode('utf-8', 'surrogateescape'))['choices'][0]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+sampled = open(sys.argv[3], 'rb').read().decode('utf-8', 'surrogateescape')
+moved = sum(abs(x - y) for x, y in zip(a['logprobs']['token_logprobs'], b['logprobs']['token_logprobs']))
+print(a['text'] == sampled, f"{moved:.2e}")
+PY
+)
+  check "serve --kv $kv: greedy text equals sample --kv $kv; log-probabilities off f32's by $moved in all" \
+    [ "$same" = True -a "$moved" != "0.00e+00" ]
+done
 finish

@@ -9,7 +9,7 @@
 
 int cmd_serve(int argc, char **argv) {
     da_serve_opts o = da_serve_opts_default();
-    const char *model = NULL, *host = o.host, *api_key = NULL, *tok_path = NULL, *slot_path = NULL;
+    const char *model = NULL, *host = o.host, *api_key = NULL, *tok_path = NULL, *slot_path = NULL, *kv = "f32";
     int port = o.port, parallel = o.parallel, ctx = 0, timeout = o.timeout_s, chunk = o.prefill_chunk;
     int request_timeout = o.request_timeout_s, cache_hold = o.cache_hold_ms;
     long max_body = o.max_body;
@@ -27,6 +27,7 @@ int cmd_serve(int argc, char **argv) {
         {"prefill-chunk", OPT_INT, &chunk, "prompt tokens fed between two decoding steps", 0},
         {"cache-hold", OPT_INT, &cache_hold,
          "ms a finished slot keeps its cache for the request that continues it while others queue (0: none)", 0},
+        {"kv", OPT_STR, &kv, "every slot's KV cache: f32, f16 or int8 (a scale per position, head and 32-block)", 0},
         {"tokenizer", OPT_STR, &tok_path, "tokenizer.json (default: as sample chooses)", 0},
         {"slot-save-path", OPT_STR, &slot_path,
          "folder for POST /slots/{id}?action=save|restore (made if missing; without it those answer 501)", 0},
@@ -36,11 +37,12 @@ int cmd_serve(int argc, char **argv) {
                        "An OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, /v1/models, "
                        "/tokenize, /detokenize, /health, /metrics, /slots and a chat page at / (docs/serving.md). "
                        "SIGTERM or Ctrl-C finishes the running requests, refuses new ones and exits.",
-                       argc, argv, opts, 13, req);
+                       argc, argv, opts, 14, req);
     if (rc) return rc == CLI_HELP ? 0 : 1;
     o.model_path = model, o.host = host, o.port = port, o.parallel = parallel, o.ctx = ctx, o.api_key = api_key;
     o.max_body = max_body, o.timeout_s = timeout, o.prefill_chunk = chunk, o.tokenizer_path = tok_path;
     o.request_timeout_s = request_timeout, o.slot_save_path = slot_path, o.cache_hold_ms = cache_hold;
+    o.kv = kv;
     o.stop = cli_catch_stop_signals();
     /* each connection holds a descriptor: the soft limit (often 1,024) up to the hard one */
     struct rlimit nofile;

@@ -37,6 +37,8 @@ static da_status check_opts(const da_serve_opts *o) {
     if (o->request_timeout_s < 1 || o->request_timeout_s > 86400)
         return da_errorf("serve: request_timeout %d is out of range (1..86400 seconds)", o->request_timeout_s);
     if (o->prefill_chunk < 1) return da_errorf("serve: prefill_chunk %d must be >= 1", o->prefill_chunk);
+    if (o->kv && strcmp(o->kv, "f32") && strcmp(o->kv, "f16") && strcmp(o->kv, "int8"))
+        return da_errorf("serve: --kv \"%s\" is not a KV cache type (f32, f16 or int8)", o->kv);
     if (o->cache_hold_ms < 0 || o->cache_hold_ms > 10000)
         return da_errorf("serve: cache_hold_ms %d is out of range (0..10000; 0: no hold)", o->cache_hold_ms);
     if (o->slot_save_path && *o->slot_save_path) {
@@ -140,6 +142,8 @@ static da_status load(srv *S) {
     S->lsm = malloc((size_t)S->V * sizeof(float));
     if (!S->slots || !S->logits || !S->scratch || !S->lsm) return da_errorf("out of memory");
     da_session_opts so = da_session_opts_default();
+    so.kv_f16 = S->o.kv && !strcmp(S->o.kv, "f16");
+    so.kv_int8 = S->o.kv && !strcmp(S->o.kv, "int8");
     so.max_T = S->ctx;
     so.max_batch = chunk;
     for (int i = 0; i < P && !st.code; i++) st = da_session_create(&S->slots[i].s, S->e, &so);

@@ -30,6 +30,7 @@ typedef struct {
     int request_timeout_s;      /* a connection that has not sent a whole request this many seconds after
                                    its accept (or its previous answer) is closed */
     int prefill_chunk;          /* prompt tokens fed to one slot between two decoding steps */
+    const char *kv;             /* every slot's KV cache: "f32" (NULL), "f16" or "int8", as sample's --kv */
     int cache_hold_ms;          /* while requests queue, a slot that just finished keeps its cache this long for
                                    the request that continues it (a chat's next turn); 0: never held */
     volatile int *stop;         /* when *stop becomes non-zero (a signal handler may set it): refuse new
