@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "serve/chat.h"
+#include "serve/tojson.h"
 
 srv_template srv_template_detect(const char *jinja) {
     if (!jinja || !jinja[0]) return SRV_TMPL_PLAIN;
@@ -22,44 +23,6 @@ const char *srv_template_name(srv_template t) {
     return t == SRV_TMPL_LLAMA3 ? "llama3" : t == SRV_TMPL_LLAMA31 ? "llama3.1" : t == SRV_TMPL_CHATML ? "chatml" : "plain";
 }
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void put_n(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void put(sbuf *b, const char *s) { put_n(b, s, strlen(s)); }
-
-/* s[0..n) as a JSON string the way Jinja's tojson writes it (serve/tojson.h). */
-static void put_json_string(sbuf *b, const char *s, size_t n) {
-    put(b, "\"");
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)s[i];
-        char esc[8];
-        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
-                      : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-        if (!e && c < 0x20) snprintf(esc, sizeof esc, "\\u%04x", c), e = esc;
-        if (e) put(b, e);
-        else put_n(b, s + i, 1);
-    }
-    put(b, "\"");
-}
-
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 /* s[lo, hi) with chars of set taken off the left (l) and right (r) ends: Python's strip / lstrip / rstrip. */
@@ -69,24 +32,24 @@ static void strip_range(const char *s, size_t *lo, size_t *hi, int l, int r, int
 }
 
 /* Meta's Llama 3 template: a header per message, its content trimmed, BOS before the first. */
-static void render_llama3(sbuf *b, const srv_message *m, int n, const char *bos) {
+static void render_llama3(srv_text *b, const srv_message *m, int n, const char *bos) {
     for (int i = 0; i < n; i++) {
         size_t lo = 0, hi = m[i].n_content;
         strip_range(m[i].content, &lo, &hi, 1, 1, 0);
-        if (i == 0) put(b, bos);
-        put(b, "<|start_header_id|>");
-        put(b, m[i].role);
-        put(b, "<|end_header_id|>\n\n");
-        put_n(b, m[i].content + lo, hi - lo);
-        put(b, "<|eot_id|>");
+        if (i == 0) srv_text_put(b, bos);
+        srv_text_put(b, "<|start_header_id|>");
+        srv_text_put(b, m[i].role);
+        srv_text_put(b, "<|end_header_id|>\n\n");
+        srv_text_put_n(b, m[i].content + lo, hi - lo);
+        srv_text_put(b, "<|eot_id|>");
     }
-    put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    srv_text_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 /* Meta's Llama 3.1 template: a system header with the knowledge and today's dates (the template's default
  * date), tools (when given) inside the first user message, a tool call as {"name", "parameters"} and a tool's
  * answer under the ipython header, its content written by tojson. NULL, or what the template would raise. */
-static const char *render_llama31(sbuf *b, const srv_message *m, int n, const srv_tool *tools, int n_tools,
+static const char *render_llama31(srv_text *b, const srv_message *m, int n, const srv_tool *tools, int n_tools,
                                   const char *bos) {
     int i = 0;
     size_t lo = 0, hi = 0;
@@ -95,50 +58,50 @@ static const char *render_llama31(sbuf *b, const srv_message *m, int n, const sr
         strip_range(m[0].content, &lo, &hi, 1, 1, 0);
         i = 1;
     }
-    put(b, bos);
-    put(b, "<|start_header_id|>system<|end_header_id|>\n\n");
-    if (n_tools) put(b, "Environment: ipython\n");
-    put(b, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
-    if (i) put_n(b, m[0].content + lo, hi - lo);
-    put(b, "<|eot_id|>");
+    srv_text_put(b, bos);
+    srv_text_put(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+    if (n_tools) srv_text_put(b, "Environment: ipython\n");
+    srv_text_put(b, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+    if (i) srv_text_put_n(b, m[0].content + lo, hi - lo);
+    srv_text_put(b, "<|eot_id|>");
     if (n_tools) {
         if (i >= n) return "Cannot put tools in the first user message when there's no first user message!";
-        put(b, "<|start_header_id|>user<|end_header_id|>\n\n"
+        srv_text_put(b, "<|start_header_id|>user<|end_header_id|>\n\n"
                "Given the following functions, please respond with a JSON for a function call with its proper "
                "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, "
                "\"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n");
         for (int k = 0; k < n_tools; k++) {
-            put(b, tools[k].tojson_indent);
-            put(b, "\n\n");
+            srv_text_put(b, tools[k].tojson_indent);
+            srv_text_put(b, "\n\n");
         }
         lo = 0, hi = m[i].n_content;
         strip_range(m[i].content, &lo, &hi, 1, 1, 0);
-        put_n(b, m[i].content + lo, hi - lo);
-        put(b, "<|eot_id|>");
+        srv_text_put_n(b, m[i].content + lo, hi - lo);
+        srv_text_put(b, "<|eot_id|>");
         i++;
     }
     for (; i < n; i++) {
         if (!strcmp(m[i].role, "tool") || !strcmp(m[i].role, "ipython")) {
-            put(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
-            put_json_string(b, m[i].content, m[i].n_content);
+            srv_text_put(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            srv_text_put_json_string(b, m[i].content, m[i].n_content);
         } else if (m[i].n_tool_calls) {
             if (m[i].n_tool_calls != 1) return "This model only supports single tool-calls at once!";
-            put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
-            put(b, m[i].tool_calls[0].name);
-            put(b, "\", \"parameters\": ");
-            put(b, m[i].tool_calls[0].arguments_json);
-            put(b, "}");
+            srv_text_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+            srv_text_put(b, m[i].tool_calls[0].name);
+            srv_text_put(b, "\", \"parameters\": ");
+            srv_text_put(b, m[i].tool_calls[0].arguments_json);
+            srv_text_put(b, "}");
         } else {
             lo = 0, hi = m[i].n_content;
             strip_range(m[i].content, &lo, &hi, 1, 1, 0);
-            put(b, "<|start_header_id|>");
-            put(b, m[i].role);
-            put(b, "<|end_header_id|>\n\n");
-            put_n(b, m[i].content + lo, hi - lo);
+            srv_text_put(b, "<|start_header_id|>");
+            srv_text_put(b, m[i].role);
+            srv_text_put(b, "<|end_header_id|>\n\n");
+            srv_text_put_n(b, m[i].content + lo, hi - lo);
         }
-        put(b, "<|eot_id|>");
+        srv_text_put(b, "<|eot_id|>");
     }
-    put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    srv_text_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     return NULL;
 }
 
@@ -165,7 +128,7 @@ static const char *first_of(const char *s, size_t n, const char *needle) {
 
 /* An assistant message of Qwen3's template: its reasoning (between <think>
  * and </think>) dropped before the last user query, kept in a think block after it. */
-static void render_chatml_assistant(sbuf *b, const srv_message *msg, int after_query, int last) {
+static void render_chatml_assistant(srv_text *b, const srv_message *msg, int after_query, int last) {
     const char *content = msg->content;
     const size_t n = msg->n_content;
     const char *close = first_of(content, n, "</think>");
@@ -182,29 +145,29 @@ static void render_chatml_assistant(sbuf *b, const srv_message *msg, int after_q
         strip_range(content, &r_lo, &r_hi, 1, 0, 1);
     }
     const int has_content = c_hi > c_lo;
-    put(b, "<|im_start|>assistant\n");
+    srv_text_put(b, "<|im_start|>assistant\n");
     if (after_query && (last || r_hi > r_lo)) {
         strip_range(rs, &r_lo, &r_hi, 1, 1, 1);
-        put(b, "<think>\n");
-        put_n(b, rs + r_lo, r_hi - r_lo);
-        put(b, "\n</think>\n\n");
+        srv_text_put(b, "<think>\n");
+        srv_text_put_n(b, rs + r_lo, r_hi - r_lo);
+        srv_text_put(b, "\n</think>\n\n");
         strip_range(content, &c_lo, &c_hi, 1, 0, 1);
     }
-    put_n(b, content + c_lo, c_hi - c_lo);
+    srv_text_put_n(b, content + c_lo, c_hi - c_lo);
     for (int k = 0; k < msg->n_tool_calls; k++) {
         const srv_tool_call *tc = &msg->tool_calls[k];
-        if (k || has_content) put(b, "\n");
-        put(b, "<tool_call>\n{\"name\": \"");
-        put(b, tc->name);
-        put(b, "\", \"arguments\": ");
-        put(b, tc->arguments ? tc->arguments : tc->arguments_json);
-        put(b, "}\n</tool_call>");
+        if (k || has_content) srv_text_put(b, "\n");
+        srv_text_put(b, "<tool_call>\n{\"name\": \"");
+        srv_text_put(b, tc->name);
+        srv_text_put(b, "\", \"arguments\": ");
+        srv_text_put(b, tc->arguments ? tc->arguments : tc->arguments_json);
+        srv_text_put(b, "}\n</tool_call>");
     }
-    put(b, "<|im_end|>\n");
+    srv_text_put(b, "<|im_end|>\n");
 }
 
 /* Qwen3's ChatML template: system first (the tools' signatures in it when given), tool results as a user turn. */
-static void render_chatml(sbuf *b, const srv_message *m, int n, const srv_tool *tools, int n_tools) {
+static void render_chatml(srv_text *b, const srv_message *m, int n, const srv_tool *tools, int n_tools) {
     int last_query = n - 1;
     for (int i = n - 1; i >= 0; i--)
         if (!strcmp(m[i].role, "user") && !starts_ends(m[i].content, m[i].n_content, "<tool_response>", "</tool_response>")) {
@@ -212,55 +175,55 @@ static void render_chatml(sbuf *b, const srv_message *m, int n, const srv_tool *
             break;
         }
     if (n_tools) {
-        put(b, "<|im_start|>system\n");
+        srv_text_put(b, "<|im_start|>system\n");
         if (!strcmp(m[0].role, "system")) {
-            put_n(b, m[0].content, m[0].n_content);
-            put(b, "\n\n");
+            srv_text_put_n(b, m[0].content, m[0].n_content);
+            srv_text_put(b, "\n\n");
         }
-        put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
+        srv_text_put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
                "with function signatures within <tools></tools> XML tags:\n<tools>");
         for (int k = 0; k < n_tools; k++) {
-            put(b, "\n");
-            put(b, tools[k].tojson);
+            srv_text_put(b, "\n");
+            srv_text_put(b, tools[k].tojson);
         }
-        put(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+        srv_text_put(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
                "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
                "<args-json-object>}\n</tool_call><|im_end|>\n");
     } else if (!strcmp(m[0].role, "system")) {
-        put(b, "<|im_start|>system\n");
-        put_n(b, m[0].content, m[0].n_content);
-        put(b, "<|im_end|>\n");
+        srv_text_put(b, "<|im_start|>system\n");
+        srv_text_put_n(b, m[0].content, m[0].n_content);
+        srv_text_put(b, "<|im_end|>\n");
     }
     for (int i = 0; i < n; i++) {
         const char *role = m[i].role;
         if (!strcmp(role, "user") || (!strcmp(role, "system") && i > 0)) {
-            put(b, "<|im_start|>");
-            put(b, role);
-            put(b, "\n");
-            put_n(b, m[i].content, m[i].n_content);
-            put(b, "<|im_end|>\n");
+            srv_text_put(b, "<|im_start|>");
+            srv_text_put(b, role);
+            srv_text_put(b, "\n");
+            srv_text_put_n(b, m[i].content, m[i].n_content);
+            srv_text_put(b, "<|im_end|>\n");
         } else if (!strcmp(role, "assistant")) {
             render_chatml_assistant(b, &m[i], i > last_query, i == n - 1);
         } else if (!strcmp(role, "tool")) {
-            if (i == 0 || strcmp(m[i - 1].role, "tool")) put(b, "<|im_start|>user");
-            put(b, "\n<tool_response>\n");
-            put_n(b, m[i].content, m[i].n_content);
-            put(b, "\n</tool_response>");
-            if (i == n - 1 || strcmp(m[i + 1].role, "tool")) put(b, "<|im_end|>\n");
+            if (i == 0 || strcmp(m[i - 1].role, "tool")) srv_text_put(b, "<|im_start|>user");
+            srv_text_put(b, "\n<tool_response>\n");
+            srv_text_put_n(b, m[i].content, m[i].n_content);
+            srv_text_put(b, "\n</tool_response>");
+            if (i == n - 1 || strcmp(m[i + 1].role, "tool")) srv_text_put(b, "<|im_end|>\n");
         }
     }
-    put(b, "<|im_start|>assistant\n");
+    srv_text_put(b, "<|im_start|>assistant\n");
 }
 
 /* The fallback: "role: content" lines, then "assistant:" (docs/serving.md). */
-static void render_plain(sbuf *b, const srv_message *m, int n) {
+static void render_plain(srv_text *b, const srv_message *m, int n) {
     for (int i = 0; i < n; i++) {
-        put(b, m[i].role);
-        put(b, ": ");
-        put_n(b, m[i].content, m[i].n_content);
-        put(b, "\n");
+        srv_text_put(b, m[i].role);
+        srv_text_put(b, ": ");
+        srv_text_put_n(b, m[i].content, m[i].n_content);
+        srv_text_put(b, "\n");
     }
-    put(b, "assistant:");
+    srv_text_put(b, "assistant:");
 }
 
 da_status srv_chat_render(srv_template t, const srv_message *m, int n, const srv_tool *tools, int n_tools,
@@ -283,9 +246,9 @@ da_status srv_chat_render(srv_template t, const srv_message *m, int n, const srv
         if (m[i].n_tool_calls && (t == SRV_TMPL_PLAIN || t == SRV_TMPL_LLAMA3))
             return da_errorf("messages[%d].tool_calls: this model's chat template (%s) does not render tool calls", i,
                              srv_template_name(t));
-    sbuf b = {0};
+    srv_text b = {0};
     const char *raised = NULL;
-    put(&b, "");
+    srv_text_put(&b, "");
     if (t == SRV_TMPL_LLAMA3) render_llama3(&b, m, n, bos ? bos : "");
     else if (t == SRV_TMPL_LLAMA31) raised = render_llama31(&b, m, n, tools, n_tools, bos ? bos : "");
     else if (t == SRV_TMPL_CHATML) render_chatml(&b, m, n, tools, n_tools);

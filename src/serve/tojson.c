@@ -7,13 +7,7 @@
 
 #include "serve/tojson.h"
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} jbuf;
-
-static void put_n(jbuf *b, const char *s, size_t n) {
+void srv_text_put_n(srv_text *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         const size_t cap = (b->n + n + 1) * 2;
@@ -28,24 +22,24 @@ static void put_n(jbuf *b, const char *s, size_t n) {
     b->n += n;
     b->p[b->n] = 0;
 }
-static void put(jbuf *b, const char *s) { put_n(b, s, strlen(s)); }
+void srv_text_put(srv_text *b, const char *s) { srv_text_put_n(b, s, strlen(s)); }
 
-static void put_string(jbuf *b, const char *s) {
-    put(b, "\"");
-    for (; *s; s++) {
-        const unsigned char c = (unsigned char)*s;
+void srv_text_put_json_string(srv_text *b, const char *s, size_t n) {
+    srv_text_put(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
         char esc[8];
         const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
                       : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
         if (!e && c < 0x20) snprintf(esc, sizeof esc, "\\u%04x", c), e = esc;
-        if (e) put(b, e);
-        else put_n(b, s, 1);
+        if (e) srv_text_put(b, e);
+        else srv_text_put_n(b, s + i, 1);
     }
-    put(b, "\"");
+    srv_text_put(b, "\"");
 }
 
 /* The shortest text that reads back as v; integers without a fraction. */
-static void put_number(jbuf *b, double v) {
+static void put_number(srv_text *b, double v) {
     char t[40];
     if (v == floor(v) && fabs(v) < 1e16) snprintf(t, sizeof t, "%.0f", v);
     else if (!isfinite(v)) snprintf(t, sizeof t, "null");
@@ -54,40 +48,40 @@ static void put_number(jbuf *b, double v) {
             snprintf(t, sizeof t, "%.*g", prec, v);
             if (strtod(t, NULL) == v) break;
         }
-    put(b, t);
+    srv_text_put(b, t);
 }
 
-static void newline(jbuf *b, int indent, int depth) {
+static void newline(srv_text *b, int indent, int depth) {
     if (!indent) return;
-    put(b, "\n");
-    for (int i = 0; i < indent * depth; i++) put(b, " ");
+    srv_text_put(b, "\n");
+    for (int i = 0; i < indent * depth; i++) srv_text_put(b, " ");
 }
 
-static void put_value(jbuf *b, const cJSON *v, int indent, int depth) {
-    if (cJSON_IsString(v)) put_string(b, v->valuestring);
+static void put_value(srv_text *b, const cJSON *v, int indent, int depth) {
+    if (cJSON_IsString(v)) srv_text_put_json_string(b, v->valuestring, strlen(v->valuestring));
     else if (cJSON_IsNumber(v)) put_number(b, v->valuedouble);
-    else if (cJSON_IsTrue(v)) put(b, "true");
-    else if (cJSON_IsFalse(v)) put(b, "false");
+    else if (cJSON_IsTrue(v)) srv_text_put(b, "true");
+    else if (cJSON_IsFalse(v)) srv_text_put(b, "false");
     else if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
         const int obj = cJSON_IsObject(v);
-        put(b, obj ? "{" : "[");
+        srv_text_put(b, obj ? "{" : "[");
         for (const cJSON *e = v->child; e; e = e->next) {
             newline(b, indent, depth + 1);
             if (obj) {
-                put_string(b, e->string);
-                put(b, ": ");
+                srv_text_put_json_string(b, e->string, strlen(e->string));
+                srv_text_put(b, ": ");
             }
             put_value(b, e, indent, depth + 1);
-            if (e->next) put(b, indent ? "," : ", ");
+            if (e->next) srv_text_put(b, indent ? "," : ", ");
         }
         if (v->child) newline(b, indent, depth);
-        put(b, obj ? "}" : "]");
-    } else put(b, "null");
+        srv_text_put(b, obj ? "}" : "]");
+    } else srv_text_put(b, "null");
 }
 
 char *srv_tojson(const cJSON *v, int indent) {
-    jbuf b = {0};
-    put(&b, "");
+    srv_text b = {0};
+    srv_text_put(&b, "");
     put_value(&b, v, indent, 0);
     if (b.oom) {
         free(b.p);
