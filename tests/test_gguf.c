@@ -9,6 +9,7 @@
 #include "io/gguf.h"
 #include "io/npy.h"
 #include "quant/quantize.h"
+#include "session_logits.h"
 
 static char tmpdir[256];
 static const char *tpath(const char *name) {
@@ -160,8 +161,6 @@ static int test_model_roundtrip(void) {
     return 0;
 }
 
-static int qlogits(const da_engine *q, da_act_mode act, int kv_int8, const int *tok, int T, float *out);
-
 /* NSA through a q8_0 GGUF: its hyper-parameters as diffattn.nsa_* keys (and
  * no other arch's file has them), the compression and gate tensors f32, every
  * byte and the config back, and the f32 engine's logits of a prompt equal to
@@ -205,7 +204,7 @@ static int test_nsa_roundtrip(void) {
     float *got = malloc(n * sizeof(float));
     da_quantize_types o32 = {DA_QT_F32, DA_QT_F32, 1};
     CHECK(got && !da_engine_quantize(&q, &m, &o32).code);
-    CHECK(!qlogits(&q, DA_ACTQ_F32, 0, tok, T, got));
+    CHECK(!session_logits(&q, DA_ACTQ_F32, 0, tok, T, got));
     int rc = expect_close_rel("nsa f32 engine vs da_forward", got, da_acts_logits(a), n, 1e-4, 1e-3);
     da_engine_release(&q);
     free(got);
@@ -253,7 +252,7 @@ static int test_nsa_shared_kv_roundtrip(void) {
     da_forward(&m, a, tok, NULL, 1, T);
     const size_t n = (size_t)T * m.cfg.vocab_size;
     float *got = malloc(n * sizeof(float));
-    CHECK(got && !qlogits(&r, DA_ACTQ_F32, 0, tok, T, got));
+    CHECK(got && !session_logits(&r, DA_ACTQ_F32, 0, tok, T, got));
     int rc = expect_close_rel("nsa shared kv f32 engine vs da_forward", got, da_acts_logits(a), n, 1e-4, 1e-3);
     free(got);
     da_acts_free(a);
@@ -280,21 +279,6 @@ static int expect_rms_close(const char *what, const float *got, const float *ref
     return 0;
 }
 
-/* Logits of the prompt, by the quantized forward (one batch). */
-static int qlogits(const da_engine *q, da_act_mode act, int kv_int8, const int *tok, int T, float *out) {
-    da_session *s;
-    da_session_opts o = da_session_opts_default();
-    o.act = act;
-    o.kv_int8 = kv_int8;
-    o.max_T = T;
-    if (da_session_create(&s, q, &o).code) return -1;
-    const float *lg;
-    da_status st = da_session_feed(s, tok, T, 1, &lg);
-    if (!st.code) memcpy(out, lg, (size_t)T * q->cfg.vocab_size * sizeof(float));
-    da_session_free(s);
-    return st.code ? -1 : 0;
-}
-
 /* q8_0 weights with q8 activations stay close to the f32 model; the f32
  * build of the same code matches da_forward. */
 static int test_q8_0_logits_close(void) {
@@ -314,20 +298,20 @@ static int test_q8_0_logits_close(void) {
         da_engine q;
         da_quantize_types o32 = {DA_QT_F32, DA_QT_F32, 1}, o8 = {DA_QT_Q8_0, -1, 1};
         CHECK(!da_engine_quantize(&q, &m, &o32).code);
-        CHECK(!qlogits(&q, DA_ACTQ_F32, 0, tok, T, got));
+        CHECK(!session_logits(&q, DA_ACTQ_F32, 0, tok, T, got));
         int rc = expect_close_rel("f32 qforward vs da_forward", got, ref, n, 1e-4, 1e-3);
         da_engine_release(&q);
         CHECK(!da_engine_quantize(&q, &m, &o8).code);
-        CHECK(!qlogits(&q, DA_ACTQ_Q8, 0, tok, T, got));
+        CHECK(!session_logits(&q, DA_ACTQ_Q8, 0, tok, T, got));
         rc |= expect_rms_close("q8_0 logits vs f32", got, ref, n, 0.03);
-        CHECK(!qlogits(&q, DA_ACTQ_Q8, 1, tok, T, got));
+        CHECK(!session_logits(&q, DA_ACTQ_Q8, 1, tok, T, got));
         rc |= expect_rms_close("q8_0 + int8 KV logits vs f32", got, ref, n, 0.03);
         /* the dequantized model (what eval loss etc. load) agrees with the f32-activation run */
         CHECK(!da_engine_save_gguf(&q, tpath("q8.gguf")).code);
         da_model dm;
         CHECK(!da_model_load_any(&dm, tpath("q8.gguf")).code); /* a GGUF, dequantized */
         da_forward(&dm, a, tok, NULL, 1, T);
-        CHECK(!qlogits(&q, DA_ACTQ_F32, 0, tok, T, got));
+        CHECK(!session_logits(&q, DA_ACTQ_F32, 0, tok, T, got));
         rc |= expect_close_rel("dequantized da_forward vs q8_0 with f32 activations", da_acts_logits(a), got, n,
                                1e-4, 1e-3);
         da_model_free(&dm);
@@ -366,7 +350,7 @@ static int test_packed_engine(void) {
         float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
         for (int act = 0; act < 2; act++) {
             const da_act_mode mode = act ? DA_ACTQ_F32 : DA_ACTQ_Q8;
-            CHECK(!qlogits(pk, mode, 0, tok, T, a) && !qlogits(&plain, mode, 0, tok, T, b));
+            CHECK(!session_logits(pk, mode, 0, tok, T, a) && !session_logits(&plain, mode, 0, tok, T, b));
             CHECK(!memcmp(a, b, n * sizeof(float)));
         }
         da_model ma, mb;
@@ -399,7 +383,7 @@ static int decode_matches_batch(int wtype, da_act_mode act, int T, double tol) {
     for (int i = 0; i < T; i++) tok[i] = (i * 53 + 5) % 256;
     const int V = q.cfg.vocab_size;
     float *batch = malloc((size_t)T * V * sizeof(float)), *step = malloc((size_t)T * V * sizeof(float));
-    CHECK(!qlogits(&q, act, 1, tok, T, batch));
+    CHECK(!session_logits(&q, act, 1, tok, T, batch));
     da_session *s;
     da_session_opts ro = da_session_opts_default();
     ro.act = act;

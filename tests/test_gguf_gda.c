@@ -13,6 +13,7 @@
 #include "io/gguf.h"
 #include "quant/calib.h"
 #include "quant/quantize.h"
+#include "session_logits.h"
 
 static char tmpdir[256];
 
@@ -56,19 +57,6 @@ static int ref_logits(da_model *m, const int *tok, int T, float *out) {
     memcpy(out, da_acts_logits(a), (size_t)T * m->cfg.vocab_size * sizeof(float));
     da_acts_free(a);
     return 0;
-}
-
-static int engine_logits(const da_engine *q, da_act_mode act, const int *tok, int T, float *out) {
-    da_session *s;
-    da_session_opts o = da_session_opts_default();
-    o.act = act;
-    o.max_T = T;
-    if (da_session_create(&s, q, &o).code) return -1;
-    const float *lg;
-    da_status st = da_session_feed(s, tok, T, 1, &lg);
-    if (!st.code) memcpy(out, lg, (size_t)T * q->cfg.vocab_size * sizeof(float));
-    da_session_free(s);
-    return st.code ? -1 : 0;
 }
 
 /* mean over positions of KL(softmax(ref) || softmax(got)) */
@@ -178,7 +166,7 @@ static int test_f32_round_trip(void) {
         CHECK(!st.code);
         CHECK(r.cfg.arch == DA_ARCH_GDA && r.cfg.mlp == DA_MLP_POLYNORM && r.cfg.gda_noise_heads == FORMS[k].G &&
               r.cfg.n_kv_heads == FORMS[k].kv && r.cfg.tie_embeddings == FORMS[k].tie);
-        CHECK(!engine_logits(&r, DA_ACTQ_F32, tok, T, got));
+        CHECK(!session_logits(&r, DA_ACTQ_F32, 0, tok, T, got));
         const int rc = expect_close_rel(FORMS[k].what, got, ref, n, 1e-5, 1e-3);
         printf("     %s: f32 GGUF logits max rel error %.2g\n", FORMS[k].what, max_rel_error(got, ref, n, 1e-3));
         da_engine_release(&r);
@@ -223,7 +211,7 @@ static int test_quantized(void) {
                 return 1;
             }
         }
-        CHECK(!engine_logits(&r, DA_ACTQ_Q8, tok, T, got));
+        CHECK(!session_logits(&r, DA_ACTQ_Q8, 0, tok, T, got));
         const double kl = mean_kl(ref, got, T, m.cfg.vocab_size);
         printf("     %s: mean KL against f32 %.3g\n", da_qtype_name(types[k]), kl);
         rc = !(kl <= kl_max[k]);

@@ -11,21 +11,9 @@
 #include "harness.h"
 #include "io/gguf.h"
 #include "quant/quantize.h"
+#include "session_logits.h"
 
 static char tmpdir[256];
-
-static int logits_of(const da_engine *q, const int *tok, int T, float *out) {
-    da_session *s;
-    da_session_opts o = da_session_opts_default();
-    o.act = DA_ACTQ_F32;
-    o.max_T = T;
-    if (da_session_create(&s, q, &o).code) return -1;
-    const float *lg;
-    da_status st = da_session_feed(s, tok, T, 1, &lg);
-    if (!st.code) memcpy(out, lg, (size_t)T * q->cfg.vocab_size * sizeof(float));
-    da_session_free(s);
-    return st.code ? -1 : 0;
-}
 
 /* the streamed file of dir against the file of the loaded model, at type */
 static int same_files(const char *dir, int type) {
@@ -64,7 +52,7 @@ static int same_files(const char *dir, int type) {
     for (int i = 0; i < T; i++) tok[i] = (i * 31 + 2) % a.cfg.vocab_size;
     const size_t n = (size_t)T * a.cfg.vocab_size;
     float *la = malloc(n * sizeof *la), *lb = malloc(n * sizeof *lb);
-    CHECK(la && lb && !logits_of(&a, tok, T, la) && !logits_of(&b, tok, T, lb));
+    CHECK(la && lb && !session_logits(&a, DA_ACTQ_F32, 0, tok, T, la) && !session_logits(&b, DA_ACTQ_F32, 0, tok, T, lb));
     const int same = !memcmp(la, lb, n * sizeof *la);
     free(la);
     free(lb);
