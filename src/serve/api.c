@@ -383,6 +383,16 @@ static void stream_uncount(stream *st) {
     pthread_cond_broadcast(&st->S->out_cv);
 }
 
+/* o as one server-sent event, "data: JSON\n\n", then tail1 and tail2 (malloc'ed; NULL when out of memory); o is freed. */
+static char *sse_event(cJSON *o, const char *tail1, const char *tail2) {
+    char *json = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    char *ev = json ? malloc(strlen(json) + strlen(tail1) + strlen(tail2) + 9) : NULL;
+    if (ev) sprintf(ev, "data: %s\n\n%s%s", json, tail1, tail2);
+    free(json);
+    return ev;
+}
+
 /* The chunk after the last choice's, as OpenAI sends it: no choices, the request's usage. */
 static char *usage_event(const stream *st) {
     cJSON *o = cJSON_CreateObject();
@@ -392,12 +402,7 @@ static char *usage_event(const stream *st) {
     cJSON_AddNumberToObject(u, "prompt_tokens", st->j->n_ids);
     cJSON_AddNumberToObject(u, "completion_tokens", st->j->n_out);
     cJSON_AddNumberToObject(u, "total_tokens", st->j->n_ids + st->j->n_out);
-    char *json = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    char *ev = json ? malloc(strlen(json) + 16) : NULL;
-    if (ev) sprintf(ev, "data: %s\n\n", json);
-    free(json);
-    return ev;
+    return sse_event(o, "", "");
 }
 
 static char *event_of(const stream *st, const char *text, size_t n, const char *finish) {
@@ -417,12 +422,12 @@ static char *event_of(const stream *st, const char *text, size_t n, const char *
     else cJSON_AddNullToObject(ch, "finish_reason");
     cJSON_AddItemToArray(choices, ch);
     if (st->usage) cJSON_AddNullToObject(o, "usage");
-    char *json = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
     char *usage = finish && st->usage ? usage_event(st) : NULL;
-    char *ev = json && (usage || !(finish && st->usage)) ? malloc(strlen(json) + (usage ? strlen(usage) : 0) + 40) : NULL;
-    if (ev) sprintf(ev, "data: %s\n\n%s%s", json, usage ? usage : "", finish ? "data: [DONE]\n\n" : "");
-    free(json);
+    if (finish && st->usage && !usage) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    char *ev = sse_event(o, usage ? usage : "", finish ? "data: [DONE]\n\n" : "");
     free(usage);
     return ev;
 }
@@ -431,12 +436,7 @@ static char *error_event(const char *msg) {
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", "server_error");
-    char *json = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    char *ev = json ? malloc(strlen(json) + 40) : NULL;
-    if (ev) sprintf(ev, "data: %s\n\ndata: [DONE]\n\n", json);
-    free(json);
-    return ev;
+    return sse_event(o, "data: [DONE]\n\n", "");
 }
 
 /* A chat stream with tools: the deltas text[0..n_safe) makes due, one chunk each, and at the end the finish. */
@@ -455,11 +455,14 @@ static char *tool_events(stream *st) {
         cJSON_AddNullToObject(ch, "logprobs");
         cJSON_AddNullToObject(ch, "finish_reason");
         if (st->usage) cJSON_AddNullToObject(o, "usage");
-        char *json = cJSON_PrintUnformatted(o), *grown = json && len + strlen(json) + 9 > cap ?
-                                                          realloc(all, cap = 2 * (len + strlen(json) + 9)) : all;
-        if (json && grown) len += (size_t)sprintf((all = grown) + len, "data: %s\n\n", json);
-        cJSON_Delete(o);
-        free(json);
+        char *ev = sse_event(o, "", "");
+        const size_t need = ev ? len + strlen(ev) + 1 : 0;
+        if (ev && need > cap) {
+            char *grown = realloc(all, 2 * need);
+            if (grown) all = grown, cap = 2 * need;
+        }
+        if (ev && need <= cap) len += (size_t)sprintf(all + len, "%s", ev);
+        free(ev);
     }
     cJSON_Delete(deltas);
     char *end = j->done ? event_of(st, "", 0, srv_tool_stream_finish(st->ts, j->finish_length)) : NULL;
