@@ -22,7 +22,7 @@
 #   bash bench/llamacpp_speed.sh                     # SHAPES="220m 1.2b" THREADS="2 1"
 #   SHAPES=tiny PROMPT=32 GEN=16 bash bench/llamacpp_speed.sh   # a quick check
 # Environment: BIN (build/diffattn), DRV (build/llama_driver), OUT (runs/llamacpp_speed),
-# SHAPES, THREADS, PROMPT (512), GEN (128), REPS (3: best of, per measurement),
+# SHAPES, THREADS, FILES (the labels to time, e.g. "Q4_K_M"; all when empty), PROMPT (512), GEN (128), REPS (3: best of, per measurement),
 # ROUNDS (1: alternating rounds), LLAMA_KV (f16, llama.cpp's default KV cache), KV (diffattn's KV cache:
 # LLAMA_KV unless set, so that both engines read the same cache bytes; f32, f16 or int8).
 # Results: $OUT/results.jsonl (one line per measurement) and $OUT/table.md.
@@ -32,6 +32,7 @@ DRV=${DRV:-build/llama_driver}
 OUT=${OUT:-runs/llamacpp_speed}
 SHAPES=${SHAPES:-"220m 1.2b"}
 THREADS=${THREADS:-"2 1"}
+FILES=${FILES:-}
 PROMPT=${PROMPT:-512}
 GEN=${GEN:-128}
 REPS=${REPS:-3}
@@ -87,6 +88,7 @@ for s in $SHAPES; do
     for th in $THREADS; do
       for entry in "${files[@]}"; do
         label=${entry%% *} f=${entry#* }
+        [[ -z $FILES || " $FILES " == *" $label "* ]] || continue
         echo "== $s $label, $th thread(s), round $round" >&2
         d=$(OMP_NUM_THREADS=$th "$BIN" bench generate --model "$f" --prompt "$PROMPT" --gen "$GEN" --reps "$REPS" \
           --threads "$th" --kv "$KV" --json --bandwidth)
