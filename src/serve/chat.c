@@ -3,7 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
+#include "diffattn/formats.h"
+#include "io/gguf.h"
 #include "serve/chat.h"
 #include "serve/tojson.h"
 
@@ -16,11 +21,74 @@ srv_template srv_template_detect(const char *jinja) {
     if (strstr(jinja, "<|start_header_id|>") && strstr(jinja, "<|eot_id|>") && !strstr(jinja, "Cutting Knowledge"))
         return SRV_TMPL_LLAMA3;
     if (strstr(jinja, "<|im_start|>") && strstr(jinja, "<|im_end|>")) return SRV_TMPL_CHATML;
+    if (strstr(jinja, "<|startofturn|>") && strstr(jinja, "<|endofturn|>")) return SRV_TMPL_MOTIF;
     return SRV_TMPL_PLAIN;
 }
 
 const char *srv_template_name(srv_template t) {
-    return t == SRV_TMPL_LLAMA3 ? "llama3" : t == SRV_TMPL_LLAMA31 ? "llama3.1" : t == SRV_TMPL_CHATML ? "chatml" : "plain";
+    return t == SRV_TMPL_LLAMA3 ? "llama3" : t == SRV_TMPL_LLAMA31 ? "llama3.1" : t == SRV_TMPL_CHATML ? "chatml"
+         : t == SRV_TMPL_MOTIF  ? "motif" : "plain";
+}
+
+/* The Jinja chat template the model comes with (malloc'ed), or NULL. */
+static char *find_chat_template(const char *path) {
+    char *out = NULL;
+    if (da_gguf_is_gguf(path)) {
+        da_gguf_file f;
+        memset(&f, 0, sizeof f);
+        const char *t = NULL;
+        if (!da_gguf_open(&f, path).code && !da_gguf_get_str(&f, "tokenizer.chat_template", &t).code && t &&
+            (out = malloc(strlen(t) + 1)))
+            strcpy(out, t);
+        da_gguf_close(&f);
+        return out;
+    }
+    char cfg[4096];
+    struct stat sb;
+    if (!stat(path, &sb) && S_ISDIR(sb.st_mode)) snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", path);
+    else {
+        const char *slash = strrchr(path, '/');
+        snprintf(cfg, sizeof cfg, "%.*s%stokenizer_config.json", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
+    }
+    FILE *fp = da_fopen_regular(cfg, NULL);
+    if (!fp) return NULL;
+    char *text = NULL;
+    long n = fseek(fp, 0, SEEK_END) ? -1 : ftell(fp);
+    if (n > 0 && n < (64L << 20) && !fseek(fp, 0, SEEK_SET) && (text = malloc((size_t)n + 1)) &&
+        fread(text, 1, (size_t)n, fp) == (size_t)n) {
+        text[n] = 0;
+        cJSON *j = cJSON_Parse(text);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "chat_template");
+        if (cJSON_IsArray(t)) /* a list of named templates: the default one */
+            for (const cJSON *e = t->child; e; e = e->next)
+                if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "name")) &&
+                    !strcmp(cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring, "default"))
+                    t = cJSON_GetObjectItemCaseSensitive(e, "template");
+        if (cJSON_IsString(t) && (out = malloc(strlen(t->valuestring) + 1))) strcpy(out, t->valuestring);
+        cJSON_Delete(j);
+    }
+    free(text);
+    fclose(fp);
+    return out;
+}
+
+srv_template srv_template_of_model(const char *path, const char **why_plain) {
+    char *jinja = find_chat_template(path);
+    const srv_template t = srv_template_detect(jinja);
+    *why_plain = t != SRV_TMPL_PLAIN ? NULL
+               : jinja ? "the model's chat template is not Llama 3's, Llama 3.1's, ChatML's or Motif's"
+                       : "the model has no chat template";
+    free(jinja);
+    return t;
+}
+
+const char *srv_template_bos(const da_tokenizer *tok) {
+    return tok && da_tokenizer_special_id(tok, "<|begin_of_text|>") >= 0 ? "<|begin_of_text|>" : "";
+}
+
+const char *srv_template_turn_end(srv_template t) {
+    return t == SRV_TMPL_LLAMA3 || t == SRV_TMPL_LLAMA31 ? "<|eot_id|>" : t == SRV_TMPL_CHATML ? "<|im_end|>"
+         : t == SRV_TMPL_MOTIF                            ? "<|endofturn|>" : NULL;
 }
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
@@ -215,6 +283,20 @@ static void render_chatml(srv_text *b, const srv_message *m, int n, const srv_to
     srv_text_put(b, "<|im_start|>assistant\n");
 }
 
+/* Motif's format as mlx-motif documents it (tools/serveref/motif_chat_template.jinja; docs/motif.md): each
+ * message <|startofturn|><|ROLE|>, two newlines, its content as it is, <|endofturn|>; then the assistant's
+ * opening. No BOS, and no tool tokens: a tool's answer is one more role. */
+static void render_motif(srv_text *b, const srv_message *m, int n) {
+    for (int i = 0; i < n; i++) {
+        srv_text_put(b, "<|startofturn|><|");
+        srv_text_put(b, m[i].role);
+        srv_text_put(b, "|>\n\n");
+        srv_text_put_n(b, m[i].content, m[i].n_content);
+        srv_text_put(b, "<|endofturn|>");
+    }
+    srv_text_put(b, "<|startofturn|><|assistant|>\n\n");
+}
+
 /* The fallback: "role: content" lines, then "assistant:" (docs/serving.md). */
 static void render_plain(srv_text *b, const srv_message *m, int n) {
     for (int i = 0; i < n; i++) {
@@ -239,11 +321,12 @@ da_status srv_chat_render(srv_template t, const srv_message *m, int n, const srv
             return da_errorf("messages[%d].role: \"%.40s\" is not one of system, user, assistant, tool, developer", i,
                              m[i].role);
     }
-    if (n_tools && (t == SRV_TMPL_PLAIN || t == SRV_TMPL_LLAMA3))
+    const int shows_tools = t == SRV_TMPL_LLAMA31 || t == SRV_TMPL_CHATML;
+    if (n_tools && !shows_tools)
         return da_errorf("tools: this model's chat template (%s) has no place for tools (Llama 3.1's and Qwen3's do)",
                          srv_template_name(t));
     for (int i = 0; i < n; i++)
-        if (m[i].n_tool_calls && (t == SRV_TMPL_PLAIN || t == SRV_TMPL_LLAMA3))
+        if (m[i].n_tool_calls && !shows_tools)
             return da_errorf("messages[%d].tool_calls: this model's chat template (%s) does not render tool calls", i,
                              srv_template_name(t));
     srv_text b = {0};
@@ -252,6 +335,7 @@ da_status srv_chat_render(srv_template t, const srv_message *m, int n, const srv
     if (t == SRV_TMPL_LLAMA3) render_llama3(&b, m, n, bos ? bos : "");
     else if (t == SRV_TMPL_LLAMA31) raised = render_llama31(&b, m, n, tools, n_tools, bos ? bos : "");
     else if (t == SRV_TMPL_CHATML) render_chatml(&b, m, n, tools, n_tools);
+    else if (t == SRV_TMPL_MOTIF) render_motif(&b, m, n);
     else render_plain(&b, m, n);
     if (raised) {
         free(b.p);

@@ -3,15 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-#include <cjson/cJSON.h>
 
 #include "infer/slot_file.h"
 #include "io/atomic_file.h"
-#include "io/gguf.h"
 #include "serve/server.h"
-#include "diffattn/formats.h"
 
 da_serve_opts da_serve_opts_default(void) {
     da_serve_opts o;
@@ -48,49 +43,6 @@ static da_status check_opts(const da_serve_opts *o) {
     return da_ok();
 }
 
-/* The Jinja chat template the model comes with (malloc'ed), or NULL: GGUF's
- * tokenizer.chat_template, else tokenizer_config.json in a model folder or beside the file. */
-static char *find_chat_template(const char *path) {
-    char *out = NULL;
-    if (da_gguf_is_gguf(path)) {
-        da_gguf_file f;
-        memset(&f, 0, sizeof f);
-        const char *t = NULL;
-        if (!da_gguf_open(&f, path).code && !da_gguf_get_str(&f, "tokenizer.chat_template", &t).code && t &&
-            (out = malloc(strlen(t) + 1)))
-            strcpy(out, t);
-        da_gguf_close(&f);
-        return out;
-    }
-    char cfg[4096];
-    struct stat sb;
-    if (!stat(path, &sb) && S_ISDIR(sb.st_mode)) snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", path);
-    else {
-        const char *slash = strrchr(path, '/');
-        snprintf(cfg, sizeof cfg, "%.*s%stokenizer_config.json", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
-    }
-    FILE *fp = da_fopen_regular(cfg, NULL);
-    if (!fp) return NULL;
-    char *text = NULL;
-    long n = fseek(fp, 0, SEEK_END) ? -1 : ftell(fp);
-    if (n > 0 && n < (64L << 20) && !fseek(fp, 0, SEEK_SET) && (text = malloc((size_t)n + 1)) &&
-        fread(text, 1, (size_t)n, fp) == (size_t)n) {
-        text[n] = 0;
-        cJSON *j = cJSON_Parse(text);
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "chat_template");
-        if (cJSON_IsArray(t)) /* a list of named templates: the default one */
-            for (const cJSON *e = t->child; e; e = e->next)
-                if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "name")) &&
-                    !strcmp(cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring, "default"))
-                    t = cJSON_GetObjectItemCaseSensitive(e, "template");
-        if (cJSON_IsString(t) && (out = malloc(strlen(t->valuestring) + 1))) strcpy(out, t->valuestring);
-        cJSON_Delete(j);
-    }
-    free(text);
-    fclose(fp);
-    return out;
-}
-
 static void set_model_id(srv *S, const char *path) {
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') n--;
@@ -101,19 +53,19 @@ static void set_model_id(srv *S, const char *path) {
 
 /* The chat template, the end-of-text ids and the BOS text of the model's tokenizer. */
 static void load_chat(srv *S) {
-    char *jinja = find_chat_template(S->o.model_path);
-    S->tmpl = srv_template_detect(jinja);
-    if (S->tmpl == SRV_TMPL_PLAIN)
+    const char *why_plain = NULL;
+    S->tmpl = srv_template_of_model(S->o.model_path, &why_plain);
+    if (why_plain)
         fprintf(stderr, "serve: warning: %s; chats are rendered by the plain fallback (\"role: content\" lines, then "
                         "\"assistant:\"; docs/serving.md)\n",
-                jinja ? "the model's chat template is not Llama 3's, Llama 3.1's or ChatML's" : "the model has no chat template");
-    free(jinja);
-    static const char *const ends[] = {"<|eot_id|>", "<|end_of_text|>", "<|im_end|>", "<|endoftext|>"};
+                why_plain);
+    static const char *const ends[] = {"<|eot_id|>", "<|end_of_text|>", "<|im_end|>", "<|endoftext|>", "<|endofturn|>"};
+    _Static_assert(sizeof ends / sizeof ends[0] <= sizeof S->eos / sizeof S->eos[0], "srv.eos is too short");
     for (size_t i = 0; S->tok && i < sizeof ends / sizeof ends[0]; i++) {
         const int id = da_tokenizer_special_id(S->tok, ends[i]);
         if (id >= 0 && id < S->V) S->eos[S->n_eos++] = id;
     }
-    if (S->tok && da_tokenizer_special_id(S->tok, "<|begin_of_text|>") >= 0) snprintf(S->bos, sizeof S->bos, "<|begin_of_text|>");
+    snprintf(S->bos, sizeof S->bos, "%s", srv_template_bos(S->tok));
 }
 
 static da_status load(srv *S) {

@@ -73,7 +73,7 @@ typedef struct {
     const da_tokenizer *tok;
     srv_template tmpl;
     char bos[64];
-    int eos[4], n_eos;
+    int eos[8], n_eos; /* the end-of-turn tokens the tokenizer has, of load_chat's list */
     int V, ctx;
     uint64_t fingerprint; /* the model's, in slot files (da_engine_fingerprint); with --slot-save-path */
     int ids_only; /* no tokenizer for a vocabulary that is not bytes: prompts must be token ids */
