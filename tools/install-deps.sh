@@ -14,6 +14,8 @@ PKGS+=(qemu-user)
 PKGS+=(python3-numpy python3-torch)
 # jsonschema: cli_serve_json validates structured-output answers with a validator written apart from the decoder
 PKGS+=(python3-jsonschema)
+# jinja2: cli_serve_tools and cli_motif_chat render chat templates with Python's Jinja, as transformers does
+PKGS+=(python3-jinja2)
 # node and npm run the reference tokenizers (tools/tokref) and GGUF reader (tools/ggufref) of the tests
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()
