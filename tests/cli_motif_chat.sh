@@ -133,5 +133,14 @@ ok "sample --chat, 8 new tokens at most" "$BIN" sample --model "$D" --chat --pro
 check "the reply ends at <|endofturn|>, its first token" [ "$(cat "$TMP/last.out")" = \
   "<|startofturn|><|user|>"$'\n\n'"Hi<|endofturn|><|startofturn|><|assistant|>"$'\n\n'"<|endofturn|>" ]
 has "of 12 tokens: the prompt's 11 and <|endofturn|>" "$(cat "$TMP/last.err")" "[12 tokens in "
+# A template with Motif-3's <think> block is not taken for Motif-2's format: the plain fallback renders it
+D3=$TMP/motif3; cp -r "$D" "$D3"
+python3 - "$D3/tokenizer_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["chat_template"] += "{% if add_generation_prompt %}<think>{% endif %}"
+json.dump(c, open(sys.argv[1], "w"))
+PY
+ok "sample --chat on a template with <think>" "$BIN" sample --model "$D3" --chat --prompt "Hi" --max-new 0
+check "it is not rendered as Motif-2's turns" bash -c "! grep -q '<|startofturn|><|user|>' '$TMP/last.out'"
 expect_error "--system without --chat" "--system needs --chat" "$BIN" sample --model "$D" --system "x" --max-new 0
 finish

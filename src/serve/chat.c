@@ -21,7 +21,10 @@ srv_template srv_template_detect(const char *jinja) {
     if (strstr(jinja, "<|start_header_id|>") && strstr(jinja, "<|eot_id|>") && !strstr(jinja, "Cutting Knowledge"))
         return SRV_TMPL_LLAMA3;
     if (strstr(jinja, "<|im_start|>") && strstr(jinja, "<|im_end|>")) return SRV_TMPL_CHATML;
-    if (strstr(jinja, "<|startofturn|>") && strstr(jinja, "<|endofturn|>")) return SRV_TMPL_MOTIF;
+    /* Motif-2's turns; Motif-3's share the turn tokens but open with <|beginoftext|> and a <think> block */
+    if (strstr(jinja, "<|startofturn|>") && strstr(jinja, "<|endofturn|>") && !strstr(jinja, "<think>") &&
+        !strstr(jinja, "<|beginoftext|>"))
+        return SRV_TMPL_MOTIF;
     return SRV_TMPL_PLAIN;
 }
 
