@@ -36,6 +36,7 @@ by sqrt(1e-5 / attn_rms_norm_eps) when that eps is not diffattn's fixed 1e-5
 
     /usr/bin/python3 tools/motif_reference.py          # write tests/fixtures/motif_* and hf_motif_*, checking on the way
     /usr/bin/python3 tools/motif_reference.py --check  # the checks only
+    /usr/bin/python3 tools/motif_reference.py --logits FOLDER --ids IDS.txt --out L.npy  # a folder's logits
 """
 
 import argparse
@@ -466,11 +467,29 @@ def write_folder(name, do_write):
     print("[%s] wrote %s/ (%s, %d shards) and %s.* (loss %.6f)" % (name, name, dtype, shards, name, loss))
 
 
+def folder_logits(folder, ids_path, out_path):
+    """The reference's logits (float64 .npy) of a Motif folder as stored: its config.json, and its weights
+    from model.safetensors or the shards its index names (F32, BF16 or F16, widened exactly)."""
+    import make_hf_fixtures as hfx
+    cfg, W = hfx.load_folder(folder)
+    P = {k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in W.items()}
+    with open(ids_path) as f:
+        ids = np.array([int(t) for t in f.read().split()])
+    np.save(out_path, forward(cfg, P, ids).detach().numpy().astype("<f8"))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="run the checks, write nothing")
+    ap.add_argument("--logits", metavar="FOLDER", help="write the logits of a Motif folder (with --ids, --out)")
+    ap.add_argument("--ids", help="token ids, whitespace-separated")
+    ap.add_argument("--out", help="the .npy of --logits")
     a = ap.parse_args(argv)
     torch.set_default_dtype(torch.float64)
+    if a.logits:
+        if not a.ids or not a.out:
+            ap.error("--logits needs --ids and --out")
+        return folder_logits(a.logits, a.ids, a.out)
     self_checks()
     for name in CONFIGS:
         write(name, not a.check)

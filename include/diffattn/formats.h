@@ -34,18 +34,17 @@ const char *da_model_format(const char *path);
  * files together. 0 when unreadable. */
 size_t da_model_file_bytes(const char *path);
 da_status da_model_save(const da_model *m, const char *path); /* atomic */
-/* Writes m as a Hugging Face folder dir (created if missing): config.json
- * (model_type "diffllama", DiffLlamaForCausalLM, for DIFF; "llama",
- * LlamaForCausalLM, for softmax), model.safetensors (F32) and, when m carries
- * one, tokenizer.json (a tokenizer.json already in dir is removed when it
- * does not). Exact: subln folds into o_proj's columns, the head norm's eps
- * into v_proj, the DIFF RoPE rule into rope_theta (docs/formats.md). The
- * folder is replaced as a whole, in one step (a new sibling folder swapped
- * in; other files of dir are kept, a subfolder in it is refused): a kill or
- * a full disk at any moment leaves the previous folder or the new one, never
- * a mix of the two. Architectures without hf (da_arch_info) and a sliding
- * window have no Hugging Face equivalent: an error naming them. */
+/* Writes m as a Hugging Face folder dir (created if missing): config.json (model_type "diffllama",
+ * DiffLlamaForCausalLM, for DIFF; "llama" for softmax; "motif" for GDA), model.safetensors (F32) and, when m
+ * carries one, tokenizer.json (one already in dir is removed when it does not). Exact: subln folds into
+ * o_proj's columns, the head norm's eps into v_proj, the DIFF RoPE rule into rope_theta (docs/formats.md).
+ * Replaced as a whole, in one step (a new sibling folder swapped in; other files of dir kept, a subfolder
+ * refused): a kill or a full disk leaves the previous folder or the new one, never a mix. Architectures
+ * without hf (da_arch_info) and a sliding window have no Hugging Face equivalent: an error naming them. */
 da_status da_model_export_hf(const da_model *m, const char *dir);
+/* The same with type "f32", "bf16" or "f16" (nearest even); shard_bytes > 0 splits weights over that size into
+ * model-0000i-of-0000N.safetensors and model.safetensors.index.json, removing dir's earlier weight files. */
+da_status da_model_export_hf_as(const da_model *m, const char *dir, const char *type, size_t shard_bytes);
 
 /* Refuses, before anything is read or written, an output that is one of the
  * inputs: an existing outputs[o] with the same device and inode as inputs[i],

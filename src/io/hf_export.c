@@ -19,6 +19,7 @@
  * and the loader's fewest-groups rule finds r again. */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include "io/family.h"
 #include "io/hf_model.h"
 #include "io/safetensors.h"
+#include "io/st_shards.h"
 
 /* ------------------------------------------------------------ config.json */
 
@@ -66,7 +68,7 @@ static cJSON *rope_scaling_json(const da_config *c) {
 }
 
 /* The config.json text (malloc'd), or NULL when out of memory. */
-static char *config_text(const da_family *fam, const da_config *c) {
+static char *config_text(const da_family *fam, const da_config *c, const char *torch_dtype) {
     const int d = da_head_dim(c), H = fam->heads_per_native * c->n_heads, Hkv = fam->heads_per_native * c->n_kv_heads;
     cJSON *o = cJSON_CreateObject(), *arch = cJSON_CreateArray();
     if (!o || !arch) {
@@ -94,7 +96,7 @@ static char *config_text(const da_family *fam, const da_config *c) {
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddBoolToObject(o, "attention_bias", 0);
     if (fam->writes_mlp_bias) cJSON_AddBoolToObject(o, "mlp_bias", 0);
-    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
     if (fam->hf_rule && fam->hf_rule->write(o, c)) {
         cJSON_Delete(o);
         return NULL;
@@ -108,6 +110,7 @@ static char *config_text(const da_family *fam, const da_config *c) {
 
 typedef struct {
     const da_family *fam;
+    da_st_dtype dtype; /* of every tensor in the files */
     da_st_write_tensor *t;
     char (*names)[96];
     int n, cap;
@@ -301,33 +304,203 @@ static da_status write_text(const char *path, const char *text) {
     return da_atomic_commit(&af);
 }
 
+/* ------------------------------------------------------------ weight files and shards */
+
+/* The names the commit owns (written, or removed from dir), in the order a
+ * file system without the folder exchange renames them: weights, then the
+ * stale weight files, then tokenizer.json and config.json last. */
+typedef struct {
+    char (*name)[48];
+    int n, cap;
+} hf_names;
+
+static int names_add(hf_names *f, const char *name) {
+    if (f->n == f->cap) {
+        int cap = f->cap ? 2 * f->cap : 16;
+        void *p = realloc(f->name, (size_t)cap * sizeof *f->name);
+        if (!p) return -1;
+        f->name = p, f->cap = cap;
+    }
+    snprintf(f->name[f->n++], sizeof f->name[0], "%s", name);
+    return 0;
+}
+
+static int names_have(const hf_names *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->name[i], name)) return 1;
+    return 0;
+}
+
+/* A shard name as Hugging Face writes them, model-<i>-of-<n>.safetensors (any digit count). */
+static int is_shard_name(const char *s) {
+    size_t a = strspn(s + 6, "0123456789"), b;
+    if (strncmp(s, "model-", 6) || !a || strncmp(s + 6 + a, "-of-", 4)) return 0;
+    b = strspn(s + 10 + a, "0123456789");
+    return b && !strcmp(s + 10 + a + b, ".safetensors");
+}
+
+/* Adds what dir holds of an earlier export's weights that this one did not
+ * write: model.safetensors (which the reader takes before any index), the
+ * index, and every shard name, so that none is carried into the new folder. */
+static da_status add_stale(hf_names *f, const char *dir) {
+    static const char *const fixed[2] = {"model.safetensors", "model.safetensors.index.json"};
+    for (int i = 0; i < 2; i++)
+        if (!names_have(f, fixed[i]) && names_add(f, fixed[i])) return da_errorf("%s: out of memory", dir);
+    DIR *d = opendir(dir);
+    if (!d) return da_ok(); /* a new folder: nothing to remove */
+    const struct dirent *e;
+    int bad = 0;
+    while (!bad && (e = readdir(d)))
+        if (is_shard_name(e->d_name) && strlen(e->d_name) < sizeof f->name[0] && !names_have(f, e->d_name))
+            bad = names_add(f, e->d_name);
+    closedir(d);
+    return bad ? da_errorf("%s: out of memory", dir) : da_ok();
+}
+
+static size_t tensor_bytes(const da_st_write_tensor *t, size_t esz) {
+    size_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+    return n * esz;
+}
+
+/* shard_of[i]: tensor i's shard, in order; a shard closes when the next
+ * tensor would take it past shard_bytes, and a tensor larger than
+ * shard_bytes is alone in its own (Hugging Face's split, with the order
+ * kept). 0 bytes: one shard. Returns the count; *total: the tensors' bytes. */
+static int plan_shards(const hf_out *o, size_t shard_bytes, int *shard_of, size_t *total) {
+    int n = 0;
+    size_t used = 0;
+    *total = 0;
+    for (int i = 0; i < o->n; i++) {
+        const size_t b = tensor_bytes(&o->t[i], da_st_dtype_size(o->dtype));
+        if (i > 0 && shard_bytes && (b > shard_bytes - used || used > shard_bytes)) n++, used = 0;
+        shard_of[i] = n;
+        used += b;
+        *total += b;
+    }
+    return o->n ? n + 1 : 0;
+}
+
+/* model.safetensors.index.json: metadata.total_size and weight_map with
+ * the names sorted, as transformers' save_pretrained writes it. */
+static char *index_text(const hf_out *o, const int *shard_of, int n_shards, size_t total) {
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "metadata");
+    cJSON *wm = cJSON_AddObjectToObject(root, "weight_map");
+    int *order = malloc((size_t)o->n * sizeof *order);
+    char *text = NULL;
+    if (meta && wm && order) {
+        cJSON_AddNumberToObject(meta, "total_size", (double)total);
+        for (int i = 0; i < o->n; i++) order[i] = i;
+        for (int i = 1; i < o->n; i++) /* insertion sort: a few hundred names */
+            for (int j = i; j > 0 && strcmp(o->t[order[j - 1]].name, o->t[order[j]].name) > 0; j--) {
+                int k = order[j];
+                order[j] = order[j - 1], order[j - 1] = k;
+            }
+        char file[48];
+        for (int i = 0; i < o->n; i++) {
+            snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", shard_of[order[i]] + 1, n_shards);
+            cJSON_AddStringToObject(wm, o->t[order[i]].name, file);
+        }
+        text = cJSON_Print(root);
+    }
+    free(order);
+    cJSON_Delete(root);
+    return text;
+}
+
+/* The weights into tmp: model.safetensors when they fit in one shard of
+ * shard_bytes (or shard_bytes is 0), else the shards and their index, each
+ * tensor converted as it is written. The names written go to f. */
+static da_status write_weights(const hf_out *o, const char *tmp, const char *dir, size_t shard_bytes, hf_names *f) {
+    int *shard_of = malloc(((size_t)o->n + 1) * sizeof *shard_of);
+    if (!shard_of) return da_errorf("%s: out of memory", dir);
+    size_t total;
+    const int n_shards = plan_shards(o, shard_bytes, shard_of, &total);
+    char path[4300], name[48];
+    da_status st = da_ok();
+    if (n_shards > DA_MAX_SHARDS)
+        st = da_errorf("%s: a shard size of %zu bytes splits the %zu bytes of weights into %d shards, more than the "
+                       "%d a folder may hold to load back; give a larger shard size",
+                       dir, shard_bytes, total, n_shards, DA_MAX_SHARDS);
+    for (int s = 0, first = 0; !st.code && s < n_shards; s++) {
+        int end = first;
+        while (end < o->n && shard_of[end] == s) end++;
+        if (n_shards == 1) snprintf(name, sizeof name, "model.safetensors");
+        else snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, n_shards);
+        snprintf(path, sizeof path, "%s/%s", tmp, name);
+        st = da_st_write_as(path, o->t + first, end - first, o->dtype, NULL, NULL, 0);
+        if (!st.code && names_add(f, name)) st = da_errorf("%s: out of memory", dir);
+        first = end;
+    }
+    if (!st.code && n_shards > 1) {
+        char *text = index_text(o, shard_of, n_shards, total);
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", tmp);
+        st = !text ? da_errorf("%s: out of memory", path) : write_text(path, text);
+        if (!st.code && names_add(f, "model.safetensors.index.json")) st = da_errorf("%s: out of memory", dir);
+        free(text);
+    }
+    free(shard_of);
+    return st;
+}
+
+/* type -> the safetensors dtype and config.json's torch_dtype. */
+static da_status hf_dtype(const char *type, const char *dir, da_st_dtype *dt, const char **torch_dtype) {
+    static const struct {
+        const char *type, *torch;
+        da_st_dtype dt;
+    } types[3] = {{"f32", "float32", DA_ST_F32}, {"bf16", "bfloat16", DA_ST_BF16}, {"f16", "float16", DA_ST_F16}};
+    for (int i = 0; i < 3; i++)
+        if (type && !strcmp(type, types[i].type)) {
+            *dt = types[i].dt, *torch_dtype = types[i].torch;
+            return da_ok();
+        }
+    return da_errorf("%s: type \"%s\" is not one of f32, bf16, f16 for a Hugging Face folder (quantized types: "
+                     "diffattn quantize, to GGUF)",
+                     dir, type ? type : "(null)");
+}
+
+/* ------------------------------------------------------------ the folder */
+
 /* The files are written into a new sibling folder that then takes dir's
  * place in one step (da_atomic_folder_commit): a kill or a full disk at any
  * moment leaves the previous export or this one, never the weights of one
- * with the config.json of the other. */
-da_status da_model_export_hf(const da_model *m, const char *dir) {
+ * with the config.json of the other, nor the shards of two exports. */
+da_status da_model_export_hf_as(const da_model *m, const char *dir, const char *type, size_t shard_bytes) {
     const da_config *c = &m->cfg;
     const da_family *fam = da_family_hf_of(c);
-    da_status st = check_exportable(fam, c, dir);
+    da_st_dtype dt = DA_ST_F32;
+    const char *torch_dtype = "float32";
+    da_status st = hf_dtype(type, dir, &dt, &torch_dtype);
+    if (!st.code) st = check_exportable(fam, c, dir);
     if (st.code) return st;
-    char tmp[4200], cfg_path[4300], st_path[4300], tok_path[4300];
+    char tmp[4200], cfg_path[4300], tok_path[4300];
     if ((st = da_atomic_folder_open(dir, tmp, sizeof tmp)).code) return st;
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", tmp);
-    snprintf(st_path, sizeof st_path, "%s/model.safetensors", tmp);
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", tmp);
-    char *cfg_text = config_text(fam, c);
+    char *cfg_text = config_text(fam, c, torch_dtype);
     hf_out o;
+    hf_names owned = {0};
     if (!cfg_text) st = da_errorf("%s: out of memory", cfg_path);
-    else if (!(st = build_tensors(&o, fam, m, st_path)).code) {
-        st = da_st_write(st_path, o.t, o.n, NULL, NULL, 0);
+    else if (!(st = build_tensors(&o, fam, m, dir)).code) {
+        o.dtype = dt;
+        st = write_weights(&o, tmp, dir, shard_bytes, &owned);
         if (!st.code && m->tokenizer_json) st = write_text(tok_path, m->tokenizer_json);
         if (!st.code) st = write_text(cfg_path, cfg_text);
         out_free(&o);
     }
     free(cfg_text);
     /* a tokenizer.json of an earlier export is not carried over: it would be taken for this model's */
-    const char *owned[3] = {"model.safetensors", "tokenizer.json", "config.json"};
-    if (!st.code) st = da_atomic_folder_commit(tmp, dir, owned, 3);
+    if (!st.code) st = add_stale(&owned, dir);
+    if (!st.code && (names_add(&owned, "tokenizer.json") || names_add(&owned, "config.json")))
+        st = da_errorf("%s: out of memory", dir);
+    const char **list = st.code ? NULL : malloc((size_t)owned.n * sizeof *list);
+    if (!st.code && !list) st = da_errorf("%s: out of memory", dir);
+    for (int i = 0; list && i < owned.n; i++) list[i] = owned.name[i];
+    if (!st.code) st = da_atomic_folder_commit(tmp, dir, list, owned.n);
     da_atomic_folder_abort(tmp);
+    free(list);
+    free(owned.name);
     return st;
 }
+
+da_status da_model_export_hf(const da_model *m, const char *dir) { return da_model_export_hf_as(m, dir, "f32", 0); }

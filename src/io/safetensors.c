@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "io/atomic_file.h"
+#include "ops/qblock.h"
 #include "diffattn/formats.h"
 
 #define MAX_JSON_INT 9007199254740992.0 /* 2^53: larger JSON numbers are not exact integers */
@@ -497,8 +498,8 @@ static cJSON *json_int(uint64_t v) {
 }
 
 /* Builds the header JSON; on error returns NULL with *st set. */
-static char *build_header(const char *path, const da_st_write_tensor *ts, int n, const char *const *mk,
-                          const char *const *mv, int n_meta, da_status *st) {
+static char *build_header(const char *path, const da_st_write_tensor *ts, int n, da_st_dtype dtype,
+                          const char *const *mk, const char *const *mv, int n_meta, da_status *st) {
     cJSON *root = cJSON_CreateObject();
     int ok = root != NULL;
     if (ok && n_meta > 0) {
@@ -520,7 +521,7 @@ static char *build_header(const char *path, const da_st_write_tensor *ts, int n,
             cJSON_Delete(o);
             break;
         }
-        ok = cJSON_AddStringToObject(o, "dtype", "F32") != NULL;
+        ok = cJSON_AddStringToObject(o, "dtype", da_st_dtype_name(dtype)) != NULL;
         cJSON *sh = ok ? cJSON_AddArrayToObject(o, "shape") : NULL;
         cJSON *dof = sh ? cJSON_AddArrayToObject(o, "data_offsets") : NULL;
         ok = dof != NULL;
@@ -535,7 +536,7 @@ static char *build_header(const char *path, const da_st_write_tensor *ts, int n,
             cJSON *v = json_int(off);
             ok = v && cJSON_AddItemToArray(dof, v);
             if (!ok) cJSON_Delete(v);
-            if (k == 0) off += numel * 4;
+            if (k == 0) off += numel * da_st_dtype_size(dtype);
         }
     }
     char *txt = ok ? cJSON_PrintUnformatted(root) : NULL;
@@ -577,7 +578,7 @@ static da_status check_write_args(const char *path, const da_st_write_tensor *ts
         }
         if (zero) numel = 0;
         if (numel * 4 > SIZE_MAX - total) return da_errorf("%s: tensors are too large in total", path);
-        total += numel * 4;
+        total += numel * 4; /* at most 4 bytes an element */
         if (numel > 0 && !t->data) return da_errorf("%s: tensor \"%s\" has no data", path, nm);
         for (int j = 0; j < i; j++)
             if (strcmp(ts[j].name, t->name) == 0) return da_errorf("%s: duplicate tensor name \"%s\"", path, nm);
@@ -617,12 +618,35 @@ static int write_f32_le(FILE *fp, const float *x, size_t n) {
 #endif
 }
 
+/* x rounded to BF16 or F16 (the GGUF writer's conversion, da_quantize_row), written a block at a time. */
+static int write_half_le(FILE *fp, da_st_dtype dtype, const float *x, size_t n) {
+    uint16_t buf[4096];
+    while (n) {
+        size_t k = n < 4096 ? n : 4096;
+        da_quantize_row(dtype == DA_ST_BF16 ? DA_QT_BF16 : DA_QT_F16, buf, x, (int64_t)k);
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+        for (size_t i = 0; i < k; i++) buf[i] = (uint16_t)(buf[i] << 8 | buf[i] >> 8);
+#endif
+        if (fwrite(buf, 2, k, fp) != k) return -1;
+        x += k;
+        n -= k;
+    }
+    return 0;
+}
+
 da_status da_st_write(const char *path, const da_st_write_tensor *tensors, int n_tensors,
                       const char *const *meta_keys, const char *const *meta_values, int n_meta) {
+    return da_st_write_as(path, tensors, n_tensors, DA_ST_F32, meta_keys, meta_values, n_meta);
+}
+
+da_status da_st_write_as(const char *path, const da_st_write_tensor *tensors, int n_tensors, da_st_dtype dtype,
+                         const char *const *meta_keys, const char *const *meta_values, int n_meta) {
     if (!path) return da_errorf("safetensors: NULL output path");
+    if (dtype != DA_ST_F32 && dtype != DA_ST_BF16 && dtype != DA_ST_F16)
+        return da_errorf("%s: dtype %s is not written (F32, BF16 or F16)", path, da_st_dtype_name(dtype));
     da_status st = check_write_args(path, tensors, n_tensors, meta_keys, meta_values, n_meta);
     if (st.code) return st;
-    char *hdr = build_header(path, tensors, n_tensors, meta_keys, meta_values, n_meta, &st);
+    char *hdr = build_header(path, tensors, n_tensors, dtype, meta_keys, meta_values, n_meta, &st);
     if (!hdr) return st;
     size_t hl = strlen(hdr);
     size_t pad = (8 - (8 + hl) % 8) % 8; /* spaces, so that the data starts 8-aligned */
@@ -649,7 +673,9 @@ da_status da_st_write(const char *path, const da_st_write_tensor *tensors, int n
     for (int i = 0; i < n_tensors && !bad; i++) {
         size_t numel = 1;
         for (int d = 0; d < tensors[i].ndim; d++) numel *= (size_t)tensors[i].shape[d];
-        if (numel) bad = write_f32_le(af.fp, tensors[i].data, numel) != 0;
+        if (numel)
+            bad = (dtype == DA_ST_F32 ? write_f32_le(af.fp, tensors[i].data, numel)
+                                      : write_half_le(af.fp, dtype, tensors[i].data, numel)) != 0;
     }
     if (bad) return da_atomic_fail(&af, errno);
     return da_atomic_commit(&af);

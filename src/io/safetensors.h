@@ -1,4 +1,5 @@
-/* safetensors: a reader that trusts nothing in the file, and an F32 writer.
+/* safetensors: a reader that trusts nothing in the file, and a writer of
+ * floats as F32, BF16 or F16.
  *
  * Format: 8-byte little-endian header length N, N bytes of UTF-8 JSON (an
  * object: tensor name -> {"dtype", "shape", "data_offsets": [begin, end]},
@@ -89,5 +90,9 @@ typedef struct {
  * on failure the previous file at path is untouched. */
 da_status da_st_write(const char *path, const da_st_write_tensor *tensors, int n_tensors,
                       const char *const *meta_keys, const char *const *meta_values, int n_meta);
+/* da_st_write with every tensor stored as dtype: DA_ST_F32, or DA_ST_BF16 or DA_ST_F16 rounded to nearest
+ * even (the GGUF writer's conversion, da_quantize_row) a block at a time as written, with no copy. */
+da_status da_st_write_as(const char *path, const da_st_write_tensor *tensors, int n_tensors, da_st_dtype dtype,
+                         const char *const *meta_keys, const char *const *meta_values, int n_meta);
 
 #endif
