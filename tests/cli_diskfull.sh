@@ -2,7 +2,7 @@
 # A full disk during a write, simulated with a file size limit (prlimit
 # --fsize: writes past it fail with EFBIG, as on a full disk, once SIGXFSZ is
 # ignored): every writer -- a training checkpoint, quantize, prepare, the npy
-# export of logits, the ids export of encode, the text of decode, export --format hf -- must
+# export of logits, the ids export of encode, the text of decode, export --format hf (sharded too) -- must
 # exit with a clear error
 # (not be killed by SIGXFSZ, exit 153), leave the previous file byte for byte
 # and leave no temporary behind. And a temporary left by a process killed
@@ -96,6 +96,26 @@ limited "export --format hf" 10000 "$TMP/hf/model.safetensors" \
   "$BIN" export --format hf --model "$TMP/other.safetensors" --out "$TMP/hf"
 if cmp -s "$TMP/hf/config.json" "$TMP/config.before"; then pass "export: config.json unchanged"
 else fail "export: config.json changed while the weights were not written"; fi
+
+# 6b. a sharded export (--type bf16 --shard-size) over an earlier one of another shard count, the disk full
+#     while writing shard 2 (shard 1, 4 kB of embeddings, fits under the limit; shard 2, one 8 kB q_proj,
+#     does not): every file of the folder as it was, no temporary folder left
+"$BIN" init --arch diff --dim 64 --layers 1 --heads 2 --vocab 32 --ffn 512 --out "$TMP/wide.safetensors" \
+  >/dev/null 2>&1 || fail "init of a third model failed"
+"$BIN" export --format hf --type bf16 --shard-size 20000 --model "$TMP/other.safetensors" --out "$TMP/hfs" \
+  >/dev/null 2>&1 || fail "export: the first sharded run failed"
+snapshot() { (cd "$1" && for f in *; do echo "$f $(cksum <"$f")"; done); }
+snapshot "$TMP/hfs" >"$TMP/hfs.before"
+err=$(prlimit --fsize=6000 "$BIN" export --format hf --type bf16 --shard-size 5000 --model "$TMP/wide.safetensors" \
+  --out "$TMP/hfs" 2>&1 >/dev/null)
+rc=$?
+left=$(find "$TMP" -maxdepth 1 -name 'hfs.tmp*' | wc -l)
+if [ "$rc" -gt 128 ]; then fail "export --shard-size: killed by a signal (exit $rc)"
+elif [ "$rc" -eq 0 ]; then fail "export --shard-size: succeeded under a 6000-byte limit"
+elif ! echo "$err" | grep -q "model-00002-of-000.*File too large"; then fail "export --shard-size: not at shard 2: $err"
+elif ! snapshot "$TMP/hfs" | cmp -s - "$TMP/hfs.before"; then fail "export --shard-size: the folder changed: $(ls "$TMP/hfs")"
+elif [ "$left" -ne 0 ]; then fail "export --shard-size: $left temporary folder(s) left"
+else pass "export --shard-size: exit $rc at shard 2, \"$(echo "$err" | tail -1 | cut -c1-150)\", the folder intact"; fi
 
 # 7. a kill -9 mid-checkpoint leaves train_state.safetensors.tmp.<pid>; the
 #    next checkpoint of the run removes those of processes that are gone

@@ -211,6 +211,23 @@ static int test_refused(void) {
     c = small(DA_ARCH_DIFF, 4, 4);
     c.window = 8;
     rc |= expect_refused(&c, "window 8");
+    /* a type the folder does not take, and more shards than the reader opens: nothing written */
+    da_model m;
+    c.window = 0;
+    CHECK(!da_model_create(&m, &c).code);
+    char dir[] = "/tmp/test_hf_export_XXXXXX", sub[600];
+    CHECK(mkdtemp(dir));
+    snprintf(sub, sizeof sub, "%s/out", dir);
+    da_status st = da_model_export_hf_as(&m, sub, "q8_0", 0);
+    CHECK(st.code && strstr(st.msg, "type \"q8_0\" is not one of f32, bf16, f16") && access(sub, F_OK) != 0);
+    da_model_free(&m);
+    c.n_layers = 40; /* over 256 tensors, each over 1 byte: a shard each */
+    CHECK(!da_model_create(&m, &c).code);
+    st = da_model_export_hf_as(&m, sub, "bf16", 1);
+    CHECK(st.code && strstr(st.msg, "more than the 256") && access(sub, F_OK) != 0);
+    da_model_free(&m);
+    remove_folder(sub);
+    rmdir(dir);
     return rc;
 }
 
