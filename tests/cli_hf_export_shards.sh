@@ -26,7 +26,8 @@ def read(path):  # [(name, dtype, shape, raw bytes)] in data order
     k = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + k])
     h.pop("__metadata__", None)
     items = sorted(h.items(), key=lambda e: e[1]["data_offsets"][0])
-    return [(nm, t["dtype"], t["shape"], b[8 + k + t["data_offsets"][0]:8 + k + t["data_offsets"][1]]) for nm, t in items]
+    at = lambda t: b[8 + k + t["data_offsets"][0]:8 + k + t["data_offsets"][1]]
+    return [(nm, t["dtype"], t["shape"], at(t)) for nm, t in items]
 def rne_bf16(u):  # float32 bits -> bf16 bits, to nearest even
     return u >> 16 if (u & 0x7fffffff) > 0x7f800000 else ((u + 0x7fff + ((u >> 16) & 1)) >> 16) & 0xffff
 want = read(os.path.join(ref, "model.safetensors"))
@@ -44,7 +45,8 @@ if sorted(wm) != sorted(seen) or len(set(seen)) != len(seen): errs.append("weigh
 for f, s in zip(names, shards):
     errs += ["%s: in %s, weight_map says %s" % (t[0], f, wm.get(t[0])) for t in s if wm.get(t[0]) != f]
 sizes = [sum(len(t[3]) for t in s) for s in shards]
-if idx["metadata"]["total_size"] != sum(sizes): errs.append("total_size %s != %d" % (idx["metadata"]["total_size"], sum(sizes)))
+total = idx["metadata"]["total_size"]
+if total != sum(sizes): errs.append("total_size %s != %d" % (total, sum(sizes)))
 for i, s in enumerate(shards):
     if sizes[i] > limit and len(s) > 1: errs.append("shard %d: %d bytes in %d tensors" % (i + 1, sizes[i], len(s)))
     if i + 1 < len(shards) and sizes[i] + len(shards[i + 1][0][3]) <= limit: errs.append("shard %d not full" % (i + 1))
@@ -117,7 +119,8 @@ check "README.md kept" test -e "$TMP/out/README.md"
 ok "into a folder: then one F32 file" "$BIN" export --model $V1 --format hf --out "$TMP/out"
 check "one file replaces the shards: no shard, no index left" \
   test "$(ls "$TMP/out" | tr '\n' ' ')" = "README.md config.json model.safetensors model.safetensors.keep "
-ok "into a folder: then 3 shards again" "$BIN" export --model $V1 --format hf --type bf16 --shard-size 30000 --out "$TMP/out"
+ok "into a folder: then 3 shards again" "$BIN" export --model $V1 --format hf --type bf16 --shard-size 30000 \
+  --out "$TMP/out"
 check "3 shards replace model.safetensors (which the reader would take first)" test ! -e "$TMP/out/model.safetensors"
 ok "logits of the folder" "$BIN" logits --model "$TMP/out" --ids $V1.ids.txt --out "$TMP/out.npy"
 check "its logits are the 3-shard export's" cmp -s "$TMP/out.npy" "$TMP/bf16.npy"
@@ -145,6 +148,7 @@ ok "motif_reference.py --logits on the sharded folder" "$TORCH_PY" tools/motif_r
 check "reference and diffattn agree within 1e-5 (relative to the largest logit)" "$TORCH_PY" -c '
 import sys, numpy as np
 a, b = np.load(sys.argv[1]).astype(np.float64), np.load(sys.argv[2]).astype(np.float64)
-e = np.abs(a - b).max() / np.abs(a).max(); print("max |diff| / max |logit| = %.2e" % e); sys.exit(0 if e <= 1e-5 else 1)' \
+e = np.abs(a - b).max() / np.abs(a).max()
+print("max |diff| / max |logit| = %.2e" % e); sys.exit(0 if e <= 1e-5 else 1)' \
   "$TMP/ref.npy" "$TMP/bf16.npy"
 finish

@@ -38,12 +38,12 @@ da_status da_model_save(const da_model *m, const char *path); /* atomic */
  * DiffLlamaForCausalLM, for DIFF; "llama" for softmax; "motif" for GDA), model.safetensors (F32) and, when m
  * carries one, tokenizer.json (one already in dir is removed when it does not). Exact: subln folds into
  * o_proj's columns, the head norm's eps into v_proj, the DIFF RoPE rule into rope_theta (docs/formats.md).
- * Replaced as a whole, in one step (a new sibling folder swapped in; other files of dir kept, a subfolder
- * refused): a kill or a full disk leaves the previous folder or the new one, never a mix. Architectures
+ * Replaced as a whole, in one step (a new sibling folder swapped in; earlier weight files removed, other files
+ * kept, a subfolder refused): a kill or a full disk leaves the previous folder or the new one. Architectures
  * without hf (da_arch_info) and a sliding window have no Hugging Face equivalent: an error naming them. */
 da_status da_model_export_hf(const da_model *m, const char *dir);
 /* The same with type "f32", "bf16" or "f16" (nearest even); shard_bytes > 0 splits weights over that size into
- * model-0000i-of-0000N.safetensors and model.safetensors.index.json, removing dir's earlier weight files. */
+ * model-0000i-of-0000N.safetensors and model.safetensors.index.json, as Hugging Face's save_pretrained. */
 da_status da_model_export_hf_as(const da_model *m, const char *dir, const char *type, size_t shard_bytes);
 
 /* Refuses, before anything is read or written, an output that is one of the
