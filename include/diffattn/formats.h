@@ -34,8 +34,8 @@ const char *da_model_format(const char *path);
  * files together. 0 when unreadable. */
 size_t da_model_file_bytes(const char *path);
 da_status da_model_save(const da_model *m, const char *path); /* atomic */
-/* Writes m as a Hugging Face folder dir (created if missing): config.json (model_type "diffllama",
- * DiffLlamaForCausalLM, for DIFF; "llama" for softmax; "motif" for GDA), model.safetensors (F32) and, when m
+/* Writes m as a Hugging Face folder dir (created if missing): config.json (its family's model_type and class:
+ * DiffLlamaForCausalLM for DIFF, LlamaForCausalLM for softmax, docs/formats.md), model.safetensors (F32) and, when m
  * carries one, tokenizer.json (one already in dir is removed when it does not). Exact: subln folds into
  * o_proj's columns, the head norm's eps into v_proj, the DIFF RoPE rule into rope_theta (docs/formats.md).
  * Replaced as a whole, in one step (a new sibling folder swapped in; earlier weight files removed, other files

@@ -106,7 +106,7 @@ int cmd_export(int argc, char **argv) {
     const char *req[] = {"model", "format", "out", NULL};
     int rc = cli_parse("export",
                        "Writes a model in another format. --format hf: a folder that transformers loads as "
-                       "DiffLlamaForCausalLM (arch diff), LlamaForCausalLM (softmax) or MotifForCausalLM (gda), "
+                       "DiffLlamaForCausalLM (arch diff), LlamaForCausalLM (softmax) or its family's class (gda: docs/formats.md), "
                        "with the same logits; --type bf16 --shard-size 5GB gives a published model's layout. "
                        "--format gguf: a softmax model as llama.cpp's \"llama\" architecture, with its tokenizer in "
                        "tokenizer.ggml.*; the other architectures under names of their own (docs/formats.md).",

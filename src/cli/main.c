@@ -30,7 +30,7 @@ static const struct {
     {"tokenizer", cmd_tokenizer, "train a byte-level BPE tokenizer (tokenizer train)"},
     {"prepare", cmd_prepare, "tokenize text files into token shards for train --data DIR"},
     {"convert", cmd_convert, "turn a softmax or Llama model into DIFF V1 or V2 (preserve: the same logits; split)"},
-    {"export", cmd_export, "write a model as a Hugging Face folder (DiffLlama, Llama or Motif) or a GGUF file"},
+    {"export", cmd_export, "write a model as a Hugging Face folder (its family's class: docs/formats.md) or a GGUF file"},
     {"quantize", cmd_quantize, "quantize a model's weights to q8_0, q4_0 or q4_k in a GGUF file"},
     {"bench", cmd_bench, "time training steps, the attention kernel (tokens/s, MFU) or generation"},
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching (docs/serving.md)"},
