@@ -102,16 +102,21 @@ static void strip_range(const char *s, size_t *lo, size_t *hi, int l, int r, int
     while (r && *hi > *lo && (only_newlines ? s[*hi - 1] == '\n' : is_space(s[*hi - 1]))) (*hi)--;
 }
 
+/* One message of the Llama 3 templates: its role's header, then its content trimmed. */
+static void put_llama3_message(srv_text *b, const srv_message *msg) {
+    size_t lo = 0, hi = msg->n_content;
+    strip_range(msg->content, &lo, &hi, 1, 1, 0);
+    srv_text_put(b, "<|start_header_id|>");
+    srv_text_put(b, msg->role);
+    srv_text_put(b, "<|end_header_id|>\n\n");
+    srv_text_put_n(b, msg->content + lo, hi - lo);
+}
+
 /* Meta's Llama 3 template: a header per message, its content trimmed, BOS before the first. */
 static void render_llama3(srv_text *b, const srv_message *m, int n, const char *bos) {
     for (int i = 0; i < n; i++) {
-        size_t lo = 0, hi = m[i].n_content;
-        strip_range(m[i].content, &lo, &hi, 1, 1, 0);
         if (i == 0) srv_text_put(b, bos);
-        srv_text_put(b, "<|start_header_id|>");
-        srv_text_put(b, m[i].role);
-        srv_text_put(b, "<|end_header_id|>\n\n");
-        srv_text_put_n(b, m[i].content + lo, hi - lo);
+        put_llama3_message(b, &m[i]);
         srv_text_put(b, "<|eot_id|>");
     }
     srv_text_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
@@ -163,12 +168,7 @@ static const char *render_llama31(srv_text *b, const srv_message *m, int n, cons
             srv_text_put(b, m[i].tool_calls[0].arguments_json);
             srv_text_put(b, "}");
         } else {
-            lo = 0, hi = m[i].n_content;
-            strip_range(m[i].content, &lo, &hi, 1, 1, 0);
-            srv_text_put(b, "<|start_header_id|>");
-            srv_text_put(b, m[i].role);
-            srv_text_put(b, "<|end_header_id|>\n\n");
-            srv_text_put_n(b, m[i].content + lo, hi - lo);
+            put_llama3_message(b, &m[i]);
         }
         srv_text_put(b, "<|eot_id|>");
     }
