@@ -10,6 +10,7 @@
 # Skips (77) without Python's jinja2 (Debian: python3-jinja2).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/tok_lib.sh"
 JINJA=$(python3 -c 'import jinja2; print(jinja2.__version__, "from", jinja2.__file__)' 2>/dev/null) ||
   skip "python3-jinja2 is missing"
 TEMPLATE=tools/serveref/motif_chat_template.jinja
@@ -20,24 +21,10 @@ ok "init a tiny GDA model with PolyNorm MLPs (vocabulary: 256 bytes + 7 special 
 ok "export it as a Hugging Face folder" "$BIN" export --format hf --model "$TMP/m.safetensors" --out "$D"
 has "the folder is Motif's" "$(cat "$D/config.json")" '"MotifForCausalLM"'
 # GPT-2's byte alphabet for ids 0-255, then Motif's special tokens; chat_template: the template file as it is
+write_byte_tokenizer "$D/tokenizer.json" \
+  "<|endoftext|> <|startofturn|> <|endofturn|> <|system|> <|user|> <|assistant|> <|tool|>" ""
 python3 - "$D" "$TEMPLATE" <<'PY'
 import json, sys
-bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-cs, n = bs[:], 0
-for b in range(256):
-    if b not in bs:
-        bs.append(b); cs.append(256 + n); n += 1
-vocab = {chr(c): b for b, c in zip(bs, cs)}
-specials = ["<|endoftext|>", "<|startofturn|>", "<|endofturn|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]
-added = []
-for i, t in enumerate(specials):
-    vocab[t] = 256 + i
-    added.append({"id": 256 + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                  "normalized": False, "special": True})
-tok = {"version": "1.0", "added_tokens": added, "normalizer": None,
-       "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-       "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": vocab, "merges": []}}
-json.dump(tok, open(sys.argv[1] + "/tokenizer.json", "w"))
 cfg = {"chat_template": open(sys.argv[2]).read(), "eos_token": "<|endoftext|>", "add_bos_token": False}
 json.dump(cfg, open(sys.argv[1] + "/tokenizer_config.json", "w"), indent=2)
 PY
