@@ -613,21 +613,14 @@ static da_status figures(const report *rep) {
     return da_plot_lines(path, title, "step", "lambda", ls, L);
 }
 
-/* The report's files in order, each part from this file: report.json (its
- * head, the cells with their runs, its tail), the figures, report.md. */
-static da_status write_files(const report *r) {
-    report_json j;
-    da_status st = report_json_open(&j, r);
-    if (st.code) return st;
-    json_head(j.fp, r);
-    report_json_cells(&j, r, json_cell, json_run);
-    json_tail(j.fp, r);
-    if ((st = report_json_save(&j, r)).code || (st = figures(r)).code) return st;
-    da_atomic_file md;
-    if ((st = report_md_open(&md, r)).code) return st;
-    write_md(md.fp, r);
-    return report_md_save(&md);
-}
+static const report_parts parts = {
+    .json_head = json_head,
+    .json_cell = json_cell,
+    .json_run = json_run,
+    .json_tail = json_tail,
+    .figures = figures,
+    .markdown = write_md,
+};
 
 da_status task_write_report(const task_study *S, double wall_s) {
     const da_task_compare_config *c = S->c;
@@ -644,7 +637,7 @@ da_status task_write_report(const task_study *S, double wall_s) {
     for (int a = 0; a < c->shape.n_archs; a++) r.names[a] = da_study_column_name(&c->shape, a), r.labels[a] = da_study_column_label(&c->shape, a);
     k->S = S, k->wall_s = wall_s;
     metrics_of(k, &r);
-    da_status st = write_files(&r);
+    da_status st = report_write(&r, &parts);
     free(k), free(cell_names);
     return st;
 }

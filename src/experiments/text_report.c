@@ -255,21 +255,14 @@ static void write_md(FILE *fp, const report *r) {
                 "Quantized logits: dynamic absmax per query row, symmetric. Every number is in report.json.\n");
 }
 
-/* The report's files in order, each part from this file: report.json (its
- * head, the cells with their runs, its tail), the figures, report.md. */
-static da_status write_files(const report *r) {
-    report_json j;
-    da_status st = report_json_open(&j, r);
-    if (st.code) return st;
-    json_head(j.fp, r);
-    report_json_cells(&j, r, json_cell, json_run);
-    json_tail(j.fp, r);
-    if ((st = report_json_save(&j, r)).code || (st = figures(r)).code) return st;
-    da_atomic_file md;
-    if ((st = report_md_open(&md, r)).code) return st;
-    write_md(md.fp, r);
-    return report_md_save(&md);
-}
+static const report_parts parts = {
+    .json_head = json_head,
+    .json_cell = json_cell,
+    .json_run = json_run,
+    .json_tail = json_tail,
+    .figures = figures,
+    .markdown = write_md,
+};
 
 /* report.json, the figures and report.md from the runs' result files. */
 da_status cmp_report_write(const cmp_study *x) {
@@ -297,7 +290,7 @@ da_status cmp_report_write(const cmp_study *x) {
         r->runs = res, r->run_size = sizeof *res, r->ctx = k;
         r->note_header = "paper (DIFF / Transformer)";
         metrics_of(k);
-        st = write_files(r);
+        st = report_write(r, &parts);
     }
     for (int i = 0; res && i < n_runs; i++) free(res[i].map.map);
     free(res), free(k);

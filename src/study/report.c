@@ -123,7 +123,14 @@ da_status report_lines(const report *r, int cell, const char *stem, const char *
     return da_plot_lines(path, title, xlabel, ylabel, s, ns);
 }
 
-da_status report_json_open(report_json *j, const report *r) {
+/* report.json, written in memory (fp) and saved without bare NaN or inf. */
+typedef struct {
+    FILE *fp;
+    char *text;
+    size_t n;
+} report_json;
+
+static da_status report_json_open(report_json *j, const report *r) {
     *j = (report_json){0};
     j->fp = open_memstream(&j->text, &j->n);
     if (!j->fp) return da_errorf("%s/report.json: out of memory", r->out_dir);
@@ -131,13 +138,12 @@ da_status report_json_open(report_json *j, const report *r) {
     return da_ok();
 }
 
-void report_json_cells(const report_json *j, const report *r, void (*cell)(FILE *fp, const report *r, int cell),
-                       void (*run)(FILE *fp, const report *r, int cell, int arch, int seed)) {
+static void report_json_cells(const report_json *j, const report *r, const report_parts *parts) {
     FILE *fp = j->fp;
     fprintf(fp, "\"cells\":[");
     for (int i = 0; i < r->n_cells; i++) {
         fprintf(fp, "%s{\"name\":\"%s\",", i ? "," : "", r->cell_names[i]);
-        if (cell) cell(fp, r, i);
+        if (parts->json_cell) parts->json_cell(fp, r, i);
         fprintf(fp, "\"archs\":{");
         for (int a = 0; a < r->n_archs; a++) {
             fprintf(fp, "%s\"%s\":[", a ? "," : "", r->names[a]);
@@ -149,7 +155,7 @@ void report_json_cells(const report_json *j, const report *r, void (*cell)(FILE 
                     fprintf(fp, ",\"%s\":", x->key);
                     da_json_number(fp, x->jfmt ? x->jfmt : x->fmt, report_value(r, m, i, a, s));
                 }
-                if (run) run(fp, r, i, a, s);
+                if (parts->json_run) parts->json_run(fp, r, i, a, s);
                 fprintf(fp, "}");
             }
             fprintf(fp, "]");
@@ -159,7 +165,7 @@ void report_json_cells(const report_json *j, const report *r, void (*cell)(FILE 
     fprintf(fp, "]");
 }
 
-da_status report_json_save(report_json *j, const report *r) {
+static da_status report_json_save(report_json *j, const report *r) {
     char path[4300];
     snprintf(path, sizeof path, "%s/report.json", r->out_dir);
     fprintf(j->fp, "}\n");
@@ -173,10 +179,19 @@ da_status report_json_save(report_json *j, const report *r) {
     return st;
 }
 
-da_status report_md_open(da_atomic_file *md, const report *r) {
+da_status report_write(const report *r, const report_parts *parts) {
+    report_json j;
+    da_status st = report_json_open(&j, r);
+    if (st.code) return st;
+    if (parts->json_head) parts->json_head(j.fp, r);
+    report_json_cells(&j, r, parts);
+    if (parts->json_tail) parts->json_tail(j.fp, r);
+    if ((st = report_json_save(&j, r)).code) return st;
+    if (parts->figures && (st = parts->figures(r)).code) return st;
     char path[4300];
     snprintf(path, sizeof path, "%s/report.md", r->out_dir);
-    return da_atomic_open(md, path);
+    da_atomic_file md;
+    if ((st = da_atomic_open(&md, path)).code) return st;
+    parts->markdown(md.fp, r);
+    return da_atomic_commit(&md);
 }
-
-da_status report_md_save(da_atomic_file *md) { return da_atomic_commit(md); }

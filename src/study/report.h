@@ -3,22 +3,19 @@
  * report.json, the figures and report.md, each atomically. A study names
  * its numbers as metrics (a row of the per-cell table, a field of a run in
  * report.json, a category or point of a figure). A kind of study writes its
- * report in this order, each step a call in its own report function
- * (task_write_report, cmp_report_write):
+ * report through report_write, which calls its parts (report_parts) in
+ * this order:
  *
- *   report_json_open                   report.json: "{", then the kind's head fields
- *   report_json_cells                  "cells": [{"name": ..., <cell fields>, "archs":
- *                                        {"<arch>": [{"seed": S, <metrics>, <run fields>}, ...]}}, ...]
- *   report_json_save                   after the kind's tail fields: "}", saved atomically
- *   (the kind's figures)
- *   report_md_open, report_md_save     report.md, written by the kind between them */
+ *   report.json   "{", the kind's head fields, "cells": [{"name": ..., <cell fields>, "archs":
+ *                   {"<arch>": [{"seed": S, <metrics>, <run fields>}, ...]}}, ...], its tail fields, "}";
+ *                   saved atomically, without bare NaN or inf
+ *   the kind's figures
+ *   report.md     written whole by the kind, saved atomically */
 #ifndef DA_REPORT_H
 #define DA_REPORT_H
 
 #include <stddef.h>
 #include <stdio.h>
-
-#include "io/atomic_file.h"
 
 #include "study/study.h"
 
@@ -75,23 +72,19 @@ da_status report_bars(const report *r, int cell, const char *stem, const char *t
 da_status report_lines(const report *r, int cell, const char *stem, const char *title, const char *xlabel,
                        const char *ylabel, const double *x, const int *metrics, int n);
 
-/* report.json, written in memory (fp) and saved without bare NaN or inf. */
+/* A kind of study's parts of its report. Head fields are each followed by a
+ * comma, cell fields too; run and tail fields are each preceded by one. Any
+ * part but markdown may be NULL: none. */
 typedef struct {
-    FILE *fp;
-    char *text;
-    size_t n;
-} report_json;
-/* Opens j and writes "{": the kind's head fields follow, each followed by a comma. */
-da_status report_json_open(report_json *j, const report *r);
-/* "cells": [...]: per cell its name, then cell(fp, r, cell) (fields each followed by a comma), its runs per
- * architecture and seed: the seed, the REPORT_JSON metrics, then run(fp, r, cell, arch, seed) (fields each
- * preceded by a comma). cell or run NULL: none. The kind's tail fields follow, each preceded by a comma. */
-void report_json_cells(const report_json *j, const report *r, void (*cell)(FILE *fp, const report *r, int cell),
-                       void (*run)(FILE *fp, const report *r, int cell, int arch, int seed));
-/* Writes "}", closes j and saves it as out_dir/report.json, atomically. */
-da_status report_json_save(report_json *j, const report *r);
-/* out_dir/report.md, written whole by the caller into md->fp between the two. */
-da_status report_md_open(da_atomic_file *md, const report *r);
-da_status report_md_save(da_atomic_file *md);
+    void (*json_head)(FILE *fp, const report *r);
+    void (*json_cell)(FILE *fp, const report *r, int cell);
+    void (*json_run)(FILE *fp, const report *r, int cell, int arch, int seed);
+    void (*json_tail)(FILE *fp, const report *r);
+    da_status (*figures)(const report *r);
+    void (*markdown)(FILE *fp, const report *r);
+} report_parts;
+
+/* out_dir/report.json, the figures and out_dir/report.md, in that order. */
+da_status report_write(const report *r, const report_parts *parts);
 
 #endif
